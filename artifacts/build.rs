@@ -1,0 +1,103 @@
+//! Builds every policy crate under `policies/` to a wasm32-wasip2 component, in one cargo
+//! call with a target directory of its own (so it never waits on the outer build's lock),
+//! and writes `artifacts.rs`: the shipped policies' bytes and every component's path.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-wasip2";
+
+struct Crate {
+    package: String,
+    /// The policy's name: its folder under `policies/` (or `policies/hostile/`).
+    name: String,
+    hostile: bool,
+}
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
+    for watched in ["policies", "sdk", "wit", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+
+    let crates = find_crates(&root.join("policies"));
+    let target_dir = root.join("target").join("policies");
+    build(&root, &target_dir, &crates);
+
+    let out = target_dir.join(TARGET).join("release");
+    let mut code = String::new();
+    code.push_str("/// The shipped policies, embedded: name and component bytes.\n");
+    code.push_str("pub const SHIPPED: &[Shipped] = &[\n");
+    for c in crates.iter().filter(|c| !c.hostile) {
+        let path = wasm_path(&out, c);
+        writeln!(code, "    Shipped {{ name: {:?}, wasm: include_bytes!({:?}) }},", c.name, path.display().to_string()).unwrap();
+    }
+    code.push_str("];\n\n/// Every component built here (shipped and hostile fixtures): name and path.\n");
+    code.push_str("pub const ALL: &[Artifact] = &[\n");
+    for c in &crates {
+        let path = wasm_path(&out, c);
+        writeln!(code, "    Artifact {{ name: {:?}, path: {:?}, hostile: {} }},", c.name, path.display().to_string(), c.hostile).unwrap();
+    }
+    code.push_str("];\n");
+    let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("artifacts.rs");
+    fs::write(&dest, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
+}
+
+fn wasm_path(out: &Path, c: &Crate) -> PathBuf {
+    out.join(format!("{}.wasm", c.package.replace('-', "_")))
+}
+
+fn find_crates(policies: &Path) -> Vec<Crate> {
+    let mut crates = Vec::new();
+    for (dir, hostile) in [(policies.to_path_buf(), false), (policies.join("hostile"), true)] {
+        let Ok(entries) = fs::read_dir(&dir) else { continue };
+        let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
+        dirs.sort();
+        for d in dirs {
+            let manifest = fs::read_to_string(d.join("Cargo.toml")).unwrap_or_default();
+            let package = manifest
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("name = \"").and_then(|r| r.strip_suffix('"')))
+                .unwrap_or_else(|| panic!("{}: no `name = \"…\"` line in [package]", d.display()))
+                .to_string();
+            let name = d.file_name().unwrap().to_string_lossy().into_owned();
+            crates.push(Crate { package, name, hostile });
+        }
+    }
+    crates
+}
+
+fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root).args(["build", "--release", "--target", TARGET, "--target-dir"]).arg(target_dir);
+    for c in crates {
+        cmd.args(["-p", &c.package]);
+    }
+    // The outer build's settings are for the host, not for wasm: drop them.
+    for (key, _) in env::vars_os() {
+        let key = key.to_string_lossy();
+        let host_only = key.starts_with("CARGO_ENCODED_RUSTFLAGS")
+            || key == "RUSTFLAGS"
+            || key == "RUSTC_WORKSPACE_WRAPPER"
+            || key == "CARGO_TARGET_DIR"
+            || key.starts_with("CARGO_BUILD_")
+            || key.starts_with("CARGO_PROFILE_")
+            || key == "CARGO_LLVM_COV"
+            || key.starts_with("__CARGO");
+        if host_only {
+            cmd.env_remove(key.as_ref());
+        }
+    }
+    let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo to build the policies: {e}"));
+    if !status.success() {
+        panic!(
+            "building the policies for {TARGET} failed (see above). If the target is missing, run \
+             `rustup target add {TARGET}` and build again."
+        );
+    }
+}

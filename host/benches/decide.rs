@@ -1,0 +1,87 @@
+//! The crossing cost, as a ratio measured in one run: the same policy logic on the same
+//! snapshots, called as a Wasm component (`wasm/<policy>/<jobs>`) and as plain Rust through
+//! the SDK's runner (`native/<policy>/<jobs>`).
+//!
+//! Each benchmark replays a sequence of per-tick deltas as the host sends them in steady
+//! state: every job's numbers, and a new progress record from a quarter of the jobs.
+
+use std::hint::black_box;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use wasmsched::bindings::wit;
+use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmsched::snapshot::{Cursor, Telemetry, sample};
+use wasmsched_sdk::Runner;
+
+const TICKS: usize = 16;
+
+/// The first snapshot (a full resync) and `TICKS` steady-state deltas after it.
+fn deltas(jobs: usize) -> (wit::Snapshot, Vec<wit::Snapshot>) {
+    let mut world: Telemetry = sample::world(jobs.div_ceil(50), jobs, 20);
+    let mut cursor = Cursor::fresh();
+    let first = world.snapshot_for(&mut cursor);
+    let handles: Vec<u32> = world.jobs().map(|(_, s)| s.handle).collect();
+    let ticks = (0..TICKS)
+        .map(|tick| {
+            world.set_time_ms(world.time_ms() + 30_000);
+            for (i, &h) in handles.iter().enumerate() {
+                world.state_mut(h).unwrap().cpu_used_millicores = 400 + ((i + tick) as u64 * 53) % 1600;
+                if (i + tick) % 4 == 0 {
+                    world.record(h, 21 + tick as u32, vec![0.5 + 0.01 * tick as f64]);
+                }
+            }
+            world.snapshot_for(&mut cursor)
+        })
+        .collect();
+    (first, ticks)
+}
+
+/// The same snapshot in the SDK's generated types.
+fn to_sdk(s: &wit::Snapshot) -> wasmsched_sdk::bindings::wasmsched::policy::types::Snapshot {
+    serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
+}
+
+fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name: &str) {
+    let wasm = wasmsched::shipped::by_name(name).expect("a shipped policy");
+    let loaded = rt.load(name, wasm.wasm).expect("the shipped policy loads");
+    for jobs in [10usize, 100, 1000] {
+        let (first, mut ticks) = deltas(jobs);
+
+        let mut instance = loaded.instantiate(rt, Limits::default(), "{}", None).unwrap();
+        instance.decide_raw(&first).unwrap();
+        let mut time = first.time_ms;
+        let mut i = 0;
+        c.benchmark_group("wasm").bench_function(BenchmarkId::new(name, jobs), |b| {
+            b.iter(|| {
+                time += 30_000;
+                let s = &mut ticks[i % TICKS];
+                s.time_ms = time;
+                i += 1;
+                black_box(instance.decide_raw(s).unwrap())
+            })
+        });
+
+        let sdk_ticks: Vec<_> = ticks.iter().map(to_sdk).collect();
+        let mut runner = Runner::<P>::init("{}", None).unwrap();
+        runner.decide_raw(to_sdk(&first)).unwrap();
+        let mut time = first.time_ms;
+        let mut i = 0;
+        c.benchmark_group("native").bench_function(BenchmarkId::new(name, jobs), |b| {
+            b.iter(|| {
+                time += 30_000;
+                let mut s = sdk_ticks[i % TICKS].clone();
+                s.time_ms = time;
+                i += 1;
+                black_box(runner.decide_raw(s).unwrap())
+            })
+        });
+    }
+}
+
+fn decide(c: &mut Criterion) {
+    let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
+    bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share");
+}
+
+criterion_group!(benches, decide);
+criterion_main!(benches);

@@ -1,0 +1,29 @@
+//! wasmsched: a WebAssembly policy-plugin host for the schedulers of deep-learning
+//! containers.
+//!
+//! **The loop.** Everything the host does is one loop, whatever the backend: observe →
+//! snapshot → decide → validate → apply → record. The backend's observations land in a
+//! [`snapshot::Telemetry`]; each policy instance receives from it only what changed since its
+//! previous call ([`snapshot::Cursor`]): a job's strings once, numbers every tick, progress as
+//! new records.
+//!
+//! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
+//! a cache of compiled components on disk. A policy file becomes a
+//! [`runtime::LoadedPolicy`]; its [`runtime::PolicyInstance`]s run every call under a
+//! deadline and a memory cap, with no filesystem, network, environment, clock or randomness
+//! of their own. [`runtime::supervise::Supervised`] keeps the loop going through any
+//! failure: a fallback for the tick, a fresh instance after a trap, quarantine after N
+//! failures in a row. [`validate`] checks every action before it is applied.
+//!
+//! **Admission.** [`admission::admit`] is what a policy must pass to serve: the right
+//! contract, `init`, and a dry-run `decide` with no invalid action. `wasmsched validate` and
+//! the hot reload share it.
+//!
+//! The contract's types come from [`bindings`], generated once from `wit/`.
+
+pub mod admission;
+pub mod bindings;
+pub mod runtime;
+pub mod shipped;
+pub mod snapshot;
+pub mod validate;

@@ -1,0 +1,158 @@
+//! What one policy call may use, and the store state that enforces it: a memory cap through
+//! the store's limiter, an empty and deterministic WASI context, and the `log` import.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use crate::bindings::wasmsched::policy::host::{Host, Level};
+use crate::bindings::wit;
+
+/// How many log lines one call may emit before the rest are dropped.
+pub const LOG_LINES_PER_CALL: u32 = 64;
+/// The longest log line kept, in bytes.
+pub const LOG_LINE_BYTES: usize = 1024;
+/// How much of a policy's stderr (its panic message) is kept.
+const STDERR_BYTES: usize = 4096;
+
+/// Limits on every call into a policy.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// Wall-clock deadline per call, enforced by epoch interruption.
+    pub deadline: Duration,
+    /// Cap on the instance's linear memory.
+    pub memory_bytes: u64,
+    /// Fuel per call when the runtime counts fuel.
+    pub fuel: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { deadline: Duration::from_millis(50), memory_bytes: 64 << 20, fuel: u64::MAX / 2 }
+    }
+}
+
+/// Enforces the memory cap and remembers that it was hit.
+#[derive(Debug)]
+pub struct MemoryCap {
+    max_bytes: usize,
+    /// Set when a growth was refused.
+    pub hit: bool,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_bytes {
+            self.hit = true;
+            wasmtime::bail!("memory cap of {} MiB reached (asked for {} MiB)", self.max_bytes >> 20, desired >> 20);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// The data of one policy instance's store.
+pub struct StoreState {
+    policy: Arc<str>,
+    wasi: WasiCtx,
+    table: ResourceTable,
+    stderr: MemoryOutputPipe,
+    pub(crate) memory: MemoryCap,
+    pub(crate) log_lines: u32,
+}
+
+impl StoreState {
+    /// A store for `policy` under `limits`: no files, network, environment or arguments; a
+    /// clock stuck at zero and randomness from a fixed seed, so that calls replay bit for bit.
+    pub fn new(policy: Arc<str>, limits: &Limits) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_BYTES);
+        let wasi = WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .wall_clock(FrozenClock)
+            .monotonic_clock(FrozenClock)
+            .secure_random(wasmtime_wasi::Deterministic::new(vec![0x5a, 0x17, 0xc3, 0x08]))
+            .insecure_random(wasmtime_wasi::Deterministic::new(vec![0x2e, 0x91, 0x44, 0xb6]))
+            .insecure_random_seed(0x5eed)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build();
+        let max_bytes = usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX);
+        StoreState { policy, wasi, table: ResourceTable::new(), stderr, memory: MemoryCap { max_bytes, hit: false }, log_lines: 0 }
+    }
+
+    /// What the policy wrote to stderr (a panic message), on one line: Rust's panic hook
+    /// writes "thread … panicked at FILE:LINE:COL:", the message, then a "note: …" line.
+    pub fn stderr(&self) -> String {
+        let bytes = self.stderr.contents();
+        let text = String::from_utf8_lossy(&bytes);
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: ")).collect();
+        lines.join(" ")
+    }
+}
+
+impl WasiView for StoreState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// The `types` interface has no functions, but the bindings ask for its host trait.
+impl wit::Host for StoreState {}
+
+impl Host for StoreState {
+    fn log(&mut self, level: Level, message: String) {
+        self.log_lines += 1;
+        if self.log_lines > LOG_LINES_PER_CALL {
+            if self.log_lines == LOG_LINES_PER_CALL + 1 {
+                tracing::warn!(target: "policy", policy = %self.policy, "more than {LOG_LINES_PER_CALL} log lines in one call; dropping the rest");
+            }
+            return;
+        }
+        let mut message = message;
+        if message.len() > LOG_LINE_BYTES {
+            let mut cut = LOG_LINE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+            message.push('…');
+        }
+        let policy = &*self.policy;
+        match level {
+            Level::Trace => tracing::trace!(target: "policy", policy, "{message}"),
+            Level::Debug => tracing::debug!(target: "policy", policy, "{message}"),
+            Level::Info => tracing::info!(target: "policy", policy, "{message}"),
+            Level::Warn => tracing::warn!(target: "policy", policy, "{message}"),
+            Level::Error => tracing::error!(target: "policy", policy, "{message}"),
+        }
+    }
+}
+
+/// A clock that always reads zero: a policy's only clock is the snapshot's.
+struct FrozenClock;
+
+impl wasmtime_wasi::HostWallClock for FrozenClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}

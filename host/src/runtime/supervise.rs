@@ -1,0 +1,286 @@
+//! A policy under supervision: a failure (trap, deadline, policy error, oversized decision)
+//! never stops the loop. The tick falls back, a trapped instance is replaced by a fresh one
+//! on the next call, and N failures in a row quarantine the version with a growing backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::instance::timed;
+use super::{CallError, Limits, LoadedPolicy, PolicyInstance, Runtime};
+use crate::bindings::wit::{self, ActionKind};
+use crate::snapshot::Telemetry;
+use crate::validate::{self, Oversized, Rejection};
+
+/// What a tick does when the policy fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fallback {
+    /// Apply nothing: the limits in force stay.
+    #[default]
+    KeepLimits,
+    /// Run the built-in fair-share: lift every limit.
+    FairShare,
+}
+
+/// When failures quarantine a version, and for how long.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quarantine {
+    /// Failures in a row that quarantine the version.
+    pub after: u32,
+    /// The first quarantine's length; each next one doubles, up to `max_backoff`.
+    pub backoff: Duration,
+    /// The longest quarantine.
+    pub max_backoff: Duration,
+}
+
+impl Default for Quarantine {
+    fn default() -> Self {
+        Quarantine { after: 5, backoff: Duration::from_secs(30), max_backoff: Duration::from_secs(600) }
+    }
+}
+
+/// Why a tick fell back.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// The call trapped or the policy returned an error.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The decision was refused whole.
+    #[error("policy {policy}: {source}")]
+    Oversized {
+        /// The policy's name.
+        policy: Arc<str>,
+        /// How large it was.
+        #[source]
+        source: Oversized,
+    },
+    /// The version is quarantined.
+    #[error("policy {policy} is quarantined for {remaining_ms} ms more after {failures} failures in a row")]
+    Quarantined {
+        /// The policy's name.
+        policy: Arc<str>,
+        /// Until the next try.
+        remaining_ms: u64,
+        /// Failures in a row so far.
+        failures: u32,
+    },
+}
+
+/// Counters an operator watches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Ticks on which the policy was called.
+    pub calls: u64,
+    /// Calls that trapped (deadline included).
+    pub traps: u64,
+    /// Traps that were deadlines.
+    pub timeouts: u64,
+    /// Calls the policy answered with its own error.
+    pub policy_errors: u64,
+    /// Decisions refused whole.
+    pub oversized: u64,
+    /// Actions rejected by validation.
+    pub rejected_actions: u64,
+    /// Ticks that fell back.
+    pub fallbacks: u64,
+    /// Times the version was quarantined.
+    pub quarantines: u64,
+    /// Fresh instances made (the first included).
+    pub instantiations: u64,
+    /// Time spent in calls, microseconds.
+    pub call_micros: u64,
+}
+
+/// What one tick produced.
+#[derive(Debug, Default)]
+pub struct TickOutcome {
+    /// The actions to apply (validated, or the fallback's).
+    pub actions: Vec<wit::Action>,
+    /// Actions refused by validation.
+    pub rejected: Vec<Rejection>,
+    /// Why the tick fell back, if it did.
+    pub failure: Option<Failure>,
+    /// Which fallback ran, if one did.
+    pub fallback: Option<Fallback>,
+    /// Time in the policy.
+    pub latency: Duration,
+    /// When the policy wants its next call, in milliseconds from now.
+    pub next_call_ms: Option<u64>,
+}
+
+/// One policy version with its live instance, fallback and quarantine.
+pub struct Supervised {
+    policy: LoadedPolicy,
+    config_json: String,
+    limits: Limits,
+    fallback: Fallback,
+    quarantine: Quarantine,
+    instance: Option<PolicyInstance>,
+    saved_state: Option<Vec<u8>>,
+    failures_in_row: u32,
+    quarantined_until_ms: Option<u64>,
+    next_backoff: Duration,
+    counters: Counters,
+}
+
+impl Supervised {
+    /// Supervise `policy` with its config (JSON), limits and fallback.
+    pub fn new(policy: LoadedPolicy, config_json: String, limits: Limits, fallback: Fallback, quarantine: Quarantine) -> Self {
+        Supervised {
+            policy,
+            config_json,
+            limits,
+            fallback,
+            quarantine,
+            instance: None,
+            saved_state: None,
+            failures_in_row: 0,
+            quarantined_until_ms: None,
+            next_backoff: quarantine.backoff,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Hand the first instance a state saved by a previous version.
+    pub fn with_saved_state(mut self, state: Vec<u8>) -> Self {
+        self.saved_state = Some(state);
+        self
+    }
+
+    /// The supervised version.
+    pub fn policy(&self) -> &LoadedPolicy {
+        &self.policy
+    }
+
+    /// Its counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Whether it is quarantined at `now_ms`.
+    pub fn is_quarantined(&self, now_ms: u64) -> bool {
+        self.quarantined_until_ms.is_some_and(|until| now_ms < until)
+    }
+
+    /// Whether a live instance is held (false after a trap, until the next call).
+    pub fn has_instance(&self) -> bool {
+        self.instance.is_some()
+    }
+
+    /// The state a newer version should start from: asked of the live instance, else the
+    /// state this version was handed.
+    pub fn save_state(&mut self) -> Option<Vec<u8>> {
+        match self.instance.as_mut().map(PolicyInstance::save_state) {
+            Some(Ok(state)) => Some(state),
+            Some(Err(e)) => {
+                tracing::warn!(policy = self.policy.name(), error = %e, "save-state failed; the next version starts fresh");
+                if e.is_trap() {
+                    self.instance = None;
+                }
+                None
+            }
+            None => self.saved_state.clone(),
+        }
+    }
+
+    /// Call the policy on `world`, validate its decision, and fall back on any failure.
+    pub fn tick(&mut self, rt: &Runtime, world: &Telemetry) -> TickOutcome {
+        let now = world.time_ms();
+        if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
+            let failure = Failure::Quarantined { policy: self.name(), remaining_ms: until - now, failures: self.failures_in_row };
+            return self.fall_back(world, failure, Duration::ZERO);
+        }
+        self.counters.calls += 1;
+        let (result, latency) = timed(|| self.call(rt, world));
+        self.counters.call_micros += latency.as_micros() as u64;
+        match result {
+            Ok(decision) => match validate::check(decision.clone(), world) {
+                Ok(checked) => {
+                    self.failures_in_row = 0;
+                    self.next_backoff = self.quarantine.backoff;
+                    self.quarantined_until_ms = None;
+                    self.counters.rejected_actions += checked.rejected.len() as u64;
+                    for r in &checked.rejected {
+                        tracing::warn!(policy = self.policy.name(), job = r.action.job, reason = %r.reason, "action rejected");
+                    }
+                    TickOutcome {
+                        actions: checked.accepted,
+                        rejected: checked.rejected,
+                        latency,
+                        next_call_ms: decision.next_call_ms,
+                        ..TickOutcome::default()
+                    }
+                }
+                Err(source) => {
+                    self.counters.oversized += 1;
+                    let failure = Failure::Oversized { policy: self.name(), source };
+                    self.failed(world, failure, latency)
+                }
+            },
+            Err(e) => {
+                match e.trap_kind() {
+                    Some(kind) => {
+                        self.counters.traps += 1;
+                        self.counters.timeouts += u64::from(kind == super::TrapKind::Deadline);
+                        self.instance = None;
+                    }
+                    None => self.counters.policy_errors += 1,
+                }
+                self.failed(world, Failure::Call(e), latency)
+            }
+        }
+    }
+
+    fn name(&self) -> Arc<str> {
+        Arc::from(self.policy.name())
+    }
+
+    fn call(&mut self, rt: &Runtime, world: &Telemetry) -> Result<wit::Decision, CallError> {
+        if self.instance.is_none() {
+            self.counters.instantiations += 1;
+            let state = self.saved_state.as_deref();
+            self.instance = Some(self.policy.instantiate(rt, self.limits, &self.config_json, state)?);
+        }
+        self.instance.as_mut().expect("just made").decide(world)
+    }
+
+    fn failed(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
+        self.failures_in_row += 1;
+        tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %failure, "policy failed; falling back");
+        if self.failures_in_row >= self.quarantine.after {
+            let backoff = self.next_backoff;
+            self.quarantined_until_ms = Some(world.time_ms() + backoff.as_millis() as u64);
+            self.next_backoff = (backoff * 2).min(self.quarantine.max_backoff);
+            self.counters.quarantines += 1;
+            self.instance = None;
+            tracing::error!(policy = self.policy.name(), digest = self.policy.digest(), backoff_s = backoff.as_secs_f64(), "policy quarantined");
+        }
+        self.fall_back(world, failure, latency)
+    }
+
+    fn fall_back(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
+        self.counters.fallbacks += 1;
+        TickOutcome { actions: fallback_actions(self.fallback, world), failure: Some(failure), fallback: Some(self.fallback), latency, ..TickOutcome::default() }
+    }
+}
+
+/// The actions a fallback takes on `world`.
+pub fn fallback_actions(fallback: Fallback, world: &Telemetry) -> Vec<wit::Action> {
+    match fallback {
+        Fallback::KeepLimits => Vec::new(),
+        Fallback::FairShare => {
+            let mut actions = Vec::new();
+            for (_, s) in world.jobs() {
+                if s.cpu_limit_millicores.is_some() {
+                    actions.push(wit::Action { job: s.handle, kind: ActionKind::SetCpu(None), reason: "fallback: fair-share".into() });
+                }
+                if s.memory_limit_bytes.is_some() {
+                    actions.push(wit::Action { job: s.handle, kind: ActionKind::SetMemory(None), reason: "fallback: fair-share".into() });
+                }
+            }
+            actions
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! The policies built from this workspace and embedded in the binary, by name.
+
+pub use wasmsched_artifacts::Shipped;
+
+/// Every shipped policy.
+pub fn all() -> &'static [Shipped] {
+    wasmsched_artifacts::SHIPPED
+}
+
+/// The shipped policy named `name`.
+pub fn by_name(name: &str) -> Option<&'static Shipped> {
+    wasmsched_artifacts::shipped(name)
+}
+
+/// The names of the shipped policies, for error messages.
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|s| s.name).collect()
+}

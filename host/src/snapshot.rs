@@ -1,0 +1,325 @@
+//! The host's view of the world ([`Telemetry`]) and the per-instance [`Cursor`] that turns it
+//! into the delta a policy instance receives: strings once, numbers every tick, progress as
+//! new records only.
+
+use std::collections::VecDeque;
+
+use crate::bindings::wit;
+
+/// How many progress records the host keeps per job, for the resync of a fresh instance.
+pub const HISTORY_KEPT: usize = 256;
+
+/// Every live job and node, as the backend last observed them.
+#[derive(Debug, Default, Clone)]
+pub struct Telemetry {
+    time_ms: u64,
+    nodes: Vec<wit::Node>,
+    // Struct of arrays, sorted by handle: a tick clones `states` in one copy.
+    specs: Vec<wit::JobSpec>,
+    states: Vec<wit::JobState>,
+    history: Vec<VecDeque<Sequenced>>,
+    next_handle: u32,
+    next_seq: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Sequenced {
+    seq: u64,
+    record: wit::Progress,
+}
+
+/// What one policy instance has been told so far.
+#[derive(Debug, Default, Clone)]
+pub struct Cursor {
+    seen: Vec<u32>,
+    progress_seq: u64,
+    last_call_ms: Option<u64>,
+}
+
+impl Cursor {
+    /// A cursor for a fresh instance: its first snapshot is a full resync.
+    pub fn fresh() -> Self {
+        Self::default()
+    }
+}
+
+impl Telemetry {
+    /// An empty world at time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The clock, in milliseconds since the host's epoch.
+    pub fn time_ms(&self) -> u64 {
+        self.time_ms
+    }
+
+    /// Set the clock.
+    pub fn set_time_ms(&mut self, ms: u64) {
+        self.time_ms = ms;
+    }
+
+    /// The nodes, in handle order.
+    pub fn nodes(&self) -> &[wit::Node] {
+        &self.nodes
+    }
+
+    /// Add a node; returns its handle.
+    pub fn add_node(&mut self, node: wit::Node) -> u32 {
+        self.nodes.push(node);
+        self.nodes.len() as u32 - 1
+    }
+
+    /// A node, to update its GPUs.
+    pub fn node_mut(&mut self, handle: u32) -> Option<&mut wit::Node> {
+        self.nodes.get_mut(handle as usize)
+    }
+
+    /// Start tracking a job placed on `node`; its handle is assigned here and never reused.
+    pub fn add_job(&mut self, mut spec: wit::JobSpec, node: u32) -> u32 {
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        spec.handle = handle;
+        self.specs.push(spec);
+        self.states.push(wit::JobState {
+            handle,
+            node,
+            cpu_limit_millicores: None,
+            memory_limit_bytes: None,
+            cpu_used_millicores: 0,
+            memory_used_bytes: 0,
+            gpu: None,
+            gpu_share_percent: None,
+            gpu_used_percent: 0.0,
+        });
+        self.history.push(VecDeque::new());
+        handle
+    }
+
+    /// Stop tracking a job. False when it was not tracked.
+    pub fn remove_job(&mut self, handle: u32) -> bool {
+        let Some(i) = self.index(handle) else { return false };
+        self.specs.remove(i);
+        self.states.remove(i);
+        self.history.remove(i);
+        true
+    }
+
+    fn index(&self, handle: u32) -> Option<usize> {
+        self.states.binary_search_by_key(&handle, |s| s.handle).ok()
+    }
+
+    /// How many jobs are live.
+    pub fn job_count(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Every live job's declaration and state, in handle order.
+    pub fn jobs(&self) -> impl ExactSizeIterator<Item = (&wit::JobSpec, &wit::JobState)> {
+        self.specs.iter().zip(&self.states)
+    }
+
+    /// One job's declaration.
+    pub fn spec(&self, handle: u32) -> Option<&wit::JobSpec> {
+        self.index(handle).map(|i| &self.specs[i])
+    }
+
+    /// One job's state.
+    pub fn state(&self, handle: u32) -> Option<&wit::JobState> {
+        self.index(handle).map(|i| &self.states[i])
+    }
+
+    /// One job's state, to update its use, limits or placement.
+    pub fn state_mut(&mut self, handle: u32) -> Option<&mut wit::JobState> {
+        self.index(handle).map(|i| &mut self.states[i])
+    }
+
+    /// A job reported progress now. False when the job is not tracked.
+    pub fn record(&mut self, handle: u32, epoch: u32, values: Vec<f64>) -> bool {
+        let Some(i) = self.index(handle) else { return false };
+        self.next_seq += 1;
+        let history = &mut self.history[i];
+        if history.len() == HISTORY_KEPT {
+            history.pop_front();
+        }
+        history.push_back(Sequenced { seq: self.next_seq, record: wit::Progress { job: handle, time_ms: self.time_ms, epoch, values } });
+        true
+    }
+
+    /// One job's kept progress records, oldest first.
+    pub fn history(&self, handle: u32) -> impl Iterator<Item = &wit::Progress> {
+        self.index(handle).into_iter().flat_map(|i| self.history[i].iter().map(|s| &s.record))
+    }
+
+    /// The snapshot for the instance behind `cursor`, and the cursor moved past it.
+    pub fn snapshot_for(&self, cursor: &mut Cursor) -> wit::Snapshot {
+        let resync = cursor.last_call_ms.is_none();
+        let interval_ms = cursor.last_call_ms.map_or(0, |t| self.time_ms.saturating_sub(t));
+        let (mut added, mut removed) = (Vec::new(), Vec::new());
+        if resync {
+            added = self.specs.clone();
+        } else {
+            // Both lists are sorted by handle: one merge pass finds what came and went.
+            let (mut i, mut j) = (0, 0);
+            while i < self.specs.len() || j < cursor.seen.len() {
+                let live = self.specs.get(i).map(|s| s.handle);
+                let seen = cursor.seen.get(j).copied();
+                match (live, seen) {
+                    (Some(l), Some(s)) if l == s => (i, j) = (i + 1, j + 1),
+                    (Some(l), Some(s)) if l < s => (added.push(self.specs[i].clone()), i += 1).1,
+                    (Some(_), None) => (added.push(self.specs[i].clone()), i += 1).1,
+                    (_, Some(s)) => (removed.push(s), j += 1).1,
+                    (None, None) => unreachable!("loop condition"),
+                }
+            }
+        }
+        let mut progress: Vec<&Sequenced> =
+            self.history.iter().flat_map(|h| h.iter().rev().take_while(|s| s.seq > cursor.progress_seq)).collect();
+        progress.sort_unstable_by_key(|s| s.seq);
+
+        if resync || !added.is_empty() || !removed.is_empty() {
+            cursor.seen = self.states.iter().map(|s| s.handle).collect();
+        }
+        cursor.progress_seq = self.next_seq;
+        cursor.last_call_ms = Some(self.time_ms);
+        wit::Snapshot {
+            time_ms: self.time_ms,
+            interval_ms,
+            resync,
+            nodes: self.nodes.clone(),
+            added,
+            removed,
+            jobs: self.states.clone(),
+            progress: progress.into_iter().map(|s| s.record.clone()).collect(),
+        }
+    }
+}
+
+/// Ready-made worlds: a small realistic one for dry runs, and large ones for benchmarks.
+pub mod sample {
+    use super::*;
+
+    const MODELS: [(&str, &str, wit::Direction, wit::JobKind); 6] = [
+        ("cifar10", "accuracy", wit::Direction::HigherIsBetter, wit::JobKind::Training),
+        ("deepspeech2", "wer", wit::Direction::LowerIsBetter, wit::JobKind::Training),
+        ("imagenet", "accuracy", wit::Direction::HigherIsBetter, wit::JobKind::Training),
+        ("yolov3", "loss", wit::Direction::LowerIsBetter, wit::JobKind::Training),
+        ("ncf", "hit-rate", wit::Direction::HigherIsBetter, wit::JobKind::Training),
+        ("bert", "latency-ms", wit::Direction::LowerIsBetter, wit::JobKind::Inference),
+    ];
+
+    /// A job declaration of the `i`-th kind above (six kinds, both metric directions,
+    /// training and inference, TRADL tiers and QoE targets on some).
+    pub fn job_spec(i: usize) -> wit::JobSpec {
+        let (model, metric, direction, kind) = MODELS[i % MODELS.len()];
+        let higher = direction == wit::Direction::HigherIsBetter;
+        wit::JobSpec {
+            handle: 0,
+            name: format!("{model}-{i}"),
+            model: model.into(),
+            kind,
+            metrics: vec![wit::MetricSpec { name: metric.into(), direction }],
+            tiers: (i % 3 == 0).then_some(if higher {
+                wit::Tiers { deliverable: 0.8, final_: 0.9 }
+            } else {
+                wit::Tiers { deliverable: 0.5, final_: 0.3 }
+            }),
+            qoe_target: (i % 4 == 1).then_some(30.0),
+            max_epochs: Some(100),
+            labels: vec![("team".into(), format!("t{}", i % 5))],
+        }
+    }
+
+    /// `nodes` nodes of 16 cores and 64 GiB (one GPU each), `jobs` jobs spread over them, each
+    /// with `epochs` progress records one minute apart, and the clock just after the last.
+    pub fn world(nodes: usize, jobs: usize, epochs: u32) -> Telemetry {
+        let mut t = Telemetry::new();
+        for n in 0..nodes.max(1) {
+            t.add_node(wit::Node {
+                name: format!("node-{n}"),
+                cpu_millicores: 16_000,
+                memory_bytes: 64 << 30,
+                gpus: vec![wit::Gpu { utilisation_percent: 40.0, memory_used_bytes: 4 << 30, memory_total_bytes: 80 << 30 }],
+            });
+        }
+        let handles: Vec<u32> = (0..jobs).map(|i| t.add_job(job_spec(i), (i % nodes.max(1)) as u32)).collect();
+        for epoch in 1..=epochs {
+            t.set_time_ms(u64::from(epoch) * 60_000);
+            for (i, &h) in handles.iter().enumerate() {
+                let x = f64::from(epoch) / f64::from(epochs.max(1));
+                let value = if i % 6 == 1 || i % 6 == 3 || i % 6 == 5 { 1.0 / (1.0 + 4.0 * x) } else { 0.9 * (1.0 - (-3.0 * x).exp()) };
+                t.record(h, epoch, vec![value]);
+            }
+        }
+        for (i, &h) in handles.iter().enumerate() {
+            let s = t.state_mut(h).expect("just added");
+            s.cpu_used_millicores = 500 + (i as u64 * 37) % 1500;
+            s.memory_used_bytes = (1 << 30) + (i as u64 % 7) * (256 << 20);
+        }
+        t.set_time_ms(u64::from(epochs) * 60_000 + 1_000);
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str) -> wit::JobSpec {
+        let mut s = sample::job_spec(0);
+        s.name = name.into();
+        s
+    }
+
+    #[test]
+    fn a_fresh_cursor_gets_a_full_resync_with_history() {
+        let mut t = Telemetry::new();
+        t.add_node(sample::world(1, 0, 0).nodes()[0].clone());
+        let a = t.add_job(spec("a"), 0);
+        t.record(a, 1, vec![0.5]);
+        t.record(a, 2, vec![0.6]);
+        let s = t.snapshot_for(&mut Cursor::fresh());
+        assert!(s.resync);
+        assert_eq!(s.added.len(), 1);
+        assert_eq!(s.progress.iter().map(|p| p.epoch).collect::<Vec<_>>(), [1, 2]);
+    }
+
+    #[test]
+    fn names_cross_once_and_progress_only_when_new() {
+        let mut t = sample::world(1, 3, 2);
+        let mut c = Cursor::fresh();
+        let first = t.snapshot_for(&mut c);
+        assert_eq!((first.added.len(), first.progress.len()), (3, 6));
+        let second = t.snapshot_for(&mut c);
+        assert!(!second.resync);
+        assert!(second.added.is_empty() && second.progress.is_empty());
+        assert_eq!(second.jobs.len(), 3);
+        t.record(1, 3, vec![0.7]);
+        let third = t.snapshot_for(&mut c);
+        assert_eq!(third.progress.len(), 1);
+        assert_eq!(third.progress[0].job, 1);
+    }
+
+    #[test]
+    fn jobs_that_came_and_went_between_calls_are_added_and_removed() {
+        let mut t = sample::world(1, 3, 0);
+        let mut c = Cursor::fresh();
+        t.snapshot_for(&mut c);
+        assert!(t.remove_job(1));
+        let d = t.add_job(spec("d"), 0);
+        let s = t.snapshot_for(&mut c);
+        assert_eq!(s.removed, [1]);
+        assert_eq!(s.added.iter().map(|a| a.handle).collect::<Vec<_>>(), [d]);
+        assert_eq!(s.jobs.iter().map(|j| j.handle).collect::<Vec<_>>(), [0, 2, d]);
+    }
+
+    #[test]
+    fn history_is_bounded_per_job() {
+        let mut t = sample::world(1, 1, 0);
+        for e in 0..(HISTORY_KEPT as u32 + 10) {
+            t.record(0, e, vec![0.1]);
+        }
+        assert_eq!(t.history(0).count(), HISTORY_KEPT);
+        assert_eq!(t.history(0).next().unwrap().epoch, 10);
+    }
+}

@@ -1,0 +1,16 @@
+//! Hostile fixture: a component of another world, `wasmsched:policy@0.2.0`, that a host
+//! speaking 0.1.0 must refuse with a message saying to rebuild.
+
+#![allow(missing_docs, unsafe_code, reason = "wit-bindgen generates the export glue")]
+
+wit_bindgen::generate!({ path: "wit", world: "policy-plugin" });
+
+struct Alien;
+
+impl exports::wasmsched::policy::policy::Guest for Alien {
+    fn decide(jobs: u32) -> u32 {
+        jobs
+    }
+}
+
+export!(Alien);

@@ -1,0 +1,178 @@
+//! What a policy returns: a [`Decision`] holding [`Action`]s, built with builders so that
+//! units and reasons are never positional guesses.
+
+use crate::bindings::wasmsched::policy::types as wit;
+use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
+
+pub use wit::ActionKind;
+
+/// One thing to do to one job, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Action(pub(crate) wit::Action);
+
+impl Action {
+    fn new(job: JobId, kind: ActionKind) -> Self {
+        Action(wit::Action { job: job.0, kind, reason: String::new() })
+    }
+
+    /// Cap the job's CPU.
+    pub fn set_cpu(job: JobId, limit: Millicores) -> Self {
+        Self::new(job, ActionKind::SetCpu(Some(limit.0)))
+    }
+
+    /// Lift the job's CPU limit.
+    pub fn lift_cpu(job: JobId) -> Self {
+        Self::new(job, ActionKind::SetCpu(None))
+    }
+
+    /// Cap the job's memory.
+    pub fn set_memory(job: JobId, limit: Bytes) -> Self {
+        Self::new(job, ActionKind::SetMemory(Some(limit.0)))
+    }
+
+    /// Lift the job's memory limit.
+    pub fn lift_memory(job: JobId) -> Self {
+        Self::new(job, ActionKind::SetMemory(None))
+    }
+
+    /// Restart the job on `node` from its last checkpoint.
+    pub fn migrate(job: JobId, node: NodeId) -> Self {
+        Self::new(job, ActionKind::Migrate(node.0))
+    }
+
+    /// The job's model reached its deliverable target: hand it over.
+    pub fn deliver(job: JobId) -> Self {
+        Self::new(job, ActionKind::Deliver)
+    }
+
+    /// End the job.
+    pub fn stop(job: JobId) -> Self {
+        Self::new(job, ActionKind::Stop)
+    }
+
+    /// Give the job `percent` of GPU `gpu` on its node.
+    pub fn set_gpu_share(job: JobId, gpu: u32, percent: u8) -> Self {
+        Self::new(job, ActionKind::SetGpuShare(wit::GpuShare { gpu, percent }))
+    }
+
+    /// Say why; the reason goes into the audit log.
+    pub fn because(mut self, reason: impl Into<String>) -> Self {
+        self.0.reason = reason.into();
+        self
+    }
+
+    /// The job it acts on.
+    pub fn job(&self) -> JobId {
+        JobId(self.0.job)
+    }
+
+    /// What it does.
+    pub fn kind(&self) -> &ActionKind {
+        &self.0.kind
+    }
+
+    /// The CPU limit it sets: `Some(None)` lifts the limit, `None` when it is not a CPU action.
+    pub fn cpu_limit(&self) -> Option<Option<Millicores>> {
+        match self.0.kind {
+            ActionKind::SetCpu(limit) => Some(limit.map(Millicores)),
+            _ => None,
+        }
+    }
+
+    /// Why.
+    pub fn reason(&self) -> &str {
+        &self.0.reason
+    }
+}
+
+/// A policy's answer for one tick.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    actions: Vec<Action>,
+    next_call: Option<Seconds>,
+}
+
+impl Decision {
+    /// Nothing to do.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add an action.
+    pub fn push(&mut self, action: Action) -> &mut Self {
+        self.actions.push(action);
+        self
+    }
+
+    /// Add an action, by value.
+    pub fn with(mut self, action: Action) -> Self {
+        self.actions.push(action);
+        self
+    }
+
+    /// Ask to be called again no sooner than `after` from now.
+    pub fn call_again_in(&mut self, after: Seconds) -> &mut Self {
+        self.next_call = Some(after);
+        self
+    }
+
+    /// The actions, in order.
+    pub fn actions(&self) -> &[Action] {
+        &self.actions
+    }
+
+    /// When the policy wants its next call, if it said.
+    pub fn next_call(&self) -> Option<Seconds> {
+        self.next_call
+    }
+
+    /// The action on `job`, if there is exactly one kind of interest: the last CPU limit set.
+    pub fn cpu_limit_for(&self, job: JobId) -> Option<Option<Millicores>> {
+        self.actions.iter().rev().filter(|a| a.job() == job).find_map(Action::cpu_limit)
+    }
+
+    /// True when it holds no action.
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty()
+    }
+
+    pub(crate) fn into_raw(self) -> wit::Decision {
+        wit::Decision {
+            actions: self.actions.into_iter().map(|a| a.0).collect(),
+            next_call_ms: self.next_call.map(Seconds::as_millis),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builders_carry_units_and_reasons() {
+        let a = Action::set_cpu(JobId(3), Millicores(1500)).because("growing");
+        assert_eq!(a.job(), JobId(3));
+        assert_eq!(a.cpu_limit(), Some(Some(Millicores(1500))));
+        assert_eq!(a.reason(), "growing");
+        assert_eq!(Action::stop(JobId(1)).cpu_limit(), None);
+    }
+
+    #[test]
+    fn next_call_crosses_in_milliseconds() {
+        let mut d = Decision::new().with(Action::lift_cpu(JobId(1)));
+        d.call_again_in(Seconds(2.5));
+        let raw = d.into_raw();
+        assert_eq!(raw.next_call_ms, Some(2500));
+        assert_eq!(raw.actions.len(), 1);
+    }
+
+    #[test]
+    fn last_cpu_action_on_a_job_wins() {
+        let d = Decision::new()
+            .with(Action::set_cpu(JobId(1), Millicores(100)))
+            .with(Action::stop(JobId(1)))
+            .with(Action::lift_cpu(JobId(1)));
+        assert_eq!(d.cpu_limit_for(JobId(1)), Some(None));
+        assert_eq!(d.cpu_limit_for(JobId(2)), None);
+    }
+}

@@ -1,0 +1,76 @@
+//! wasmsched-sdk: what a scheduling-policy author depends on.
+//!
+//! Implement [`Policy`] for your type and call [`export_policy!`]; build with
+//! `cargo build --release --target wasm32-wasip2` and drop the `.wasm` into the host's
+//! policies directory. The SDK keeps the job table inside the guest, so each tick only what
+//! changed crosses from the host, yet your `decide` sees complete, typed jobs
+//! ([`Snapshot`], [`Job`]). Units are types ([`Millicores`], [`Bytes`], [`Seconds`]).
+//!
+//! Start reading at [`Policy`], then [`view`] and [`decision`]. The computations several
+//! papers share (windowed means, normalised progress, growth efficiency, a proportional
+//! split with floors and caps) are in [`stats`]; [`testing`] builds snapshots natively so a
+//! policy is unit-tested with plain `cargo test`.
+
+pub mod bindings;
+pub mod decision;
+pub mod log;
+pub mod policy;
+pub mod stats;
+pub mod testing;
+pub mod units;
+pub mod view;
+
+pub use decision::{Action, ActionKind, Decision};
+pub use policy::{NoConfig, Policy, PolicyError, Runner, state};
+pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
+pub use view::{Direction, Job, JobKind, Node, ProgressRecord, Snapshot};
+
+/// Everything a policy usually needs, in one `use`.
+pub mod prelude {
+    pub use crate::decision::{Action, ActionKind, Decision};
+    pub use crate::policy::{NoConfig, Policy, PolicyError, state};
+    pub use crate::stats;
+    pub use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
+    pub use crate::view::{Direction, Job, JobKind, Node, ProgressRecord, Snapshot, Tiers};
+    pub use crate::{debug, error, export_policy, info, warn};
+}
+
+/// Export a [`Policy`] as the component's `wasmsched:policy/policy` interface.
+///
+/// ```ignore
+/// export_policy!(MyPolicy);
+/// ```
+#[macro_export]
+macro_rules! export_policy {
+    ($policy:ty) => {
+        const _: () = {
+            ::std::thread_local! {
+                static RUNNER: ::std::cell::RefCell<::std::option::Option<$crate::Runner<$policy>>> =
+                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+            }
+
+            struct Export;
+
+            impl $crate::bindings::exports::wasmsched::policy::policy::Guest for Export {
+                fn init(
+                    config_json: ::std::string::String,
+                    saved_state: ::std::option::Option<::std::vec::Vec<u8>>,
+                ) -> ::std::result::Result<(), $crate::PolicyError> {
+                    $crate::policy::glue::init(&RUNNER, config_json, saved_state)
+                }
+
+                fn decide(
+                    snapshot: $crate::bindings::wasmsched::policy::types::Snapshot,
+                ) -> ::std::result::Result<$crate::bindings::wasmsched::policy::types::Decision, $crate::PolicyError> {
+                    $crate::policy::glue::decide(&RUNNER, snapshot)
+                }
+
+                fn save_state() -> ::std::vec::Vec<u8> {
+                    $crate::policy::glue::save_state(&RUNNER)
+                }
+            }
+
+            $crate::bindings::__export_policy_plugin!(Export with_types_in $crate::bindings);
+        };
+    };
+}

@@ -1,0 +1,177 @@
+//! Computations several schedulers share: windowed means, normalised progress, growth
+//! efficiency, and a proportional split with floors and caps. Written once, here.
+
+use crate::units::Seconds;
+use crate::view::Direction;
+
+/// Normalises a metric series: a lower-is-better value is divided by the largest value seen
+/// so far (so it lies in (0, 1]); a higher-is-better value passes as is.
+#[derive(Clone, Debug)]
+pub struct Normaliser {
+    direction: Direction,
+    largest: f64,
+}
+
+impl Normaliser {
+    /// A normaliser that has seen nothing yet.
+    pub fn new(direction: Direction) -> Self {
+        Normaliser { direction, largest: 0.0 }
+    }
+
+    /// The normalised value of the next sample; None for NaN or infinite samples, and for
+    /// lower-is-better samples while every value seen is zero or negative.
+    pub fn push(&mut self, value: f64) -> Option<f64> {
+        if !value.is_finite() {
+            return None;
+        }
+        match self.direction {
+            Direction::HigherIsBetter => Some(value),
+            Direction::LowerIsBetter => {
+                self.largest = self.largest.max(value);
+                (self.largest > 0.0).then(|| value / self.largest)
+            }
+        }
+    }
+}
+
+/// Mean of the samples whose time lies in `(from, to]`; None when there are none.
+pub fn window_mean(samples: impl IntoIterator<Item = (Seconds, f64)>, from: Seconds, to: Seconds) -> Option<f64> {
+    let (sum, n) = samples
+        .into_iter()
+        .filter(|(t, v)| *t > from && *t <= to && v.is_finite())
+        .fold((0.0, 0usize), |(s, n), (_, v)| (s + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// |now − before| / dt: how fast a normalised metric moved, whatever its direction.
+/// Zero when `dt` is not positive.
+pub fn growth_rate(before: f64, now: f64, dt: Seconds) -> f64 {
+    if dt.0 > 0.0 { (now - before).abs() / dt.0 } else { 0.0 }
+}
+
+/// Progress bought per unit of CPU: `rate / cpu_fraction`, with `cpu_fraction` the job's
+/// CPU use as a fraction of its node. Zero when the job used about no CPU.
+pub fn growth_efficiency(rate: f64, cpu_fraction: f64) -> f64 {
+    if cpu_fraction > 1e-6 && rate.is_finite() { rate / cpu_fraction } else { 0.0 }
+}
+
+/// Splits `total` in proportion to `weights`, each share clamped to `[floors[i], caps[i]]`.
+///
+/// Finds the level λ at which Σ clamp(λ·wᵢ, floorᵢ, capᵢ) = total. When the floors alone
+/// exceed `total` they are scaled down to fit; when the caps alone fall short, every share
+/// is its cap and the rest stays unallocated. Weights that are all zero count as equal.
+/// Negative or NaN weights count as zero.
+///
+/// # Panics
+/// When the three slices differ in length.
+pub fn proportional_split(total: f64, weights: &[f64], floors: &[f64], caps: &[f64]) -> Vec<f64> {
+    assert!(weights.len() == floors.len() && floors.len() == caps.len(), "proportional_split: slices differ in length");
+    let n = weights.len();
+    if n == 0 || total <= 0.0 {
+        return vec![0.0; n];
+    }
+    let caps: Vec<f64> = caps.iter().zip(floors).map(|(c, f)| c.max(*f)).collect();
+    let floor_sum: f64 = floors.iter().sum();
+    if floor_sum >= total {
+        return floors.iter().map(|f| f * total / floor_sum).collect();
+    }
+    if caps.iter().sum::<f64>() <= total {
+        return caps;
+    }
+    let clean = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+    let all_zero = weights.iter().all(|w| clean(*w) == 0.0);
+    let w: Vec<f64> = weights.iter().map(|w| if all_zero { 1.0 } else { clean(*w) }).collect();
+    let at = |level: f64| -> f64 { (0..n).map(|i| (level * w[i]).clamp(floors[i], caps[i])).sum() };
+    // The sum is non-decreasing in the level: bisect.
+    let mut hi = 1.0;
+    while at(hi) < total && hi < 1e300 {
+        hi *= 2.0;
+    }
+    let mut lo = 0.0;
+    for _ in 0..100 {
+        let mid = 0.5 * (lo + hi);
+        if at(mid) < total { lo = mid } else { hi = mid }
+    }
+    (0..n).map(|i| (hi * w[i]).clamp(floors[i], caps[i])).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-6
+    }
+
+    #[test]
+    fn lower_is_better_values_are_divided_by_the_largest_seen() {
+        let mut n = Normaliser::new(Direction::LowerIsBetter);
+        assert_eq!(n.push(2.0), Some(1.0));
+        assert_eq!(n.push(1.0), Some(0.5));
+        assert_eq!(n.push(4.0), Some(1.0));
+        assert_eq!(n.push(1.0), Some(0.25));
+        assert_eq!(n.push(f64::NAN), None);
+    }
+
+    #[test]
+    fn higher_is_better_values_pass_as_they_are() {
+        let mut n = Normaliser::new(Direction::HigherIsBetter);
+        assert_eq!(n.push(0.42), Some(0.42));
+        assert_eq!(n.push(0.9), Some(0.9));
+    }
+
+    #[test]
+    fn window_mean_takes_samples_after_from_up_to_and_including_to() {
+        let s = [(Seconds(0.0), 1.0), (Seconds(10.0), 2.0), (Seconds(20.0), 4.0), (Seconds(30.0), 8.0)];
+        assert_eq!(window_mean(s, Seconds(0.0), Seconds(20.0)), Some(3.0));
+        assert_eq!(window_mean(s, Seconds(30.0), Seconds(60.0)), None);
+    }
+
+    #[test]
+    fn growth_is_the_same_whichever_way_the_metric_moves() {
+        assert!(close(growth_rate(0.5, 0.8, Seconds(10.0)), 0.03));
+        assert!(close(growth_rate(0.8, 0.5, Seconds(10.0)), 0.03));
+        assert_eq!(growth_rate(0.5, 0.8, Seconds(0.0)), 0.0);
+    }
+
+    #[test]
+    fn a_job_using_no_cpu_has_no_growth_efficiency() {
+        assert_eq!(growth_efficiency(0.5, 0.0), 0.0);
+        assert!(close(growth_efficiency(0.03, 0.5), 0.06));
+    }
+
+    #[test]
+    fn split_is_proportional_when_no_bound_binds() {
+        let s = proportional_split(8.0, &[1.0, 3.0], &[0.0, 0.0], &[8.0, 8.0]);
+        assert!(close(s[0], 2.0) && close(s[1], 6.0), "{s:?}");
+    }
+
+    #[test]
+    fn split_lifts_small_shares_to_their_floor_and_takes_it_from_the_rest() {
+        let s = proportional_split(10.0, &[1.0, 99.0], &[2.0, 0.0], &[10.0, 10.0]);
+        assert!(close(s[0], 2.0) && close(s[1], 8.0), "{s:?}");
+    }
+
+    #[test]
+    fn split_caps_large_shares_and_gives_the_excess_to_the_rest() {
+        let s = proportional_split(10.0, &[9.0, 1.0], &[0.0, 0.0], &[4.0, 10.0]);
+        assert!(close(s[0], 4.0) && close(s[1], 6.0), "{s:?}");
+    }
+
+    #[test]
+    fn split_scales_floors_down_when_they_exceed_the_total() {
+        let s = proportional_split(3.0, &[1.0, 1.0], &[2.0, 4.0], &[10.0, 10.0]);
+        assert!(close(s[0], 1.0) && close(s[1], 2.0), "{s:?}");
+    }
+
+    #[test]
+    fn split_with_only_zero_weights_is_equal() {
+        let s = proportional_split(6.0, &[0.0, 0.0, f64::NAN], &[0.0; 3], &[6.0; 3]);
+        assert!(s.iter().all(|x| close(*x, 2.0)), "{s:?}");
+    }
+
+    #[test]
+    fn split_leaves_the_rest_unallocated_when_every_cap_binds() {
+        assert_eq!(proportional_split(10.0, &[1.0, 1.0], &[0.0, 0.0], &[1.0, 2.0]), vec![1.0, 2.0]);
+    }
+}

@@ -1,0 +1,256 @@
+//! Build snapshots natively, so a policy's logic is tested with plain `cargo test`.
+//!
+//! A [`TestWorld`] plays the host: nodes, jobs with their declarations, measured use and
+//! progress reports, and a clock. [`Harness`] runs a policy against it tick by tick and,
+//! like the host, puts the CPU limits the policy sets into force.
+//!
+//! ```
+//! use wasmsched_sdk::prelude::*;
+//! use wasmsched_sdk::testing::{Harness, TestWorld, job};
+//!
+//! struct Nothing;
+//! impl Policy for Nothing {
+//!     type Config = NoConfig;
+//!     fn new(_: NoConfig) -> Result<Self, PolicyError> { Ok(Nothing) }
+//!     fn decide(&mut self, _: &Snapshot) -> Result<Decision, PolicyError> { Ok(Decision::new()) }
+//! }
+//!
+//! let mut world = TestWorld::new();
+//! world.node("n0", Millicores(8000), Bytes::gib(32));
+//! let a = world.add_job(job("a", "cifar10").metric("accuracy", Direction::HigherIsBetter));
+//! world.report(a, 1, &[0.42]);
+//! let mut h = Harness::new(Nothing, world);
+//! assert!(h.tick(Seconds(30.0)).unwrap().is_empty());
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::bindings::wasmsched::policy::types as wit;
+use crate::decision::{ActionKind, Decision};
+use crate::policy::{Policy, PolicyError, Runner};
+use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
+use crate::view::{Direction, JobKind};
+
+/// Declares a job: start with [`job`], chain what it declares.
+#[derive(Clone, Debug)]
+pub struct JobBuilder(wit::JobSpec);
+
+/// A training job named `name` running `model`, with no metrics or targets yet.
+pub fn job(name: &str, model: &str) -> JobBuilder {
+    JobBuilder(wit::JobSpec {
+        handle: 0,
+        name: name.into(),
+        model: model.into(),
+        kind: JobKind::Training,
+        metrics: Vec::new(),
+        tiers: None,
+        qoe_target: None,
+        max_epochs: None,
+        labels: Vec::new(),
+    })
+}
+
+impl JobBuilder {
+    /// Make it an inference service.
+    pub fn inference(mut self) -> Self {
+        self.0.kind = JobKind::Inference;
+        self
+    }
+
+    /// Declare a metric; the first declared is the main one.
+    pub fn metric(mut self, name: &str, direction: Direction) -> Self {
+        self.0.metrics.push(wit::MetricSpec { name: name.into(), direction });
+        self
+    }
+
+    /// TRADL's two-tier targets on the main metric.
+    pub fn tiers(mut self, deliverable: f64, final_: f64) -> Self {
+        self.0.tiers = Some(wit::Tiers { deliverable, final_ });
+        self
+    }
+
+    /// DQoES's QoE target.
+    pub fn qoe_target(mut self, target: f64) -> Self {
+        self.0.qoe_target = Some(target);
+        self
+    }
+
+    /// The epoch cap.
+    pub fn max_epochs(mut self, n: u32) -> Self {
+        self.0.max_epochs = Some(n);
+        self
+    }
+
+    /// A free-form label.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.0.labels.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A host in miniature: it produces the same deltas a real host sends.
+#[derive(Debug, Default)]
+pub struct TestWorld {
+    time_ms: u64,
+    last_call_ms: Option<u64>,
+    nodes: Vec<wit::Node>,
+    jobs: BTreeMap<u32, (wit::JobSpec, wit::JobState)>,
+    next_handle: u32,
+    added: Vec<u32>,
+    removed: Vec<u32>,
+    progress: Vec<wit::Progress>,
+}
+
+impl TestWorld {
+    /// No nodes, no jobs, time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a node without GPUs.
+    pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
+        self.nodes.push(wit::Node { name: name.into(), cpu_millicores: cpu.0, memory_bytes: memory.0, gpus: Vec::new() });
+        NodeId(self.nodes.len() as u32 - 1)
+    }
+
+    /// Start a job on node 0.
+    pub fn add_job(&mut self, spec: JobBuilder) -> JobId {
+        self.add_job_on(spec, NodeId(0))
+    }
+
+    /// Start a job on `node`.
+    pub fn add_job_on(&mut self, spec: JobBuilder, node: NodeId) -> JobId {
+        let handle = self.next_handle;
+        self.next_handle += 1;
+        let mut spec = spec.0;
+        spec.handle = handle;
+        let state = wit::JobState {
+            handle,
+            node: node.0,
+            cpu_limit_millicores: None,
+            memory_limit_bytes: None,
+            cpu_used_millicores: 0,
+            memory_used_bytes: 0,
+            gpu: None,
+            gpu_share_percent: None,
+            gpu_used_percent: 0.0,
+        };
+        self.jobs.insert(handle, (spec, state));
+        self.added.push(handle);
+        JobId(handle)
+    }
+
+    /// End a job.
+    pub fn remove_job(&mut self, job: JobId) {
+        if self.jobs.remove(&job.0).is_some() {
+            self.added.retain(|h| *h != job.0);
+            self.removed.push(job.0);
+        }
+    }
+
+    fn state(&mut self, job: JobId) -> &mut wit::JobState {
+        &mut self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("{job} is not in this TestWorld")).1
+    }
+
+    /// Set the job's measured CPU use over the last interval.
+    pub fn set_cpu_use(&mut self, job: JobId, used: Millicores) {
+        self.state(job).cpu_used_millicores = used.0;
+    }
+
+    /// Set the job's CPU limit as the host would report it.
+    pub fn set_cpu_limit(&mut self, job: JobId, limit: Option<Millicores>) {
+        self.state(job).cpu_limit_millicores = limit.map(|m| m.0);
+    }
+
+    /// Move the job to `node`.
+    pub fn place(&mut self, job: JobId, node: NodeId) {
+        self.state(job).node = node.0;
+    }
+
+    /// The job reports a record now.
+    pub fn report(&mut self, job: JobId, epoch: u32, values: &[f64]) {
+        self.progress.push(wit::Progress { job: job.0, time_ms: self.time_ms, epoch, values: values.to_vec() });
+    }
+
+    /// Move the clock forward.
+    pub fn advance(&mut self, by: Seconds) {
+        self.time_ms += by.as_millis();
+    }
+
+    /// The clock.
+    pub fn time(&self) -> Seconds {
+        Seconds::from_millis(self.time_ms)
+    }
+
+    /// The delta since the previous snapshot, as the host would send it.
+    pub fn snapshot(&mut self) -> wit::Snapshot {
+        let interval_ms = self.last_call_ms.map_or(0, |t| self.time_ms - t);
+        let resync = self.last_call_ms.is_none();
+        self.last_call_ms = Some(self.time_ms);
+        let added = std::mem::take(&mut self.added).into_iter().filter_map(|h| self.jobs.get(&h)).map(|(s, _)| s.clone()).collect();
+        wit::Snapshot {
+            time_ms: self.time_ms,
+            interval_ms,
+            resync,
+            nodes: self.nodes.clone(),
+            added,
+            removed: std::mem::take(&mut self.removed),
+            jobs: self.jobs.values().map(|(_, s)| *s).collect(),
+            progress: std::mem::take(&mut self.progress),
+        }
+    }
+
+    /// Put a decision's CPU and memory limits and migrations into force, as the host would.
+    pub fn apply(&mut self, decision: &Decision) {
+        for action in decision.actions() {
+            let Some((_, state)) = self.jobs.get_mut(&action.job().0) else { continue };
+            match action.kind() {
+                ActionKind::SetCpu(limit) => state.cpu_limit_millicores = *limit,
+                ActionKind::SetMemory(limit) => state.memory_limit_bytes = *limit,
+                ActionKind::Migrate(node) => state.node = *node,
+                ActionKind::Stop => self.removed.push(action.job().0),
+                ActionKind::Deliver | ActionKind::SetGpuShare(_) => {}
+            }
+        }
+        for handle in self.removed.clone() {
+            self.jobs.remove(&handle);
+        }
+    }
+}
+
+/// A policy and a [`TestWorld`], ticked together.
+pub struct Harness<P> {
+    runner: Runner<P>,
+    /// The world the policy runs in; change it between ticks.
+    pub world: TestWorld,
+}
+
+impl<P: Policy> Harness<P> {
+    /// Run `policy` against `world`.
+    pub fn new(policy: P, world: TestWorld) -> Self {
+        Harness { runner: Runner::from_policy(policy), world }
+    }
+
+    /// Build the policy from its config as JSON, as the host does.
+    pub fn from_config(config_json: &str, world: TestWorld) -> Result<Self, PolicyError> {
+        Ok(Harness { runner: Runner::init(config_json, None)?, world })
+    }
+
+    /// Advance the clock by `by`, call the policy, and put its limits into force.
+    pub fn tick(&mut self, by: Seconds) -> Result<Decision, PolicyError> {
+        self.world.advance(by);
+        let decision = self.runner.decide(self.world.snapshot())?;
+        self.world.apply(&decision);
+        Ok(decision)
+    }
+
+    /// The policy, to inspect its state.
+    pub fn policy(&self) -> &P {
+        self.runner.policy()
+    }
+
+    /// The runner, to save its state.
+    pub fn runner(&self) -> &Runner<P> {
+        &self.runner
+    }
+}

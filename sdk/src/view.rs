@@ -1,0 +1,344 @@
+//! The typed view a policy reads: [`Snapshot`], [`Job`], [`Node`], and the job table the SDK
+//! keeps inside the guest so that only what changed has to cross each tick.
+
+use std::collections::VecDeque;
+
+use crate::bindings::wasmsched::policy::types as wit;
+use crate::stats;
+use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
+
+pub use wit::{Direction, Gpu, JobKind, MetricSpec, Tiers};
+
+/// How many progress records the SDK keeps per job (the oldest are dropped first).
+pub const HISTORY_LIMIT: usize = 512;
+
+/// One progress report of a job, as kept in its history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressRecord {
+    /// When the job reported it.
+    pub time: Seconds,
+    /// Epochs completed (training) or windows served (inference).
+    pub epoch: u32,
+    /// Values in the order of the job's [`Job::metrics`]; NaN where missing.
+    pub values: Vec<f64>,
+}
+
+impl ProgressRecord {
+    /// The main metric's value (the first declared), NaN when absent.
+    pub fn value(&self) -> f64 {
+        self.values.first().copied().unwrap_or(f64::NAN)
+    }
+}
+
+impl From<wit::Progress> for ProgressRecord {
+    fn from(p: wit::Progress) -> Self {
+        ProgressRecord { time: Seconds::from_millis(p.time_ms), epoch: p.epoch, values: p.values }
+    }
+}
+
+#[derive(Debug)]
+struct JobEntry {
+    spec: wit::JobSpec,
+    state: wit::JobState,
+    history: VecDeque<ProgressRecord>,
+    fresh: usize,
+    first_seen: Seconds,
+}
+
+/// Every live job, in handle order, with its history: the guest-side half of the cost rule.
+#[derive(Debug, Default)]
+pub(crate) struct JobTable {
+    entries: Vec<JobEntry>,
+}
+
+impl JobTable {
+    /// Folds one tick's delta into the table and returns the rest of the snapshot.
+    pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> (Seconds, Seconds, Vec<wit::Node>) {
+        let now = Seconds::from_millis(raw.time_ms);
+        if raw.resync {
+            self.entries.clear();
+        }
+        if !raw.removed.is_empty() {
+            self.entries.retain(|e| !raw.removed.contains(&e.spec.handle));
+        }
+        if !raw.added.is_empty() {
+            let sorted_before = self.entries.last().map(|e| e.spec.handle);
+            let mut in_order = true;
+            for spec in raw.added {
+                in_order &= sorted_before.is_none_or(|h| spec.handle > h);
+                let state = empty_state(spec.handle);
+                self.entries.push(JobEntry { spec, state, history: VecDeque::new(), fresh: 0, first_seen: now });
+            }
+            if !in_order {
+                self.entries.sort_by_key(|e| e.spec.handle);
+                self.entries.dedup_by_key(|e| e.spec.handle);
+            }
+        }
+        for entry in &mut self.entries {
+            entry.fresh = 0;
+        }
+        // The host sends states in handle order, so the common case is a straight zip.
+        for (i, state) in raw.jobs.into_iter().enumerate() {
+            let idx = match self.entries.get(i) {
+                Some(e) if e.spec.handle == state.handle => Some(i),
+                _ => self.index(state.handle),
+            };
+            if let Some(idx) = idx {
+                self.entries[idx].state = state;
+            }
+        }
+        for record in raw.progress {
+            if let Some(idx) = self.index(record.job) {
+                let entry = &mut self.entries[idx];
+                if entry.history.len() == HISTORY_LIMIT {
+                    entry.history.pop_front();
+                }
+                entry.history.push_back(record.into());
+                entry.fresh = (entry.fresh + 1).min(HISTORY_LIMIT);
+            }
+        }
+        (now, Seconds::from_millis(raw.interval_ms), raw.nodes)
+    }
+
+    fn index(&self, handle: u32) -> Option<usize> {
+        self.entries.binary_search_by_key(&handle, |e| e.spec.handle).ok()
+    }
+}
+
+fn empty_state(handle: u32) -> wit::JobState {
+    wit::JobState {
+        handle,
+        node: 0,
+        cpu_limit_millicores: None,
+        memory_limit_bytes: None,
+        cpu_used_millicores: 0,
+        memory_used_bytes: 0,
+        gpu: None,
+        gpu_share_percent: None,
+        gpu_used_percent: 0.0,
+    }
+}
+
+/// What a policy sees on a tick: the time, the nodes and every live job.
+#[derive(Clone, Copy)]
+pub struct Snapshot<'a> {
+    pub(crate) time: Seconds,
+    pub(crate) interval: Seconds,
+    pub(crate) nodes: &'a [wit::Node],
+    pub(crate) table: &'a JobTable,
+}
+
+impl<'a> Snapshot<'a> {
+    /// The host's clock (virtual in the simulator).
+    pub fn time(&self) -> Seconds {
+        self.time
+    }
+
+    /// Time since this policy's previous call (zero on the first).
+    pub fn interval(&self) -> Seconds {
+        self.interval
+    }
+
+    /// Every node, in handle order.
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = Node<'a>> + 'a {
+        self.nodes.iter().enumerate().map(|(i, raw)| Node { id: NodeId(i as u32), raw })
+    }
+
+    /// One node, if it exists.
+    pub fn node(&self, id: NodeId) -> Option<Node<'a>> {
+        self.nodes.get(id.0 as usize).map(|raw| Node { id, raw })
+    }
+
+    /// Every live job, in handle order.
+    pub fn jobs(&self) -> impl ExactSizeIterator<Item = Job<'a>> + 'a {
+        self.table.entries.iter().map(|entry| Job { entry })
+    }
+
+    /// The live jobs placed on `node`.
+    pub fn jobs_on(&self, node: NodeId) -> impl Iterator<Item = Job<'a>> + 'a {
+        self.jobs().filter(move |j| j.node() == node)
+    }
+
+    /// One job, if it is live.
+    pub fn job(&self, id: JobId) -> Option<Job<'a>> {
+        self.table.index(id.0).map(|i| Job { entry: &self.table.entries[i] })
+    }
+
+    /// How many jobs are live.
+    pub fn job_count(&self) -> usize {
+        self.table.entries.len()
+    }
+}
+
+/// A node and its capacity.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    id: NodeId,
+    raw: &'a wit::Node,
+}
+
+impl<'a> Node<'a> {
+    /// Its handle.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &'a str {
+        &self.raw.name
+    }
+
+    /// CPU capacity.
+    pub fn cpu(&self) -> Millicores {
+        Millicores(self.raw.cpu_millicores)
+    }
+
+    /// Memory capacity.
+    pub fn memory(&self) -> Bytes {
+        Bytes(self.raw.memory_bytes)
+    }
+
+    /// Its GPUs, with their utilisation and memory over the last interval.
+    pub fn gpus(&self) -> &'a [Gpu] {
+        &self.raw.gpus
+    }
+}
+
+/// One live job: its declaration, placement, limits, measured use and progress history.
+#[derive(Clone, Copy)]
+pub struct Job<'a> {
+    entry: &'a JobEntry,
+}
+
+impl<'a> Job<'a> {
+    /// Its handle.
+    pub fn id(&self) -> JobId {
+        JobId(self.entry.spec.handle)
+    }
+
+    /// Its name as declared.
+    pub fn name(&self) -> &'a str {
+        &self.entry.spec.name
+    }
+
+    /// The model or application it runs.
+    pub fn model(&self) -> &'a str {
+        &self.entry.spec.model
+    }
+
+    /// Training or inference.
+    pub fn kind(&self) -> JobKind {
+        self.entry.spec.kind
+    }
+
+    /// The metrics it reports; the first is the main one.
+    pub fn metrics(&self) -> &'a [MetricSpec] {
+        &self.entry.spec.metrics
+    }
+
+    /// The direction of the main metric (higher-is-better when none is declared).
+    pub fn direction(&self) -> Direction {
+        self.metrics().first().map_or(Direction::HigherIsBetter, |m| m.direction)
+    }
+
+    /// TRADL's two-tier targets, if declared.
+    pub fn tiers(&self) -> Option<Tiers> {
+        self.entry.spec.tiers
+    }
+
+    /// DQoES target: seconds per epoch (training) or milliseconds per request (inference).
+    pub fn qoe_target(&self) -> Option<f64> {
+        self.entry.spec.qoe_target
+    }
+
+    /// The epoch cap, if declared.
+    pub fn max_epochs(&self) -> Option<u32> {
+        self.entry.spec.max_epochs
+    }
+
+    /// A label from the job's declaration.
+    pub fn label(&self, key: &str) -> Option<&'a str> {
+        self.entry.spec.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The node it runs on.
+    pub fn node(&self) -> NodeId {
+        NodeId(self.entry.state.node)
+    }
+
+    /// Its CPU limit; none means unlimited.
+    pub fn cpu_limit(&self) -> Option<Millicores> {
+        self.entry.state.cpu_limit_millicores.map(Millicores)
+    }
+
+    /// Its memory limit; none means unlimited.
+    pub fn memory_limit(&self) -> Option<Bytes> {
+        self.entry.state.memory_limit_bytes.map(Bytes)
+    }
+
+    /// Mean CPU use over the last interval.
+    pub fn cpu_use(&self) -> Millicores {
+        Millicores(self.entry.state.cpu_used_millicores)
+    }
+
+    /// Memory use at the end of the last interval.
+    pub fn memory_use(&self) -> Bytes {
+        Bytes(self.entry.state.memory_used_bytes)
+    }
+
+    /// The GPU it runs on (index on its node) and its share in percent, if any.
+    pub fn gpu(&self) -> Option<(u32, Option<u8>)> {
+        self.entry.state.gpu.map(|g| (g, self.entry.state.gpu_share_percent))
+    }
+
+    /// GPU use attributed to it over the last interval, in percent.
+    pub fn gpu_use_percent(&self) -> f32 {
+        self.entry.state.gpu_used_percent
+    }
+
+    /// When this policy instance first saw it.
+    pub fn first_seen(&self) -> Seconds {
+        self.entry.first_seen
+    }
+
+    /// Its progress records, oldest first (at most [`HISTORY_LIMIT`]).
+    pub fn history(&self) -> impl DoubleEndedIterator<Item = &'a ProgressRecord> + ExactSizeIterator + 'a {
+        self.entry.history.iter()
+    }
+
+    /// The records that arrived on this tick.
+    pub fn new_records(&self) -> impl DoubleEndedIterator<Item = &'a ProgressRecord> + 'a {
+        self.entry.history.iter().skip(self.entry.history.len() - self.entry.fresh)
+    }
+
+    /// Its latest record.
+    pub fn latest(&self) -> Option<&'a ProgressRecord> {
+        self.entry.history.back()
+    }
+
+    /// Epochs completed, by its latest record (0 before the first).
+    pub fn epoch(&self) -> u32 {
+        self.latest().map_or(0, |r| r.epoch)
+    }
+
+    /// The main metric over time, normalised to (0, 1] for a lower-is-better metric (divided
+    /// by the largest value seen so far) and as reported for a higher-is-better one.
+    pub fn normalised(&self) -> impl Iterator<Item = (Seconds, f64)> + 'a {
+        let mut norm = stats::Normaliser::new(self.direction());
+        self.history().filter_map(move |r| norm.push(r.value()).map(|v| (r.time, v)))
+    }
+
+    /// Mean normalised main metric over `[from, to)`, if any record fell in it.
+    pub fn window_mean(&self, from: Seconds, to: Seconds) -> Option<f64> {
+        stats::window_mean(self.normalised(), from, to)
+    }
+
+    /// FlowCon's progress over the window of length `window` ending now:
+    /// |E_i − E_{i−1}| / window, with E the windowed mean of the normalised metric.
+    /// None until both windows hold a record.
+    pub fn progress_rate(&self, now: Seconds, window: Seconds) -> Option<f64> {
+        let current = self.window_mean(now - window, now)?;
+        let previous = self.window_mean(now - window - window, now - window)?;
+        Some(stats::growth_rate(previous, current, window))
+    }
+}
