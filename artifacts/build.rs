@@ -34,13 +34,21 @@ fn main() {
     code.push_str("pub const SHIPPED: &[Shipped] = &[\n");
     for c in crates.iter().filter(|c| !c.hostile) {
         let path = wasm_path(&out, c);
-        writeln!(code, "    Shipped {{ name: {:?}, wasm: include_bytes!({:?}) }},", c.name, path.display().to_string()).unwrap();
+        writeln!(code, "    Shipped {{ name: {:?}, wasm: include_bytes!({:?}) }},", c.name, path.display().to_string())
+            .unwrap();
     }
     code.push_str("];\n\n/// Every component built here (shipped and hostile fixtures): name and path.\n");
     code.push_str("pub const ALL: &[Artifact] = &[\n");
     for c in &crates {
         let path = wasm_path(&out, c);
-        writeln!(code, "    Artifact {{ name: {:?}, path: {:?}, hostile: {} }},", c.name, path.display().to_string(), c.hostile).unwrap();
+        writeln!(
+            code,
+            "    Artifact {{ name: {:?}, path: {:?}, hostile: {} }},",
+            c.name,
+            path.display().to_string(),
+            c.hostile
+        )
+        .unwrap();
     }
     code.push_str("];\n");
     let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("artifacts.rs");
@@ -55,7 +63,8 @@ fn find_crates(policies: &Path) -> Vec<Crate> {
     let mut crates = Vec::new();
     for (dir, hostile) in [(policies.to_path_buf(), false), (policies.join("hostile"), true)] {
         let Ok(entries) = fs::read_dir(&dir) else { continue };
-        let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
+        let mut dirs: Vec<PathBuf> =
+            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
         dirs.sort();
         for d in dirs {
             let manifest = fs::read_to_string(d.join("Cargo.toml")).unwrap_or_default();

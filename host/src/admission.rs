@@ -65,7 +65,11 @@ pub struct Admitted {
 impl fmt::Display for Admitted {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = &self.policy;
-        let compiled = if p.cache_hit() { "from cache".to_string() } else { format!("compiled in {} ms", p.compile_time().as_millis()) };
+        let compiled = if p.cache_hit() {
+            "from cache".to_string()
+        } else {
+            format!("compiled in {} ms", p.compile_time().as_millis())
+        };
         write!(
             f,
             "ok {}: world wasmsched:policy/policy-plugin, contract {}, sha256 {}, init ok, dry-run decide {:.2} ms ({} actions), {compiled}",
@@ -79,7 +83,14 @@ impl fmt::Display for Admitted {
 }
 
 /// Load, init and dry-run a policy on `world`.
-pub fn admit(rt: &Runtime, name: &str, bytes: &[u8], config_json: &str, limits: Limits, world: &Telemetry) -> Result<Admitted, AdmissionError> {
+pub fn admit(
+    rt: &Runtime,
+    name: &str,
+    bytes: &[u8],
+    config_json: &str,
+    limits: Limits,
+    world: &Telemetry,
+) -> Result<Admitted, AdmissionError> {
     let policy = rt.load(name, bytes)?;
     let mut instance = policy.instantiate(rt, limits, config_json, None).map_err(AdmissionError::Init)?;
     let (decision, dry_run) = timed(|| instance.decide(world));
@@ -95,7 +106,8 @@ pub fn admit(rt: &Runtime, name: &str, bytes: &[u8], config_json: &str, limits: 
 pub fn config_beside(wasm: &Path) -> Result<String, AdmissionError> {
     let path = wasm.with_extension("toml");
     let Ok(text) = std::fs::read_to_string(&path) else { return Ok("{}".into()) };
-    let table: toml::Table = toml::from_str(&text).map_err(|e| AdmissionError::Config { path: path.clone(), detail: e.to_string() })?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| AdmissionError::Config { path: path.clone(), detail: e.to_string() })?;
     Ok(serde_json::to_string(&table).expect("a TOML table is valid JSON"))
 }
 

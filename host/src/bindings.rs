@@ -9,7 +9,7 @@ wasmtime::component::bindgen!({
     additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
 });
 
-pub use wasmsched::policy::types as wit;
+pub use self::wasmsched::policy::types as wit;
 
 /// The contract's package and version, as a component names it.
 pub const PACKAGE: &str = "wasmsched:policy@0.1.0";

@@ -59,14 +59,21 @@ impl RuntimeArgs {
         if self.no_cache {
             config.cache_dir = None;
         }
-        let rt = Runtime::new(config).map_err(|e| anyhow::anyhow!("{e:#}")).context("cannot start the WebAssembly engine")?;
-        let limits = Limits { deadline: Duration::from_millis(self.deadline_ms), memory_bytes: self.memory_mib << 20, ..Limits::default() };
+        let rt = Runtime::new(config)
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
+            .context("cannot start the WebAssembly engine")?;
+        let limits = Limits {
+            deadline: Duration::from_millis(self.deadline_ms),
+            memory_bytes: self.memory_mib << 20,
+            ..Limits::default()
+        };
         Ok((rt, limits))
     }
 }
 
 fn main() -> ExitCode {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,cranelift=warn,wasmtime=warn"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,cranelift=warn,wasmtime=warn"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(Cli::parse()) {
         Ok(code) => code,

@@ -55,7 +55,9 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// The file is empty.
-    #[error("policy {policy} is empty (0 bytes): a copy still in progress? Wait for it to finish, or rebuild the policy")]
+    #[error(
+        "policy {policy} is empty (0 bytes): a copy still in progress? Wait for it to finish, or rebuild the policy"
+    )]
     Empty {
         /// The policy's name.
         policy: String,
@@ -149,7 +151,8 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile { policy: name.into(), detail: format!("{e:#}") })?;
-        let pre = PolicyPluginPre::new(pre).map_err(|e| LoadError::WrongWorld { policy: name.into(), found: format!("does not match: {e:#}") })?;
+        let pre = PolicyPluginPre::new(pre)
+            .map_err(|e| LoadError::WrongWorld { policy: name.into(), found: format!("does not match: {e:#}") })?;
         Ok(LoadedPolicy::new(name.into(), digest, pre, compile_time, cache_hit))
     }
 
@@ -167,10 +170,14 @@ fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
         return Err(LoadError::Empty { policy: name.into() });
     }
     if bytes.len() < 8 || &bytes[..4] != MAGIC {
-        return not("it does not start with the WebAssembly magic bytes (is it the right file?); build the policy with `cargo build --release --target wasm32-wasip2`");
+        return not(
+            "it does not start with the WebAssembly magic bytes (is it the right file?); build the policy with `cargo build --release --target wasm32-wasip2`",
+        );
     }
     if bytes[4..8] == MODULE_VERSION {
-        return not("it is a core module, not a component; build it for the wasm32-wasip2 target (`cargo build --release --target wasm32-wasip2`), which makes a component");
+        return not(
+            "it is a core module, not a component; build it for the wasm32-wasip2 target (`cargo build --release --target wasm32-wasip2`), which makes a component",
+        );
     }
     if bytes[4..8] != COMPONENT_VERSION {
         return not("its component-model version is not one this host reads; rebuild it with the current toolchain");
@@ -190,9 +197,13 @@ fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<(),
         return Err(LoadError::WrongWorld { policy: name.into(), found });
     }
     for (import, item) in ty.imports(engine) {
-        let allowed = bindings::CONTRACT_IMPORTS.contains(&import) || (import.starts_with("wasi:") && matches!(item.ty, ComponentItem::ComponentInstance(_)));
+        let allowed = bindings::CONTRACT_IMPORTS.contains(&import)
+            || (import.starts_with("wasi:") && matches!(item.ty, ComponentItem::ComponentInstance(_)));
         if !allowed {
-            return Err(LoadError::WrongWorld { policy: name.into(), found: format!("imports `{import}`, which policies may not use") });
+            return Err(LoadError::WrongWorld {
+                policy: name.into(),
+                found: format!("imports `{import}`, which policies may not use"),
+            });
         }
     }
     Ok(())

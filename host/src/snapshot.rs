@@ -142,7 +142,10 @@ impl Telemetry {
         if history.len() == HISTORY_KEPT {
             history.pop_front();
         }
-        history.push_back(Sequenced { seq: self.next_seq, record: wit::Progress { job: handle, time_ms: self.time_ms, epoch, values } });
+        history.push_back(Sequenced {
+            seq: self.next_seq,
+            record: wit::Progress { job: handle, time_ms: self.time_ms, epoch, values },
+        });
         true
     }
 
@@ -219,7 +222,7 @@ pub mod sample {
             model: model.into(),
             kind,
             metrics: vec![wit::MetricSpec { name: metric.into(), direction }],
-            tiers: (i % 3 == 0).then_some(if higher {
+            tiers: i.is_multiple_of(3).then_some(if higher {
                 wit::Tiers { deliverable: 0.8, final_: 0.9 }
             } else {
                 wit::Tiers { deliverable: 0.5, final_: 0.3 }
@@ -239,7 +242,11 @@ pub mod sample {
                 name: format!("node-{n}"),
                 cpu_millicores: 16_000,
                 memory_bytes: 64 << 30,
-                gpus: vec![wit::Gpu { utilisation_percent: 40.0, memory_used_bytes: 4 << 30, memory_total_bytes: 80 << 30 }],
+                gpus: vec![wit::Gpu {
+                    utilisation_percent: 40.0,
+                    memory_used_bytes: 4 << 30,
+                    memory_total_bytes: 80 << 30,
+                }],
             });
         }
         let handles: Vec<u32> = (0..jobs).map(|i| t.add_job(job_spec(i), (i % nodes.max(1)) as u32)).collect();
@@ -247,7 +254,11 @@ pub mod sample {
             t.set_time_ms(u64::from(epoch) * 60_000);
             for (i, &h) in handles.iter().enumerate() {
                 let x = f64::from(epoch) / f64::from(epochs.max(1));
-                let value = if i % 6 == 1 || i % 6 == 3 || i % 6 == 5 { 1.0 / (1.0 + 4.0 * x) } else { 0.9 * (1.0 - (-3.0 * x).exp()) };
+                let value = if i % 6 == 1 || i % 6 == 3 || i % 6 == 5 {
+                    1.0 / (1.0 + 4.0 * x)
+                } else {
+                    0.9 * (1.0 - (-3.0 * x).exp())
+                };
                 t.record(h, epoch, vec![value]);
             }
         }

@@ -82,9 +82,9 @@ fn problem(action: &wit::Action, world: &Telemetry) -> Option<String> {
     };
     let node = &world.nodes()[state.node as usize];
     match action.kind {
-        ActionKind::SetCpu(Some(m)) if m < MIN_CPU_MILLICORES => {
-            Some(format!("a CPU limit of {m} millicores is below the minimum of {MIN_CPU_MILLICORES}; lift the limit or give more"))
-        }
+        ActionKind::SetCpu(Some(m)) if m < MIN_CPU_MILLICORES => Some(format!(
+            "a CPU limit of {m} millicores is below the minimum of {MIN_CPU_MILLICORES}; lift the limit or give more"
+        )),
         ActionKind::SetCpu(Some(m)) if m > node.cpu_millicores => {
             Some(format!("a CPU limit of {m} millicores is more than node {} has ({})", node.name, node.cpu_millicores))
         }
@@ -102,8 +102,12 @@ fn problem(action: &wit::Action, world: &Telemetry) -> Option<String> {
                 return Some(format!("job {} already runs on node {}", action.job, dest.name));
             }
             let used: u64 = world.jobs().filter(|(_, s)| s.node == to).map(|(_, s)| s.memory_used_bytes).sum();
-            (used + state.memory_used_bytes > dest.memory_bytes)
-                .then(|| format!("node {} is full: {} of {} bytes in use, the job needs {}", dest.name, used, dest.memory_bytes, state.memory_used_bytes))
+            (used + state.memory_used_bytes > dest.memory_bytes).then(|| {
+                format!(
+                    "node {} is full: {} of {} bytes in use, the job needs {}",
+                    dest.name, used, dest.memory_bytes, state.memory_used_bytes
+                )
+            })
         }
         ActionKind::SetGpuShare(wit::GpuShare { gpu, percent }) => {
             if gpu as usize >= node.gpus.len() {

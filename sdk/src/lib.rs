@@ -35,7 +35,8 @@ pub mod prelude {
     pub use crate::{debug, error, export_policy, info, warn};
 }
 
-/// Export a [`Policy`] as the component's `wasmsched:policy/policy` interface.
+/// Export a [`Policy`] as the component's `wasmsched:policy/policy` interface. Natively
+/// (unit tests, benchmarks) it expands to nothing: the policy is driven through [`Runner`].
 ///
 /// ```ignore
 /// export_policy!(MyPolicy);
@@ -43,6 +44,7 @@ pub mod prelude {
 #[macro_export]
 macro_rules! export_policy {
     ($policy:ty) => {
+        #[cfg(target_arch = "wasm32")]
         const _: () = {
             ::std::thread_local! {
                 static RUNNER: ::std::cell::RefCell<::std::option::Option<$crate::Runner<$policy>>> =
@@ -61,7 +63,8 @@ macro_rules! export_policy {
 
                 fn decide(
                     snapshot: $crate::bindings::wasmsched::policy::types::Snapshot,
-                ) -> ::std::result::Result<$crate::bindings::wasmsched::policy::types::Decision, $crate::PolicyError> {
+                ) -> ::std::result::Result<$crate::bindings::wasmsched::policy::types::Decision, $crate::PolicyError>
+                {
                     $crate::policy::glue::decide(&RUNNER, snapshot)
                 }
 
@@ -72,5 +75,11 @@ macro_rules! export_policy {
 
             $crate::bindings::__export_policy_plugin!(Export with_types_in $crate::bindings);
         };
+        // Natively the policy is reached through `Runner`; say so, so it is not dead code.
+        #[cfg(not(target_arch = "wasm32"))]
+        const _: fn(
+            &str,
+            ::std::option::Option<&[u8]>,
+        ) -> ::std::result::Result<$crate::Runner<$policy>, $crate::PolicyError> = $crate::Runner::<$policy>::init;
     };
 }

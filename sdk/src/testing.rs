@@ -109,7 +109,12 @@ impl TestWorld {
 
     /// Add a node without GPUs.
     pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
-        self.nodes.push(wit::Node { name: name.into(), cpu_millicores: cpu.0, memory_bytes: memory.0, gpus: Vec::new() });
+        self.nodes.push(wit::Node {
+            name: name.into(),
+            cpu_millicores: cpu.0,
+            memory_bytes: memory.0,
+            gpus: Vec::new(),
+        });
         NodeId(self.nodes.len() as u32 - 1)
     }
 
@@ -187,7 +192,11 @@ impl TestWorld {
         let interval_ms = self.last_call_ms.map_or(0, |t| self.time_ms - t);
         let resync = self.last_call_ms.is_none();
         self.last_call_ms = Some(self.time_ms);
-        let added = std::mem::take(&mut self.added).into_iter().filter_map(|h| self.jobs.get(&h)).map(|(s, _)| s.clone()).collect();
+        let added = std::mem::take(&mut self.added)
+            .into_iter()
+            .filter_map(|h| self.jobs.get(&h))
+            .map(|(s, _)| s.clone())
+            .collect();
         wit::Snapshot {
             time_ms: self.time_ms,
             interval_ms,

@@ -30,7 +30,9 @@ pub fn loaded(name: &str) -> LoadedPolicy {
     if let Some(p) = map.lock().unwrap().get(name) {
         return p.clone();
     }
-    let p = runtime().load_file(std::path::Path::new(wasmsched_artifacts::path(name))).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let p = runtime()
+        .load_file(std::path::Path::new(wasmsched_artifacts::path(name)))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     map.lock().unwrap().insert(name.into(), p.clone());
     p
 }

@@ -113,7 +113,13 @@ fn describe(e: &wit::PolicyError) -> String {
 }
 
 impl LoadedPolicy {
-    pub(super) fn new(name: Arc<str>, digest: String, pre: PolicyPluginPre<StoreState>, compile_time: Duration, cache_hit: bool) -> Self {
+    pub(super) fn new(
+        name: Arc<str>,
+        digest: String,
+        pre: PolicyPluginPre<StoreState>,
+        compile_time: Duration,
+        cache_hit: bool,
+    ) -> Self {
         LoadedPolicy { name, digest, pre, compile_time, cache_hit }
     }
 
@@ -138,10 +144,21 @@ impl LoadedPolicy {
     }
 
     /// A fresh instance, initialised with `config_json` and an optional saved state.
-    pub fn instantiate(&self, rt: &Runtime, limits: Limits, config_json: &str, saved_state: Option<&[u8]>) -> Result<PolicyInstance, CallError> {
+    pub fn instantiate(
+        &self,
+        rt: &Runtime,
+        limits: Limits,
+        config_json: &str,
+        saved_state: Option<&[u8]>,
+    ) -> Result<PolicyInstance, CallError> {
         let mut store = Store::new(rt.engine(), StoreState::new(self.name.clone(), &limits));
         store.limiter(|s| &mut s.memory);
-        let guard = Guard { name: self.name.clone(), deadline_ticks: rt.deadline_ticks(limits.deadline), limits, fuel: rt.config().fuel };
+        let guard = Guard {
+            name: self.name.clone(),
+            deadline_ticks: rt.deadline_ticks(limits.deadline),
+            limits,
+            fuel: rt.config().fuel,
+        };
         let (plugin, _) = guard.run(&mut store, "instantiate", |store| self.pre.instantiate(store))?;
         let mut instance = PolicyInstance { guard, store, plugin, cursor: Cursor::fresh(), last_fuel: 0 };
         instance.call("init", |store, p| p.wasmsched_policy_policy().call_init(store, config_json, saved_state))?;
@@ -204,7 +221,12 @@ struct Guard {
 impl Guard {
     /// Run `f` under the deadline, memory cap and fuel; classify a trap. Returns the fuel
     /// burned beside the result.
-    fn run<R>(&self, store: &mut Store<StoreState>, call: &'static str, f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<R>) -> Result<(R, u64), CallError> {
+    fn run<R>(
+        &self,
+        store: &mut Store<StoreState>,
+        call: &'static str,
+        f: impl FnOnce(&mut Store<StoreState>) -> wasmtime::Result<R>,
+    ) -> Result<(R, u64), CallError> {
         store.set_epoch_deadline(self.deadline_ticks);
         store.data_mut().log_lines = 0;
         if self.fuel {

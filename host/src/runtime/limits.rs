@@ -85,7 +85,14 @@ impl StoreState {
             .allow_ip_name_lookup(false)
             .build();
         let max_bytes = usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX);
-        StoreState { policy, wasi, table: ResourceTable::new(), stderr, memory: MemoryCap { max_bytes, hit: false }, log_lines: 0 }
+        StoreState {
+            policy,
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            memory: MemoryCap { max_bytes, hit: false },
+            log_lines: 0,
+        }
     }
 
     /// What the policy wrote to stderr (a panic message), on one line: Rust's panic hook
@@ -93,7 +100,8 @@ impl StoreState {
     pub fn stderr(&self) -> String {
         let bytes = self.stderr.contents();
         let text = String::from_utf8_lossy(&bytes);
-        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: ")).collect();
+        let lines: Vec<&str> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("note: ")).collect();
         lines.join(" ")
     }
 }

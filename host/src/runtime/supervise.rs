@@ -127,7 +127,13 @@ pub struct Supervised {
 
 impl Supervised {
     /// Supervise `policy` with its config (JSON), limits and fallback.
-    pub fn new(policy: LoadedPolicy, config_json: String, limits: Limits, fallback: Fallback, quarantine: Quarantine) -> Self {
+    pub fn new(
+        policy: LoadedPolicy,
+        config_json: String,
+        limits: Limits,
+        fallback: Fallback,
+        quarantine: Quarantine,
+    ) -> Self {
         Supervised {
             policy,
             config_json,
@@ -189,7 +195,8 @@ impl Supervised {
     pub fn tick(&mut self, rt: &Runtime, world: &Telemetry) -> TickOutcome {
         let now = world.time_ms();
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
-            let failure = Failure::Quarantined { policy: self.name(), remaining_ms: until - now, failures: self.failures_in_row };
+            let failure =
+                Failure::Quarantined { policy: self.name(), remaining_ms: until - now, failures: self.failures_in_row };
             return self.fall_back(world, failure, Duration::ZERO);
         }
         self.counters.calls += 1;
@@ -255,14 +262,25 @@ impl Supervised {
             self.next_backoff = (backoff * 2).min(self.quarantine.max_backoff);
             self.counters.quarantines += 1;
             self.instance = None;
-            tracing::error!(policy = self.policy.name(), digest = self.policy.digest(), backoff_s = backoff.as_secs_f64(), "policy quarantined");
+            tracing::error!(
+                policy = self.policy.name(),
+                digest = self.policy.digest(),
+                backoff_s = backoff.as_secs_f64(),
+                "policy quarantined"
+            );
         }
         self.fall_back(world, failure, latency)
     }
 
     fn fall_back(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
         self.counters.fallbacks += 1;
-        TickOutcome { actions: fallback_actions(self.fallback, world), failure: Some(failure), fallback: Some(self.fallback), latency, ..TickOutcome::default() }
+        TickOutcome {
+            actions: fallback_actions(self.fallback, world),
+            failure: Some(failure),
+            fallback: Some(self.fallback),
+            latency,
+            ..TickOutcome::default()
+        }
     }
 }
 
@@ -274,10 +292,18 @@ pub fn fallback_actions(fallback: Fallback, world: &Telemetry) -> Vec<wit::Actio
             let mut actions = Vec::new();
             for (_, s) in world.jobs() {
                 if s.cpu_limit_millicores.is_some() {
-                    actions.push(wit::Action { job: s.handle, kind: ActionKind::SetCpu(None), reason: "fallback: fair-share".into() });
+                    actions.push(wit::Action {
+                        job: s.handle,
+                        kind: ActionKind::SetCpu(None),
+                        reason: "fallback: fair-share".into(),
+                    });
                 }
                 if s.memory_limit_bytes.is_some() {
-                    actions.push(wit::Action { job: s.handle, kind: ActionKind::SetMemory(None), reason: "fallback: fair-share".into() });
+                    actions.push(wit::Action {
+                        job: s.handle,
+                        kind: ActionKind::SetMemory(None),
+                        reason: "fallback: fair-share".into(),
+                    });
                 }
             }
             actions
