@@ -28,13 +28,13 @@ pub enum AdmissionError {
         detail: String,
     },
     /// `init` trapped or refused.
-    #[error("init failed: {0}")]
+    #[error("init failed")]
     Init(#[source] CallError),
     /// The dry-run `decide` trapped or returned an error.
-    #[error("dry-run decide failed: {0}")]
+    #[error("dry-run decide failed")]
     DryRun(#[source] CallError),
     /// The dry-run decision was refused whole.
-    #[error("dry-run decision refused: {0}")]
+    #[error("dry-run decision refused")]
     Oversized(#[source] Oversized),
     /// The dry-run decision held invalid actions.
     #[error("dry-run decision has {} invalid action(s): {}", rejected.len(), summarise(rejected))]

@@ -95,7 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ok) => println!("{ok}"),
                     Err(e) => {
                         failed += 1;
-                        println!("FAILED {}: {e}", policy.name);
+                        println!("FAILED {}: {}", policy.name, wasmsched::error_chain(&e));
                     }
                 }
             }
@@ -111,7 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     Ok(ok) => println!("{ok}"),
                     Err(e) => {
                         failed += 1;
-                        println!("FAILED {}: {e}", file.display());
+                        println!("FAILED {}: {}", file.display(), wasmsched::error_chain(&e));
                     }
                 }
             }

@@ -73,7 +73,7 @@ macro_rules! export_policy {
                 }
             }
 
-            $crate::bindings::__export_policy_plugin!(Export with_types_in $crate::bindings);
+    $crate::bindings::__export_policy_plugin!(Export with_types_in $crate::bindings);
         };
         // Natively the policy is reached through `Runner`; say so, so it is not dead code.
         #[cfg(not(target_arch = "wasm32"))]
@@ -83,3 +83,8 @@ macro_rules! export_policy {
         ) -> ::std::result::Result<$crate::Runner<$policy>, $crate::PolicyError> = $crate::Runner::<$policy>::init;
     };
 }
+
+/// The README's policy example, compiled as a doctest so that it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;

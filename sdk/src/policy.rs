@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 
 use crate::bindings::wasmsched::policy::types as wit;
 use crate::decision::Decision;
+use crate::units::Seconds;
 use crate::view::{JobTable, Snapshot};
 
 pub use wit::PolicyError;
@@ -45,6 +46,8 @@ pub struct Runner<P> {
     policy: P,
     table: JobTable,
     nodes: Vec<wit::Node>,
+    time: Seconds,
+    interval: Seconds,
 }
 
 impl<P: Policy> Runner<P> {
@@ -62,7 +65,7 @@ impl<P: Policy> Runner<P> {
 
     /// A runner around a policy built natively.
     pub fn from_policy(policy: P) -> Self {
-        Runner { policy, table: JobTable::default(), nodes: Vec::new() }
+        Runner { policy, table: JobTable::default(), nodes: Vec::new(), time: Seconds(0.0), interval: Seconds(0.0) }
     }
 
     /// What `decide` does.
@@ -72,10 +75,14 @@ impl<P: Policy> Runner<P> {
 
     /// Fold the tick's delta into the job table and ask the policy.
     pub fn decide(&mut self, snapshot: wit::Snapshot) -> Result<Decision, PolicyError> {
-        let (time, interval, nodes) = self.table.apply(snapshot);
-        self.nodes = nodes;
-        let view = Snapshot { time, interval, nodes: &self.nodes, table: &self.table };
+        (self.time, self.interval, self.nodes) = self.table.apply(snapshot);
+        let view = Snapshot { time: self.time, interval: self.interval, nodes: &self.nodes, table: &self.table };
         self.policy.decide(&view)
+    }
+
+    /// The world as the policy saw it on the last call.
+    pub fn view(&self) -> Snapshot<'_> {
+        Snapshot { time: self.time, interval: self.interval, nodes: &self.nodes, table: &self.table }
     }
 
     /// What `save-state` does.

@@ -62,10 +62,11 @@ impl JobTable {
             self.entries.retain(|e| !raw.removed.contains(&e.spec.handle));
         }
         if !raw.added.is_empty() {
-            let sorted_before = self.entries.last().map(|e| e.spec.handle);
+            let mut last = self.entries.last().map(|e| e.spec.handle);
             let mut in_order = true;
             for spec in raw.added {
-                in_order &= sorted_before.is_none_or(|h| spec.handle > h);
+                in_order &= last.is_none_or(|h| spec.handle > h);
+                last = Some(spec.handle);
                 let state = empty_state(spec.handle);
                 self.entries.push(JobEntry { spec, state, history: VecDeque::new(), fresh: 0, first_seen: now });
             }
@@ -340,5 +341,80 @@ impl<'a> Job<'a> {
         let current = self.window_mean(now - window, now)?;
         let previous = self.window_mean(now - window - window, now - window)?;
         Some(stats::growth_rate(previous, current, window))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{TestWorld, job};
+    use crate::{Direction, Millicores, Runner, Seconds};
+
+    struct Inspect;
+    impl crate::Policy for Inspect {
+        type Config = crate::NoConfig;
+        fn new(_: crate::NoConfig) -> Result<Self, crate::PolicyError> {
+            Ok(Inspect)
+        }
+        fn decide(&mut self, _: &crate::Snapshot) -> Result<crate::Decision, crate::PolicyError> {
+            Ok(crate::Decision::new())
+        }
+    }
+
+    fn world() -> TestWorld {
+        let mut w = TestWorld::new();
+        w.node("n0", Millicores(8000), crate::Bytes::gib(16));
+        w
+    }
+
+    #[test]
+    fn the_table_keeps_history_across_ticks_and_marks_new_records() {
+        let mut w = world();
+        let a = w.add_job(job("a", "deepspeech2").metric("wer", Direction::LowerIsBetter));
+        let mut r = Runner::from_policy(Inspect);
+        w.report(a, 1, &[40.0]);
+        r.decide(w.snapshot()).unwrap();
+        w.advance(Seconds(30.0));
+        w.report(a, 2, &[20.0]);
+        w.set_cpu_use(a, Millicores(1200));
+        r.decide(w.snapshot()).unwrap();
+        let view = r.view();
+        let job = view.job(a).unwrap();
+        assert_eq!(job.history().len(), 2);
+        assert_eq!(job.new_records().map(|p| p.epoch).collect::<Vec<_>>(), [2]);
+        assert_eq!(job.cpu_use(), Millicores(1200));
+        assert_eq!(job.normalised().map(|(_, v)| v).collect::<Vec<_>>(), [1.0, 0.5]);
+        assert_eq!(job.first_seen(), Seconds(0.0));
+    }
+
+    #[test]
+    fn removed_jobs_leave_and_late_jobs_join_in_handle_order() {
+        let mut w = world();
+        let a = w.add_job(job("a", "ncf"));
+        let b = w.add_job(job("b", "ncf"));
+        let mut r = Runner::from_policy(Inspect);
+        r.decide(w.snapshot()).unwrap();
+        w.remove_job(a);
+        let c = w.add_job(job("c", "bert").inference());
+        r.decide(w.snapshot()).unwrap();
+        let ids: Vec<_> = r.view().jobs().map(|j| j.id()).collect();
+        assert_eq!(ids, [b, c]);
+    }
+
+    #[test]
+    fn progress_rate_compares_two_windows_of_the_normalised_metric() {
+        let mut w = world();
+        let a = w.add_job(job("a", "cifar10").metric("accuracy", Direction::HigherIsBetter));
+        let mut r = Runner::from_policy(Inspect);
+        for (epoch, acc) in [(1, 0.2), (2, 0.4), (3, 0.5), (4, 0.6)] {
+            w.advance(Seconds(15.0));
+            w.report(a, epoch, &[acc]);
+        }
+        r.decide(w.snapshot()).unwrap();
+        let view = r.view();
+        let job = view.job(a).unwrap();
+        // Windows (0, 30] and (30, 60]: means 0.3 and 0.55 → 0.25 / 30 s.
+        let rate = job.progress_rate(Seconds(60.0), Seconds(30.0)).unwrap();
+        assert!((rate - 0.25 / 30.0).abs() < 1e-12, "{rate}");
+        assert_eq!(job.progress_rate(Seconds(60.0), Seconds(60.0)), None);
     }
 }

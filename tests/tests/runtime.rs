@@ -47,3 +47,24 @@ fn fair_share_refuses_unknown_config_keys_through_the_component() {
     let err = loaded("fair-share").instantiate(runtime(), Limits::default(), r#"{"alpha": 0.1}"#, None).err().unwrap();
     assert!(err.to_string().contains("unknown field `alpha`"), "{err}");
 }
+
+#[test]
+fn fuel_gives_the_same_cost_for_the_same_snapshot() {
+    let rt = Runtime::new(RuntimeConfig {
+        fuel: true,
+        cache_dir: Some(cache_dir().join("fuel")),
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let bytes = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let policy = rt.load("fair-share", &bytes).unwrap();
+    let cost = || {
+        let world = sample::world(2, 50, 5);
+        let mut instance = policy.instantiate(&rt, Limits::default(), "{}", None).unwrap();
+        instance.decide(&world).unwrap();
+        instance.last_fuel()
+    };
+    let (a, b) = (cost(), cost());
+    assert!(a > 0, "fuel is counted");
+    assert_eq!(a, b, "the same call on the same snapshot burns the same fuel");
+}

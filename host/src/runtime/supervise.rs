@@ -48,7 +48,7 @@ pub enum Failure {
     #[error(transparent)]
     Call(#[from] CallError),
     /// The decision was refused whole.
-    #[error("policy {policy}: {source}")]
+    #[error("policy {policy}'s decision was refused")]
     Oversized {
         /// The policy's name.
         policy: Arc<str>,
@@ -203,29 +203,32 @@ impl Supervised {
         let (result, latency) = timed(|| self.call(rt, world));
         self.counters.call_micros += latency.as_micros() as u64;
         match result {
-            Ok(decision) => match validate::check(decision.clone(), world) {
-                Ok(checked) => {
-                    self.failures_in_row = 0;
-                    self.next_backoff = self.quarantine.backoff;
-                    self.quarantined_until_ms = None;
-                    self.counters.rejected_actions += checked.rejected.len() as u64;
-                    for r in &checked.rejected {
-                        tracing::warn!(policy = self.policy.name(), job = r.action.job, reason = %r.reason, "action rejected");
+            Ok(decision) => {
+                let next_call_ms = decision.next_call_ms;
+                match validate::check(decision, world) {
+                    Ok(checked) => {
+                        self.failures_in_row = 0;
+                        self.next_backoff = self.quarantine.backoff;
+                        self.quarantined_until_ms = None;
+                        self.counters.rejected_actions += checked.rejected.len() as u64;
+                        for r in &checked.rejected {
+                            tracing::warn!(policy = self.policy.name(), job = r.action.job, reason = %r.reason, "action rejected");
+                        }
+                        TickOutcome {
+                            actions: checked.accepted,
+                            rejected: checked.rejected,
+                            latency,
+                            next_call_ms,
+                            ..TickOutcome::default()
+                        }
                     }
-                    TickOutcome {
-                        actions: checked.accepted,
-                        rejected: checked.rejected,
-                        latency,
-                        next_call_ms: decision.next_call_ms,
-                        ..TickOutcome::default()
+                    Err(source) => {
+                        self.counters.oversized += 1;
+                        let failure = Failure::Oversized { policy: self.name(), source };
+                        self.failed(world, failure, latency)
                     }
                 }
-                Err(source) => {
-                    self.counters.oversized += 1;
-                    let failure = Failure::Oversized { policy: self.name(), source };
-                    self.failed(world, failure, latency)
-                }
-            },
+            }
             Err(e) => {
                 match e.trap_kind() {
                     Some(kind) => {
@@ -255,7 +258,7 @@ impl Supervised {
 
     fn failed(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
         self.failures_in_row += 1;
-        tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %failure, "policy failed; falling back");
+        tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %crate::error_chain(&failure), "policy failed; falling back");
         if self.failures_in_row >= self.quarantine.after {
             let backoff = self.next_backoff;
             self.quarantined_until_ms = Some(world.time_ms() + backoff.as_millis() as u64);
