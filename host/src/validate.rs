@@ -56,7 +56,7 @@ pub fn check(decision: wit::Decision, world: &Telemetry) -> Result<Checked, Over
     }
     let mut checked = Checked::default();
     for mut action in decision.actions {
-        trim_reason(&mut action.reason);
+        truncate_marked(&mut action.reason, MAX_REASON_BYTES);
         match problem(&action, world) {
             None => checked.accepted.push(action),
             Some(reason) => checked.rejected.push(Rejection { action, reason }),
@@ -65,14 +65,15 @@ pub fn check(decision: wit::Decision, world: &Telemetry) -> Result<Checked, Over
     Ok(checked)
 }
 
-fn trim_reason(reason: &mut String) {
-    if reason.len() > MAX_REASON_BYTES {
-        let mut cut = MAX_REASON_BYTES;
-        while !reason.is_char_boundary(cut) {
+/// Cut `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub(crate) fn truncate_marked(text: &mut String, max: usize) {
+    if text.len() > max {
+        let mut cut = max;
+        while !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        reason.truncate(cut);
-        reason.push('…');
+        text.truncate(cut);
+        text.push('…');
     }
 }
 

@@ -129,17 +129,7 @@ impl TestWorld {
         self.next_handle += 1;
         let mut spec = spec.0;
         spec.handle = handle;
-        let state = wit::JobState {
-            handle,
-            node: node.0,
-            cpu_limit_millicores: None,
-            memory_limit_bytes: None,
-            cpu_used_millicores: 0,
-            memory_used_bytes: 0,
-            gpu: None,
-            gpu_share_percent: None,
-            gpu_used_percent: 0.0,
-        };
+        let state = wit::JobState { node: node.0, ..crate::view::empty_state(handle) };
         self.jobs.insert(handle, (spec, state));
         self.added.push(handle);
         JobId(handle)

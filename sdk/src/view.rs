@@ -106,7 +106,8 @@ impl JobTable {
     }
 }
 
-fn empty_state(handle: u32) -> wit::JobState {
+/// A job's state before the host has measured anything: on node 0, unlimited, idle.
+pub(crate) fn empty_state(handle: u32) -> wit::JobState {
     wit::JobState {
         handle,
         node: 0,

@@ -125,14 +125,7 @@ impl Host for StoreState {
             return;
         }
         let mut message = message;
-        if message.len() > LOG_LINE_BYTES {
-            let mut cut = LOG_LINE_BYTES;
-            while !message.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            message.truncate(cut);
-            message.push('…');
-        }
+        crate::validate::truncate_marked(&mut message, LOG_LINE_BYTES);
         let policy = &*self.policy;
         match level {
             Level::Trace => tracing::trace!(target: "policy", policy, "{message}"),
