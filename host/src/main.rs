@@ -85,37 +85,40 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let world = snapshot::sample::world(2, 6, 5);
     match cli.command {
         Command::Demo(args) => {
             let (rt, limits) = args.runtime()?;
-            let world = snapshot::sample::world(2, 6, 5);
-            let mut failed = 0;
-            for policy in shipped::all() {
-                match admission::admit(&rt, policy.name, policy.wasm, "{}", limits, &world) {
-                    Ok(ok) => println!("{ok}"),
-                    Err(e) => {
-                        failed += 1;
-                        println!("FAILED {}: {}", policy.name, wasmsched::error_chain(&e));
-                    }
-                }
-            }
-            println!("{} shipped policies, {} failed", shipped::all().len(), failed);
+            let results = shipped::all()
+                .iter()
+                .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));
+            let failed = print_admissions(results);
+            println!("{} shipped policies, {failed} failed", shipped::all().len());
             Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Validate { files, runtime } => {
             let (rt, limits) = runtime.runtime()?;
-            let world = snapshot::sample::world(2, 6, 5);
-            let mut failed = 0;
-            for file in &files {
-                match admission::admit_file(&rt, file, limits, &world) {
-                    Ok(ok) => println!("{ok}"),
-                    Err(e) => {
-                        failed += 1;
-                        println!("FAILED {}: {}", file.display(), wasmsched::error_chain(&e));
-                    }
-                }
-            }
+            let results =
+                files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
+            let failed = print_admissions(results);
             Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+/// One line per policy; returns how many failed.
+fn print_admissions(
+    results: impl Iterator<Item = (String, Result<admission::Admitted, admission::AdmissionError>)>,
+) -> usize {
+    let mut failed = 0;
+    for (name, result) in results {
+        match result {
+            Ok(ok) => println!("{ok}"),
+            Err(e) => {
+                failed += 1;
+                println!("FAILED {name}: {}", wasmsched::error_chain(&e));
+            }
+        }
+    }
+    failed
 }
