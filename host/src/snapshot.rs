@@ -1,6 +1,6 @@
 //! The host's view of the world ([`Telemetry`]) and the per-instance [`Cursor`] that turns it
-//! into the delta a policy instance receives: strings once, numbers every tick, progress as
-//! new records only.
+//! into the delta a policy instance receives: strings once, numbers every tick (in columns),
+//! progress as new records only.
 
 use std::collections::VecDeque;
 
@@ -14,18 +14,63 @@ pub const HISTORY_KEPT: usize = 256;
 pub struct Telemetry {
     time_ms: u64,
     nodes: Vec<wit::Node>,
-    // Struct of arrays, sorted by handle: a tick clones `states` in one copy.
+    // Parallel vectors, sorted by handle.
     specs: Vec<wit::JobSpec>,
-    states: Vec<wit::JobState>,
-    history: Vec<VecDeque<Sequenced>>,
+    states: Vec<JobState>,
+    history: Vec<VecDeque<Record>>,
     next_handle: u32,
     next_seq: u64,
 }
 
-#[derive(Debug, Clone)]
-struct Sequenced {
+/// A job's placement, limits and measured use: one row of the contract's `job-states`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct JobState {
+    /// The job's handle.
+    pub handle: u32,
+    /// The node it runs on.
+    pub node: u32,
+    /// Its CPU limit; None is unlimited.
+    pub cpu_limit_millicores: Option<u64>,
+    /// Its memory limit; None is unlimited.
+    pub memory_limit_bytes: Option<u64>,
+    /// Mean CPU use over the last interval.
+    pub cpu_used_millicores: u64,
+    /// Memory use at the end of the last interval.
+    pub memory_used_bytes: u64,
+    /// The GPU it runs on, if any.
+    pub gpu: Option<u32>,
+    /// Its share of that GPU, if regulated.
+    pub gpu_share_percent: Option<u8>,
+    /// GPU use attributed to it.
+    pub gpu_used_percent: f32,
+}
+
+impl JobState {
+    fn new(handle: u32, node: u32) -> Self {
+        JobState {
+            handle,
+            node,
+            cpu_limit_millicores: None,
+            memory_limit_bytes: None,
+            cpu_used_millicores: 0,
+            memory_used_bytes: 0,
+            gpu: None,
+            gpu_share_percent: None,
+            gpu_used_percent: 0.0,
+        }
+    }
+}
+
+/// One progress report a job made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
     seq: u64,
-    record: wit::Progress,
+    /// When it was reported.
+    pub time_ms: u64,
+    /// Epochs completed.
+    pub epoch: u32,
+    /// Values in the order of the job's metrics.
+    pub values: Vec<f64>,
 }
 
 /// What one policy instance has been told so far.
@@ -81,17 +126,7 @@ impl Telemetry {
         self.next_handle += 1;
         spec.handle = handle;
         self.specs.push(spec);
-        self.states.push(wit::JobState {
-            handle,
-            node,
-            cpu_limit_millicores: None,
-            memory_limit_bytes: None,
-            cpu_used_millicores: 0,
-            memory_used_bytes: 0,
-            gpu: None,
-            gpu_share_percent: None,
-            gpu_used_percent: 0.0,
-        });
+        self.states.push(JobState::new(handle, node));
         self.history.push(VecDeque::new());
         handle
     }
@@ -115,7 +150,7 @@ impl Telemetry {
     }
 
     /// Every live job's declaration and state, in handle order.
-    pub fn jobs(&self) -> impl ExactSizeIterator<Item = (&wit::JobSpec, &wit::JobState)> {
+    pub fn jobs(&self) -> impl ExactSizeIterator<Item = (&wit::JobSpec, &JobState)> {
         self.specs.iter().zip(&self.states)
     }
 
@@ -125,12 +160,12 @@ impl Telemetry {
     }
 
     /// One job's state.
-    pub fn state(&self, handle: u32) -> Option<&wit::JobState> {
+    pub fn state(&self, handle: u32) -> Option<&JobState> {
         self.index(handle).map(|i| &self.states[i])
     }
 
     /// One job's state, to update its use, limits or placement.
-    pub fn state_mut(&mut self, handle: u32) -> Option<&mut wit::JobState> {
+    pub fn state_mut(&mut self, handle: u32) -> Option<&mut JobState> {
         self.index(handle).map(|i| &mut self.states[i])
     }
 
@@ -142,16 +177,13 @@ impl Telemetry {
         if history.len() == HISTORY_KEPT {
             history.pop_front();
         }
-        history.push_back(Sequenced {
-            seq: self.next_seq,
-            record: wit::Progress { job: handle, time_ms: self.time_ms, epoch, values },
-        });
+        history.push_back(Record { seq: self.next_seq, time_ms: self.time_ms, epoch, values });
         true
     }
 
     /// One job's kept progress records, oldest first.
-    pub fn history(&self, handle: u32) -> impl Iterator<Item = &wit::Progress> {
-        self.index(handle).into_iter().flat_map(|i| self.history[i].iter().map(|s| &s.record))
+    pub fn history(&self, handle: u32) -> impl Iterator<Item = &Record> {
+        self.index(handle).into_iter().flat_map(|i| self.history[i].iter())
     }
 
     /// The snapshot for the instance behind `cursor`, and the cursor moved past it.
@@ -176,9 +208,13 @@ impl Telemetry {
                 }
             }
         }
-        let mut progress: Vec<&Sequenced> =
-            self.history.iter().flat_map(|h| h.iter().rev().take_while(|s| s.seq > cursor.progress_seq)).collect();
-        progress.sort_unstable_by_key(|s| s.seq);
+        let mut fresh: Vec<(u64, u32, &Record)> = Vec::new();
+        for (state, history) in self.states.iter().zip(&self.history) {
+            fresh.extend(
+                history.iter().rev().take_while(|r| r.seq > cursor.progress_seq).map(|r| (r.seq, state.handle, r)),
+            );
+        }
+        fresh.sort_unstable_by_key(|(seq, _, _)| *seq);
 
         if resync || !added.is_empty() || !removed.is_empty() {
             cursor.seen = self.states.iter().map(|s| s.handle).collect();
@@ -192,9 +228,35 @@ impl Telemetry {
             nodes: self.nodes.clone(),
             added,
             removed,
-            jobs: self.states.clone(),
-            progress: progress.into_iter().map(|s| s.record.clone()).collect(),
+            jobs: self.columns(),
+            progress: progress_columns(&fresh),
         }
+    }
+
+    /// Every job's numbers as the contract's columns, in handle order.
+    fn columns(&self) -> wit::JobStates {
+        let s = &self.states;
+        wit::JobStates {
+            handle: s.iter().map(|j| j.handle).collect(),
+            node: s.iter().map(|j| j.node).collect(),
+            cpu_limit_millicores: s.iter().map(|j| j.cpu_limit_millicores.unwrap_or(0)).collect(),
+            memory_limit_bytes: s.iter().map(|j| j.memory_limit_bytes.unwrap_or(0)).collect(),
+            cpu_used_millicores: s.iter().map(|j| j.cpu_used_millicores).collect(),
+            memory_used_bytes: s.iter().map(|j| j.memory_used_bytes).collect(),
+            gpu: s.iter().map(|j| j.gpu.map_or(-1, |g| g as i32)).collect(),
+            gpu_share_percent: s.iter().map(|j| j.gpu_share_percent.unwrap_or(0)).collect(),
+            gpu_used_percent: s.iter().map(|j| j.gpu_used_percent).collect(),
+        }
+    }
+}
+
+fn progress_columns(records: &[(u64, u32, &Record)]) -> wit::ProgressRecords {
+    wit::ProgressRecords {
+        job: records.iter().map(|(_, job, _)| *job).collect(),
+        time_ms: records.iter().map(|(_, _, r)| r.time_ms).collect(),
+        epoch: records.iter().map(|(_, _, r)| r.epoch).collect(),
+        value_count: records.iter().map(|(_, _, r)| r.values.len().min(255) as u8).collect(),
+        values: records.iter().flat_map(|(_, _, r)| r.values.iter().take(255).copied()).collect(),
     }
 }
 
@@ -292,7 +354,8 @@ mod tests {
         let s = t.snapshot_for(&mut Cursor::fresh());
         assert!(s.resync);
         assert_eq!(s.added.len(), 1);
-        assert_eq!(s.progress.iter().map(|p| p.epoch).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(s.progress.epoch, [1, 2]);
+        assert_eq!(s.progress.values, [0.5, 0.6]);
     }
 
     #[test]
@@ -300,15 +363,17 @@ mod tests {
         let mut t = sample::world(1, 3, 2);
         let mut c = Cursor::fresh();
         let first = t.snapshot_for(&mut c);
-        assert_eq!((first.added.len(), first.progress.len()), (3, 6));
+        assert_eq!((first.added.len(), first.progress.job.len()), (3, 6));
         let second = t.snapshot_for(&mut c);
         assert!(!second.resync);
-        assert!(second.added.is_empty() && second.progress.is_empty());
-        assert_eq!(second.jobs.len(), 3);
+        assert!(second.added.is_empty() && second.progress.job.is_empty());
+        assert_eq!(second.jobs.handle.len(), 3);
         t.record(1, 3, vec![0.7]);
         let third = t.snapshot_for(&mut c);
-        assert_eq!(third.progress.len(), 1);
-        assert_eq!(third.progress[0].job, 1);
+        assert_eq!(
+            (third.progress.job.as_slice(), third.progress.values.as_slice()),
+            ([1].as_slice(), [0.7].as_slice())
+        );
     }
 
     #[test]
@@ -321,7 +386,7 @@ mod tests {
         let s = t.snapshot_for(&mut c);
         assert_eq!(s.removed, [1]);
         assert_eq!(s.added.iter().map(|a| a.handle).collect::<Vec<_>>(), [d]);
-        assert_eq!(s.jobs.iter().map(|j| j.handle).collect::<Vec<_>>(), [0, 2, d]);
+        assert_eq!(s.jobs.handle, [0, 2, d]);
     }
 
     #[test]

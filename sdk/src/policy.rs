@@ -75,7 +75,10 @@ impl<P: Policy> Runner<P> {
 
     /// Fold the tick's delta into the job table and ask the policy.
     pub fn decide(&mut self, snapshot: wit::Snapshot) -> Result<Decision, PolicyError> {
-        (self.time, self.interval, self.nodes) = self.table.apply(snapshot);
+        (self.time, self.interval, self.nodes) = self
+            .table
+            .apply(snapshot)
+            .map_err(|e| PolicyError::Failed(format!("the host sent a malformed snapshot: {e}")))?;
         let view = Snapshot { time: self.time, interval: self.interval, nodes: &self.nodes, table: &self.table };
         self.policy.decide(&view)
     }

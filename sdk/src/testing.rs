@@ -29,7 +29,7 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::decision::{ActionKind, Decision};
 use crate::policy::{Policy, PolicyError, Runner};
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
-use crate::view::{Direction, JobKind};
+use crate::view::{Direction, JobKind, JobNumbers, no_progress, no_states};
 
 /// Declares a job: start with [`job`], chain what it declares.
 #[derive(Clone, Debug)]
@@ -94,11 +94,11 @@ pub struct TestWorld {
     time_ms: u64,
     last_call_ms: Option<u64>,
     nodes: Vec<wit::Node>,
-    jobs: BTreeMap<u32, (wit::JobSpec, wit::JobState)>,
+    jobs: BTreeMap<u32, (wit::JobSpec, JobNumbers)>,
     next_handle: u32,
     added: Vec<u32>,
     removed: Vec<u32>,
-    progress: Vec<wit::Progress>,
+    progress: Option<wit::ProgressRecords>,
 }
 
 impl TestWorld {
@@ -129,7 +129,7 @@ impl TestWorld {
         self.next_handle += 1;
         let mut spec = spec.0;
         spec.handle = handle;
-        let state = wit::JobState { node: node.0, ..crate::view::empty_state(handle) };
+        let state = JobNumbers { node: node.0, ..JobNumbers::default() };
         self.jobs.insert(handle, (spec, state));
         self.added.push(handle);
         JobId(handle)
@@ -143,18 +143,18 @@ impl TestWorld {
         }
     }
 
-    fn state(&mut self, job: JobId) -> &mut wit::JobState {
+    fn state(&mut self, job: JobId) -> &mut JobNumbers {
         &mut self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("{job} is not in this TestWorld")).1
     }
 
     /// Set the job's measured CPU use over the last interval.
     pub fn set_cpu_use(&mut self, job: JobId, used: Millicores) {
-        self.state(job).cpu_used_millicores = used.0;
+        self.state(job).cpu_used = used.0;
     }
 
     /// Set the job's CPU limit as the host would report it.
     pub fn set_cpu_limit(&mut self, job: JobId, limit: Option<Millicores>) {
-        self.state(job).cpu_limit_millicores = limit.map(|m| m.0);
+        self.state(job).cpu_limit = limit.map(|m| m.0);
     }
 
     /// Move the job to `node`.
@@ -164,7 +164,12 @@ impl TestWorld {
 
     /// The job reports a record now.
     pub fn report(&mut self, job: JobId, epoch: u32, values: &[f64]) {
-        self.progress.push(wit::Progress { job: job.0, time_ms: self.time_ms, epoch, values: values.to_vec() });
+        let p = self.progress.get_or_insert_with(no_progress);
+        p.job.push(job.0);
+        p.time_ms.push(self.time_ms);
+        p.epoch.push(epoch);
+        p.value_count.push(values.len() as u8);
+        p.values.extend_from_slice(values);
     }
 
     /// Move the clock forward.
@@ -182,6 +187,10 @@ impl TestWorld {
         let interval_ms = self.last_call_ms.map_or(0, |t| self.time_ms - t);
         let resync = self.last_call_ms.is_none();
         self.last_call_ms = Some(self.time_ms);
+        let mut jobs = no_states();
+        for (handle, (_, state)) in &self.jobs {
+            state.push_to(*handle, &mut jobs);
+        }
         let added = std::mem::take(&mut self.added)
             .into_iter()
             .filter_map(|h| self.jobs.get(&h))
@@ -194,8 +203,8 @@ impl TestWorld {
             nodes: self.nodes.clone(),
             added,
             removed: std::mem::take(&mut self.removed),
-            jobs: self.jobs.values().map(|(_, s)| *s).collect(),
-            progress: std::mem::take(&mut self.progress),
+            jobs,
+            progress: self.progress.take().unwrap_or_else(no_progress),
         }
     }
 
@@ -204,8 +213,8 @@ impl TestWorld {
         for action in decision.actions() {
             let Some((_, state)) = self.jobs.get_mut(&action.job().0) else { continue };
             match action.kind() {
-                ActionKind::SetCpu(limit) => state.cpu_limit_millicores = *limit,
-                ActionKind::SetMemory(limit) => state.memory_limit_bytes = *limit,
+                ActionKind::SetCpu(limit) => state.cpu_limit = *limit,
+                ActionKind::SetMemory(limit) => state.memory_limit = *limit,
                 ActionKind::Migrate(node) => state.node = *node,
                 ActionKind::Stop => self.removed.push(action.job().0),
                 ActionKind::Deliver | ActionKind::SetGpuShare(_) => {}

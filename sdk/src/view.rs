@@ -30,16 +30,79 @@ impl ProgressRecord {
     }
 }
 
-impl From<wit::Progress> for ProgressRecord {
-    fn from(p: wit::Progress) -> Self {
-        ProgressRecord { time: Seconds::from_millis(p.time_ms), epoch: p.epoch, values: p.values }
+/// One job's numbers, as the last tick's columns gave them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct JobNumbers {
+    pub(crate) node: u32,
+    pub(crate) cpu_limit: Option<u64>,
+    pub(crate) memory_limit: Option<u64>,
+    pub(crate) cpu_used: u64,
+    pub(crate) memory_used: u64,
+    pub(crate) gpu: Option<u32>,
+    pub(crate) gpu_share: Option<u8>,
+    pub(crate) gpu_used: f32,
+}
+
+impl JobNumbers {
+    /// Row `i` of the columns; None when a column is too short.
+    fn from_columns(c: &wit::JobStates, i: usize) -> Option<Self> {
+        let nonzero = |v: u64| (v != 0).then_some(v);
+        Some(JobNumbers {
+            node: *c.node.get(i)?,
+            cpu_limit: nonzero(*c.cpu_limit_millicores.get(i)?),
+            memory_limit: nonzero(*c.memory_limit_bytes.get(i)?),
+            cpu_used: *c.cpu_used_millicores.get(i)?,
+            memory_used: *c.memory_used_bytes.get(i)?,
+            gpu: u32::try_from(*c.gpu.get(i)?).ok(),
+            gpu_share: Some(*c.gpu_share_percent.get(i)?).filter(|p| *p != 0),
+            gpu_used: *c.gpu_used_percent.get(i)?,
+        })
+    }
+
+    /// Append this row to the columns, as the host sends them.
+    pub(crate) fn push_to(&self, handle: u32, c: &mut wit::JobStates) {
+        c.handle.push(handle);
+        c.node.push(self.node);
+        c.cpu_limit_millicores.push(self.cpu_limit.unwrap_or(0));
+        c.memory_limit_bytes.push(self.memory_limit.unwrap_or(0));
+        c.cpu_used_millicores.push(self.cpu_used);
+        c.memory_used_bytes.push(self.memory_used);
+        c.gpu.push(self.gpu.map_or(-1, |g| g as i32));
+        c.gpu_share_percent.push(self.gpu_share.unwrap_or(0));
+        c.gpu_used_percent.push(self.gpu_used);
+    }
+}
+
+/// Columns with no rows.
+pub(crate) fn no_states() -> wit::JobStates {
+    wit::JobStates {
+        handle: Vec::new(),
+        node: Vec::new(),
+        cpu_limit_millicores: Vec::new(),
+        memory_limit_bytes: Vec::new(),
+        cpu_used_millicores: Vec::new(),
+        memory_used_bytes: Vec::new(),
+        gpu: Vec::new(),
+        gpu_share_percent: Vec::new(),
+        gpu_used_percent: Vec::new(),
+    }
+}
+
+/// Progress columns with no records.
+pub(crate) fn no_progress() -> wit::ProgressRecords {
+    wit::ProgressRecords {
+        job: Vec::new(),
+        time_ms: Vec::new(),
+        epoch: Vec::new(),
+        value_count: Vec::new(),
+        values: Vec::new(),
     }
 }
 
 #[derive(Debug)]
 struct JobEntry {
     spec: wit::JobSpec,
-    state: wit::JobState,
+    state: JobNumbers,
     history: VecDeque<ProgressRecord>,
     fresh: usize,
     first_seen: Seconds,
@@ -52,9 +115,25 @@ pub(crate) struct JobTable {
 }
 
 impl JobTable {
-    /// Folds one tick's delta into the table and returns the rest of the snapshot.
-    pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> (Seconds, Seconds, Vec<wit::Node>) {
+    /// Folds one tick's delta into the table and returns the rest of the snapshot. Refuses
+    /// columns of unequal length (a host bug) without touching the table's numbers.
+    pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds, Vec<wit::Node>), String> {
         let now = Seconds::from_millis(raw.time_ms);
+        let jobs = &raw.jobs;
+        let rows = jobs.handle.len();
+        let states: Vec<JobNumbers> = (0..rows)
+            .map(|i| JobNumbers::from_columns(jobs, i))
+            .collect::<Option<_>>()
+            .ok_or("job-state columns differ in length")?;
+        let p = &raw.progress;
+        let records = p.job.len();
+        if p.time_ms.len() != records || p.epoch.len() != records || p.value_count.len() != records {
+            return Err("progress columns differ in length".into());
+        }
+        if p.value_count.iter().map(|&n| usize::from(n)).sum::<usize>() != p.values.len() {
+            return Err("progress values do not add up to the value counts".into());
+        }
+
         if raw.resync {
             self.entries.clear();
         }
@@ -67,8 +146,14 @@ impl JobTable {
             for spec in raw.added {
                 in_order &= last.is_none_or(|h| spec.handle > h);
                 last = Some(spec.handle);
-                let state = empty_state(spec.handle);
-                self.entries.push(JobEntry { spec, state, history: VecDeque::new(), fresh: 0, first_seen: now });
+                let entry = JobEntry {
+                    spec,
+                    state: JobNumbers::default(),
+                    history: VecDeque::new(),
+                    fresh: 0,
+                    first_seen: now,
+                };
+                self.entries.push(entry);
             }
             if !in_order {
                 self.entries.sort_by_key(|e| e.spec.handle);
@@ -78,46 +163,39 @@ impl JobTable {
         for entry in &mut self.entries {
             entry.fresh = 0;
         }
-        // The host sends states in handle order, so the common case is a straight zip.
-        for (i, state) in raw.jobs.into_iter().enumerate() {
+        // The host sends rows in handle order, so the common case is a straight zip.
+        for (i, (&handle, state)) in jobs.handle.iter().zip(states).enumerate() {
             let idx = match self.entries.get(i) {
-                Some(e) if e.spec.handle == state.handle => Some(i),
-                _ => self.index(state.handle),
+                Some(e) if e.spec.handle == handle => Some(i),
+                _ => self.index(handle),
             };
             if let Some(idx) = idx {
                 self.entries[idx].state = state;
             }
         }
-        for record in raw.progress {
-            if let Some(idx) = self.index(record.job) {
+        let mut offset = 0;
+        for i in 0..records {
+            let count = usize::from(p.value_count[i]);
+            let values = p.values[offset..offset + count].to_vec();
+            offset += count;
+            if let Some(idx) = self.index(p.job[i]) {
                 let entry = &mut self.entries[idx];
                 if entry.history.len() == HISTORY_LIMIT {
                     entry.history.pop_front();
                 }
-                entry.history.push_back(record.into());
+                entry.history.push_back(ProgressRecord {
+                    time: Seconds::from_millis(p.time_ms[i]),
+                    epoch: p.epoch[i],
+                    values,
+                });
                 entry.fresh = (entry.fresh + 1).min(HISTORY_LIMIT);
             }
         }
-        (now, Seconds::from_millis(raw.interval_ms), raw.nodes)
+        Ok((now, Seconds::from_millis(raw.interval_ms), raw.nodes))
     }
 
     fn index(&self, handle: u32) -> Option<usize> {
         self.entries.binary_search_by_key(&handle, |e| e.spec.handle).ok()
-    }
-}
-
-/// A job's state before the host has measured anything: on node 0, unlimited, idle.
-pub(crate) fn empty_state(handle: u32) -> wit::JobState {
-    wit::JobState {
-        handle,
-        node: 0,
-        cpu_limit_millicores: None,
-        memory_limit_bytes: None,
-        cpu_used_millicores: 0,
-        memory_used_bytes: 0,
-        gpu: None,
-        gpu_share_percent: None,
-        gpu_used_percent: 0.0,
     }
 }
 
@@ -270,32 +348,32 @@ impl<'a> Job<'a> {
 
     /// Its CPU limit; none means unlimited.
     pub fn cpu_limit(&self) -> Option<Millicores> {
-        self.entry.state.cpu_limit_millicores.map(Millicores)
+        self.entry.state.cpu_limit.map(Millicores)
     }
 
     /// Its memory limit; none means unlimited.
     pub fn memory_limit(&self) -> Option<Bytes> {
-        self.entry.state.memory_limit_bytes.map(Bytes)
+        self.entry.state.memory_limit.map(Bytes)
     }
 
     /// Mean CPU use over the last interval.
     pub fn cpu_use(&self) -> Millicores {
-        Millicores(self.entry.state.cpu_used_millicores)
+        Millicores(self.entry.state.cpu_used)
     }
 
     /// Memory use at the end of the last interval.
     pub fn memory_use(&self) -> Bytes {
-        Bytes(self.entry.state.memory_used_bytes)
+        Bytes(self.entry.state.memory_used)
     }
 
     /// The GPU it runs on (index on its node) and its share in percent, if any.
     pub fn gpu(&self) -> Option<(u32, Option<u8>)> {
-        self.entry.state.gpu.map(|g| (g, self.entry.state.gpu_share_percent))
+        self.entry.state.gpu.map(|g| (g, self.entry.state.gpu_share))
     }
 
     /// GPU use attributed to it over the last interval, in percent.
     pub fn gpu_use_percent(&self) -> f32 {
-        self.entry.state.gpu_used_percent
+        self.entry.state.gpu_used
     }
 
     /// When this policy instance first saw it.
