@@ -496,4 +496,15 @@ mod tests {
         assert!((rate - 0.25 / 30.0).abs() < 1e-12, "{rate}");
         assert_eq!(job.progress_rate(Seconds(60.0), Seconds(60.0)), None);
     }
+
+    #[test]
+    fn ragged_columns_from_a_broken_host_are_refused_not_trusted() {
+        let mut w = world();
+        w.add_job(job("a", "ncf"));
+        let mut r = Runner::from_policy(Inspect);
+        let mut s = w.snapshot();
+        s.jobs.cpu_used_millicores.clear();
+        let err = r.decide(s).unwrap_err();
+        assert!(matches!(err, crate::PolicyError::Failed(m) if m.contains("columns differ")));
+    }
 }
