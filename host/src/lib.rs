@@ -22,9 +22,12 @@
 //! The contract's types come from [`bindings`], generated once from `wit/`.
 
 pub mod admission;
+pub mod backend;
 pub mod bindings;
+pub mod control;
 pub mod runtime;
 pub mod shipped;
+pub mod sim;
 pub mod snapshot;
 pub mod validate;
 

@@ -2,14 +2,18 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::EnvFilter;
 use wasmsched::admission;
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::{shipped, snapshot};
+use wasmsched::sim::engine::SimConfig;
+use wasmsched::sim::run::{Comparison, PolicyChoice, RunOptions};
+use wasmsched::sim::workload::{LoadOptions, Workload};
+use wasmsched::{shipped, sim, snapshot};
 
 /// A WebAssembly policy-plugin host for the schedulers of deep-learning containers.
 #[derive(Parser)]
@@ -21,8 +25,50 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Check and dry-run every shipped policy (the simulator's comparison comes next).
-    Demo(RuntimeArgs),
+    /// Compare fair-share with every shipped policy on the built-in scenario, in the
+    /// simulator, after checking each policy.
+    Demo {
+        /// How many seeds each policy runs with.
+        #[arg(long, default_value_t = 3)]
+        seeds: u64,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// Run one policy on a workload in the simulator and print its summary.
+    Simulate {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// A shipped policy's name, or a path to a `.wasm` component.
+        #[arg(long)]
+        policy: String,
+        /// The simulator's seed.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Write the run as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// Run several policies on the same workload and seeds; print one table.
+    Compare {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// Shipped policy names or `.wasm` paths; give it once per policy.
+        #[arg(long = "policy", required = true)]
+        policies: Vec<String>,
+        /// How many seeds (0, 1, … N-1) each policy runs with.
+        #[arg(long, default_value_t = 5)]
+        seeds: u64,
+        /// Write every run as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write an HTML report with pictures into this directory.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Check policy files: contract and version, init, and a dry-run decide. Exit 1 when
     /// any file fails.
     Validate {
@@ -32,6 +78,34 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+}
+
+#[derive(Args)]
+struct WorkloadArgs {
+    /// A scenario (.toml), a Pollux workload (.csv) or the Philly trace (.csv).
+    #[arg(long)]
+    workload: PathBuf,
+    /// Time between policy calls, on the simulator's clock.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    tick: Duration,
+    /// Cluster size for CSV workloads (each has a documented default).
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Keep only the first N jobs.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Do not give jobs without targets the default targets derived from their curves.
+    #[arg(long)]
+    no_default_targets: bool,
+}
+
+impl WorkloadArgs {
+    fn load(&self) -> anyhow::Result<Workload> {
+        let opts = LoadOptions { nodes: self.nodes, limit: self.limit };
+        let workload = Workload::load(&self.workload, &opts)
+            .with_context(|| format!("cannot use workload {}", self.workload.display()))?;
+        Ok(if self.no_default_targets { workload } else { workload.with_default_targets() })
+    }
 }
 
 #[derive(Args)]
@@ -85,25 +159,114 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let world = snapshot::sample::world(2, 6, 5);
     match cli.command {
-        Command::Demo(args) => {
-            let (rt, limits) = args.runtime()?;
+        Command::Demo { seeds, runtime } => {
+            let (rt, limits) = runtime.runtime()?;
+            let world = snapshot::sample::world(2, 6, 5);
             let results = shipped::all()
                 .iter()
                 .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));
             let failed = print_admissions(results);
-            println!("{} shipped policies, {failed} failed", shipped::all().len());
-            Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            if failed > 0 {
+                return Ok(ExitCode::FAILURE);
+            }
+            let workload = Workload::from_scenario_str("demo", sim::DEMO_SCENARIO)?.with_default_targets();
+            let names: Vec<String> = shipped::names().into_iter().map(String::from).collect();
+            let comparison = compare(&rt, &workload, &names, seeds, tick_default(), limits, false)?;
+            println!("\n{}", comparison.table());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Simulate { workload, policy, seed, json, runtime } => {
+            let (rt, limits) = runtime.runtime()?;
+            let plan = workload.load()?;
+            let choice = PolicyChoice::resolve(&rt, &policy)?;
+            let options = RunOptions {
+                sim: SimConfig { seed, ..SimConfig::default() },
+                tick: workload.tick,
+                limits,
+                timeline: false,
+            };
+            let report = sim::run::simulate(&rt, &choice, &plan, &options);
+            let comparison = Comparison { workload: plan.name.clone(), runs: vec![report] };
+            println!("{}", comparison.table());
+            if let Some(path) = json {
+                write_json(&path, &comparison)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare { workload, policies, seeds, json, report, runtime } => {
+            let (rt, limits) = runtime.runtime()?;
+            let plan = workload.load()?;
+            let comparison = compare(&rt, &plan, &policies, seeds, workload.tick, limits, report.is_some())?;
+            println!("{}", comparison.table());
+            if let Some(path) = json {
+                write_json(&path, &comparison)?;
+            }
+            if let Some(dir) = report {
+                let page = sim::report::write_html(&comparison, &plan, &dir)
+                    .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+                println!("report: {}", page.display());
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Validate { files, runtime } => {
             let (rt, limits) = runtime.runtime()?;
+            let world = snapshot::sample::world(2, 6, 5);
             let results =
                 files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
             let failed = print_admissions(results);
             Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
+}
+
+fn tick_default() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// Every policy on every seed, with a progress bar once it takes longer than a second.
+fn compare(
+    rt: &Runtime,
+    workload: &Workload,
+    policies: &[String],
+    seeds: u64,
+    tick: Duration,
+    limits: Limits,
+    timeline: bool,
+) -> anyhow::Result<Comparison> {
+    let choices = policies.iter().map(|p| PolicyChoice::resolve(rt, p)).collect::<Result<Vec<_>, _>>()?;
+    let total = choices.len() as u64 * seeds.max(1);
+    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    bar.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}").expect("a valid template"),
+    );
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for choice in &choices {
+        for seed in 0..seeds.max(1) {
+            if started.elapsed() > Duration::from_secs(1) && bar.is_hidden() {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+            bar.set_message(format!("{} seed {seed}", choice.label));
+            let options = RunOptions {
+                sim: SimConfig { seed, ..SimConfig::default() },
+                tick,
+                limits,
+                timeline: timeline && seed == 0,
+            };
+            runs.push(sim::run::simulate(rt, choice, workload, &options));
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(Comparison { workload: workload.name.clone(), runs })
+}
+
+fn write_json(path: &std::path::Path, comparison: &Comparison) -> anyhow::Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    serde_json::to_writer_pretty(std::io::BufWriter::new(file), comparison)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
 }
 
 /// One line per policy; returns how many failed.

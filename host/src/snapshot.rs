@@ -171,13 +171,19 @@ impl Telemetry {
 
     /// A job reported progress now. False when the job is not tracked.
     pub fn record(&mut self, handle: u32, epoch: u32, values: Vec<f64>) -> bool {
+        self.record_at(handle, self.time_ms, epoch, values)
+    }
+
+    /// A job reported progress at `time_ms` (not after its previous record's time). False
+    /// when the job is not tracked.
+    pub fn record_at(&mut self, handle: u32, time_ms: u64, epoch: u32, values: Vec<f64>) -> bool {
         let Some(i) = self.index(handle) else { return false };
         self.next_seq += 1;
         let history = &mut self.history[i];
         if history.len() == HISTORY_KEPT {
             history.pop_front();
         }
-        history.push_back(Record { seq: self.next_seq, time_ms: self.time_ms, epoch, values });
+        history.push_back(Record { seq: self.next_seq, time_ms, epoch, values });
         true
     }
 

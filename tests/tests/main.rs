@@ -3,3 +3,4 @@
 mod common;
 mod runtime;
 mod sandbox;
+mod sim;

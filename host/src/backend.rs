@@ -1,0 +1,26 @@
+//! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
+//! validated actions to them; the loop in [`crate::control`] is the same for every backend.
+
+use crate::bindings::wit;
+use crate::snapshot::Telemetry;
+
+/// Why an action could not be put into force.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("job {job}: {reason}")]
+pub struct ApplyError {
+    /// The job acted on.
+    pub job: u32,
+    /// What went wrong.
+    pub reason: String,
+}
+
+/// A place where jobs run: the simulator now; live Docker and replay next.
+pub trait Backend {
+    /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
+    /// use, progress records. Returns false once nothing is left to run.
+    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool;
+
+    /// Put validated actions into force at the world's current time. Returns the ones that
+    /// failed (a container that vanished, say); the rest took effect.
+    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError>;
+}

@@ -1,0 +1,801 @@
+//! The simulator backend: a discrete-event simulation of DL jobs on nodes.
+//!
+//! **What is real.** Each training job walks its model's measured learning curve (the
+//! per-epoch validation metric of a real run, [`super::model`]); an epoch's metric is the
+//! real one, so progress, plateaus and targets behave as in real training.
+//!
+//! **What is assumed.** An epoch costs a fixed amount of CPU work (core-seconds per model,
+//! scaled by the job's `work_scale`), and a job uses at most its model's maximum useful
+//! parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an equal
+//! share, a limit caps it, and what a job cannot use flows to the others (work-conserving).
+//! Jobs that share a GPU time-slice it: with G GPUs asked for and N present, each GPU job
+//! runs at N/G of its speed. A migration restarts the job on its new node from its last
+//! completed epoch after a restart cost. An inference service needs `request_rate` × 20 ms
+//! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to.
+//! A seed perturbs each job's work per epoch and each epoch's length by a few per cent, so
+//! several seeds give a spread; the same seed gives the same run, bit for bit.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::model::Curve;
+use super::workload::{JobPlan, NodeSpec, Workload};
+use crate::backend::{ApplyError, Backend};
+use crate::bindings::wit::{self, ActionKind};
+use crate::snapshot::Telemetry;
+
+/// CPU one inference request costs, in core-seconds.
+pub const REQUEST_COST_CORE_S: f64 = 0.02;
+
+/// How the simulator behaves.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Seeds the per-job and per-epoch noise.
+    pub seed: u64,
+    /// Time lost when a job restarts on another node.
+    pub restart_cost_s: f64,
+    /// Relative spread of a job's work per epoch (and half of it per epoch).
+    pub noise: f64,
+    /// How often an inference service reports its latency.
+    pub inference_window_s: f64,
+    /// Keep every job's progress curve (time, metric) for pictures.
+    pub keep_progress: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { seed: 0, restart_cost_s: 20.0, noise: 0.05, inference_window_s: 10.0, keep_progress: false }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Pending,
+    Running,
+    Done,
+}
+
+/// One job as the simulator tracks it.
+#[derive(Debug)]
+struct SimJob {
+    plan: JobPlan,
+    curve: &'static Curve,
+    direction: wit::Direction,
+    handle: Option<u32>,
+    node: u32,
+    phase: Phase,
+    epochs_total: u32,
+    work_per_epoch: f64,
+    max_cores: f64,
+    memory_bytes: u64,
+    epoch: u32,
+    work_left: f64,
+    cores: f64,
+    entitled: f64,
+    limit_cores: Option<f64>,
+    gpu_share: Option<u8>,
+    paused_until: f64,
+    version: u64,
+    last_update_s: f64,
+    used_core_s: f64,
+    total_core_s: f64,
+    start_s: f64,
+    finish_s: Option<f64>,
+    reached: [Option<f64>; 2],
+    delivered_s: Option<f64>,
+    migrations: u32,
+    stopped: bool,
+    last_epoch_end_s: f64,
+    epoch_time_sum: f64,
+    latency_sum_ms: f64,
+    windows: u32,
+    progress: Vec<(f64, f64)>,
+}
+
+impl SimJob {
+    fn is_inference(&self) -> bool {
+        self.plan.kind == wit::JobKind::Inference
+    }
+
+    fn demand_cores(&self) -> f64 {
+        let cap = self.limit_cores.unwrap_or(f64::INFINITY).min(self.max_cores);
+        if self.is_inference() { cap.min(self.plan.request_rate.unwrap_or(0.0) * REQUEST_COST_CORE_S) } else { cap }
+    }
+
+    fn runnable(&self, now: f64) -> bool {
+        self.phase == Phase::Running && now >= self.paused_until
+    }
+}
+
+/// An event on the virtual clock. Ordered by time, then job, for determinism.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Event {
+    time_s: f64,
+    job: usize,
+    version: u64,
+}
+
+impl Eq for Event {}
+
+impl Ord for Event {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.time_s.total_cmp(&self.time_s).then_with(|| other.job.cmp(&self.job))
+    }
+}
+
+impl PartialOrd for Event {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// SplitMix64: small, fast, and the same on every platform.
+#[derive(Clone, Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [1 − spread, 1 + spread].
+    fn around_one(&mut self, spread: f64) -> f64 {
+        1.0 + spread * (2.0 * self.next_f64() - 1.0)
+    }
+}
+
+/// What happened to one job in a run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct JobOutcome {
+    /// Its name in the workload.
+    pub name: String,
+    /// Its model.
+    pub model: String,
+    /// When it arrived.
+    pub arrival_s: f64,
+    /// When it ended (finished, stopped, or its service window closed); None if it never did.
+    pub finish_s: Option<f64>,
+    /// Time from arrival to end.
+    pub jct_s: Option<f64>,
+    /// Time from arrival to reaching T1 and T2 (TRADL tiers), when declared.
+    pub targets_reached_s: Vec<Option<f64>>,
+    /// Time from arrival to its `deliver` action, if one came.
+    pub delivered_s: Option<f64>,
+    /// Whether it met its QoE target (mean time per epoch, or mean latency), when declared.
+    pub satisfied: Option<bool>,
+    /// Mean time per epoch (training) or mean latency in ms (inference).
+    pub qoe: Option<f64>,
+    /// Migrations it went through.
+    pub migrations: u32,
+    /// Whether a policy stopped it before its last epoch.
+    pub stopped: bool,
+    /// Epochs (or latency windows) completed.
+    pub epochs: u32,
+    /// (time, main metric) at every report, when the run kept them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub progress: Vec<(f64, f64)>,
+}
+
+/// The simulator backend.
+pub struct Simulator {
+    config: SimConfig,
+    nodes: Vec<NodeSpec>,
+    jobs: Vec<SimJob>,
+    /// The running jobs of each node, in start order.
+    on_node: Vec<Vec<usize>>,
+    by_handle: Vec<usize>,
+    next_arrival: usize,
+    now_s: f64,
+    events: BinaryHeap<Event>,
+    ended: Vec<u32>,
+    rng: Rng,
+    busy_core_s: f64,
+}
+
+impl Simulator {
+    /// A simulator of `workload` (its jobs must be sorted by arrival).
+    pub fn new(workload: &Workload, config: SimConfig) -> Self {
+        let mut rng = Rng(config.seed ^ 0x5eed_0f5e_ed00);
+        let jobs = workload
+            .jobs
+            .iter()
+            .map(|plan| {
+                let curve = plan.model.curve(plan.batch_size);
+                let epochs_total = plan.max_epochs.map_or(curve.epochs(), |m| m.min(curve.epochs())).max(1);
+                let work_per_epoch =
+                    plan.model.work_per_epoch_core_s() * plan.work_scale * rng.around_one(config.noise);
+                SimJob {
+                    curve,
+                    direction: curve.direction(),
+                    handle: None,
+                    node: 0,
+                    phase: Phase::Pending,
+                    epochs_total,
+                    work_per_epoch,
+                    max_cores: plan.model.max_parallelism_cores(),
+                    memory_bytes: plan.model.memory_bytes(),
+                    epoch: 0,
+                    work_left: 0.0,
+                    cores: 0.0,
+                    entitled: 0.0,
+                    limit_cores: None,
+                    gpu_share: None,
+                    paused_until: 0.0,
+                    version: 0,
+                    last_update_s: 0.0,
+                    used_core_s: 0.0,
+                    total_core_s: 0.0,
+                    start_s: plan.arrival_s,
+                    finish_s: None,
+                    reached: [None, None],
+                    delivered_s: None,
+                    migrations: 0,
+                    stopped: false,
+                    last_epoch_end_s: plan.arrival_s,
+                    epoch_time_sum: 0.0,
+                    latency_sum_ms: 0.0,
+                    windows: 0,
+                    progress: Vec::new(),
+                    plan: plan.clone(),
+                }
+            })
+            .collect();
+        Simulator {
+            config,
+            nodes: workload.nodes.clone(),
+            jobs,
+            on_node: vec![Vec::new(); workload.nodes.len()],
+            by_handle: Vec::new(),
+            next_arrival: 0,
+            now_s: 0.0,
+            events: BinaryHeap::new(),
+            ended: Vec::new(),
+            rng,
+            busy_core_s: 0.0,
+        }
+    }
+
+    /// The virtual clock.
+    pub fn now_s(&self) -> f64 {
+        self.now_s
+    }
+
+    /// Core-seconds of CPU the jobs used so far.
+    pub fn busy_core_s(&self) -> f64 {
+        self.busy_core_s
+    }
+
+    /// The nodes' total CPU, in cores.
+    pub fn capacity_cores(&self) -> f64 {
+        self.nodes.iter().map(|n| n.cpu_millicores as f64 / 1000.0).sum()
+    }
+
+    /// What happened to every job, in workload order.
+    pub fn outcomes(&self) -> Vec<JobOutcome> {
+        self.jobs
+            .iter()
+            .map(|j| {
+                let qoe = if j.is_inference() {
+                    (j.windows > 0).then(|| j.latency_sum_ms / f64::from(j.windows))
+                } else {
+                    (j.epoch > 0).then(|| j.epoch_time_sum / f64::from(j.epoch))
+                };
+                JobOutcome {
+                    name: j.plan.name.clone(),
+                    model: j.plan.model.name().to_string(),
+                    arrival_s: j.plan.arrival_s,
+                    finish_s: j.finish_s,
+                    jct_s: j.finish_s.map(|f| f - j.plan.arrival_s),
+                    targets_reached_s: if j.plan.tiers.is_some() { j.reached.to_vec() } else { Vec::new() },
+                    delivered_s: j.delivered_s,
+                    satisfied: j.plan.qoe_target.zip(qoe).map(|(target, q)| q <= target),
+                    qoe,
+                    migrations: j.migrations,
+                    stopped: j.stopped,
+                    epochs: if j.is_inference() { j.windows } else { j.epoch },
+                    progress: j.progress.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Bring every runnable job on `node` up to the clock, then share the node's CPU anew and
+    /// reschedule their next events.
+    fn reshare(&mut self, node: u32) {
+        let now = self.now_s;
+        let on_node = self.on_node[node as usize].clone();
+        for &i in &on_node {
+            self.catch_up(i);
+        }
+        let runnable: Vec<usize> = on_node.iter().copied().filter(|&i| self.jobs[i].runnable(now)).collect();
+        let spec = &self.nodes[node as usize];
+        let capacity = spec.cpu_millicores as f64 / 1000.0;
+        // GPU time-slicing: each GPU job runs at N/G of its speed.
+        let asked: u32 = runnable.iter().map(|&i| self.jobs[i].plan.gpus).sum();
+        let gpu_factor =
+            if asked > spec.gpus && asked > 0 { f64::from(spec.gpus.max(1)) / f64::from(asked) } else { 1.0 };
+        let caps: Vec<f64> = runnable
+            .iter()
+            .map(|&i| {
+                let j = &self.jobs[i];
+                let slowed = if j.plan.gpus > 0 { gpu_factor } else { 1.0 };
+                j.demand_cores() * slowed
+            })
+            .collect();
+        let shares = cfs_shares(capacity, &caps);
+        // What a service is entitled to, were it busy: its latency depends on it.
+        let busy_caps: Vec<f64> = runnable
+            .iter()
+            .zip(&caps)
+            .map(|(&i, &c)| {
+                let j = &self.jobs[i];
+                if j.is_inference() { j.limit_cores.unwrap_or(f64::INFINITY).min(j.max_cores) } else { c }
+            })
+            .collect();
+        let entitled = cfs_shares(capacity, &busy_caps);
+        for (k, &i) in runnable.iter().enumerate() {
+            let j = &mut self.jobs[i];
+            j.cores = shares[k];
+            j.entitled = entitled[k];
+        }
+        for &i in &on_node {
+            if !runnable.contains(&i) {
+                self.jobs[i].cores = 0.0;
+            }
+            self.schedule(i);
+        }
+    }
+
+    /// Account the work job `i` did since its last update.
+    fn catch_up(&mut self, i: usize) {
+        let now = self.now_s;
+        let j = &mut self.jobs[i];
+        if j.phase == Phase::Running && now > j.last_update_s && j.cores > 0.0 {
+            let dt = now - j.last_update_s;
+            let used = j.cores * dt;
+            j.used_core_s += used;
+            j.total_core_s += used;
+            self.busy_core_s += used;
+            if !j.is_inference() {
+                j.work_left -= used;
+            }
+        }
+        j.last_update_s = now;
+    }
+
+    /// Push job `i`'s next event: its epoch end, window end, service end, or restart.
+    fn schedule(&mut self, i: usize) {
+        let now = self.now_s;
+        let window = self.config.inference_window_s;
+        let j = &mut self.jobs[i];
+        j.version += 1;
+        if j.phase != Phase::Running {
+            return;
+        }
+        let time_s = if now < j.paused_until {
+            j.paused_until
+        } else if j.is_inference() {
+            let end = j.plan.arrival_s + j.plan.duration_s.unwrap_or(0.0);
+            (j.start_s + window * f64::from(j.windows + 1)).min(end)
+        } else if j.cores > 0.0 {
+            now + j.work_left.max(0.0) / j.cores
+        } else {
+            return;
+        };
+        self.events.push(Event { time_s, job: i, version: j.version });
+    }
+
+    fn place(&self, plan: &JobPlan) -> u32 {
+        if let Some(n) = plan.node {
+            return n;
+        }
+        let load = |n: usize| -> (f64, usize) {
+            let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
+            (cores / (self.nodes[n].cpu_millicores as f64 / 1000.0).max(1e-9), n)
+        };
+        (0..self.nodes.len())
+            .map(load)
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
+            .map_or(0, |(_, n)| n as u32)
+    }
+
+    fn arrive(&mut self, i: usize, world: &mut Telemetry) {
+        let node = self.place(&self.jobs[i].plan);
+        let spec = job_spec(&self.jobs[i].plan);
+        let handle = world.add_job(spec, node);
+        self.by_handle.push(i);
+        debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
+        let j = &mut self.jobs[i];
+        j.handle = Some(handle);
+        j.node = node;
+        j.phase = Phase::Running;
+        j.last_update_s = self.now_s;
+        j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
+        self.on_node[node as usize].push(i);
+        self.reshare(node);
+    }
+
+    fn finish(&mut self, i: usize, stopped: bool) {
+        self.catch_up(i);
+        let now = self.now_s;
+        let j = &mut self.jobs[i];
+        j.phase = Phase::Done;
+        j.finish_s = Some(now);
+        j.stopped = stopped;
+        j.cores = 0.0;
+        if let Some(h) = j.handle {
+            self.ended.push(h);
+        }
+        let node = j.node;
+        self.on_node[node as usize].retain(|&k| k != i);
+        self.reshare(node);
+    }
+
+    /// Handle job `i`'s due event.
+    fn fire(&mut self, i: usize, world: &mut Telemetry) {
+        let now = self.now_s;
+        if self.jobs[i].paused_until > 0.0 {
+            // A restart after a migration is over: the job runs again.
+            if now >= self.jobs[i].paused_until {
+                self.jobs[i].paused_until = 0.0;
+                let node = self.jobs[i].node;
+                self.reshare(node);
+            }
+            return;
+        }
+        if self.jobs[i].is_inference() {
+            self.service_window(i, world);
+            return;
+        }
+        self.catch_up(i);
+        let noise = self.config.noise / 2.0;
+        let j = &mut self.jobs[i];
+        j.epoch += 1;
+        j.epoch_time_sum += now - j.last_epoch_end_s;
+        j.last_epoch_end_s = now;
+        let metric = j.curve.metric_at(j.epoch);
+        if let Some((t1, t2)) = j.plan.tiers {
+            for (k, target) in [t1, t2].into_iter().enumerate() {
+                if j.reached[k].is_none() && meets(j.direction, metric, target) {
+                    j.reached[k] = Some(now - j.plan.arrival_s);
+                }
+            }
+        }
+        if let Some(h) = j.handle {
+            world.record_at(h, secs_to_ms(now), j.epoch, vec![metric]);
+        }
+        if self.config.keep_progress {
+            j.progress.push((now, metric));
+        }
+        if j.epoch >= j.epochs_total {
+            self.finish(i, false);
+        } else {
+            j.work_left = j.work_per_epoch * self.rng.around_one(noise);
+            self.schedule(i);
+        }
+    }
+
+    fn service_window(&mut self, i: usize, world: &mut Telemetry) {
+        self.catch_up(i);
+        let now = self.now_s;
+        let j = &mut self.jobs[i];
+        let rate = j.plan.request_rate.unwrap_or(0.0);
+        let service_ms = 1000.0 * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
+        let load = rate * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
+        let latency_ms = if load < 0.99 { service_ms / (1.0 - load) } else { service_ms * 100.0 };
+        j.windows += 1;
+        j.latency_sum_ms += latency_ms;
+        if let Some(h) = j.handle {
+            world.record_at(h, secs_to_ms(now), j.windows, vec![latency_ms]);
+        }
+        if self.config.keep_progress {
+            j.progress.push((now, latency_ms));
+        }
+        if now >= j.plan.arrival_s + j.plan.duration_s.unwrap_or(0.0) - 1e-9 {
+            self.finish(i, false);
+        } else {
+            self.schedule(i);
+        }
+    }
+
+    /// Run the clock to `until_s`.
+    fn advance(&mut self, until_s: f64, world: &mut Telemetry) {
+        loop {
+            let arrival = self.jobs.get(self.next_arrival).map(|j| j.plan.arrival_s);
+            while self.events.peek().is_some_and(|e| self.jobs[e.job].version != e.version) {
+                self.events.pop();
+            }
+            let event = self.events.peek().map(|e| e.time_s);
+            let next = match (arrival, event) {
+                (Some(a), Some(e)) => a.min(e),
+                (a, e) => a.or(e).unwrap_or(f64::INFINITY),
+            };
+            if next > until_s {
+                break;
+            }
+            self.now_s = self.now_s.max(next);
+            if arrival == Some(next) {
+                let i = self.next_arrival;
+                self.next_arrival += 1;
+                self.arrive(i, world);
+            } else if let Some(e) = self.events.pop() {
+                self.fire(e.job, world);
+            }
+        }
+        self.now_s = self.now_s.max(until_s);
+        for n in 0..self.on_node.len() {
+            for k in 0..self.on_node[n].len() {
+                self.catch_up(self.on_node[n][k]);
+            }
+        }
+    }
+
+    fn running(&self) -> impl Iterator<Item = usize> + '_ {
+        self.on_node.iter().flatten().copied()
+    }
+
+    fn job_of(&self, handle: u32) -> Option<usize> {
+        self.by_handle.get(handle as usize).copied().filter(|&i| self.jobs[i].phase == Phase::Running)
+    }
+}
+
+impl Backend for Simulator {
+    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+        if world.nodes().is_empty() {
+            for n in &self.nodes {
+                world.add_node(wit::Node {
+                    name: n.name.clone(),
+                    cpu_millicores: n.cpu_millicores,
+                    memory_bytes: n.memory_bytes,
+                    gpus: (0..n.gpus)
+                        .map(|_| wit::Gpu {
+                            utilisation_percent: 0.0,
+                            memory_used_bytes: 0,
+                            memory_total_bytes: n.gpu_memory_bytes,
+                        })
+                        .collect(),
+                });
+            }
+        }
+        let from_s = self.now_s;
+        let until_s = until_ms as f64 / 1000.0;
+        world.set_time_ms(until_ms);
+        self.advance(until_s, world);
+        for h in self.ended.drain(..) {
+            world.remove_job(h);
+        }
+        let interval = (until_s - from_s).max(1e-9);
+        let running: Vec<usize> = self.running().collect();
+        for i in running {
+            let j = &mut self.jobs[i];
+            let Some(state) = j.handle.and_then(|h| world.state_mut(h)) else { continue };
+            state.node = j.node;
+            state.cpu_used_millicores = (1000.0 * j.used_core_s / interval).round() as u64;
+            state.memory_used_bytes = j.memory_bytes;
+            state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
+            state.gpu = (j.plan.gpus > 0).then_some(0);
+            state.gpu_share_percent = j.gpu_share;
+            j.used_core_s = 0.0;
+        }
+        self.next_arrival < self.jobs.len() || self.on_node.iter().any(|n| !n.is_empty())
+    }
+
+    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+        let mut errors = Vec::new();
+        let mut touched: Vec<u32> = Vec::new();
+        for action in actions {
+            let Some(i) = self.job_of(action.job) else {
+                errors.push(ApplyError { job: action.job, reason: "the job has ended".into() });
+                continue;
+            };
+            let node = self.jobs[i].node;
+            match action.kind {
+                ActionKind::SetCpu(limit) => {
+                    self.catch_up(i);
+                    self.jobs[i].limit_cores = limit.map(|m| m as f64 / 1000.0);
+                    touched.push(node);
+                }
+                ActionKind::SetMemory(limit) => {
+                    if let Some(s) = world.state_mut(action.job) {
+                        s.memory_limit_bytes = limit;
+                    }
+                }
+                ActionKind::Migrate(to) => {
+                    self.catch_up(i);
+                    self.on_node[node as usize].retain(|&k| k != i);
+                    self.on_node[to as usize].push(i);
+                    let restart = self.now_s + self.config.restart_cost_s;
+                    let j = &mut self.jobs[i];
+                    j.work_left = j.work_per_epoch;
+                    j.paused_until = restart;
+                    j.node = to;
+                    j.migrations += 1;
+                    j.cores = 0.0;
+                    touched.extend([node, to]);
+                }
+                ActionKind::Deliver => {
+                    let j = &mut self.jobs[i];
+                    j.delivered_s.get_or_insert(self.now_s - j.plan.arrival_s);
+                }
+                ActionKind::Stop => self.finish(i, true),
+                ActionKind::SetGpuShare(share) => self.jobs[i].gpu_share = Some(share.percent),
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for node in touched {
+            self.reshare(node);
+        }
+        for h in self.ended.drain(..) {
+            world.remove_job(h);
+        }
+        for i in self.running() {
+            let j = &self.jobs[i];
+            if let Some(state) = j.handle.and_then(|h| world.state_mut(h)) {
+                state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
+                state.node = j.node;
+            }
+        }
+        errors
+    }
+}
+
+/// CFS on one node: equal shares of `capacity`, each capped by its demand, with what a job
+/// cannot use flowing to the others.
+pub fn cfs_shares(capacity: f64, caps: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..caps.len()).collect();
+    order.sort_by(|&a, &b| caps[a].total_cmp(&caps[b]).then(a.cmp(&b)));
+    let mut shares = vec![0.0; caps.len()];
+    let mut left = capacity;
+    for (k, &i) in order.iter().enumerate() {
+        let fair = left / (caps.len() - k) as f64;
+        shares[i] = caps[i].max(0.0).min(fair);
+        left -= shares[i];
+    }
+    shares
+}
+
+fn meets(direction: wit::Direction, value: f64, target: f64) -> bool {
+    match direction {
+        wit::Direction::HigherIsBetter => value >= target,
+        wit::Direction::LowerIsBetter => value <= target,
+    }
+}
+
+fn secs_to_ms(s: f64) -> u64 {
+    (s * 1000.0).round() as u64
+}
+
+/// The declaration a policy sees for a planned job.
+fn job_spec(plan: &JobPlan) -> wit::JobSpec {
+    let (metric, direction) = if plan.kind == wit::JobKind::Inference {
+        ("latency-ms", wit::Direction::LowerIsBetter)
+    } else {
+        plan.model.metric()
+    };
+    wit::JobSpec {
+        handle: 0,
+        name: plan.name.clone(),
+        model: plan.model.name().into(),
+        kind: plan.kind,
+        metrics: vec![wit::MetricSpec { name: metric.into(), direction }],
+        tiers: plan.tiers.map(|(deliverable, final_)| wit::Tiers { deliverable, final_ }),
+        qoe_target: plan.qoe_target,
+        max_epochs: plan.max_epochs,
+        labels: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cfs_splits_equally_and_gives_unused_share_to_the_others() {
+        assert_eq!(cfs_shares(8.0, &[4.0, 4.0]), vec![4.0, 4.0]);
+        assert_eq!(cfs_shares(8.0, &[1.0, 10.0, 10.0]), vec![1.0, 3.5, 3.5]);
+        assert_eq!(cfs_shares(8.0, &[1.0, 1.0]), vec![1.0, 1.0]);
+        assert!(cfs_shares(8.0, &[]).is_empty());
+    }
+
+    use crate::sim::model::Model;
+    use crate::sim::workload::{JobPlan, NodeSpec};
+
+    fn node(name: &str, cores: u64) -> NodeSpec {
+        NodeSpec {
+            name: name.into(),
+            cpu_millicores: cores * 1000,
+            memory_bytes: 64 << 30,
+            gpus: 0,
+            gpu_memory_bytes: 0,
+        }
+    }
+
+    fn plan(name: &str, arrival_s: f64) -> JobPlan {
+        JobPlan {
+            name: name.into(),
+            model: Model::Cifar10,
+            kind: wit::JobKind::Training,
+            arrival_s,
+            node: None,
+            batch_size: Model::Cifar10.default_batch_size(),
+            gpus: 0,
+            max_epochs: Some(5),
+            work_scale: 1.0,
+            tiers: None,
+            qoe_target: None,
+            request_rate: None,
+            duration_s: None,
+        }
+    }
+
+    fn quiet() -> SimConfig {
+        SimConfig { noise: 0.0, ..SimConfig::default() }
+    }
+
+    #[test]
+    fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
+        let w = Workload { name: "t".into(), nodes: vec![node("n0", 4)], jobs: vec![plan("a", 0.0), plan("b", 0.0)] };
+        let mut sim = Simulator::new(&w, quiet());
+        let mut world = Telemetry::new();
+        assert!(sim.observe(&mut world, 10_000));
+        let fair = 2.0f64.min(Model::Cifar10.max_parallelism_cores()) * 1000.0;
+        assert!((world.state(0).unwrap().cpu_used_millicores as f64 - fair).abs() <= 1.0);
+        let limit = wit::Action { job: 0, kind: ActionKind::SetCpu(Some(500)), reason: String::new() };
+        assert!(sim.apply(&[limit], &mut world).is_empty());
+        assert_eq!(world.state(0).unwrap().cpu_limit_millicores, Some(500));
+        sim.observe(&mut world, 20_000);
+        let other = (3500.0f64).min(Model::Cifar10.max_parallelism_cores() * 1000.0);
+        assert_eq!(world.state(0).unwrap().cpu_used_millicores, 500);
+        assert!((world.state(1).unwrap().cpu_used_millicores as f64 - other).abs() <= 1.0);
+    }
+
+    #[test]
+    fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
+        let w = Workload { name: "t".into(), nodes: vec![node("n0", 8)], jobs: vec![plan("a", 5.0)] };
+        let mut sim = Simulator::new(&w, quiet());
+        let mut world = Telemetry::new();
+        let mut t = 0;
+        while sim.observe(&mut world, t + 60_000) {
+            t += 60_000;
+        }
+        let curve = Model::Cifar10.curve(Model::Cifar10.default_batch_size());
+        let out = &sim.outcomes()[0];
+        assert_eq!(out.epochs, 5);
+        assert_eq!(world.job_count(), 0, "a finished job leaves the world");
+        let per_epoch = Model::Cifar10.work_per_epoch_core_s() / Model::Cifar10.max_parallelism_cores().min(8.0);
+        assert!((out.jct_s.unwrap() - 5.0 * per_epoch).abs() < 1e-6, "{:?}", out.jct_s);
+        assert!(curve.metric_at(5).is_finite());
+    }
+
+    #[test]
+    fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
+        let w = Workload { name: "t".into(), nodes: vec![node("n0", 8), node("n1", 8)], jobs: vec![plan("a", 0.0)] };
+        let mut sim = Simulator::new(&w, quiet());
+        let mut world = Telemetry::new();
+        sim.observe(&mut world, 1_000);
+        let from = world.state(0).unwrap().node;
+        let to = 1 - from;
+        let mv = wit::Action { job: 0, kind: ActionKind::Migrate(to), reason: String::new() };
+        assert!(sim.apply(&[mv], &mut world).is_empty());
+        sim.observe(&mut world, 11_000);
+        assert_eq!(world.state(0).unwrap().node, to);
+        assert_eq!(world.state(0).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
+        sim.observe(&mut world, 31_000);
+        assert!(world.state(0).unwrap().cpu_used_millicores > 0, "running again after 20 s");
+        assert_eq!(sim.outcomes()[0].migrations, 1);
+    }
+
+    #[test]
+    fn noise_is_the_same_for_the_same_seed() {
+        let (mut a, mut b) = (Rng(7), Rng(7));
+        let xs: Vec<f64> = (0..5).map(|_| a.around_one(0.1)).collect();
+        let ys: Vec<f64> = (0..5).map(|_| b.around_one(0.1)).collect();
+        assert_eq!(xs, ys);
+        assert!(xs.iter().all(|x| (0.9..=1.1).contains(x)));
+    }
+}

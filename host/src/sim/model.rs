@@ -1,0 +1,470 @@
+//! The six deep-learning model types the simulator runs, each with its real learning curves and
+//! the per-model constants of our cost model.
+//!
+//! **What is measured.** Every curve is a real training run by the Pollux authors (petuum/adaptdl,
+//! OSDI'21 artifact, Apache-2.0; see `data/README.md`): one validation metric per epoch (or per
+//! evaluation, for bert) at a given global batch size. The files live in
+//! `data/curves/<model>/validation-<B>.csv`, are embedded in the binary with `include_str!` and
+//! parsed once, on first use.
+//!
+//! **What is assumed.** The CPU work of an epoch, the most cores a job uses usefully and its
+//! resident memory are ours (the `SPECS` table in this file): plausible CPU-training figures, scaled so that a
+//! simulated cluster shows contention within minutes to hours, not measurements.
+//!
+//! Metrics: bert reports SQuAD F1 (0–100, higher is better); cifar10 and imagenet top-1 accuracy
+//! (0–1, higher is better); deepspeech2 the word error rate **in percent** (lower is better); ncf
+//! the hit rate (0–1, higher is better); yolov3 a metric that falls from ~25 to ~12 over training,
+//! most likely the **validation loss** (not mAP), so lower is better.
+//!
+//! Start with [`Model`]; [`Model::curve`] gives a [`Curve`].
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bindings::wit;
+
+/// One of the six model types of the Pollux traces. Serialised as its folder name (`cifar10`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Model {
+    /// BERT fine-tuned on SQuAD; metric F1 (higher is better); two evaluations.
+    Bert,
+    /// ResNet-18 on CIFAR-10; metric top-1 accuracy in 0..1 (higher is better); 100 epochs.
+    Cifar10,
+    /// DeepSpeech2 on CMU-ARCTIC; metric word error rate in percent (lower is better); 80 epochs.
+    Deepspeech2,
+    /// ResNet-50 on ImageNet; metric top-1 accuracy in 0..1 (higher is better); 90 epochs.
+    Imagenet,
+    /// Neural collaborative filtering on MovieLens; metric hit rate in 0..1 (higher is better);
+    /// 10 epochs.
+    Ncf,
+    /// YOLOv3 on PASCAL VOC; metric most likely the validation loss (lower is better); 50 epochs.
+    Yolov3,
+}
+
+/// The per-model constants of one [`Model`].
+struct Spec {
+    /// Folder name under `data/curves`, and the name users write.
+    name: &'static str,
+    /// Name of the validation metric the curves record.
+    metric: &'static str,
+    /// Whether the metric grows or falls as the model improves.
+    direction: wit::Direction,
+    /// CPU work of one epoch (one evaluation interval, for bert), in core-seconds.
+    work_per_epoch_core_s: f64,
+    /// The most cores one job keeps busy; more gives it no speed.
+    max_parallelism_cores: f64,
+    /// Resident memory of one job.
+    memory_bytes: u64,
+}
+
+const GIB: u64 = 1 << 30;
+
+/// Our cost model, one row per [`Model`] in declaration order.
+///
+/// **These figures are assumptions of ours, not measurements** (the curves are the real
+/// measurements). They are plausible for CPU training of scaled-down runs and chosen so that
+/// the six models differ the way the real ones do:
+///
+/// | model       | work per epoch | max cores | memory | epochs | alone on 4 cores | alone at max cores |
+/// |-------------|---------------:|----------:|-------:|-------:|-----------------:|-------------------:|
+/// | bert        |      7 200 c·s |         8 |  6 GiB |      2 |  1 h (30 min/ep) |  30 min (15 min/ep)|
+/// | cifar10     |         96 c·s |         6 |  2 GiB |    100 |  40 min (24 s/ep)|  27 min (16 s/ep)  |
+/// | deepspeech2 |        300 c·s |         8 |  4 GiB |     80 |  100 min (75 s/ep)| 50 min (37.5 s/ep)|
+/// | imagenet    |      3 600 c·s |        16 | 12 GiB |     90 |  22.5 h (15 min/ep)| 5.6 h (225 s/ep) |
+/// | ncf         |         40 c·s |         2 |  2 GiB |     10 |  3.3 min (20 s/ep)| 3.3 min (20 s/ep) |
+/// | yolov3      |        600 c·s |         8 |  8 GiB |     50 |  2.1 h (150 s/ep)|  62.5 min (75 s/ep)|
+///
+/// Why: cifar10 is the reference, ~40 min for its whole curve alone on 4 cores; imagenet is
+/// ~40× heavier per epoch (25× the images at a higher resolution) and scales furthest; ncf is a
+/// small embedding model that cannot use more than two cores; bert has only two evaluations, so
+/// each interval is long (two core-hours); deepspeech2 and yolov3 sit in between. The work is
+/// the same at every batch size: the batch size picks the curve, not the cost.
+const SPECS: [Spec; 6] = [
+    Spec {
+        name: "bert",
+        metric: "f1",
+        direction: wit::Direction::HigherIsBetter,
+        work_per_epoch_core_s: 7200.0,
+        max_parallelism_cores: 8.0,
+        memory_bytes: 6 * GIB,
+    },
+    Spec {
+        name: "cifar10",
+        metric: "accuracy",
+        direction: wit::Direction::HigherIsBetter,
+        work_per_epoch_core_s: 96.0,
+        max_parallelism_cores: 6.0,
+        memory_bytes: 2 * GIB,
+    },
+    Spec {
+        name: "deepspeech2",
+        metric: "wer",
+        direction: wit::Direction::LowerIsBetter,
+        work_per_epoch_core_s: 300.0,
+        max_parallelism_cores: 8.0,
+        memory_bytes: 4 * GIB,
+    },
+    Spec {
+        name: "imagenet",
+        metric: "accuracy",
+        direction: wit::Direction::HigherIsBetter,
+        work_per_epoch_core_s: 3600.0,
+        max_parallelism_cores: 16.0,
+        memory_bytes: 12 * GIB,
+    },
+    Spec {
+        name: "ncf",
+        metric: "hit-rate",
+        direction: wit::Direction::HigherIsBetter,
+        work_per_epoch_core_s: 40.0,
+        max_parallelism_cores: 2.0,
+        memory_bytes: 2 * GIB,
+    },
+    Spec {
+        name: "yolov3",
+        metric: "loss",
+        direction: wit::Direction::LowerIsBetter,
+        work_per_epoch_core_s: 600.0,
+        max_parallelism_cores: 8.0,
+        memory_bytes: 8 * GIB,
+    },
+];
+
+/// Embeds `data/curves/<model>/validation-<B>.csv` for each listed batch size, ascending.
+macro_rules! curve_files {
+    ($model:literal: $($batch:literal),+ $(,)?) => {
+        &[$((
+            $batch,
+            include_str!(concat!("../../../data/curves/", $model, "/validation-", stringify!($batch), ".csv")),
+        )),+]
+    };
+}
+
+/// The embedded curve files, one list per [`Model`] in declaration order, batch sizes ascending.
+const CURVE_FILES: [&[(u32, &str)]; 6] = [
+    curve_files!("bert": 12, 24, 48, 96, 192, 384),
+    curve_files!("cifar10": 128, 256, 512, 1024, 2048, 4096),
+    curve_files!("deepspeech2": 20, 40, 80, 160, 320, 640),
+    curve_files!("imagenet": 200, 400, 800, 1600, 3200, 6400, 12800),
+    curve_files!("ncf": 256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    curve_files!("yolov3": 8, 16, 32, 64, 128, 256, 512),
+];
+
+/// The parsed curves of one model.
+struct ModelCurves {
+    batch_sizes: Vec<u32>,
+    curves: Vec<Curve>,
+}
+
+/// Every embedded curve, parsed on first use.
+static CURVES: LazyLock<Vec<ModelCurves>> = LazyLock::new(|| {
+    Model::ALL
+        .iter()
+        .map(|&model| {
+            let files = CURVE_FILES[model as usize];
+            let curves = files
+                .iter()
+                .map(|&(batch, text)| {
+                    Curve::parse(text, model.spec().direction).unwrap_or_else(|e| {
+                        panic!("embedded data/curves/{}/validation-{batch}.csv is malformed: {e}", model.name())
+                    })
+                })
+                .collect();
+            ModelCurves { batch_sizes: files.iter().map(|&(b, _)| b).collect(), curves }
+        })
+        .collect()
+});
+
+impl Model {
+    /// Every model, in declaration order.
+    pub const ALL: [Model; 6] =
+        [Model::Bert, Model::Cifar10, Model::Deepspeech2, Model::Imagenet, Model::Ncf, Model::Yolov3];
+
+    fn spec(self) -> &'static Spec {
+        &SPECS[self as usize]
+    }
+
+    /// The model's folder name under `data/curves`, e.g. `"cifar10"`.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// The model named `name` (a folder name, any case, surrounding spaces ignored).
+    pub fn parse(name: &str) -> Option<Model> {
+        let name = name.trim();
+        Model::ALL.into_iter().find(|m| m.name().eq_ignore_ascii_case(name))
+    }
+
+    /// The name and direction of the validation metric the model's curves record: F1 for bert,
+    /// accuracy for cifar10 and imagenet, WER (%) for deepspeech2, hit rate for ncf and (most
+    /// likely) validation loss for yolov3.
+    pub fn metric(self) -> (&'static str, wit::Direction) {
+        (self.spec().metric, self.spec().direction)
+    }
+
+    /// CPU work of one epoch at the default batch size, in core-seconds (an assumption of ours,
+    /// see the `SPECS` table in this file).
+    pub fn work_per_epoch_core_s(self) -> f64 {
+        self.spec().work_per_epoch_core_s
+    }
+
+    /// The most cores one job can use usefully (an assumption of ours).
+    pub fn max_parallelism_cores(self) -> f64 {
+        self.spec().max_parallelism_cores
+    }
+
+    /// Resident memory of one job, in bytes (an assumption of ours).
+    pub fn memory_bytes(self) -> u64 {
+        self.spec().memory_bytes
+    }
+
+    /// The batch size whose curve is used when none is given: the smallest measured one, where
+    /// a job starts in Pollux's simulator.
+    pub fn default_batch_size(self) -> u32 {
+        CURVE_FILES[self as usize][0].0
+    }
+
+    /// The global batch sizes with a measured curve, ascending.
+    pub fn batch_sizes(self) -> &'static [u32] {
+        &CURVES[self as usize].batch_sizes
+    }
+
+    /// The learning curve measured at the batch size nearest to `batch_size` (nearest by ratio,
+    /// since the measured sizes are powers of two; a tie goes to the smaller size; 0 counts as 1).
+    pub fn curve(self, batch_size: u32) -> &'static Curve {
+        let set = &CURVES[self as usize];
+        let wanted = f64::from(batch_size.max(1)).ln();
+        let distance = |b: u32| (f64::from(b).ln() - wanted).abs();
+        let mut best = 0;
+        for (i, &b) in set.batch_sizes.iter().enumerate() {
+            if distance(b) < distance(set.batch_sizes[best]) {
+                best = i;
+            }
+        }
+        &set.curves[best]
+    }
+}
+
+/// A measured learning curve: the validation metric after each epoch of one real training run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    metrics: Vec<f64>,
+    direction: wit::Direction,
+}
+
+impl Curve {
+    /// Parses a Pollux `validation-<B>.csv` (header `progress,iteration,metric,…`).
+    fn parse(text: &str, direction: wit::Direction) -> Result<Curve, String> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let header = lines.next().ok_or("the file is empty")?;
+        let column = header
+            .split(',')
+            .position(|c| c.trim() == "metric")
+            .ok_or_else(|| format!("no `metric` column in header `{header}`"))?;
+        let metrics = lines
+            .enumerate()
+            .map(|(i, line)| {
+                let cell = line.split(',').nth(column).ok_or_else(|| format!("row {} has no metric", i + 1))?;
+                match cell.trim().parse::<f64>() {
+                    Ok(v) if v.is_finite() => Ok(v),
+                    _ => Err(format!("row {}: metric `{cell}` is not a finite number", i + 1)),
+                }
+            })
+            .collect::<Result<Vec<f64>, String>>()?;
+        if metrics.is_empty() {
+            return Err("the file has no data rows".into());
+        }
+        Ok(Curve { metrics, direction })
+    }
+
+    /// Number of epochs (evaluations) the curve records: the data rows of its file.
+    pub fn epochs(&self) -> u32 {
+        self.metrics.len() as u32
+    }
+
+    /// The metric after `epoch` epochs (1-based). Past the last epoch it stays at the last
+    /// value; epoch 0, before any evaluation, gives the first value.
+    pub fn metric_at(&self, epoch: u32) -> f64 {
+        let i = (epoch.max(1) as usize).min(self.metrics.len()) - 1;
+        self.metrics[i]
+    }
+
+    /// Whether a higher or a lower metric is better.
+    pub fn direction(&self) -> wit::Direction {
+        self.direction
+    }
+
+    /// Default TRADL tiers `(T1, T2)`: the metric values at which 80 % and 95 % of the curve's
+    /// total improvement is reached, the improvement being from its first value to its best
+    /// value (the highest, or the lowest for a lower-is-better metric). Both are thresholds, not
+    /// measured points: `T1 = first + 0.80 × (best − first)`, `T2 = first + 0.95 × (best − first)`.
+    /// The curve reaches both (it reaches its best), and T1 is the easier one.
+    pub fn default_tiers(&self) -> (f64, f64) {
+        let first = self.metrics[0];
+        let best = self.best();
+        (first + 0.80 * (best - first), first + 0.95 * (best - first))
+    }
+
+    /// The best value of the curve in its direction.
+    fn best(&self) -> f64 {
+        let pick = match self.direction {
+            wit::Direction::HigherIsBetter => f64::max,
+            wit::Direction::LowerIsBetter => f64::min,
+        };
+        self.metrics.iter().copied().fold(self.metrics[0], pick)
+    }
+
+    /// The first epoch (1-based) whose metric meets `target`: at least it when higher is
+    /// better, at most it when lower is better. `None` if the curve never gets there.
+    pub fn epochs_to_reach(&self, target: f64) -> Option<u32> {
+        self.metrics.iter().position(|&m| meets(m, target, self.direction)).map(|i| i as u32 + 1)
+    }
+}
+
+/// Whether `value` meets `target` in `direction`.
+fn meets(value: f64, target: f64, direction: wit::Direction) -> bool {
+    match direction {
+        wit::Direction::HigherIsBetter => value >= target,
+        wit::Direction::LowerIsBetter => value <= target,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_curve_of_every_model_parses_and_matches_its_folder() {
+        for model in Model::ALL {
+            assert!(!model.batch_sizes().is_empty(), "{model:?}");
+            assert!(model.batch_sizes().windows(2).all(|w| w[0] < w[1]), "{model:?} sizes ascending");
+            assert_eq!(model.default_batch_size(), model.batch_sizes()[0]);
+            let (_, direction) = model.metric();
+            for &b in model.batch_sizes() {
+                let curve = model.curve(b);
+                assert_eq!(curve.direction(), direction, "{model:?} {b}");
+                assert!(curve.epochs() >= 2, "{model:?} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_curve_folders_hold_exactly_the_embedded_files() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/curves");
+        for model in Model::ALL {
+            let mut on_disk: Vec<u32> = std::fs::read_dir(root.join(model.name()))
+                .expect("data/curves/<model> exists")
+                .filter_map(|e| {
+                    let name = e.ok()?.file_name().into_string().ok()?;
+                    name.strip_prefix("validation-")?.strip_suffix(".csv")?.parse().ok()
+                })
+                .collect();
+            on_disk.sort_unstable();
+            assert_eq!(on_disk, model.batch_sizes(), "{model:?}");
+        }
+    }
+
+    #[test]
+    fn curves_have_the_documented_lengths_and_directions() {
+        let epochs = |m: Model| m.curve(m.default_batch_size()).epochs();
+        assert_eq!(epochs(Model::Bert), 2);
+        assert_eq!(epochs(Model::Cifar10), 100);
+        assert_eq!(epochs(Model::Deepspeech2), 80);
+        assert_eq!(epochs(Model::Imagenet), 90);
+        assert_eq!(epochs(Model::Ncf), 10);
+        assert_eq!(epochs(Model::Yolov3), 50);
+        assert_eq!(Model::Bert.metric(), ("f1", wit::Direction::HigherIsBetter));
+        assert_eq!(Model::Deepspeech2.metric(), ("wer", wit::Direction::LowerIsBetter));
+        assert_eq!(Model::Yolov3.metric(), ("loss", wit::Direction::LowerIsBetter));
+        assert_eq!(Model::Ncf.metric(), ("hit-rate", wit::Direction::HigherIsBetter));
+        let c = Model::Cifar10.curve(256);
+        assert_eq!(c.metric_at(1), 0.4229, "first row of cifar10/validation-256.csv");
+        assert!(Model::Deepspeech2.curve(20).metric_at(80) < 30.0, "WER falls to ~23 %");
+    }
+
+    #[test]
+    fn metric_at_clamps_to_the_first_and_last_epochs() {
+        let c = Model::Ncf.curve(256);
+        assert_eq!(c.metric_at(0), c.metric_at(1));
+        assert_eq!(c.metric_at(10_000), c.metric_at(c.epochs()));
+        assert_ne!(c.metric_at(1), c.metric_at(c.epochs()));
+    }
+
+    #[test]
+    fn default_tiers_lie_between_first_and_best_and_t1_is_easier() {
+        for model in Model::ALL {
+            for &b in model.batch_sizes() {
+                let curve = model.curve(b);
+                let (t1, t2) = curve.default_tiers();
+                let (first, best) = (curve.metric_at(1), curve.best());
+                let (lo, hi) = if first < best { (first, best) } else { (best, first) };
+                assert!(lo <= t1 && t1 <= hi && lo <= t2 && t2 <= hi, "{model:?} {b}: {t1} {t2} in {first}..{best}");
+                assert!(meets(t2, t1, curve.direction()) && t1 != t2, "{model:?} {b}: T2 {t2} harder than T1 {t1}");
+                let (e1, e2) = (curve.epochs_to_reach(t1), curve.epochs_to_reach(t2));
+                assert!(e1.is_some() && e2.is_some() && e1 <= e2, "{model:?} {b}: reached at {e1:?}, {e2:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn epochs_to_reach_agrees_with_metric_at() {
+        for model in Model::ALL {
+            let curve = model.curve(model.default_batch_size());
+            for e in 1..=curve.epochs() {
+                let target = curve.metric_at(e);
+                let reached = curve.epochs_to_reach(target).expect("a value of the curve is reachable");
+                assert!(reached <= e, "{model:?}: {target} at epoch {e} but first reached at {reached}");
+                assert!(meets(curve.metric_at(reached), target, curve.direction()));
+                assert!((1..reached).all(|before| !meets(curve.metric_at(before), target, curve.direction())));
+            }
+            let beyond = match curve.direction() {
+                wit::Direction::HigherIsBetter => curve.best() + 1.0,
+                wit::Direction::LowerIsBetter => curve.best() - 1.0,
+            };
+            assert_eq!(curve.epochs_to_reach(beyond), None, "{model:?}");
+        }
+    }
+
+    #[test]
+    fn curve_picks_the_nearest_measured_batch_size() {
+        let m = Model::Cifar10;
+        assert!(std::ptr::eq(m.curve(128), m.curve(1)));
+        assert!(std::ptr::eq(m.curve(0), m.curve(128)));
+        assert!(std::ptr::eq(m.curve(300), m.curve(256)));
+        assert!(std::ptr::eq(m.curve(1_000_000), m.curve(4096)));
+        assert!(!std::ptr::eq(m.curve(128), m.curve(256)));
+    }
+
+    #[test]
+    fn names_parse_case_insensitively_and_round_trip_through_serde() {
+        for model in Model::ALL {
+            assert_eq!(Model::parse(model.name()), Some(model));
+            assert_eq!(Model::parse(&model.name().to_uppercase()), Some(model));
+            let json = serde_json::to_string(&model).expect("serialises");
+            assert_eq!(json, format!("\"{}\"", model.name()));
+        }
+        assert_eq!(Model::parse("resnet"), None);
+    }
+
+    #[test]
+    fn a_cifar10_job_alone_on_four_cores_takes_twenty_to_sixty_minutes() {
+        let m = Model::Cifar10;
+        let epochs = f64::from(m.curve(m.default_batch_size()).epochs());
+        let seconds = epochs * m.work_per_epoch_core_s() / m.max_parallelism_cores().min(4.0);
+        assert!((20.0 * 60.0..=60.0 * 60.0).contains(&seconds), "{seconds} s");
+        assert!(Model::Imagenet.work_per_epoch_core_s() > 10.0 * m.work_per_epoch_core_s());
+        assert!(Model::Ncf.work_per_epoch_core_s() < m.work_per_epoch_core_s());
+    }
+
+    #[test]
+    fn malformed_curve_text_is_refused() {
+        let hi = wit::Direction::HigherIsBetter;
+        assert!(Curve::parse("", hi).is_err());
+        assert!(Curve::parse("progress,iteration\n1,2\n", hi).is_err());
+        assert!(Curve::parse("progress,iteration,metric\n", hi).is_err());
+        assert!(Curve::parse("progress,iteration,metric\n1,2,abc\n", hi).is_err());
+        assert_eq!(Curve::parse("progress,iteration,metric\n1,2,0.5\n", hi).map(|c| c.epochs()), Ok(1));
+    }
+}

@@ -1,0 +1,289 @@
+//! One simulated run, and a comparison of several: each policy on the same workload with the
+//! same seeds, summarised per run ([`RunReport`]) and per policy ([`Comparison`]).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::engine::{JobOutcome, SimConfig, Simulator};
+use super::workload::Workload;
+use crate::admission;
+use crate::control::{self, LoopConfig};
+use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
+use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};
+use crate::shipped;
+
+/// A policy to run: a shipped one by name, or any component by path.
+#[derive(Clone, Debug)]
+pub struct PolicyChoice {
+    /// What the user wrote.
+    pub label: String,
+    /// The loaded component.
+    pub policy: LoadedPolicy,
+    /// Its config, as JSON.
+    pub config_json: String,
+}
+
+/// Why a policy could not be chosen.
+#[derive(Debug, thiserror::Error)]
+pub enum ChoiceError {
+    /// Neither a shipped policy nor a file.
+    #[error("no policy named {name:?}: shipped policies are {}; or give a path to a .wasm component", shipped.join(", "))]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// What exists.
+        shipped: Vec<&'static str>,
+    },
+    /// The file did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// Its config beside it is broken.
+    #[error(transparent)]
+    Config(#[from] admission::AdmissionError),
+}
+
+impl PolicyChoice {
+    /// A shipped policy by name, or a component by path (with the `NAME.toml` beside it).
+    pub fn resolve(rt: &Runtime, spec: &str) -> Result<PolicyChoice, ChoiceError> {
+        let path = Path::new(spec);
+        if spec.ends_with(".wasm") || path.is_file() {
+            let policy = rt.load_file(path)?;
+            let config_json = admission::config_beside(path)?;
+            return Ok(PolicyChoice { label: spec.into(), policy, config_json });
+        }
+        let shipped = shipped::by_name(spec)
+            .ok_or_else(|| ChoiceError::Unknown { name: spec.into(), shipped: shipped::names() })?;
+        Ok(PolicyChoice { label: spec.into(), policy: rt.load(shipped.name, shipped.wasm)?, config_json: "{}".into() })
+    }
+}
+
+/// Knobs of a simulated run.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// The simulator's settings (the seed among them).
+    pub sim: SimConfig,
+    /// The loop's tick and horizon.
+    pub tick: Duration,
+    /// Limits on each policy call.
+    pub limits: Limits,
+    /// Keep each tick's per-job CPU for pictures.
+    pub timeline: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            sim: SimConfig::default(),
+            tick: Duration::from_secs(30),
+            limits: Limits::default(),
+            timeline: false,
+        }
+    }
+}
+
+/// One sample of the timeline: the time and each running job's CPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    /// Virtual time.
+    pub time_s: f64,
+    /// (job name index in `jobs`, CPU used in cores, CPU limit in cores if any).
+    pub cpu: Vec<(u32, f64, Option<f64>)>,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// The policy's label.
+    pub policy: String,
+    /// The policy's sha256.
+    pub digest: String,
+    /// The simulator's seed.
+    pub seed: u64,
+    /// From the first arrival to the last end.
+    pub makespan_s: f64,
+    /// Mean job completion time of the jobs that ended.
+    pub mean_jct_s: f64,
+    /// 95th percentile of job completion time.
+    pub p95_jct_s: f64,
+    /// Jobs that met their QoE target.
+    pub satisfied: usize,
+    /// Jobs that declared a QoE target.
+    pub with_qoe_target: usize,
+    /// CPU used over CPU present, over the makespan.
+    pub cpu_utilisation: f64,
+    /// Times the policy was called.
+    pub policy_calls: u64,
+    /// Time spent in the policy, milliseconds.
+    pub policy_time_ms: f64,
+    /// Ticks that fell back.
+    pub fallbacks: u64,
+    /// Actions refused by validation.
+    pub rejected_actions: u64,
+    /// Wall-clock time of the whole run, milliseconds.
+    pub wall_ms: f64,
+    /// Per job, in workload order.
+    pub jobs: Vec<JobOutcome>,
+    /// Per tick CPU, when asked for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<Sample>,
+}
+
+/// Run one policy on one workload with one seed.
+pub fn simulate(rt: &Runtime, choice: &PolicyChoice, workload: &Workload, options: &RunOptions) -> RunReport {
+    let started = Instant::now();
+    let mut sim = Simulator::new(workload, SimConfig { keep_progress: options.timeline, ..options.sim });
+    let mut supervised = Supervised::new(
+        choice.policy.clone(),
+        choice.config_json.clone(),
+        options.limits,
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
+    let mut timeline = Vec::new();
+    let names: std::collections::HashMap<&str, u32> =
+        workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
+    let config = LoopConfig { tick: options.tick, horizon: None };
+    control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
+        if options.timeline {
+            let cpu = world
+                .jobs()
+                .filter_map(|(spec, s)| {
+                    let limit = s.cpu_limit_millicores.map(|m| m as f64 / 1000.0);
+                    names.get(spec.name.as_str()).map(|&i| (i, s.cpu_used_millicores as f64 / 1000.0, limit))
+                })
+                .collect();
+            timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, cpu });
+        }
+    });
+    let jobs = sim.outcomes();
+    let first_arrival = workload.jobs.first().map_or(0.0, |j| j.arrival_s);
+    let last_end = jobs.iter().filter_map(|j| j.finish_s).fold(first_arrival, f64::max);
+    let makespan_s = last_end - first_arrival;
+    let mut jcts: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
+    jcts.sort_by(f64::total_cmp);
+    let counters = supervised.counters();
+    RunReport {
+        policy: choice.label.clone(),
+        digest: choice.policy.digest().into(),
+        seed: options.sim.seed,
+        makespan_s,
+        mean_jct_s: mean(&jcts),
+        p95_jct_s: percentile(&jcts, 0.95),
+        satisfied: jobs.iter().filter(|j| j.satisfied == Some(true)).count(),
+        with_qoe_target: jobs.iter().filter(|j| j.satisfied.is_some()).count(),
+        cpu_utilisation: if makespan_s > 0.0 { sim.busy_core_s() / (sim.capacity_cores() * makespan_s) } else { 0.0 },
+        policy_calls: counters.calls,
+        policy_time_ms: counters.call_micros as f64 / 1000.0,
+        fallbacks: counters.fallbacks,
+        rejected_actions: counters.rejected_actions,
+        wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+        jobs,
+        timeline,
+    }
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() { 0.0 } else { xs.iter().sum::<f64>() / xs.len() as f64 }
+}
+
+fn std_dev(xs: &[f64]) -> f64 {
+    if xs.len() < 2 {
+        return 0.0;
+    }
+    let m = mean(xs);
+    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
+}
+
+/// The `q`-quantile of sorted values (nearest rank).
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+/// Reads one number off a run.
+type Metric = fn(&RunReport) -> f64;
+
+/// Every run of a comparison, in (policy, seed) order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// The workload's name.
+    pub workload: String,
+    /// The runs.
+    pub runs: Vec<RunReport>,
+}
+
+impl Comparison {
+    /// The policies in the order they were given.
+    pub fn policies(&self) -> Vec<&str> {
+        let mut seen: Vec<&str> = Vec::new();
+        for r in &self.runs {
+            if !seen.contains(&r.policy.as_str()) {
+                seen.push(&r.policy);
+            }
+        }
+        seen
+    }
+
+    fn of(&self, policy: &str, f: impl Fn(&RunReport) -> f64) -> Vec<f64> {
+        self.runs.iter().filter(|r| r.policy == policy).map(f).collect()
+    }
+
+    /// The table a person reads: each policy's mean ± spread over seeds, and its ratio to the
+    /// baseline (`fair-share` if it ran, else the first policy).
+    pub fn table(&self) -> String {
+        let policies = self.policies();
+        let baseline =
+            policies.iter().copied().find(|p| *p == "fair-share").or(policies.first().copied()).unwrap_or("");
+        let seeds = self.runs.iter().filter(|r| r.policy == baseline).count();
+        let columns: [(&str, Metric); 5] = [
+            ("makespan s", |r| r.makespan_s),
+            ("mean JCT s", |r| r.mean_jct_s),
+            ("p95 JCT s", |r| r.p95_jct_s),
+            ("satisfied", |r| r.satisfied as f64),
+            ("CPU util %", |r| 100.0 * r.cpu_utilisation),
+        ];
+        let mut out = String::new();
+        let _ = writeln!(out, "workload {} — {} seed(s); mean ± sd, (×) ratio to {baseline}", self.workload, seeds);
+        let _ = write!(out, "{:<14}", "policy");
+        for (name, _) in &columns {
+            let _ = write!(out, " {name:>22}");
+        }
+        let _ = writeln!(out, " {:>12}", "policy ms");
+        for policy in &policies {
+            let _ = write!(out, "{policy:<14}");
+            for (_, f) in &columns {
+                let xs = self.of(policy, f);
+                let base = mean(&self.of(baseline, f));
+                let ratio = if base.abs() > 1e-12 { format!("({:.3}×)", mean(&xs) / base) } else { String::new() };
+                let _ = write!(out, " {:>22}", format!("{:.1} ± {:.1} {ratio}", mean(&xs), std_dev(&xs)));
+            }
+            let _ = writeln!(out, " {:>12.2}", mean(&self.of(policy, |r| r.policy_time_ms)));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_takes_the_nearest_rank() {
+        let xs: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&xs, 0.95), 19.0);
+        assert_eq!(percentile(&xs, 1.0), 20.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn spread_of_one_value_is_zero() {
+        assert_eq!(std_dev(&[3.0]), 0.0);
+        assert!((std_dev(&[1.0, 3.0]) - 2f64.sqrt()).abs() < 1e-12);
+    }
+}
