@@ -1,26 +1,59 @@
-//! Simulator speed: Pollux workload-1 (160 jobs over 8 hours) with a Wasm policy called every
-//! 30 simulated seconds, and the same run's bookkeeping alone. The whole Philly trace is timed
-//! once by `wasmsched simulate` (see the README), not here: it is too long to repeat.
+//! Simulator speed, measured in one run so the ratios hold on a noisy machine:
+//! - `pollux-workload-1/fair-share`: Pollux workload-1 (160 jobs over 8 hours) with the Wasm
+//!   fair-share policy called every 30 simulated seconds, through the one loop;
+//! - `pollux-workload-1/simulator-only`: the same workload observed every 30 s with no policy,
+//!   i.e. the simulator's own bookkeeping;
+//! - `philly/fair-share`: the whole Philly trace (82,247 jobs), when `../shared/data` has it.
 
 use std::path::Path;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use wasmsched::backend::Backend;
 use wasmsched::runtime::{Runtime, RuntimeConfig};
+use wasmsched::sim::engine::{SimConfig, Simulator};
 use wasmsched::sim::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::sim::workload::{LoadOptions, Workload};
+use wasmsched::snapshot::Telemetry;
 
-fn simulate_workload_1(c: &mut Criterion) {
+const TICK: Duration = Duration::from_secs(30);
+
+fn load(path: &Path) -> Workload {
+    Workload::load(path, &LoadOptions::default()).unwrap().with_default_targets()
+}
+
+fn simulator_only(workload: &Workload) -> u64 {
+    let mut sim = Simulator::new(workload, SimConfig::default());
+    let mut world = Telemetry::new();
+    let mut until = 0;
+    while sim.observe(&mut world, until + TICK.as_millis() as u64) {
+        until += TICK.as_millis() as u64;
+    }
+    until
+}
+
+fn speed(c: &mut Criterion) {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/workloads/workload-1.csv");
-    let workload = Workload::load(&path, &LoadOptions::default()).unwrap().with_default_targets();
     let choice = PolicyChoice::resolve(&rt, "fair-share").unwrap();
-    let options = RunOptions { tick: Duration::from_secs(30), ..RunOptions::default() };
+    let options = RunOptions { tick: TICK, ..RunOptions::default() };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+
     let mut group = c.benchmark_group("simulate");
     group.sample_size(10);
-    group.bench_function("pollux-workload-1/fair-share", |b| b.iter(|| simulate(&rt, &choice, &workload, &options)));
+    let pollux = load(&root.join("data/workloads/workload-1.csv"));
+    group.bench_function("pollux-workload-1/fair-share", |b| b.iter(|| simulate(&rt, &choice, &pollux, &options)));
+    group.bench_function("pollux-workload-1/simulator-only", |b| b.iter(|| simulator_only(&pollux)));
+
+    let philly = root.join("../shared/data/philly_jobs_pollux.csv");
+    if philly.is_file() {
+        let trace = load(&philly);
+        group.measurement_time(Duration::from_secs(60));
+        group.bench_function("philly/fair-share", |b| b.iter(|| simulate(&rt, &choice, &trace, &options)));
+    } else {
+        eprintln!("SKIPPED philly/fair-share: {} is absent (the trace is not copied into this repository)", philly.display());
+    }
     group.finish();
 }
 
-criterion_group!(benches, simulate_workload_1);
+criterion_group!(benches, speed);
 criterion_main!(benches);

@@ -1,0 +1,106 @@
+//! `wasmsched simulate` and `compare` as a person runs them: the table, the JSON a script
+//! reads, the report a browser opens, and a clear refusal of every malformed workload.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn wasmsched(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(args)
+        .arg("--cache-dir")
+        .arg(cache)
+        // Generous: a loaded test machine must not turn a slow call into a fallback.
+        .args(["--deadline-ms", "1000"])
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("the binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn scenario(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name).display().to_string()
+}
+
+#[test]
+fn compare_prints_one_table_and_writes_json_and_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("runs.json");
+    let report = dir.path().join("report");
+    let by_path = wasmsched_artifacts::path("fair-share");
+    let workload = scenario("two-nodes.toml");
+    let args = [
+        "compare",
+        "--workload",
+        &workload,
+        "--policy",
+        "fair-share",
+        "--policy",
+        by_path,
+        "--seeds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let out = wasmsched(&args, dir.path());
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(shown.contains("mean JCT s") && shown.contains("(1.000×)"), "{shown}");
+
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let runs = value["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "two policies × two seeds");
+    let names = |run: &serde_json::Value| -> Vec<String> {
+        run["jobs"].as_array().unwrap().iter().map(|j| j["name"].as_str().unwrap().to_string()).collect()
+    };
+    for run in runs {
+        for key in ["policy", "seed", "makespan_s", "mean_jct_s", "satisfied"] {
+            assert!(!run[key].is_null(), "{key} missing");
+        }
+        for job in run["jobs"].as_array().unwrap() {
+            for key in ["name", "jct_s", "targets_reached_s", "satisfied", "migrations"] {
+                assert!(job.get(key).is_some(), "{key} missing from a job");
+            }
+        }
+        assert_eq!(names(run), names(&runs[0]), "job names are stable across policies and seeds");
+    }
+    // The same component by name and by path makes the same decisions.
+    assert_eq!(runs[0]["makespan_s"], runs[2]["makespan_s"]);
+
+    let page = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(page.contains("<svg") && page.contains("fair-share"), "the report draws its pictures inline");
+}
+
+#[test]
+fn malformed_workloads_are_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("no-model.toml", "[[node]]\ncores = 4\nmemory = \"8GiB\"\n[[job]]\nname = \"a\"\nmodel = \"gpt5\"\n", "gpt5"),
+        ("late.toml", "[[node]]\ncores = 4\nmemory = \"8GiB\"\n[[job]]\nname = \"a\"\nmodel = \"ncf\"\narrival = \"-5s\"\n", "negative"),
+        ("cols.csv", "name,time,application,batch_size\na,0,cifar10,128\n", "num_replicas"),
+        ("neg.csv", "name,time,application,num_replicas,batch_size\na,-3,cifar10,1,128\n", "line 2"),
+        ("what.json", "{}", ".json"),
+    ];
+    for (file, body, reason) in cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, body).unwrap();
+        let out = wasmsched(&["simulate", "--workload", path.to_str().unwrap(), "--policy", "fair-share"], dir.path());
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{file}: {shown}");
+        assert!(shown.contains(file) && shown.contains(reason), "{file}: expected {reason:?} in {shown}");
+    }
+}
+
+#[test]
+fn an_unknown_policy_is_refused_with_the_shipped_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = scenario("demo.toml");
+    let out = wasmsched(&["simulate", "--workload", &workload, "--policy", "flowkon"], dir.path());
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("flowkon") && shown.contains("fair-share"), "{shown}");
+}
