@@ -50,7 +50,10 @@ fn speed(c: &mut Criterion) {
         group.measurement_time(Duration::from_secs(60));
         group.bench_function("philly/fair-share", |b| b.iter(|| simulate(&rt, &choice, &trace, &options)));
     } else {
-        eprintln!("SKIPPED philly/fair-share: {} is absent (the trace is not copied into this repository)", philly.display());
+        eprintln!(
+            "SKIPPED philly/fair-share: {} is absent (the trace is not copied into this repository)",
+            philly.display()
+        );
     }
     group.finish();
 }

@@ -102,8 +102,7 @@ struct WorkloadArgs {
 impl WorkloadArgs {
     fn load(&self) -> anyhow::Result<Workload> {
         let opts = LoadOptions { nodes: self.nodes, limit: self.limit };
-        let workload = Workload::load(&self.workload, &opts)
-            .with_context(|| format!("cannot use workload {}", self.workload.display()))?;
+        let workload = Workload::load(&self.workload, &opts).context("cannot use the workload")?;
         Ok(if self.no_default_targets { workload } else { workload.with_default_targets() })
     }
 }

@@ -14,6 +14,12 @@ pub const HISTORY_KEPT: usize = 256;
 pub struct Telemetry {
     time_ms: u64,
     nodes: Vec<wit::Node>,
+    /// Bumped whenever the node list changes, so a cursor knows when to resend it.
+    nodes_version: u64,
+    /// Every GPU's use, in node order then GPU order; `gpu_offsets[n]` is node n's first.
+    gpu_utilisation: Vec<f32>,
+    gpu_memory_used: Vec<u64>,
+    gpu_offsets: Vec<usize>,
     // Parallel vectors, sorted by handle.
     specs: Vec<wit::JobSpec>,
     states: Vec<JobState>,
@@ -77,6 +83,7 @@ pub struct Record {
 #[derive(Debug, Default, Clone)]
 pub struct Cursor {
     seen: Vec<u32>,
+    nodes_version: Option<u64>,
     progress_seq: u64,
     last_call_ms: Option<u64>,
 }
@@ -109,15 +116,27 @@ impl Telemetry {
         &self.nodes
     }
 
-    /// Add a node; returns its handle.
+    /// Add a node; returns its handle. Its GPUs start idle.
     pub fn add_node(&mut self, node: wit::Node) -> u32 {
+        let gpus = node.gpu_memory_bytes.len();
+        self.gpu_offsets.push(self.gpu_utilisation.len());
+        self.gpu_utilisation.extend(std::iter::repeat_n(0.0, gpus));
+        self.gpu_memory_used.extend(std::iter::repeat_n(0, gpus));
         self.nodes.push(node);
+        self.nodes_version += 1;
         self.nodes.len() as u32 - 1
     }
 
-    /// A node, to update its GPUs.
-    pub fn node_mut(&mut self, handle: u32) -> Option<&mut wit::Node> {
-        self.nodes.get_mut(handle as usize)
+    /// Record a GPU's measured use. False when the node or the GPU does not exist.
+    pub fn set_gpu_use(&mut self, node: u32, gpu: u32, utilisation_percent: f32, memory_used_bytes: u64) -> bool {
+        let Some(count) = self.nodes.get(node as usize).map(|n| n.gpu_memory_bytes.len()) else { return false };
+        if gpu as usize >= count {
+            return false;
+        }
+        let i = self.gpu_offsets[node as usize] + gpu as usize;
+        self.gpu_utilisation[i] = utilisation_percent;
+        self.gpu_memory_used[i] = memory_used_bytes;
+        true
     }
 
     /// Start tracking a job placed on `node`; its handle is assigned here and never reused.
@@ -225,13 +244,19 @@ impl Telemetry {
         if resync || !added.is_empty() || !removed.is_empty() {
             cursor.seen = self.states.iter().map(|s| s.handle).collect();
         }
+        let nodes_changed = resync || cursor.nodes_version != Some(self.nodes_version);
+        cursor.nodes_version = Some(self.nodes_version);
         cursor.progress_seq = self.next_seq;
         cursor.last_call_ms = Some(self.time_ms);
         wit::Snapshot {
             time_ms: self.time_ms,
             interval_ms,
             resync,
-            nodes: self.nodes.clone(),
+            nodes: nodes_changed.then(|| self.nodes.clone()),
+            gpus: wit::GpuStates {
+                utilisation_percent: self.gpu_utilisation.clone(),
+                memory_used_bytes: self.gpu_memory_used.clone(),
+            },
             added,
             removed,
             jobs: self.columns(),
@@ -306,16 +331,13 @@ pub mod sample {
     pub fn world(nodes: usize, jobs: usize, epochs: u32) -> Telemetry {
         let mut t = Telemetry::new();
         for n in 0..nodes.max(1) {
-            t.add_node(wit::Node {
+            let handle = t.add_node(wit::Node {
                 name: format!("node-{n}"),
                 cpu_millicores: 16_000,
                 memory_bytes: 64 << 30,
-                gpus: vec![wit::Gpu {
-                    utilisation_percent: 40.0,
-                    memory_used_bytes: 4 << 30,
-                    memory_total_bytes: 80 << 30,
-                }],
+                gpu_memory_bytes: vec![80 << 30],
             });
+            t.set_gpu_use(handle, 0, 40.0, 4 << 30);
         }
         let handles: Vec<u32> = (0..jobs).map(|i| t.add_job(job_spec(i), (i % nodes.max(1)) as u32)).collect();
         for epoch in 1..=epochs {
@@ -393,6 +415,29 @@ mod tests {
         assert_eq!(s.removed, [1]);
         assert_eq!(s.added.iter().map(|a| a.handle).collect::<Vec<_>>(), [d]);
         assert_eq!(s.jobs.handle, [0, 2, d]);
+    }
+
+    #[test]
+    fn nodes_cross_when_they_change_and_gpu_use_every_tick() {
+        let mut t = sample::world(2, 1, 0);
+        let mut c = Cursor::fresh();
+        let first = t.snapshot_for(&mut c);
+        assert_eq!(first.nodes.as_ref().map(Vec::len), Some(2));
+        assert_eq!(first.gpus.utilisation_percent, [40.0, 40.0]);
+        assert!(t.set_gpu_use(1, 0, 75.0, 1 << 30));
+        assert!(!t.set_gpu_use(1, 1, 75.0, 1 << 30), "node 1 has one GPU");
+        assert!(!t.set_gpu_use(2, 0, 75.0, 1 << 30), "there is no node 2");
+        let second = t.snapshot_for(&mut c);
+        assert_eq!(second.nodes, None, "nodes unchanged: not resent");
+        assert_eq!(second.gpus.utilisation_percent, [40.0, 75.0]);
+        t.add_node(wit::Node {
+            name: "n2".into(),
+            cpu_millicores: 1000,
+            memory_bytes: 1 << 30,
+            gpu_memory_bytes: vec![],
+        });
+        assert_eq!(t.snapshot_for(&mut c).nodes.map(|n| n.len()), Some(3));
+        assert_eq!(t.snapshot_for(&mut Cursor::fresh()).nodes.map(|n| n.len()), Some(3), "a resync resends them");
     }
 
     #[test]

@@ -111,8 +111,8 @@ fn problem(action: &wit::Action, world: &Telemetry) -> Option<String> {
             })
         }
         ActionKind::SetGpuShare(wit::GpuShare { gpu, percent }) => {
-            if gpu as usize >= node.gpus.len() {
-                Some(format!("node {} has no GPU {gpu} ({} GPUs)", node.name, node.gpus.len()))
+            if gpu as usize >= node.gpu_memory_bytes.len() {
+                Some(format!("node {} has no GPU {gpu} ({} GPUs)", node.name, node.gpu_memory_bytes.len()))
             } else if percent == 0 || percent > 100 {
                 Some(format!("a GPU share of {percent} % is outside 1–100"))
             } else {

@@ -80,9 +80,13 @@ fn malformed_workloads_are_refused_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("no-model.toml", "[[node]]\ncores = 4\nmemory = \"8GiB\"\n[[job]]\nname = \"a\"\nmodel = \"gpt5\"\n", "gpt5"),
-        ("late.toml", "[[node]]\ncores = 4\nmemory = \"8GiB\"\n[[job]]\nname = \"a\"\nmodel = \"ncf\"\narrival = \"-5s\"\n", "negative"),
+        (
+            "late.toml",
+            "[[node]]\ncores = 4\nmemory = \"8GiB\"\n[[job]]\nname = \"a\"\nmodel = \"ncf\"\narrival = \"-5s\"\n",
+            "negative",
+        ),
         ("cols.csv", "name,time,application,batch_size\na,0,cifar10,128\n", "num_replicas"),
-        ("neg.csv", "name,time,application,num_replicas,batch_size\na,-3,cifar10,1,128\n", "line 2"),
+        ("neg.csv", "name,time,application,num_replicas,batch_size\na,-3,cifar10,1,128\n", "neg.csv:2: `time`"),
         ("what.json", "{}", ".json"),
     ];
     for (file, body, reason) in cases {

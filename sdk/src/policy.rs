@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use crate::bindings::wasmsched::policy::types as wit;
 use crate::decision::Decision;
 use crate::units::Seconds;
-use crate::view::{JobTable, Snapshot};
+use crate::view::{JobTable, NodeTable, Snapshot};
 
 pub use wit::PolicyError;
 
@@ -45,7 +45,7 @@ pub struct NoConfig {}
 pub struct Runner<P> {
     policy: P,
     table: JobTable,
-    nodes: Vec<wit::Node>,
+    nodes: NodeTable,
     time: Seconds,
     interval: Seconds,
 }
@@ -65,7 +65,13 @@ impl<P: Policy> Runner<P> {
 
     /// A runner around a policy built natively.
     pub fn from_policy(policy: P) -> Self {
-        Runner { policy, table: JobTable::default(), nodes: Vec::new(), time: Seconds(0.0), interval: Seconds(0.0) }
+        Runner {
+            policy,
+            table: JobTable::default(),
+            nodes: NodeTable::default(),
+            time: Seconds(0.0),
+            interval: Seconds(0.0),
+        }
     }
 
     /// What `decide` does.
@@ -74,11 +80,10 @@ impl<P: Policy> Runner<P> {
     }
 
     /// Fold the tick's delta into the job table and ask the policy.
-    pub fn decide(&mut self, snapshot: wit::Snapshot) -> Result<Decision, PolicyError> {
-        (self.time, self.interval, self.nodes) = self
-            .table
-            .apply(snapshot)
-            .map_err(|e| PolicyError::Failed(format!("the host sent a malformed snapshot: {e}")))?;
+    pub fn decide(&mut self, mut snapshot: wit::Snapshot) -> Result<Decision, PolicyError> {
+        let malformed = |e| PolicyError::Failed(format!("the host sent a malformed snapshot: {e}"));
+        self.nodes.apply(&mut snapshot).map_err(malformed)?;
+        (self.time, self.interval) = self.table.apply(snapshot).map_err(malformed)?;
         let view = Snapshot { time: self.time, interval: self.interval, nodes: &self.nodes, table: &self.table };
         self.policy.decide(&view)
     }

@@ -94,6 +94,9 @@ pub struct TestWorld {
     time_ms: u64,
     last_call_ms: Option<u64>,
     nodes: Vec<wit::Node>,
+    nodes_sent: usize,
+    /// Per node, each GPU's (utilisation percent, memory used).
+    gpu_use: Vec<Vec<(f32, u64)>>,
     jobs: BTreeMap<u32, (wit::JobSpec, JobNumbers)>,
     next_handle: u32,
     added: Vec<u32>,
@@ -109,13 +112,26 @@ impl TestWorld {
 
     /// Add a node without GPUs.
     pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
+        self.node_with_gpus(name, cpu, memory, &[])
+    }
+
+    /// Add a node with GPUs of the given memory sizes, idle.
+    pub fn node_with_gpus(&mut self, name: &str, cpu: Millicores, memory: Bytes, gpus: &[Bytes]) -> NodeId {
         self.nodes.push(wit::Node {
             name: name.into(),
             cpu_millicores: cpu.0,
             memory_bytes: memory.0,
-            gpus: Vec::new(),
+            gpu_memory_bytes: gpus.iter().map(|b| b.0).collect(),
         });
+        self.gpu_use.push(vec![(0.0, 0); gpus.len()]);
         NodeId(self.nodes.len() as u32 - 1)
+    }
+
+    /// Set a GPU's measured use over the last interval.
+    pub fn set_gpu_use(&mut self, node: NodeId, gpu: u32, utilisation_percent: f32, memory_used: Bytes) {
+        let slot = self.gpu_use.get_mut(node.0 as usize).and_then(|g| g.get_mut(gpu as usize));
+        *slot.unwrap_or_else(|| panic!("{node} has no GPU {gpu} in this TestWorld")) =
+            (utilisation_percent, memory_used.0);
     }
 
     /// Start a job on node 0.
@@ -187,6 +203,7 @@ impl TestWorld {
         let interval_ms = self.last_call_ms.map_or(0, |t| self.time_ms - t);
         let resync = self.last_call_ms.is_none();
         self.last_call_ms = Some(self.time_ms);
+        self.nodes_sent = self.nodes.len();
         let mut jobs = no_states();
         for (handle, (_, state)) in &self.jobs {
             state.push_to(*handle, &mut jobs);
@@ -200,7 +217,11 @@ impl TestWorld {
             time_ms: self.time_ms,
             interval_ms,
             resync,
-            nodes: self.nodes.clone(),
+            nodes: (resync || self.nodes_sent != self.nodes.len()).then(|| self.nodes.clone()),
+            gpus: wit::GpuStates {
+                utilisation_percent: self.gpu_use.iter().flatten().map(|g| g.0).collect(),
+                memory_used_bytes: self.gpu_use.iter().flatten().map(|g| g.1).collect(),
+            },
             added,
             removed: std::mem::take(&mut self.removed),
             jobs,

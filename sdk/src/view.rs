@@ -7,7 +7,7 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::stats;
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
 
-pub use wit::{Direction, Gpu, JobKind, MetricSpec, Tiers};
+pub use wit::{Direction, JobKind, MetricSpec, Tiers};
 
 /// How many progress records the SDK keeps per job (the oldest are dropped first).
 pub const HISTORY_LIMIT: usize = 512;
@@ -117,7 +117,7 @@ pub(crate) struct JobTable {
 impl JobTable {
     /// Folds one tick's delta into the table and returns the rest of the snapshot. Refuses
     /// columns of unequal length (a host bug) without touching the table's numbers.
-    pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds, Vec<wit::Node>), String> {
+    pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds), String> {
         let now = Seconds::from_millis(raw.time_ms);
         let jobs = &raw.jobs;
         let rows = jobs.handle.len();
@@ -191,11 +191,54 @@ impl JobTable {
                 entry.fresh = (entry.fresh + 1).min(HISTORY_LIMIT);
             }
         }
-        Ok((now, Seconds::from_millis(raw.interval_ms), raw.nodes))
+        Ok((now, Seconds::from_millis(raw.interval_ms)))
     }
 
     fn index(&self, handle: u32) -> Option<usize> {
         self.entries.binary_search_by_key(&handle, |e| e.spec.handle).ok()
+    }
+}
+
+/// The nodes as last sent (they cross only when they change) and every GPU's use this tick.
+#[derive(Debug, Default)]
+pub(crate) struct NodeTable {
+    nodes: Vec<wit::Node>,
+    /// Node i's GPUs are `first_gpu[i]..first_gpu[i + 1]` of the GPU columns (one entry more
+    /// than there are nodes).
+    first_gpu: Vec<usize>,
+    utilisation: Vec<f32>,
+    memory_used: Vec<u64>,
+}
+
+impl NodeTable {
+    /// Takes the tick's nodes (when they changed) and GPU columns. Refuses GPU columns that do
+    /// not match the nodes' GPU counts (a host bug) without touching the table.
+    pub(crate) fn apply(&mut self, raw: &mut wit::Snapshot) -> Result<(), String> {
+        let nodes = raw.nodes.take();
+        let first_gpu = nodes.as_ref().map(|list| {
+            let mut starts = vec![0];
+            starts.extend(list.iter().scan(0, |next, n| {
+                *next += n.gpu_memory_bytes.len();
+                Some(*next)
+            }));
+            starts
+        });
+        let total = *first_gpu.as_ref().unwrap_or(&self.first_gpu).last().unwrap_or(&0);
+        let gpus = &mut raw.gpus;
+        if gpus.utilisation_percent.len() != total || gpus.memory_used_bytes.len() != total {
+            return Err(format!(
+                "GPU columns ({} and {} entries) do not match the nodes' {total} GPUs",
+                gpus.utilisation_percent.len(),
+                gpus.memory_used_bytes.len()
+            ));
+        }
+        if let (Some(nodes), Some(first_gpu)) = (nodes, first_gpu) {
+            self.nodes = nodes;
+            self.first_gpu = first_gpu;
+        }
+        self.utilisation = std::mem::take(&mut gpus.utilisation_percent);
+        self.memory_used = std::mem::take(&mut gpus.memory_used_bytes);
+        Ok(())
     }
 }
 
@@ -204,7 +247,7 @@ impl JobTable {
 pub struct Snapshot<'a> {
     pub(crate) time: Seconds,
     pub(crate) interval: Seconds,
-    pub(crate) nodes: &'a [wit::Node],
+    pub(crate) nodes: &'a NodeTable,
     pub(crate) table: &'a JobTable,
 }
 
@@ -221,12 +264,13 @@ impl<'a> Snapshot<'a> {
 
     /// Every node, in handle order.
     pub fn nodes(&self) -> impl ExactSizeIterator<Item = Node<'a>> + 'a {
-        self.nodes.iter().enumerate().map(|(i, raw)| Node { id: NodeId(i as u32), raw })
+        let table = self.nodes;
+        (0..table.nodes.len()).map(move |i| Node { id: NodeId(i as u32), table })
     }
 
     /// One node, if it exists.
     pub fn node(&self, id: NodeId) -> Option<Node<'a>> {
-        self.nodes.get(id.0 as usize).map(|raw| Node { id, raw })
+        ((id.0 as usize) < self.nodes.nodes.len()).then_some(Node { id, table: self.nodes })
     }
 
     /// Every live job, in handle order.
@@ -254,7 +298,18 @@ impl<'a> Snapshot<'a> {
 #[derive(Clone, Copy)]
 pub struct Node<'a> {
     id: NodeId,
-    raw: &'a wit::Node,
+    table: &'a NodeTable,
+}
+
+/// One GPU: its memory and its measured use over the last interval.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gpu {
+    /// Busy time over the last interval, in percent.
+    pub utilisation_percent: f32,
+    /// Memory in use.
+    pub memory_used: Bytes,
+    /// Memory present.
+    pub memory_total: Bytes,
 }
 
 impl<'a> Node<'a> {
@@ -263,24 +318,34 @@ impl<'a> Node<'a> {
         self.id
     }
 
+    fn raw(&self) -> &'a wit::Node {
+        &self.table.nodes[self.id.0 as usize]
+    }
+
     /// Its name.
     pub fn name(&self) -> &'a str {
-        &self.raw.name
+        &self.raw().name
     }
 
     /// CPU capacity.
     pub fn cpu(&self) -> Millicores {
-        Millicores(self.raw.cpu_millicores)
+        Millicores(self.raw().cpu_millicores)
     }
 
     /// Memory capacity.
     pub fn memory(&self) -> Bytes {
-        Bytes(self.raw.memory_bytes)
+        Bytes(self.raw().memory_bytes)
     }
 
     /// Its GPUs, with their utilisation and memory over the last interval.
-    pub fn gpus(&self) -> &'a [Gpu] {
-        &self.raw.gpus
+    pub fn gpus(&self) -> impl ExactSizeIterator<Item = Gpu> + 'a {
+        let table = self.table;
+        let first = table.first_gpu[self.id.0 as usize];
+        self.raw().gpu_memory_bytes.iter().enumerate().map(move |(k, &total)| Gpu {
+            utilisation_percent: table.utilisation[first + k],
+            memory_used: Bytes(table.memory_used[first + k]),
+            memory_total: Bytes(total),
+        })
     }
 }
 
@@ -506,5 +571,35 @@ mod tests {
         s.jobs.cpu_used_millicores.clear();
         let err = r.decide(s).unwrap_err();
         assert!(matches!(err, crate::PolicyError::Failed(m) if m.contains("columns differ")));
+    }
+
+    #[test]
+    fn nodes_are_kept_between_ticks_and_gpu_use_is_read_from_the_columns() {
+        let mut w = TestWorld::new();
+        w.node("cpu-only", Millicores(8000), crate::Bytes::gib(16));
+        let g = w.node_with_gpus("gpu", Millicores(16000), crate::Bytes::gib(64), &[crate::Bytes::gib(32); 2]);
+        let mut r = Runner::from_policy(Inspect);
+        let first = w.snapshot();
+        assert!(first.nodes.is_some());
+        r.decide(first).unwrap();
+        w.set_gpu_use(g, 1, 60.0, crate::Bytes::gib(3));
+        let second = w.snapshot();
+        assert!(second.nodes.is_none(), "unchanged nodes are not resent");
+        r.decide(second).unwrap();
+        let view = r.view();
+        assert_eq!(view.nodes().len(), 2);
+        let node = view.node(g).unwrap();
+        assert_eq!((node.name(), node.cpu()), ("gpu", Millicores(16000)));
+        let gpus: Vec<_> = node.gpus().collect();
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[1].utilisation_percent, 60.0);
+        assert_eq!((gpus[1].memory_used, gpus[1].memory_total), (crate::Bytes::gib(3), crate::Bytes::gib(32)));
+        assert_eq!(view.node(crate::NodeId(0)).unwrap().gpus().len(), 0);
+        assert!(view.node(crate::NodeId(2)).is_none());
+
+        let mut bad = w.snapshot();
+        bad.gpus.memory_used_bytes.pop();
+        let err = r.decide(bad).unwrap_err();
+        assert!(matches!(err, crate::PolicyError::Failed(m) if m.contains("do not match the nodes' 2 GPUs")));
     }
 }

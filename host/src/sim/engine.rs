@@ -551,13 +551,7 @@ impl Backend for Simulator {
                     name: n.name.clone(),
                     cpu_millicores: n.cpu_millicores,
                     memory_bytes: n.memory_bytes,
-                    gpus: (0..n.gpus)
-                        .map(|_| wit::Gpu {
-                            utilisation_percent: 0.0,
-                            memory_used_bytes: 0,
-                            memory_total_bytes: n.gpu_memory_bytes,
-                        })
-                        .collect(),
+                    gpu_memory_bytes: vec![n.gpu_memory_bytes; n.gpus as usize],
                 });
             }
         }
