@@ -1,5 +1,6 @@
 //! The `wasmsched` command line: parses arguments and calls into the library.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ enum Command {
     /// simulator, after checking each policy.
     Demo {
         /// How many seeds each policy runs with.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         #[command(flatten)]
         runtime: RuntimeArgs,
@@ -58,7 +59,7 @@ enum Command {
         #[arg(long = "policy", required = true)]
         policies: Vec<String>,
         /// How many seeds (0, 1, … N-1) each policy runs with.
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         /// Write every run as JSON here.
         #[arg(long)]
@@ -170,23 +171,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             let workload = Workload::from_scenario_str("demo", sim::DEMO_SCENARIO)?.with_default_targets();
-            let names: Vec<String> = shipped::names().into_iter().map(String::from).collect();
-            let comparison = compare(&rt, &workload, &names, seeds, tick_default(), limits, false)?;
-            println!("\n{}", comparison.table());
+            let policies: Vec<String> = shipped::names().into_iter().map(String::from).collect();
+            let runs = Runs { workload: &workload, policies: &policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
+            println!("\n{}", runs.run(&rt, false)?.table());
             Ok(ExitCode::SUCCESS)
         }
         Command::Simulate { workload, policy, seed, json, runtime } => {
             let (rt, limits) = runtime.runtime()?;
             let plan = workload.load()?;
-            let choice = PolicyChoice::resolve(&rt, &policy)?;
-            let options = RunOptions {
-                sim: SimConfig { seed, ..SimConfig::default() },
-                tick: workload.tick,
-                limits,
-                timeline: false,
-            };
-            let report = sim::run::simulate(&rt, &choice, &plan, &options);
-            let comparison = Comparison { workload: plan.name.clone(), runs: vec![report] };
+            let policies = [policy];
+            let runs =
+                Runs { workload: &plan, policies: &policies, seeds: seed..seed + 1, tick: workload.tick, limits };
+            let comparison = runs.run(&rt, false)?;
             println!("{}", comparison.table());
             if let Some(path) = json {
                 write_json(&path, &comparison)?;
@@ -196,7 +192,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare { workload, policies, seeds, json, report, runtime } => {
             let (rt, limits) = runtime.runtime()?;
             let plan = workload.load()?;
-            let comparison = compare(&rt, &plan, &policies, seeds, workload.tick, limits, report.is_some())?;
+            let runs = Runs { workload: &plan, policies: &policies, seeds: 0..seeds, tick: workload.tick, limits };
+            let comparison = runs.run(&rt, report.is_some())?;
             println!("{}", comparison.table());
             if let Some(path) = json {
                 write_json(&path, &comparison)?;
@@ -219,46 +216,56 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn tick_default() -> Duration {
-    Duration::from_secs(30)
-}
+/// How often the demo calls its policies, on the simulator's clock.
+const DEMO_TICK: Duration = Duration::from_secs(30);
 
-/// Every policy on every seed, with a progress bar once it takes longer than a second.
-fn compare(
-    rt: &Runtime,
-    workload: &Workload,
-    policies: &[String],
-    seeds: u64,
+/// Every policy on every seed of one workload.
+struct Runs<'a> {
+    workload: &'a Workload,
+    policies: &'a [String],
+    seeds: Range<u64>,
     tick: Duration,
     limits: Limits,
-    timeline: bool,
-) -> anyhow::Result<Comparison> {
-    let choices = policies.iter().map(|p| PolicyChoice::resolve(rt, p)).collect::<Result<Vec<_>, _>>()?;
-    let total = choices.len() as u64 * seeds.max(1);
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-    bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} runs  {msg}").expect("a valid template"),
-    );
-    let started = Instant::now();
-    let mut runs = Vec::new();
-    for choice in &choices {
-        for seed in 0..seeds.max(1) {
-            if started.elapsed() > Duration::from_secs(1) && bar.is_hidden() {
-                bar.set_draw_target(ProgressDrawTarget::stderr());
+}
+
+impl Runs<'_> {
+    /// Run them all, in (policy, seed) order, with a progress bar (in jobs ended) once it
+    /// takes longer than a second. `timeline` keeps each policy's first run's CPU over time.
+    fn run(&self, rt: &Runtime, timeline: bool) -> anyhow::Result<Comparison> {
+        let choices = self.policies.iter().map(|p| PolicyChoice::resolve(rt, p)).collect::<Result<Vec<_>, _>>()?;
+        let jobs = self.workload.jobs.len() as u64;
+        let seeds = self.seeds.clone().count() as u64;
+        let bar =
+            ProgressBar::with_draw_target(Some(choices.len() as u64 * seeds * jobs), ProgressDrawTarget::hidden());
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {percent:>3}% of jobs ended, ETA {eta}  {msg}")
+                .expect("a valid template"),
+        );
+        let started = Instant::now();
+        let mut runs = Vec::new();
+        for choice in &choices {
+            for seed in self.seeds.clone() {
+                bar.set_message(format!("{} seed {seed}", choice.label));
+                let options = RunOptions {
+                    sim: SimConfig { seed, ..SimConfig::default() },
+                    tick: self.tick,
+                    limits: self.limits,
+                    timeline: timeline && seed == self.seeds.start,
+                };
+                let before = runs.len() as u64 * jobs;
+                let report = sim::run::simulate_watched(rt, choice, self.workload, &options, |world| {
+                    if bar.is_hidden() && started.elapsed() > Duration::from_secs(1) {
+                        bar.set_draw_target(ProgressDrawTarget::stderr());
+                    }
+                    bar.set_position(before + u64::from(world.jobs_seen()) - world.job_count() as u64);
+                });
+                runs.push(report);
+                bar.set_position(runs.len() as u64 * jobs);
             }
-            bar.set_message(format!("{} seed {seed}", choice.label));
-            let options = RunOptions {
-                sim: SimConfig { seed, ..SimConfig::default() },
-                tick,
-                limits,
-                timeline: timeline && seed == 0,
-            };
-            runs.push(sim::run::simulate(rt, choice, workload, &options));
-            bar.inc(1);
         }
+        bar.finish_and_clear();
+        Ok(Comparison { workload: self.workload.name.clone(), runs })
     }
-    bar.finish_and_clear();
-    Ok(Comparison { workload: workload.name.clone(), runs })
 }
 
 fn write_json(path: &std::path::Path, comparison: &Comparison) -> anyhow::Result<()> {

@@ -163,6 +163,11 @@ impl Telemetry {
         self.states.binary_search_by_key(&handle, |s| s.handle).ok()
     }
 
+    /// How many jobs were ever added (live and ended).
+    pub fn jobs_seen(&self) -> u32 {
+        self.next_handle
+    }
+
     /// How many jobs are live.
     pub fn job_count(&self) -> usize {
         self.states.len()

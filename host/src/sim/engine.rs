@@ -627,9 +627,9 @@ impl Backend for Simulator {
         for h in self.ended.drain(..) {
             world.remove_job(h);
         }
-        for i in self.running() {
-            let j = &self.jobs[i];
-            if let Some(state) = j.handle.and_then(|h| world.state_mut(h)) {
+        for action in actions {
+            let Some(j) = self.job_of(action.job).map(|i| &self.jobs[i]) else { continue };
+            if let Some(state) = world.state_mut(action.job) {
                 state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
                 state.node = j.node;
             }

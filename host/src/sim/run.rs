@@ -14,6 +14,7 @@ use crate::control::{self, LoopConfig};
 use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
 use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};
 use crate::shipped;
+use crate::snapshot::Telemetry;
 
 /// A policy to run: a shipped one by name, or any component by path.
 #[derive(Clone, Debug)]
@@ -133,6 +134,18 @@ pub struct RunReport {
 
 /// Run one policy on one workload with one seed.
 pub fn simulate(rt: &Runtime, choice: &PolicyChoice, workload: &Workload, options: &RunOptions) -> RunReport {
+    simulate_watched(rt, choice, workload, options, |_| {})
+}
+
+/// [`simulate`], calling `watch` after every decision with the world as it stands (for a
+/// progress bar: [`Telemetry::jobs_seen`] less [`Telemetry::job_count`] jobs have ended).
+pub fn simulate_watched(
+    rt: &Runtime,
+    choice: &PolicyChoice,
+    workload: &Workload,
+    options: &RunOptions,
+    mut watch: impl FnMut(&Telemetry),
+) -> RunReport {
     let started = Instant::now();
     let mut sim = Simulator::new(workload, SimConfig { keep_progress: options.timeline, ..options.sim });
     let mut supervised = Supervised::new(
@@ -147,6 +160,7 @@ pub fn simulate(rt: &Runtime, choice: &PolicyChoice, workload: &Workload, option
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
     let config = LoopConfig { tick: options.tick, horizon: None };
     control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
+        watch(world);
         if options.timeline {
             let cpu = world
                 .jobs()
