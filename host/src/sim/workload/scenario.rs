@@ -1,0 +1,494 @@
+//! Our TOML scenario format (documented field by field in `scenarios/README.md`): parsed
+//! with serde, then checked field by field with errors that name the file and the line.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
+use crate::bindings::wit;
+use crate::sim::model::Model;
+
+/// A scenario file: see `scenarios/README.md`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    /// The workload's name in reports; the file's stem when absent.
+    name: Option<String>,
+    /// The cluster's nodes, one `[[node]]` table each; at least one.
+    #[serde(default)]
+    node: Vec<NodeTable>,
+    /// The jobs, one `[[job]]` table each (or several, with `count`); at least one.
+    #[serde(default)]
+    job: Vec<JobTable>,
+}
+
+/// A `[[node]]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct NodeTable {
+    /// Unique name jobs may pin to; `node-<i>` (0-based) when absent.
+    name: Option<String>,
+    /// CPU capacity in cores; fractions allowed (`0.5`), must be positive.
+    cores: f64,
+    /// Memory capacity with a unit: `"64GiB"`, `"512MiB"`, `"1.5TiB"`, `"64GB"`.
+    memory: String,
+    /// GPUs on the node; 0 when absent.
+    #[serde(default)]
+    gpus: i64,
+    /// Memory of each GPU, with a unit; required when `gpus` > 0.
+    gpu_memory: Option<String>,
+}
+
+/// Whether a job trains or serves.
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum KindName {
+    /// Walks its model's learning curve epoch by epoch.
+    Training,
+    /// Serves requests at `request-rate` for `duration`.
+    Inference,
+}
+
+/// A `[[job]]` table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct JobTable {
+    /// Unique job name (with `count`, the prefix of `<name>-<i>`).
+    name: String,
+    /// One of bert, cifar10, deepspeech2, imagenet, ncf, yolov3.
+    model: String,
+    /// When it arrives, as a duration from the start: `"0s"`, `"90s"`, `"2m"`, `"1h30m"`; `"0s"`
+    /// when absent.
+    arrival: Option<String>,
+    /// `"training"` (the default) or `"inference"`.
+    kind: Option<KindName>,
+    /// Pins the job to the node of this name; the simulator places it when absent.
+    node: Option<String>,
+    /// Global batch size (positive); the model's default when absent.
+    batch_size: Option<i64>,
+    /// GPUs the job asks for; 0 when absent.
+    gpus: Option<i64>,
+    /// Stop after this many epochs (positive); the whole curve when absent.
+    max_epochs: Option<i64>,
+    /// Multiplies the model's work per epoch (positive); 1.0 when absent.
+    work_scale: Option<f64>,
+    /// TRADL tiers `[T1, T2]` on the model's metric; T1 must be easier than T2. Training only.
+    tiers: Option<Vec<f64>>,
+    /// DQoES target (positive): seconds per epoch for training, milliseconds per request for
+    /// inference.
+    qoe_target: Option<f64>,
+    /// Inference only, required there: requests per second (positive).
+    request_rate: Option<f64>,
+    /// Inference only, required there: how long the service runs, as a duration (`"1h"`).
+    duration: Option<String>,
+    /// Expands this table into `count` jobs named `<name>-0` … `<name>-<count-1>`.
+    count: Option<i64>,
+    /// With `count`: the time between two consecutive arrivals (`"10s"`); `"0s"` when absent.
+    every: Option<String>,
+}
+
+/// Which array of tables a line lookup is about.
+#[derive(Clone, Copy)]
+enum Table {
+    Node,
+    Job,
+}
+
+/// Finds the lines of `[[node]]`/`[[job]]` tables and of their keys in a scenario's text, so
+/// that semantic errors point at a line. Gives `None` when the file uses another TOML form
+/// (inline arrays of tables) and the count does not match.
+struct LineIndex<'a> {
+    lines: Vec<&'a str>,
+    /// 0-based line of each `[[node]]` header.
+    nodes: Vec<usize>,
+    /// 0-based line of each `[[job]]` header.
+    jobs: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    fn new(text: &'a str, node_count: usize, job_count: usize) -> LineIndex<'a> {
+        let lines: Vec<&str> = text.lines().collect();
+        let headers = |name: &str| -> Vec<usize> {
+            let header = format!("[[{name}]]");
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let l = l.trim();
+                    l.strip_prefix(&header).is_some_and(|rest| rest.trim().is_empty() || rest.trim().starts_with('#'))
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let (mut nodes, mut jobs) = (headers("node"), headers("job"));
+        if nodes.len() != node_count {
+            nodes.clear();
+        }
+        if jobs.len() != job_count {
+            jobs.clear();
+        }
+        LineIndex { lines, nodes, jobs }
+    }
+
+    /// The 1-based line of the `index`-th table's header.
+    fn table(&self, table: Table, index: usize) -> Option<usize> {
+        let starts = match table {
+            Table::Node => &self.nodes,
+            Table::Job => &self.jobs,
+        };
+        starts.get(index).map(|l| l + 1)
+    }
+
+    /// The 1-based line of `key` in the `index`-th table, else that table's header line.
+    fn field(&self, table: Table, index: usize, key: &str) -> Option<usize> {
+        let start = self.table(table, index)?;
+        let found = self.lines[start..]
+            .iter()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .position(|l| l.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')));
+        Some(found.map_or(start, |offset| start + offset + 1))
+    }
+}
+
+/// Parses and validates a scenario. `path` labels errors; `default_name` names the workload
+/// when the scenario has no `name`.
+pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Workload, WorkloadError> {
+    let file: ScenarioFile = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((None, None), |span| {
+            let (line, column) = line_column(text, span.start);
+            (Some(line), Some(column))
+        });
+        WorkloadError::Toml { path: path.into(), line, column, message: e.message().trim_end().to_string() }
+    })?;
+    let lines = LineIndex::new(text, file.node.len(), file.job.len());
+    let field_err = |table, index, key: &str, message: String| WorkloadError::Field {
+        path: path.into(),
+        line: lines.field(table, index, key),
+        field: key.into(),
+        message,
+    };
+
+    if file.node.is_empty() {
+        return Err(WorkloadError::NoNodes {
+            path: path.into(),
+            hint: "add a [[node]] table with `cores` and `memory` (see scenarios/README.md)",
+        });
+    }
+    let mut nodes: Vec<NodeSpec> = Vec::with_capacity(file.node.len());
+    for (i, table) in file.node.iter().enumerate() {
+        let err = |key: &str, message: String| field_err(Table::Node, i, key, message);
+        let name = table.name.clone().unwrap_or_else(|| format!("node-{i}"));
+        if nodes.iter().any(|n| n.name == name) {
+            return Err(err("name", format!("node name `{name}` is used twice: give every node its own name")));
+        }
+        let cpu_millicores = (table.cores * 1000.0).round();
+        if !table.cores.is_finite() || cpu_millicores < 1.0 {
+            return Err(err(
+                "cores",
+                format!("{} cores: a node needs a positive number of cores, e.g. 16 or 0.5", table.cores),
+            ));
+        }
+        let memory_bytes = parse_bytes(&table.memory).map_err(|m| err("memory", m))?;
+        let gpus = whole("gpus", table.gpus, 0).map_err(|m| err("gpus", m))?;
+        let gpu_memory_bytes = match (&table.gpu_memory, gpus) {
+            (Some(text), _) => parse_bytes(text).map_err(|m| err("gpu-memory", m))?,
+            (None, 0) => 0,
+            (None, _) => {
+                return Err(err(
+                    "gpu-memory",
+                    "the node has GPUs: say how much memory each has, e.g. \"32GiB\"".into(),
+                ));
+            }
+        };
+        nodes.push(NodeSpec { name, cpu_millicores: cpu_millicores as u64, memory_bytes, gpus, gpu_memory_bytes });
+    }
+
+    if file.job.is_empty() {
+        return Err(WorkloadError::Empty {
+            path: path.into(),
+            hint: "add a [[job]] table with `name` and `model` (see scenarios/README.md)",
+        });
+    }
+    let mut jobs = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, table) in file.job.iter().enumerate() {
+        let err = |key: &str, message: String| field_err(Table::Job, i, key, message);
+        let model = Model::parse(&table.model).ok_or_else(|| WorkloadError::UnknownModel {
+            path: path.into(),
+            line: lines.field(Table::Job, i, "model"),
+            field: "model".into(),
+            found: table.model.clone(),
+        })?;
+        let kind = match table.kind.unwrap_or(KindName::Training) {
+            KindName::Training => wit::JobKind::Training,
+            KindName::Inference => wit::JobKind::Inference,
+        };
+        let arrival_s = match &table.arrival {
+            Some(text) => parse_duration_s(text).map_err(|m| err("arrival", m))?,
+            None => 0.0,
+        };
+        let node = match &table.node {
+            Some(wanted) => {
+                let index = nodes.iter().position(|n| &n.name == wanted).ok_or_else(|| WorkloadError::UnknownNode {
+                    path: path.into(),
+                    line: lines.field(Table::Job, i, "node"),
+                    job: table.name.clone(),
+                    node: wanted.clone(),
+                    known: nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
+                })?;
+                Some(index as u32)
+            }
+            None => None,
+        };
+        let batch_size = match table.batch_size {
+            Some(b) => whole("batch-size", b, 1).map_err(|m| err("batch-size", m))?,
+            None => model.default_batch_size(),
+        };
+        let gpus = whole("gpus", table.gpus.unwrap_or(0), 0).map_err(|m| err("gpus", m))?;
+        let max_epochs =
+            table.max_epochs.map(|e| whole("max-epochs", e, 1)).transpose().map_err(|m| err("max-epochs", m))?;
+        let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
+        let qoe_target =
+            table.qoe_target.map(|q| positive("qoe-target", q)).transpose().map_err(|m| err("qoe-target", m))?;
+        let tiers = match (table.tiers.as_deref(), kind) {
+            (None, _) => None,
+            (Some(_), wit::JobKind::Inference) => {
+                return Err(err(
+                    "tiers",
+                    "tiers apply to training jobs: give an inference service a qoe-target".into(),
+                ));
+            }
+            (Some(&[t1, t2]), wit::JobKind::Training) => Some(check_tiers(model, t1, t2).map_err(|m| err("tiers", m))?),
+            (Some(other), wit::JobKind::Training) => {
+                return Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())));
+            }
+        };
+        let (request_rate, duration_s) = match kind {
+            wit::JobKind::Inference => {
+                let rate = table.request_rate.ok_or_else(|| {
+                    err("request-rate", "an inference job needs `request-rate`, in requests per second, e.g. 20".into())
+                })?;
+                let rate = positive("request-rate", rate).map_err(|m| err("request-rate", m))?;
+                let text = table.duration.as_deref().ok_or_else(|| {
+                    err("duration", "an inference job needs `duration`, how long it serves, e.g. \"1h\"".into())
+                })?;
+                let duration = parse_duration_s(text).map_err(|m| err("duration", m))?;
+                if duration <= 0.0 {
+                    return Err(err(
+                        "duration",
+                        "an inference service must run for a positive duration, e.g. \"1h\"".into(),
+                    ));
+                }
+                (Some(rate), Some(duration))
+            }
+            wit::JobKind::Training => {
+                for (key, set) in
+                    [("request-rate", table.request_rate.is_some()), ("duration", table.duration.is_some())]
+                {
+                    if set {
+                        return Err(err(
+                            key,
+                            format!("`{key}` is for inference jobs: drop it or add kind = \"inference\""),
+                        ));
+                    }
+                }
+                (None, None)
+            }
+        };
+        let count = match table.count {
+            Some(c) => whole("count", c, 1).map_err(|m| err("count", m))? as usize,
+            None => 1,
+        };
+        let every_s = match (&table.every, table.count) {
+            (Some(_), None) => {
+                return Err(err("every", "`every` spaces the jobs of a `count`: add `count` or drop it".into()));
+            }
+            (Some(text), Some(_)) => parse_duration_s(text).map_err(|m| err("every", m))?,
+            (None, _) => 0.0,
+        };
+        let line = lines.field(Table::Job, i, "name");
+        for k in 0..count {
+            let name = if table.count.is_some() { format!("{}-{k}", table.name) } else { table.name.clone() };
+            if name.trim().is_empty() {
+                return Err(err("name", "a job needs a non-empty name".into()));
+            }
+            if let Some(&first) = seen.get(&name) {
+                return Err(WorkloadError::DuplicateJob {
+                    path: path.into(),
+                    line,
+                    name,
+                    first_line: lines.field(Table::Job, first, "name"),
+                });
+            }
+            seen.insert(name.clone(), i);
+            jobs.push(JobPlan {
+                name,
+                model,
+                kind,
+                arrival_s: arrival_s + every_s * k as f64,
+                node,
+                batch_size,
+                gpus,
+                max_epochs,
+                work_scale,
+                tiers,
+                qoe_target,
+                request_rate,
+                duration_s,
+            });
+        }
+    }
+    Ok(Workload { name: file.name.unwrap_or_else(|| default_name.to_string()), nodes, jobs })
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Checks that T1 is easier than T2 for `model`'s metric direction.
+fn check_tiers(model: Model, t1: f64, t2: f64) -> Result<(f64, f64), String> {
+    if !t1.is_finite() || !t2.is_finite() {
+        return Err("tiers must be two finite numbers, [T1, T2]".into());
+    }
+    let (metric, direction) = model.metric();
+    let ok = match direction {
+        wit::Direction::HigherIsBetter => t1 < t2,
+        wit::Direction::LowerIsBetter => t1 > t2,
+    };
+    if ok {
+        return Ok((t1, t2));
+    }
+    let order = match direction {
+        wit::Direction::HigherIsBetter => "higher is better, so T1 (the easier target) must be below T2",
+        wit::Direction::LowerIsBetter => "lower is better, so T1 (the easier target) must be above T2",
+    };
+    let (d1, d2) = model.curve(model.default_batch_size()).default_tiers();
+    Err(format!(
+        "[{t1}, {t2}] is in the wrong order: for {}'s {metric} {order}; swap them (its default tiers are [{d1:.4}, {d2:.4}])",
+        model.name()
+    ))
+}
+
+/// `value` as a u32 of at least `min`.
+fn whole(key: &str, value: i64, min: i64) -> Result<u32, String> {
+    if value < min || value > i64::from(u32::MAX) {
+        let floor = if min == 0 { "zero or more" } else { "at least 1" };
+        return Err(format!("{value} is out of range: `{key}` must be a whole number, {floor}"));
+    }
+    Ok(value as u32)
+}
+
+/// `value` if it is finite and positive.
+fn positive(key: &str, value: f64) -> Result<f64, String> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("{value} is out of range: `{key}` must be a positive number"))
+    }
+}
+
+/// Parses a duration such as `"30s"`, `"2m"`, `"1h30m"`, `"1.5h"`, `"500ms"` or `"0"` into
+/// seconds. Units: `ms`, `s`, `m`, `h`, `d`.
+fn parse_duration_s(text: &str) -> Result<f64, String> {
+    let s = text.trim();
+    let example = "write a duration such as \"30s\", \"2m\", \"1h30m\"";
+    if s.starts_with('-') {
+        return Err(format!("\"{text}\" is negative: {example} (zero or more)"));
+    }
+    if s.is_empty() {
+        return Err(format!("the duration is empty: {example}"));
+    }
+    if s == "0" {
+        return Ok(0.0);
+    }
+    let mut total_s = 0.0;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number: f64 = rest[..number_len].parse().map_err(|_| format!("\"{text}\" is not a duration: {example}"))?;
+        rest = rest[number_len..].trim_start();
+        let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
+        let unit_s = match &rest[..unit_len] {
+            "ms" => 0.001,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "d" => 86_400.0,
+            "" => return Err(format!("\"{text}\" lacks a unit: {example} (units ms, s, m, h, d)")),
+            other => return Err(format!("\"{text}\" has unknown unit `{other}`: use ms, s, m, h or d")),
+        };
+        total_s += number * unit_s;
+        rest = rest[unit_len..].trim_start();
+    }
+    if total_s.is_finite() { Ok(total_s) } else { Err(format!("\"{text}\" is too long: {example}")) }
+}
+
+/// Parses a memory size such as `"64GiB"`, `"512 MiB"`, `"1.5TiB"` or `"64GB"` into bytes.
+/// Binary units `KiB MiB GiB TiB`, decimal `kB MB GB TB`, and `B`; case-insensitive.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let example = "write a size such as \"64GiB\" or \"512MiB\"";
+    if s.starts_with('-') {
+        return Err(format!("\"{text}\" is negative: {example}"));
+    }
+    let number_len = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let number: f64 = s[..number_len].parse().map_err(|_| format!("\"{text}\" is not a size: {example}"))?;
+    let unit = s[number_len..].trim().to_ascii_lowercase();
+    let scale: f64 = match unit.as_str() {
+        "b" => 1.0,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => GIB as f64,
+        "tib" => GIB as f64 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        "" => return Err(format!("\"{text}\" lacks a unit: {example}")),
+        other => {
+            return Err(format!("\"{text}\" has unknown unit `{other}`: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB"));
+        }
+    };
+    let bytes = (number * scale).round();
+    if bytes.is_finite() && bytes < u64::MAX as f64 {
+        Ok(bytes as u64)
+    } else {
+        Err(format!("\"{text}\" is too large"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_negative_or_non_numeric_values() {
+        assert_eq!(parse_duration_s("30s"), Ok(30.0));
+        assert_eq!(parse_duration_s("2m"), Ok(120.0));
+        assert_eq!(parse_duration_s("1h"), Ok(3600.0));
+        assert_eq!(parse_duration_s("1h30m"), Ok(5400.0));
+        assert_eq!(parse_duration_s(" 1.5 h "), Ok(5400.0));
+        assert_eq!(parse_duration_s("250ms"), Ok(0.25));
+        assert_eq!(parse_duration_s("0"), Ok(0.0));
+        for bad in ["-5s", "", "soon", "30", "5y", "1..2s"] {
+            assert!(parse_duration_s(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_duration_s("-5s").is_err_and(|m| m.contains("negative")));
+    }
+
+    #[test]
+    fn memory_sizes_parse_with_binary_and_decimal_units() {
+        assert_eq!(parse_bytes("64GiB"), Ok(64 * GIB));
+        assert_eq!(parse_bytes("512 MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1.5gib"), Ok(3 * GIB / 2));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        for bad in ["64", "-1GiB", "lots", "3 parsecs"] {
+            assert!(parse_bytes(bad).is_err(), "{bad:?}");
+        }
+    }
+}
