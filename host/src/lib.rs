@@ -4,8 +4,14 @@
 //! **The loop.** Everything the host does is one loop, whatever the backend: observe →
 //! snapshot → decide → validate → apply → record. The backend's observations land in a
 //! [`snapshot::Telemetry`]; each policy instance receives from it only what changed since its
-//! previous call ([`snapshot::Cursor`]): a job's strings once, numbers every tick, progress as
-//! new records.
+//! previous call ([`snapshot::Cursor`]): a job's strings once, nodes when they change,
+//! numbers every tick (in columns), progress as new records. [`control::run`] is the loop.
+//!
+//! **Backends.** A [`backend::Backend`] is where jobs run: it observes them into the
+//! telemetry and applies validated actions. The simulator ([`sim::engine::Simulator`], a
+//! deterministic discrete-event model on a virtual clock) is the first; live Docker and replay
+//! come next. Around it, [`sim`] loads workloads, runs and compares policies over seeds, and
+//! draws the HTML report.
 //!
 //! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
 //! a cache of compiled components on disk. A policy file becomes a

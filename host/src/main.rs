@@ -174,6 +174,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let policies: Vec<String> = shipped::names().into_iter().map(String::from).collect();
             let runs = Runs { workload: &workload, policies: &policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
             println!("\n{}", runs.run(&rt, false)?.table());
+            println!(
+                "next: wasmsched compare --workload scenarios/two-nodes.toml --policy fair-share --policy PATH.wasm \
+                 --seeds 5 --report report/"
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Simulate { workload, policy, seed, json, runtime } => {

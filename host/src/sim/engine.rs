@@ -18,7 +18,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::model::Curve;
+use super::model::{Curve, meets};
 use super::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend};
 use crate::bindings::wit::{self, ActionKind};
@@ -460,7 +460,7 @@ impl Simulator {
         let metric = j.curve.metric_at(j.epoch);
         if let Some((t1, t2)) = j.plan.tiers {
             for (k, target) in [t1, t2].into_iter().enumerate() {
-                if j.reached[k].is_none() && meets(j.direction, metric, target) {
+                if j.reached[k].is_none() && meets(metric, target, j.direction) {
                     j.reached[k] = Some(now - j.plan.arrival_s);
                 }
             }
@@ -653,13 +653,6 @@ pub fn cfs_shares(capacity: f64, caps: &[f64]) -> Vec<f64> {
     shares
 }
 
-fn meets(direction: wit::Direction, value: f64, target: f64) -> bool {
-    match direction {
-        wit::Direction::HigherIsBetter => value >= target,
-        wit::Direction::LowerIsBetter => value <= target,
-    }
-}
-
 fn secs_to_ms(s: f64) -> u64 {
     (s * 1000.0).round() as u64
 }
@@ -710,21 +703,7 @@ mod tests {
     }
 
     fn plan(name: &str, arrival_s: f64) -> JobPlan {
-        JobPlan {
-            name: name.into(),
-            model: Model::Cifar10,
-            kind: wit::JobKind::Training,
-            arrival_s,
-            node: None,
-            batch_size: Model::Cifar10.default_batch_size(),
-            gpus: 0,
-            max_epochs: Some(5),
-            work_scale: 1.0,
-            tiers: None,
-            qoe_target: None,
-            request_rate: None,
-            duration_s: None,
-        }
+        JobPlan { max_epochs: Some(5), ..JobPlan::training(name, Model::Cifar10, arrival_s) }
     }
 
     fn quiet() -> SimConfig {

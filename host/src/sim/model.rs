@@ -324,7 +324,7 @@ impl Curve {
 }
 
 /// Whether `value` meets `target` in `direction`.
-fn meets(value: f64, target: f64, direction: wit::Direction) -> bool {
+pub(crate) fn meets(value: f64, target: f64, direction: wit::Direction) -> bool {
     match direction {
         wit::Direction::HigherIsBetter => value >= target,
         wit::Direction::LowerIsBetter => value <= target,

@@ -70,6 +70,11 @@ impl<'a> Page<'a> {
         Page { comparison, workload, policies, first, job_count, drawn }
     }
 
+    /// How many jobs the time charts do not draw one by one.
+    fn hidden(&self) -> usize {
+        self.job_count.saturating_sub(self.drawn.len())
+    }
+
     /// A job's name: from the workload, else from any run's outcome.
     fn job_name(&self, i: usize) -> String {
         match self.workload.jobs.get(i) {
@@ -232,27 +237,39 @@ fn jct_section(page: &Page, out: &mut String) {
     out.push_str(&svg.finish());
 }
 
-/// Section 3: each policy's CPU per job over time, stacked, on shared axes.
-fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
-    out.push_str("<h2>CPU used over time</h2>\n");
+/// Opens a section drawn from each policy's first run: its title, and its note followed by
+/// `left_out(drawn, hidden)` when some jobs are not drawn. False (after "No runs.") when there
+/// is nothing to draw.
+fn open_section(
+    page: &Page,
+    title: &str,
+    note: &str,
+    left_out: impl Fn(usize, usize) -> String,
+    out: &mut String,
+) -> bool {
+    let _ = writeln!(out, "<h2>{title}</h2>");
     if page.first.is_empty() {
         out.push_str("<p class=\"note\">No runs.</p>\n");
+        return false;
+    }
+    let hidden = page.hidden();
+    let more = if hidden > 0 { left_out(page.drawn.len(), hidden) } else { String::new() };
+    let _ = writeln!(out, "<p class=\"note\">{note}{more}</p>");
+    true
+}
+
+/// Section 3: each policy's CPU per job over time, stacked, on shared axes.
+fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
+    let note = "Cores used by each job, stacked, at every tick of the first seed.";
+    let left_out = |drawn, hidden| {
+        format!(
+            " Only the {drawn} jobs with the most CPU are drawn one by one; the other {hidden} are summed into the \
+             grey band on top."
+        )
+    };
+    if !open_section(page, "CPU used over time", note, left_out, out) {
         return;
     }
-    let hidden = page.job_count.saturating_sub(page.drawn.len());
-    let _ = writeln!(
-        out,
-        "<p class=\"note\">Cores used by each job, stacked, at every tick of the first seed.{}</p>",
-        if hidden > 0 {
-            format!(
-                " Only the {} jobs with the most CPU are drawn one by one; the other {hidden} are summed \
-                 into the grey band on top.",
-                page.drawn.len()
-            )
-        } else {
-            String::new()
-        }
-    );
     // One row per sample: (time, cores per drawn job, cores of the others).
     let stacks: Vec<Vec<(f64, Vec<f64>, f64)>> = page
         .first
@@ -279,6 +296,7 @@ fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
     let max_t = stacks.iter().flatten().map(|s| s.0).fold(0.0, f64::max);
     let max_cores = stacks.iter().flatten().map(|s| s.1.iter().sum::<f64>() + s.2).fold(capacity_cores, f64::max);
     let unit = TimeUnit::for_max(max_t);
+    let hidden = page.hidden();
     let legend = legend_entries(page, hidden);
 
     for (run, stack) in page.first.iter().zip(&stacks) {
@@ -329,22 +347,13 @@ fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
 
 /// Section 4: each drawn job's main metric over time, per policy.
 fn progress_section(page: &Page, out: &mut String) {
-    out.push_str("<h2>Progress</h2>\n");
-    if page.first.is_empty() {
-        out.push_str("<p class=\"note\">No runs.</p>\n");
+    let note = "Each job's main metric (accuracy, loss or latency, by model) at every report of the first seed; a \
+                dot marks its last report.";
+    let left_out =
+        |drawn, hidden| format!(" Only the {drawn} jobs with the most CPU are drawn; {hidden} are left out.");
+    if !open_section(page, "Progress", note, left_out, out) {
         return;
     }
-    let hidden = page.job_count.saturating_sub(page.drawn.len());
-    let _ = writeln!(
-        out,
-        "<p class=\"note\">Each job's main metric (accuracy, loss or latency, by model) at every report of \
-         the first seed; a dot marks its last report.{}</p>",
-        if hidden > 0 {
-            format!(" Only the {} jobs with the most CPU are drawn; {hidden} are left out.", page.drawn.len())
-        } else {
-            String::new()
-        }
-    );
     let curves = |run: &'_ RunReport, job: usize| -> Vec<(f64, f64)> {
         run.jobs
             .get(job)
@@ -816,27 +825,12 @@ impl Svg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bindings::wit;
     use crate::sim::model::Model;
     use crate::sim::run::Sample;
     use crate::sim::workload::{JobPlan, NodeSpec};
 
     fn plan(name: &str, arrival_s: f64) -> JobPlan {
-        JobPlan {
-            name: name.into(),
-            model: Model::Cifar10,
-            kind: wit::JobKind::Training,
-            arrival_s,
-            node: None,
-            batch_size: Model::Cifar10.default_batch_size(),
-            gpus: 0,
-            max_epochs: Some(5),
-            work_scale: 1.0,
-            tiers: None,
-            qoe_target: None,
-            request_rate: None,
-            duration_s: None,
-        }
+        JobPlan { max_epochs: Some(5), ..JobPlan::training(name, Model::Cifar10, arrival_s) }
     }
 
     fn workload(names: &[&str]) -> Workload {

@@ -108,6 +108,28 @@ pub struct JobPlan {
     pub duration_s: Option<f64>,
 }
 
+impl JobPlan {
+    /// A training job of `model` arriving at `arrival_s`: the model's default batch size, no
+    /// GPU, no pinned node, its whole curve at the model's work per epoch, no targets.
+    pub fn training(name: impl Into<String>, model: Model, arrival_s: f64) -> JobPlan {
+        JobPlan {
+            name: name.into(),
+            model,
+            kind: wit::JobKind::Training,
+            arrival_s,
+            node: None,
+            batch_size: model.default_batch_size(),
+            gpus: 0,
+            max_epochs: None,
+            work_scale: 1.0,
+            tiers: None,
+            qoe_target: None,
+            request_rate: None,
+            duration_s: None,
+        }
+    }
+}
+
 /// How to load a workload file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
@@ -381,7 +403,7 @@ fn finish(path: &str, mut workload: Workload, limit: Option<usize>) -> Result<Wo
 
 #[cfg(test)]
 mod tests {
-    use super::trace::{PHILLY_HEADER, POLLUX_HEADER, training};
+    use super::trace::{PHILLY_HEADER, POLLUX_HEADER};
     use super::*;
 
     const NODE: &str = "[[node]]\ncores = 8\nmemory = \"32GiB\"\n";
@@ -701,7 +723,10 @@ qoe-target = 60
                 gpu_memory_bytes: 32 * GIB
             }
         );
-        assert_eq!(w.jobs, vec![training("cifar10-0".into(), Model::Cifar10, 107.0, 2048, 6, 1.0)]);
+        assert_eq!(
+            w.jobs,
+            vec![JobPlan { batch_size: 2048, gpus: 6, ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0) }]
+        );
         let w = Workload::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None }).expect("loads");
         assert_eq!(w.nodes.len(), 2);
     }

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use super::{GIB, JobPlan, LoadOptions, NodeSpec, PHILLY_NODES, POLLUX_NODES, Workload, WorkloadError, finish};
-use crate::bindings::wit;
 use crate::sim::model::Model;
 
 /// The columns of a Pollux workload CSV, in the artifact's order.
@@ -216,35 +215,9 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
             });
         }
         seen.insert(job_name.clone(), line);
-        jobs.push(training(job_name, model, arrival_s, batch_size, gpus, 1.0));
+        jobs.push(JobPlan { batch_size, gpus, ..JobPlan::training(job_name, model, arrival_s) });
     }
     finish(path, Workload { name: name.into(), nodes, jobs }, opts.limit)
-}
-
-/// A training job with no targets, placed by the simulator.
-pub(super) fn training(
-    name: String,
-    model: Model,
-    arrival_s: f64,
-    batch_size: u32,
-    gpus: u32,
-    work_scale: f64,
-) -> JobPlan {
-    JobPlan {
-        name,
-        model,
-        kind: wit::JobKind::Training,
-        arrival_s,
-        node: None,
-        batch_size,
-        gpus,
-        max_epochs: None,
-        work_scale,
-        tiers: None,
-        qoe_target: None,
-        request_rate: None,
-        duration_s: None,
-    }
 }
 
 /// Streams the Philly trace CSV (see the module docs for the mapping).
@@ -284,14 +257,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         let curve_work_core_s =
             model.work_per_epoch_core_s() * f64::from(model.curve(model.default_batch_size()).epochs());
         let work_scale = duration_s * model.max_parallelism_cores() / curve_work_core_s;
-        jobs.push(training(
-            format!("philly-{data_row}"),
-            model,
-            submitted_s,
-            model.default_batch_size(),
-            gpus,
-            work_scale,
-        ));
+        jobs.push(JobPlan { gpus, work_scale, ..JobPlan::training(format!("philly-{data_row}"), model, submitted_s) });
     }
     for job in &mut jobs {
         job.arrival_s -= earliest_s;
