@@ -199,6 +199,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let runs = Runs { workload: &plan, policies: &policies, seeds: 0..seeds, tick: workload.tick, limits };
             let comparison = runs.run(&rt, report.is_some())?;
             println!("{}", comparison.table());
+            if !plan.paper.is_empty() {
+                println!("{}", comparison.paper_table(&plan.paper));
+            }
             if let Some(path) = json {
                 write_json(&path, &comparison)?;
             }

@@ -712,7 +712,12 @@ mod tests {
 
     #[test]
     fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
-        let w = Workload { name: "t".into(), nodes: vec![node("n0", 4)], jobs: vec![plan("a", 0.0), plan("b", 0.0)] };
+        let w = Workload {
+            name: "t".into(),
+            nodes: vec![node("n0", 4)],
+            jobs: vec![plan("a", 0.0), plan("b", 0.0)],
+            paper: Vec::new(),
+        };
         let mut sim = Simulator::new(&w, quiet());
         let mut world = Telemetry::new();
         assert!(sim.observe(&mut world, 10_000));
@@ -729,7 +734,8 @@ mod tests {
 
     #[test]
     fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
-        let w = Workload { name: "t".into(), nodes: vec![node("n0", 8)], jobs: vec![plan("a", 5.0)] };
+        let w =
+            Workload { name: "t".into(), nodes: vec![node("n0", 8)], jobs: vec![plan("a", 5.0)], paper: Vec::new() };
         let mut sim = Simulator::new(&w, quiet());
         let mut world = Telemetry::new();
         let mut t = 0;
@@ -747,7 +753,12 @@ mod tests {
 
     #[test]
     fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
-        let w = Workload { name: "t".into(), nodes: vec![node("n0", 8), node("n1", 8)], jobs: vec![plan("a", 0.0)] };
+        let w = Workload {
+            name: "t".into(),
+            nodes: vec![node("n0", 8), node("n1", 8)],
+            jobs: vec![plan("a", 0.0)],
+            paper: Vec::new(),
+        };
         let mut sim = Simulator::new(&w, quiet());
         let mut world = Telemetry::new();
         sim.observe(&mut world, 1_000);

@@ -844,6 +844,7 @@ mod tests {
                 gpu_memory_bytes: 0,
             }],
             jobs: names.iter().enumerate().map(|(i, n)| plan(n, 10.0 * i as f64)).collect(),
+            paper: Vec::new(),
         }
     }
 

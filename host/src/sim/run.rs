@@ -199,11 +199,13 @@ pub fn simulate_watched(
     }
 }
 
-fn mean(xs: &[f64]) -> f64 {
+/// The mean; 0 for no values.
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() { 0.0 } else { xs.iter().sum::<f64>() / xs.len() as f64 }
 }
 
-fn std_dev(xs: &[f64]) -> f64 {
+/// The sample standard deviation; 0 for fewer than two values.
+pub(crate) fn std_dev(xs: &[f64]) -> f64 {
     if xs.len() < 2 {
         return 0.0;
     }
@@ -244,6 +246,12 @@ impl Comparison {
         seen
     }
 
+    /// What every other policy is compared with: fair-share if it ran, else the first policy.
+    pub fn baseline(&self) -> &str {
+        let policies = self.policies();
+        policies.iter().copied().find(|p| *p == "fair-share").or(policies.first().copied()).unwrap_or("")
+    }
+
     fn of(&self, policy: &str, f: impl Fn(&RunReport) -> f64) -> Vec<f64> {
         self.runs.iter().filter(|r| r.policy == policy).map(f).collect()
     }
@@ -252,8 +260,7 @@ impl Comparison {
     /// baseline (`fair-share` if it ran, else the first policy).
     pub fn table(&self) -> String {
         let policies = self.policies();
-        let baseline =
-            policies.iter().copied().find(|p| *p == "fair-share").or(policies.first().copied()).unwrap_or("");
+        let baseline = self.baseline();
         let seeds = self.runs.iter().filter(|r| r.policy == baseline).count();
         let columns: [(&str, Metric); 5] = [
             ("makespan s", |r| r.makespan_s),

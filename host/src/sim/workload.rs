@@ -36,6 +36,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::model::Model;
+use super::paper::Claim;
 use crate::bindings::wit;
 
 mod scenario;
@@ -60,6 +61,9 @@ pub struct Workload {
     pub nodes: Vec<NodeSpec>,
     /// The jobs, at least one, sorted by `arrival_s` (stable: ties keep the file's order).
     pub jobs: Vec<JobPlan>,
+    /// What a paper reports for this workload (scenarios' `[[paper]]` tables), to print
+    /// beside our figures.
+    pub paper: Vec<Claim>,
 }
 
 /// One node of the simulated cluster.
@@ -462,9 +466,16 @@ max-epochs = 10
 work-scale = 0.5
 tiers = [40, 30]
 qoe-target = 60
+
+[[paper]]
+policy = "flowcon"
+figure = "best-job-jct"
+value = -0.42
+source = "a paper"
 "#;
         let w = Workload::from_scenario_str("t.toml", text).expect("loads");
         assert_eq!(w.name, "full");
+        assert_eq!((w.paper.len(), w.paper[0].figure), (1, crate::sim::paper::Figure::BestJobJct));
         assert_eq!(
             w.nodes,
             vec![NodeSpec {
@@ -520,6 +531,15 @@ qoe-target = 60
         assert!(matches!(e, WorkloadError::Toml { line: Some(7), .. }), "{e:?}");
         let message = e.to_string();
         assert!(message.contains("colour") && message.starts_with("t.toml:7:"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_paper_figure_is_refused_with_the_known_ones() {
+        let text = format!(
+            "{NODE}[[job]]\nname = \"a\"\nmodel = \"ncf\"\n[[paper]]\npolicy = \"x\"\nfigure = \"speedup\"\nvalue = 1\nsource = \"s\"\n"
+        );
+        let message = scenario_err(&text).to_string();
+        assert!(message.contains("speedup") && message.contains("best-job-jct"), "{message}");
     }
 
     #[test]

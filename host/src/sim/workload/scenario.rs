@@ -8,6 +8,7 @@ use serde::Deserialize;
 use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
 use crate::bindings::wit;
 use crate::sim::model::Model;
+use crate::sim::paper::Claim;
 
 /// A scenario file: see `scenarios/README.md`.
 #[derive(Deserialize)]
@@ -21,6 +22,9 @@ struct ScenarioFile {
     /// The jobs, one `[[job]]` table each (or several, with `count`); at least one.
     #[serde(default)]
     job: Vec<JobTable>,
+    /// What a paper reports for this set-up, printed beside our figures by `compare`.
+    #[serde(default)]
+    paper: Vec<Claim>,
 }
 
 /// A `[[node]]` table.
@@ -339,7 +343,7 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
             });
         }
     }
-    Ok(Workload { name: file.name.unwrap_or_else(|| default_name.to_string()), nodes, jobs })
+    Ok(Workload { name: file.name.unwrap_or_else(|| default_name.to_string()), nodes, jobs, paper: file.paper })
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

@@ -217,7 +217,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         seen.insert(job_name.clone(), line);
         jobs.push(JobPlan { batch_size, gpus, ..JobPlan::training(job_name, model, arrival_s) });
     }
-    finish(path, Workload { name: name.into(), nodes, jobs }, opts.limit)
+    finish(path, Workload { name: name.into(), nodes, jobs, paper: Vec::new() }, opts.limit)
 }
 
 /// Streams the Philly trace CSV (see the module docs for the mapping).
@@ -262,7 +262,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
     for job in &mut jobs {
         job.arrival_s -= earliest_s;
     }
-    finish(path, Workload { name: name.into(), nodes, jobs }, opts.limit)
+    finish(path, Workload { name: name.into(), nodes, jobs, paper: Vec::new() }, opts.limit)
 }
 
 /// The model of a Philly job, by its GPU time and (1-based) data row.

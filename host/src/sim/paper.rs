@@ -1,0 +1,264 @@
+//! The published figures a scenario sets out to reproduce, and ours beside them.
+//!
+//! A scenario lists what a paper reports in `[[paper]]` tables ([`Claim`]); `wasmsched compare`
+//! then measures the same [`Figure`] on every seed, each policy's run against the baseline's
+//! run of the same seed (so only the policy differs), and prints [`Comparison::paper_table`].
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::engine::JobOutcome;
+use super::run::{Comparison, RunReport, mean, std_dev};
+
+/// A figure a paper reports, measured as a change against the baseline run of the same seed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Figure {
+    /// Change of the makespan.
+    Makespan,
+    /// Change of the mean job completion time.
+    MeanJct,
+    /// The job that gains most: the most negative per-job change of completion time.
+    BestJobJct,
+    /// The mean of the per-job changes of completion time.
+    MeanJobJct,
+    /// The job that gains most in time to its first target (T1).
+    BestJobT1,
+    /// The mean of the per-job changes of time to T1.
+    MeanJobT1,
+    /// The job that gains most in time to its final target (T2).
+    BestJobT2,
+    /// The mean of the per-job changes of time to T2.
+    MeanJobT2,
+    /// Jobs that met their QoE target, as a multiple of the baseline's count.
+    SatisfiedRatio,
+}
+
+impl Figure {
+    fn label(self) -> &'static str {
+        match self {
+            Figure::Makespan => "makespan",
+            Figure::MeanJct => "mean JCT",
+            Figure::BestJobJct => "best job, JCT",
+            Figure::MeanJobJct => "per-job JCT, mean",
+            Figure::BestJobT1 => "best job, time to T1",
+            Figure::MeanJobT1 => "per-job time to T1, mean",
+            Figure::BestJobT2 => "best job, time to T2",
+            Figure::MeanJobT2 => "per-job time to T2, mean",
+            Figure::SatisfiedRatio => "QoE satisfied, ratio",
+        }
+    }
+
+    fn is_ratio(self) -> bool {
+        self == Figure::SatisfiedRatio
+    }
+
+    /// This figure for `run` against `base` (the baseline's run of the same seed). None when
+    /// it cannot be measured: no job reached the target in both runs, the baseline satisfied
+    /// nobody, …
+    pub fn measure(self, run: &RunReport, base: &RunReport) -> Option<f64> {
+        let changes = |pick: fn(&JobOutcome) -> Option<f64>| per_job_changes(run, base, pick);
+        let best = |xs: Vec<f64>| xs.into_iter().reduce(f64::min);
+        let mean = |xs: Vec<f64>| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+        match self {
+            Figure::Makespan => change(run.makespan_s, base.makespan_s),
+            Figure::MeanJct => change(run.mean_jct_s, base.mean_jct_s),
+            Figure::BestJobJct => best(changes(|j| j.jct_s)),
+            Figure::MeanJobJct => mean(changes(|j| j.jct_s)),
+            Figure::BestJobT1 => best(changes(target(0))),
+            Figure::MeanJobT1 => mean(changes(target(0))),
+            Figure::BestJobT2 => best(changes(target(1))),
+            Figure::MeanJobT2 => mean(changes(target(1))),
+            Figure::SatisfiedRatio => (base.satisfied > 0).then(|| run.satisfied as f64 / base.satisfied as f64),
+        }
+    }
+
+    fn format(self, value: f64) -> String {
+        if self.is_ratio() { format!("{value:.2}×") } else { format!("{:+.1} %", 100.0 * value) }
+    }
+}
+
+fn target(tier: usize) -> fn(&JobOutcome) -> Option<f64> {
+    match tier {
+        0 => |j| j.targets_reached_s.first().copied().flatten(),
+        _ => |j| j.targets_reached_s.get(1).copied().flatten(),
+    }
+}
+
+fn change(ours: f64, base: f64) -> Option<f64> {
+    (base > 0.0 && ours.is_finite()).then(|| ours / base - 1.0)
+}
+
+/// Each job's relative change of `pick` between the two runs, for the jobs where both have
+/// it. Jobs pair by position: a workload's jobs are in the same order in every run.
+pub fn per_job_changes(run: &RunReport, base: &RunReport, pick: fn(&JobOutcome) -> Option<f64>) -> Vec<f64> {
+    run.jobs.iter().zip(&base.jobs).filter_map(|(ours, theirs)| change(pick(ours)?, pick(theirs)?)).collect()
+}
+
+/// One published figure: what a paper reports for a policy against its baseline.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Claim {
+    /// The policy the figure is about, as given to `--policy`.
+    pub policy: String,
+    /// What is measured.
+    pub figure: Figure,
+    /// The paper's value: a fraction for a change (`-0.4206` for −42.06 %), a multiple for
+    /// `satisfied-ratio` (`8.0`).
+    pub value: f64,
+    /// Where the paper reports it.
+    pub source: String,
+}
+
+impl Comparison {
+    /// The runs of `policy` paired with the baseline's runs of the same seeds.
+    fn paired<'a>(&'a self, policy: &'a str) -> impl Iterator<Item = (&'a RunReport, &'a RunReport)> + 'a {
+        let baseline = self.baseline();
+        self.runs.iter().filter(move |r| r.policy == policy).filter_map(move |run| {
+            self.runs.iter().find(|b| b.policy == baseline && b.seed == run.seed).map(|base| (run, base))
+        })
+    }
+
+    /// The paper's figures beside ours (mean ± sd over seeds, and the range), then for every
+    /// policy the distribution of its per-job completion-time changes over all seeds.
+    pub fn paper_table(&self, claims: &[Claim]) -> String {
+        let baseline = self.baseline();
+        let mut out = String::new();
+        let _ = writeln!(out, "against {baseline}, the same seed for both; ours as mean ± sd over seeds [min, max]");
+        let _ = writeln!(out, "{:<12} {:<26} {:>10} {:>30}  source", "policy", "figure", "paper", "ours");
+        for claim in claims {
+            let values: Vec<f64> =
+                self.paired(&claim.policy).filter_map(|(run, base)| claim.figure.measure(run, base)).collect();
+            let ours = if values.is_empty() {
+                format!("not measured ({} did not run)", claim.policy)
+            } else {
+                let (lo, hi) =
+                    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+                let f = |x| claim.figure.format(x);
+                let sd = std_dev(&values);
+                let sd = if claim.figure.is_ratio() { format!("{sd:.2}×") } else { format!("{:.1} %", 100.0 * sd) };
+                format!("{} ± {sd} [{}, {}]", f(mean(&values)), f(lo), f(hi))
+            };
+            let _ = writeln!(
+                out,
+                "{:<12} {:<26} {:>10} {:>30}  {}",
+                claim.policy,
+                claim.figure.label(),
+                claim.figure.format(claim.value),
+                ours,
+                claim.source
+            );
+        }
+        for policy in self.policies().into_iter().filter(|p| *p != baseline) {
+            let mut changes: Vec<f64> =
+                self.paired(policy).flat_map(|(run, base)| per_job_changes(run, base, |j| j.jct_s)).collect();
+            if changes.is_empty() {
+                continue;
+            }
+            changes.sort_by(f64::total_cmp);
+            let q = |p: f64| Figure::Makespan.format(changes[((changes.len() - 1) as f64 * p).round() as usize]);
+            let faster = changes.iter().filter(|c| **c < -0.005).count();
+            let slower = changes.iter().filter(|c| **c > 0.005).count();
+            let _ = writeln!(
+                out,
+                "{policy}: per-job JCT change over {} job runs: min {}, quartiles {} / {} / {}, max {}; {faster} faster, \
+                 {slower} slower (beyond ±0.5 %)",
+                changes.len(),
+                q(0.0),
+                q(0.25),
+                q(0.5),
+                q(0.75),
+                q(1.0)
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(jct_s: Option<f64>, t1_s: Option<f64>) -> JobOutcome {
+        JobOutcome {
+            name: "j".into(),
+            model: "cifar10".into(),
+            arrival_s: 0.0,
+            finish_s: jct_s,
+            jct_s,
+            targets_reached_s: vec![t1_s, None],
+            delivered_s: None,
+            satisfied: None,
+            qoe: None,
+            migrations: 0,
+            stopped: false,
+            epochs: 1,
+            progress: Vec::new(),
+        }
+    }
+
+    fn run(policy: &str, seed: u64, jobs: Vec<JobOutcome>, satisfied: usize) -> RunReport {
+        let jcts: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
+        RunReport {
+            policy: policy.into(),
+            digest: String::new(),
+            seed,
+            makespan_s: jcts.iter().copied().fold(0.0, f64::max),
+            mean_jct_s: mean(&jcts),
+            p95_jct_s: 0.0,
+            satisfied,
+            with_qoe_target: 0,
+            cpu_utilisation: 0.0,
+            policy_calls: 0,
+            policy_time_ms: 0.0,
+            fallbacks: 0,
+            rejected_actions: 0,
+            wall_ms: 0.0,
+            jobs,
+            timeline: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn figures_compare_each_job_with_itself_under_the_baseline() {
+        let base = run("fair-share", 0, vec![job(Some(100.0), Some(50.0)), job(Some(200.0), None)], 2);
+        let ours = run("flowcon", 0, vec![job(Some(60.0), Some(25.0)), job(Some(220.0), Some(90.0))], 6);
+        let close = |f: Figure, want: f64| {
+            let got = f.measure(&ours, &base).unwrap();
+            assert!((got - want).abs() < 1e-12, "{f:?}: {got} != {want}");
+        };
+        close(Figure::BestJobJct, -0.4);
+        close(Figure::MeanJobJct, (-0.4 + 0.1) / 2.0);
+        close(Figure::Makespan, 0.1);
+        close(Figure::MeanJct, 140.0 / 150.0 - 1.0);
+        close(Figure::BestJobT1, -0.5);
+        close(Figure::SatisfiedRatio, 3.0);
+        assert_eq!(Figure::BestJobT2.measure(&ours, &base), None, "no job reached T2 in both runs");
+        let nobody = run("fair-share", 0, base.jobs.clone(), 0);
+        assert_eq!(Figure::SatisfiedRatio.measure(&ours, &nobody), None);
+    }
+
+    #[test]
+    fn the_paper_table_pairs_runs_by_seed_and_shows_the_spread() {
+        let mut runs = Vec::new();
+        for (seed, gain) in [(0, 0.6), (1, 0.8)] {
+            runs.push(run("fair-share", seed, vec![job(Some(100.0), None), job(Some(100.0), None)], 1));
+            runs.push(run("flowcon", seed, vec![job(Some(100.0 * gain), None), job(Some(100.0), None)], 1));
+        }
+        let comparison = Comparison { workload: "w".into(), runs };
+        let claim = Claim {
+            policy: "flowcon".into(),
+            figure: Figure::BestJobJct,
+            value: -0.4206,
+            source: "FlowCon, ICPP 2019".into(),
+        };
+        let missing = Claim { policy: "specon".into(), ..claim.clone() };
+        let table = comparison.paper_table(&[claim, missing]);
+        assert!(table.contains("-42.1 %"), "{table}");
+        assert!(table.contains("-30.0 % ± 14.1 % [-40.0 %, -20.0 %]"), "{table}");
+        assert!(table.contains("not measured (specon did not run)"), "{table}");
+        assert!(table.contains("over 4 job runs: min -40.0 %"), "{table}");
+        assert!(table.contains("2 faster, 0 slower"), "{table}");
+    }
+}
