@@ -155,6 +155,10 @@ fn render(comparison: &Comparison, workload: &Workload) -> String {
         comparison.runs.len()
     );
     let _ = writeln!(out, "<pre>{}</pre>", escape(&comparison.table()));
+    if !workload.paper.is_empty() {
+        out.push_str("<h2>Beside the paper</h2>\n");
+        let _ = writeln!(out, "<pre>{}</pre>", escape(&comparison.paper_table(&workload.paper)));
+    }
 
     jct_section(&page, &mut out);
     cpu_section(&page, cores, &mut out);
