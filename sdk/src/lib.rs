@@ -23,7 +23,7 @@ pub mod view;
 pub use decision::{Action, ActionKind, Decision};
 pub use policy::{NoConfig, Policy, PolicyError, Runner, state};
 pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
-pub use view::{Direction, Job, JobKind, Node, ProgressRecord, Snapshot};
+pub use view::{Direction, Gpu, Job, JobKind, Node, ProgressRecord, Snapshot, Values};
 
 /// Everything a policy usually needs, in one `use`.
 pub mod prelude {

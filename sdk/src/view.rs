@@ -20,7 +20,52 @@ pub struct ProgressRecord {
     /// Epochs completed (training) or windows served (inference).
     pub epoch: u32,
     /// Values in the order of the job's [`Job::metrics`]; NaN where missing.
-    pub values: Vec<f64>,
+    pub values: Values,
+}
+
+/// A record's values: a slice (`&record.values[..]`, `.iter()`, `.first()`), kept inline up to
+/// [`Values::INLINE`] of them so that a record costs no allocation of its own.
+#[derive(Clone, Default)]
+pub struct Values {
+    len: usize,
+    inline: [f64; Values::INLINE],
+    spilled: Vec<f64>,
+}
+
+impl Values {
+    /// How many values fit without an allocation.
+    pub const INLINE: usize = 3;
+
+    /// A copy of `values`.
+    pub fn from_slice(values: &[f64]) -> Self {
+        let mut v = Values { len: values.len(), ..Values::default() };
+        if values.len() <= Self::INLINE {
+            v.inline[..values.len()].copy_from_slice(values);
+        } else {
+            v.spilled = values.to_vec();
+        }
+        v
+    }
+}
+
+impl std::ops::Deref for Values {
+    type Target = [f64];
+
+    fn deref(&self) -> &[f64] {
+        if self.len <= Self::INLINE { &self.inline[..self.len] } else { &self.spilled }
+    }
+}
+
+impl PartialEq for Values {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for Values {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
 }
 
 impl ProgressRecord {
@@ -44,19 +89,36 @@ pub(crate) struct JobNumbers {
 }
 
 impl JobNumbers {
-    /// Row `i` of the columns; None when a column is too short.
-    fn from_columns(c: &wit::JobStates, i: usize) -> Option<Self> {
+    /// Whether every column has as many rows as `handle`.
+    fn columns_agree(c: &wit::JobStates) -> bool {
+        let rows = c.handle.len();
+        [
+            c.node.len(),
+            c.cpu_limit_millicores.len(),
+            c.memory_limit_bytes.len(),
+            c.cpu_used_millicores.len(),
+            c.memory_used_bytes.len(),
+            c.gpu.len(),
+            c.gpu_share_percent.len(),
+            c.gpu_used_percent.len(),
+        ]
+        .iter()
+        .all(|&n| n == rows)
+    }
+
+    /// Row `i` of the columns, which [`Self::columns_agree`] checked.
+    fn from_columns(c: &wit::JobStates, i: usize) -> Self {
         let nonzero = |v: u64| (v != 0).then_some(v);
-        Some(JobNumbers {
-            node: *c.node.get(i)?,
-            cpu_limit: nonzero(*c.cpu_limit_millicores.get(i)?),
-            memory_limit: nonzero(*c.memory_limit_bytes.get(i)?),
-            cpu_used: *c.cpu_used_millicores.get(i)?,
-            memory_used: *c.memory_used_bytes.get(i)?,
-            gpu: u32::try_from(*c.gpu.get(i)?).ok(),
-            gpu_share: Some(*c.gpu_share_percent.get(i)?).filter(|p| *p != 0),
-            gpu_used: *c.gpu_used_percent.get(i)?,
-        })
+        JobNumbers {
+            node: c.node[i],
+            cpu_limit: nonzero(c.cpu_limit_millicores[i]),
+            memory_limit: nonzero(c.memory_limit_bytes[i]),
+            cpu_used: c.cpu_used_millicores[i],
+            memory_used: c.memory_used_bytes[i],
+            gpu: u32::try_from(c.gpu[i]).ok(),
+            gpu_share: Some(c.gpu_share_percent[i]).filter(|p| *p != 0),
+            gpu_used: c.gpu_used_percent[i],
+        }
     }
 
     /// Append this row to the columns, as the host sends them.
@@ -120,11 +182,9 @@ impl JobTable {
     pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds), String> {
         let now = Seconds::from_millis(raw.time_ms);
         let jobs = &raw.jobs;
-        let rows = jobs.handle.len();
-        let states: Vec<JobNumbers> = (0..rows)
-            .map(|i| JobNumbers::from_columns(jobs, i))
-            .collect::<Option<_>>()
-            .ok_or("job-state columns differ in length")?;
+        if !JobNumbers::columns_agree(jobs) {
+            return Err("job-state columns differ in length".into());
+        }
         let p = &raw.progress;
         let records = p.job.len();
         if p.time_ms.len() != records || p.epoch.len() != records || p.value_count.len() != records {
@@ -164,19 +224,19 @@ impl JobTable {
             entry.fresh = 0;
         }
         // The host sends rows in handle order, so the common case is a straight zip.
-        for (i, (&handle, state)) in jobs.handle.iter().zip(states).enumerate() {
+        for (i, &handle) in jobs.handle.iter().enumerate() {
             let idx = match self.entries.get(i) {
                 Some(e) if e.spec.handle == handle => Some(i),
                 _ => self.index(handle),
             };
             if let Some(idx) = idx {
-                self.entries[idx].state = state;
+                self.entries[idx].state = JobNumbers::from_columns(jobs, i);
             }
         }
         let mut offset = 0;
         for i in 0..records {
             let count = usize::from(p.value_count[i]);
-            let values = p.values[offset..offset + count].to_vec();
+            let values = Values::from_slice(&p.values[offset..offset + count]);
             offset += count;
             if let Some(idx) = self.index(p.job[i]) {
                 let entry = &mut self.entries[idx];
