@@ -8,8 +8,9 @@
 //! scaled by the job's `work_scale`), and a job uses at most its model's maximum useful
 //! parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an equal
 //! share, a limit caps it, and what a job cannot use flows to the others (work-conserving).
-//! Jobs that share a GPU time-slice it: with G GPUs asked for and N present, each GPU job
-//! runs at N/G of its speed. A migration restarts the job on its new node from its last
+//! A GPU job runs on the least-loaded GPU of its node; jobs that share GPUs time-slice them:
+//! with G GPUs asked for and N present, each GPU job runs at N/G of its speed, and each is
+//! reported with its GPU and its slice of it. A migration restarts the job on its new node from its last
 //! completed epoch after a restart cost. An inference service needs `request_rate` × 20 ms
 //! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to.
 //! A seed perturbs each job's work per epoch and each epoch's length by a few per cent, so
@@ -73,6 +74,8 @@ struct SimJob {
     cores: f64,
     entitled: f64,
     limit_cores: Option<f64>,
+    /// The GPU it runs on (index on its node), when it asks for GPUs and the node has some.
+    gpu: Option<u32>,
     gpu_share: Option<u8>,
     paused_until: f64,
     version: u64,
@@ -194,6 +197,12 @@ pub struct Simulator {
     ended: Vec<u32>,
     rng: Rng,
     busy_core_s: f64,
+    /// Per GPU (node order, then GPU order), the jobs that ran on it over the last interval;
+    /// node n's GPUs start at `first_gpu[n]`.
+    gpu_jobs: Vec<u32>,
+    /// What the world was last told of each GPU (busy or idle).
+    gpu_busy: Vec<bool>,
+    first_gpu: Vec<usize>,
 }
 
 impl Simulator {
@@ -223,6 +232,7 @@ impl Simulator {
                     cores: 0.0,
                     entitled: 0.0,
                     limit_cores: None,
+                    gpu: None,
                     gpu_share: None,
                     paused_until: 0.0,
                     version: 0,
@@ -256,6 +266,16 @@ impl Simulator {
             ended: Vec::new(),
             rng,
             busy_core_s: 0.0,
+            gpu_jobs: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
+            gpu_busy: vec![false; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
+            first_gpu: workload
+                .nodes
+                .iter()
+                .scan(0, |next, n| {
+                    *next += n.gpus as usize;
+                    Some(*next - n.gpus as usize)
+                })
+                .collect(),
         }
     }
 
@@ -389,6 +409,22 @@ impl Simulator {
         self.events.push(Event { time_s, job: i, version: j.version });
     }
 
+    /// The GPU of `node` with the fewest jobs on it (the lowest index on a tie), for a job
+    /// that asks for GPUs; None when the node has none.
+    fn pick_gpu(&self, node: u32, asks: u32) -> Option<u32> {
+        let count = self.nodes[node as usize].gpus;
+        if asks == 0 || count == 0 {
+            return None;
+        }
+        let mut load = vec![0u32; count as usize];
+        for &k in &self.on_node[node as usize] {
+            if let Some(g) = self.jobs[k].gpu {
+                load[g as usize] += 1;
+            }
+        }
+        (0..count).min_by_key(|&g| (load[g as usize], g))
+    }
+
     fn place(&self, plan: &JobPlan) -> u32 {
         if let Some(n) = plan.node {
             return n;
@@ -405,6 +441,7 @@ impl Simulator {
 
     fn arrive(&mut self, i: usize, world: &mut Telemetry) {
         let node = self.place(&self.jobs[i].plan);
+        let gpu = self.pick_gpu(node, self.jobs[i].plan.gpus);
         let spec = job_spec(&self.jobs[i].plan);
         let handle = world.add_job(spec, node);
         self.by_handle.push(i);
@@ -412,6 +449,7 @@ impl Simulator {
         let j = &mut self.jobs[i];
         j.handle = Some(handle);
         j.node = node;
+        j.gpu = gpu;
         j.phase = Phase::Running;
         j.last_update_s = self.now_s;
         j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
@@ -564,16 +602,35 @@ impl Backend for Simulator {
         }
         let interval = (until_s - from_s).max(1e-9);
         let running: Vec<usize> = self.running().collect();
+        // A GPU is busy while a job that ran this interval is on it; they time-slice it.
+        self.gpu_jobs.fill(0);
+        for &i in &running {
+            let j = &self.jobs[i];
+            if let Some(g) = j.gpu.filter(|_| j.used_core_s > 0.0) {
+                self.gpu_jobs[self.first_gpu[j.node as usize] + g as usize] += 1;
+            }
+        }
         for i in running {
             let j = &mut self.jobs[i];
             let Some(state) = j.handle.and_then(|h| world.state_mut(h)) else { continue };
+            let sharing = j.gpu.map_or(0, |g| self.gpu_jobs[self.first_gpu[j.node as usize] + g as usize]);
             state.node = j.node;
             state.cpu_used_millicores = (1000.0 * j.used_core_s / interval).round() as u64;
             state.memory_used_bytes = j.memory_bytes;
             state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
-            state.gpu = (j.plan.gpus > 0).then_some(0);
+            state.gpu = j.gpu;
             state.gpu_share_percent = j.gpu_share;
+            state.gpu_used_percent = if j.used_core_s > 0.0 && sharing > 0 { 100.0 / sharing as f32 } else { 0.0 };
             j.used_core_s = 0.0;
+        }
+        for (node, &first) in self.first_gpu.iter().enumerate() {
+            for g in 0..self.nodes[node].gpus as usize {
+                let busy = self.gpu_jobs[first + g] > 0;
+                if busy != self.gpu_busy[first + g] {
+                    self.gpu_busy[first + g] = busy;
+                    world.set_gpu_use(node as u32, g as u32, if busy { 100.0 } else { 0.0 }, 0);
+                }
+            }
         }
         self.next_arrival < self.jobs.len() || self.on_node.iter().any(|n| !n.is_empty())
     }
@@ -601,7 +658,9 @@ impl Backend for Simulator {
                 ActionKind::Migrate(to) => {
                     self.catch_up(i);
                     self.on_node[node as usize].retain(|&k| k != i);
+                    let gpu = self.pick_gpu(to, self.jobs[i].plan.gpus);
                     self.on_node[to as usize].push(i);
+                    self.jobs[i].gpu = gpu;
                     let restart = self.now_s + self.config.restart_cost_s;
                     let j = &mut self.jobs[i];
                     j.work_left = j.work_per_epoch;
@@ -772,6 +831,23 @@ mod tests {
         sim.observe(&mut world, 31_000);
         assert!(world.state(0).unwrap().cpu_used_millicores > 0, "running again after 20 s");
         assert_eq!(sim.outcomes()[0].migrations, 1);
+    }
+
+    #[test]
+    fn gpu_jobs_spread_over_a_node_s_gpus_and_time_slice_when_they_share_one() {
+        let gpu_node = NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
+        let gpu_plan = |name: &str| JobPlan { gpus: 1, ..plan(name, 0.0) };
+        let jobs = vec![gpu_plan("a"), gpu_plan("b"), gpu_plan("c"), plan("cpu", 0.0)];
+        let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
+        let mut sim = Simulator::new(&w, quiet());
+        let mut world = Telemetry::new();
+        sim.observe(&mut world, 10_000);
+        let gpus: Vec<Option<u32>> = (0..4).map(|h| world.state(h).unwrap().gpu).collect();
+        assert_eq!(gpus, [Some(0), Some(1), Some(0), None]);
+        let used: Vec<f32> = (0..4).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
+        assert_eq!(used, [50.0, 100.0, 50.0, 0.0], "two jobs time-slice GPU 0");
+        let snapshot = world.snapshot_for(&mut crate::snapshot::Cursor::fresh());
+        assert_eq!(snapshot.gpus.utilisation_percent, [100.0, 100.0]);
     }
 
     #[test]
