@@ -2,8 +2,8 @@
 //! JavaScript, nothing fetched) that a person opens in a browser.
 //!
 //! The page holds the summary table, the spread of job completion times per policy over all
-//! seeds, and for the first seed of each policy the CPU each job used over time, each job's
-//! main metric over time, and a per-job table. Start at [`write_html`]; the pictures are drawn
+//! seeds, and for the first seed of each policy the CPU each job used over time, the CPU limit
+//! the policy set on each job, each job's main metric over time, and a per-job table. Start at [`write_html`]; the pictures are drawn
 //! by hand with a small `Svg` writer and "nice" ticks (1, 2 or 5 × 10^k), so the report needs
 //! no fonts, no plotting crate and no system library. Every number written into the SVG goes
 //! through one formatter that turns a non-finite value into 0, and every string through
@@ -162,6 +162,7 @@ fn render(comparison: &Comparison, workload: &Workload) -> String {
 
     jct_section(&page, &mut out);
     cpu_section(&page, cores, &mut out);
+    limits_section(&page, &mut out);
     progress_section(&page, &mut out);
     jobs_section(&page, &mut out);
     out.push_str("</body>\n</html>\n");
@@ -349,23 +350,81 @@ fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
     }
 }
 
-/// Section 4: each drawn job's main metric over time, per policy.
+/// Section 5: each drawn job's main metric over time, per policy.
 fn progress_section(page: &Page, out: &mut String) {
     let note = "Each job's main metric (accuracy, loss or latency, by model) at every report of the first seed; a \
                 dot marks its last report.";
+    let series = |run: &RunReport, job: usize| -> Vec<Vec<(f64, f64)>> {
+        let curve = run.jobs.get(job).map(|o| o.progress.clone()).unwrap_or_default();
+        vec![curve.into_iter().filter(|(t, m)| t.is_finite() && m.is_finite()).collect()]
+    };
+    let lines = Lines {
+        title: "Progress",
+        chart: "Main metric per job",
+        y_label: "main metric",
+        note,
+        empty: "no progress recorded for this run",
+    };
+    lines_section(page, &lines, series, out);
+}
+
+/// Section 4: the CPU limit each policy set on each drawn job over time.
+fn limits_section(page: &Page, out: &mut String) {
+    let note = "The CPU limit in force on each job at every tick of the first seed, in cores; no line while a \
+                job runs unlimited (fair-share's default), a dot at the last limit.";
+    // Stretches of consecutive ticks with a limit, each drawn as one line.
+    let series = |run: &RunReport, job: usize| -> Vec<Vec<(f64, f64)>> {
+        let mut stretches: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+        for sample in &run.timeline {
+            let limit = sample.cpu.iter().find(|(j, _, _)| *j as usize == job).and_then(|(_, _, limit)| *limit);
+            match limit {
+                Some(cores) if cores.is_finite() => {
+                    stretches.last_mut().expect("never empty").push((sample.time_s, cores))
+                }
+                _ if stretches.last().is_some_and(|s| !s.is_empty()) => stretches.push(Vec::new()),
+                _ => {}
+            }
+        }
+        stretches.retain(|s| !s.is_empty());
+        stretches
+    };
+    let lines = Lines {
+        title: "CPU limits",
+        chart: "CPU limit per job",
+        y_label: "CPU limit (cores)",
+        note,
+        empty: "no CPU limit was set in this run",
+    };
+    lines_section(page, &lines, series, out);
+}
+
+/// The words of a section of per-job lines.
+struct Lines<'a> {
+    title: &'a str,
+    chart: &'a str,
+    y_label: &'a str,
+    note: &'a str,
+    empty: &'a str,
+}
+
+/// A section with one chart per policy's first run: each drawn job's `series` (stretches of
+/// (time s, value)) as lines, a dot at its last point.
+fn lines_section(
+    page: &Page,
+    words: &Lines,
+    series: impl Fn(&RunReport, usize) -> Vec<Vec<(f64, f64)>>,
+    out: &mut String,
+) {
     let left_out =
         |drawn, hidden| format!(" Only the {drawn} jobs with the most CPU are drawn; {hidden} are left out.");
-    if !open_section(page, "Progress", note, left_out, out) {
+    if !open_section(page, words.title, words.note, left_out, out) {
         return;
     }
-    let curves = |run: &'_ RunReport, job: usize| -> Vec<(f64, f64)> {
-        run.jobs
-            .get(job)
-            .map(|o| o.progress.iter().copied().filter(|(t, m)| t.is_finite() && m.is_finite()).collect())
-            .unwrap_or_default()
-    };
-    let all: Vec<(f64, f64)> =
-        page.first.iter().flat_map(|r| page.drawn.iter().flat_map(move |&j| curves(r, j))).collect();
+    let all: Vec<(f64, f64)> = page
+        .first
+        .iter()
+        .flat_map(|r| page.drawn.iter().flat_map(|&j| series(r, j)).flatten().collect::<Vec<_>>())
+        .collect();
     let max_t = all.iter().map(|p| p.0).fold(0.0, f64::max);
     let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
     let (lo, hi) = if all.is_empty() { (0.0, 1.0) } else { (lo, hi) };
@@ -375,35 +434,38 @@ fn progress_section(page: &Page, out: &mut String) {
     for run in &page.first {
         let _ = writeln!(out, "<h3>{} (seed {})</h3>", escape(&run.policy), run.seed);
         let mut chart = TimeChart::new(
-            &format!("Main metric per job: {} (seed {})", run.policy, run.seed),
+            &format!("{}: {} (seed {})", words.chart, run.policy, run.seed),
             max_t / unit.seconds,
             lo,
             hi,
             &format!("time ({})", unit.name),
-            "main metric",
+            words.y_label,
         );
         let mut any = false;
         for &job in &page.drawn {
-            let curve = curves(run, job);
             let colour = page.colour(job).unwrap_or(OTHER_COLOUR);
-            let points: Vec<(f64, f64)> = curve.iter().map(|&(t, m)| chart.at(t / unit.seconds, m)).collect();
-            if points.len() > 1 {
-                chart.svg.polyline(&points, colour);
+            let stretches = series(run, job);
+            for stretch in &stretches {
+                let points: Vec<(f64, f64)> = stretch.iter().map(|&(t, y)| chart.at(t / unit.seconds, y)).collect();
+                if points.len() > 1 {
+                    chart.svg.polyline(&points, colour);
+                }
             }
-            if let Some(&(x, y)) = points.last() {
+            if let Some(&(t, y)) = stretches.last().and_then(|s| s.last()) {
+                let (x, y) = chart.at(t / unit.seconds, y);
                 chart.svg.circle(x, y, 3.0, colour, 1.0);
                 any = true;
             }
         }
         if !any {
-            chart.empty("no progress recorded for this run");
+            chart.empty(words.empty);
         }
         chart.legend(&legend);
         out.push_str(&chart.finish());
     }
 }
 
-/// Section 5: one row per job, the first seed's outcome under each policy.
+/// Section 6: one row per job, the first seed's outcome under each policy.
 fn jobs_section(page: &Page, out: &mut String) {
     out.push_str("<h2>Jobs</h2>\n");
     out.push_str(
@@ -955,9 +1017,11 @@ mod tests {
     fn report_has_a_chart_per_policy_and_escapes_every_name() {
         let (comparison, workload) = two_policies();
         let html = write(&comparison, &workload);
-        // One JCT chart, then a CPU chart and a progress chart per policy.
-        assert_eq!(html.matches("<svg").count(), 1 + 2 * 2);
-        assert_eq!(html.matches("</svg>").count(), 1 + 2 * 2);
+        // One JCT chart, then a CPU chart, a limits chart and a progress chart per policy.
+        assert_eq!(html.matches("<svg").count(), 1 + 3 * 2);
+        assert_eq!(html.matches("</svg>").count(), 1 + 3 * 2);
+        assert!(html.contains("CPU limit per job: flowcon (seed 0)"));
+        assert!(!html.contains("no CPU limit was set"), "both runs have limits");
         for policy in ["fair-share", "flowcon"] {
             assert!(html.contains(policy), "{policy} missing");
         }
@@ -966,6 +1030,25 @@ mod tests {
         assert!(html.contains("tiny &amp; &lt;odd&gt;"));
         assert!(html.contains("<pre>") && html.contains("mean JCT s"), "the text table is on the page");
         assert!(html.contains("2 jobs on 1 nodes (8 cores)"));
+        assert_clean(&html);
+    }
+
+    #[test]
+    fn limits_draw_one_line_per_stretch_and_a_run_without_limits_says_so() {
+        let (mut comparison, workload) = two_policies();
+        // Job 0 limited, then unlimited, then limited again: two stretches.
+        comparison.runs[2].timeline = (0..6)
+            .map(|t| Sample {
+                time_s: 30.0 * t as f64,
+                cpu: vec![(0, 1.0, (t != 2 && t != 3).then_some(2.0 + f64::from(t))), (1, 1.0, None)],
+            })
+            .collect();
+        comparison.runs[0].timeline = Vec::new();
+        let html = write(&comparison, &workload);
+        let limits = &html[html.find("CPU limit per job: flowcon").unwrap()..];
+        let limits = &limits[..limits.find("</svg>").unwrap()];
+        assert_eq!(limits.matches("<polyline").count(), 2, "{limits}");
+        assert!(html.contains("no CPU limit was set in this run"), "fair-share's first run has none");
         assert_clean(&html);
     }
 
@@ -995,7 +1078,7 @@ mod tests {
             ],
         };
         let html = write(&comparison, &workload);
-        assert_eq!(html.matches("<svg").count(), 1 + 2 * 3);
+        assert_eq!(html.matches("<svg").count(), 1 + 3 * 3);
         assert!(html.contains("no job finished (of 1)"));
         assert!(html.contains("did not end"));
         assert!(html.contains("no timeline recorded"));
