@@ -9,12 +9,17 @@
 //! doubles (Δ, 2Δ, 4Δ …) until a job starts or ends. A job is never limited before it has 2Δ of
 //! history. Limits are fractional cores.
 //!
+//! Units (our reading): P is measured per minute. Per second, a CIFAR-10 job sharing a node
+//! with nine others moves its accuracy by about 0.002 per second early in training, so with
+//! α = 0.03 every job would be "completing" from its first round and FlowCon would never act;
+//! per minute, α = 0.03 separates the steep start of a learning curve from its plateau.
+//!
 //! Reads: each job's progress records (main metric, either direction), CPU use and node.
 //! Inference services are left alone.
 //!
 //! Config (kebab-case keys, all optional):
 //! - `interval-s` (30): Δ, seconds between rounds;
-//! - `alpha` (0.03): the growth-efficiency threshold, in normalised metric per second per
+//! - `alpha` (0.03): the growth-efficiency threshold, in normalised metric per minute per
 //!   node-fraction of CPU;
 //! - `max-backoff` (16): the interval grows to at most this many Δ;
 //! - `min-limit-millicores` (10): no limit is set below this.
@@ -34,7 +39,8 @@ use wasmsched_sdk::prelude::*;
 pub struct Config {
     /// Δ: seconds between rounds.
     pub interval_s: f64,
-    /// α: growth efficiency below which a job is slow.
+    /// α: growth efficiency (normalised metric per minute per node-fraction) below which a
+    /// job is slow.
     pub alpha: f64,
     /// The interval backs off to at most this many Δ.
     pub max_backoff: u32,
@@ -109,7 +115,10 @@ impl FlowCon {
                 continue;
             }
             let cpu_fraction = job.cpu_use().fraction_of(node.cpu());
-            let g = job.progress_rate(now, delta).map_or(0.0, |p| stats::growth_efficiency(p, cpu_fraction));
+            // Per minute: see the crate docs.
+            let per_minute = |p: f64| 60.0 * p;
+            let g =
+                job.progress_rate(now, delta).map_or(0.0, |p| stats::growth_efficiency(per_minute(p), cpu_fraction));
             let flag = self.state.flags.entry(job.id().0).or_insert(Flag::Growing);
             *flag = match (*flag, g < self.config.alpha) {
                 (_, false) => Flag::Growing,
