@@ -81,6 +81,7 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
 fn decide(c: &mut Criterion) {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
     bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share");
+    bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon");
 }
 
 criterion_group!(benches, decide);

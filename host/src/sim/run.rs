@@ -273,7 +273,7 @@ impl Comparison {
         let _ = writeln!(out, "workload {} — {} seed(s); mean ± sd, (×) ratio to {baseline}", self.workload, seeds);
         let _ = write!(out, "{:<14}", "policy");
         for (name, _) in &columns {
-            let _ = write!(out, " {name:>22}");
+            let _ = write!(out, " {name:>24}");
         }
         let _ = writeln!(out, " {:>12}", "policy ms");
         for policy in &policies {
@@ -282,7 +282,7 @@ impl Comparison {
                 let xs = self.of(policy, f);
                 let base = mean(&self.of(baseline, f));
                 let ratio = if base.abs() > 1e-12 { format!("({:.3}×)", mean(&xs) / base) } else { String::new() };
-                let _ = write!(out, " {:>22}", format!("{:.1} ± {:.1} {ratio}", mean(&xs), std_dev(&xs)));
+                let _ = write!(out, " {:>24}", format!("{:.1} ± {:.1} {ratio}", mean(&xs), std_dev(&xs)));
             }
             let _ = writeln!(out, " {:>12.2}", mean(&self.of(policy, |r| r.policy_time_ms)));
         }
