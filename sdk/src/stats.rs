@@ -34,6 +34,15 @@ impl Normaliser {
     }
 }
 
+/// Whether `value` meets `target` in `direction`: at least it when higher is better, at most
+/// it when lower is better.
+pub fn reaches(direction: Direction, value: f64, target: f64) -> bool {
+    match direction {
+        Direction::HigherIsBetter => value >= target,
+        Direction::LowerIsBetter => value <= target,
+    }
+}
+
 /// Mean of the samples whose time lies in `(from, to]`; None when there are none.
 pub fn window_mean(samples: impl IntoIterator<Item = (Seconds, f64)>, from: Seconds, to: Seconds) -> Option<f64> {
     let (sum, n) = samples
@@ -111,6 +120,13 @@ mod tests {
         assert_eq!(n.push(4.0), Some(1.0));
         assert_eq!(n.push(1.0), Some(0.25));
         assert_eq!(n.push(f64::NAN), None);
+    }
+
+    #[test]
+    fn a_target_is_reached_from_either_side_by_direction() {
+        assert!(reaches(Direction::HigherIsBetter, 0.9, 0.85) && !reaches(Direction::HigherIsBetter, 0.8, 0.85));
+        assert!(reaches(Direction::LowerIsBetter, 25.0, 30.0) && !reaches(Direction::LowerIsBetter, 31.0, 30.0));
+        assert!(reaches(Direction::LowerIsBetter, 30.0, 30.0));
     }
 
     #[test]

@@ -546,6 +546,15 @@ impl<'a> Job<'a> {
         let previous = self.window_mean(now - window - window, now - window)?;
         Some(stats::growth_rate(previous, current, window))
     }
+
+    /// FlowCon's growth efficiency, which TRADL shares: [`Self::progress_rate`] per **minute**,
+    /// divided by the fraction of `node_cpu` the job used over the last interval. Zero until
+    /// both windows hold a record, or while the job used about no CPU.
+    pub fn growth_efficiency(&self, now: Seconds, window: Seconds, node_cpu: Millicores) -> f64 {
+        let per_minute = |rate: f64| 60.0 * rate;
+        self.progress_rate(now, window)
+            .map_or(0.0, |p| stats::growth_efficiency(per_minute(p), self.cpu_use().fraction_of(node_cpu)))
+    }
 }
 
 #[cfg(test)]

@@ -114,11 +114,7 @@ impl FlowCon {
                 }
                 continue;
             }
-            let cpu_fraction = job.cpu_use().fraction_of(node.cpu());
-            // Per minute: see the crate docs.
-            let per_minute = |p: f64| 60.0 * p;
-            let g =
-                job.progress_rate(now, delta).map_or(0.0, |p| stats::growth_efficiency(per_minute(p), cpu_fraction));
+            let g = job.growth_efficiency(now, delta, node.cpu());
             let flag = self.state.flags.entry(job.id().0).or_insert(Flag::Growing);
             *flag = match (*flag, g < self.config.alpha) {
                 (_, false) => Flag::Growing,
