@@ -105,8 +105,8 @@ pub struct Claim {
     /// What is measured.
     pub figure: Figure,
     /// The paper's value: a fraction for a change (`-0.4206` for −42.06 %), a multiple for
-    /// `satisfied-ratio` (`8.0`).
-    pub value: f64,
+    /// `satisfied-ratio` (`8.0`); absent when the paper gives none and ours is shown alone.
+    pub value: Option<f64>,
     /// Where the paper reports it.
     pub source: String,
 }
@@ -145,7 +145,7 @@ impl Comparison {
                 "{:<12} {:<26} {:>10} {:>30}  {}",
                 claim.policy,
                 claim.figure.label(),
-                claim.figure.format(claim.value),
+                claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v)),
                 ours,
                 claim.source
             );
@@ -250,7 +250,7 @@ mod tests {
         let claim = Claim {
             policy: "flowcon".into(),
             figure: Figure::BestJobJct,
-            value: -0.4206,
+            value: Some(-0.4206),
             source: "FlowCon, ICPP 2019".into(),
         };
         let missing = Claim { policy: "specon".into(), ..claim.clone() };

@@ -4,8 +4,10 @@
 //!
 //! Every Δ, on each node: a job with Q < (1 − β)·T is *over-satisfied* and gives up CPU, a step
 //! proportional to its slack (T − Q)/T, never going below a floor; a job with Q > T is
-//! *unsatisfied* and receives the freed CPU in proportion to its normalised gap (Q − T)/T; a
-//! job in between is *satisfied* and left alone. When every job with a target is unsatisfied,
+//! *unsatisfied* and receives the freed CPU, and whatever part of the node nobody holds, in
+//! proportion to its normalised gap (Q − T)/T; a
+//! job in between is *satisfied* and left alone. Nothing is cut while no job is unsatisfied
+//! (our reading: the cut exists to feed them). When every job with a target is unsatisfied,
 //! the node is split among them in proportion to their gaps. A job's current allocation is its
 //! CPU limit, or its CPU use while it has none. Jobs without a target are left unlimited
 //! (our reading).
@@ -17,7 +19,8 @@
 //! - `interval-s` (10): Δ, seconds between rounds;
 //! - `beta` (0.05): the tolerance β;
 //! - `floor-cores` (0.1): no job is cut below this;
-//! - `gain` (1.0): an over-satisfied job gives up `gain × slack` of its allocation;
+//! - `gain` (0.5): an over-satisfied job gives up `gain × slack` of its allocation (our
+//!   choice: the paper gives the step's direction, not its size);
 //! - `window` (3): reports in the moving mean Q.
 //!
 //! Paper: Y. Mao, W. Yan, Y. Song, Y. Zeng, M. Chen, L. Cheng, Q. Liu, "Differentiate Quality
@@ -45,7 +48,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { interval_s: 10.0, beta: 0.05, floor_cores: 0.1, gain: 1.0, window: 3 }
+        Config { interval_s: 10.0, beta: 0.05, floor_cores: 0.1, gain: 0.5, window: 3 }
     }
 }
 
@@ -67,10 +70,10 @@ pub struct Dqoes {
 }
 
 impl Dqoes {
-    /// The job's achieved QoE: mean seconds per epoch over its last `window` epochs (training),
-    /// or mean reported latency over its last `window` reports (inference). None before there
-    /// is one.
-    pub fn qoe(&self, job: &Job) -> Option<f64> {
+    /// The job's achieved QoE: mean seconds per epoch over its last `window` epochs, or the
+    /// time its current epoch has run if that is longer (training); the mean reported latency
+    /// over its last `window` reports (inference). None before there is one.
+    pub fn qoe(&self, job: &Job, now: Seconds) -> Option<f64> {
         let recent: Vec<&ProgressRecord> = job.history().rev().take(self.config.window + 1).collect();
         let samples: Vec<f64> = match job.kind() {
             JobKind::Training => recent
@@ -81,7 +84,13 @@ impl Dqoes {
             JobKind::Inference => recent.iter().take(self.config.window).map(|r| r.value()).collect(),
         };
         let samples: Vec<f64> = samples.into_iter().filter(|x| x.is_finite()).collect();
-        (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64)
+        let mean = (!samples.is_empty()).then(|| samples.iter().sum::<f64>() / samples.len() as f64)?;
+        // An epoch still running for longer than that is already slower than the mean.
+        let running = match (job.kind(), recent.first()) {
+            (JobKind::Training, Some(last)) => now.0 - last.time.0,
+            _ => 0.0,
+        };
+        Some(mean.max(running))
     }
 
     /// The class of a job with QoE `q` and target `target`.
@@ -102,8 +111,11 @@ impl Dqoes {
         let mut rows = Vec::new();
         for job in s.jobs_on(node.id()) {
             let Some(target) = job.qoe_target().filter(|t| *t > 0.0) else { continue };
-            let Some(q) = self.qoe(&job) else { continue };
-            let current = job.cpu_limit().unwrap_or(job.cpu_use()).cores().max(floor);
+            let Some(q) = self.qoe(&job, s.time()) else { continue };
+            // What it holds: its limit, or less if it uses less (a job cannot use more cores
+            // than its work has threads), or its use while unlimited.
+            let used = job.cpu_use().cores();
+            let current = job.cpu_limit().map_or(used, |l| l.cores().min(used.max(floor))).max(floor);
             rows.push((job, self.classify(q, target), q, target, current));
         }
         if rows.is_empty() {
@@ -124,7 +136,14 @@ impl Dqoes {
             }
             return;
         }
-        let mut freed = 0.0;
+        // What no job with a target holds is free too: the node minus their allocations and
+        // the use of the jobs without one.
+        let others: f64 = s.jobs_on(node.id()).filter(|j| j.qoe_target().is_none()).map(|j| j.cpu_use().cores()).sum();
+        let held: f64 = rows.iter().map(|r| r.4).sum();
+        let mut freed = (cpu - others - held).max(0.0);
+        if rows.iter().all(|r| r.1 != Class::Unsatisfied) {
+            return; // Nobody needs more: cutting would only idle the node.
+        }
         for r in rows.iter().filter(|r| r.1 == Class::OverSatisfied) {
             let slack = (r.3 - r.2) / r.3;
             let next = (r.4 * (1.0 - self.config.gain * slack)).max(floor);
@@ -214,15 +233,19 @@ mod tests {
         }
         h.tick(Seconds(0.0)).unwrap();
         let view = h.runner().view();
-        assert_eq!(h.policy().qoe(&view.job(t).unwrap()), Some(40.0), "the last 3 epochs took 40 s each");
-        assert_eq!(h.policy().qoe(&view.job(i).unwrap()), Some(30.0), "mean of 20, 30, 40 ms");
+        let now = view.time();
+        assert_eq!(h.policy().qoe(&view.job(t).unwrap(), now), Some(40.0), "the last 3 epochs took 40 s each");
+        assert_eq!(h.policy().qoe(&view.job(i).unwrap(), now), Some(30.0), "mean of 20, 30, 40 ms");
+        let later = Seconds(now.0 + 100.0);
+        assert_eq!(h.policy().qoe(&view.job(t).unwrap(), later), Some(100.0), "an epoch running for 100 s");
     }
 
     fn limits(d: &Decision, n: u32) -> Vec<Option<f64>> {
         (0..n).map(|j| d.cpu_limit_for(JobId(j)).flatten().map(|m| m.cores())).collect()
     }
 
-    /// A node where each job's epochs took exactly `per_epoch` seconds.
+    /// An 8-core node where each job (target s/epoch, s per epoch, cores) has run four epochs of
+    /// exactly `per_epoch` seconds at its limit, using all of it.
     fn rig(jobs: &[(f64, f64, f64)]) -> Harness<Dqoes> {
         let mut w = TestWorld::new();
         w.node("n0", Millicores(8000), Bytes::gib(64));
@@ -231,14 +254,17 @@ mod tests {
             .map(|&(target, _, cores)| {
                 let id = w.add_job(job("j", "cifar10").metric("acc", Direction::HigherIsBetter).qoe_target(target));
                 w.set_cpu_limit(id, Some(Millicores::from_cores(cores)));
+                w.set_cpu_use(id, Millicores::from_cores(cores));
                 id
             })
             .collect();
-        // Report epoch k of job j at time k·per_epoch_j: advance through the merged times.
+        // Every job's 4th epoch ends together at `end`, its epochs `per_epoch` apart before
+        // that: advance through the merged times.
+        let end = jobs.iter().map(|j| 4.0 * j.1).fold(0.0, f64::max);
         let mut events: Vec<(f64, usize, u32)> = Vec::new();
         for (j, &(_, per_epoch, _)) in jobs.iter().enumerate() {
             for k in 1..=4u32 {
-                events.push((per_epoch * f64::from(k), j, k));
+                events.push((end - per_epoch * f64::from(4 - k), j, k));
             }
         }
         events.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -257,11 +283,20 @@ mod tests {
         // job 2 at 125 s (gap 0.25), job 3 at 98 s (satisfied).
         let mut h = rig(&[(100.0, 50.0, 2.0), (100.0, 150.0, 2.0), (100.0, 125.0, 2.0), (100.0, 98.0, 2.0)]);
         let d = h.tick(Seconds(1.0)).unwrap();
-        // Job 0 gives up half of its 2 cores; jobs 1 and 2 split that 1 core 2 : 1.
+        // The node is fully held. Job 0 gives up gain × slack = 0.5 × 0.5 of its 2 cores; jobs
+        // 1 and 2 split that half core 2 : 1.
         let got = limits(&d, 4);
         let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 0.002);
-        assert!(close(got[0], 1.0) && close(got[1], 2.0 + 2.0 / 3.0) && close(got[2], 2.0 + 1.0 / 3.0), "{got:?}");
+        assert!(close(got[0], 1.5) && close(got[1], 2.0 + 1.0 / 3.0) && close(got[2], 2.0 + 1.0 / 6.0), "{got:?}");
         assert_eq!(got[3], None, "a satisfied job is left alone");
+    }
+
+    #[test]
+    fn cpu_nobody_holds_goes_to_the_unsatisfied() {
+        // 4 of 8 cores held; job 1 is unsatisfied, job 0 satisfied.
+        let mut h = rig(&[(100.0, 99.0, 2.0), (100.0, 150.0, 2.0)]);
+        let got = limits(&h.tick(Seconds(1.0)).unwrap(), 2);
+        assert_eq!(got, [None, Some(6.0)]);
     }
 
     #[test]
