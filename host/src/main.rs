@@ -171,12 +171,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             let workload = Workload::from_scenario_str("demo", sim::DEMO_SCENARIO)?.with_default_targets();
-            let policies: Vec<String> = shipped::names().into_iter().map(String::from).collect();
+            // The baseline first, then the others as shipped.
+            let mut policies: Vec<String> = shipped::names().into_iter().map(String::from).collect();
+            policies.sort_by_key(|p| p != "fair-share");
             let runs = Runs { workload: &workload, policies: &policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
             println!("\n{}", runs.run(&rt, false)?.table());
             println!(
-                "next: wasmsched compare --workload scenarios/two-nodes.toml --policy fair-share --policy PATH.wasm \
-                 --seeds 5 --report report/"
+                "next: wasmsched compare --workload scenarios/specon-paper.toml --policy fair-share --policy specon \
+                 --seeds 5 --report report/   (docs/results.md has every paper's set-up)"
             );
             Ok(ExitCode::SUCCESS)
         }
