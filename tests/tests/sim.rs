@@ -57,3 +57,46 @@ fn an_unknown_policy_name_lists_the_shipped_ones() {
     let err = PolicyChoice::resolve(runtime(), "flowkon").unwrap_err().to_string();
     assert!(err.contains("flowkon") && err.contains("fair-share"), "{err}");
 }
+
+/// A paper scenario from `scenarios/`, with its default targets.
+fn scenario(name: &str) -> Workload {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name);
+    Workload::load(&path, &Default::default()).unwrap().with_default_targets()
+}
+
+#[test]
+fn every_published_policy_runs_as_a_component_on_its_paper_scenario_and_moves_its_figure() {
+    use wasmsched::sim::paper::Figure;
+    let rt = runtime();
+    let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
+    for (file, name, figure) in [
+        ("flowcon-paper.toml", "flowcon", Figure::BestJobJct),
+        ("specon-paper.toml", "specon", Figure::Makespan),
+        ("tradl-paper.toml", "tradl", Figure::BestJobT1),
+        ("dqoes-paper.toml", "dqoes", Figure::SatisfiedRatio),
+    ] {
+        let workload = scenario(file);
+        let base = simulate(rt, &fair, &workload, &options(0));
+        let run = simulate(rt, &PolicyChoice::resolve(rt, name).unwrap(), &workload, &options(0));
+        assert_eq!((run.fallbacks, run.rejected_actions), (0, 0), "{name}: every call served, every action valid");
+        let value = figure.measure(&run, &base).unwrap_or_else(|| panic!("{name}: {figure:?} not measured"));
+        let better = if figure == Figure::SatisfiedRatio { value > 1.0 } else { value < -0.05 };
+        assert!(better, "{name}: {figure:?} = {value}");
+    }
+}
+
+#[test]
+fn tradl_delivers_each_job_once_at_t1_and_specon_migrates() {
+    let rt = runtime();
+    let tradl = simulate(rt, &PolicyChoice::resolve(rt, "tradl").unwrap(), &scenario("tradl-paper.toml"), &options(0));
+    for job in &tradl.jobs {
+        let t1 = job.targets_reached_s[0].unwrap_or_else(|| panic!("{} never reached T1", job.name));
+        let delivered = job.delivered_s.unwrap_or_else(|| panic!("{} never delivered", job.name));
+        // Delivered on the first call after T1 was reached: within one tick.
+        assert!(delivered >= t1 && delivered <= t1 + 30.0 + 1e-6, "{}: T1 at {t1}, delivered at {delivered}", job.name);
+    }
+    let specon =
+        simulate(rt, &PolicyChoice::resolve(rt, "specon").unwrap(), &scenario("specon-paper.toml"), &options(0));
+    let migrations: u32 = specon.jobs.iter().map(|j| j.migrations).sum();
+    assert!(migrations > 0 && specon.jobs.iter().all(|j| j.migrations <= 2), "{migrations} migrations");
+}
