@@ -57,9 +57,17 @@ fn run_serves_its_status_and_stops_cleanly_on_ctrl_c() {
     let first = lines.next().expect("a line").unwrap();
     let addr = first.strip_prefix("control API on http://").unwrap_or_else(|| panic!("{first}")).to_string();
 
-    let out = wasmsched(&["status", "--addr", &addr]);
-    let status = text(&out.stdout);
-    assert!(out.status.success(), "{status}{}", text(&out.stderr));
+    // The API answers at once; the policy serves once it is loaded.
+    let started = std::time::Instant::now();
+    let status = loop {
+        let out = wasmsched(&["status", "--addr", &addr]);
+        let status = text(&out.stdout);
+        assert!(out.status.success(), "{status}{}", text(&out.stderr));
+        if status.contains("serving") || started.elapsed() > std::time::Duration::from_secs(60) {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(status.contains("fs") && status.contains("serving"), "{status}");
     let out = wasmsched(&["rollback", "fs", "--addr", &addr]);
     assert!(!out.status.success());
