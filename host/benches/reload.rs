@@ -1,6 +1,6 @@
 //! Hot reload speed: from a policy file landing in the watched directory (renamed into place)
 //! to the new version serving, through the whole path — the watcher and its debounce (10 ms
-//! here; 100 ms by default), reading and hashing the file, admission (compile or cache hit,
+//! here; 50 ms by default), reading and hashing the file, admission (compile or cache hit,
 //! `init`, a dry-run `decide` on the latest snapshot) and the swap at the next tick boundary.
 //!
 //! - `reload/cache-hit`: two versions land in turn, so after the first round each is in the

@@ -171,7 +171,7 @@ pub struct ReloadConfig {
     /// Watch the directory and swap in new versions (default true).
     #[serde(default = "yes")]
     pub watch: bool,
-    /// How long a file must stay quiet before it is looked at (`"100ms"`).
+    /// How long a file must stay quiet before it is looked at (default `"50ms"`).
     #[serde(default = "default_debounce", deserialize_with = "duration")]
     pub debounce: Duration,
 }
@@ -187,7 +187,7 @@ fn yes() -> bool {
 }
 
 fn default_debounce() -> Duration {
-    Duration::from_millis(100)
+    Duration::from_millis(50)
 }
 
 /// The control API: status, metrics, rollback.

@@ -197,3 +197,32 @@ fn rollback_brings_back_the_previous_version_and_refuses_when_there_is_none() {
     assert_eq!(s.policy("c").unwrap().previous_sha256, Some(sha256(&v2)));
     running.stop();
 }
+
+#[test]
+fn a_changed_config_beside_the_component_is_a_new_version_and_a_broken_one_is_refused() {
+    let setup = Setup::new();
+    setup.land("c", &component("counter"));
+    let running = Running::start(setup.config("1s", "100", &policy("c", "active")));
+    running.wait("v1", |s| s.policy("c").is_some_and(|p| p.version == 1));
+    std::fs::write(setup.policies().join("c.toml"), "step = 50\n").unwrap();
+    let s = running.wait("the new config", |s| s.policy("c").unwrap().version == 2);
+    assert_eq!(s.policy("c").unwrap().last_reload.as_ref().unwrap().outcome, ReloadOutcome::Swapped);
+    std::fs::write(setup.policies().join("c.toml"), "step = [\n").unwrap();
+    let s = running.wait("the refusal", |s| s.refused >= 1);
+    let p = s.policy("c").unwrap();
+    assert!(p.last_reload.as_ref().unwrap().detail.contains("c.toml is not valid TOML"), "{p:?}");
+    assert_eq!(p.version, 2, "the version with the good config keeps serving");
+    std::fs::write(setup.policies().join("c.toml"), "stride = 3\n").unwrap();
+    let s = running.wait("the second refusal", |s| s.refused >= 2);
+    let detail = &s.policy("c").unwrap().last_reload.as_ref().unwrap().detail;
+    assert!(detail.contains("unknown field `stride`"), "{detail}");
+    running.stop();
+    // With step 50 the caps are 1000 + (n mod 8) × 50, never above 1350 millicores.
+    let lines = setup.audit_lines();
+    let last = lines.last().unwrap().active.as_ref().unwrap();
+    assert!(
+        last.actions
+            .iter()
+            .all(|a| matches!(a.kind, wasmsched::bindings::wit::ActionKind::SetCpu(Some(m)) if m <= 1350))
+    );
+}
