@@ -20,11 +20,13 @@ struct Crate {
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
-    for watched in ["policies", "sdk", "wit", "Cargo.lock"] {
+    for watched in ["policies", "tests/fixtures", "sdk", "wit", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
-    let crates = find_crates(&root.join("policies"));
+    let mut crates = find_crates(&root.join("policies"));
+    // Test-only fixtures that are not hostile (a policy with state, say) live with the tests.
+    crates.extend(find_crates_in(&root.join("tests").join("fixtures"), true));
     let target_dir = root.join("target").join("policies");
     build(&root, &target_dir, &crates);
 
@@ -60,13 +62,19 @@ fn wasm_path(out: &Path, c: &Crate) -> PathBuf {
 }
 
 fn find_crates(policies: &Path) -> Vec<Crate> {
-    let mut crates = Vec::new();
-    for (dir, hostile) in [(policies.to_path_buf(), false), (policies.join("hostile"), true)] {
-        let Ok(entries) = fs::read_dir(&dir) else { continue };
-        let mut dirs: Vec<PathBuf> =
-            entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
-        dirs.sort();
-        for d in dirs {
+    let mut crates = find_crates_in(policies, false);
+    crates.extend(find_crates_in(&policies.join("hostile"), true));
+    crates
+}
+
+/// The policy crates directly under `dir`; `hostile` marks them as test fixtures, not shipped.
+fn find_crates_in(dir: &Path, hostile: bool) -> Vec<Crate> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|d| {
             let manifest = fs::read_to_string(d.join("Cargo.toml")).unwrap_or_default();
             let package = manifest
                 .lines()
@@ -74,10 +82,9 @@ fn find_crates(policies: &Path) -> Vec<Crate> {
                 .unwrap_or_else(|| panic!("{}: no `name = \"…\"` line in [package]", d.display()))
                 .to_string();
             let name = d.file_name().unwrap().to_string_lossy().into_owned();
-            crates.push(Crate { package, name, hostile });
-        }
-    }
-    crates
+            Crate { package, name, hostile }
+        })
+        .collect()
 }
 
 fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {

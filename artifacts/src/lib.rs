@@ -20,7 +20,7 @@ pub struct Artifact {
     pub name: &'static str,
     /// Where the component file is.
     pub path: &'static str,
-    /// True for the hostile fixtures the sandbox tests use.
+    /// True for the test fixtures (the hostile ones, and those under `tests/fixtures/`).
     pub hostile: bool,
 }
 

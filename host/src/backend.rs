@@ -1,6 +1,8 @@
 //! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
 //! validated actions to them; the loop in [`crate::control`] is the same for every backend.
 
+pub mod replay;
+
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
 
@@ -14,7 +16,7 @@ pub struct ApplyError {
     pub reason: String,
 }
 
-/// A place where jobs run: the simulator now; live Docker and replay next.
+/// A place where jobs run: the simulator, a replayed recording ([`replay`]); live Docker next.
 pub trait Backend {
     /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
     /// use, progress records. Returns false once nothing is left to run.

@@ -1,10 +1,15 @@
 //! The one loop: observe (backend) → snapshot → decide (policy, sandboxed) → validate →
 //! apply (backend) → record. Every backend runs through here, so a policy sees the same
 //! types in simulation, replay and production.
+//!
+//! [`drive`] is the loop; a [`Driver`] says which policies it calls, what happens at each tick
+//! boundary (pacing, commands, hot swaps) and where each tick goes. [`run`] is the simple
+//! case: one policy, no boundary work.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::Backend;
+use crate::backend::{ApplyError, Backend};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
 use crate::snapshot::Telemetry;
@@ -40,6 +45,68 @@ pub struct LoopSummary {
     pub end_ms: u64,
 }
 
+/// The policies the loop calls on a tick.
+#[derive(Default)]
+pub struct Policies<'a> {
+    /// The one whose decisions are applied, if any.
+    pub active: Option<&'a mut Supervised>,
+    /// Those asked on the same world whose decisions are only recorded.
+    pub shadows: Vec<&'a mut Supervised>,
+}
+
+/// One policy's answer on a tick.
+#[derive(Debug)]
+pub struct Decided {
+    /// The policy's name.
+    pub policy: Arc<str>,
+    /// The sha256 of the version that answered.
+    pub digest: String,
+    /// What it decided (validated), or the fallback's actions.
+    pub outcome: TickOutcome,
+}
+
+impl Decided {
+    fn ask(policy: &mut Supervised, rt: &Runtime, world: &Telemetry) -> Decided {
+        let outcome = policy.tick(rt, world);
+        Decided { policy: Arc::from(policy.policy().name()), digest: policy.policy().digest().into(), outcome }
+    }
+}
+
+/// What one tick did, handed to [`Driver::record`].
+#[derive(Debug)]
+pub struct Tick<'a> {
+    /// The tick's number, from 1.
+    pub number: u64,
+    /// The world after the active policy's actions were applied.
+    pub world: &'a Telemetry,
+    /// Whether the policies were asked on this tick.
+    pub asked: bool,
+    /// The active policy's answer, when it was asked.
+    pub active: Option<Decided>,
+    /// The shadows' answers, when they were asked.
+    pub shadows: Vec<Decided>,
+    /// The active policy's actions the backend could not apply.
+    pub apply_errors: Vec<ApplyError>,
+}
+
+/// Whoever runs the loop: the policies, the work at tick boundaries, where ticks go.
+pub trait Driver {
+    /// At a tick boundary, before observing up to `next_ms`: pace the clock, take commands,
+    /// swap policies. No policy is in a call here. False stops the loop.
+    fn boundary(&mut self, _rt: &Runtime, _next_ms: u64) -> bool {
+        true
+    }
+
+    /// The world as just observed, before any policy sees it (every tick).
+    fn observed(&mut self, _world: &Telemetry) {}
+
+    /// The policies to ask on this tick.
+    fn policies(&mut self) -> Policies<'_>;
+
+    /// Every tick, after its actions were applied.
+    fn record(&mut self, tick: Tick<'_>);
+}
+
 /// Run `policy` against `backend` until the backend has nothing left (or the horizon).
 /// `record` sees every tick's outcome, for audit logs and reports.
 pub fn run(
@@ -47,8 +114,31 @@ pub fn run(
     policy: &mut Supervised,
     rt: &Runtime,
     config: &LoopConfig,
-    mut record: impl FnMut(&Telemetry, &TickOutcome),
+    record: impl FnMut(&Telemetry, &TickOutcome),
 ) -> LoopSummary {
+    drive(backend, &mut Single { policy, record }, rt, config)
+}
+
+/// One policy, whose every decided tick goes to a closure.
+struct Single<'a, F> {
+    policy: &'a mut Supervised,
+    record: F,
+}
+
+impl<F: FnMut(&Telemetry, &TickOutcome)> Driver for Single<'_, F> {
+    fn policies(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        if let Some(active) = &tick.active {
+            (self.record)(tick.world, &active.outcome);
+        }
+    }
+}
+
+/// The loop: until the backend has nothing left, the horizon, or the driver says stop.
+pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, config: &LoopConfig) -> LoopSummary {
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
     let mut world = Telemetry::new();
@@ -56,24 +146,30 @@ pub fn run(
     let mut next_call_ms = 0;
     loop {
         let until = summary.end_ms + tick_ms;
-        if horizon_ms.is_some_and(|h| until > h) || !backend.observe(&mut world, until) {
+        if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) || !backend.observe(&mut world, until) {
             break;
         }
         summary.end_ms = until;
         summary.ticks += 1;
-        if world.job_count() == 0 || until < next_call_ms {
-            continue;
+        driver.observed(&world);
+        let asked = world.job_count() > 0 && until >= next_call_ms;
+        let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
+        if asked {
+            summary.decisions += 1;
+            let policies = driver.policies();
+            active = policies.active.map(|p| Decided::ask(p, rt, &world));
+            shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &world)).collect();
+            if let Some(a) = &active {
+                apply_errors = backend.apply(&a.outcome.actions, &mut world);
+                for e in &apply_errors {
+                    tracing::warn!(policy = %a.policy, job = e.job, reason = %e.reason, "action could not be applied");
+                }
+                summary.applied += (a.outcome.actions.len() - apply_errors.len()) as u64;
+                summary.apply_errors += apply_errors.len() as u64;
+            }
+            next_call_ms = until + active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
         }
-        summary.decisions += 1;
-        let outcome = policy.tick(rt, &world);
-        let errors = backend.apply(&outcome.actions, &mut world);
-        for e in &errors {
-            tracing::warn!(policy = policy.policy().name(), job = e.job, reason = %e.reason, "action could not be applied");
-        }
-        summary.applied += (outcome.actions.len() - errors.len()) as u64;
-        summary.apply_errors += errors.len() as u64;
-        next_call_ms = until + outcome.next_call_ms.unwrap_or(0);
-        record(&world, &outcome);
+        driver.record(Tick { number: summary.ticks, world: &world, asked, active, shadows, apply_errors });
     }
     summary
 }

@@ -25,13 +25,27 @@
 //! contract, `init`, and a dry-run `decide` with no invalid action. `wasmsched validate` and
 //! the hot reload share it.
 //!
+//! **The live host.** `wasmsched run` is [`host::Host`]: the same loop ([`control::drive`]) with
+//! one active policy and any number of shadows ([`shadow`]: same snapshots, decisions compared,
+//! never applied), configured by [`config`]. [`reload`] watches the policies directory and
+//! admits new versions off to the side; the host swaps them in at a tick boundary with the old
+//! version's saved state, and can roll back. [`record`] keeps the audit log and the telemetry
+//! recording that [`backend::replay`] plays back to any policy. [`api`] serves status,
+//! metrics and rollback on loopback.
+//!
 //! The contract's types come from [`bindings`], generated once from `wit/`.
 
 pub mod admission;
+pub mod api;
 pub mod backend;
 pub mod bindings;
+pub mod config;
 pub mod control;
+pub mod host;
+pub mod record;
+pub mod reload;
 pub mod runtime;
+pub mod shadow;
 pub mod shipped;
 pub mod sim;
 pub mod snapshot;

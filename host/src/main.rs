@@ -1,5 +1,6 @@
 //! The `wasmsched` command line: parses arguments and calls into the library.
 
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,11 +11,15 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::EnvFilter;
 use wasmsched::admission;
+use wasmsched::backend::replay::{self, Replay};
+use wasmsched::config::{DEFAULT_API, HostConfig};
+use wasmsched::host::{self, Host};
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::sim::engine::SimConfig;
 use wasmsched::sim::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::sim::workload::{LoadOptions, Workload};
-use wasmsched::{shipped, sim, snapshot};
+use wasmsched::{api, shipped, sim, snapshot};
 
 /// A WebAssembly policy-plugin host for the schedulers of deep-learning containers.
 #[derive(Parser)]
@@ -79,6 +84,53 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Run the host: the configured policies on the backend, hot-reloading the policies
+    /// directory, with the control API on loopback. Ctrl-C stops it cleanly.
+    Run {
+        /// The host's config (TOML).
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run a policy over a telemetry recording and diff its decisions against the recorded
+    /// ones. Exit 1 when they differ.
+    Replay {
+        /// A recording written by `run` (`[record] telemetry = …`).
+        #[arg(long)]
+        recording: PathBuf,
+        /// A shipped policy's name, or a path to a `.wasm` component.
+        #[arg(long)]
+        policy: String,
+        /// How many differing ticks to print.
+        #[arg(long, default_value_t = 5)]
+        show: usize,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// Print a running host's status: policies, versions, digests, counters, reloads.
+    Status {
+        #[command(flatten)]
+        api: ApiArgs,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring back a policy's previous version on a running host.
+    Rollback {
+        /// The policy's name.
+        policy: String,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+}
+
+#[derive(Args)]
+struct ApiArgs {
+    /// The host's control API.
+    #[arg(long, default_value = DEFAULT_API)]
+    addr: SocketAddr,
+    /// The API's bearer token, when it has one.
+    #[arg(long)]
+    token: Option<String>,
 }
 
 #[derive(Args)]
@@ -221,6 +273,98 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
             let failed = print_admissions(results);
             Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Run { config } => run_host(&config),
+        Command::Replay { recording, policy, show, runtime } => {
+            let (rt, limits) = runtime.runtime()?;
+            let choice = PolicyChoice::resolve(&rt, &policy)?;
+            let mut supervised =
+                Supervised::new(choice.policy, choice.config_json, limits, Fallback::KeepLimits, Quarantine::default());
+            let mut backend =
+                Replay::open(&recording).with_context(|| format!("cannot replay {}", recording.display()))?;
+            let report = replay::replay(&rt, &mut backend, &mut supervised);
+            println!(
+                "replayed {} ticks of {} with {policy}: {} decided, {} identical, {} differ",
+                report.ticks,
+                recording.display(),
+                report.compared,
+                report.identical,
+                report.differences.len()
+            );
+            if report.recorded_fallbacks > 0 {
+                println!(
+                    "({} recorded ticks fell back; a deadline on the live host may not recur)",
+                    report.recorded_fallbacks
+                );
+            }
+            for d in report.differences.iter().take(show) {
+                println!(
+                    "tick {}:\n  recorded: {}\n  replayed: {}",
+                    d.tick,
+                    actions(&d.recorded),
+                    actions(&d.replayed)
+                );
+            }
+            Ok(if report.is_identical() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::Status { api, json } => {
+            let status = api::client::status(api.addr, api.token.as_deref())?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&status)?);
+            } else {
+                print!("{}", status.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rollback { policy, api } => {
+            let done = api::client::rollback(api.addr, &policy, api.token.as_deref())?;
+            println!("{} rolled back: {} serves again", done.policy, done.sha256);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn run_host(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let config = HostConfig::load(path)?;
+    let mut runtime_config = RuntimeConfig::default();
+    if let Some(dir) = &config.cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    let rt = Runtime::new(runtime_config)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .context("cannot start the WebAssembly engine")?;
+    let host = Host::new(config.clone()).context("cannot start the host")?;
+    let handle = host.handle();
+    host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
+    let _api = if config.api.enabled {
+        let server = api::serve(handle.clone(), config.api.listen, config.api.token.clone())?;
+        println!("control API on http://{}", server.addr());
+        Some(server)
+    } else {
+        None
+    };
+    let summary = host.run(&rt)?;
+    let status = handle.board().get();
+    println!(
+        "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
+        summary.ticks,
+        summary.end_ms as f64 / 1000.0,
+        summary.decisions,
+        summary.applied,
+        status.swaps,
+        status.refused,
+        status.late_ticks
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Actions on one line, for a person.
+fn actions(list: &Option<Vec<wasmsched::bindings::wit::Action>>) -> String {
+    match list {
+        None => "not asked".into(),
+        Some(list) if list.is_empty() => "no actions".into(),
+        Some(list) => {
+            list.iter().map(|a| format!("job {} {:?} ({})", a.job, a.kind, a.reason)).collect::<Vec<_>>().join("; ")
         }
     }
 }

@@ -150,6 +150,18 @@ impl Telemetry {
         handle
     }
 
+    /// Track a job under the handle it already carries (a replayed recording's); later
+    /// handles continue after it. False, and nothing added, when that handle is not newer than
+    /// every handle given so far.
+    pub fn insert_job(&mut self, spec: wit::JobSpec, node: u32) -> bool {
+        if spec.handle < self.next_handle {
+            return false;
+        }
+        self.next_handle = spec.handle;
+        self.add_job(spec, node);
+        true
+    }
+
     /// Stop tracking a job. False when it was not tracked.
     pub fn remove_job(&mut self, handle: u32) -> bool {
         let Some(i) = self.index(handle) else { return false };

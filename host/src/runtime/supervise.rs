@@ -69,7 +69,7 @@ pub enum Failure {
 }
 
 /// Counters an operator watches.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Ticks on which the policy was called.
     pub calls: u64,
@@ -173,6 +173,17 @@ impl Supervised {
     /// Whether a live instance is held (false after a trap, until the next call).
     pub fn has_instance(&self) -> bool {
         self.instance.is_some()
+    }
+
+    /// Make the live instance now, handing it `saved_state`, rather than on the first call: a
+    /// hot swap checks that `init` takes the old version's state before the new one serves.
+    pub fn start(&mut self, rt: &Runtime, saved_state: Option<Vec<u8>>) -> Result<(), CallError> {
+        self.saved_state = saved_state;
+        self.instance = None;
+        self.counters.instantiations += 1;
+        let state = self.saved_state.as_deref();
+        self.instance = Some(self.policy.instantiate(rt, self.limits, &self.config_json, state)?);
+        Ok(())
     }
 
     /// The state a newer version should start from: asked of the live instance, else the

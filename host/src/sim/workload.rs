@@ -42,6 +42,7 @@ use crate::bindings::wit;
 mod scenario;
 mod trace;
 
+pub(crate) use scenario::parse_bytes;
 use scenario::scenario;
 use trace::{CsvFormat, detect, philly, pollux};
 

@@ -434,7 +434,7 @@ fn parse_duration_s(text: &str) -> Result<f64, String> {
 
 /// Parses a memory size such as `"64GiB"`, `"512 MiB"`, `"1.5TiB"` or `"64GB"` into bytes.
 /// Binary units `KiB MiB GiB TiB`, decimal `kB MB GB TB`, and `B`; case-insensitive.
-fn parse_bytes(text: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
     let s = text.trim();
     let example = "write a size such as \"64GiB\" or \"512MiB\"";
     if s.starts_with('-') {

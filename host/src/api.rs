@@ -1,0 +1,162 @@
+//! The control API of `wasmsched run`, on loopback unless a token guards it (axum on a tokio
+//! runtime of its own thread; the loop never waits on it):
+//!
+//! - `GET /status`: the [`Status`] as JSON (policies, versions, digests, roles, counters, last
+//!   reload, shadow agreement);
+//! - `GET /metrics`: the same numbers for Prometheus ([`metrics`]);
+//! - `POST /rollback/{policy}`: bring back the policy's previous version, at the next tick
+//!   boundary.
+//!
+//! [`client`] is the other end, for `wasmsched status` and `wasmsched rollback`.
+
+pub mod client;
+pub mod metrics;
+
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::host::status::Status;
+use crate::host::{HostHandle, RollbackError};
+
+/// Why the API could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A non-loopback address without a token.
+    #[error(
+        "the control API would listen on {0}, which is not loopback, without a token: set [api] token, or listen on 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Talking to a running host failed.
+    #[error("cannot reach the host at {addr}: {detail}")]
+    Client {
+        /// The address.
+        addr: SocketAddr,
+        /// What went wrong and what to do.
+        detail: String,
+    },
+}
+
+/// The API server; it stops when dropped.
+pub struct ApiServer {
+    addr: SocketAddr,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Where it listens (the port chosen, when port 0 was asked for).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Api {
+    host: HostHandle,
+    token: Option<String>,
+}
+
+impl Api {
+    /// The answer to a request without the right token; None when it may go on.
+    fn refusal(&self, headers: &HeaderMap) -> Option<Response> {
+        let token = self.token.as_ref()?;
+        let given =
+            headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+        (given != Some(token.as_str())).then(|| {
+            (StatusCode::UNAUTHORIZED, "a bearer token is required: Authorization: Bearer TOKEN\n").into_response()
+        })
+    }
+}
+
+/// Serve the API for `host` on `addr`. Any address but loopback needs a `token`.
+pub fn serve(host: HostHandle, addr: SocketAddr, token: Option<String>) -> Result<ApiServer, ApiError> {
+    let token = token.filter(|t| !t.is_empty());
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(ApiError::TokenRequired(addr));
+    }
+    let bind = |source| ApiError::Bind { addr, source };
+    let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
+    listener.set_nonblocking(true).map_err(bind)?;
+    let local = listener.local_addr().map_err(bind)?;
+    let app = axum::Router::new()
+        .route("/status", get(status))
+        .route("/metrics", get(metrics))
+        .route("/rollback/{policy}", post(rollback))
+        .with_state(Api { host, token });
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("wasmsched-api".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build();
+            let result = runtime.and_then(|rt| {
+                rt.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener)?;
+                    axum::serve(listener, app).with_graceful_shutdown(async move { rx.await.unwrap_or(()) }).await
+                })
+            });
+            if let Err(e) = result {
+                tracing::error!(error = %e, "the control API stopped");
+            }
+        })
+        .map_err(bind)?;
+    tracing::info!(addr = %local, "control API listening");
+    Ok(ApiServer { addr: local, shutdown: Some(tx), thread: Some(thread) })
+}
+
+async fn status(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if let Some(refused) = api.refusal(&headers) {
+        return refused;
+    }
+    let status: Status = api.host.board().get();
+    Json(status).into_response()
+}
+
+async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if let Some(refused) = api.refusal(&headers) {
+        return refused;
+    }
+    let text = metrics::encode(&api.host.board().get());
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+}
+
+async fn rollback(State(api): State<Api>, Path(policy): Path<String>, headers: HeaderMap) -> Response {
+    if let Some(refused) = api.refusal(&headers) {
+        return refused;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    api.host.rollback(&policy, move |r| {
+        let _ = tx.send(r);
+    });
+    match rx.await.unwrap_or(Err(RollbackError::Stopping)) {
+        Ok(done) => Json(done).into_response(),
+        Err(e @ RollbackError::Unknown(_)) => (StatusCode::NOT_FOUND, format!("{e}\n")).into_response(),
+        Err(e @ RollbackError::NoPrevious(_)) => (StatusCode::CONFLICT, format!("{e}\n")).into_response(),
+        Err(e @ RollbackError::Stopping) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
+}

@@ -1,0 +1,114 @@
+//! The status as Prometheus metrics (OpenMetrics text), built with `prometheus-client` from
+//! the status at each scrape. Per-version counters carry the version's sha256 as a label, so
+//! each series only grows.
+
+use prometheus_client::encoding::text::encode as encode_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use crate::host::status::{PolicyState, Status};
+
+/// The content type of [`encode`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(String, String)>;
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(value);
+    registry.register(name, help, c);
+}
+
+/// The metrics text for `status`.
+pub fn encode(status: &Status) -> String {
+    let mut r = Registry::default();
+    counter(&mut r, "wasmsched_ticks", "Observations made", status.ticks);
+    counter(&mut r, "wasmsched_decisions", "Ticks on which the policies were asked", status.decisions);
+    counter(&mut r, "wasmsched_late_ticks", "Ticks started more than a tick late", status.late_ticks);
+    counter(&mut r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
+    counter(&mut r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
+
+    let per_version = |name: &str| (name.to_string(), Family::<Labels, Counter>::default());
+    let mut families = [
+        per_version("wasmsched_policy_calls"),
+        per_version("wasmsched_policy_traps"),
+        per_version("wasmsched_policy_timeouts"),
+        per_version("wasmsched_policy_errors"),
+        per_version("wasmsched_policy_fallbacks"),
+        per_version("wasmsched_policy_rejected_actions"),
+        per_version("wasmsched_policy_call_microseconds"),
+    ];
+    let serving = Family::<Labels, Gauge>::default();
+    let version = Family::<Labels, Gauge>::default();
+    let agreement = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let cpu_diff = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    for p in &status.policies {
+        let base = vec![("policy".to_string(), p.name.clone()), ("role".to_string(), p.role.to_string())];
+        serving.get_or_create(&base).set(i64::from(p.state == PolicyState::Serving));
+        version.get_or_create(&base).set(i64::from(p.version));
+        if let Some(a) = p.shadow {
+            agreement.get_or_create(&base).set(a.rate());
+            cpu_diff.get_or_create(&base).set(a.mean_cpu_diff_millicores());
+        }
+        let Some(sha) = &p.sha256 else { continue };
+        let mut labels = base.clone();
+        labels.push(("sha256".into(), sha.clone()));
+        let c = &p.counters;
+        let values = [c.calls, c.traps, c.timeouts, c.policy_errors, c.fallbacks, c.rejected_actions, c.call_micros];
+        for ((_, family), value) in families.iter().zip(values) {
+            family.get_or_create(&labels).inc_by(value);
+        }
+    }
+    let helps = [
+        "Calls into the policy version",
+        "Calls that trapped, deadlines included",
+        "Calls that ran past their deadline",
+        "Calls the policy answered with its own error",
+        "Ticks that fell back",
+        "Actions refused by validation",
+        "Time spent in calls, microseconds",
+    ];
+    for ((name, family), help) in families.iter_mut().zip(helps) {
+        r.register(name.as_str(), help, std::mem::take(family));
+    }
+    r.register("wasmsched_policy_serving", "1 when a version of the policy serves", serving);
+    r.register("wasmsched_policy_version", "The number of the version serving", version);
+    r.register("wasmsched_shadow_agreement_ratio", "Ticks on which the shadow decided as the active did", agreement);
+    r.register(
+        "wasmsched_shadow_cpu_diff_millicores",
+        "Mean per-job CPU limit difference, shadow against active",
+        cpu_diff,
+    );
+    let mut out = String::new();
+    encode_text(&mut out, &r).expect("writing to a String cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Role;
+    use crate::host::status::PolicyStatus;
+
+    #[test]
+    fn counters_of_each_version_and_the_shadow_agreement_are_exported() {
+        let mut p = PolicyStatus::new("flowcon", Role::Shadow);
+        p.state = PolicyState::Serving;
+        p.sha256 = Some("ab12".into());
+        p.counters.calls = 7;
+        p.counters.timeouts = 2;
+        let status = Status { ticks: 9, policies: vec![p], ..Status::default() };
+        let text = encode(&status);
+        assert!(text.contains("wasmsched_ticks_total 9"), "{text}");
+        assert!(
+            text.contains(r#"wasmsched_policy_calls_total{policy="flowcon",role="shadow",sha256="ab12"} 7"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"wasmsched_policy_timeouts_total{policy="flowcon",role="shadow",sha256="ab12"} 2"#));
+        assert!(text.contains(r#"wasmsched_shadow_agreement_ratio{policy="flowcon",role="shadow"} 1.0"#), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,180 @@
+//! The replay backend: a telemetry recording ([`crate::record`]) played back through the
+//! one loop. Observing rebuilds the world tick by tick from the recorded deltas; applying
+//! changes nothing, so any policy can be run over what happened and its decisions diffed
+//! against the ones that were taken. A policy is a pure function of its snapshots, so the
+//! same policy gives the same decisions, bit for bit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::backend::{ApplyError, Backend};
+use crate::bindings::wit;
+use crate::control::{self, Driver, LoopConfig, Policies, Tick};
+use crate::record::{self, RecordError, RecordedDecision, RecordedTick};
+use crate::runtime::Runtime;
+use crate::runtime::supervise::Supervised;
+use crate::snapshot::Telemetry;
+
+/// A recording being played back.
+pub struct Replay {
+    tick: Duration,
+    ticks: std::vec::IntoIter<RecordedTick>,
+    played: Vec<Option<RecordedDecision>>,
+}
+
+impl Replay {
+    /// Open a recording.
+    pub fn open(path: &Path) -> Result<Replay, RecordError> {
+        let (header, ticks) = record::read_recording(path)?;
+        Ok(Replay { tick: Duration::from_millis(header.tick_ms), ticks: ticks.into_iter(), played: Vec::new() })
+    }
+
+    /// The tick the recording was made with.
+    pub fn tick(&self) -> Duration {
+        self.tick
+    }
+
+    /// The recorded decisions of the ticks played so far, in order.
+    pub fn recorded(&self) -> &[Option<RecordedDecision>] {
+        &self.played
+    }
+}
+
+impl Backend for Replay {
+    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+        let mut any = false;
+        while self.ticks.as_slice().first().is_some_and(|t| t.snapshot.time_ms <= until_ms) {
+            let t = self.ticks.next().expect("just peeked");
+            apply_delta(world, &t.snapshot);
+            self.played.push(t.decision);
+            any = true;
+        }
+        world.set_time_ms(until_ms);
+        any
+    }
+
+    fn apply(&mut self, _actions: &[wit::Action], _world: &mut Telemetry) -> Vec<ApplyError> {
+        Vec::new()
+    }
+}
+
+/// Fold one recorded snapshot into the world it was cut from.
+pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
+    world.set_time_ms(s.time_ms);
+    if let Some(nodes) = &s.nodes {
+        for node in nodes.iter().skip(world.nodes().len()) {
+            world.add_node(node.clone());
+        }
+    }
+    for &h in &s.removed {
+        world.remove_job(h);
+    }
+    let c = &s.jobs;
+    for spec in &s.added {
+        let node = c.handle.iter().position(|&h| h == spec.handle).map_or(0, |i| c.node[i]);
+        if !world.insert_job(spec.clone(), node) {
+            tracing::warn!(job = spec.handle, "recording adds a job whose handle is not new; skipped");
+        }
+    }
+    for (i, &h) in c.handle.iter().enumerate() {
+        let Some(state) = world.state_mut(h) else { continue };
+        state.node = c.node[i];
+        state.cpu_limit_millicores = Some(c.cpu_limit_millicores[i]).filter(|&m| m > 0);
+        state.memory_limit_bytes = Some(c.memory_limit_bytes[i]).filter(|&b| b > 0);
+        state.cpu_used_millicores = c.cpu_used_millicores[i];
+        state.memory_used_bytes = c.memory_used_bytes[i];
+        state.gpu = u32::try_from(c.gpu[i]).ok();
+        state.gpu_share_percent = Some(c.gpu_share_percent[i]).filter(|&p| p > 0);
+        state.gpu_used_percent = c.gpu_used_percent[i];
+    }
+    let mut k = 0;
+    let gpus: Vec<(u32, u32)> = world
+        .nodes()
+        .iter()
+        .enumerate()
+        .flat_map(|(n, node)| (0..node.gpu_memory_bytes.len() as u32).map(move |g| (n as u32, g)))
+        .collect();
+    for (&(node, gpu), (&util, &mem)) in
+        gpus.iter().zip(s.gpus.utilisation_percent.iter().zip(&s.gpus.memory_used_bytes))
+    {
+        world.set_gpu_use(node, gpu, util, mem);
+    }
+    let p = &s.progress;
+    for i in 0..p.job.len() {
+        let n = usize::from(p.value_count[i]);
+        let values = p.values.get(k..k + n).map(<[f64]>::to_vec).unwrap_or_default();
+        k += n;
+        world.record_at(p.job[i], p.time_ms[i], p.epoch[i], values);
+    }
+}
+
+/// One tick whose decisions differ.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference {
+    /// The tick's number.
+    pub tick: u64,
+    /// What was done then (None: the policy was not asked).
+    pub recorded: Option<Vec<wit::Action>>,
+    /// What the replayed policy decided (None: it was not asked).
+    pub replayed: Option<Vec<wit::Action>>,
+}
+
+/// What a replay found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReplayReport {
+    /// Ticks played.
+    pub ticks: u64,
+    /// Ticks on which the recording or the replay decided.
+    pub compared: u64,
+    /// Of those, ticks with identical actions (reasons included).
+    pub identical: u64,
+    /// Recorded ticks that fell back (a deadline on the live host may not recur).
+    pub recorded_fallbacks: u64,
+    /// The ticks that differ, in order.
+    pub differences: Vec<Difference>,
+}
+
+impl ReplayReport {
+    /// True when every compared tick is identical.
+    pub fn is_identical(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+struct Collect<'a> {
+    policy: &'a mut Supervised,
+    decided: Vec<Option<Vec<wit::Action>>>,
+}
+
+impl Driver for Collect<'_> {
+    fn policies(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        self.decided.push(tick.active.map(|a| a.outcome.actions));
+    }
+}
+
+/// Run `policy` over the recording through the one loop and diff its decisions against the
+/// recorded ones.
+pub fn replay(rt: &Runtime, replay: &mut Replay, policy: &mut Supervised) -> ReplayReport {
+    let mut driver = Collect { policy, decided: Vec::new() };
+    let config = LoopConfig { tick: replay.tick(), horizon: None };
+    let summary = control::drive(replay, &mut driver, rt, &config);
+    let mut report = ReplayReport { ticks: summary.ticks, ..ReplayReport::default() };
+    for (i, (recorded, replayed)) in replay.recorded().iter().zip(driver.decided).enumerate() {
+        let recorded_actions = recorded.as_ref().map(|d| d.actions.clone());
+        if recorded_actions.is_none() && replayed.is_none() {
+            continue;
+        }
+        report.compared += 1;
+        report.recorded_fallbacks += u64::from(recorded.as_ref().is_some_and(|d| d.fallback));
+        if recorded_actions == replayed {
+            report.identical += 1;
+        } else {
+            report.differences.push(Difference { tick: i as u64 + 1, recorded: recorded_actions, replayed });
+        }
+    }
+    report
+}

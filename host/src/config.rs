@@ -1,0 +1,477 @@
+//! The long-running host's configuration: one TOML file, `wasmsched run --config FILE`.
+//!
+//! ```toml
+//! tick = "30s"                      # time between observations, on the backend's clock
+//! policies-dir = "policies.d"       # watched for NAME.wasm (+ NAME.toml); relative to this file
+//!
+//! [backend]
+//! kind = "sim"
+//! workload = "../scenarios/demo.toml"
+//! speed = "real-time"               # or "max", or a factor such as 60
+//!
+//! [policy.fair-share]               # serves policies.d/fair-share.wasm
+//! role = "active"                   # or "shadow"
+//! deadline = "50ms"
+//! memory = "64MiB"
+//! fallback = "keep-limits"          # or "fair-share"
+//! config = { }                      # the policy's own table, handed to it as JSON
+//! ```
+//!
+//! Unknown keys are refused with their name; paths are relative to the config file's folder.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::runtime::Limits;
+use crate::runtime::supervise::{Fallback, Quarantine};
+
+/// Why a config cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, a key is unknown or a value is out of range.
+    #[error("config {path}: {detail}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the line and the key.
+        detail: String,
+    },
+    /// The values parse but do not make a host.
+    #[error("config {path}: {detail}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        detail: String,
+    },
+}
+
+/// The whole host configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HostConfig {
+    /// Time between observations, on the backend's clock (`"30s"`).
+    #[serde(deserialize_with = "duration")]
+    pub tick: Duration,
+    /// The directory watched for policy components (`NAME.wasm`, and `NAME.toml` beside).
+    pub policies_dir: PathBuf,
+    /// Where the jobs live.
+    pub backend: BackendConfig,
+    /// Hot reload of the policies directory.
+    #[serde(default)]
+    pub reload: ReloadConfig,
+    /// The control API.
+    #[serde(default)]
+    pub api: ApiConfig,
+    /// The audit log and the telemetry recording.
+    #[serde(default)]
+    pub record: RecordConfig,
+    /// Where compiled policies are cached; default `~/.cache/wasmsched`.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// The policies, by name: `[policy.NAME]` serves `policies-dir/NAME.wasm`.
+    #[serde(default)]
+    pub policy: BTreeMap<String, PolicyConfig>,
+}
+
+/// The backend and how fast its clock runs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BackendConfig {
+    /// Which backend: `"sim"` (the built-in simulator) for now.
+    pub kind: BackendKind,
+    /// The simulator's workload: a scenario (.toml) or a workload CSV.
+    pub workload: PathBuf,
+    /// The simulator's seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// How fast the backend's clock runs against the wall clock: `"real-time"`, `"max"` (as
+    /// fast as possible), or a factor (`60` runs an hour a minute).
+    #[serde(default)]
+    pub speed: Speed,
+}
+
+/// The backends `run` knows.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// The built-in simulator.
+    Sim,
+}
+
+/// How fast the backend's clock runs against the wall clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Speed {
+    /// One backend second a wall second.
+    #[default]
+    RealTime,
+    /// This many backend seconds a wall second.
+    Factor(f64),
+    /// No waiting: the next tick as soon as the last is done.
+    Max,
+}
+
+impl Speed {
+    /// The wall time one backend interval takes; None for [`Speed::Max`].
+    pub fn wall(&self, backend: Duration) -> Option<Duration> {
+        match self {
+            Speed::RealTime => Some(backend),
+            Speed::Factor(f) => Some(backend.div_f64(*f)),
+            Speed::Max => None,
+        }
+    }
+}
+
+impl fmt::Display for Speed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Speed::RealTime => f.write_str("real-time"),
+            Speed::Factor(x) => write!(f, "{x}x"),
+            Speed::Max => f.write_str("max"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Speed {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            Number(f64),
+        }
+        let bad = || serde::de::Error::custom("speed is \"real-time\", \"max\", or a factor above 0 such as 60");
+        match Raw::deserialize(d)? {
+            Raw::Word(w) if w == "real-time" => Ok(Speed::RealTime),
+            Raw::Word(w) if w == "max" => Ok(Speed::Max),
+            Raw::Number(x) if x.is_finite() && x > 0.0 => Ok(Speed::Factor(x)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// Hot reload of the policies directory.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReloadConfig {
+    /// Watch the directory and swap in new versions (default true).
+    #[serde(default = "yes")]
+    pub watch: bool,
+    /// How long a file must stay quiet before it is looked at (default `"50ms"`).
+    #[serde(default = "default_debounce", deserialize_with = "duration")]
+    pub debounce: Duration,
+}
+
+impl Default for ReloadConfig {
+    fn default() -> Self {
+        ReloadConfig { watch: true, debounce: default_debounce() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_debounce() -> Duration {
+    Duration::from_millis(50)
+}
+
+/// The control API: status, metrics, rollback.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ApiConfig {
+    /// Serve the API (default true).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Where it listens (`"127.0.0.1:7878"`; port 0 picks a free one). Any address but
+    /// loopback needs a `token`.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// A bearer token every request must carry (`Authorization: Bearer TOKEN`).
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig { enabled: true, listen: default_listen(), token: None }
+    }
+}
+
+/// The control API's address when none is given.
+pub const DEFAULT_API: &str = "127.0.0.1:7878";
+
+fn default_listen() -> SocketAddr {
+    DEFAULT_API.parse().expect("a valid address")
+}
+
+/// What the host writes down.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RecordConfig {
+    /// The audit log: one JSON line per tick (appended).
+    #[serde(default)]
+    pub audit: Option<PathBuf>,
+    /// The telemetry recording that `wasmsched replay` reads (overwritten).
+    #[serde(default)]
+    pub telemetry: Option<PathBuf>,
+}
+
+/// Whether a policy's decisions are applied.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// Its decisions are applied. At most one policy is active.
+    #[default]
+    Active,
+    /// It sees the same snapshots; its decisions are recorded and compared, never applied.
+    Shadow,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Active => "active",
+            Role::Shadow => "shadow",
+        })
+    }
+}
+
+/// One policy: `[policy.NAME]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PolicyConfig {
+    /// `"active"` (its decisions are applied) or `"shadow"` (only compared).
+    #[serde(default)]
+    pub role: Role,
+    /// Wall-clock deadline per call (`"50ms"`).
+    #[serde(default = "default_deadline", deserialize_with = "duration")]
+    pub deadline: Duration,
+    /// Memory cap of an instance (`"64MiB"`).
+    #[serde(default = "default_memory", deserialize_with = "bytes")]
+    pub memory: u64,
+    /// What a tick does when the policy fails: `"keep-limits"` or `"fair-share"`.
+    #[serde(default)]
+    pub fallback: Fallback,
+    /// Failures in a row that quarantine a version.
+    #[serde(default = "default_quarantine_after")]
+    pub quarantine_after: u32,
+    /// The policy's own table, handed to it as JSON; a `NAME.toml` beside the component
+    /// overrides its keys.
+    #[serde(default)]
+    pub config: toml::Table,
+}
+
+fn default_deadline() -> Duration {
+    Limits::default().deadline
+}
+
+fn default_memory() -> u64 {
+    Limits::default().memory_bytes
+}
+
+fn default_quarantine_after() -> u32 {
+    Quarantine::default().after
+}
+
+impl PolicyConfig {
+    /// The limits every call runs under.
+    pub fn limits(&self) -> Limits {
+        Limits { deadline: self.deadline, memory_bytes: self.memory, ..Limits::default() }
+    }
+
+    /// When failures quarantine a version.
+    pub fn quarantine(&self) -> Quarantine {
+        Quarantine { after: self.quarantine_after.max(1), ..Quarantine::default() }
+    }
+}
+
+impl HostConfig {
+    /// Read and check a config file; relative paths become relative to its folder.
+    pub fn load(path: &Path) -> Result<HostConfig, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let mut config = Self::parse(path, &text)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        config.resolve(base);
+        Ok(config)
+    }
+
+    /// Parse and check config text; `path` names it in errors. Paths stay as written.
+    pub fn parse(path: &Path, text: &str) -> Result<HostConfig, ConfigError> {
+        let config: HostConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            detail: e.to_string().trim_end().to_string(),
+        })?;
+        config.check().map_err(|detail| ConfigError::Invalid { path: path.to_path_buf(), detail })?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.tick.is_zero() {
+            return Err("tick must be above zero, e.g. \"30s\"".into());
+        }
+        let active: Vec<&str> =
+            self.policy.iter().filter(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str()).collect();
+        if active.len() > 1 {
+            return Err(format!(
+                "policies {} are all active; at most one may be: make the others `role = \"shadow\"`",
+                active.join(", ")
+            ));
+        }
+        if let Some(bad) = self.policy.keys().find(|n| n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.')) {
+            return Err(format!("policy name {bad:?} cannot be a file name in the policies directory"));
+        }
+        let addr = self.api.listen;
+        if self.api.enabled && !addr.ip().is_loopback() && self.api.token.as_deref().is_none_or(str::is_empty) {
+            return Err(format!(
+                "the API would listen on {addr}, which is not loopback: set [api] token = \"…\" or listen on 127.0.0.1"
+            ));
+        }
+        Ok(())
+    }
+
+    fn resolve(&mut self, base: &Path) {
+        let join = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        join(&mut self.policies_dir);
+        join(&mut self.backend.workload);
+        for p in [&mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir].into_iter().flatten() {
+            join(p);
+        }
+    }
+
+    /// The active policy's name, if one is configured.
+    pub fn active(&self) -> Option<&str> {
+        self.policy.iter().find(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str())
+    }
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    humantime::parse_duration(&text).map_err(|e| {
+        serde::de::Error::custom(format!("\"{text}\" is not a duration ({e}): write e.g. \"30s\" or \"50ms\""))
+    })
+}
+
+fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let text = String::deserialize(d)?;
+    crate::sim::workload::parse_bytes(&text).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "tick = \"1s\"\npolicies-dir = \"p\"\n[backend]\nkind = \"sim\"\nworkload = \"w.toml\"\n";
+
+    fn parse(text: &str) -> Result<HostConfig, ConfigError> {
+        HostConfig::parse(Path::new("host.toml"), text)
+    }
+
+    #[test]
+    fn a_minimal_config_takes_the_defaults() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.tick, Duration::from_secs(1));
+        assert_eq!(c.backend.speed, Speed::RealTime);
+        assert_eq!(c.api.listen, default_listen());
+        assert!(c.reload.watch);
+        assert!(c.policy.is_empty());
+    }
+
+    #[test]
+    fn a_policy_table_reads_its_limits_role_fallback_and_own_config() {
+        let text = format!(
+            "{MINIMAL}[policy.a]\nrole = \"shadow\"\ndeadline = \"20ms\"\nmemory = \"32MiB\"\nfallback = \"fair-share\"\n\
+             [policy.a.config]\nalpha = 0.5\n"
+        );
+        let c = parse(&text).unwrap();
+        let a = &c.policy["a"];
+        assert_eq!(a.role, Role::Shadow);
+        assert_eq!(a.limits().deadline, Duration::from_millis(20));
+        assert_eq!(a.memory, 32 << 20);
+        assert_eq!(a.fallback, Fallback::FairShare);
+        assert_eq!(a.config["alpha"].as_float(), Some(0.5));
+        assert_eq!(c.active(), None);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        for (text, key) in [
+            (format!("{MINIMAL}colour = \"blue\"\n"), "colour"),
+            (format!("{MINIMAL}speeed = 2\n"), "speeed"),
+            (format!("{MINIMAL}[policy.a]\ndeadlin = \"1s\"\n"), "deadlin"),
+            (format!("{MINIMAL}[api]\nport = 80\n"), "port"),
+        ] {
+            let e = parse(&text).unwrap_err().to_string();
+            assert!(e.contains(&format!("unknown field `{key}`")), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn speeds_are_real_time_max_or_a_positive_factor() {
+        let with = |s: &str| parse(&MINIMAL.replace("kind = \"sim\"", &format!("kind = \"sim\"\nspeed = {s}")));
+        assert_eq!(with("\"max\"").unwrap().backend.speed, Speed::Max);
+        assert_eq!(with("60").unwrap().backend.speed, Speed::Factor(60.0));
+        assert_eq!(with("2.5").unwrap().backend.speed.wall(Duration::from_secs(5)), Some(Duration::from_secs(2)));
+        for bad in ["0", "-1", "\"fast\""] {
+            assert!(with(bad).unwrap_err().to_string().contains("speed is"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn two_active_policies_are_refused() {
+        let e = parse(&format!("{MINIMAL}[policy.a]\n[policy.b]\n")).unwrap_err().to_string();
+        assert!(e.contains("at most one may be"), "{e}");
+    }
+
+    #[test]
+    fn a_non_loopback_api_needs_a_token() {
+        let open = format!("{MINIMAL}[api]\nlisten = \"0.0.0.0:7878\"\n");
+        assert!(parse(&open).unwrap_err().to_string().contains("token"));
+        assert!(parse(&format!("{open}token = \"s3cret\"\n")).is_ok());
+        assert!(parse(&format!("{MINIMAL}[api]\nlisten = \"[::1]:7878\"\n")).is_ok());
+    }
+
+    #[test]
+    fn bad_durations_say_how_to_write_one() {
+        let e = parse(&MINIMAL.replace("\"1s\"", "\"soon\"")).unwrap_err().to_string();
+        assert!(e.contains("is not a duration") && e.contains("30s"), "{e}");
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        let c = parse(include_str!("../../examples/run.toml")).unwrap();
+        assert_eq!(c.active(), Some("fair-share"));
+        assert_eq!(c.policy["candidate"].role, Role::Shadow);
+        assert_eq!(c.backend.speed, Speed::Factor(60.0));
+    }
+
+    #[test]
+    fn relative_paths_are_taken_from_the_config_files_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.toml");
+        std::fs::write(&path, format!("{MINIMAL}[record]\naudit = \"a.jsonl\"\n")).unwrap();
+        let c = HostConfig::load(&path).unwrap();
+        assert_eq!(c.policies_dir, dir.path().join("p"));
+        assert_eq!(c.backend.workload, dir.path().join("w.toml"));
+        assert_eq!(c.record.audit, Some(dir.path().join("a.jsonl")));
+    }
+}

@@ -1,0 +1,552 @@
+//! The long-running host behind `wasmsched run`: the one loop ([`control::drive`]) over a
+//! backend, with the configured policies (one active, any number of shadows), hot reload of
+//! the policies directory ([`reload`]), the audit log and telemetry recording ([`record`]),
+//! and a [`status::StatusBoard`] for the control API ([`crate::api`]).
+//!
+//! Everything that changes which version serves happens at a tick boundary, on the loop's
+//! thread, when no policy is in a call: a swap (the old version's `save-state` goes into the
+//! new one's `init`; an `init` that refuses it keeps the old version serving), an unload, a
+//! rollback. While the loop waits for the next tick it takes commands at once, so a reload
+//! or a rollback does not wait for the tick.
+
+pub mod status;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
+use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
+use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
+use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
+use crate::runtime::Runtime;
+use crate::runtime::supervise::Supervised;
+use crate::shadow::{self, Agreement};
+use crate::sim::engine::{SimConfig, Simulator};
+use crate::sim::workload::{LoadOptions, Workload, WorkloadError};
+use crate::snapshot::Telemetry;
+use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
+
+/// Why the host could not start or run.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The workload did not load.
+    #[error("cannot load the workload")]
+    Workload(#[source] WorkloadError),
+    /// The audit log or the recording could not be opened.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    /// The policies directory cannot be watched.
+    #[error(transparent)]
+    Watch(#[from] WatchError),
+    /// The policies directory does not exist.
+    #[error("the policies directory {0} does not exist: create it, or fix `policies-dir` in the config")]
+    NoPoliciesDir(std::path::PathBuf),
+}
+
+/// What the host is told to do.
+pub enum Command {
+    /// A reload found a change.
+    Change(Change),
+    /// Bring back the previous version of a policy; the answer goes to `reply`.
+    Rollback {
+        /// The policy.
+        policy: String,
+        /// Where the answer goes.
+        reply: Box<dyn FnOnce(Result<RolledBack, RollbackError>) + Send>,
+    },
+    /// Stop after the tick in progress.
+    Stop,
+}
+
+/// A rollback that happened.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RolledBack {
+    /// The policy.
+    pub policy: String,
+    /// The sha256 now serving.
+    pub sha256: String,
+    /// The sha256 it replaced, if one served.
+    pub replaced: Option<String>,
+}
+
+/// Why a rollback could not happen.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RollbackError {
+    /// No such policy in the config.
+    #[error("no policy named {0} in the config")]
+    Unknown(String),
+    /// Nothing to go back to.
+    #[error("policy {0} has no previous version to go back to")]
+    NoPrevious(String),
+    /// The host stopped before it could.
+    #[error("the host is stopping")]
+    Stopping,
+}
+
+/// What the API and a Ctrl-C handler hold: a way to send commands and to read the status.
+#[derive(Clone)]
+pub struct HostHandle {
+    commands: Sender<Command>,
+    board: Arc<StatusBoard>,
+}
+
+impl HostHandle {
+    /// The status board.
+    pub fn board(&self) -> &Arc<StatusBoard> {
+        &self.board
+    }
+
+    /// Ask the host to stop after the tick in progress.
+    pub fn stop(&self) {
+        let _ = self.commands.send(Command::Stop);
+    }
+
+    /// Ask for a rollback; `reply` gets the answer at the next tick boundary.
+    pub fn rollback(&self, policy: &str, reply: impl FnOnce(Result<RolledBack, RollbackError>) + Send + 'static) {
+        let reply: Box<dyn FnOnce(Result<RolledBack, RollbackError>) + Send> = Box::new(reply);
+        if let Err(mpsc::SendError(Command::Rollback { reply, .. })) =
+            self.commands.send(Command::Rollback { policy: policy.into(), reply })
+        {
+            reply(Err(RollbackError::Stopping));
+        }
+    }
+}
+
+/// Stop the host on Ctrl-C (SIGINT) or SIGTERM: the tick in progress finishes, the logs are
+/// complete, and [`Host::run`] returns.
+pub fn stop_on_signal(handle: HostHandle) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
+    std::thread::Builder::new().name("wasmsched-signals".into()).spawn(move || {
+        runtime.block_on(async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let terminated = async {
+                match term.as_mut() {
+                    Some(t) => t.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminated => {}
+            }
+        });
+        tracing::info!("stopping after the tick in progress");
+        handle.stop();
+    })?;
+    Ok(())
+}
+
+/// The host, configured and ready to run.
+pub struct Host {
+    config: HostConfig,
+    workload: Workload,
+    commands: Receiver<Command>,
+    handle: HostHandle,
+}
+
+impl Host {
+    /// Check the config's files and set up; nothing runs yet.
+    pub fn new(config: HostConfig) -> Result<Host, HostError> {
+        if !config.policies_dir.is_dir() {
+            return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
+        }
+        let BackendKind::Sim = config.backend.kind;
+        let workload =
+            Workload::load(&config.backend.workload, &LoadOptions::default()).map_err(HostError::Workload)?;
+        let workload = workload.with_default_targets();
+        let status = Status {
+            started_wall_ms: record::wall_ms(),
+            backend: format!("sim ({})", workload.name),
+            speed: config.backend.speed.to_string(),
+            tick_ms: config.tick.as_millis() as u64,
+            running: true,
+            policies: config.policy.iter().map(|(name, p)| PolicyStatus::new(name, p.role)).collect(),
+            ..Status::default()
+        };
+        let (tx, commands) = mpsc::channel();
+        let handle = HostHandle { commands: tx, board: Arc::new(StatusBoard::new(status)) };
+        Ok(Host { config, workload, commands, handle })
+    }
+
+    /// A handle for the API and signal handlers.
+    pub fn handle(&self) -> HostHandle {
+        self.handle.clone()
+    }
+
+    /// Load the policies, watch their directory, and run the loop until the backend has
+    /// nothing left or a stop is asked for.
+    pub fn run(self, rt: &Runtime) -> Result<LoopSummary, HostError> {
+        let Host { config, workload, commands, handle } = self;
+        let latest = LatestWorld::default();
+        let mut reloader =
+            Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
+        let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
+        let mut sim = Simulator::new(&workload, SimConfig { seed: config.backend.seed, ..SimConfig::default() });
+        let loop_config = LoopConfig { tick: config.tick, horizon: None };
+        let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
+            // Watch first, then look: a file that lands in between is seen twice, never missed.
+            let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
+            let watcher = if config.reload.watch {
+                Some(reload::watch(&config.policies_dir, config.reload.debounce, names_tx)?)
+            } else {
+                drop(names_tx);
+                None
+            };
+            let started = Instant::now();
+            for name in config.policy.keys() {
+                match reloader.check(name, started) {
+                    Some(change) => driver.change(rt, change),
+                    None if driver.slot(name).is_some_and(|s| s.current.is_none()) => {
+                        tracing::warn!(policy = %name, dir = %config.policies_dir.display(), "no usable {name}.wasm yet; it will serve once one lands");
+                    }
+                    None => {}
+                }
+            }
+            if config.active().is_none_or(|a| driver.slot(a).is_some_and(|s| s.current.is_none())) {
+                tracing::warn!("no active policy serves: the limits in force stay as they are");
+            }
+            let commands = handle.commands.clone();
+            scope.spawn(move || {
+                reload::work(reloader, names_rx, |change| {
+                    let _ = commands.send(Command::Change(change));
+                })
+            });
+            tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed, "host running");
+            let summary = control::drive(&mut sim, &mut driver, rt, &loop_config);
+            drop(watcher);
+            Ok(summary)
+        })?;
+        driver.finish();
+        Ok(summary)
+    }
+}
+
+/// One version serving, and its number among the policy's versions.
+struct Serving {
+    sup: Supervised,
+    version: u32,
+}
+
+/// One configured policy: the version serving, and the one a rollback brings back.
+struct Slot {
+    name: String,
+    config: PolicyConfig,
+    current: Option<Serving>,
+    previous: Option<Serving>,
+    versions: u32,
+    agreement: Agreement,
+}
+
+/// Keeps the wall clock and the backend's clock in step.
+struct Pacer {
+    speed: crate::config::Speed,
+    tick: Duration,
+    anchor: Option<(Instant, u64)>,
+}
+
+impl Pacer {
+    /// When the observation up to `next_ms` is due; None for as fast as possible.
+    fn due(&mut self, next_ms: u64) -> Option<Instant> {
+        let wall = |ms: u64| self.speed.wall(Duration::from_millis(ms));
+        let (at, from) =
+            *self.anchor.get_or_insert((Instant::now(), next_ms.saturating_sub(self.tick.as_millis() as u64)));
+        wall(next_ms.saturating_sub(from)).map(|d| at + d)
+    }
+
+    /// True (and the clock re-anchored) when the loop is more than a tick behind.
+    fn late(&mut self, next_ms: u64, due: Option<Instant>) -> bool {
+        let (Some(due), Some(tick)) = (due, self.speed.wall(self.tick)) else { return false };
+        let now = Instant::now();
+        if now > due + tick {
+            self.anchor = Some((now, next_ms));
+            return true;
+        }
+        false
+    }
+}
+
+/// The host's side of the loop.
+struct HostDriver {
+    slots: Vec<Slot>,
+    commands: Receiver<Command>,
+    board: Arc<StatusBoard>,
+    latest: LatestWorld,
+    seen: Option<Arc<Telemetry>>,
+    audit: Option<JsonLines>,
+    recorder: Option<TelemetryRecorder>,
+    pacer: Pacer,
+    write_errors: u64,
+}
+
+impl HostDriver {
+    fn new(
+        config: &HostConfig,
+        commands: Receiver<Command>,
+        board: Arc<StatusBoard>,
+        latest: LatestWorld,
+    ) -> Result<Self, HostError> {
+        let audit = config.record.audit.as_deref().map(JsonLines::append).transpose()?;
+        let tick_ms = config.tick.as_millis() as u64;
+        let recorder = config.record.telemetry.as_deref().map(|p| TelemetryRecorder::create(p, tick_ms)).transpose()?;
+        let slots = config
+            .policy
+            .iter()
+            .map(|(name, p)| Slot {
+                name: name.clone(),
+                config: p.clone(),
+                current: None,
+                previous: None,
+                versions: 0,
+                agreement: Agreement::default(),
+            })
+            .collect();
+        Ok(HostDriver {
+            slots,
+            commands,
+            board,
+            latest,
+            seen: None,
+            audit,
+            recorder,
+            pacer: Pacer { speed: config.backend.speed, tick: config.tick, anchor: None },
+            write_errors: 0,
+        })
+    }
+
+    fn slot(&self, name: &str) -> Option<&Slot> {
+        self.slots.iter().find(|s| s.name == name)
+    }
+
+    /// Handle one command at a tick boundary; false means stop.
+    fn command(&mut self, rt: &Runtime, command: Command) -> bool {
+        match command {
+            Command::Change(change) => self.change(rt, change),
+            Command::Rollback { policy, reply } => reply(self.rollback(&policy)),
+            Command::Stop => return false,
+        }
+        true
+    }
+
+    fn change(&mut self, rt: &Runtime, change: Change) {
+        match change {
+            Change::Admitted(candidate) => self.swap(rt, candidate),
+            Change::Deleted { name, noticed } => {
+                let Some(slot) = self.slots.iter_mut().find(|s| s.name == name) else { return };
+                let Some(gone) = slot.current.take() else { return };
+                let digest = gone.sup.policy().digest().to_string();
+                tracing::info!(policy = %name, sha256 = %digest, "policy file deleted; policy unloaded (a rollback brings it back)");
+                slot.previous = Some(gone);
+                self.report(&name, ReloadOutcome::Unloaded, Some(digest), "file deleted".into(), noticed);
+            }
+        }
+    }
+
+    fn swap(&mut self, rt: &Runtime, c: Candidate) {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.name) else { return };
+        let state = slot.current.as_mut().and_then(|s| s.sup.save_state());
+        let carried = state.as_ref().map_or(0, Vec::len);
+        let cfg = &slot.config;
+        let mut sup = Supervised::new(c.policy, c.config_json, cfg.limits(), cfg.fallback, cfg.quarantine());
+        let digest = sup.policy().digest().to_string();
+        match sup.start(rt, state) {
+            Ok(()) => {
+                slot.versions += 1;
+                let version = slot.versions;
+                let old = slot.current.replace(Serving { sup, version });
+                let detail = match &old {
+                    Some(o) => format!(
+                        "version {version} replaces {} with {carried} bytes of its state",
+                        short(o.sup.policy().digest())
+                    ),
+                    None => format!("version {version} serving"),
+                };
+                if old.is_some() {
+                    slot.previous = old;
+                }
+                tracing::info!(policy = %c.name, sha256 = %digest, version, state_bytes = carried, "policy version swapped in");
+                self.report(&c.name, ReloadOutcome::Swapped, Some(digest), detail, c.noticed);
+            }
+            Err(e) => {
+                let detail = format!(
+                    "init with the serving version's state failed: {}; the serving version keeps serving",
+                    crate::error_chain(&e)
+                );
+                tracing::warn!(policy = %c.name, sha256 = %digest, reason = %detail, "policy version refused at the swap");
+                self.report(&c.name, ReloadOutcome::Refused, Some(digest), detail, c.noticed);
+            }
+        }
+    }
+
+    fn rollback(&mut self, name: &str) -> Result<RolledBack, RollbackError> {
+        let slot = self.slots.iter_mut().find(|s| s.name == name).ok_or_else(|| RollbackError::Unknown(name.into()))?;
+        let back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
+        let sha256 = back.sup.policy().digest().to_string();
+        let replaced = slot.current.replace(back);
+        let replaced_sha = replaced.as_ref().map(|r| r.sup.policy().digest().to_string());
+        slot.previous = replaced;
+        tracing::info!(policy = name, sha256 = %sha256, "rolled back to the previous version");
+        let detail = format!("version {} serves again", slot.current.as_ref().map_or(0, |s| s.version));
+        self.report(name, ReloadOutcome::RolledBack, Some(sha256.clone()), detail, Instant::now());
+        Ok(RolledBack { policy: name.into(), sha256, replaced: replaced_sha })
+    }
+
+    fn report(&self, name: &str, outcome: ReloadOutcome, sha256: Option<String>, detail: String, noticed: Instant) {
+        let result = ReloadResult {
+            wall_ms: record::wall_ms(),
+            outcome,
+            sha256,
+            detail,
+            took_ms: noticed.elapsed().as_secs_f64() * 1e3,
+        };
+        let slot = self.slot(name);
+        let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
+        self.board.update(|s| {
+            if outcome == ReloadOutcome::Refused {
+                s.refused += 1;
+            } else {
+                s.swaps += 1;
+            }
+            if let (Some(p), Some(slot)) = (s.policy_mut(name), slot) {
+                show(p, slot, now_ms);
+                p.last_reload = Some(result);
+            }
+        });
+    }
+
+    fn write_failed(&mut self, e: &RecordError) {
+        self.write_errors += 1;
+        if self.write_errors.is_power_of_two() {
+            tracing::error!(error = %crate::error_chain(e), failures = self.write_errors, "cannot write the record; going on without it");
+        }
+    }
+
+    fn finish(&mut self) {
+        self.board.update(|s| s.running = false);
+    }
+}
+
+/// A short form of a sha256, for log lines and status tables.
+fn short(digest: &str) -> &str {
+    &digest[..digest.len().min(12)]
+}
+
+/// Put a slot's state into its status entry; `now_ms` is the backend's clock.
+fn show(p: &mut PolicyStatus, slot: &Slot, now_ms: u64) {
+    p.version = slot.current.as_ref().map_or(0, |s| s.version);
+    p.sha256 = slot.current.as_ref().map(|s| s.sup.policy().digest().to_string());
+    p.previous_sha256 = slot.previous.as_ref().map(|s| s.sup.policy().digest().to_string());
+    p.counters = slot.current.as_ref().map(|s| s.sup.counters()).unwrap_or_default();
+    p.state = match &slot.current {
+        None => PolicyState::Absent,
+        Some(s) if s.sup.is_quarantined(now_ms) => PolicyState::Quarantined,
+        Some(_) => PolicyState::Serving,
+    };
+    if p.role == Role::Shadow {
+        p.shadow = Some(slot.agreement);
+    }
+}
+
+impl Driver for HostDriver {
+    fn boundary(&mut self, rt: &Runtime, next_ms: u64) -> bool {
+        let due = self.pacer.due(next_ms);
+        loop {
+            let next = match due {
+                None => self.commands.try_recv().map_err(|e| match e {
+                    mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                }),
+                Some(due) => self.commands.recv_timeout(due.saturating_duration_since(Instant::now())),
+            };
+            match next {
+                Ok(command) => {
+                    if !self.command(rt, command) {
+                        return false;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => {
+                    if let Some(due) = due {
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                    }
+                    break;
+                }
+            }
+        }
+        if self.pacer.late(next_ms, due) {
+            self.board.update(|s| s.late_ticks += 1);
+        }
+        true
+    }
+
+    fn observed(&mut self, world: &Telemetry) {
+        let seen = Arc::new(world.clone());
+        self.latest.publish(seen.clone());
+        self.seen = Some(seen);
+        if let Some(r) = &mut self.recorder {
+            r.observed(world);
+        }
+    }
+
+    fn policies(&mut self) -> Policies<'_> {
+        let mut policies = Policies::default();
+        for slot in &mut self.slots {
+            let Some(serving) = slot.current.as_mut() else { continue };
+            match slot.config.role {
+                Role::Active => policies.active = Some(&mut serving.sup),
+                Role::Shadow => policies.shadows.push(&mut serving.sup),
+            }
+        }
+        policies
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        let time_ms = tick.world.time_ms();
+        if tick.asked {
+            let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
+            let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
+            let mut shadows = Vec::with_capacity(tick.shadows.len());
+            for d in &tick.shadows {
+                let diff = shadow::compare(active_actions, &d.outcome.actions, &seen);
+                if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *d.policy) {
+                    slot.agreement.add(&diff);
+                }
+                let mut line = AuditDecision::of(d);
+                line.agrees = Some(diff.agree);
+                shadows.push(line);
+            }
+            let active = tick.active.as_ref().map(|a| {
+                let mut line = AuditDecision::of(a);
+                line.not_applied = tick
+                    .apply_errors
+                    .iter()
+                    .map(|e| Refused { job: e.job, action: None, reason: e.reason.clone() })
+                    .collect();
+                line
+            });
+            if let Some(audit) = &mut self.audit {
+                let line = AuditLine { tick: tick.number, time_ms, wall_ms: record::wall_ms(), active, shadows };
+                if let Err(e) = audit.write(&line) {
+                    self.write_failed(&e);
+                }
+            }
+        }
+        if let Some(r) = &mut self.recorder
+            && let Err(e) = r.record(&tick)
+        {
+            self.write_failed(&e);
+        }
+        let slots = &self.slots;
+        self.board.update(|s| {
+            s.ticks = tick.number;
+            s.decisions += u64::from(tick.asked);
+            s.backend_time_ms = time_ms;
+            for slot in slots {
+                if let Some(p) = s.policy_mut(&slot.name) {
+                    show(p, slot, time_ms);
+                }
+            }
+        });
+    }
+}

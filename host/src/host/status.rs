@@ -1,0 +1,243 @@
+//! What the running host shows an operator: the status behind `GET /status`, `GET /metrics`
+//! and `wasmsched status`, kept on a [`StatusBoard`] that the loop and the reload worker write
+//! and anyone may read or wait on.
+
+use std::fmt::Write as _;
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Role;
+use crate::runtime::supervise::Counters;
+use crate::shadow::Agreement;
+
+/// The host as a whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// When the host started, milliseconds since the Unix epoch.
+    pub started_wall_ms: u64,
+    /// The backend, in words.
+    pub backend: String,
+    /// How fast the backend's clock runs.
+    pub speed: String,
+    /// The loop's tick, milliseconds.
+    pub tick_ms: u64,
+    /// Whether the loop is still running.
+    pub running: bool,
+    /// Observations made.
+    pub ticks: u64,
+    /// Ticks on which the policies were asked.
+    pub decisions: u64,
+    /// Ticks that started more than a tick late (the loop fell behind the wall clock).
+    pub late_ticks: u64,
+    /// The backend's clock, milliseconds.
+    pub backend_time_ms: u64,
+    /// Versions swapped in (rollbacks included).
+    pub swaps: u64,
+    /// Files refused.
+    pub refused: u64,
+    /// Every configured policy, in name order.
+    pub policies: Vec<PolicyStatus>,
+}
+
+/// One configured policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStatus {
+    /// Its name.
+    pub name: String,
+    /// Active or shadow.
+    pub role: Role,
+    /// Serving, quarantined, or absent (no good file yet, or unloaded).
+    pub state: PolicyState,
+    /// How many versions it has served; the current one's number.
+    pub version: u32,
+    /// The sha256 of the version serving.
+    pub sha256: Option<String>,
+    /// The sha256 of the version a rollback would bring back.
+    pub previous_sha256: Option<String>,
+    /// The serving version's counters.
+    pub counters: Counters,
+    /// The last reload of this policy, successful or not.
+    pub last_reload: Option<ReloadResult>,
+    /// For a shadow: its agreement with the active policy.
+    pub shadow: Option<Agreement>,
+}
+
+impl PolicyStatus {
+    /// A policy with nothing loaded yet.
+    pub fn new(name: &str, role: Role) -> Self {
+        PolicyStatus {
+            name: name.into(),
+            role,
+            state: PolicyState::Absent,
+            version: 0,
+            sha256: None,
+            previous_sha256: None,
+            counters: Counters::default(),
+            last_reload: None,
+            shadow: (role == Role::Shadow).then(Agreement::default),
+        }
+    }
+}
+
+/// Whether a policy serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PolicyState {
+    /// A version is loaded and called.
+    Serving,
+    /// A version is loaded but failed too often; it is not called until its backoff ends.
+    Quarantined,
+    /// No version is loaded.
+    Absent,
+}
+
+/// What a reload did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReloadResult {
+    /// When, milliseconds since the Unix epoch.
+    pub wall_ms: u64,
+    /// What happened.
+    pub outcome: ReloadOutcome,
+    /// The sha256 of the file concerned, when there was one.
+    pub sha256: Option<String>,
+    /// Why, in words, for a refusal; what, otherwise.
+    pub detail: String,
+    /// From the file change being noticed to the version serving (or being refused), ms.
+    pub took_ms: f64,
+}
+
+/// What a reload did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReloadOutcome {
+    /// A version now serves.
+    Swapped,
+    /// The file was refused; the previous version (if any) keeps serving.
+    Refused,
+    /// The file was deleted; the policy no longer serves.
+    Unloaded,
+    /// The previous version serves again.
+    RolledBack,
+}
+
+impl Status {
+    /// The named policy's entry.
+    pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
+        self.policies.iter().find(|p| p.name == name)
+    }
+
+    /// The named policy's entry, to change.
+    pub fn policy_mut(&mut self, name: &str) -> Option<&mut PolicyStatus> {
+        self.policies.iter_mut().find(|p| p.name == name)
+    }
+
+    /// The status as a person reads it.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "backend {} at {} speed, tick {} ms — {}; {} ticks ({} late), {} decided, backend clock {:.1} s",
+            self.backend,
+            self.speed,
+            self.tick_ms,
+            if self.running { "running" } else { "stopped" },
+            self.ticks,
+            self.late_ticks,
+            self.decisions,
+            self.backend_time_ms as f64 / 1000.0
+        );
+        let _ = writeln!(out, "{} swaps, {} files refused", self.swaps, self.refused);
+        let _ = writeln!(
+            out,
+            "\n{:<16} {:<7} {:<12} {:>4} {:<14} {:>8} {:>6} {:>8} {:>9}  shadow agreement",
+            "policy", "role", "state", "ver", "sha256", "calls", "traps", "timeouts", "fallbacks"
+        );
+        for p in &self.policies {
+            let sha = p.sha256.as_deref().map_or("-".to_string(), |s| s.chars().take(12).collect());
+            let state = match p.state {
+                PolicyState::Serving => "serving",
+                PolicyState::Quarantined => "quarantined",
+                PolicyState::Absent => "absent",
+            };
+            let agreement = p.shadow.map_or(String::new(), |a| {
+                format!(
+                    "{:.1} % of {} ticks, CPU differs by {:.0} m on average ({} max)",
+                    100.0 * a.rate(),
+                    a.compared,
+                    a.mean_cpu_diff_millicores(),
+                    a.cpu_diff_max_millicores
+                )
+            });
+            let c = &p.counters;
+            let _ = writeln!(
+                out,
+                "{:<16} {:<7} {:<12} {:>4} {:<14} {:>8} {:>6} {:>8} {:>9}  {agreement}",
+                p.name,
+                p.role.to_string(),
+                state,
+                p.version,
+                sha,
+                c.calls,
+                c.traps,
+                c.timeouts,
+                c.fallbacks
+            );
+        }
+        let reloads: Vec<&PolicyStatus> = self.policies.iter().filter(|p| p.last_reload.is_some()).collect();
+        if !reloads.is_empty() {
+            let _ = writeln!(out, "\nlast reloads:");
+            for p in reloads {
+                let r = p.last_reload.as_ref().expect("filtered");
+                let outcome = match r.outcome {
+                    ReloadOutcome::Swapped => "swapped in",
+                    ReloadOutcome::Refused => "REFUSED",
+                    ReloadOutcome::Unloaded => "unloaded",
+                    ReloadOutcome::RolledBack => "rolled back",
+                };
+                let _ = writeln!(out, "  {:<16} {outcome} ({:.1} ms): {}", p.name, r.took_ms, r.detail);
+            }
+        }
+        out
+    }
+}
+
+/// The status, shared: written by the loop and the reload worker, read by the API and tests.
+#[derive(Debug, Default)]
+pub struct StatusBoard {
+    status: Mutex<Status>,
+    changed: Condvar,
+}
+
+impl StatusBoard {
+    /// A board showing `status`.
+    pub fn new(status: Status) -> Self {
+        StatusBoard { status: Mutex::new(status), changed: Condvar::new() }
+    }
+
+    /// A copy of the status now.
+    pub fn get(&self) -> Status {
+        self.status.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Change the status and wake whoever waits on it.
+    pub fn update<R>(&self, f: impl FnOnce(&mut Status) -> R) -> R {
+        let r = f(&mut self.status.lock().unwrap_or_else(PoisonError::into_inner));
+        self.changed.notify_all();
+        r
+    }
+
+    /// Wait until `ready` holds (returning the status then), or `timeout` passes (None).
+    pub fn wait_until(&self, timeout: Duration, mut ready: impl FnMut(&Status) -> bool) -> Option<Status> {
+        let deadline = Instant::now() + timeout;
+        let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if ready(&status) {
+                return Some(status.clone());
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            status = self.changed.wait_timeout(status, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+}
