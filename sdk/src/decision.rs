@@ -176,3 +176,50 @@ mod tests {
         assert_eq!(d.cpu_limit_for(JobId(2)), None);
     }
 }
+
+/// A policy's clock of rounds: every `interval` it does its work, and between rounds it asks
+/// the host to call again when the next one is due. Serializable, so it rides in the saved
+/// state across a hot swap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Rounds {
+    last_s: Option<f64>,
+}
+
+impl Rounds {
+    /// Whether a round is due at `now`, `interval` after the last one (the first call always
+    /// is). When it is, `now` becomes the last round; when not, `decision` asks to be called
+    /// again when it will be.
+    pub fn due(&mut self, now: Seconds, interval: Seconds, decision: &mut Decision) -> bool {
+        if let Some(last) = self.last_s {
+            let next = last + interval.0;
+            if now.0 + 1e-9 < next {
+                decision.call_again_in(Seconds(next - now.0));
+                return false;
+            }
+        }
+        self.last_s = Some(now.0);
+        true
+    }
+
+    /// Start a round at `now` whatever the interval (a job arrived, say).
+    pub fn start(&mut self, now: Seconds) {
+        self.last_s = Some(now.0);
+    }
+}
+
+#[cfg(test)]
+mod rounds_tests {
+    use super::*;
+
+    #[test]
+    fn a_round_is_due_every_interval_and_asks_for_a_call_between() {
+        let mut r = Rounds::default();
+        let mut d = Decision::new();
+        assert!(r.due(Seconds(5.0), Seconds(30.0), &mut d), "the first call is a round");
+        assert!(!r.due(Seconds(20.0), Seconds(30.0), &mut d));
+        assert_eq!(d.next_call(), Some(Seconds(15.0)));
+        assert!(r.due(Seconds(35.0), Seconds(30.0), &mut Decision::new()));
+        r.start(Seconds(40.0));
+        assert!(!r.due(Seconds(60.0), Seconds(30.0), &mut Decision::new()));
+    }
+}

@@ -20,14 +20,14 @@ pub mod testing;
 pub mod units;
 pub mod view;
 
-pub use decision::{Action, ActionKind, Decision};
+pub use decision::{Action, ActionKind, Decision, Rounds};
 pub use policy::{NoConfig, Policy, PolicyError, Runner, state};
 pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
 pub use view::{Direction, Gpu, Job, JobKind, Node, ProgressRecord, Snapshot, Values};
 
 /// Everything a policy usually needs, in one `use`.
 pub mod prelude {
-    pub use crate::decision::{Action, ActionKind, Decision};
+    pub use crate::decision::{Action, ActionKind, Decision, Rounds};
     pub use crate::policy::{NoConfig, Policy, PolicyError, state};
     pub use crate::stats;
     pub use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};

@@ -66,7 +66,7 @@ pub enum Class {
 /// The DQoES policy.
 pub struct Dqoes {
     config: Config,
-    last_round_s: Option<f64>,
+    rounds: Rounds,
 }
 
 impl Dqoes {
@@ -179,18 +179,14 @@ impl Policy for Dqoes {
                 "interval-s, floor-cores, gain and window must be positive, beta in [0, 1)".into(),
             ));
         }
-        Ok(Dqoes { config, last_round_s: None })
+        Ok(Dqoes { config, rounds: Rounds::default() })
     }
 
     fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
-        let now = s.time().0;
         let mut d = Decision::new();
-        let due = self.last_round_s.map_or(now, |t| t + self.config.interval_s);
-        if now + 1e-9 < due {
-            d.call_again_in(Seconds(due - now));
+        if !self.rounds.due(s.time(), Seconds(self.config.interval_s), &mut d) {
             return Ok(d);
         }
-        self.last_round_s = Some(now);
         for node in s.nodes() {
             self.round_on(s, node, &mut d);
         }

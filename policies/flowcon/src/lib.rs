@@ -71,7 +71,7 @@ struct State {
     /// Per job handle.
     flags: BTreeMap<u32, Flag>,
     /// When the last round ran.
-    last_round_s: Option<f64>,
+    rounds: Rounds,
     /// The interval is `backoff` × Δ.
     backoff: u32,
     /// The jobs seen at the last round, to notice one starting or ending.
@@ -181,14 +181,11 @@ impl Policy for FlowCon {
             self.state.flags.retain(|h, _| jobs.binary_search(h).is_ok());
             self.state.jobs = jobs;
         }
-        if let Some(last) = self.state.last_round_s {
-            let due = last + self.interval().0;
-            if now.0 + 1e-9 < due && !changed {
-                d.call_again_in(Seconds(due - now.0));
-                return Ok(d);
-            }
+        if changed {
+            self.state.rounds.start(now);
+        } else if !self.state.rounds.due(now, self.interval(), &mut d) {
+            return Ok(d);
         }
-        self.state.last_round_s = Some(now.0);
         let mut busy_nodes = 0;
         let mut all_completing = 0;
         for node in s.nodes() {

@@ -86,7 +86,7 @@ struct Track {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct State {
     jobs: BTreeMap<u32, Track>,
-    last_check_s: Option<f64>,
+    checks_clock: Rounds,
     checks: u32,
 }
 
@@ -228,16 +228,12 @@ impl Policy for SpeCon {
     }
 
     fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
-        let now = s.time().0;
         let mut d = Decision::new();
         let live: Vec<u32> = s.jobs().map(|j| j.id().0).collect();
         self.state.jobs.retain(|h, _| live.binary_search(h).is_ok());
-        let due = self.state.last_check_s.map_or(now, |t| t + self.config.check_interval_s);
-        if now + 1e-9 < due {
-            d.call_again_in(Seconds(due - now));
+        if !self.state.checks_clock.due(s.time(), Seconds(self.config.check_interval_s), &mut d) {
             return Ok(d);
         }
-        self.state.last_check_s = Some(now);
         self.check(s);
         self.state.checks += 1;
         if self.state.checks.is_multiple_of(self.config.act_every) {

@@ -65,7 +65,7 @@ pub enum Stage {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct State {
     stages: BTreeMap<u32, Stage>,
-    last_round_s: Option<f64>,
+    rounds: Rounds,
 }
 
 /// The TRADL policy.
@@ -174,20 +174,16 @@ impl Policy for Tradl {
     }
 
     fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
-        let now = s.time().0;
         let mut d = Decision::new();
         let live: Vec<u32> = s.jobs().map(|j| j.id().0).collect();
         self.state.stages.retain(|h, _| live.binary_search(h).is_ok());
         // A job reaching T1 is delivered at once, between rounds too.
-        let due = self.state.last_round_s.map_or(now, |t| t + self.config.interval_s);
-        if now + 1e-9 < due {
+        if !self.state.rounds.due(s.time(), Seconds(self.config.interval_s), &mut d) {
             for job in s.jobs().filter(|j| j.kind() == JobKind::Training) {
                 self.advance(&job, &mut d);
             }
-            d.call_again_in(Seconds(due - now));
             return Ok(d);
         }
-        self.state.last_round_s = Some(now);
         for node in s.nodes() {
             self.round_on(s, node, &mut d);
         }
