@@ -1,6 +1,7 @@
 //! Builds every policy crate under `policies/` to a wasm32-wasip2 component, in one cargo
 //! call with a target directory of its own (so it never waits on the outer build's lock),
-//! and writes `artifacts.rs`: the shipped policies' bytes and every component's path.
+//! and the training job (`jobs/trainer`) as a static Linux binary, and writes
+//! `artifacts.rs`: the shipped policies' bytes, every component's path, the trainer's path.
 
 use std::env;
 use std::fmt::Write as _;
@@ -20,7 +21,7 @@ struct Crate {
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
-    for watched in ["policies", "tests/fixtures", "sdk", "wit", "Cargo.lock"] {
+    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
@@ -52,7 +53,10 @@ fn main() {
         )
         .unwrap();
     }
-    code.push_str("];\n");
+    code.push_str("];\n\n");
+    let trainer = build_trainer(&root);
+    code.push_str("/// The statically linked training job, where this host could build one.\n");
+    writeln!(code, "pub const TRAINER: Option<&str> = {:?};", trainer.map(|p| p.display().to_string())).unwrap();
     let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("artifacts.rs");
     fs::write(&dest, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
 }
@@ -88,13 +92,45 @@ fn find_crates_in(dir: &Path, hostile: bool) -> Vec<Crate> {
 }
 
 fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {
+    let mut args = vec!["build", "--release", "--target", TARGET];
+    for c in crates {
+        args.extend(["-p", &c.package]);
+    }
+    let status = nested_cargo(root, target_dir, &args, None);
+    if !status.success() {
+        panic!(
+            "building the policies for {TARGET} failed (see above). If the target is missing, run \
+             `rustup target add {TARGET}` and build again."
+        );
+    }
+}
+
+/// Builds the training job (`jobs/trainer`) for the machine's own Linux target, statically
+/// linked so that it runs alone in an image built FROM scratch. None where that cannot be done
+/// (another OS): the tests that need it say so and skip.
+fn build_trainer(root: &Path) -> Option<PathBuf> {
+    let host = env::var("HOST").ok()?;
+    if !host.ends_with("-linux-gnu") {
+        println!("cargo:warning=the training job's image needs a Linux GNU host; {host} builds none");
+        return None;
+    }
+    let target_dir = root.join("target").join("jobs");
+    let args = ["build", "--release", "-p", "wasmsched-trainer", "--target", &host];
+    let status = nested_cargo(root, &target_dir, &args, Some("-Ctarget-feature=+crt-static"));
+    if !status.success() {
+        println!("cargo:warning=building the training job failed (see above); the live backend's tests will skip");
+        return None;
+    }
+    Some(target_dir.join(&host).join("release").join("wasmsched-trainer"))
+}
+
+/// Runs cargo on this workspace with its own target dir and without the outer build's
+/// host-only settings; `rustflags` are the nested build's own.
+fn nested_cargo(root: &Path, target_dir: &Path, args: &[&str], rustflags: Option<&str>) -> std::process::ExitStatus {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--release", "--target", TARGET, "--target-dir"]).arg(target_dir);
-    for c in crates {
-        cmd.args(["-p", &c.package]);
-    }
-    // The outer build's settings are for the host, not for wasm: drop them.
+    cmd.current_dir(root).args(args).arg("--target-dir").arg(target_dir);
+    // The outer build's settings are for its own target: drop them.
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy();
         let host_only = key.starts_with("CARGO_ENCODED_RUSTFLAGS")
@@ -109,11 +145,8 @@ fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {
             cmd.env_remove(key.as_ref());
         }
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("cannot run cargo to build the policies: {e}"));
-    if !status.success() {
-        panic!(
-            "building the policies for {TARGET} failed (see above). If the target is missing, run \
-             `rustup target add {TARGET}` and build again."
-        );
+    if let Some(flags) = rustflags {
+        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags);
     }
+    cmd.status().unwrap_or_else(|e| panic!("cannot run cargo: {e}"))
 }

@@ -1,6 +1,7 @@
 //! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
 //! validated actions to them; the loop in [`crate::control`] is the same for every backend.
 
+pub mod docker;
 pub mod replay;
 
 use crate::bindings::wit;
@@ -16,7 +17,8 @@ pub struct ApplyError {
     pub reason: String,
 }
 
-/// A place where jobs run: the simulator, a replayed recording ([`replay`]); live Docker next.
+/// A place where jobs run: the simulator, real containers ([`docker`]), a replayed recording
+/// ([`replay`]).
 pub trait Backend {
     /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
     /// use, progress records. Returns false once nothing is left to run.

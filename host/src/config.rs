@@ -8,6 +8,11 @@
 //! kind = "sim"
 //! workload = "../scenarios/demo.toml"
 //! speed = "real-time"               # or "max", or a factor such as 60
+//! # or, real containers (docs/docker.md):
+//! # kind = "docker"
+//! # engines = ["unix:///var/run/docker.sock"]   # one node per engine
+//! # selector = "wasmsched.managed=true"         # the label of managed containers
+//! # gpus = true                                 # NVML where there is a driver
 //!
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
@@ -92,17 +97,64 @@ pub struct HostConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BackendConfig {
-    /// Which backend: `"sim"` (the built-in simulator) for now.
+    /// Which backend: `"sim"` (the built-in simulator) or `"docker"` (real containers).
     pub kind: BackendKind,
     /// The simulator's workload: a scenario (.toml) or a workload CSV.
-    pub workload: PathBuf,
+    #[serde(default)]
+    pub workload: Option<PathBuf>,
     /// The simulator's seed.
     #[serde(default)]
     pub seed: u64,
     /// How fast the backend's clock runs against the wall clock: `"real-time"`, `"max"` (as
-    /// fast as possible), or a factor (`60` runs an hour a minute).
+    /// fast as possible), or a factor (`60` runs an hour a minute). Docker runs in real time.
     #[serde(default)]
     pub speed: Speed,
+    /// Docker: the engines, one node each (`"unix:///var/run/docker.sock"`,
+    /// `"tcp://10.0.0.2:2375"`); default `DOCKER_HOST` or the system socket.
+    #[serde(default)]
+    pub engines: Vec<String>,
+    /// Docker: the label that marks the containers to manage (`"wasmsched.managed=true"`).
+    #[serde(default)]
+    pub selector: Option<String>,
+    /// Docker: read GPUs through NVML (default true; without a driver the host says so once).
+    #[serde(default = "yes")]
+    pub gpus: bool,
+}
+
+impl BackendConfig {
+    /// The Docker backend's settings, defaults filled in.
+    pub fn docker(&self) -> crate::backend::docker::DockerConfig {
+        let mut config = crate::backend::docker::DockerConfig::default();
+        if !self.engines.is_empty() {
+            config.engines = self.engines.clone();
+        }
+        if let Some(selector) = &self.selector {
+            config.selector = selector.clone();
+        }
+        config.gpus = self.gpus;
+        config
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match self.kind {
+            BackendKind::Sim if self.workload.is_none() => {
+                Err("the sim backend needs a workload: [backend] workload = \"scenarios/demo.toml\"".into())
+            }
+            BackendKind::Sim if !self.engines.is_empty() || self.selector.is_some() => {
+                Err("engines and selector are for kind = \"docker\"; the sim backend runs a workload".into())
+            }
+            BackendKind::Docker if self.workload.is_some() => {
+                Err("the docker backend manages real containers; remove workload (it is for kind = \"sim\")".into())
+            }
+            BackendKind::Docker if self.speed != Speed::RealTime => {
+                Err("the docker backend runs in real time; remove speed".into())
+            }
+            BackendKind::Docker if self.selector.as_deref().is_some_and(|s| s.trim().is_empty()) => {
+                Err("selector is a label, KEY=VALUE or KEY, e.g. \"wasmsched.managed=true\"".into())
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// The backends `run` knows.
@@ -111,6 +163,8 @@ pub struct BackendConfig {
 pub enum BackendKind {
     /// The built-in simulator.
     Sim,
+    /// Real containers on Docker Engines.
+    Docker,
 }
 
 /// How fast the backend's clock runs against the wall clock.
@@ -325,6 +379,7 @@ impl HostConfig {
         if self.tick.is_zero() {
             return Err("tick must be above zero, e.g. \"30s\"".into());
         }
+        self.backend.check()?;
         let active: Vec<&str> =
             self.policy.iter().filter(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str()).collect();
         if active.len() > 1 {
@@ -352,8 +407,10 @@ impl HostConfig {
             }
         };
         join(&mut self.policies_dir);
-        join(&mut self.backend.workload);
-        for p in [&mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir].into_iter().flatten() {
+        for p in [&mut self.backend.workload, &mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir]
+            .into_iter()
+            .flatten()
+        {
             join(p);
         }
     }
@@ -426,6 +483,34 @@ mod tests {
     }
 
     #[test]
+    fn a_docker_backend_takes_engines_and_a_selector_and_refuses_sim_keys() {
+        const DOCKER: &str = "tick = \"1s\"\npolicies-dir = \"p\"\n[backend]\nkind = \"docker\"\n";
+        let c = parse(&format!(
+            "{DOCKER}engines = [\"unix:///a.sock\", \"tcp://10.0.0.2:2375\"]\nselector = \"team=ml\"\n"
+        ))
+        .unwrap();
+        let d = c.backend.docker();
+        assert_eq!(d.engines, ["unix:///a.sock", "tcp://10.0.0.2:2375"]);
+        assert_eq!(d.selector, "team=ml");
+        assert!(d.gpus);
+        let defaults = parse(DOCKER).unwrap().backend.docker();
+        assert_eq!(defaults.selector, "wasmsched.managed=true");
+        assert_eq!(defaults.engines.len(), 1);
+        for (extra, says) in [
+            ("workload = \"w.toml\"\n", "remove workload"),
+            ("speed = 60\n", "runs in real time"),
+            ("selector = \" \"\n", "selector is a label"),
+        ] {
+            let e = parse(&format!("{DOCKER}{extra}")).unwrap_err().to_string();
+            assert!(e.contains(says), "{extra}: {e}");
+        }
+        let e = parse(&MINIMAL.replace("workload = \"w.toml\"\n", "")).unwrap_err().to_string();
+        assert!(e.contains("needs a workload"), "{e}");
+        let e = parse(&format!("{MINIMAL}engines = [\"unix:///a.sock\"]\n")).unwrap_err().to_string();
+        assert!(e.contains("for kind = \"docker\""), "{e}");
+    }
+
+    #[test]
     fn speeds_are_real_time_max_or_a_positive_factor() {
         let with = |s: &str| parse(&MINIMAL.replace("kind = \"sim\"", &format!("kind = \"sim\"\nspeed = {s}")));
         assert_eq!(with("\"max\"").unwrap().backend.speed, Speed::Max);
@@ -471,7 +556,7 @@ mod tests {
         std::fs::write(&path, format!("{MINIMAL}[record]\naudit = \"a.jsonl\"\n")).unwrap();
         let c = HostConfig::load(&path).unwrap();
         assert_eq!(c.policies_dir, dir.path().join("p"));
-        assert_eq!(c.backend.workload, dir.path().join("w.toml"));
+        assert_eq!(c.backend.workload, Some(dir.path().join("w.toml")));
         assert_eq!(c.record.audit, Some(dir.path().join("a.jsonl")));
     }
 }

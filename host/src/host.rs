@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
+use crate::backend::Backend;
+use crate::backend::docker::Docker;
 use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
 use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
@@ -43,6 +45,15 @@ pub enum HostError {
     /// The policies directory does not exist.
     #[error("the policies directory {0} does not exist: create it, or fix `policies-dir` in the config")]
     NoPoliciesDir(std::path::PathBuf),
+    /// The Docker backend could not be set up.
+    #[error(transparent)]
+    Docker(#[from] crate::backend::docker::DockerSetupError),
+}
+
+/// Where the host's jobs live, as configured.
+enum Jobs {
+    Sim(Box<Workload>),
+    Docker(crate::backend::docker::DockerConfig),
 }
 
 /// What the host is told to do.
@@ -141,7 +152,7 @@ pub fn stop_on_signal(handle: HostHandle) -> std::io::Result<()> {
 /// The host, configured and ready to run.
 pub struct Host {
     config: HostConfig,
-    workload: Workload,
+    jobs: Jobs,
     commands: Receiver<Command>,
     handle: HostHandle,
 }
@@ -152,13 +163,22 @@ impl Host {
         if !config.policies_dir.is_dir() {
             return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
         }
-        let BackendKind::Sim = config.backend.kind;
-        let workload =
-            Workload::load(&config.backend.workload, &LoadOptions::default()).map_err(HostError::Workload)?;
-        let workload = workload.with_default_targets();
+        let (jobs, backend) = match (config.backend.kind, &config.backend.workload) {
+            (BackendKind::Sim, Some(path)) => {
+                let workload = Workload::load(path, &LoadOptions::default()).map_err(HostError::Workload)?;
+                let workload = workload.with_default_targets();
+                let name = format!("sim ({})", workload.name);
+                (Jobs::Sim(Box::new(workload)), name)
+            }
+            _ => {
+                let docker = config.backend.docker();
+                let name = format!("docker ({})", docker.engines.join(", "));
+                (Jobs::Docker(docker), name)
+            }
+        };
         let status = Status {
             started_wall_ms: record::wall_ms(),
-            backend: format!("sim ({})", workload.name),
+            backend,
             speed: config.backend.speed.to_string(),
             tick_ms: config.tick.as_millis() as u64,
             running: true,
@@ -167,7 +187,7 @@ impl Host {
         };
         let (tx, commands) = mpsc::channel();
         let handle = HostHandle { commands: tx, board: Arc::new(StatusBoard::new(status)) };
-        Ok(Host { config, workload, commands, handle })
+        Ok(Host { config, jobs, commands, handle })
     }
 
     /// A handle for the API and signal handlers.
@@ -178,12 +198,17 @@ impl Host {
     /// Load the policies, watch their directory, and run the loop until the backend has
     /// nothing left or a stop is asked for.
     pub fn run(self, rt: &Runtime) -> Result<LoopSummary, HostError> {
-        let Host { config, workload, commands, handle } = self;
+        let Host { config, jobs, commands, handle } = self;
         let latest = LatestWorld::default();
         let mut reloader =
             Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
         let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
-        let mut sim = Simulator::new(&workload, SimConfig { seed: config.backend.seed, ..SimConfig::default() });
+        let mut backend: Box<dyn Backend> = match jobs {
+            Jobs::Sim(workload) => {
+                Box::new(Simulator::new(&workload, SimConfig { seed: config.backend.seed, ..SimConfig::default() }))
+            }
+            Jobs::Docker(docker) => Box::new(Docker::new(docker)?),
+        };
         let loop_config = LoopConfig { tick: config.tick, horizon: None };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
@@ -214,7 +239,7 @@ impl Host {
                 })
             });
             tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed, "host running");
-            let summary = control::drive(&mut sim, &mut driver, rt, &loop_config);
+            let summary = control::drive(backend.as_mut(), &mut driver, rt, &loop_config);
             drop(watcher);
             Ok(summary)
         })?;

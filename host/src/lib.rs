@@ -9,8 +9,10 @@
 //!
 //! **Backends.** A [`backend::Backend`] is where jobs run: it observes them into the
 //! telemetry and applies validated actions. The simulator ([`sim::engine::Simulator`], a
-//! deterministic discrete-event model on a virtual clock) is the first; live Docker and replay
-//! come next. Around it, [`sim`] loads workloads, runs and compares policies over seeds, and
+//! deterministic discrete-event model on a virtual clock) is the default;
+//! [`backend::docker`] manages real containers on Docker Engines (labels declare their
+//! targets: [`declare`]; GPUs come through NVML: [`gpu`]); [`backend::replay`] plays back a
+//! recording. Around it, [`sim`] loads workloads, runs and compares policies over seeds, and
 //! draws the HTML report.
 //!
 //! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
@@ -41,6 +43,8 @@ pub mod backend;
 pub mod bindings;
 pub mod config;
 pub mod control;
+pub mod declare;
+pub mod gpu;
 pub mod host;
 pub mod record;
 pub mod reload;

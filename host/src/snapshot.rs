@@ -127,6 +127,36 @@ impl Telemetry {
         self.nodes.len() as u32 - 1
     }
 
+    /// Replace node `handle`'s description (its capacity became known, say). Its GPUs' use
+    /// restarts idle when their number changes. False when there is no such node.
+    pub fn set_node(&mut self, handle: u32, node: wit::Node) -> bool {
+        let Some(old) = self.nodes.get(handle as usize) else { return false };
+        if *old == node {
+            return true;
+        }
+        if old.gpu_memory_bytes.len() == node.gpu_memory_bytes.len() {
+            self.nodes[handle as usize] = node;
+            self.nodes_version += 1;
+            return true;
+        }
+        let mut nodes = std::mem::take(&mut self.nodes);
+        nodes[handle as usize] = node;
+        let (utilisation, memory, offsets) = (
+            std::mem::take(&mut self.gpu_utilisation),
+            std::mem::take(&mut self.gpu_memory_used),
+            std::mem::take(&mut self.gpu_offsets),
+        );
+        for (n, node) in nodes.into_iter().enumerate() {
+            let kept = if n == handle as usize { 0 } else { node.gpu_memory_bytes.len() };
+            self.add_node(node);
+            for g in 0..kept {
+                self.gpu_utilisation[self.gpu_offsets[n] + g] = utilisation[offsets[n] + g];
+                self.gpu_memory_used[self.gpu_offsets[n] + g] = memory[offsets[n] + g];
+            }
+        }
+        true
+    }
+
     /// Record a GPU's measured use. False when the node or the GPU does not exist.
     pub fn set_gpu_use(&mut self, node: u32, gpu: u32, utilisation_percent: f32, memory_used_bytes: u64) -> bool {
         let Some(count) = self.nodes.get(node as usize).map(|n| n.gpu_memory_bytes.len()) else { return false };

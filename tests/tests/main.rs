@@ -2,6 +2,7 @@
 
 mod api;
 mod common;
+mod docker;
 mod live;
 mod reload;
 mod replay;

@@ -62,8 +62,12 @@ impl Backend for Replay {
 pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
     world.set_time_ms(s.time_ms);
     if let Some(nodes) = &s.nodes {
-        for node in nodes.iter().skip(world.nodes().len()) {
-            world.add_node(node.clone());
+        for (n, node) in nodes.iter().enumerate() {
+            if n < world.nodes().len() {
+                world.set_node(n as u32, node.clone());
+            } else {
+                world.add_node(node.clone());
+            }
         }
     }
     for &h in &s.removed {

@@ -356,20 +356,11 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Checks that T1 is easier than T2 for `model`'s metric direction.
 fn check_tiers(model: Model, t1: f64, t2: f64) -> Result<(f64, f64), String> {
-    if !t1.is_finite() || !t2.is_finite() {
-        return Err("tiers must be two finite numbers, [T1, T2]".into());
-    }
     let (metric, direction) = model.metric();
-    let ok = match direction {
-        wit::Direction::HigherIsBetter => t1 < t2,
-        wit::Direction::LowerIsBetter => t1 > t2,
-    };
-    if ok {
-        return Ok((t1, t2));
-    }
-    let order = match direction {
-        wit::Direction::HigherIsBetter => "higher is better, so T1 (the easier target) must be below T2",
-        wit::Direction::LowerIsBetter => "lower is better, so T1 (the easier target) must be above T2",
+    let order = match crate::declare::tier_order(direction, t1, t2) {
+        Ok(()) => return Ok((t1, t2)),
+        Err(order) if !t1.is_finite() || !t2.is_finite() => return Err(order.into()),
+        Err(order) => order,
     };
     let (d1, d2) = model.curve(model.default_batch_size()).default_tiers();
     Err(format!(

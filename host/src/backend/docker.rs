@@ -1,0 +1,795 @@
+//! The live backend: real containers on one or more Docker Engines, through bollard.
+//!
+//! - **Which containers.** Those carrying the selector label (`wasmsched.managed=true` by
+//!   default) and running. Each engine is a node, in the order configured; a container's
+//!   labels declare its targets ([`crate::declare`]).
+//! - **Telemetry.** CPU use from the stats API's cumulative CPU time, differenced between
+//!   ticks; memory use from the same call; progress from the container's log stream, followed
+//!   with Docker's timestamps so each record carries the time its line was written
+//!   ([`progress`] has the line formats); GPUs through NVML on the local engine's node
+//!   ([`crate::gpu`]), when there are any.
+//! - **Actions.** `set-cpu` and `set-memory` are `docker update` calls (a lifted limit is set
+//!   to the engine's whole capacity, which is what Docker can express); `deliver` runs the
+//!   container's declared delivery command; `stop` stops it; `migrate` restarts it from its
+//!   checkpoint folder on another engine (the image is carried along if that engine lacks it).
+//! - **Faults.** A request that cannot reach an engine marks it down: its jobs stay in the
+//!   world as last seen (nothing the host owns is dropped), the cause is logged once, and the
+//!   engine is retried with a growing backoff. When it answers again, its containers are
+//!   matched by id, keep their handles, and their logs resume after the last line read. A
+//!   container that vanished between observe and apply is an apply error, not a fault; a
+//!   garbage log line is reported once per job and cause.
+
+pub mod progress;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bollard::Docker as Client;
+use bollard::errors::Error as DockerError;
+use bollard::models::{ContainerCreateBody, ContainerUpdateBody};
+use bollard::query_parameters as q;
+use futures_util::StreamExt;
+
+use crate::backend::{ApplyError, Backend};
+use crate::bindings::wit;
+use crate::declare;
+use crate::snapshot::Telemetry;
+use progress::Line;
+
+/// The label that marks managed containers when none is configured.
+pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
+
+/// How the backend reaches its engines.
+#[derive(Clone, Debug)]
+pub struct DockerConfig {
+    /// One endpoint per engine (`unix:///run/docker.sock`, `tcp://10.0.0.2:2375`); engine i
+    /// is node i.
+    pub engines: Vec<String>,
+    /// The label (`KEY=VALUE` or `KEY`) that marks the containers to manage.
+    pub selector: String,
+    /// How long one request may take before its engine counts as unreachable.
+    pub timeout: Duration,
+    /// Read GPUs through NVML on the first engine's node.
+    pub gpus: bool,
+}
+
+impl Default for DockerConfig {
+    fn default() -> Self {
+        DockerConfig {
+            engines: vec![default_endpoint()],
+            selector: DEFAULT_SELECTOR.into(),
+            timeout: Duration::from_secs(5),
+            gpus: true,
+        }
+    }
+}
+
+/// `DOCKER_HOST` if set, else the system socket.
+pub fn default_endpoint() -> String {
+    std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()).unwrap_or_else(|| "unix:///var/run/docker.sock".into())
+}
+
+/// Why the backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerSetupError {
+    /// The async runtime could not start.
+    #[error("cannot start the Docker client's runtime")]
+    Runtime(#[source] std::io::Error),
+    /// No engine is configured.
+    #[error("no Docker engine configured: list at least one in [backend] engines")]
+    NoEngine,
+    /// An endpoint is not a URL bollard can use.
+    #[error("engine {endpoint}: {reason}; write unix:///path/to/docker.sock or tcp://HOST:PORT")]
+    Endpoint {
+        /// The endpoint as written.
+        endpoint: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+}
+
+/// A configured engine: its client, and whether it answers.
+struct Engine {
+    endpoint: String,
+    client: Client,
+    /// Capacity, once the engine has answered `info`.
+    capacity: Option<(u64, u64)>,
+    /// Set while the engine does not answer.
+    down: Option<Down>,
+}
+
+struct Down {
+    since: Instant,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// One managed container.
+struct Managed {
+    handle: u32,
+    engine: usize,
+    metrics: Vec<wit::MetricSpec>,
+    deliver: Option<Vec<String>>,
+    checkpoint: Option<String>,
+    /// Epochs counted, for lines that do not name theirs.
+    epochs: u32,
+    /// Cumulative CPU time (ns) at the last stats read, and when.
+    last_cpu: Option<(u64, Instant)>,
+    /// The last log line read, Unix ns; a follower resumes after it.
+    last_line_ns: Arc<std::sync::atomic::AtomicU64>,
+    follower: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A line a follower read, waiting for the next observe.
+struct Incoming {
+    id: Arc<str>,
+    at_unix_ms: u64,
+    line: Line,
+}
+
+/// Real containers on Docker Engines; see the module docs.
+pub struct Docker {
+    rt: tokio::runtime::Runtime,
+    config: DockerConfig,
+    engines: Vec<Engine>,
+    jobs: BTreeMap<Arc<str>, Managed>,
+    inbox: Arc<Mutex<Vec<Incoming>>>,
+    /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
+    origin: Option<(Instant, u64)>,
+    /// Causes already logged, so each is logged once.
+    logged: HashSet<String>,
+    gpus: Option<crate::gpu::GpuProbe>,
+}
+
+impl Docker {
+    /// Set up clients for the configured engines. Nothing is contacted yet: an engine that is
+    /// not up is retried from the first observe on.
+    pub fn new(config: DockerConfig) -> Result<Docker, DockerSetupError> {
+        if config.engines.is_empty() {
+            return Err(DockerSetupError::NoEngine);
+        }
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(DockerSetupError::Runtime)?;
+        let engines = config
+            .engines
+            .iter()
+            .map(|endpoint| {
+                let client = connect(endpoint, config.timeout)
+                    .map_err(|reason| DockerSetupError::Endpoint { endpoint: endpoint.clone(), reason })?;
+                Ok(Engine { endpoint: endpoint.clone(), client, capacity: None, down: None })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let gpus = if config.gpus {
+            match crate::gpu::GpuProbe::open() {
+                Ok(probe) => Some(probe),
+                Err(why) => {
+                    tracing::info!("running without GPUs: {why}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Docker {
+            rt,
+            config,
+            engines,
+            jobs: BTreeMap::new(),
+            inbox: Arc::default(),
+            origin: None,
+            logged: HashSet::new(),
+            gpus,
+        })
+    }
+
+    /// The managed containers' ids, by handle.
+    pub fn containers(&self) -> BTreeMap<u32, String> {
+        self.jobs.iter().map(|(id, m)| (m.handle, id.to_string())).collect()
+    }
+
+    /// Whether engine `i` answered its last request.
+    pub fn engine_up(&self, i: usize) -> bool {
+        self.engines.get(i).is_some_and(|e| e.down.is_none() && e.capacity.is_some())
+    }
+
+    fn log_once(&mut self, key: String, message: impl FnOnce() -> String) {
+        if self.logged.insert(key) {
+            tracing::warn!("{}", message());
+        }
+    }
+
+    /// Mark engine `i` unreachable after `error`; its jobs stay as they were.
+    fn engine_failed(&mut self, i: usize, error: &DockerError) {
+        let now = Instant::now();
+        let engine = &mut self.engines[i];
+        let backoff = engine.down.as_ref().map_or(FIRST_BACKOFF, |d| (d.backoff * 2).min(MAX_BACKOFF));
+        let since = engine.down.as_ref().map_or(now, |d| d.since);
+        engine.down = Some(Down { since, retry_at: now + backoff, backoff });
+        let endpoint = engine.endpoint.clone();
+        self.log_once(format!("down:{i}"), || {
+            format!("Docker engine {endpoint} is unreachable ({error}); its jobs keep their last state, retrying with backoff")
+        });
+        for m in self.jobs.values_mut().filter(|m| m.engine == i) {
+            if let Some(f) = m.follower.take() {
+                f.abort();
+            }
+            m.last_cpu = None;
+        }
+    }
+
+    /// Contact engine `i` if it is due; true when it is up.
+    fn reach(&mut self, i: usize, world: &mut Telemetry) -> bool {
+        let now = Instant::now();
+        if self.engines[i].down.as_ref().is_some_and(|d| now < d.retry_at) {
+            return false;
+        }
+        if self.engines[i].capacity.is_some() && self.engines[i].down.is_none() {
+            return true;
+        }
+        let client = self.engines[i].client.clone();
+        let timeout = self.config.timeout;
+        let answer = self.rt.block_on(async move {
+            let client = within(timeout, client.negotiate_version()).await?;
+            let info = within(timeout, client.info()).await?;
+            Ok::<_, DockerError>((client, info))
+        });
+        match answer {
+            Ok((client, info)) => {
+                let cpu = info.ncpu.unwrap_or(1).max(1) as u64 * 1000;
+                let memory = info.mem_total.unwrap_or(0).max(0) as u64;
+                let engine = &mut self.engines[i];
+                engine.client = client;
+                if let Some(down) = engine.down.take() {
+                    tracing::info!(engine = %engine.endpoint, "Docker engine answers again after {:.1?}", down.since.elapsed());
+                    self.logged.remove(&format!("down:{i}"));
+                }
+                let node = wit::Node {
+                    name: info.name.unwrap_or_else(|| engine.endpoint.clone()),
+                    cpu_millicores: cpu,
+                    memory_bytes: memory,
+                    gpu_memory_bytes: match (&self.gpus, i) {
+                        (Some(probe), 0) => probe.gpus().iter().map(|g| g.memory_total_bytes).collect(),
+                        _ => Vec::new(),
+                    },
+                };
+                if engine.capacity.is_none() {
+                    engine.capacity = Some((cpu, memory));
+                    world.set_node(i as u32, node);
+                }
+                true
+            }
+            Err(e) => {
+                self.engine_failed(i, &e);
+                false
+            }
+        }
+    }
+
+    /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
+    fn discover(&mut self, i: usize, world: &mut Telemetry) -> Result<Vec<Arc<str>>, DockerError> {
+        let (key_value, client, timeout) =
+            (self.config.selector.clone(), self.engines[i].client.clone(), self.config.timeout);
+        let filters = HashMap::from([
+            ("label".to_string(), vec![key_value]),
+            ("status".to_string(), vec!["running".to_string()]),
+        ]);
+        let options = q::ListContainersOptions { filters: Some(filters), ..Default::default() };
+        let listed = self.rt.block_on(within(timeout, client.list_containers(Some(options))))?;
+        let running: HashSet<Arc<str>> = listed.iter().filter_map(|c| c.id.as_deref().map(Arc::from)).collect();
+        for summary in &listed {
+            let Some(id) = summary.id.as_deref() else { continue };
+            if let Some(m) = self.jobs.get(id) {
+                if m.follower.is_none() {
+                    let follower = self.follow(i, id, m);
+                    self.jobs.get_mut(id).expect("just read").follower = Some(follower);
+                }
+                continue;
+            }
+            let name = summary.names.as_ref().and_then(|n| n.first()).map_or(id, String::as_str);
+            let empty = HashMap::new();
+            let declared = declare::from_labels(
+                name,
+                summary.image.as_deref().unwrap_or(""),
+                summary.labels.as_ref().unwrap_or(&empty),
+            );
+            for (label, why) in &declared.problems {
+                let job = declared.spec.name.clone();
+                self.log_once(format!("label:{id}:{label}"), || format!("container {job}: label {label}: {why}"));
+            }
+            let limits =
+                self.rt.block_on(within(timeout, client.inspect_container(id, None))).ok().and_then(|c| c.host_config);
+            let metrics = declared.spec.metrics.clone();
+            let handle = world.add_job(declared.spec, i as u32);
+            if let (Some(state), Some(hc)) = (world.state_mut(handle), limits) {
+                let (cpu, memory) = self.engines[i].capacity.unwrap_or((u64::MAX, u64::MAX));
+                state.cpu_limit_millicores = cpu_limit(&hc).filter(|&m| m < cpu);
+                state.memory_limit_bytes = hc.memory.filter(|&b| b > 0).map(|b| b as u64).filter(|&b| b < memory);
+            }
+            let mut m = Managed {
+                handle,
+                engine: i,
+                metrics,
+                deliver: declared.deliver,
+                checkpoint: declared.checkpoint,
+                epochs: 0,
+                last_cpu: None,
+                last_line_ns: Arc::default(),
+                follower: None,
+            };
+            m.follower = Some(self.follow(i, id, &m));
+            tracing::info!(job = handle, container = %short(id), name, "managing a new container");
+            self.jobs.insert(Arc::from(id), m);
+        }
+        Ok(self
+            .jobs
+            .iter()
+            .filter(|(id, m)| m.engine == i && !running.contains(*id))
+            .map(|(id, _)| id.clone())
+            .collect())
+    }
+
+    /// Follow a container's log from after the last line read.
+    fn follow(&self, engine: usize, id: &str, m: &Managed) -> tokio::task::JoinHandle<()> {
+        let client = self.engines[engine].client.clone();
+        let (id, metrics, inbox, last) =
+            (Arc::<str>::from(id), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
+        self.rt.spawn(async move {
+            use std::sync::atomic::Ordering;
+            let after = last.load(Ordering::Relaxed);
+            let options = q::LogsOptions {
+                follow: true,
+                stdout: true,
+                stderr: true,
+                timestamps: true,
+                since: i32::try_from(after / 1_000_000_000).unwrap_or(0),
+                ..Default::default()
+            };
+            let mut stream = client.logs(&id, Some(options));
+            let mut lines = progress::Lines::default();
+            while let Some(Ok(chunk)) = stream.next().await {
+                let mut batch = Vec::new();
+                lines.feed(&chunk.into_bytes(), |text, cut| {
+                    let Some((at_ns, text)) = progress::timestamped(text) else { return };
+                    if at_ns <= after && after > 0 {
+                        return;
+                    }
+                    last.store(at_ns, Ordering::Relaxed);
+                    let line = if cut {
+                        Line::Garbage(format!("a line longer than {} bytes", progress::MAX_LINE))
+                    } else {
+                        progress::parse(text, &metrics)
+                    };
+                    if line != Line::Other {
+                        batch.push(Incoming { id: id.clone(), at_unix_ms: at_ns / 1_000_000, line });
+                    }
+                });
+                if !batch.is_empty() {
+                    inbox.lock().expect("inbox lock").extend(batch);
+                }
+            }
+        })
+    }
+
+    /// Read every managed container's CPU and memory use on the engines that are up.
+    fn measure(&mut self, up: &[bool], world: &mut Telemetry) {
+        let timeout = self.config.timeout;
+        let asks: Vec<_> = self
+            .jobs
+            .iter()
+            .filter(|(_, m)| up[m.engine] && m.follower.is_some())
+            .map(|(id, m)| {
+                let (client, id) = (self.engines[m.engine].client.clone(), id.clone());
+                async move {
+                    let options = q::StatsOptions { stream: false, one_shot: true };
+                    let mut stream = client.stats(&id, Some(options));
+                    let stats = tokio::time::timeout(timeout, stream.next()).await.ok().flatten();
+                    (id, stats, Instant::now())
+                }
+            })
+            .collect();
+        for (id, stats, at) in self.rt.block_on(futures_util::future::join_all(asks)) {
+            let Some(Ok(stats)) = stats else { continue };
+            let Some(m) = self.jobs.get_mut(&id) else { continue };
+            let Some(state) = world.state_mut(m.handle) else { continue };
+            let cpu_ns = stats.cpu_stats.and_then(|c| c.cpu_usage).and_then(|u| u.total_usage);
+            if let Some(now_ns) = cpu_ns {
+                if let Some((then_ns, then)) = m.last_cpu {
+                    let wall = at.duration_since(then).as_nanos().max(1) as f64;
+                    state.cpu_used_millicores = (now_ns.saturating_sub(then_ns) as f64 / wall * 1000.0).round() as u64;
+                }
+                m.last_cpu = Some((now_ns, at));
+            }
+            if let Some(used) = stats.memory_stats.and_then(|s| s.usage) {
+                state.memory_used_bytes = used;
+            }
+        }
+    }
+
+    /// Put the GPUs' use and each container's share of them into the world.
+    fn measure_gpus(&mut self, world: &mut Telemetry) {
+        let Some(probe) = &mut self.gpus else { return };
+        let sample = match probe.sample() {
+            Ok(s) => s,
+            Err(e) => {
+                let message = format!("cannot read the GPUs through NVML ({e}); GPU use stays as last read");
+                self.log_once("nvml-sample".into(), || message);
+                return;
+            }
+        };
+        for g in &sample.gpus {
+            world.set_gpu_use(0, g.index, g.utilisation_percent as f32, g.memory_used_bytes);
+        }
+        let cgroups = crate::gpu::ProcCgroups::default();
+        let attributed = crate::gpu::attribute(&sample, |pid| cgroups.container(pid));
+        for (id, m) in &self.jobs {
+            let Some(state) = world.state_mut(m.handle) else { continue };
+            match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
+                Some(use_) => {
+                    state.gpu = Some(use_.gpu);
+                    state.gpu_used_percent = use_.utilisation_percent;
+                }
+                None => state.gpu_used_percent = 0.0,
+            }
+        }
+    }
+
+    /// Hand the lines the followers read to the world, in order.
+    fn deliver_progress(&mut self, world: &mut Telemetry, until_ms: u64) {
+        let origin = self.origin.map_or(0, |(_, unix)| unix);
+        let incoming = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
+        for Incoming { id, at_unix_ms, line } in incoming {
+            let Some(m) = self.jobs.get_mut(&id) else { continue };
+            match line {
+                Line::Progress { epoch, values } => {
+                    m.epochs = epoch.unwrap_or(m.epochs + 1);
+                    let at = at_unix_ms.saturating_sub(origin).min(until_ms);
+                    world.record_at(m.handle, at, m.epochs, values);
+                }
+                Line::Garbage(why) => {
+                    let (handle, cause) = (m.handle, why.split(['(', ':']).next().unwrap_or("").to_string());
+                    let name = world.spec(handle).map_or_else(|| short(&id).to_string(), |s| s.name.clone());
+                    self.log_once(format!("garbage:{id}:{cause}"), || {
+                        format!("job {name}: skipped a log line ({why}); later such lines are skipped silently")
+                    });
+                }
+                Line::Other => {}
+            }
+        }
+    }
+}
+
+impl Backend for Docker {
+    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+        // The backend's clock is the wall clock: wait until `until_ms` is due (the host's
+        // pacer usually has already), so any driver can run this backend.
+        let elapsed = Duration::from_millis(until_ms);
+        let (origin, _) = *self.origin.get_or_insert_with(|| {
+            let now = Instant::now();
+            (now.checked_sub(elapsed).unwrap_or(now), unix_ms().saturating_sub(until_ms))
+        });
+        if let Some(wait) = (origin + elapsed).checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        while world.nodes().len() < self.engines.len() {
+            let e = &self.engines[world.nodes().len()];
+            world.add_node(wit::Node {
+                name: e.endpoint.clone(),
+                cpu_millicores: 0,
+                memory_bytes: 0,
+                gpu_memory_bytes: vec![],
+            });
+        }
+        let mut up = vec![false; self.engines.len()];
+        let mut gone = Vec::new();
+        for (i, is_up) in up.iter_mut().enumerate() {
+            if !self.reach(i, world) {
+                continue;
+            }
+            match self.discover(i, world) {
+                Ok(g) => {
+                    *is_up = true;
+                    gone.extend(g);
+                }
+                Err(e) => self.engine_failed(i, &e),
+            }
+        }
+        // A container that ended may still have its last lines in flight: let its follower
+        // read to the end of the stream (briefly) before its last records are handed over.
+        let followers: Vec<_> = gone.iter().filter_map(|id| self.jobs.get_mut(id)?.follower.take()).collect();
+        self.rt.block_on(async {
+            for f in followers {
+                let _ = tokio::time::timeout(Duration::from_millis(300), f).await;
+            }
+        });
+        self.measure(&up, world);
+        self.measure_gpus(world);
+        self.deliver_progress(world, until_ms);
+        for id in gone {
+            if let Some(m) = self.jobs.remove(&id) {
+                tracing::info!(job = m.handle, container = %short(&id), "container ended");
+                world.remove_job(m.handle);
+            }
+        }
+        world.set_time_ms(until_ms);
+        true
+    }
+
+    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+        let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.handle, id.clone())).collect();
+        let mut errors = Vec::new();
+        let mut asks = Vec::new();
+        for action in actions {
+            let Some(id) = by_handle.get(&action.job) else {
+                errors.push(ApplyError { job: action.job, reason: "the container is no longer managed".into() });
+                continue;
+            };
+            let m = &self.jobs[id];
+            if !self.engine_up(m.engine) {
+                let reason = format!("engine {} is unreachable", self.engines[m.engine].endpoint);
+                errors.push(ApplyError { job: action.job, reason });
+                continue;
+            }
+            asks.push(self.act(id.clone(), m, &action.kind));
+        }
+        let timeout = self.config.timeout;
+        let done = self.rt.block_on(futures_util::future::join_all(
+            asks.into_iter().map(|(id, job, fut)| async move { (id, job, within(timeout * 4, fut).await) }),
+        ));
+        for (id, job, result) in done {
+            match result {
+                Ok(effect) => self.took_effect(&id, job, effect, world),
+                Err(e) => {
+                    let engine = self.jobs.get(&id).map(|m| m.engine);
+                    let reason = match &e {
+                        DockerError::DockerResponseServerError { status_code: 404, .. } => {
+                            format!("container {} is gone", short(&id))
+                        }
+                        DockerError::DockerResponseServerError { message, .. } => message.clone(),
+                        other => {
+                            if let Some(i) = engine {
+                                self.engine_failed(i, other);
+                            }
+                            format!("engine unreachable: {other}")
+                        }
+                    };
+                    errors.push(ApplyError { job, reason });
+                }
+            }
+        }
+        errors
+    }
+}
+
+/// What an action did, for the world's bookkeeping.
+enum Effect {
+    Cpu(Option<u64>),
+    Memory(Option<u64>),
+    Done,
+    Moved { to: usize, new_id: String },
+}
+
+/// One action on its way: the container, the job, and the request.
+type Ask = (Arc<str>, u32, futures_util::future::BoxFuture<'static, Result<Effect, DockerError>>);
+
+impl Docker {
+    /// The request that puts one action into force.
+    fn act(&self, id: Arc<str>, m: &Managed, kind: &wit::ActionKind) -> Ask {
+        let engine = &self.engines[m.engine];
+        let client = engine.client.clone();
+        let (cpu_all, memory_all) = engine.capacity.unwrap_or((0, 0));
+        let job = m.handle;
+        let key = id.clone();
+        let fut: futures_util::future::BoxFuture<'static, Result<Effect, DockerError>> = match *kind {
+            wit::ActionKind::SetCpu(limit) => Box::pin(async move {
+                let nano = limit.unwrap_or(cpu_all).max(1) as i64 * 1_000_000;
+                client
+                    .update_container(&id, ContainerUpdateBody { nano_cpus: Some(nano), ..Default::default() })
+                    .await?;
+                Ok(Effect::Cpu(limit))
+            }),
+            wit::ActionKind::SetMemory(limit) => Box::pin(async move {
+                let bytes = limit.unwrap_or(memory_all) as i64;
+                let body = ContainerUpdateBody { memory: Some(bytes), memory_swap: Some(-1), ..Default::default() };
+                client.update_container(&id, body).await?;
+                Ok(Effect::Memory(limit))
+            }),
+            wit::ActionKind::Stop => Box::pin(async move {
+                client.stop_container(&id, Some(q::StopContainerOptions { t: Some(10), signal: None })).await?;
+                Ok(Effect::Done)
+            }),
+            wit::ActionKind::Deliver => {
+                let command = m.deliver.clone();
+                Box::pin(async move {
+                    match command {
+                        Some(cmd) => run_in(&client, &id, cmd).await,
+                        None => Ok(Effect::Done),
+                    }
+                })
+            }
+            wit::ActionKind::Migrate(to) => {
+                let to = to as usize;
+                let target = self.engines.get(to).map(|e| e.client.clone());
+                let checkpoint = m.checkpoint.clone();
+                let from = m.engine;
+                Box::pin(async move {
+                    let Some(target) = target.filter(|_| to != from) else {
+                        return Err(refused(format!("node {to} is not another configured engine")));
+                    };
+                    let new_id = migrate(&client, &target, &id, checkpoint.as_deref()).await?;
+                    Ok(Effect::Moved { to, new_id })
+                })
+            }
+            wit::ActionKind::SetGpuShare(_) => Box::pin(async move {
+                Err(refused("Docker cannot cap a container's GPU share; use a GPU-sharing runtime".into()))
+            }),
+        };
+        (key, job, fut)
+    }
+
+    fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut Telemetry) {
+        match effect {
+            Effect::Cpu(limit) => {
+                if let Some(s) = world.state_mut(job) {
+                    s.cpu_limit_millicores = limit;
+                }
+            }
+            Effect::Memory(limit) => {
+                if let Some(s) = world.state_mut(job) {
+                    s.memory_limit_bytes = limit;
+                }
+            }
+            Effect::Done => {}
+            Effect::Moved { to, new_id } => {
+                let Some(mut m) = self.jobs.remove(id) else { return };
+                if let Some(f) = m.follower.take() {
+                    f.abort();
+                }
+                tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
+                m.engine = to;
+                m.last_cpu = None;
+                m.last_line_ns = Arc::default();
+                m.follower = Some(self.follow(to, &new_id, &m));
+                self.jobs.insert(Arc::from(new_id.as_str()), m);
+                if let Some(s) = world.state_mut(job) {
+                    s.node = to as u32;
+                    s.cpu_used_millicores = 0;
+                }
+            }
+        }
+    }
+}
+
+/// An engine's refusal, in bollard's terms, for a request we would not make.
+fn refused(message: String) -> DockerError {
+    DockerError::DockerResponseServerError { status_code: 400, message }
+}
+
+/// Run the delivery command in the container and wait for it; a non-zero exit is an error.
+async fn run_in(client: &Client, id: &str, cmd: Vec<String>) -> Result<Effect, DockerError> {
+    use bollard::exec::{CreateExecOptions, StartExecResults};
+    let exec = client
+        .create_exec(
+            id,
+            CreateExecOptions {
+                cmd: Some(cmd.clone()),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut last = String::new();
+    if let StartExecResults::Attached { mut output, .. } = client.start_exec(&exec.id, None).await? {
+        while let Some(Ok(chunk)) = output.next().await {
+            let text = String::from_utf8_lossy(&chunk.into_bytes()).trim().to_string();
+            if !text.is_empty() {
+                last = text;
+            }
+        }
+    }
+    match client.inspect_exec(&exec.id).await?.exit_code {
+        Some(0) | None => Ok(Effect::Done),
+        Some(code) => Err(refused(format!("delivery command {} exited with {code}: {last}", cmd.join(" ")))),
+    }
+}
+
+/// Restart a container on another engine from its checkpoint folder: stop it (its last
+/// checkpoint is final), copy the folder out, create the same container on the target
+/// (loading the image there first if it lacks it), copy the folder in, start it, and remove
+/// the old one. Returns the new container's id.
+async fn migrate(from: &Client, to: &Client, id: &str, checkpoint: Option<&str>) -> Result<String, DockerError> {
+    let info = from.inspect_container(id, None).await?;
+    let config = info.config.unwrap_or_default();
+    let image = config.image.clone().unwrap_or_default();
+    if to.inspect_image(&image).await.is_err() {
+        let saved = collect(from.export_image(&image)).await?;
+        let mut load = to.import_image(q::ImportImageOptions::default(), bollard::body_full(saved.into()), None);
+        while let Some(step) = load.next().await {
+            step?;
+        }
+    }
+    from.stop_container(id, Some(q::StopContainerOptions { t: Some(30), signal: None })).await?;
+    let folder = match checkpoint {
+        Some(path) => {
+            let options = q::DownloadFromContainerOptions { path: path.to_string() };
+            Some(collect(from.download_from_container(id, Some(options))).await?)
+        }
+        None => None,
+    };
+    let mut labels = config.labels.unwrap_or_default();
+    labels.insert(format!("{}migrated-from", declare::PREFIX), id.to_string());
+    let body = ContainerCreateBody {
+        image: Some(image),
+        cmd: config.cmd,
+        entrypoint: config.entrypoint,
+        env: config.env,
+        working_dir: config.working_dir,
+        labels: Some(labels),
+        host_config: info.host_config,
+        ..Default::default()
+    };
+    let name = info.name.map(|n| n.trim_start_matches('/').to_string());
+    let created = to.create_container(Some(q::CreateContainerOptions { name, ..Default::default() }), body).await?;
+    if let (Some(tar), Some(path)) = (folder, checkpoint) {
+        let parent = std::path::Path::new(path).parent().map_or("/".into(), |p| p.display().to_string());
+        let options = q::UploadToContainerOptions { path: parent, ..Default::default() };
+        to.upload_to_container(&created.id, Some(options), bollard::body_full(tar.into())).await?;
+    }
+    to.start_container(&created.id, None).await?;
+    from.remove_container(id, None).await?;
+    Ok(created.id)
+}
+
+async fn collect<B: AsRef<[u8]>>(
+    stream: impl futures_util::Stream<Item = Result<B, DockerError>>,
+) -> Result<Vec<u8>, DockerError> {
+    let mut stream = std::pin::pin!(stream);
+    let mut all = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        all.extend_from_slice(chunk?.as_ref());
+    }
+    Ok(all)
+}
+
+/// A container's CPU limit in millicores, from its host config; None when unlimited.
+fn cpu_limit(hc: &bollard::models::HostConfig) -> Option<u64> {
+    if let Some(nano) = hc.nano_cpus.filter(|&n| n > 0) {
+        return Some(nano as u64 / 1_000_000);
+    }
+    match (hc.cpu_quota, hc.cpu_period) {
+        (Some(quota), period) if quota > 0 => {
+            Some(quota as u64 * 1000 / period.filter(|&p| p > 0).unwrap_or(100_000) as u64)
+        }
+        _ => None,
+    }
+}
+
+/// A client for `endpoint`; nothing is contacted.
+fn connect(endpoint: &str, timeout: Duration) -> Result<Client, String> {
+    let secs = timeout.as_secs().max(1);
+    let client = if endpoint.starts_with("unix://") {
+        Client::connect_with_unix(endpoint, secs, bollard::API_DEFAULT_VERSION)
+    } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+        Client::connect_with_http(endpoint, secs, bollard::API_DEFAULT_VERSION)
+    } else {
+        return Err("unknown scheme".into());
+    };
+    client.map_err(|e| e.to_string())
+}
+
+/// `fut`, failing as unreachable after `limit`.
+async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, DockerError>>) -> Result<T, DockerError> {
+    tokio::time::timeout(limit, fut).await.unwrap_or(Err(DockerError::RequestTimeoutError))
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}

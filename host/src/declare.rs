@@ -1,0 +1,250 @@
+//! How a job declares what it reports and what it is trying to reach: one set of rules for
+//! the simulator's scenarios and the live backend's container labels (`docs/targets.md`).
+//!
+//! A container declares itself with labels:
+//!
+//! ```text
+//! wasmsched.managed=true                 # the host manages this container
+//! wasmsched.model=mlp                    # the model or application (default: the image)
+//! wasmsched.kind=training                # or inference
+//! wasmsched.metric=accuracy              # the main metric, first in each progress record
+//! wasmsched.direction=higher-is-better   # or lower-is-better
+//! wasmsched.metrics=loss:lower           # more metrics it reports, in order (optional)
+//! wasmsched.tiers=0.80,0.90              # TRADL's T1, T2 on the main metric
+//! wasmsched.qoe-target=2.5               # DQoES: s per epoch (training), ms per request (inference)
+//! wasmsched.max-epochs=30                # stop after this many epochs at the latest
+//! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
+//! wasmsched.checkpoint=/ckpt             # the folder a migration carries to the new engine
+//! ```
+//!
+//! A label that does not parse is reported with what to write instead, and the job is managed
+//! without that declaration: a typo never takes a job out of the host's hands.
+
+use std::collections::HashMap;
+
+use crate::bindings::wit;
+
+/// The label prefix every declaration uses.
+pub const PREFIX: &str = "wasmsched.";
+
+/// Check that T1 is the easier target for a metric's direction; the message says why not.
+pub fn tier_order(direction: wit::Direction, t1: f64, t2: f64) -> Result<(), &'static str> {
+    if !t1.is_finite() || !t2.is_finite() {
+        return Err("tiers must be two finite numbers, T1 and T2");
+    }
+    match direction {
+        wit::Direction::HigherIsBetter if t1 < t2 => Ok(()),
+        wit::Direction::LowerIsBetter if t1 > t2 => Ok(()),
+        wit::Direction::HigherIsBetter => Err("higher is better, so T1 (the easier target) must be below T2"),
+        wit::Direction::LowerIsBetter => Err("lower is better, so T1 (the easier target) must be above T2"),
+    }
+}
+
+/// What a container declared, parsed from its labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Declared {
+    /// The job as it crosses to policies (its handle is set when the host tracks it).
+    pub spec: wit::JobSpec,
+    /// The command `deliver` runs inside the container, if declared.
+    pub deliver: Option<Vec<String>>,
+    /// The folder a migration carries along, if declared.
+    pub checkpoint: Option<String>,
+    /// Labels that did not parse: the label and what to write instead.
+    pub problems: Vec<(String, String)>,
+}
+
+/// Parse a container's labels into its declaration. `name` and `image` name the job when no
+/// label does. Every `wasmsched.*` label is also kept in the spec's labels, for policies.
+pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) -> Declared {
+    let get = |key: &str| labels.get(&format!("{PREFIX}{key}")).map(|v| v.trim());
+    let mut problems = Vec::new();
+    let mut problem = |key: &str, why: String| problems.push((format!("{PREFIX}{key}"), why));
+
+    let direction = match get("direction") {
+        None => wit::Direction::HigherIsBetter,
+        Some(d) => parse_direction(d).unwrap_or_else(|| {
+            problem("direction", format!("{d:?} is not a direction: write higher-is-better or lower-is-better"));
+            wit::Direction::HigherIsBetter
+        }),
+    };
+    let main = get("metric").filter(|m| !m.is_empty()).unwrap_or(match direction {
+        wit::Direction::HigherIsBetter => "accuracy",
+        wit::Direction::LowerIsBetter => "loss",
+    });
+    let mut metrics = vec![wit::MetricSpec { name: main.to_string(), direction }];
+    if let Some(more) = get("metrics") {
+        for item in more.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.split_once(':').map(|(n, d)| (n.trim(), parse_direction(d.trim()))) {
+                Some((n, Some(d))) if !n.is_empty() => metrics.push(wit::MetricSpec { name: n.into(), direction: d }),
+                _ => problem(
+                    "metrics",
+                    format!("{item:?} is not NAME:DIRECTION: write e.g. loss:lower,f1:higher (after the main metric)"),
+                ),
+            }
+        }
+    }
+    let kind = match get("kind") {
+        None | Some("training") => wit::JobKind::Training,
+        Some("inference") => wit::JobKind::Inference,
+        Some(k) => {
+            problem("kind", format!("{k:?} is not a job kind: write training or inference"));
+            wit::JobKind::Training
+        }
+    };
+    let tiers = get("tiers").and_then(|t| {
+        let parsed: Option<Vec<f64>> = t.split(',').map(|x| x.trim().parse().ok()).collect();
+        match parsed.as_deref() {
+            Some(&[t1, t2]) => match tier_order(direction, t1, t2) {
+                Ok(()) => Some(wit::Tiers { deliverable: t1, final_: t2 }),
+                Err(order) => {
+                    problem("tiers", format!("{t}: for {main}, {order}"));
+                    None
+                }
+            },
+            _ => {
+                problem("tiers", format!("{t:?} is not two numbers: write T1,T2, e.g. 0.8,0.9"));
+                None
+            }
+        }
+    });
+    let qoe_target = get("qoe-target").and_then(|q| match q.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Some(x),
+        _ => {
+            problem("qoe-target", format!("{q:?} is not a positive number (seconds per epoch, ms per request)"));
+            None
+        }
+    });
+    let max_epochs = get("max-epochs").and_then(|e| match e.parse::<u32>() {
+        Ok(n) if n > 0 => Some(n),
+        _ => {
+            problem("max-epochs", format!("{e:?} is not a whole number of epochs above 0"));
+            None
+        }
+    });
+    let deliver = get("deliver").and_then(|d| {
+        let argv: Vec<String> = d.split(',').map(|a| a.trim().to_string()).collect();
+        if argv.first().is_some_and(|a| a.starts_with('/')) {
+            Some(argv)
+        } else {
+            problem(
+                "deliver",
+                format!("{d:?} is not a command: write an absolute path and its arguments, comma-separated"),
+            );
+            None
+        }
+    });
+    let checkpoint = get("checkpoint").and_then(|c| {
+        if c.starts_with('/') && c.len() > 1 {
+            Some(c.trim_end_matches('/').to_string())
+        } else {
+            problem("checkpoint", format!("{c:?} is not an absolute folder path inside the container"));
+            None
+        }
+    });
+    let model = get("model").filter(|m| !m.is_empty()).unwrap_or(image).to_string();
+    let mut kept: Vec<(String, String)> =
+        labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    kept.sort();
+    let spec = wit::JobSpec {
+        handle: 0,
+        name: name.trim_start_matches('/').to_string(),
+        model,
+        kind,
+        metrics,
+        tiers,
+        qoe_target,
+        max_epochs,
+        labels: kept,
+    };
+    Declared { spec, deliver, checkpoint, problems }
+}
+
+fn parse_direction(text: &str) -> Option<wit::Direction> {
+    match text {
+        "higher-is-better" | "higher" => Some(wit::Direction::HigherIsBetter),
+        "lower-is-better" | "lower" => Some(wit::Direction::LowerIsBetter),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (format!("{PREFIX}{k}"), v.to_string())).collect()
+    }
+
+    #[test]
+    fn a_full_declaration_becomes_a_spec() {
+        let d = from_labels(
+            "/train-a",
+            "trainer:1",
+            &labels(&[
+                ("managed", "true"),
+                ("model", "mlp"),
+                ("metric", "accuracy"),
+                ("metrics", "loss:lower"),
+                ("tiers", "0.8, 0.9"),
+                ("qoe-target", "2.5"),
+                ("max-epochs", "30"),
+                ("deliver", "/trainer,deliver,/ckpt/model"),
+                ("checkpoint", "/ckpt/"),
+            ]),
+        );
+        assert!(d.problems.is_empty(), "{:?}", d.problems);
+        assert_eq!(d.spec.name, "train-a");
+        assert_eq!(d.spec.model, "mlp");
+        assert_eq!(d.spec.metrics.len(), 2);
+        assert_eq!(d.spec.metrics[1].direction, wit::Direction::LowerIsBetter);
+        assert_eq!(d.spec.tiers, Some(wit::Tiers { deliverable: 0.8, final_: 0.9 }));
+        assert_eq!(d.spec.qoe_target, Some(2.5));
+        assert_eq!(d.spec.max_epochs, Some(30));
+        assert_eq!(d.deliver.as_deref(), Some(&["/trainer".to_string(), "deliver".into(), "/ckpt/model".into()][..]));
+        assert_eq!(d.checkpoint.as_deref(), Some("/ckpt"));
+        assert_eq!(d.spec.labels.len(), 9, "the declaration is kept for policies");
+    }
+
+    #[test]
+    fn no_declaration_is_a_plain_job_named_after_its_image() {
+        let d = from_labels("/x", "trainer:1", &labels(&[("managed", "true")]));
+        assert!(d.problems.is_empty());
+        assert_eq!((d.spec.model.as_str(), d.spec.metrics[0].name.as_str()), ("trainer:1", "accuracy"));
+        assert_eq!((d.spec.tiers, d.spec.qoe_target, d.spec.max_epochs), (None, None, None));
+    }
+
+    #[test]
+    fn tiers_follow_the_metric_direction() {
+        let lower = labels(&[("metric", "wer"), ("direction", "lower-is-better"), ("tiers", "0.3,0.2")]);
+        assert_eq!(from_labels("j", "i", &lower).spec.tiers, Some(wit::Tiers { deliverable: 0.3, final_: 0.2 }));
+        let wrong = labels(&[("tiers", "0.9,0.8")]);
+        let d = from_labels("j", "i", &wrong);
+        assert_eq!(d.spec.tiers, None);
+        assert!(d.problems[0].1.contains("must be below T2"), "{:?}", d.problems);
+    }
+
+    #[test]
+    fn every_bad_label_is_reported_and_the_job_kept() {
+        let d = from_labels(
+            "j",
+            "i",
+            &labels(&[
+                ("direction", "up"),
+                ("kind", "batch"),
+                ("tiers", "high"),
+                ("qoe-target", "-1"),
+                ("max-epochs", "0"),
+                ("deliver", "export"),
+                ("checkpoint", "ckpt"),
+                ("metrics", "loss"),
+            ]),
+        );
+        let keys: Vec<&str> = d.problems.iter().map(|(k, _)| k.strip_prefix(PREFIX).unwrap()).collect();
+        assert_eq!(
+            keys,
+            ["direction", "metrics", "kind", "tiers", "qoe-target", "max-epochs", "deliver", "checkpoint"]
+        );
+        assert!(d.problems.iter().all(|(_, why)| why.contains("write") || why.contains("not")));
+        assert_eq!(d.spec.kind, wit::JobKind::Training);
+    }
+}

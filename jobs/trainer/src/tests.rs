@@ -1,0 +1,154 @@
+//! Whole runs, small enough to take a fraction of a second each.
+
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::*;
+use crate::model::Evaluation;
+
+/// A run small enough for a unit test.
+fn small(epochs: u64) -> Args {
+    Args { epochs, samples: 2000, hidden: 32, threads: 2, seed: 11, ..Args::default() }
+}
+
+/// A fresh directory for one test's checkpoint.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("wasmsched-trainer-run-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Runs `args`, returning stdout and stderr.
+fn run_captured(args: &Args) -> (String, String) {
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    run(args, &mut out, &mut log).expect("run succeeds");
+    (String::from_utf8(out).expect("utf-8"), String::from_utf8(log).expect("utf-8"))
+}
+
+/// The lines without their `time_s`, which differs from run to run.
+fn without_times(out: &str) -> Vec<&str> {
+    out.lines().map(|l| l.split(",\"time_s\"").next().expect("a field")).collect()
+}
+
+#[test]
+fn a_few_epochs_lift_validation_accuracy_far_above_chance() {
+    let mut trainer = Trainer::new(&Args { samples: 5000, hidden: 64, ..small(0) });
+    let before = trainer.model().evaluate(&trainer.split().validation, 1);
+    let reports: Vec<EpochReport> = (0..4).map(|_| trainer.run_epoch()).collect();
+    let after = reports[3].validation;
+    let chance = 1.0 / CLASSES as f64;
+    assert!(before.accuracy < 2.0 * chance, "untrained accuracy {}", before.accuracy);
+    assert!(after.accuracy > 2.4 * chance, "accuracy after 4 epochs {}", after.accuracy);
+    assert!(after.loss < before.loss, "loss {} -> {}", before.loss, after.loss);
+    assert_eq!(reports.iter().map(|r| r.epoch).collect::<Vec<_>>(), [1, 2, 3, 4]);
+}
+
+#[test]
+fn prints_one_flushed_line_per_epoch_and_the_banner_on_the_log() {
+    let (out, log) = run_captured(&small(3));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3);
+    for (i, line) in lines.iter().enumerate() {
+        assert!(line.starts_with(&format!("{{\"epoch\":{},\"accuracy\":0.", i + 1)), "{line}");
+        assert!(line.contains(",\"loss\":") && line.contains(",\"time_s\":") && line.ends_with('}'), "{line}");
+    }
+    assert!(log.contains("1600 training and 400 validation samples"), "{log}");
+}
+
+#[test]
+fn a_resumed_run_continues_the_epoch_count_where_the_checkpoint_stopped() {
+    let dir = temp_dir("resume");
+    let path = dir.join("model.ckpt");
+    let with_checkpoint = |epochs| Args { checkpoint: Some(path.clone()), ..small(epochs) };
+
+    let (first, _) = run_captured(&with_checkpoint(2));
+    let (second, log) = run_captured(&with_checkpoint(4));
+    assert!(log.contains("at epoch 2"), "{log}");
+    assert_eq!(second.lines().count(), 2);
+    assert!(second.starts_with("{\"epoch\":3,"), "{second}");
+
+    // Weights and shuffling continue exactly: the same curve as a run never interrupted.
+    let (straight, _) = run_captured(&small(4));
+    assert_eq!(without_times(&(first + &second)), without_times(&straight));
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn a_run_whose_checkpoint_has_reached_the_epochs_prints_nothing() {
+    let dir = temp_dir("done");
+    let args = Args { checkpoint: Some(dir.join("model.ckpt")), ..small(1) };
+    run_captured(&args);
+    let (out, log) = run_captured(&args);
+    assert_eq!(out, "");
+    assert!(log.contains("at epoch 1") && log.contains("nothing to train"), "{log}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn a_corrupt_checkpoint_is_refused_and_training_starts_afresh() {
+    let dir = temp_dir("corrupt");
+    let path = dir.join("model.ckpt");
+    let args = Args { checkpoint: Some(path.clone()), ..small(1) };
+    run_captured(&args);
+    let mut bytes = fs::read(&path).expect("saved");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0xFF;
+    fs::write(&path, &bytes).expect("write");
+
+    let (out, log) = run_captured(&Args { epochs: 2, ..args });
+    assert!(log.contains("ignoring checkpoint") && log.contains("checksum"), "{log}");
+    assert!(out.starts_with("{\"epoch\":1,"), "{out}");
+    assert_eq!(Checkpoint::load(&path).expect("valid again").map(|c| c.epoch), Some(2));
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn a_checkpoint_of_another_model_shape_is_refused() {
+    let dir = temp_dir("shape");
+    let path = dir.join("model.ckpt");
+    run_captured(&Args { checkpoint: Some(path.clone()), ..small(1) });
+    let (out, log) = run_captured(&Args { checkpoint: Some(path), hidden: 16, ..small(1) });
+    assert!(log.contains("hidden 32, this run has hidden 16; starting fresh"), "{log}");
+    assert!(out.starts_with("{\"epoch\":1,"), "{out}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn an_unwritable_checkpoint_stops_the_run_with_the_path() {
+    let dir = temp_dir("unwritable");
+    let args = Args { checkpoint: Some(dir.join("missing/model.ckpt")), ..small(1) };
+    let err = run(&args, &mut Vec::new(), &mut Vec::new()).expect_err("cannot save");
+    assert!(err.to_string().contains("missing/model.ckpt.tmp"), "{err}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn both_formats_print_what_the_readers_expect() {
+    let report = EpochReport {
+        epoch: 3,
+        validation: Evaluation { accuracy: 0.81234, loss: 0.45671 },
+        elapsed: Duration::from_millis(1234),
+    };
+    assert_eq!(epoch_line(Format::Json, &report), r#"{"epoch":3,"accuracy":0.8123,"loss":0.4567,"time_s":1.234}"#);
+    assert_eq!(epoch_line(Format::Flowcon, &report), "Loss: 0.4567 Time: 1.234");
+    let diverged = EpochReport { validation: Evaluation { accuracy: 0.1, loss: f64::NAN }, ..report };
+    assert!(epoch_line(Format::Json, &diverged).contains("\"loss\":null"));
+}
+
+#[test]
+fn export_delivers_a_whole_checkpoint_and_refuses_a_damaged_or_missing_one() {
+    let dir = temp_dir("export");
+    let (model, delivered) = (dir.join("model.ckpt"), dir.join("delivered.ckpt"));
+    assert!(export(&model, &delivered).unwrap_err().to_string().contains("no checkpoint yet"));
+    run_captured(&Args { checkpoint: Some(model.clone()), ..small(2) });
+    export(&model, &delivered).expect("a whole checkpoint is delivered");
+    assert_eq!(fs::read(&model).unwrap(), fs::read(&delivered).unwrap());
+    let mut bytes = fs::read(&model).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    fs::write(&model, bytes).unwrap();
+    assert!(export(&model, &delivered).is_err(), "a damaged checkpoint is not delivered");
+    assert_eq!(Checkpoint::load(&delivered).unwrap().map(|c| c.epoch), Some(2), "the delivered model is intact");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
