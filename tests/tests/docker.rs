@@ -110,13 +110,19 @@ fn limits_are_in_force_as_docker_reports_them() {
     let handle = world.jobs().next().unwrap().0.handle;
     assert_eq!(world.state(handle).unwrap().cpu_limit_millicores, Some(1500), "a limit set at start is read");
 
-    let started = Instant::now();
-    let errors = docker.apply(&[action(handle, wit::ActionKind::SetCpu(Some(500)))], &mut world);
-    let in_force = started.elapsed();
-    assert!(errors.is_empty(), "{errors:?}");
-    assert_eq!(e.cpus(&c.id), 0.5);
+    // From the decision handed to the backend to the limit in force: `docker update` returns
+    // once the cgroup is written, and `docker inspect` agrees at once.
+    let mut times = Vec::new();
+    for m in [700, 600, 500, 400, 300, 800, 900, 500] {
+        let started = Instant::now();
+        let errors = docker.apply(&[action(handle, wit::ActionKind::SetCpu(Some(m)))], &mut world);
+        times.push(started.elapsed());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(e.cpus(&c.id), m as f64 / 1000.0);
+    }
     assert_eq!(world.state(handle).unwrap().cpu_limit_millicores, Some(500));
-    eprintln!("decision to limit in force (docker update returned, inspect agrees): {in_force:.1?}");
+    times.sort();
+    eprintln!("decision to limit in force, 8 updates: median {:.1?}, max {:.1?}", times[4], times[7]);
 
     let errors = docker.apply(
         &[action(handle, wit::ActionKind::SetCpu(None)), action(handle, wit::ActionKind::SetMemory(Some(256 << 20)))],
@@ -237,6 +243,53 @@ fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
     }
     let records: Vec<_> = world.history(handle).map(|r| (r.epoch, r.values.clone())).collect();
     assert_eq!(records, [(1, vec![0.5]), (2, vec![0.7])], "the garbage between them is skipped");
+}
+
+#[test]
+fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
+    let e = engine_or_skip!();
+    let _serial = serial();
+    if !image_or_skip(e) {
+        return;
+    }
+    let Some(second) = engine::SecondEngine::start(e) else { return };
+    let label = test_label("migrate");
+    let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+    let c = e.start_trainer("migrate", &[("test", &label), ("checkpoint", "/ckpt")], &args, None);
+    let mut docker = Docker::new(DockerConfig {
+        engines: vec![e.endpoint.clone(), second.endpoint.clone()],
+        selector: format!("wasmsched.test={label}"),
+        timeout: Duration::from_secs(10),
+        gpus: false,
+    })
+    .unwrap();
+    let mut world = Telemetry::new();
+    let handle = eventually("three epochs on the first engine", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 300);
+        let (spec, _) = world.jobs().next()?;
+        (world.history(spec.handle).count() >= 3).then_some(spec.handle)
+    });
+    let started = Instant::now();
+    let errors = docker.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    eprintln!(
+        "migration (stop, checkpoint out, image carried, create, checkpoint in, start): {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(world.state(handle).unwrap().node, 1);
+    assert_eq!(second.running().len(), 1, "the job runs on the second engine");
+    assert!(e.rt.block_on(e.client.inspect_container(&c.id, None)).is_err(), "and no longer on the first");
+    let (seen, last_before) = (world.history(handle).count(), world.history(handle).last().unwrap().epoch);
+    let after = eventually("epochs on the second engine", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 300);
+        let after: Vec<u32> = world.history(handle).skip(seen).map(|r| r.epoch).collect();
+        (after.len() >= 2).then_some(after)
+    });
+    assert!(
+        after[0] == last_before + 1 || after[0] == last_before + 2,
+        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
+    );
+    assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
 }
 
 /// Drives the loop until `done` says so (or `limit` of backend time passes).

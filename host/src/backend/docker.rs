@@ -644,10 +644,13 @@ impl Docker {
             }
             Effect::Done => {}
             Effect::Moved { to, new_id } => {
-                let Some(mut m) = self.jobs.remove(id) else { return };
-                if let Some(f) = m.follower.take() {
-                    f.abort();
+                // The old container has stopped: its follower reads to the end of its log, and
+                // those last records are handed over before the job moves to its new id.
+                if let Some(f) = self.jobs.get_mut(id).and_then(|m| m.follower.take()) {
+                    let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
                 }
+                self.deliver_progress(world, world.time_ms());
+                let Some(mut m) = self.jobs.remove(id) else { return };
                 tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
                 m.engine = to;
                 m.last_cpu = None;

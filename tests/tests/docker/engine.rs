@@ -70,6 +70,55 @@ macro_rules! engine_or_skip {
 }
 pub(crate) use engine_or_skip;
 
+/// A second engine of the test's own, started with `.ci/docker-engine` (so it needs root and
+/// dockerd, like the first); stopped, with its containers removed, on drop.
+pub struct SecondEngine {
+    pub endpoint: String,
+    pub client: Docker,
+    first: &'static Engine,
+    dir: String,
+}
+
+impl SecondEngine {
+    /// Start one, or None (said loudly) where that cannot be done.
+    pub fn start(first: &'static Engine) -> Option<SecondEngine> {
+        let dir = format!("/tmp/wasmsched-docker-second-{}", std::process::id());
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/docker-engine");
+        let out = std::process::Command::new(script).arg("start").env("WASMSCHED_DOCKER_DIR", &dir).output();
+        let endpoint = match out {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+            other => {
+                eprintln!("SKIPPED: a second Docker Engine could not be started ({other:?})");
+                return None;
+            }
+        };
+        let client = Docker::connect_with_unix(&endpoint, 10, bollard::API_DEFAULT_VERSION).ok()?;
+        let client = first.rt.block_on(client.negotiate_version()).ok()?;
+        Some(SecondEngine { endpoint, client, first, dir })
+    }
+
+    /// The ids of its running containers.
+    pub fn running(&self) -> Vec<String> {
+        let listed = self.first.rt.block_on(self.client.list_containers(None::<q::ListContainersOptions>));
+        listed.unwrap_or_default().into_iter().filter_map(|c| c.id).collect()
+    }
+}
+
+impl Drop for SecondEngine {
+    /// Remove its containers, stop it and delete its files, pass or fail.
+    fn drop(&mut self) {
+        let e = self.first;
+        let all = q::ListContainersOptions { all: true, ..Default::default() };
+        for c in e.rt.block_on(self.client.list_containers(Some(all))).unwrap_or_default() {
+            let force = q::RemoveContainerOptions { force: true, ..Default::default() };
+            let _ = e.rt.block_on(self.client.remove_container(c.id.as_deref().unwrap_or(""), Some(force)));
+        }
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../.ci/docker-engine");
+        let _ = std::process::Command::new(script).arg("stop").env("WASMSCHED_DOCKER_DIR", &self.dir).status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// The live tests share one engine and two cores: one at a time.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
