@@ -488,6 +488,23 @@ mod tests {
     }
 
     #[test]
+    fn a_node_whose_capacity_becomes_known_is_resent_and_other_gpus_keep_their_use() {
+        let mut t = sample::world(2, 1, 0);
+        let mut c = Cursor::fresh();
+        t.snapshot_for(&mut c);
+        assert!(t.set_gpu_use(1, 0, 75.0, 1 << 30));
+        let same = t.nodes()[0].clone();
+        assert!(t.set_node(0, same));
+        assert_eq!(t.snapshot_for(&mut c).nodes, None, "an unchanged node is not resent");
+        let wider = wit::Node { gpu_memory_bytes: vec![8 << 30; 2], ..t.nodes()[0].clone() };
+        assert!(t.set_node(0, wider));
+        let s = t.snapshot_for(&mut c);
+        assert_eq!(s.nodes.map(|n| n[0].gpu_memory_bytes.len()), Some(2));
+        assert_eq!(s.gpus.utilisation_percent, [0.0, 0.0, 75.0], "node 0's new GPUs idle, node 1's kept");
+        assert!(!t.set_node(5, t.nodes()[0].clone()), "there is no node 5");
+    }
+
+    #[test]
     fn history_is_bounded_per_job() {
         let mut t = sample::world(1, 1, 0);
         for e in 0..(HISTORY_KEPT as u32 + 10) {

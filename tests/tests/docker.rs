@@ -166,6 +166,11 @@ fn deliver_runs_the_declared_command_in_the_container() {
     });
     let errors = docker.apply(&[action(handle, wit::ActionKind::Deliver)], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
+    // A stop ends the container, and the job leaves at the next observation.
+    let errors = docker.apply(&[action(handle, wit::ActionKind::Stop)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    step(&mut docker, &mut world, 100);
+    assert_eq!(world.job_count(), 0, "the stopped job left");
 }
 
 #[test]

@@ -92,7 +92,8 @@ pub enum DockerSetupError {
 /// A configured engine: its client, and whether it answers.
 struct Engine {
     endpoint: String,
-    client: Client,
+    /// Made when the engine is first reached, and again after it was down.
+    client: Option<Client>,
     /// Capacity, once the engine has answered `info`.
     capacity: Option<(u64, u64)>,
     /// Set while the engine does not answer.
@@ -158,9 +159,9 @@ impl Docker {
             .engines
             .iter()
             .map(|endpoint| {
-                let client = connect(endpoint, config.timeout)
+                check_scheme(endpoint)
                     .map_err(|reason| DockerSetupError::Endpoint { endpoint: endpoint.clone(), reason })?;
-                Ok(Engine { endpoint: endpoint.clone(), client, capacity: None, down: None })
+                Ok(Engine { endpoint: endpoint.clone(), client: None, capacity: None, down: None })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let gpus = if config.gpus {
@@ -230,8 +231,16 @@ impl Docker {
         if self.engines[i].capacity.is_some() && self.engines[i].down.is_none() {
             return true;
         }
-        let client = self.engines[i].client.clone();
         let timeout = self.config.timeout;
+        // A fresh client each time: the socket may not have existed before, and an old
+        // client's pooled connections died with the engine.
+        let client = match connect(&self.engines[i].endpoint, timeout) {
+            Ok(c) => c,
+            Err(e) => {
+                self.engine_failed(i, &e);
+                return false;
+            }
+        };
         let answer = self.rt.block_on(async move {
             let client = within(timeout, client.negotiate_version()).await?;
             let info = within(timeout, client.info()).await?;
@@ -242,7 +251,7 @@ impl Docker {
                 let cpu = info.ncpu.unwrap_or(1).max(1) as u64 * 1000;
                 let memory = info.mem_total.unwrap_or(0).max(0) as u64;
                 let engine = &mut self.engines[i];
-                engine.client = client;
+                engine.client = Some(client);
                 if let Some(down) = engine.down.take() {
                     tracing::info!(engine = %engine.endpoint, "Docker engine answers again after {:.1?}", down.since.elapsed());
                     self.logged.remove(&format!("down:{i}"));
@@ -271,8 +280,8 @@ impl Docker {
 
     /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
     fn discover(&mut self, i: usize, world: &mut Telemetry) -> Result<Vec<Arc<str>>, DockerError> {
-        let (key_value, client, timeout) =
-            (self.config.selector.clone(), self.engines[i].client.clone(), self.config.timeout);
+        let Some(client) = self.engines[i].client.clone() else { return Ok(Vec::new()) };
+        let (key_value, timeout) = (self.config.selector.clone(), self.config.timeout);
         let filters = HashMap::from([
             ("label".to_string(), vec![key_value]),
             ("status".to_string(), vec!["running".to_string()]),
@@ -285,7 +294,7 @@ impl Docker {
             if let Some(m) = self.jobs.get(id) {
                 if m.follower.is_none() {
                     let follower = self.follow(i, id, m);
-                    self.jobs.get_mut(id).expect("just read").follower = Some(follower);
+                    self.jobs.get_mut(id).expect("just read").follower = follower;
                 }
                 continue;
             }
@@ -298,7 +307,9 @@ impl Docker {
             );
             for (label, why) in &declared.problems {
                 let job = declared.spec.name.clone();
-                self.log_once(format!("label:{id}:{label}"), || format!("container {job}: label {label}: {why}"));
+                self.log_once(format!("label:{id}:{label}"), || {
+                    format!("container {job}: ignoring label {label}: {why}")
+                });
             }
             let limits =
                 self.rt.block_on(within(timeout, client.inspect_container(id, None))).ok().and_then(|c| c.host_config);
@@ -320,8 +331,8 @@ impl Docker {
                 last_line_ns: Arc::default(),
                 follower: None,
             };
-            m.follower = Some(self.follow(i, id, &m));
-            tracing::info!(job = handle, container = %short(id), name, "managing a new container");
+            m.follower = self.follow(i, id, &m);
+            tracing::info!(job = handle, container = %short(id), name = name.trim_start_matches('/'), "managing a new container");
             self.jobs.insert(Arc::from(id), m);
         }
         Ok(self
@@ -333,11 +344,11 @@ impl Docker {
     }
 
     /// Follow a container's log from after the last line read.
-    fn follow(&self, engine: usize, id: &str, m: &Managed) -> tokio::task::JoinHandle<()> {
-        let client = self.engines[engine].client.clone();
+    fn follow(&self, engine: usize, id: &str, m: &Managed) -> Option<tokio::task::JoinHandle<()>> {
+        let client = self.engines[engine].client.clone()?;
         let (id, metrics, inbox, last) =
             (Arc::<str>::from(id), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
-        self.rt.spawn(async move {
+        Some(self.rt.spawn(async move {
             use std::sync::atomic::Ordering;
             let after = last.load(Ordering::Relaxed);
             let options = q::LogsOptions {
@@ -371,7 +382,7 @@ impl Docker {
                     inbox.lock().expect("inbox lock").extend(batch);
                 }
             }
-        })
+        }))
     }
 
     /// Read every managed container's CPU and memory use on the engines that are up.
@@ -381,14 +392,14 @@ impl Docker {
             .jobs
             .iter()
             .filter(|(_, m)| up[m.engine] && m.follower.is_some())
-            .map(|(id, m)| {
-                let (client, id) = (self.engines[m.engine].client.clone(), id.clone());
-                async move {
+            .filter_map(|(id, m)| {
+                let (client, id) = (self.engines[m.engine].client.clone()?, id.clone());
+                Some(async move {
                     let options = q::StatsOptions { stream: false, one_shot: true };
                     let mut stream = client.stats(&id, Some(options));
                     let stats = tokio::time::timeout(timeout, stream.next()).await.ok().flatten();
                     (id, stats, Instant::now())
-                }
+                })
             })
             .collect();
         for (id, stats, at) in self.rt.block_on(futures_util::future::join_all(asks)) {
@@ -528,12 +539,12 @@ impl Backend for Docker {
                 continue;
             };
             let m = &self.jobs[id];
-            if !self.engine_up(m.engine) {
+            let Some(client) = self.engines[m.engine].client.clone().filter(|_| self.engine_up(m.engine)) else {
                 let reason = format!("engine {} is unreachable", self.engines[m.engine].endpoint);
                 errors.push(ApplyError { job: action.job, reason });
                 continue;
-            }
-            asks.push(self.act(id.clone(), m, &action.kind));
+            };
+            asks.push(self.act(client, id.clone(), m, &action.kind));
         }
         let timeout = self.config.timeout;
         let done = self.rt.block_on(futures_util::future::join_all(
@@ -577,10 +588,8 @@ type Ask = (Arc<str>, u32, futures_util::future::BoxFuture<'static, Result<Effec
 
 impl Docker {
     /// The request that puts one action into force.
-    fn act(&self, id: Arc<str>, m: &Managed, kind: &wit::ActionKind) -> Ask {
-        let engine = &self.engines[m.engine];
-        let client = engine.client.clone();
-        let (cpu_all, memory_all) = engine.capacity.unwrap_or((0, 0));
+    fn act(&self, client: Client, id: Arc<str>, m: &Managed, kind: &wit::ActionKind) -> Ask {
+        let (cpu_all, memory_all) = self.engines[m.engine].capacity.unwrap_or((0, 0));
         let job = m.handle;
         let key = id.clone();
         let fut: futures_util::future::BoxFuture<'static, Result<Effect, DockerError>> = match *kind {
@@ -612,12 +621,12 @@ impl Docker {
             }
             wit::ActionKind::Migrate(to) => {
                 let to = to as usize;
-                let target = self.engines.get(to).map(|e| e.client.clone());
+                let target = self.engines.get(to).filter(|e| e.down.is_none()).and_then(|e| e.client.clone());
                 let checkpoint = m.checkpoint.clone();
                 let from = m.engine;
                 Box::pin(async move {
                     let Some(target) = target.filter(|_| to != from) else {
-                        return Err(refused(format!("node {to} is not another configured engine")));
+                        return Err(refused(format!("node {to} is not another engine that answers")));
                     };
                     let new_id = migrate(&client, &target, &id, checkpoint.as_deref()).await?;
                     Ok(Effect::Moved { to, new_id })
@@ -655,7 +664,7 @@ impl Docker {
                 m.engine = to;
                 m.last_cpu = None;
                 m.last_line_ns = Arc::default();
-                m.follower = Some(self.follow(to, &new_id, &m));
+                m.follower = self.follow(to, &new_id, &m);
                 self.jobs.insert(Arc::from(new_id.as_str()), m);
                 if let Some(s) = world.state_mut(job) {
                     s.node = to as u32;
@@ -771,17 +780,21 @@ fn cpu_limit(hc: &bollard::models::HostConfig) -> Option<u64> {
     }
 }
 
-/// A client for `endpoint`; nothing is contacted.
-fn connect(endpoint: &str, timeout: Duration) -> Result<Client, String> {
+/// Whether bollard can use `endpoint`; says why not.
+fn check_scheme(endpoint: &str) -> Result<(), String> {
+    let known = ["unix://", "tcp://", "http://"].iter().any(|s| endpoint.starts_with(s));
+    if known { Ok(()) } else { Err("unknown scheme".into()) }
+}
+
+/// A client for `endpoint` (whose scheme was checked); nothing is contacted, but a Unix
+/// socket must exist.
+fn connect(endpoint: &str, timeout: Duration) -> Result<Client, DockerError> {
     let secs = timeout.as_secs().max(1);
-    let client = if endpoint.starts_with("unix://") {
+    if endpoint.starts_with("unix://") {
         Client::connect_with_unix(endpoint, secs, bollard::API_DEFAULT_VERSION)
-    } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
-        Client::connect_with_http(endpoint, secs, bollard::API_DEFAULT_VERSION)
     } else {
-        return Err("unknown scheme".into());
-    };
-    client.map_err(|e| e.to_string())
+        Client::connect_with_http(endpoint, secs, bollard::API_DEFAULT_VERSION)
+    }
 }
 
 /// `fut`, failing as unreachable after `limit`.
@@ -795,4 +808,57 @@ fn unix_ms() -> u64 {
 
 fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_checked_before_anything_is_contacted() {
+        let with = |engines: Vec<&str>| {
+            Docker::new(DockerConfig {
+                engines: engines.into_iter().map(String::from).collect(),
+                gpus: false,
+                ..DockerConfig::default()
+            })
+        };
+        assert!(matches!(with(vec![]), Err(DockerSetupError::NoEngine)));
+        let e = with(vec!["ftp://host"]).err().expect("an unknown scheme is refused").to_string();
+        assert!(e.contains("ftp://host") && e.contains("unix:///path/to/docker.sock"), "{e}");
+        let docker =
+            with(vec!["unix:///nonexistent/docker.sock", "tcp://127.0.0.1:1"]).expect("nothing is contacted yet");
+        assert!(!docker.engine_up(0) && !docker.engine_up(1));
+    }
+
+    #[test]
+    fn an_engine_that_is_not_there_leaves_its_node_empty_and_is_retried_later() {
+        let mut docker = Docker::new(DockerConfig {
+            engines: vec!["unix:///nonexistent/docker.sock".into()],
+            timeout: Duration::from_millis(200),
+            gpus: false,
+            ..DockerConfig::default()
+        })
+        .unwrap();
+        let mut world = Telemetry::new();
+        assert!(docker.observe(&mut world, 0));
+        assert_eq!(world.nodes().len(), 1, "the node exists, its capacity unknown");
+        assert_eq!(world.nodes()[0].cpu_millicores, 0);
+        let down = docker.engines[0].down.as_ref().expect("marked down");
+        assert_eq!(down.backoff, FIRST_BACKOFF);
+        let errors = docker.apply(&[], &mut world);
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn cpu_limits_are_read_from_nano_cpus_or_quota_and_period() {
+        use bollard::models::HostConfig;
+        let nano = HostConfig { nano_cpus: Some(1_500_000_000), ..Default::default() };
+        assert_eq!(cpu_limit(&nano), Some(1500));
+        let quota = HostConfig { cpu_quota: Some(50_000), cpu_period: Some(100_000), ..Default::default() };
+        assert_eq!(cpu_limit(&quota), Some(500));
+        let lifted = HostConfig { cpu_quota: Some(-1), ..Default::default() };
+        assert_eq!(cpu_limit(&lifted), None);
+        assert_eq!(cpu_limit(&HostConfig::default()), None);
+    }
 }
