@@ -198,10 +198,15 @@ impl RuntimeArgs {
 }
 
 fn main() -> ExitCode {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,cranelift=warn,wasmtime=warn"));
+    let cli = Cli::parse();
+    // A simulated run asks its policies thousands of times in a few seconds: their own info
+    // lines would drown the table, so they show from warn up (RUST_LOG=policy=info for all).
+    let batch = matches!(cli.command, Command::Demo { .. } | Command::Simulate { .. } | Command::Compare { .. });
+    let policy = if batch { "warn" } else { "info" };
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn")));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    match run(Cli::parse()) {
+    match run(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
