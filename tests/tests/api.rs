@@ -2,7 +2,7 @@
 
 use wasmsched::api::{self, ApiError, client};
 
-use crate::live::{Running, Setup, component, serving, sha256, variant};
+use wasmsched_tests::live::{Running, Setup, component, serving, sha256, variant};
 
 #[test]
 fn status_metrics_and_rollback_answer_over_http_with_the_token() {

@@ -3,7 +3,7 @@
 
 use wasmsched::host::status::{PolicyState, ReloadOutcome};
 
-use crate::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256, variant};
+use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256, variant};
 
 /// A policy table with a generous deadline: a loaded test machine must not turn a dry run
 /// into a timeout.

@@ -7,8 +7,8 @@ use wasmsched::backend::replay::{self, Replay};
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 
-use crate::common::{loaded, runtime};
-use crate::live::{Running, Setup, assert_no_tick_missed, component};
+use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component};
 
 fn supervised(name: &str) -> Supervised {
     let limits = Limits { deadline: std::time::Duration::from_secs(2), ..Limits::default() };

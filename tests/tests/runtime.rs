@@ -3,7 +3,7 @@
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::snapshot::sample;
 
-use crate::common::{cache_dir, loaded, runtime};
+use wasmsched_tests::common::{cache_dir, loaded, runtime};
 
 #[test]
 fn a_second_load_of_the_same_file_comes_from_the_cache() {

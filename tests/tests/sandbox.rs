@@ -8,7 +8,7 @@ use wasmsched::runtime::supervise::{Failure, Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{CallError, Limits, LoadError, TrapKind};
 use wasmsched::snapshot::sample;
 
-use crate::common::{TICK, loaded, runtime};
+use wasmsched_tests::common::{TICK, loaded, runtime};
 
 /// Generous, so that a loaded test machine never turns a memory hog into a timeout.
 fn limits() -> Limits {

@@ -1,7 +1,7 @@
 //! Shadow policies: the same snapshots as the active one, decisions recorded and compared,
 //! never applied.
 
-use crate::live::{Running, Setup, component, serving};
+use wasmsched_tests::live::{Running, Setup, component, serving};
 
 #[test]
 fn a_shadow_is_compared_with_the_active_policy_and_never_applied() {

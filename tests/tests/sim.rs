@@ -6,7 +6,7 @@ use wasmsched::sim::engine::SimConfig;
 use wasmsched::sim::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::sim::workload::Workload;
 
-use crate::common::runtime;
+use wasmsched_tests::common::runtime;
 
 fn demo() -> Workload {
     Workload::from_scenario_str("demo", wasmsched::sim::DEMO_SCENARIO).unwrap().with_default_targets()

@@ -59,7 +59,7 @@ pub fn engine() -> Option<&'static Engine> {
 /// The engine, or return from the test after saying it is skipped.
 macro_rules! engine_or_skip {
     () => {
-        match crate::docker::engine::engine() {
+        match crate::engine::engine() {
             Some(e) => e,
             None => {
                 eprintln!("SKIPPED {}: no Docker Engine", module_path!());

@@ -46,7 +46,14 @@ pub const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A host's files.
 pub struct Setup {
+    /// Where everything is; removed on drop.
     pub dir: tempfile::TempDir,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Setup {
@@ -58,14 +65,17 @@ impl Setup {
         Setup { dir }
     }
 
+    /// The watched policies directory.
     pub fn policies(&self) -> PathBuf {
         self.dir.path().join("policies")
     }
 
+    /// The audit log's path.
     pub fn audit(&self) -> PathBuf {
         self.dir.path().join("audit.jsonl")
     }
 
+    /// The telemetry recording's path.
     pub fn recording(&self) -> PathBuf {
         self.dir.path().join("telemetry.jsonl")
     }
@@ -97,6 +107,7 @@ impl Setup {
         std::fs::write(self.policies().join(format!("{name}.wasm")), bytes).unwrap();
     }
 
+    /// Every whole line of the audit log.
     pub fn audit_lines(&self) -> Vec<AuditLine> {
         record::read_all(&self.audit()).unwrap()
     }
@@ -135,6 +146,7 @@ fn leb128(mut n: u32) -> Vec<u8> {
     }
 }
 
+/// The hex sha256 of `bytes`, as the host reports a version.
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
@@ -142,11 +154,13 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// A host running on a thread of its own.
 pub struct Running {
+    /// Commands and status.
     pub handle: HostHandle,
     thread: Option<JoinHandle<Result<LoopSummary, HostError>>>,
 }
 
 impl Running {
+    /// Start a host with `config` on a new thread.
     pub fn start(config: HostConfig) -> Running {
         let host = Host::new(config).unwrap();
         let handle = host.handle();

@@ -1,7 +1,8 @@
 //! The live backend against a real Docker Engine: real training containers, real limits.
 //! Without an engine every test here says SKIPPED and returns; `.ci/run` starts one.
+//! A binary of its own, so that no other test shares the machine while these measure CPU.
 
-pub mod engine;
+mod engine;
 mod proxy;
 
 use std::time::{Duration, Instant};
@@ -14,9 +15,9 @@ use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::snapshot::Telemetry;
 
-use crate::common::{loaded, runtime};
-use crate::live::{Running, Setup, component, serving, variant};
 use engine::{Engine, engine_or_skip, eventually, serial};
+use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 
 /// Epochs of about a quarter second of one core each: quick to show progress.
 const QUICK: &[&str] = &["--epochs", "400", "--samples", "2000", "--threads", "1"];
@@ -463,13 +464,13 @@ fn a_policy_hot_swapped_while_containers_run() {
     eventually("fair-share lifting the limit", Duration::from_secs(30), || (e.cpus(&a.id) >= 1.0).then_some(()));
     let swapped = variant("fair-share", 1);
     setup.land("p", &swapped);
-    let sha = crate::live::sha256(&swapped);
+    let sha = wasmsched_tests::live::sha256(&swapped);
     host.wait("the new version serving", |s| serving(s, "p").as_deref() == Some(sha.as_str()));
     let at_swap = host.handle.board().get().ticks;
     host.wait("ticks after the swap", |s| s.ticks > at_swap + 3);
     host.stop();
     let lines = setup.audit_lines();
-    crate::live::assert_no_tick_missed(&lines, 500);
+    wasmsched_tests::live::assert_no_tick_missed(&lines, 500);
     assert!(lines.iter().any(|l| l.active.as_ref().is_some_and(|d| d.sha256 == sha)), "the new version decided");
     assert!(lines.iter().all(|l| l.active.as_ref().is_none_or(|d| d.fallback.is_none())), "no tick fell back");
 }
@@ -486,8 +487,8 @@ fn thread_cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
-/// The figures for the note, not a timed test: `cargo test -p wasmsched-tests --test
-/// integration -- --ignored --nocapture docker::overhead`.
+/// The figures for the note, not a timed test: `cargo test -p wasmsched-tests --test docker
+/// -- --ignored --nocapture overhead`.
 #[test]
 #[ignore = "takes a minute; prints the host's CPU use with 20 containers"]
 fn overhead_of_twenty_containers_at_a_one_second_tick() {

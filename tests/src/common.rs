@@ -10,11 +10,13 @@ use wasmsched::runtime::{LoadedPolicy, Runtime, RuntimeConfig};
 /// The epoch tick the tests run with: coarse enough that a loaded machine does not blur it.
 pub const TICK: Duration = Duration::from_millis(20);
 
+/// The process's compiled-component cache, in a temp dir of its own.
 pub fn cache_dir() -> &'static std::path::Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| tempfile::tempdir().expect("a temp dir")).path()
 }
 
+/// The process's one runtime, with the test epoch tick and the cache above.
 pub fn runtime() -> &'static Runtime {
     static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
