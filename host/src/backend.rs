@@ -17,6 +17,19 @@ pub struct ApplyError {
     pub reason: String,
 }
 
+/// One place a backend reaches (a Docker Engine), as the status shows it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Endpoint {
+    /// Its address.
+    pub name: String,
+    /// Whether it answered at the last observation.
+    pub up: bool,
+    /// The jobs managed there.
+    pub jobs: u32,
+    /// How long it has not answered, milliseconds; None while it answers.
+    pub down_for_ms: Option<u64>,
+}
+
 /// A place where jobs run: the simulator, real containers ([`docker`]), a replayed recording
 /// ([`replay`]).
 pub trait Backend {
@@ -27,4 +40,10 @@ pub trait Backend {
     /// Put validated actions into force at the world's current time. Returns the ones that
     /// failed (a container that vanished, say); the rest took effect.
     fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError>;
+
+    /// The places it reaches and whether they answer, for the status; none for a backend that
+    /// reaches nothing outside the process.
+    fn endpoints(&self) -> Vec<Endpoint> {
+        Vec::new()
+    }
 }

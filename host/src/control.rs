@@ -97,8 +97,9 @@ pub trait Driver {
         true
     }
 
-    /// The world as just observed, before any policy sees it (every tick).
-    fn observed(&mut self, _world: &Telemetry) {}
+    /// The world as just observed, before any policy sees it (every tick), and the places the
+    /// backend reaches.
+    fn observed(&mut self, _world: &Telemetry, _endpoints: Vec<crate::backend::Endpoint>) {}
 
     /// The policies to ask on this tick.
     fn policies(&mut self) -> Policies<'_>;
@@ -151,7 +152,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         }
         summary.end_ms = until;
         summary.ticks += 1;
-        driver.observed(&world);
+        driver.observed(&world, backend.endpoints());
         let asked = world.job_count() > 0 && until >= next_call_ms;
         let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
         if asked {

@@ -505,7 +505,10 @@ impl Driver for HostDriver {
         true
     }
 
-    fn observed(&mut self, world: &Telemetry) {
+    fn observed(&mut self, world: &Telemetry, endpoints: Vec<crate::backend::Endpoint>) {
+        if !endpoints.is_empty() {
+            self.board.update(|s| s.endpoints = endpoints);
+        }
         let seen = Arc::new(world.clone());
         self.latest.publish(seen.clone());
         self.seen = Some(seen);

@@ -31,6 +31,12 @@ pub fn encode(status: &Status) -> String {
     counter(&mut r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
     counter(&mut r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
 
+    let endpoint_up = Family::<Labels, Gauge>::default();
+    for e in &status.endpoints {
+        endpoint_up.get_or_create(&vec![("endpoint".to_string(), e.name.clone())]).set(i64::from(e.up));
+    }
+    r.register("wasmsched_backend_endpoint_up", "Whether the backend's engine answered at the last tick", endpoint_up);
+
     let per_version = |name: &str| (name.to_string(), Family::<Labels, Counter>::default());
     let mut families = [
         per_version("wasmsched_policy_calls"),
@@ -110,5 +116,17 @@ mod tests {
         assert!(text.contains(r#"wasmsched_policy_timeouts_total{policy="flowcon",role="shadow",sha256="ab12"} 2"#));
         assert!(text.contains(r#"wasmsched_shadow_agreement_ratio{policy="flowcon",role="shadow"} 1.0"#), "{text}");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn each_engine_is_up_or_not() {
+        let engine = |name: &str, up| crate::backend::Endpoint { name: name.into(), up, ..Default::default() };
+        let status = Status {
+            endpoints: vec![engine("unix:///a.sock", true), engine("tcp://b:2375", false)],
+            ..Status::default()
+        };
+        let text = encode(&status);
+        assert!(text.contains(r#"wasmsched_backend_endpoint_up{endpoint="unix:///a.sock"} 1"#), "{text}");
+        assert!(text.contains(r#"wasmsched_backend_endpoint_up{endpoint="tcp://b:2375"} 0"#), "{text}");
     }
 }

@@ -524,6 +524,19 @@ impl Backend for Docker {
         true
     }
 
+    fn endpoints(&self) -> Vec<crate::backend::Endpoint> {
+        self.engines
+            .iter()
+            .enumerate()
+            .map(|(i, e)| crate::backend::Endpoint {
+                name: e.endpoint.clone(),
+                up: self.engine_up(i),
+                jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,
+                down_for_ms: e.down.as_ref().map(|d| d.since.elapsed().as_millis() as u64),
+            })
+            .collect()
+    }
+
     fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
         let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.handle, id.clone())).collect();
         let mut errors = Vec::new();

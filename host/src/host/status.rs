@@ -39,6 +39,9 @@ pub struct Status {
     pub refused: u64,
     /// Every configured policy, in name order.
     pub policies: Vec<PolicyStatus>,
+    /// The places the backend reaches (Docker Engines) and whether they answer.
+    #[serde(default)]
+    pub endpoints: Vec<crate::backend::Endpoint>,
 }
 
 /// One configured policy.
@@ -149,6 +152,14 @@ impl Status {
             self.backend_time_ms as f64 / 1000.0
         );
         let _ = writeln!(out, "{} swaps, {} files refused", self.swaps, self.refused);
+        for e in &self.endpoints {
+            let state = match e.down_for_ms {
+                None if e.up => "up".to_string(),
+                None => "not reached yet".to_string(),
+                Some(ms) => format!("DOWN for {:.1} s", ms as f64 / 1000.0),
+            };
+            let _ = writeln!(out, "engine {}: {state}, {} jobs", e.name, e.jobs);
+        }
         let _ = writeln!(
             out,
             "\n{:<16} {:<7} {:<12} {:>4} {:<14} {:>8} {:>6} {:>8} {:>9}  shadow agreement",

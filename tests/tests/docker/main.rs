@@ -410,6 +410,8 @@ fn the_engine_going_away_and_coming_back_is_survived() {
         step(&mut docker, &mut world, 500);
     }
     assert!(!docker.engine_up(0));
+    let status = &docker.endpoints()[0];
+    assert!(!status.up && status.down_for_ms.is_some() && status.jobs == 1, "the status shows it: {status:?}");
     assert_eq!(
         world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(),
         [handle],
@@ -436,6 +438,7 @@ fn the_engine_going_away_and_coming_back_is_survived() {
     );
     let errors = docker.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(docker.endpoints()[0].down_for_ms, None);
 }
 
 #[test]
@@ -460,7 +463,10 @@ fn a_policy_hot_swapped_while_containers_run() {
     let path = setup.dir.path().join("host.toml");
     std::fs::write(&path, text).unwrap();
     let host = Running::start(wasmsched::config::HostConfig::load(&path).unwrap());
-    host.wait("fair-share serving", |s| s.ticks > 2 && serving(s, "p").is_some());
+    let status = host.wait("fair-share serving", |s| s.ticks > 2 && serving(s, "p").is_some());
+    assert_eq!(status.endpoints.len(), 1);
+    assert!(status.endpoints[0].up, "{:?}", status.endpoints);
+    assert!(status.render().contains(": up, 2 jobs"), "{}", status.render());
     eventually("fair-share lifting the limit", Duration::from_secs(30), || (e.cpus(&a.id) >= 1.0).then_some(()));
     let swapped = variant("fair-share", 1);
     setup.land("p", &swapped);
