@@ -32,7 +32,50 @@ pub mod prelude {
     pub use crate::stats;
     pub use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
     pub use crate::view::{Direction, Job, JobKind, Node, ProgressRecord, Snapshot, Tiers};
-    pub use crate::{debug, error, export_policy, info, warn};
+    pub use crate::{debug, error, export_policy, info, keep_state, warn};
+}
+
+/// Keeps a policy's state across hot swaps: implements [`Policy::save_state`] and
+/// [`Policy::restore_state`] for a policy whose whole state is one field (anything
+/// serde can encode), inside its `impl Policy` block.
+///
+/// ```
+/// use wasmsched_sdk::prelude::*;
+///
+/// #[derive(Default)]
+/// struct Counter {
+///     calls: u32,
+/// }
+///
+/// impl Policy for Counter {
+///     type Config = NoConfig;
+///     fn new(_: NoConfig) -> Result<Self, PolicyError> {
+///         Ok(Counter::default())
+///     }
+///     fn decide(&mut self, _: &Snapshot) -> Result<Decision, PolicyError> {
+///         self.calls += 1;
+///         Ok(Decision::new())
+///     }
+///     keep_state!(calls);
+/// }
+///
+/// let saved = Counter { calls: 3 }.save_state();
+/// let mut newer = Counter::default();
+/// newer.restore_state(&saved).unwrap();
+/// assert_eq!(newer.calls, 3);
+/// ```
+#[macro_export]
+macro_rules! keep_state {
+    ($field:ident) => {
+        fn save_state(&self) -> ::std::vec::Vec<u8> {
+            $crate::state::encode(&self.$field)
+        }
+
+        fn restore_state(&mut self, saved: &[u8]) -> ::std::result::Result<(), $crate::PolicyError> {
+            self.$field = $crate::state::decode(saved)?;
+            ::std::result::Result::Ok(())
+        }
+    };
 }
 
 /// Export a [`Policy`] as the component's `wasmsched:policy/policy` interface. Natively

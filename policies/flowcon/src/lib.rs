@@ -205,14 +205,7 @@ impl Policy for FlowCon {
         Ok(d)
     }
 
-    fn save_state(&self) -> Vec<u8> {
-        state::encode(&self.state)
-    }
-
-    fn restore_state(&mut self, saved: &[u8]) -> Result<(), PolicyError> {
-        self.state = state::decode(saved)?;
-        Ok(())
-    }
+    keep_state!(state);
 }
 
 export_policy!(FlowCon);

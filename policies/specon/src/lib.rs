@@ -243,14 +243,7 @@ impl Policy for SpeCon {
         Ok(d)
     }
 
-    fn save_state(&self) -> Vec<u8> {
-        state::encode(&self.state)
-    }
-
-    fn restore_state(&mut self, saved: &[u8]) -> Result<(), PolicyError> {
-        self.state = state::decode(saved)?;
-        Ok(())
-    }
+    keep_state!(state);
 }
 
 export_policy!(SpeCon);
