@@ -70,6 +70,20 @@ macro_rules! engine_or_skip {
 }
 pub(crate) use engine_or_skip;
 
+/// The engine with the trainer's image built on it, and the lock that runs the live tests one
+/// at a time; or return from the test after saying why it is skipped.
+macro_rules! trainer_engine_or_skip {
+    () => {{
+        let e = crate::engine::engine_or_skip!();
+        let serial = crate::engine::serial();
+        if e.trainer_image().is_none() {
+            return;
+        }
+        (e, serial)
+    }};
+}
+pub(crate) use trainer_engine_or_skip;
+
 /// A second engine of the test's own, started with `.ci/docker-engine` (so it needs root and
 /// dockerd, like the first); stopped, with its containers removed, on drop.
 pub struct SecondEngine {

@@ -15,7 +15,7 @@ use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::snapshot::Telemetry;
 
-use engine::{Engine, engine_or_skip, eventually, serial};
+use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 
@@ -47,17 +47,9 @@ fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
     wit::Action { job, kind, reason: "test".into() }
 }
 
-fn image_or_skip(e: &Engine) -> bool {
-    e.trainer_image().is_some()
-}
-
 #[test]
 fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("declare");
     let c = e.start_trainer(
         "declare",
@@ -98,11 +90,7 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
 
 #[test]
 fn limits_are_in_force_as_docker_reports_them() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("limits");
     let c = e.start_trainer("limits", &[("test", &label)], QUICK, Some(1.5));
     let mut docker = backend(&e.endpoint, "limits");
@@ -143,11 +131,7 @@ fn limits_are_in_force_as_docker_reports_them() {
 
 #[test]
 fn deliver_runs_the_declared_command_in_the_container() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("deliver");
     let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let deliver = "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered";
@@ -176,11 +160,7 @@ fn deliver_runs_the_declared_command_in_the_container() {
 
 #[test]
 fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("vanish");
     let c = e.start_trainer("vanish", &[("test", &label)], QUICK, None);
     let mut docker = backend(&e.endpoint, "vanish");
@@ -198,11 +178,7 @@ fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() 
 
 #[test]
 fn flowcon_format_lines_are_progress_and_a_bad_label_is_dropped() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("flowcon-format");
     let _c = e.start_trainer(
         "flowcon-format",
@@ -253,11 +229,7 @@ fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
 
 #[test]
 fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let Some(second) = engine::SecondEngine::start(e) else { return };
     let label = test_label("migrate");
     let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
@@ -325,11 +297,7 @@ impl<F: FnMut(&Telemetry) -> bool> Driver for Until<'_, F> {
 
 #[test]
 fn flowcon_moves_real_cpu_between_two_real_training_containers() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     // Two jobs with the same work per epoch: one learning, one that has learnt all it will
     // (a learning rate of zero: its accuracy is flat). FlowCon finds the flat one slow twice
     // in a row and caps it at its completing floor, 1/(n+1) of the node.
@@ -386,11 +354,7 @@ fn docker_node_cores(e: &Engine) -> f64 {
 
 #[test]
 fn the_engine_going_away_and_coming_back_is_survived() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let dir = tempfile::tempdir().unwrap();
     let upstream = e.endpoint.trim_start_matches("unix://");
     let proxy = proxy::Proxy::start(dir.path().join("proxy.sock"), upstream.into());
@@ -443,11 +407,7 @@ fn the_engine_going_away_and_coming_back_is_survived() {
 
 #[test]
 fn a_policy_hot_swapped_while_containers_run() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("swap");
     // One container starts limited; fair-share lifts every limit.
     let a = e.start_trainer("swap-a", &[("test", &label)], QUICK, Some(0.5));
@@ -498,11 +458,7 @@ fn thread_cpu() -> Duration {
 #[test]
 #[ignore = "takes a minute; prints the host's CPU use with 20 containers"]
 fn overhead_of_twenty_containers_at_a_one_second_tick() {
-    let e = engine_or_skip!();
-    let _serial = serial();
-    if !image_or_skip(e) {
-        return;
-    }
+    let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("overhead");
     let names: Vec<String> = (0..20).map(|i| format!("overhead-{i}")).collect();
     let _containers: Vec<_> = names
