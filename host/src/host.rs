@@ -45,6 +45,9 @@ pub enum HostError {
     /// The policies directory does not exist.
     #[error("the policies directory {0} does not exist: create it, or fix `policies-dir` in the config")]
     NoPoliciesDir(std::path::PathBuf),
+    /// The sim backend was given nothing to run.
+    #[error("the sim backend needs a workload: set [backend] workload = \"scenarios/demo.toml\"")]
+    NoWorkload,
     /// The Docker backend could not be set up.
     #[error(transparent)]
     Docker(#[from] crate::backend::docker::DockerSetupError),
@@ -170,7 +173,8 @@ impl Host {
                 let name = format!("sim ({})", workload.name);
                 (Jobs::Sim(Box::new(workload)), name)
             }
-            _ => {
+            (BackendKind::Sim, None) => return Err(HostError::NoWorkload),
+            (BackendKind::Docker, _) => {
                 let docker = config.backend.docker();
                 let name = format!("docker ({})", docker.engines.join(", "));
                 (Jobs::Docker(docker), name)

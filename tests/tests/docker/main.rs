@@ -22,17 +22,18 @@ use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 /// Epochs of about a quarter second of one core each: quick to show progress.
 const QUICK: &[&str] = &["--epochs", "400", "--samples", "2000", "--threads", "1"];
 
-/// A backend that manages only the containers this test labels, on `endpoint`.
-fn backend(endpoint: &str, test: &str) -> Docker {
+/// A backend on `endpoint` that manages only the containers labelled `wasmsched.test=label`.
+fn backend(endpoint: &str, label: &str) -> Docker {
     Docker::new(DockerConfig {
         engines: vec![endpoint.to_string()],
-        selector: format!("wasmsched.test={test}-{}", std::process::id()),
+        selector: format!("wasmsched.test={label}"),
         timeout: Duration::from_secs(3),
         gpus: false,
     })
     .unwrap()
 }
 
+/// The `wasmsched.test` label of one test's containers, unique to this process.
 fn test_label(test: &str) -> String {
     format!("{test}-{}", std::process::id())
 }
@@ -63,7 +64,7 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
         QUICK,
         None,
     );
-    let mut docker = backend(&e.endpoint, "declare");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     step(&mut docker, &mut world, 200);
     // Just started: managed, with no progress yet, and nothing fails for it.
@@ -93,7 +94,7 @@ fn limits_are_in_force_as_docker_reports_them() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("limits");
     let c = e.start_trainer("limits", &[("test", &label)], QUICK, Some(1.5));
-    let mut docker = backend(&e.endpoint, "limits");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
@@ -136,7 +137,7 @@ fn deliver_runs_the_declared_command_in_the_container() {
     let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let deliver = "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered";
     let _c = e.start_trainer("deliver", &[("test", &label), ("deliver", deliver)], &args, None);
-    let mut docker = backend(&e.endpoint, "deliver");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
@@ -163,7 +164,7 @@ fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() 
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("vanish");
     let c = e.start_trainer("vanish", &[("test", &label)], QUICK, None);
-    let mut docker = backend(&e.endpoint, "vanish");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
@@ -186,7 +187,7 @@ fn flowcon_format_lines_are_progress_and_a_bad_label_is_dropped() {
         &["--epochs", "400", "--samples", "2000", "--threads", "1", "--format", "flowcon"],
         None,
     );
-    let mut docker = backend(&e.endpoint, "flowcon-format");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     step(&mut docker, &mut world, 100);
     let (spec, _) = world.jobs().next().unwrap();
@@ -213,7 +214,7 @@ fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
         echo '{"epoch":"three","accuracy":0.6}'; echo 'just talking'; echo '{"epoch":2,"accuracy":0.7,"loss":1}';
         exec sleep 600"#;
     let _c = e.start_shell("garbage", &[("test", &label), ("metric", "accuracy")], script);
-    let mut docker = backend(&e.endpoint, "garbage");
+    let mut docker = backend(&e.endpoint, &label);
     let mut world = Telemetry::new();
     let handle = eventually("two records", Duration::from_secs(30), || {
         step(&mut docker, &mut world, 300);
@@ -305,7 +306,7 @@ fn flowcon_moves_real_cpu_between_two_real_training_containers() {
     let args = |lr: &'static str| ["--epochs", "1000", "--samples", "4000", "--threads", "2", "--lr", lr];
     let learning = e.start_trainer("learning", &[("test", &label)], &args("0.05"), None);
     let flat = e.start_trainer("flat", &[("test", &label)], &args("0"), None);
-    let mut docker = backend(&e.endpoint, "flowcon");
+    let mut docker = backend(&e.endpoint, &label);
     let config = r#"{"interval-s": 3}"#.to_string();
     let mut policy =
         Supervised::new(loaded("flowcon"), config, Default::default(), Fallback::KeepLimits, Quarantine::default());
@@ -360,7 +361,7 @@ fn the_engine_going_away_and_coming_back_is_survived() {
     let proxy = proxy::Proxy::start(dir.path().join("proxy.sock"), upstream.into());
     let label = test_label("outage");
     let _c = e.start_trainer("outage", &[("test", &label)], QUICK, None);
-    let mut docker = backend(&proxy.endpoint(), "outage");
+    let mut docker = backend(&proxy.endpoint(), &label);
     let mut world = Telemetry::new();
     let handle = eventually("the job and two epochs", Duration::from_secs(60), || {
         step(&mut docker, &mut world, 500);
@@ -472,7 +473,7 @@ fn overhead_of_twenty_containers_at_a_one_second_tick() {
             )
         })
         .collect();
-    let mut docker = backend(&e.endpoint, "overhead");
+    let mut docker = backend(&e.endpoint, &label);
     let config = r#"{"interval-s": 5}"#.to_string();
     let mut policy =
         Supervised::new(loaded("flowcon"), config, Default::default(), Fallback::KeepLimits, Quarantine::default());
