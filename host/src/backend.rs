@@ -30,9 +30,23 @@ pub struct Endpoint {
     pub down_for_ms: Option<u64>,
 }
 
+/// Who starts queued jobs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// The backend's default placement: first come, first served, first fit, as soon as a
+    /// job fits (for a policy that does not place, or one that is failing).
+    #[default]
+    Backend,
+    /// The active policy, through its `place` actions.
+    Policy,
+}
+
 /// A place where jobs run: the simulator, real containers ([`docker`]), a replayed recording
 /// ([`replay`]).
 pub trait Backend {
+    /// Who starts queued jobs from now on; the loop says so before every observation.
+    fn set_placement(&mut self, _by: Placement) {}
+
     /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
     /// use, progress records. Returns false once nothing is left to run.
     fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool;

@@ -1,5 +1,7 @@
 //! The one place the host runs `wasmtime::component::bindgen!`: the Rust types of the
-//! `wasmsched:policy@0.1.0` contract, used everywhere in the host (no hand-written mirrors).
+//! contract, used everywhere in the host (no hand-written mirrors). The current contract is
+//! `wasmsched:policy@0.2.0` ([`wit`], [`PolicyPlugin`]); components built against 0.1.0 are
+//! still served through [`v0_1`], whose types only the adapter (`runtime::v0_1`) touches.
 
 #![allow(missing_docs, reason = "generated code")]
 
@@ -11,9 +13,68 @@ wasmtime::component::bindgen!({
 
 pub use self::wasmsched::policy::types as wit;
 
+/// The contract as released at 0.1.0 (frozen in `wit/0.1.0/`).
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.1.0",
+        world: "policy-plugin",
+        additional_derives: [PartialEq],
+    });
+
+    pub use self::wasmsched::policy::types as wit;
+
+    /// The interface a 0.1.0 policy exports.
+    pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.1.0";
+    /// The interfaces of the 0.1.0 contract a policy may import.
+    pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.1.0", "wasmsched:policy/types@0.1.0"];
+}
+
 /// The contract's package and version, as a component names it.
-pub const PACKAGE: &str = "wasmsched:policy@0.1.0";
+pub const PACKAGE: &str = "wasmsched:policy@0.2.0";
 /// The interface a policy exports.
-pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.1.0";
+pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.2.0";
 /// The interfaces of the contract a policy may import: the host's `log`, and the types.
-pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.1.0", "wasmsched:policy/types@0.1.0"];
+pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.2.0", "wasmsched:policy/types@0.2.0"];
+
+/// The contract versions this host serves, newest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Contract {
+    /// `wasmsched:policy@0.2.0`: the queue, placement and preemption.
+    #[serde(rename = "0.2.0")]
+    V0_2,
+    /// `wasmsched:policy@0.1.0`: limits, migration, delivery and stop on running jobs.
+    #[serde(rename = "0.1.0")]
+    V0_1,
+}
+
+impl Contract {
+    /// The version, as the package names it.
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::V0_2 => "0.2.0",
+            Contract::V0_1 => "0.1.0",
+        }
+    }
+
+    /// The interface a policy of this version exports.
+    pub fn policy_export(self) -> &'static str {
+        match self {
+            Contract::V0_2 => POLICY_EXPORT,
+            Contract::V0_1 => v0_1::POLICY_EXPORT,
+        }
+    }
+
+    /// The contract interfaces a policy of this version may import.
+    pub fn imports(self) -> [&'static str; 2] {
+        match self {
+            Contract::V0_2 => CONTRACT_IMPORTS,
+            Contract::V0_1 => v0_1::CONTRACT_IMPORTS,
+        }
+    }
+}
+
+impl std::fmt::Display for Contract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "wasmsched:policy@{}", self.version())
+    }
+}

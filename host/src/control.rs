@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{ApplyError, Backend};
+use crate::backend::{ApplyError, Backend, Placement};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
 use crate::snapshot::Telemetry;
@@ -147,13 +147,18 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
     let mut next_call_ms = 0;
     loop {
         let until = summary.end_ms + tick_ms;
-        if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) || !backend.observe(&mut world, until) {
+        if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) {
+            break;
+        }
+        let placing = driver.policies().active.is_some_and(|p| p.places(rt, summary.end_ms));
+        backend.set_placement(if placing { Placement::Policy } else { Placement::Backend });
+        if !backend.observe(&mut world, until) {
             break;
         }
         summary.end_ms = until;
         summary.ticks += 1;
         driver.observed(&world, backend.endpoints());
-        let asked = world.job_count() > 0 && until >= next_call_ms;
+        let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
         let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
         if asked {
             summary.decisions += 1;

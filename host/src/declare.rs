@@ -13,6 +13,8 @@
 //! wasmsched.tiers=0.80,0.90              # TRADL's T1, T2 on the main metric
 //! wasmsched.qoe-target=2.5               # DQoES: s per epoch (training), ms per request (inference)
 //! wasmsched.max-epochs=30                # stop after this many epochs at the latest
+//! wasmsched.gpus=2                       # the GPUs it asks for when placed (default 0)
+//! wasmsched.replicas=2                   # pieces it may be split into across nodes (default 1)
 //! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
 //! wasmsched.checkpoint=/ckpt             # the folder a migration carries to the new engine
 //! ```
@@ -121,6 +123,17 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
             None
         }
     });
+    let mut count = |key: &str, least: u32, default: u32| {
+        get(key).map_or(default, |v| match v.parse::<u32>() {
+            Ok(n) if n >= least => n,
+            _ => {
+                problem(key, format!("{v:?} is not a whole number of at least {least}"));
+                default
+            }
+        })
+    };
+    let gpus = count("gpus", 0, 0);
+    let replicas = count("replicas", 1, 1);
     let deliver = get("deliver").and_then(|d| {
         let argv: Vec<String> = d.split(',').map(|a| a.trim().to_string()).collect();
         if argv.first().is_some_and(|a| a.starts_with('/')) {
@@ -155,6 +168,9 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         qoe_target,
         max_epochs,
         labels: kept,
+        arrival_ms: 0,
+        gpus,
+        replicas,
     };
     Declared { spec, deliver, checkpoint, problems }
 }

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod instance;
 pub mod limits;
 pub mod supervise;
+mod v0_1;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 use wasmtime::{Config, Engine};
 
-use crate::bindings::{self, PolicyPlugin, PolicyPluginPre};
+use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre};
 pub use instance::{CallError, LoadedPolicy, PolicyInstance, TrapKind};
 pub use limits::{Limits, StoreState};
 
@@ -71,7 +72,7 @@ pub enum LoadError {
         detail: String,
     },
     /// The component speaks another contract.
-    #[error("policy {policy} {found}; this host speaks {expected} — rebuild it against the current SDK", expected = bindings::PACKAGE)]
+    #[error("policy {policy} {found}; this host speaks {expected} (and still 0.1.0) — rebuild it against the current SDK", expected = bindings::PACKAGE)]
     WrongWorld {
         /// The policy's name.
         policy: String,
@@ -106,6 +107,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        bindings::v0_1::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         let cache = config.cache_dir.as_deref().map(|dir| cache::ArtifactCache::new(dir, &engine));
         let ticker = Ticker::start(engine.clone(), config.epoch_tick);
         Ok(Runtime { engine, linker, cache, config, ticker })
@@ -146,13 +148,19 @@ impl Runtime {
         }
         .map_err(|e| LoadError::NotComponent { policy: name.into(), detail: format!("{e:#}") })?;
         let compile_time = started.elapsed();
-        check_world(name, &self.engine, &component)?;
+        let contract = check_world(name, &self.engine, &component)?;
         let pre = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| LoadError::Compile { policy: name.into(), detail: format!("{e:#}") })?;
-        let pre = PolicyPluginPre::new(pre)
-            .map_err(|e| LoadError::WrongWorld { policy: name.into(), found: format!("does not match: {e:#}") })?;
+        let mismatch = |e: wasmtime::Error| LoadError::WrongWorld {
+            policy: name.into(),
+            found: format!("does not match {contract}: {e:#}"),
+        };
+        let pre = match contract {
+            Contract::V0_2 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_1 => instance::Pre::V0_1(bindings::v0_1::PolicyPluginPre::new(pre).map_err(mismatch)?),
+        };
         Ok(LoadedPolicy::new(name.into(), digest, pre, compile_time, cache_hit))
     }
 
@@ -185,19 +193,22 @@ fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
     Ok(())
 }
 
-fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<(), LoadError> {
+/// Which contract the component speaks, or why it speaks none this host serves.
+fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<Contract, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    if !exports.iter().any(|e| e == bindings::POLICY_EXPORT) {
+    let Some(contract) =
+        [Contract::V0_2, Contract::V0_1].into_iter().find(|c| exports.iter().any(|e| e == c.policy_export()))
+    else {
         let found = match exports.iter().find(|e| e.starts_with("wasmsched:policy/")) {
             Some(other) => format!("exports `{other}`"),
             None if exports.is_empty() => "exports nothing".to_string(),
             None => format!("exports {}", exports.join(", ")),
         };
         return Err(LoadError::WrongWorld { policy: name.into(), found });
-    }
+    };
     for (import, item) in ty.imports(engine) {
-        let allowed = bindings::CONTRACT_IMPORTS.contains(&import)
+        let allowed = contract.imports().contains(&import)
             || (import.starts_with("wasi:") && matches!(item.ty, ComponentItem::ComponentInstance(_)));
         if !allowed {
             return Err(LoadError::WrongWorld {
@@ -206,7 +217,7 @@ fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<(),
             });
         }
     }
-    Ok(())
+    Ok(contract)
 }
 
 /// Advances the engine's epoch every tick on a thread of its own; stops when dropped.

@@ -1,6 +1,7 @@
 //! The host's view of the world ([`Telemetry`]) and the per-instance [`Cursor`] that turns it
 //! into the delta a policy instance receives: strings once, numbers every tick (in columns),
-//! progress as new records only.
+//! progress as new records only. A live job either runs (on a node, with GPUs) or waits in
+//! the queue ([`JobState::queued`]); its declaration crosses once either way.
 
 use std::collections::VecDeque;
 
@@ -26,14 +27,29 @@ pub struct Telemetry {
     history: Vec<VecDeque<Record>>,
     next_handle: u32,
     next_seq: u64,
+    queued: usize,
 }
 
-/// A job's placement, limits and measured use: one row of the contract's `job-states`.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// One GPU: its node and its index there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub struct GpuSlot {
+    /// The node's handle.
+    pub node: u32,
+    /// The GPU's index on the node.
+    pub index: u32,
+}
+
+/// A job's placement, limits and measured use: one row of the contract's `job-states` (or of
+/// `queue-states`, while it waits).
+#[derive(Clone, Debug, PartialEq)]
 pub struct JobState {
     /// The job's handle.
     pub handle: u32,
-    /// The node it runs on.
+    /// Why it waits, while it is queued; None while it runs.
+    pub queued: Option<wit::WaitReason>,
+    /// Since when it waits (arrival or preemption), while queued.
+    pub since_ms: u64,
+    /// The node it runs on (its first, when it spans several).
     pub node: u32,
     /// Its CPU limit; None is unlimited.
     pub cpu_limit_millicores: Option<u64>,
@@ -43,27 +59,46 @@ pub struct JobState {
     pub cpu_used_millicores: u64,
     /// Memory use at the end of the last interval.
     pub memory_used_bytes: u64,
-    /// The GPU it runs on, if any.
-    pub gpu: Option<u32>,
-    /// Its share of that GPU, if regulated.
+    /// The GPUs it holds.
+    pub gpus: Vec<GpuSlot>,
+    /// Its share of its GPUs, if regulated.
     pub gpu_share_percent: Option<u8>,
     /// GPU use attributed to it.
     pub gpu_used_percent: f32,
+    /// How long it has run, in all its runs.
+    pub run_ms: u64,
+    /// GPU time it has received (its run time when it holds no GPU).
+    pub gpu_ms: u64,
 }
 
 impl JobState {
     fn new(handle: u32, node: u32) -> Self {
         JobState {
             handle,
+            queued: None,
+            since_ms: 0,
             node,
             cpu_limit_millicores: None,
             memory_limit_bytes: None,
             cpu_used_millicores: 0,
             memory_used_bytes: 0,
-            gpu: None,
+            gpus: Vec::new(),
             gpu_share_percent: None,
             gpu_used_percent: 0.0,
+            run_ms: 0,
+            gpu_ms: 0,
         }
+    }
+
+    /// Whether it runs (rather than waits in the queue).
+    pub fn is_running(&self) -> bool {
+        self.queued.is_none()
+    }
+
+    /// Count `ms` more of running: its run time, and its GPU time for every GPU it holds.
+    pub fn accrue(&mut self, ms: u64) {
+        self.run_ms = self.run_ms.saturating_add(ms);
+        self.gpu_ms = self.gpu_ms.saturating_add(ms.saturating_mul(self.gpus.len().max(1) as u64));
     }
 }
 
@@ -180,6 +215,43 @@ impl Telemetry {
         handle
     }
 
+    /// Start tracking a job that arrived and waits to be placed.
+    pub fn enqueue_job(&mut self, spec: wit::JobSpec) -> u32 {
+        let handle = self.add_job(spec, 0);
+        let now = self.time_ms;
+        let state = self.states.last_mut().expect("just added");
+        state.queued = Some(wit::WaitReason::NeverStarted);
+        state.since_ms = now;
+        self.queued += 1;
+        handle
+    }
+
+    /// A queued job starts on `gpus` (and `node`, its first node). False when it is not queued.
+    pub fn start_job(&mut self, handle: u32, node: u32, gpus: Vec<GpuSlot>) -> bool {
+        let Some(state) = self.state_mut(handle).filter(|s| !s.is_running()) else { return false };
+        state.queued = None;
+        state.node = node;
+        state.gpus = gpus;
+        self.queued -= 1;
+        true
+    }
+
+    /// A running job goes back to the queue (preempted), its GPUs and limits freed, its
+    /// progress and attained service kept. False when it does not run.
+    pub fn requeue_job(&mut self, handle: u32, reason: wit::WaitReason) -> bool {
+        let now = self.time_ms;
+        let Some(state) = self.state_mut(handle).filter(|s| s.is_running()) else { return false };
+        state.queued = Some(reason);
+        state.since_ms = now;
+        state.gpus.clear();
+        state.gpu_share_percent = None;
+        state.gpu_used_percent = 0.0;
+        state.cpu_used_millicores = 0;
+        state.memory_used_bytes = 0;
+        self.queued += 1;
+        true
+    }
+
     /// Track a job under the handle it already carries (a replayed recording's); later
     /// handles continue after it. False, and nothing added, when that handle is not newer than
     /// every handle given so far.
@@ -195,6 +267,7 @@ impl Telemetry {
     /// Stop tracking a job. False when it was not tracked.
     pub fn remove_job(&mut self, handle: u32) -> bool {
         let Some(i) = self.index(handle) else { return false };
+        self.queued -= usize::from(!self.states[i].is_running());
         self.specs.remove(i);
         self.states.remove(i);
         self.history.remove(i);
@@ -210,14 +283,56 @@ impl Telemetry {
         self.next_handle
     }
 
-    /// How many jobs are live.
+    /// How many jobs run.
     pub fn job_count(&self) -> usize {
-        self.states.len()
+        self.states.len() - self.queued
     }
 
-    /// Every live job's declaration and state, in handle order.
-    pub fn jobs(&self) -> impl ExactSizeIterator<Item = (&wit::JobSpec, &JobState)> {
+    /// How many jobs wait in the queue.
+    pub fn queue_len(&self) -> usize {
+        self.queued
+    }
+
+    /// Every running job's declaration and state, in handle order.
+    pub fn jobs(&self) -> impl Iterator<Item = (&wit::JobSpec, &JobState)> {
+        self.specs.iter().zip(&self.states).filter(|(_, s)| s.is_running())
+    }
+
+    /// Every queued job's declaration and state, in handle order.
+    pub fn queue(&self) -> impl Iterator<Item = (&wit::JobSpec, &JobState)> {
+        self.specs.iter().zip(&self.states).filter(|(_, s)| !s.is_running())
+    }
+
+    /// Every live job, running or queued, in handle order.
+    pub fn all_jobs(&self) -> impl ExactSizeIterator<Item = (&wit::JobSpec, &JobState)> {
         self.specs.iter().zip(&self.states)
+    }
+
+    /// How many jobs hold each GPU, in node order then GPU order (as the GPU columns).
+    pub fn gpu_holders(&self) -> Vec<u32> {
+        let mut held = vec![0u32; self.gpu_utilisation.len()];
+        for (_, s) in self.jobs() {
+            for g in &s.gpus {
+                if let Some(i) = self.gpu_position(*g) {
+                    held[i] += 1;
+                }
+            }
+        }
+        held
+    }
+
+    /// Where `gpu` sits in the GPU columns; None when it does not exist.
+    pub fn gpu_position(&self, gpu: GpuSlot) -> Option<usize> {
+        let count = self.nodes.get(gpu.node as usize)?.gpu_memory_bytes.len();
+        ((gpu.index as usize) < count).then(|| self.gpu_offsets[gpu.node as usize] + gpu.index as usize)
+    }
+
+    /// Count `ms` more of running for every running job: for backends that do not account it
+    /// themselves.
+    pub fn accrue_service(&mut self, ms: u64) {
+        for s in self.states.iter_mut().filter(|s| s.is_running()) {
+            s.accrue(ms);
+        }
     }
 
     /// One job's declaration.
@@ -307,23 +422,58 @@ impl Telemetry {
             added,
             removed,
             jobs: self.columns(),
+            queue: self.queue_columns(),
             progress: progress_columns(&fresh),
         }
     }
 
-    /// Every job's numbers as the contract's columns, in handle order.
+    /// Every running job's numbers as the contract's columns, in handle order.
     fn columns(&self) -> wit::JobStates {
-        let s = &self.states;
-        wit::JobStates {
-            handle: s.iter().map(|j| j.handle).collect(),
-            node: s.iter().map(|j| j.node).collect(),
-            cpu_limit_millicores: s.iter().map(|j| j.cpu_limit_millicores.unwrap_or(0)).collect(),
-            memory_limit_bytes: s.iter().map(|j| j.memory_limit_bytes.unwrap_or(0)).collect(),
-            cpu_used_millicores: s.iter().map(|j| j.cpu_used_millicores).collect(),
-            memory_used_bytes: s.iter().map(|j| j.memory_used_bytes).collect(),
-            gpu: s.iter().map(|j| j.gpu.map_or(-1, |g| g as i32)).collect(),
-            gpu_share_percent: s.iter().map(|j| j.gpu_share_percent.unwrap_or(0)).collect(),
-            gpu_used_percent: s.iter().map(|j| j.gpu_used_percent).collect(),
+        let n = self.states.len() - self.queued;
+        let mut c = wit::JobStates {
+            handle: Vec::with_capacity(n),
+            node: Vec::with_capacity(n),
+            cpu_limit_millicores: Vec::with_capacity(n),
+            memory_limit_bytes: Vec::with_capacity(n),
+            cpu_used_millicores: Vec::with_capacity(n),
+            memory_used_bytes: Vec::with_capacity(n),
+            gpu_count: Vec::with_capacity(n),
+            gpu_node: Vec::new(),
+            gpu_index: Vec::new(),
+            gpu_share_percent: Vec::with_capacity(n),
+            gpu_used_percent: Vec::with_capacity(n),
+            run_ms: Vec::with_capacity(n),
+            gpu_ms: Vec::with_capacity(n),
+        };
+        for j in self.states.iter().filter(|s| s.is_running()) {
+            c.handle.push(j.handle);
+            c.node.push(j.node);
+            c.cpu_limit_millicores.push(j.cpu_limit_millicores.unwrap_or(0));
+            c.memory_limit_bytes.push(j.memory_limit_bytes.unwrap_or(0));
+            c.cpu_used_millicores.push(j.cpu_used_millicores);
+            c.memory_used_bytes.push(j.memory_used_bytes);
+            c.gpu_count.push(j.gpus.len().min(usize::from(u16::MAX)) as u16);
+            for g in j.gpus.iter().take(usize::from(u16::MAX)) {
+                c.gpu_node.push(g.node);
+                c.gpu_index.push(g.index);
+            }
+            c.gpu_share_percent.push(j.gpu_share_percent.unwrap_or(0));
+            c.gpu_used_percent.push(j.gpu_used_percent);
+            c.run_ms.push(j.run_ms);
+            c.gpu_ms.push(j.gpu_ms);
+        }
+        c
+    }
+
+    /// Every queued job's numbers as the contract's columns, in handle order.
+    fn queue_columns(&self) -> wit::QueueStates {
+        let q: Vec<&JobState> = self.states.iter().filter(|s| !s.is_running()).collect();
+        wit::QueueStates {
+            handle: q.iter().map(|j| j.handle).collect(),
+            reason: q.iter().map(|j| j.queued.unwrap_or(wit::WaitReason::NeverStarted)).collect(),
+            since_ms: q.iter().map(|j| j.since_ms).collect(),
+            run_ms: q.iter().map(|j| j.run_ms).collect(),
+            gpu_ms: q.iter().map(|j| j.gpu_ms).collect(),
         }
     }
 }
@@ -370,6 +520,9 @@ pub mod sample {
             qoe_target: (i % 4 == 1).then_some(30.0),
             max_epochs: Some(100),
             labels: vec![("team".into(), format!("t{}", i % 5))],
+            arrival_ms: 0,
+            gpus: 0,
+            replicas: 1,
         }
     }
 

@@ -55,6 +55,24 @@ impl Action {
         Self::new(job, ActionKind::SetGpuShare(wit::GpuShare { gpu, percent }))
     }
 
+    /// Start a queued job on `node` with these of its GPUs (none for a CPU job); each must be
+    /// free.
+    pub fn place(job: JobId, node: NodeId, gpus: &[u32]) -> Self {
+        Self::place_on(job, &[(node, gpus.to_vec())], false)
+    }
+
+    /// Start a queued job over several nodes, one entry per node with its GPUs there; with
+    /// `share`, it may take GPUs other jobs hold (co-location).
+    pub fn place_on(job: JobId, nodes: &[(NodeId, Vec<u32>)], share: bool) -> Self {
+        let nodes = nodes.iter().map(|(n, gpus)| wit::NodePlacement { node: n.0, gpus: gpus.clone() }).collect();
+        Self::new(job, ActionKind::Place(wit::Placement { nodes, share }))
+    }
+
+    /// Checkpoint a running job and send it back to the queue with its progress.
+    pub fn preempt(job: JobId) -> Self {
+        Self::new(job, ActionKind::Preempt)
+    }
+
     /// Say why; the reason goes into the audit log.
     pub fn because(mut self, reason: impl Into<String>) -> Self {
         self.0.reason = reason.into();

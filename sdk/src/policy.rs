@@ -21,6 +21,11 @@ pub trait Policy: Sized {
     /// Build the policy from its config; refuse a bad one with [`PolicyError::InvalidConfig`].
     fn new(config: Self::Config) -> Result<Self, PolicyError>;
 
+    /// Whether it places queued jobs itself (`Action::place`). When false, the host's default
+    /// placement (first come, first served, first fit) starts them and the policy tunes
+    /// what runs.
+    const PLACES: bool = false;
+
     /// Decide what to do on this tick.
     fn decide(&mut self, snapshot: &Snapshot<'_>) -> Result<Decision, PolicyError>;
 
@@ -130,11 +135,15 @@ pub mod glue {
     /// Where the exported component keeps its one runner.
     pub type Slot<P> = LocalKey<RefCell<Option<Runner<P>>>>;
 
-    /// `init`: (re)build the runner.
-    pub fn init<P: Policy>(slot: &'static Slot<P>, config: String, saved: Option<Vec<u8>>) -> Result<(), PolicyError> {
+    /// `init`: (re)build the runner, and say what the policy does.
+    pub fn init<P: Policy>(
+        slot: &'static Slot<P>,
+        config: String,
+        saved: Option<Vec<u8>>,
+    ) -> Result<wit::Abilities, PolicyError> {
         let runner = Runner::<P>::init(&config, saved.as_deref())?;
         slot.with(|s| *s.borrow_mut() = Some(runner));
-        Ok(())
+        Ok(wit::Abilities { places: P::PLACES })
     }
 
     /// `decide`: refuses politely when `init` has not run.

@@ -1,8 +1,9 @@
 //! Build snapshots natively, so a policy's logic is tested with plain `cargo test`.
 //!
 //! A [`TestWorld`] plays the host: nodes, jobs with their declarations, measured use and
-//! progress reports, and a clock. [`Harness`] runs a policy against it tick by tick and,
-//! like the host, puts the CPU limits the policy sets into force.
+//! progress reports, a queue of jobs that wait, and a clock. [`Harness`] runs a policy
+//! against it tick by tick and, like the host, puts what the policy decides into force:
+//! limits, migrations, placements, preemptions and stops.
 //!
 //! ```
 //! use wasmsched_sdk::prelude::*;
@@ -29,7 +30,7 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::decision::{ActionKind, Decision};
 use crate::policy::{Policy, PolicyError, Runner};
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
-use crate::view::{Direction, JobKind, JobNumbers, no_progress, no_states};
+use crate::view::{Direction, GpuSlot, JobKind, JobNumbers, QueueNumbers, WaitReason, no_progress, no_queue, no_states};
 
 /// Declares a job: start with [`job`], chain what it declares.
 #[derive(Clone, Debug)]
@@ -47,6 +48,9 @@ pub fn job(name: &str, model: &str) -> JobBuilder {
         qoe_target: None,
         max_epochs: None,
         labels: Vec::new(),
+        arrival_ms: 0,
+        gpus: 0,
+        replicas: 1,
     })
 }
 
@@ -81,11 +85,32 @@ impl JobBuilder {
         self
     }
 
+    /// The GPUs it asks for, in all.
+    pub fn gpus(mut self, n: u32) -> Self {
+        self.0.gpus = n;
+        self
+    }
+
+    /// Into how many pieces it may be split across nodes.
+    pub fn replicas(mut self, n: u32) -> Self {
+        self.0.replicas = n;
+        self
+    }
+
     /// A free-form label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.0.labels.push((key.into(), value.into()));
         self
     }
+}
+
+/// One job of a [`TestWorld`].
+#[derive(Debug)]
+struct TestJob {
+    spec: wit::JobSpec,
+    state: JobNumbers,
+    gpus: Vec<GpuSlot>,
+    queued: Option<QueueNumbers>,
 }
 
 /// A host in miniature: it produces the same deltas a real host sends.
@@ -97,7 +122,7 @@ pub struct TestWorld {
     nodes_sent: usize,
     /// Per node, each GPU's (utilisation percent, memory used).
     gpu_use: Vec<Vec<(f32, u64)>>,
-    jobs: BTreeMap<u32, (wit::JobSpec, JobNumbers)>,
+    jobs: BTreeMap<u32, TestJob>,
     next_handle: u32,
     added: Vec<u32>,
     removed: Vec<u32>,
@@ -139,16 +164,59 @@ impl TestWorld {
         self.add_job_on(spec, NodeId(0))
     }
 
-    /// Start a job on `node`.
+    /// Start a job on `node` (without GPUs; [`TestWorld::start`] gives a queued one GPUs).
     pub fn add_job_on(&mut self, spec: JobBuilder, node: NodeId) -> JobId {
+        let job = self.queue_job(spec);
+        self.start(job, node, &[]);
+        job
+    }
+
+    /// A job arrives now and waits in the queue.
+    pub fn queue_job(&mut self, spec: JobBuilder) -> JobId {
         let handle = self.next_handle;
         self.next_handle += 1;
         let mut spec = spec.0;
         spec.handle = handle;
-        let state = JobNumbers { node: node.0, ..JobNumbers::default() };
-        self.jobs.insert(handle, (spec, state));
+        spec.arrival_ms = self.time_ms;
+        let queued = QueueNumbers { reason: WaitReason::NeverStarted, since_ms: self.time_ms, run_ms: 0, gpu_ms: 0 };
+        self.jobs.insert(handle, TestJob { spec, state: JobNumbers::default(), gpus: Vec::new(), queued: Some(queued) });
         self.added.push(handle);
         JobId(handle)
+    }
+
+    /// A queued job starts on `node` with these of its GPUs.
+    pub fn start(&mut self, job: JobId, node: NodeId, gpus: &[u32]) {
+        let slots = gpus.iter().map(|&index| GpuSlot { node, index }).collect();
+        self.start_on(job, node, slots);
+    }
+
+    fn start_on(&mut self, job: JobId, node: NodeId, gpus: Vec<GpuSlot>) {
+        let j = self.job(job);
+        if let Some(q) = j.queued.take() {
+            j.state.run_ms = q.run_ms;
+            j.state.gpu_ms = q.gpu_ms;
+        }
+        j.state.node = node.0;
+        j.gpus = gpus;
+    }
+
+    /// A running job goes back to the queue, preempted.
+    pub fn preempt(&mut self, job: JobId) {
+        let now = self.time_ms;
+        let j = self.job(job);
+        if j.queued.is_none() {
+            j.queued = Some(QueueNumbers {
+                reason: WaitReason::Preempted,
+                since_ms: now,
+                run_ms: j.state.run_ms,
+                gpu_ms: j.state.gpu_ms,
+            });
+            j.gpus.clear();
+        }
+    }
+
+    fn job(&mut self, job: JobId) -> &mut TestJob {
+        self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("{job} is not in this TestWorld"))
     }
 
     /// End a job.
@@ -160,7 +228,7 @@ impl TestWorld {
     }
 
     fn state(&mut self, job: JobId) -> &mut JobNumbers {
-        &mut self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("{job} is not in this TestWorld")).1
+        &mut self.job(job).state
     }
 
     /// Set the job's measured CPU use over the last interval.
@@ -188,9 +256,14 @@ impl TestWorld {
         p.values.extend_from_slice(values);
     }
 
-    /// Move the clock forward.
+    /// Move the clock forward; running jobs accrue run time and GPU time.
     pub fn advance(&mut self, by: Seconds) {
-        self.time_ms += by.as_millis();
+        let ms = by.as_millis();
+        self.time_ms += ms;
+        for j in self.jobs.values_mut().filter(|j| j.queued.is_none()) {
+            j.state.run_ms += ms;
+            j.state.gpu_ms += ms * j.gpus.len().max(1) as u64;
+        }
     }
 
     /// The clock.
@@ -205,13 +278,23 @@ impl TestWorld {
         self.last_call_ms = Some(self.time_ms);
         self.nodes_sent = self.nodes.len();
         let mut jobs = no_states();
-        for (handle, (_, state)) in &self.jobs {
-            state.push_to(*handle, &mut jobs);
+        let mut queue = no_queue();
+        for (handle, j) in &self.jobs {
+            match j.queued {
+                None => j.state.push_to(*handle, &j.gpus, &mut jobs),
+                Some(q) => {
+                    queue.handle.push(*handle);
+                    queue.reason.push(q.reason);
+                    queue.since_ms.push(q.since_ms);
+                    queue.run_ms.push(q.run_ms);
+                    queue.gpu_ms.push(q.gpu_ms);
+                }
+            }
         }
         let added = std::mem::take(&mut self.added)
             .into_iter()
             .filter_map(|h| self.jobs.get(&h))
-            .map(|(s, _)| s.clone())
+            .map(|j| j.spec.clone())
             .collect();
         wit::Snapshot {
             time_ms: self.time_ms,
@@ -225,19 +308,32 @@ impl TestWorld {
             added,
             removed: std::mem::take(&mut self.removed),
             jobs,
+            queue,
             progress: self.progress.take().unwrap_or_else(no_progress),
         }
     }
 
-    /// Put a decision's CPU and memory limits and migrations into force, as the host would.
+    /// Put a decision into force, as the host would: limits, migrations, placements,
+    /// preemptions and stops (it trusts the decision; the host validates it first).
     pub fn apply(&mut self, decision: &Decision) {
         for action in decision.actions() {
-            let Some((_, state)) = self.jobs.get_mut(&action.job().0) else { continue };
+            let job = action.job();
+            let Some(j) = self.jobs.get_mut(&job.0) else { continue };
             match action.kind() {
-                ActionKind::SetCpu(limit) => state.cpu_limit = *limit,
-                ActionKind::SetMemory(limit) => state.memory_limit = *limit,
-                ActionKind::Migrate(node) => state.node = *node,
-                ActionKind::Stop => self.removed.push(action.job().0),
+                ActionKind::SetCpu(limit) => j.state.cpu_limit = *limit,
+                ActionKind::SetMemory(limit) => j.state.memory_limit = *limit,
+                ActionKind::Migrate(node) => j.state.node = *node,
+                ActionKind::Stop => self.removed.push(job.0),
+                ActionKind::Place(p) => {
+                    let first = NodeId(p.nodes.first().map_or(0, |e| e.node));
+                    let gpus = p
+                        .nodes
+                        .iter()
+                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: NodeId(e.node), index }))
+                        .collect();
+                    self.start_on(job, first, gpus);
+                }
+                ActionKind::Preempt => self.preempt(job),
                 ActionKind::Deliver | ActionKind::SetGpuShare(_) => {}
             }
         }

@@ -7,7 +7,16 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::stats;
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
 
-pub use wit::{Direction, JobKind, MetricSpec, Tiers};
+pub use wit::{Direction, JobKind, MetricSpec, Tiers, WaitReason};
+
+/// One GPU: its node and its index there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GpuSlot {
+    /// The node.
+    pub node: NodeId,
+    /// The GPU's index on the node.
+    pub index: u32,
+}
 
 /// How many progress records the SDK keeps per job (the oldest are dropped first).
 pub const HISTORY_LIMIT: usize = 512;
@@ -79,11 +88,15 @@ impl ProgressRecord {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct JobNumbers {
     pub(crate) node: u32,
+    /// Its GPUs are `gpu_count` slots of the table's GPU list from `gpu_first`.
+    pub(crate) gpu_first: u32,
+    pub(crate) gpu_count: u16,
+    pub(crate) run_ms: u64,
+    pub(crate) gpu_ms: u64,
     pub(crate) cpu_limit: Option<u64>,
     pub(crate) memory_limit: Option<u64>,
     pub(crate) cpu_used: u64,
     pub(crate) memory_used: u64,
-    pub(crate) gpu: Option<u32>,
     pub(crate) gpu_share: Option<u8>,
     pub(crate) gpu_used: f32,
 }
@@ -98,38 +111,50 @@ impl JobNumbers {
             c.memory_limit_bytes.len(),
             c.cpu_used_millicores.len(),
             c.memory_used_bytes.len(),
-            c.gpu.len(),
+            c.gpu_count.len(),
             c.gpu_share_percent.len(),
             c.gpu_used_percent.len(),
+            c.run_ms.len(),
+            c.gpu_ms.len(),
         ]
         .iter()
         .all(|&n| n == rows)
+            && c.gpu_node.len() == c.gpu_index.len()
+            && c.gpu_count.iter().map(|&n| usize::from(n)).sum::<usize>() == c.gpu_node.len()
     }
 
-    /// Row `i` of the columns, which [`Self::columns_agree`] checked.
-    fn from_columns(c: &wit::JobStates, i: usize) -> Self {
+    /// Row `i` of the columns, which [`Self::columns_agree`] checked; its GPUs start at
+    /// `gpu_first` of the GPU columns.
+    fn from_columns(c: &wit::JobStates, i: usize, gpu_first: usize) -> Self {
         let nonzero = |v: u64| (v != 0).then_some(v);
         JobNumbers {
             node: c.node[i],
+            gpu_first: gpu_first as u32,
+            gpu_count: c.gpu_count[i],
+            run_ms: c.run_ms[i],
+            gpu_ms: c.gpu_ms[i],
             cpu_limit: nonzero(c.cpu_limit_millicores[i]),
             memory_limit: nonzero(c.memory_limit_bytes[i]),
             cpu_used: c.cpu_used_millicores[i],
             memory_used: c.memory_used_bytes[i],
-            gpu: u32::try_from(c.gpu[i]).ok(),
             gpu_share: Some(c.gpu_share_percent[i]).filter(|p| *p != 0),
             gpu_used: c.gpu_used_percent[i],
         }
     }
 
-    /// Append this row to the columns, as the host sends them.
-    pub(crate) fn push_to(&self, handle: u32, c: &mut wit::JobStates) {
+    /// Append this row, holding `gpus`, to the columns, as the host sends them.
+    pub(crate) fn push_to(&self, handle: u32, gpus: &[GpuSlot], c: &mut wit::JobStates) {
         c.handle.push(handle);
         c.node.push(self.node);
+        c.gpu_count.push(gpus.len() as u16);
+        c.gpu_node.extend(gpus.iter().map(|g| g.node.0));
+        c.gpu_index.extend(gpus.iter().map(|g| g.index));
+        c.run_ms.push(self.run_ms);
+        c.gpu_ms.push(self.gpu_ms);
         c.cpu_limit_millicores.push(self.cpu_limit.unwrap_or(0));
         c.memory_limit_bytes.push(self.memory_limit.unwrap_or(0));
         c.cpu_used_millicores.push(self.cpu_used);
         c.memory_used_bytes.push(self.memory_used);
-        c.gpu.push(self.gpu.map_or(-1, |g| g as i32));
         c.gpu_share_percent.push(self.gpu_share.unwrap_or(0));
         c.gpu_used_percent.push(self.gpu_used);
     }
@@ -144,10 +169,34 @@ pub(crate) fn no_states() -> wit::JobStates {
         memory_limit_bytes: Vec::new(),
         cpu_used_millicores: Vec::new(),
         memory_used_bytes: Vec::new(),
-        gpu: Vec::new(),
+        gpu_count: Vec::new(),
+        gpu_node: Vec::new(),
+        gpu_index: Vec::new(),
         gpu_share_percent: Vec::new(),
         gpu_used_percent: Vec::new(),
+        run_ms: Vec::new(),
+        gpu_ms: Vec::new(),
     }
+}
+
+/// Queue columns with no rows.
+pub(crate) fn no_queue() -> wit::QueueStates {
+    wit::QueueStates {
+        handle: Vec::new(),
+        reason: Vec::new(),
+        since_ms: Vec::new(),
+        run_ms: Vec::new(),
+        gpu_ms: Vec::new(),
+    }
+}
+
+/// A queued job's numbers, as the last tick's queue columns gave them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct QueueNumbers {
+    pub(crate) reason: WaitReason,
+    pub(crate) since_ms: u64,
+    pub(crate) run_ms: u64,
+    pub(crate) gpu_ms: u64,
 }
 
 /// Progress columns with no records.
@@ -165,6 +214,8 @@ pub(crate) fn no_progress() -> wit::ProgressRecords {
 struct JobEntry {
     spec: wit::JobSpec,
     state: JobNumbers,
+    /// Why and since when it waits, while it is queued.
+    queued: Option<QueueNumbers>,
     history: VecDeque<ProgressRecord>,
     fresh: usize,
     first_seen: Seconds,
@@ -174,6 +225,9 @@ struct JobEntry {
 #[derive(Debug, Default)]
 pub(crate) struct JobTable {
     entries: Vec<JobEntry>,
+    /// The GPUs running jobs hold, each job's in a run (`JobNumbers::gpu_first`).
+    gpus: Vec<GpuSlot>,
+    running: usize,
 }
 
 impl JobTable {
@@ -193,6 +247,12 @@ impl JobTable {
         if p.value_count.iter().map(|&n| usize::from(n)).sum::<usize>() != p.values.len() {
             return Err("progress values do not add up to the value counts".into());
         }
+        let q = &raw.queue;
+        let queued = q.handle.len();
+        if q.reason.len() != queued || q.since_ms.len() != queued || q.run_ms.len() != queued || q.gpu_ms.len() != queued
+        {
+            return Err("queue columns differ in length".into());
+        }
 
         if raw.resync {
             self.entries.clear();
@@ -209,6 +269,7 @@ impl JobTable {
                 let entry = JobEntry {
                     spec,
                     state: JobNumbers::default(),
+                    queued: None,
                     history: VecDeque::new(),
                     fresh: 0,
                     first_seen: now,
@@ -224,13 +285,31 @@ impl JobTable {
             entry.fresh = 0;
         }
         // The host sends rows in handle order, so the common case is a straight zip.
+        let mut gpu_first = 0;
+        self.running = jobs.handle.len();
         for (i, &handle) in jobs.handle.iter().enumerate() {
             let idx = match self.entries.get(i) {
                 Some(e) if e.spec.handle == handle => Some(i),
                 _ => self.index(handle),
             };
             if let Some(idx) = idx {
-                self.entries[idx].state = JobNumbers::from_columns(jobs, i);
+                self.entries[idx].state = JobNumbers::from_columns(jobs, i, gpu_first);
+                self.entries[idx].queued = None;
+            }
+            gpu_first += usize::from(jobs.gpu_count[i]);
+        }
+        self.gpus.clear();
+        self.gpus.extend(
+            jobs.gpu_node.iter().zip(&jobs.gpu_index).map(|(&node, &index)| GpuSlot { node: NodeId(node), index }),
+        );
+        for i in 0..queued {
+            if let Some(idx) = self.index(q.handle[i]) {
+                self.entries[idx].queued = Some(QueueNumbers {
+                    reason: q.reason[i],
+                    since_ms: q.since_ms[i],
+                    run_ms: q.run_ms[i],
+                    gpu_ms: q.gpu_ms[i],
+                });
             }
         }
         let mut offset = 0;
@@ -333,9 +412,39 @@ impl<'a> Snapshot<'a> {
         ((id.0 as usize) < self.nodes.nodes.len()).then_some(Node { id, table: self.nodes })
     }
 
-    /// Every live job, in handle order.
-    pub fn jobs(&self) -> impl ExactSizeIterator<Item = Job<'a>> + 'a {
-        self.table.entries.iter().map(|entry| Job { entry })
+    /// Every running job, in handle order.
+    pub fn jobs(&self) -> impl Iterator<Item = Job<'a>> + 'a {
+        let table = self.table;
+        table.entries.iter().filter(|e| e.queued.is_none()).map(move |entry| Job { entry, table })
+    }
+
+    /// Every job that waits to be placed, in handle order (arrival order; a preempted job
+    /// keeps its place).
+    pub fn queue(&self) -> impl Iterator<Item = Job<'a>> + 'a {
+        let table = self.table;
+        table.entries.iter().filter(|e| e.queued.is_some()).map(move |entry| Job { entry, table })
+    }
+
+    /// How many jobs wait to be placed.
+    pub fn queue_len(&self) -> usize {
+        self.table.entries.len() - self.table.running
+    }
+
+    /// How many running jobs hold each GPU of `node`, in GPU order.
+    pub fn gpu_holders(&self, node: NodeId) -> Vec<u32> {
+        let count = self.node(node).map_or(0, |n| n.gpus().len());
+        let mut held = vec![0; count];
+        for g in self.table.gpus.iter().filter(|g| g.node == node) {
+            if let Some(h) = held.get_mut(g.index as usize) {
+                *h += 1;
+            }
+        }
+        held
+    }
+
+    /// The GPUs of `node` that no running job holds, in GPU order.
+    pub fn free_gpus(&self, node: NodeId) -> Vec<u32> {
+        self.gpu_holders(node).iter().enumerate().filter(|(_, h)| **h == 0).map(|(i, _)| i as u32).collect()
     }
 
     /// The live jobs placed on `node`.
@@ -343,14 +452,14 @@ impl<'a> Snapshot<'a> {
         self.jobs().filter(move |j| j.node() == node)
     }
 
-    /// One job, if it is live.
+    /// One job, if it is live (running or queued).
     pub fn job(&self, id: JobId) -> Option<Job<'a>> {
-        self.table.index(id.0).map(|i| Job { entry: &self.table.entries[i] })
+        self.table.index(id.0).map(|i| Job { entry: &self.table.entries[i], table: self.table })
     }
 
-    /// How many jobs are live.
+    /// How many jobs run.
     pub fn job_count(&self) -> usize {
-        self.table.entries.len()
+        self.table.running
     }
 }
 
@@ -413,6 +522,7 @@ impl<'a> Node<'a> {
 #[derive(Clone, Copy)]
 pub struct Job<'a> {
     entry: &'a JobEntry,
+    table: &'a JobTable,
 }
 
 impl<'a> Job<'a> {
@@ -491,9 +601,60 @@ impl<'a> Job<'a> {
         Bytes(self.entry.state.memory_used)
     }
 
-    /// The GPU it runs on (index on its node) and its share in percent, if any.
-    pub fn gpu(&self) -> Option<(u32, Option<u8>)> {
-        self.entry.state.gpu.map(|g| (g, self.entry.state.gpu_share))
+    /// The GPUs it holds while it runs (none while queued).
+    pub fn gpus(&self) -> &'a [GpuSlot] {
+        if self.is_queued() {
+            return &[];
+        }
+        let s = &self.entry.state;
+        let first = s.gpu_first as usize;
+        self.table.gpus.get(first..first + usize::from(s.gpu_count)).unwrap_or_default()
+    }
+
+    /// Its share of its GPUs in percent, if regulated.
+    pub fn gpu_share(&self) -> Option<u8> {
+        self.entry.state.gpu_share
+    }
+
+    /// The GPUs it asks for, in all.
+    pub fn gpus_asked(&self) -> u32 {
+        self.entry.spec.gpus
+    }
+
+    /// Into how many pieces it may be split across nodes (1: one node).
+    pub fn replicas(&self) -> u32 {
+        self.entry.spec.replicas.max(1)
+    }
+
+    /// When it arrived.
+    pub fn arrival(&self) -> Seconds {
+        Seconds::from_millis(self.entry.spec.arrival_ms)
+    }
+
+    /// Whether it waits in the queue.
+    pub fn is_queued(&self) -> bool {
+        self.entry.queued.is_some()
+    }
+
+    /// Why it waits, while queued.
+    pub fn wait_reason(&self) -> Option<WaitReason> {
+        self.entry.queued.map(|q| q.reason)
+    }
+
+    /// How long it has waited at `now` since it arrived or was preempted; zero while it runs.
+    pub fn wait(&self, now: Seconds) -> Seconds {
+        self.entry.queued.map_or(Seconds(0.0), |q| Seconds((now.0 - Seconds::from_millis(q.since_ms).0).max(0.0)))
+    }
+
+    /// How long it has run, in all its runs.
+    pub fn run_time(&self) -> Seconds {
+        Seconds::from_millis(self.entry.queued.map_or(self.entry.state.run_ms, |q| q.run_ms))
+    }
+
+    /// Its attained service: GPU-seconds received, each GPU held counting (its run time when
+    /// it holds none), as Tiresias ranks jobs.
+    pub fn attained_service(&self) -> Seconds {
+        Seconds::from_millis(self.entry.queued.map_or(self.entry.state.gpu_ms, |q| q.gpu_ms))
     }
 
     /// GPU use attributed to it over the last interval, in percent.

@@ -435,7 +435,10 @@ impl Docker {
             let Some(state) = world.state_mut(m.handle) else { continue };
             match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
                 Some(use_) => {
-                    state.gpu = Some(use_.gpu);
+                    let slot = crate::snapshot::GpuSlot { node: 0, index: use_.gpu };
+                    if !state.gpus.contains(&slot) {
+                        state.gpus.push(slot);
+                    }
                     state.gpu_used_percent = use_.utilisation_percent;
                 }
                 None => state.gpu_used_percent = 0.0,

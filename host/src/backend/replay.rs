@@ -13,7 +13,7 @@ use crate::control::{self, Driver, LoopConfig, Policies, Tick};
 use crate::record::{self, RecordError, RecordedDecision, RecordedTick};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
-use crate::snapshot::Telemetry;
+use crate::snapshot::{GpuSlot, Telemetry};
 
 /// A recording being played back.
 pub struct Replay {
@@ -80,14 +80,35 @@ pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
             tracing::warn!(job = spec.handle, "recording adds a job whose handle is not new; skipped");
         }
     }
-    for (i, &h) in c.handle.iter().enumerate() {
+    // Queued jobs are added like running ones and then sent to the queue.
+    for &h in &s.queue.handle {
+        world.requeue_job(h, wit::WaitReason::NeverStarted);
+    }
+    for (i, &h) in s.queue.handle.iter().enumerate() {
         let Some(state) = world.state_mut(h) else { continue };
+        state.queued = Some(s.queue.reason[i]);
+        state.since_ms = s.queue.since_ms[i];
+        state.run_ms = s.queue.run_ms[i];
+        state.gpu_ms = s.queue.gpu_ms[i];
+    }
+    let mut first_gpu = 0usize;
+    for (i, &h) in c.handle.iter().enumerate() {
+        let held = first_gpu..first_gpu + usize::from(c.gpu_count[i]);
+        first_gpu = held.end;
+        if world.state(h).is_some_and(|s| !s.is_running()) {
+            world.start_job(h, c.node[i], Vec::new());
+        }
+        let Some(state) = world.state_mut(h) else { continue };
+        state.gpus = held
+            .filter_map(|k| Some(GpuSlot { node: *c.gpu_node.get(k)?, index: *c.gpu_index.get(k)? }))
+            .collect();
+        state.run_ms = c.run_ms[i];
+        state.gpu_ms = c.gpu_ms[i];
         state.node = c.node[i];
         state.cpu_limit_millicores = Some(c.cpu_limit_millicores[i]).filter(|&m| m > 0);
         state.memory_limit_bytes = Some(c.memory_limit_bytes[i]).filter(|&b| b > 0);
         state.cpu_used_millicores = c.cpu_used_millicores[i];
         state.memory_used_bytes = c.memory_used_bytes[i];
-        state.gpu = u32::try_from(c.gpu[i]).ok();
         state.gpu_share_percent = Some(c.gpu_share_percent[i]).filter(|&p| p > 0);
         state.gpu_used_percent = c.gpu_used_percent[i];
     }

@@ -10,15 +10,29 @@ use wasmtime::{Store, Trap};
 
 use super::Runtime;
 use super::limits::{Limits, StoreState};
-use crate::bindings::{PolicyPlugin, PolicyPluginPre, wit};
+use super::v0_1;
+use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
 use crate::snapshot::{Cursor, Telemetry};
+
+/// A linked component of one contract version, ready to instantiate.
+#[derive(Clone)]
+pub(super) enum Pre {
+    Current(PolicyPluginPre<StoreState>),
+    V0_1(bindings::v0_1::PolicyPluginPre<StoreState>),
+}
+
+/// A live component of one contract version; a 0.1.0 one with its adapter.
+enum Plugin {
+    Current(PolicyPlugin),
+    V0_1(bindings::v0_1::PolicyPlugin, v0_1::Adapter),
+}
 
 /// A compiled, linked policy component.
 #[derive(Clone)]
 pub struct LoadedPolicy {
     name: Arc<str>,
     digest: String,
-    pre: PolicyPluginPre<StoreState>,
+    pre: Pre,
     compile_time: Duration,
     cache_hit: bool,
 }
@@ -116,7 +130,7 @@ impl LoadedPolicy {
     pub(super) fn new(
         name: Arc<str>,
         digest: String,
-        pre: PolicyPluginPre<StoreState>,
+        pre: Pre,
         compile_time: Duration,
         cache_hit: bool,
     ) -> Self {
@@ -126,6 +140,14 @@ impl LoadedPolicy {
     /// Its name (the file stem).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The contract version it speaks.
+    pub fn contract(&self) -> Contract {
+        match self.pre {
+            Pre::Current(_) => Contract::V0_2,
+            Pre::V0_1(_) => Contract::V0_1,
+        }
     }
 
     /// The sha256 of its file, hex.
@@ -159,9 +181,20 @@ impl LoadedPolicy {
             limits,
             fuel: rt.config().fuel,
         };
-        let (plugin, _) = guard.run(&mut store, "instantiate", |store| self.pre.instantiate(store))?;
-        let mut instance = PolicyInstance { guard, store, plugin, cursor: Cursor::fresh(), last_fuel: 0 };
-        instance.call("init", |store, p| p.wasmsched_policy_policy().call_init(store, config_json, saved_state))?;
+        let (plugin, _) = guard.run(&mut store, "instantiate", |store| match &self.pre {
+            Pre::Current(pre) => pre.instantiate(store).map(Plugin::Current),
+            Pre::V0_1(pre) => pre.instantiate(store).map(|p| Plugin::V0_1(p, v0_1::Adapter::default())),
+        })?;
+        let no_abilities = wit::Abilities { places: false };
+        let mut instance =
+            PolicyInstance { guard, store, plugin, cursor: Cursor::fresh(), last_fuel: 0, abilities: no_abilities };
+        instance.abilities = instance.call("init", |store, plugin| match plugin {
+            Plugin::Current(p) => p.wasmsched_policy_policy().call_init(store, config_json, saved_state),
+            Plugin::V0_1(p, _) => p
+                .wasmsched_policy_policy()
+                .call_init(store, config_json, saved_state)
+                .map(|r| r.map(|()| no_abilities).map_err(v0_1::error)),
+        })?;
         Ok(instance)
     }
 }
@@ -170,12 +203,18 @@ impl LoadedPolicy {
 pub struct PolicyInstance {
     guard: Guard,
     store: Store<StoreState>,
-    plugin: PolicyPlugin,
+    plugin: Plugin,
     cursor: Cursor,
     last_fuel: u64,
+    abilities: wit::Abilities,
 }
 
 impl PolicyInstance {
+    /// What the policy said it does, at `init`.
+    pub fn abilities(&self) -> wit::Abilities {
+        self.abilities
+    }
+
     /// Ask for a decision on the current telemetry (only what changed since this instance's
     /// previous call crosses).
     pub fn decide(&mut self, telemetry: &Telemetry) -> Result<wit::Decision, CallError> {
@@ -185,12 +224,23 @@ impl PolicyInstance {
 
     /// Ask for a decision on a snapshot built by the caller.
     pub fn decide_raw(&mut self, snapshot: &wit::Snapshot) -> Result<wit::Decision, CallError> {
-        self.call("decide", |store, p| p.wasmsched_policy_policy().call_decide(store, snapshot))
+        self.call("decide", |store, plugin| match plugin {
+            Plugin::Current(p) => p.wasmsched_policy_policy().call_decide(store, snapshot),
+            Plugin::V0_1(p, adapter) => {
+                let old = adapter.snapshot(snapshot);
+                p.wasmsched_policy_policy()
+                    .call_decide(store, &old)
+                    .map(|r| r.map(v0_1::decision).map_err(v0_1::error))
+            }
+        })
     }
 
     /// Ask for the state a newer version should start from.
     pub fn save_state(&mut self) -> Result<Vec<u8>, CallError> {
-        self.call("save-state", |store, p| p.wasmsched_policy_policy().call_save_state(store).map(Ok))
+        self.call("save-state", |store, plugin| match plugin {
+            Plugin::Current(p) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
+            Plugin::V0_1(p, _) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
+        })
     }
 
     /// Fuel the last call burned (0 unless the runtime counts fuel).
@@ -201,9 +251,9 @@ impl PolicyInstance {
     fn call<R>(
         &mut self,
         call: &'static str,
-        f: impl FnOnce(&mut Store<StoreState>, &PolicyPlugin) -> wasmtime::Result<Result<R, wit::PolicyError>>,
+        f: impl FnOnce(&mut Store<StoreState>, &mut Plugin) -> wasmtime::Result<Result<R, wit::PolicyError>>,
     ) -> Result<R, CallError> {
-        let plugin = &self.plugin;
+        let plugin = &mut self.plugin;
         let (result, fuel) = self.guard.run(&mut self.store, call, |store| f(store, plugin))?;
         self.last_fuel = fuel;
         result.map_err(|error| CallError::Policy { policy: self.guard.name.clone(), call, error })

@@ -123,6 +123,8 @@ pub struct Supervised {
     quarantined_until_ms: Option<u64>,
     next_backoff: Duration,
     counters: Counters,
+    /// Whether it places queued jobs itself, as its last instance said at `init`.
+    places: Option<bool>,
 }
 
 impl Supervised {
@@ -146,6 +148,7 @@ impl Supervised {
             quarantined_until_ms: None,
             next_backoff: quarantine.backoff,
             counters: Counters::default(),
+            places: None,
         }
     }
 
@@ -170,6 +173,27 @@ impl Supervised {
         self.quarantined_until_ms.is_some_and(|until| now_ms < until)
     }
 
+    /// Whether it places queued jobs itself at `now_ms`: it said so at `init`, and it is
+    /// neither quarantined nor failing (then the host's default placement keeps jobs
+    /// starting). Makes the instance now if none was made yet, to ask it.
+    pub fn places(&mut self, rt: &Runtime, now_ms: u64) -> bool {
+        if self.failures_in_row > 0 || self.is_quarantined(now_ms) {
+            return false;
+        }
+        if self.places.is_none() && self.instance.is_none() {
+            self.counters.instantiations += 1;
+            let state = self.saved_state.as_deref();
+            match self.policy.instantiate(rt, self.limits, &self.config_json, state) {
+                Ok(instance) => self.instance = Some(instance),
+                Err(e) => tracing::debug!(policy = self.policy.name(), error = %e, "instance not made yet; the next call retries"),
+            }
+        }
+        if let Some(instance) = &self.instance {
+            self.places = Some(instance.abilities().places);
+        }
+        self.places.unwrap_or(false)
+    }
+
     /// Whether a live instance is held (false after a trap, until the next call).
     pub fn has_instance(&self) -> bool {
         self.instance.is_some()
@@ -182,7 +206,9 @@ impl Supervised {
         self.instance = None;
         self.counters.instantiations += 1;
         let state = self.saved_state.as_deref();
-        self.instance = Some(self.policy.instantiate(rt, self.limits, &self.config_json, state)?);
+        let instance = self.policy.instantiate(rt, self.limits, &self.config_json, state)?;
+        self.places = Some(instance.abilities().places);
+        self.instance = Some(instance);
         Ok(())
     }
 

@@ -8,10 +8,15 @@
 //! scaled by the job's `work_scale`), and a job uses at most its model's maximum useful
 //! parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an equal
 //! share, a limit caps it, and what a job cannot use flows to the others (work-conserving).
-//! A GPU job runs on the least-loaded GPU of its node; jobs that share GPUs time-slice them:
-//! with G GPUs asked for and N present, each GPU job runs at N/G of its speed, and each is
-//! reported with its GPU and its slice of it. A migration restarts the job on its new node from its last
-//! completed epoch after a restart cost. An inference service needs `request_rate` × 20 ms
+//!
+//! **Scheduling.** A job that arrives waits in the queue until it is placed: by the policy
+//! (`place`), or, for a policy that does not place, by the default placement, first come
+//! first served, first fit, at the moment it fits (a CPU job always fits, on the least-loaded
+//! node as before, so CPU scenarios start every job on arrival). GPUs are allocated whole; a
+//! placement may share them, and jobs on one GPU time-slice it (each runs at 1/k of its
+//! speed with k jobs there). A job spread over nodes does its CPU work on its first node.
+//! A migration, and a placement after a preemption, restart the job from its last completed
+//! epoch after a restart cost; a preemption loses the epoch in progress (the checkpoint). An inference service needs `request_rate` × 20 ms
 //! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to.
 //! A seed perturbs each job's work per epoch and each epoch's length by a few per cent, so
 //! several seeds give a spread; the same seed gives the same run, bit for bit.
@@ -21,9 +26,9 @@ use std::collections::BinaryHeap;
 
 use super::model::{Curve, meets};
 use super::workload::{JobPlan, NodeSpec, Workload};
-use crate::backend::{ApplyError, Backend};
+use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::Telemetry;
+use crate::snapshot::{GpuSlot, Telemetry};
 
 /// CPU one inference request costs, in core-seconds.
 pub const REQUEST_COST_CORE_S: f64 = 0.02;
@@ -41,17 +46,30 @@ pub struct SimConfig {
     pub inference_window_s: f64,
     /// Keep every job's progress curve (time, metric) for pictures.
     pub keep_progress: bool,
+    /// End the run when nothing has run for this long while jobs wait and none is left to
+    /// arrive (a policy that never places them).
+    pub idle_limit_s: f64,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { seed: 0, restart_cost_s: 20.0, noise: 0.05, inference_window_s: 10.0, keep_progress: false }
+        SimConfig {
+            seed: 0,
+            restart_cost_s: 20.0,
+            noise: 0.05,
+            inference_window_s: 10.0,
+            keep_progress: false,
+            idle_limit_s: 3600.0,
+        }
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
+    /// Not arrived yet.
     Pending,
+    /// Arrived, waiting to be placed.
+    Queued,
     Running,
     Done,
 }
@@ -74,8 +92,8 @@ struct SimJob {
     cores: f64,
     entitled: f64,
     limit_cores: Option<f64>,
-    /// The GPU it runs on (index on its node), when it asks for GPUs and the node has some.
-    gpu: Option<u32>,
+    /// The GPUs it holds while it runs.
+    gpus: Vec<GpuSlot>,
     gpu_share: Option<u8>,
     paused_until: f64,
     version: u64,
@@ -87,6 +105,11 @@ struct SimJob {
     reached: [Option<f64>; 2],
     delivered_s: Option<f64>,
     migrations: u32,
+    preemptions: u32,
+    /// When it first started running.
+    started_s: Option<f64>,
+    run_s: f64,
+    gpu_s: f64,
     stopped: bool,
     last_epoch_end_s: f64,
     epoch_time_sum: f64,
@@ -174,6 +197,10 @@ pub struct JobOutcome {
     pub qoe: Option<f64>,
     /// Migrations it went through.
     pub migrations: u32,
+    /// Times it was preempted.
+    pub preemptions: u32,
+    /// Time from arrival to its first start; None if it never started.
+    pub waited_s: Option<f64>,
     /// Whether a policy stopped it before its last epoch.
     pub stopped: bool,
     /// Epochs (or latency windows) completed.
@@ -200,6 +227,14 @@ pub struct Simulator {
     /// Per GPU (node order, then GPU order), the jobs that ran on it over the last interval;
     /// node n's GPUs start at `first_gpu[n]`.
     gpu_jobs: Vec<u32>,
+    /// Per GPU, how many running jobs hold it.
+    gpu_holders: Vec<u32>,
+    /// Who starts queued jobs.
+    placement: Placement,
+    /// Queued jobs, in arrival order (handle order).
+    queue: Vec<usize>,
+    /// When a job last ran or the queue last changed.
+    last_activity_s: f64,
     /// What the world was last told of each GPU (busy or idle).
     gpu_busy: Vec<bool>,
     first_gpu: Vec<usize>,
@@ -232,7 +267,7 @@ impl Simulator {
                     cores: 0.0,
                     entitled: 0.0,
                     limit_cores: None,
-                    gpu: None,
+                    gpus: Vec::new(),
                     gpu_share: None,
                     paused_until: 0.0,
                     version: 0,
@@ -244,6 +279,10 @@ impl Simulator {
                     reached: [None, None],
                     delivered_s: None,
                     migrations: 0,
+                    preemptions: 0,
+                    started_s: None,
+                    run_s: 0.0,
+                    gpu_s: 0.0,
                     stopped: false,
                     last_epoch_end_s: plan.arrival_s,
                     epoch_time_sum: 0.0,
@@ -267,6 +306,10 @@ impl Simulator {
             rng,
             busy_core_s: 0.0,
             gpu_jobs: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
+            gpu_holders: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
+            placement: Placement::Backend,
+            queue: Vec::new(),
+            last_activity_s: 0.0,
             gpu_busy: vec![false; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
             first_gpu: workload
                 .nodes
@@ -315,6 +358,8 @@ impl Simulator {
                     satisfied: j.plan.qoe_target.zip(qoe).map(|(target, q)| q <= target),
                     qoe,
                     migrations: j.migrations,
+                    preemptions: j.preemptions,
+                    waited_s: j.started_s.map(|s| s - j.plan.arrival_s),
                     stopped: j.stopped,
                     epochs: if j.is_inference() { j.windows } else { j.epoch },
                     progress: j.progress.clone(),
@@ -334,16 +379,13 @@ impl Simulator {
         let runnable: Vec<usize> = on_node.iter().copied().filter(|&i| self.jobs[i].runnable(now)).collect();
         let spec = &self.nodes[node as usize];
         let capacity = spec.cpu_millicores as f64 / 1000.0;
-        // GPU time-slicing: each GPU job runs at N/G of its speed.
-        let asked: u32 = runnable.iter().map(|&i| self.jobs[i].plan.gpus).sum();
-        let gpu_factor =
-            if asked > spec.gpus && asked > 0 { f64::from(spec.gpus.max(1)) / f64::from(asked) } else { 1.0 };
+        // GPU time-slicing: a job runs at 1/k of its speed where k jobs hold one of its GPUs.
         let caps: Vec<f64> = runnable
             .iter()
             .map(|&i| {
                 let j = &self.jobs[i];
-                let slowed = if j.plan.gpus > 0 { gpu_factor } else { 1.0 };
-                j.demand_cores() * slowed
+                let sharing = j.gpus.iter().map(|g| self.gpu_holders[self.gpu_at(*g)]).max().unwrap_or(1).max(1);
+                j.demand_cores() / f64::from(sharing)
             })
             .collect();
         let shares = cfs_shares(capacity, &caps);
@@ -374,6 +416,12 @@ impl Simulator {
     fn catch_up(&mut self, i: usize) {
         let now = self.now_s;
         let j = &mut self.jobs[i];
+        if j.phase == Phase::Running && now > j.last_update_s {
+            let dt = now - j.last_update_s;
+            j.run_s += dt;
+            j.gpu_s += dt * j.gpus.len().max(1) as f64;
+            self.last_activity_s = now;
+        }
         if j.phase == Phase::Running && now > j.last_update_s && j.cores > 0.0 {
             let dt = now - j.last_update_s;
             let used = j.cores * dt;
@@ -409,68 +457,227 @@ impl Simulator {
         self.events.push(Event { time_s, job: i, version: j.version });
     }
 
-    /// The GPU of `node` with the fewest jobs on it (the lowest index on a tie), for a job
-    /// that asks for GPUs; None when the node has none.
-    fn pick_gpu(&self, node: u32, asks: u32) -> Option<u32> {
-        let count = self.nodes[node as usize].gpus;
-        if asks == 0 || count == 0 {
+    /// Where `gpu` sits in the per-GPU vectors.
+    fn gpu_at(&self, gpu: GpuSlot) -> usize {
+        self.first_gpu[gpu.node as usize] + gpu.index as usize
+    }
+
+    /// The first `n` GPUs of `node` that no running job holds.
+    fn free_gpus(&self, node: u32, n: usize) -> Vec<GpuSlot> {
+        (0..self.nodes[node as usize].gpus)
+            .map(|index| GpuSlot { node, index })
+            .filter(|g| self.gpu_holders[self.gpu_at(*g)] == 0)
+            .take(n)
+            .collect()
+    }
+
+    /// The nodes in the order the default placement tries them: the pinned node alone, or
+    /// every node, least loaded first (CPU asked for over capacity; the lowest index on a tie).
+    fn node_order(&self, plan: &JobPlan) -> Vec<u32> {
+        if let Some(n) = plan.node {
+            return vec![n];
+        }
+        let load = |n: usize| -> f64 {
+            let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
+            cores / (self.nodes[n].cpu_millicores as f64 / 1000.0).max(1e-9)
+        };
+        let mut order: Vec<(f64, u32)> = (0..self.nodes.len()).map(|n| (load(n), n as u32)).collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        order.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// First fit for job `i`: its first node and GPUs, on one node if one has enough free
+    /// GPUs, else spread in whole replicas over the nodes in order; None when it does not fit
+    /// now.
+    fn fit(&self, i: usize) -> Option<(u32, Vec<GpuSlot>)> {
+        let plan = &self.jobs[i].plan;
+        let order = self.node_order(plan);
+        let ask = plan.gpus as usize;
+        if let Some(&n) = order.iter().find(|&&n| self.free_gpus(n, ask).len() == ask) {
+            return Some((n, self.free_gpus(n, ask)));
+        }
+        let pieces = plan.replicas.max(1) as usize;
+        if pieces == 1 {
             return None;
         }
-        let mut load = vec![0u32; count as usize];
-        for &k in &self.on_node[node as usize] {
-            if let Some(g) = self.jobs[k].gpu {
-                load[g as usize] += 1;
+        let per = if ask % pieces == 0 { ask / pieces } else { 1 };
+        let mut gpus = Vec::with_capacity(ask);
+        for n in order {
+            let want = ask - gpus.len();
+            let free = self.free_gpus(n, want).len();
+            gpus.extend(self.free_gpus(n, free - free % per));
+            if gpus.len() == ask {
+                return Some((gpus[0].node, gpus));
             }
         }
-        (0..count).min_by_key(|&g| (load[g as usize], g))
+        None
     }
 
-    fn place(&self, plan: &JobPlan) -> u32 {
-        if let Some(n) = plan.node {
-            return n;
+    /// The default placement: start queued jobs in arrival order while the first one fits. A
+    /// job that could not fit even on the empty cluster never blocks the ones behind it.
+    fn place_queued(&mut self, world: &mut Telemetry) {
+        let mut k = 0;
+        while let Some(&i) = self.queue.get(k) {
+            if let Some((node, gpus)) = self.fit(i) {
+                self.start(i, node, gpus, world);
+            } else if self.could_ever_fit(i) {
+                break;
+            } else {
+                k += 1;
+            }
         }
-        let load = |n: usize| -> (f64, usize) {
-            let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
-            (cores / (self.nodes[n].cpu_millicores as f64 / 1000.0).max(1e-9), n)
-        };
-        (0..self.nodes.len())
-            .map(load)
-            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
-            .map_or(0, |(_, n)| n as u32)
     }
 
+    /// Whether job `i` fits the cluster with every GPU free.
+    fn could_ever_fit(&self, i: usize) -> bool {
+        let plan = &self.jobs[i].plan;
+        let gpus_on = |n: u32| self.nodes[n as usize].gpus;
+        let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
+        let best = nodes.iter().map(|&n| gpus_on(n)).max().unwrap_or(0);
+        let pieces = plan.replicas.max(1);
+        let per = if plan.gpus % pieces == 0 { plan.gpus / pieces } else { 1 }.max(1);
+        let spread: u32 = nodes.iter().map(|&n| gpus_on(n) - gpus_on(n) % per).sum();
+        plan.gpus <= best || (pieces > 1 && plan.gpus <= spread)
+    }
+
+    /// A job arrives: it waits in the queue (and the default placement may start it now).
     fn arrive(&mut self, i: usize, world: &mut Telemetry) {
-        let node = self.place(&self.jobs[i].plan);
-        let gpu = self.pick_gpu(node, self.jobs[i].plan.gpus);
         let spec = job_spec(&self.jobs[i].plan);
-        let handle = world.add_job(spec, node);
+        let handle = world.enqueue_job(spec);
+        if let Some(s) = world.state_mut(handle) {
+            s.since_ms = secs_to_ms(self.now_s);
+        }
         self.by_handle.push(i);
         debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
         let j = &mut self.jobs[i];
         j.handle = Some(handle);
-        j.node = node;
-        j.gpu = gpu;
-        j.phase = Phase::Running;
-        j.last_update_s = self.now_s;
+        j.phase = Phase::Queued;
         j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
-        self.on_node[node as usize].push(i);
-        self.reshare(node);
+        self.queue.push(i);
+        self.last_activity_s = self.now_s;
+        if self.placement == Placement::Backend {
+            self.place_queued(world);
+        }
     }
 
-    fn finish(&mut self, i: usize, stopped: bool) {
+    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption it first
+    /// pays the restart cost.
+    fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
+        self.queue.retain(|&k| k != i);
+        for g in &gpus {
+            let at = self.gpu_at(*g);
+            self.gpu_holders[at] += 1;
+        }
+        if let Some(h) = self.jobs[i].handle {
+            world.start_job(h, node, gpus.clone());
+        }
+        let now = self.now_s;
+        let restart = self.config.restart_cost_s;
+        let j = &mut self.jobs[i];
+        if j.started_s.is_some() {
+            j.paused_until = now + restart;
+        } else {
+            j.started_s = Some(now);
+            j.start_s = now.max(j.plan.arrival_s);
+            j.last_epoch_end_s = now;
+        }
+        j.node = node;
+        j.gpus = gpus;
+        j.phase = Phase::Running;
+        j.last_update_s = now;
+        self.on_node[node as usize].push(i);
+        self.last_activity_s = now;
+        self.reshare_holding(i);
+    }
+
+    /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
+    fn release(&mut self, i: usize) {
         self.catch_up(i);
+        let node = self.jobs[i].node;
+        self.on_node[node as usize].retain(|&k| k != i);
+        for g in std::mem::take(&mut self.jobs[i].gpus) {
+            let at = self.gpu_at(g);
+            self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
+        }
+        self.jobs[i].cores = 0.0;
+    }
+
+    /// Reshare job `i`'s node, and every node where a job shares one of its GPUs.
+    fn reshare_holding(&mut self, i: usize) {
+        let mut nodes = vec![self.jobs[i].node];
+        let gpus = self.jobs[i].gpus.clone();
+        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 1) {
+            for k in self.running().collect::<Vec<_>>() {
+                if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
+                    nodes.push(self.jobs[k].node);
+                }
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        for n in nodes {
+            self.reshare(n);
+        }
+    }
+
+    /// Checkpoint job `i` and send it back to the queue: the epoch in progress is lost.
+    fn preempt(&mut self, i: usize, world: &mut Telemetry) {
+        let gpus = self.jobs[i].gpus.clone();
+        self.release(i);
+        let j = &mut self.jobs[i];
+        j.phase = Phase::Queued;
+        j.preemptions += 1;
+        j.work_left = j.work_per_epoch;
+        j.paused_until = 0.0;
+        j.version += 1;
+        let handle = j.handle;
+        if let Some(h) = handle {
+            world.requeue_job(h, wit::WaitReason::Preempted);
+        }
+        // Back in arrival order.
+        let pos = self.queue.partition_point(|&k| self.jobs[k].handle < handle);
+        self.queue.insert(pos, i);
+        self.reshare_freed(self.jobs[i].node, &gpus);
+    }
+
+    /// Reshare `node` and the nodes of jobs that shared `gpus`.
+    fn reshare_freed(&mut self, node: u32, gpus: &[GpuSlot]) {
+        let mut nodes = vec![node];
+        for k in self.running().collect::<Vec<_>>() {
+            if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
+                nodes.push(self.jobs[k].node);
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        for n in nodes {
+            self.reshare(n);
+        }
+    }
+
+    fn finish(&mut self, i: usize, stopped: bool, world: &mut Telemetry) {
+        let was_running = self.jobs[i].phase == Phase::Running;
+        let gpus = self.jobs[i].gpus.clone();
+        if was_running {
+            self.release(i);
+        }
+        self.queue.retain(|&k| k != i);
         let now = self.now_s;
         let j = &mut self.jobs[i];
         j.phase = Phase::Done;
         j.finish_s = Some(now);
         j.stopped = stopped;
-        j.cores = 0.0;
         if let Some(h) = j.handle {
             self.ended.push(h);
         }
         let node = j.node;
-        self.on_node[node as usize].retain(|&k| k != i);
-        self.reshare(node);
+        self.last_activity_s = now;
+        if was_running {
+            self.reshare_freed(node, &gpus);
+        }
+        if self.placement == Placement::Backend {
+            self.place_queued(world);
+        }
     }
 
     /// Handle job `i`'s due event.
@@ -510,7 +717,7 @@ impl Simulator {
             j.progress.push((now, metric));
         }
         if j.epoch >= j.epochs_total {
-            self.finish(i, false);
+            self.finish(i, false, world);
         } else {
             j.work_left = j.work_per_epoch * self.rng.around_one(noise);
             self.schedule(i);
@@ -534,7 +741,7 @@ impl Simulator {
             j.progress.push((now, latency_ms));
         }
         if now >= j.plan.arrival_s + j.plan.duration_s.unwrap_or(0.0) - 1e-9 {
-            self.finish(i, false);
+            self.finish(i, false, world);
         } else {
             self.schedule(i);
         }
@@ -576,12 +783,26 @@ impl Simulator {
         self.on_node.iter().flatten().copied()
     }
 
+    /// The live job (running or queued) behind `handle`.
     fn job_of(&self, handle: u32) -> Option<usize> {
-        self.by_handle.get(handle as usize).copied().filter(|&i| self.jobs[i].phase == Phase::Running)
+        self.by_handle.get(handle as usize).copied().filter(|&i| matches!(self.jobs[i].phase, Phase::Running | Phase::Queued))
+    }
+
+    /// Whether the run is over: nothing left to arrive or run, and no queued job that could
+    /// still be placed (none waits, or nothing has happened for the idle limit).
+    fn over(&self) -> bool {
+        let idle = self.now_s - self.last_activity_s >= self.config.idle_limit_s;
+        self.next_arrival >= self.jobs.len()
+            && self.on_node.iter().all(Vec::is_empty)
+            && (self.queue.is_empty() || idle)
     }
 }
 
 impl Backend for Simulator {
+    fn set_placement(&mut self, by: Placement) {
+        self.placement = by;
+    }
+
     fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
         if world.nodes().is_empty() {
             for n in &self.nodes {
@@ -595,6 +816,11 @@ impl Backend for Simulator {
         }
         let from_s = self.now_s;
         let until_s = until_ms as f64 / 1000.0;
+        if self.placement == Placement::Backend {
+            // The policy may have stopped placing (it failed, or was swapped): start what fits.
+            world.set_time_ms(secs_to_ms(self.now_s));
+            self.place_queued(world);
+        }
         world.set_time_ms(until_ms);
         self.advance(until_s, world);
         for h in self.ended.drain(..) {
@@ -606,21 +832,30 @@ impl Backend for Simulator {
         self.gpu_jobs.fill(0);
         for &i in &running {
             let j = &self.jobs[i];
-            if let Some(g) = j.gpu.filter(|_| j.used_core_s > 0.0) {
-                self.gpu_jobs[self.first_gpu[j.node as usize] + g as usize] += 1;
+            if j.used_core_s > 0.0 {
+                for g in &j.gpus {
+                    self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize] += 1;
+                }
             }
         }
         for i in running {
             let j = &mut self.jobs[i];
             let Some(state) = j.handle.and_then(|h| world.state_mut(h)) else { continue };
-            let sharing = j.gpu.map_or(0, |g| self.gpu_jobs[self.first_gpu[j.node as usize] + g as usize]);
+            let sharing = j.gpus.iter().map(|g| self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize]).max();
             state.node = j.node;
             state.cpu_used_millicores = (1000.0 * j.used_core_s / interval).round() as u64;
             state.memory_used_bytes = j.memory_bytes;
             state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
-            state.gpu = j.gpu;
+            if state.gpus != j.gpus {
+                state.gpus.clone_from(&j.gpus);
+            }
             state.gpu_share_percent = j.gpu_share;
-            state.gpu_used_percent = if j.used_core_s > 0.0 && sharing > 0 { 100.0 / sharing as f32 } else { 0.0 };
+            state.gpu_used_percent = match sharing {
+                Some(k) if j.used_core_s > 0.0 && k > 0 => 100.0 / k as f32,
+                _ => 0.0,
+            };
+            state.run_ms = secs_to_ms(j.run_s);
+            state.gpu_ms = secs_to_ms(j.gpu_s);
             j.used_core_s = 0.0;
         }
         for (node, &first) in self.first_gpu.iter().enumerate() {
@@ -632,7 +867,10 @@ impl Backend for Simulator {
                 }
             }
         }
-        self.next_arrival < self.jobs.len() || self.on_node.iter().any(|n| !n.is_empty())
+        if self.over() && !self.queue.is_empty() {
+            tracing::warn!(queued = self.queue.len(), idle_s = self.config.idle_limit_s, "jobs still wait but nothing has run for the idle limit; the run ends");
+        }
+        !self.over()
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
@@ -644,7 +882,37 @@ impl Backend for Simulator {
                 continue;
             };
             let node = self.jobs[i].node;
+            let running = self.jobs[i].phase == Phase::Running;
+            match &action.kind {
+                ActionKind::Place(p) => {
+                    if running {
+                        errors.push(ApplyError { job: action.job, reason: "the job already runs".into() });
+                        continue;
+                    }
+                    let gpus: Vec<GpuSlot> = p
+                        .nodes
+                        .iter()
+                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }))
+                        .collect();
+                    let first = p.nodes.first().map_or(0, |e| e.node);
+                    self.start(i, first, gpus, world);
+                    continue;
+                }
+                ActionKind::Stop if !running => {
+                    self.finish(i, true, world);
+                    continue;
+                }
+                _ if !running => {
+                    errors.push(ApplyError { job: action.job, reason: "the job is queued, not running".into() });
+                    continue;
+                }
+                _ => {}
+            }
             match action.kind {
+                ActionKind::Place(_) => {}
+                ActionKind::Preempt => {
+                    self.preempt(i, world);
+                }
                 ActionKind::SetCpu(limit) => {
                     self.catch_up(i);
                     self.jobs[i].limit_cores = limit.map(|m| m as f64 / 1000.0);
@@ -656,11 +924,20 @@ impl Backend for Simulator {
                     }
                 }
                 ActionKind::Migrate(to) => {
-                    self.catch_up(i);
-                    self.on_node[node as usize].retain(|&k| k != i);
-                    let gpu = self.pick_gpu(to, self.jobs[i].plan.gpus);
+                    let held = self.jobs[i].gpus.len();
+                    let old_gpus = self.jobs[i].gpus.clone();
+                    self.release(i);
+                    let gpus = self.free_gpus(to, held);
+                    for g in &gpus {
+                        let at = self.gpu_at(*g);
+                        self.gpu_holders[at] += 1;
+                    }
                     self.on_node[to as usize].push(i);
-                    self.jobs[i].gpu = gpu;
+                    if let Some(s) = world.state_mut(action.job) {
+                        s.gpus.clone_from(&gpus);
+                    }
+                    self.jobs[i].gpus = gpus;
+                    self.reshare_freed(node, &old_gpus);
                     let restart = self.now_s + self.config.restart_cost_s;
                     let j = &mut self.jobs[i];
                     j.work_left = j.work_per_epoch;
@@ -674,7 +951,7 @@ impl Backend for Simulator {
                     let j = &mut self.jobs[i];
                     j.delivered_s.get_or_insert(self.now_s - j.plan.arrival_s);
                 }
-                ActionKind::Stop => self.finish(i, true),
+                ActionKind::Stop => self.finish(i, true, world),
                 ActionKind::SetGpuShare(share) => self.jobs[i].gpu_share = Some(share.percent),
             }
         }
@@ -686,8 +963,13 @@ impl Backend for Simulator {
         for h in self.ended.drain(..) {
             world.remove_job(h);
         }
+        if self.placement == Placement::Backend {
+            self.place_queued(world);
+        }
         for action in actions {
-            let Some(j) = self.job_of(action.job).map(|i| &self.jobs[i]) else { continue };
+            let Some(j) = self.job_of(action.job).map(|i| &self.jobs[i]).filter(|j| j.phase == Phase::Running) else {
+                continue;
+            };
             if let Some(state) = world.state_mut(action.job) {
                 state.cpu_limit_millicores = j.limit_cores.map(|c| (c * 1000.0).round() as u64);
                 state.node = j.node;
@@ -733,6 +1015,9 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         qoe_target: plan.qoe_target,
         max_epochs: plan.max_epochs,
         labels: Vec::new(),
+        arrival_ms: secs_to_ms(plan.arrival_s),
+        gpus: plan.gpus,
+        replicas: plan.replicas.max(1),
     }
 }
 

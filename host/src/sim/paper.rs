@@ -192,6 +192,8 @@ mod tests {
             satisfied: None,
             qoe: None,
             migrations: 0,
+            preemptions: 0,
+            waited_s: Some(0.0),
             stopped: false,
             epochs: 1,
             progress: Vec::new(),

@@ -97,8 +97,11 @@ pub struct JobPlan {
     pub node: Option<u32>,
     /// Global batch size; picks the nearest measured curve.
     pub batch_size: u32,
-    /// GPUs it asks for.
+    /// GPUs it asks for, in all.
     pub gpus: u32,
+    /// Into how many pieces it may be split across nodes (each takes `gpus / replicas`);
+    /// 1 keeps it on one node.
+    pub replicas: u32,
     /// Stop after this many epochs even if the curve goes on.
     pub max_epochs: Option<u32>,
     /// Multiplies the model's work per epoch; 1.0 by default.
@@ -125,6 +128,7 @@ impl JobPlan {
             node: None,
             batch_size: model.default_batch_size(),
             gpus: 0,
+            replicas: 1,
             max_epochs: None,
             work_scale: 1.0,
             tiers: None,

@@ -46,6 +46,12 @@ impl Docker {
                 client.update_container(&id, body).await?;
                 Ok(Effect::Memory(limit))
             }),
+            wit::ActionKind::Place(_) | wit::ActionKind::Preempt => Box::pin(async move {
+                Err(DockerError::DockerResponseServerError {
+                    status_code: 501,
+                    message: "this backend does not place or preempt containers yet".into(),
+                })
+            }),
             wit::ActionKind::Stop => Box::pin(async move {
                 client.stop_container(&id, Some(q::StopContainerOptions { t: Some(10), signal: None })).await?;
                 Ok(Effect::Done)

@@ -1,4 +1,5 @@
 use super::*;
+use crate::backend::Placement;
 
 #[test]
 fn cfs_splits_equally_and_gives_unused_share_to_the_others() {
@@ -86,21 +87,111 @@ fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
     assert_eq!(sim.outcomes()[0].migrations, 1);
 }
 
+fn gpus(world: &Telemetry, h: u32) -> Vec<u32> {
+    world.state(h).unwrap().gpus.iter().map(|g| g.index).collect()
+}
+
 #[test]
-fn gpu_jobs_spread_over_a_node_s_gpus_and_time_slice_when_they_share_one() {
+fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_frees() {
     let gpu_node = NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
-    let gpu_plan = |name: &str| JobPlan { gpus: 1, ..plan(name, 0.0) };
+    let gpu_plan = |name: &str| JobPlan { gpus: 1, max_epochs: Some(2), ..plan(name, 0.0) };
     let jobs = vec![gpu_plan("a"), gpu_plan("b"), gpu_plan("c"), plan("cpu", 0.0)];
     let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
     sim.observe(&mut world, 10_000);
-    let gpus: Vec<Option<u32>> = (0..4).map(|h| world.state(h).unwrap().gpu).collect();
-    assert_eq!(gpus, [Some(0), Some(1), Some(0), None]);
-    let used: Vec<f32> = (0..4).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
-    assert_eq!(used, [50.0, 100.0, 50.0, 0.0], "two jobs time-slice GPU 0");
+    assert_eq!((gpus(&world, 0), gpus(&world, 1)), (vec![0], vec![1]));
+    let queued: Vec<u32> = world.queue().map(|(s, _)| s.handle).collect();
+    assert_eq!(queued, [2, 3], "c waits for a GPU, and the CPU job behind it waits its turn");
+    let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
+    assert_eq!(used, [100.0, 100.0], "nobody shares");
     let snapshot = world.snapshot_for(&mut crate::snapshot::Cursor::fresh());
     assert_eq!(snapshot.gpus.utilisation_percent, [100.0, 100.0]);
+    assert_eq!(snapshot.queue.handle, [2, 3]);
+    while sim.observe(&mut world, world.time_ms() + 10_000) {}
+    let o = sim.outcomes();
+    assert!(o.iter().all(|j| j.finish_s.is_some()), "everyone ran in the end");
+    assert!(o[2].waited_s.unwrap() > 0.0 && o[2].waited_s.unwrap() >= o[0].jct_s.unwrap().min(o[1].jct_s.unwrap()) - 1e-6);
+}
+
+fn gpu_world(policy_places: bool) -> (Simulator, Telemetry) {
+    let gpu_node = |name: &str| NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node(name, 16) };
+    let jobs = vec![JobPlan { gpus: 2, replicas: 2, ..plan("a", 0.0) }, JobPlan { gpus: 1, ..plan("b", 0.0) }];
+    let w = Workload { name: "t".into(), nodes: vec![gpu_node("g0"), gpu_node("g1")], jobs, paper: Vec::new() };
+    let mut sim = Simulator::new(&w, quiet());
+    if policy_places {
+        sim.set_placement(Placement::Policy);
+    }
+    let world = Telemetry::new();
+    (sim, world)
+}
+
+fn place(job: u32, nodes: &[(u32, &[u32])], share: bool) -> wit::Action {
+    let nodes = nodes.iter().map(|(node, gpus)| wit::NodePlacement { node: *node, gpus: gpus.to_vec() }).collect();
+    wit::Action { job, kind: ActionKind::Place(wit::Placement { nodes, share }), reason: String::new() }
+}
+
+#[test]
+fn a_policy_that_places_leaves_arrivals_queued_until_it_places_them() {
+    let (mut sim, mut world) = gpu_world(true);
+    sim.observe(&mut world, 10_000);
+    assert_eq!((world.job_count(), world.queue_len()), (0, 2));
+    let errors = sim.apply(&[place(0, &[(0, &[1]), (1, &[0])], false), place(1, &[(1, &[1])], false)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!((world.job_count(), world.queue_len()), (2, 0));
+    assert_eq!(world.state(0).unwrap().node, 0, "a spread job's first node");
+    assert_eq!(world.state(0).unwrap().gpus.len(), 2);
+    sim.observe(&mut world, 20_000);
+    let s = world.state(0).unwrap();
+    assert!(s.cpu_used_millicores > 0 && s.run_ms == 10_000 && s.gpu_ms == 20_000, "{s:?}");
+}
+
+#[test]
+fn a_preempted_job_returns_to_the_queue_with_its_progress_and_pays_a_restart() {
+    let (mut sim, mut world) = gpu_world(true);
+    sim.observe(&mut world, 1_000);
+    assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
+    while world.history(1).count() < 2 {
+        sim.observe(&mut world, world.time_ms() + 10_000);
+    }
+    let epochs = sim.outcomes()[1].epochs;
+    let preempt = wit::Action { job: 1, kind: ActionKind::Preempt, reason: String::new() };
+    assert!(sim.apply(&[preempt], &mut world).is_empty());
+    assert_eq!(world.state(1).unwrap().queued, Some(wit::WaitReason::Preempted));
+    assert!(world.state(1).unwrap().run_ms > 0, "attained service is kept");
+    sim.observe(&mut world, world.time_ms() + 30_000);
+    assert_eq!(sim.outcomes()[1].epochs, epochs, "no progress while queued");
+    assert!(sim.apply(&[place(1, &[(1, &[1])], false)], &mut world).is_empty());
+    sim.observe(&mut world, world.time_ms() + 10_000);
+    assert_eq!(world.state(1).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
+    sim.observe(&mut world, world.time_ms() + 30_000);
+    assert!(world.state(1).unwrap().cpu_used_millicores > 0, "running again after the restart cost");
+    assert_eq!(sim.outcomes()[1].preemptions, 1);
+}
+
+#[test]
+fn jobs_placed_to_share_a_gpu_time_slice_it() {
+    let (mut sim, mut world) = gpu_world(true);
+    sim.observe(&mut world, 1_000);
+    assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
+    sim.observe(&mut world, 11_000);
+    let alone = world.state(1).unwrap().cpu_used_millicores;
+    assert!(sim.apply(&[place(0, &[(0, &[0, 1])], true)], &mut world).is_empty());
+    sim.observe(&mut world, 21_000);
+    let shared = world.state(1).unwrap().cpu_used_millicores;
+    assert_eq!(world.state(1).unwrap().gpu_used_percent, 50.0);
+    assert!(shared * 2 <= alone + 2, "half speed on a GPU held by two: {alone} then {shared}");
+}
+
+#[test]
+fn a_run_whose_queue_is_never_placed_ends_after_the_idle_limit() {
+    let (mut sim, mut world) = gpu_world(true);
+    let mut ticks = 0;
+    while sim.observe(&mut world, (ticks + 1) * 60_000) {
+        ticks += 1;
+    }
+    assert_eq!(ticks, 59, "an hour of nothing, then the run ends");
+    assert!(sim.outcomes().iter().all(|o| o.waited_s.is_none()));
 }
 
 #[test]

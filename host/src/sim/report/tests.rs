@@ -34,6 +34,8 @@ fn outcome(name: &str, jct_s: Option<f64>, progress: Vec<(f64, f64)>) -> JobOutc
         satisfied: Some(true),
         qoe: None,
         migrations: 1,
+        preemptions: 0,
+        waited_s: Some(0.0),
         stopped: false,
         epochs: 5,
         progress,

@@ -73,6 +73,9 @@ struct JobTable {
     batch_size: Option<i64>,
     /// GPUs the job asks for; 0 when absent.
     gpus: Option<i64>,
+    /// Into how many pieces (each `gpus / replicas` GPUs) the job may be split across nodes;
+    /// 1 (one node) when absent.
+    replicas: Option<i64>,
     /// Stop after this many epochs (positive); the whole curve when absent.
     max_epochs: Option<i64>,
     /// Multiplies the model's work per epoch (positive); 1.0 when absent.
@@ -250,6 +253,7 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
             None => model.default_batch_size(),
         };
         let gpus = whole("gpus", table.gpus.unwrap_or(0), 0).map_err(|m| err("gpus", m))?;
+        let replicas = whole("replicas", table.replicas.unwrap_or(1), 1).map_err(|m| err("replicas", m))?;
         let max_epochs =
             table.max_epochs.map(|e| whole("max-epochs", e, 1)).transpose().map_err(|m| err("max-epochs", m))?;
         let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
@@ -334,6 +338,7 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
                 node,
                 batch_size,
                 gpus,
+                replicas,
                 max_epochs,
                 work_scale,
                 tiers,

@@ -215,7 +215,8 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
             });
         }
         seen.insert(job_name.clone(), line);
-        jobs.push(JobPlan { batch_size, gpus, ..JobPlan::training(job_name, model, arrival_s) });
+        // Data-parallel: each replica holds one GPU and may sit on any node.
+        jobs.push(JobPlan { batch_size, gpus, replicas: gpus.max(1), ..JobPlan::training(job_name, model, arrival_s) });
     }
     finish(path, Workload { name: name.into(), nodes, jobs, paper: Vec::new() }, opts.limit)
 }
@@ -257,7 +258,12 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         let curve_work_core_s =
             model.work_per_epoch_core_s() * f64::from(model.curve(model.default_batch_size()).epochs());
         let work_scale = duration_s * model.max_parallelism_cores() / curve_work_core_s;
-        jobs.push(JobPlan { gpus, work_scale, ..JobPlan::training(format!("philly-{data_row}"), model, submitted_s) });
+        jobs.push(JobPlan {
+            gpus,
+            replicas: gpus.max(1),
+            work_scale,
+            ..JobPlan::training(format!("philly-{data_row}"), model, submitted_s)
+        });
     }
     for job in &mut jobs {
         job.arrival_s -= earliest_s;

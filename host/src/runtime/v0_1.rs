@@ -1,0 +1,201 @@
+//! Components built against contract 0.1.0, served unchanged: the one place their snapshots
+//! and decisions are converted. A 0.1.0 policy never sees the queue: a job appears to it
+//! when it starts running and leaves when it ends (or is preempted by someone else); the
+//! host's default placement starts queued jobs for it (it declares no ability to place).
+
+use std::collections::BTreeMap;
+
+use crate::bindings::v0_1::wit as old;
+use crate::bindings::wit;
+
+/// What a 0.1.0 instance has been told, beside the 0.2.0 cursor that feeds it.
+#[derive(Debug, Default)]
+pub(crate) struct Adapter {
+    /// Every live job's declaration, as the 0.2.0 deltas announced it.
+    specs: BTreeMap<u32, wit::JobSpec>,
+    /// The running jobs the instance knows, in handle order.
+    known: Vec<u32>,
+}
+
+impl Adapter {
+    /// The 0.1.0 snapshot for the 0.2.0 delta `s`: only running jobs, added when they start.
+    pub(crate) fn snapshot(&mut self, s: &wit::Snapshot) -> old::Snapshot {
+        if s.resync {
+            self.specs.clear();
+            self.known.clear();
+        }
+        for h in &s.removed {
+            self.specs.remove(h);
+        }
+        for spec in &s.added {
+            self.specs.insert(spec.handle, spec.clone());
+        }
+        let running = &s.jobs.handle;
+        let removed = self.known.iter().copied().filter(|h| running.binary_search(h).is_err()).collect();
+        let added = running
+            .iter()
+            .filter(|h| self.known.binary_search(h).is_err())
+            .filter_map(|h| self.specs.get(h).map(job_spec))
+            .collect();
+        self.known.clone_from(running);
+        old::Snapshot {
+            time_ms: s.time_ms,
+            interval_ms: s.interval_ms,
+            resync: s.resync,
+            nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
+            gpus: old::GpuStates {
+                utilisation_percent: s.gpus.utilisation_percent.clone(),
+                memory_used_bytes: s.gpus.memory_used_bytes.clone(),
+            },
+            added,
+            removed,
+            jobs: job_states(&s.jobs),
+            progress: progress(&s.progress, running),
+        }
+    }
+}
+
+fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
+    old::JobSpec {
+        handle: s.handle,
+        name: s.name.clone(),
+        model: s.model.clone(),
+        kind: match s.kind {
+            wit::JobKind::Training => old::JobKind::Training,
+            wit::JobKind::Inference => old::JobKind::Inference,
+        },
+        metrics: s
+            .metrics
+            .iter()
+            .map(|m| old::MetricSpec {
+                name: m.name.clone(),
+                direction: match m.direction {
+                    wit::Direction::HigherIsBetter => old::Direction::HigherIsBetter,
+                    wit::Direction::LowerIsBetter => old::Direction::LowerIsBetter,
+                },
+            })
+            .collect(),
+        tiers: s.tiers.map(|t| old::Tiers { deliverable: t.deliverable, final_: t.final_ }),
+        qoe_target: s.qoe_target,
+        max_epochs: s.max_epochs,
+        labels: s.labels.clone(),
+    }
+}
+
+fn node(n: &wit::Node) -> old::Node {
+    old::Node {
+        name: n.name.clone(),
+        cpu_millicores: n.cpu_millicores,
+        memory_bytes: n.memory_bytes,
+        gpu_memory_bytes: n.gpu_memory_bytes.clone(),
+    }
+}
+
+/// 0.1.0 knew one GPU per job on its node: the first the job holds there.
+fn job_states(c: &wit::JobStates) -> old::JobStates {
+    let mut gpu = Vec::with_capacity(c.handle.len());
+    let mut first = 0usize;
+    for (i, &node) in c.node.iter().enumerate() {
+        let count = usize::from(c.gpu_count.get(i).copied().unwrap_or(0));
+        let held = first..(first + count).min(c.gpu_index.len());
+        let on_node = held.clone().find(|&k| c.gpu_node.get(k) == Some(&node));
+        gpu.push(on_node.map_or(-1, |k| i32::try_from(c.gpu_index[k]).unwrap_or(-1)));
+        first = held.end;
+    }
+    old::JobStates {
+        handle: c.handle.clone(),
+        node: c.node.clone(),
+        cpu_limit_millicores: c.cpu_limit_millicores.clone(),
+        memory_limit_bytes: c.memory_limit_bytes.clone(),
+        cpu_used_millicores: c.cpu_used_millicores.clone(),
+        memory_used_bytes: c.memory_used_bytes.clone(),
+        gpu,
+        gpu_share_percent: c.gpu_share_percent.clone(),
+        gpu_used_percent: c.gpu_used_percent.clone(),
+    }
+}
+
+/// The records of running jobs only (a job preempted this tick may have reported).
+fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
+    let mut out = old::ProgressRecords {
+        job: Vec::new(),
+        time_ms: Vec::new(),
+        epoch: Vec::new(),
+        value_count: Vec::new(),
+        values: Vec::new(),
+    };
+    let mut offset = 0usize;
+    for i in 0..p.job.len() {
+        let count = usize::from(p.value_count[i]);
+        let values = p.values.get(offset..offset + count).unwrap_or_default();
+        offset += count;
+        if running.binary_search(&p.job[i]).is_ok() {
+            out.job.push(p.job[i]);
+            out.time_ms.push(p.time_ms[i]);
+            out.epoch.push(p.epoch[i]);
+            out.value_count.push(p.value_count[i]);
+            out.values.extend_from_slice(values);
+        }
+    }
+    out
+}
+
+/// A 0.1.0 decision in 0.2.0 terms: the same actions (0.1.0 has no place or preempt).
+pub(crate) fn decision(d: old::Decision) -> wit::Decision {
+    wit::Decision {
+        actions: d
+            .actions
+            .into_iter()
+            .map(|a| wit::Action {
+                job: a.job,
+                reason: a.reason,
+                kind: match a.kind {
+                    old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
+                    old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
+                    old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
+                    old::ActionKind::Deliver => wit::ActionKind::Deliver,
+                    old::ActionKind::Stop => wit::ActionKind::Stop,
+                    old::ActionKind::SetGpuShare(s) => {
+                        wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: s.gpu, percent: s.percent })
+                    }
+                },
+            })
+            .collect(),
+        next_call_ms: d.next_call_ms,
+    }
+}
+
+/// A 0.1.0 policy error in 0.2.0 terms.
+pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
+    match e {
+        old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
+        old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
+        old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Cursor, GpuSlot, sample};
+
+    #[test]
+    fn a_queued_job_is_hidden_until_it_runs_and_then_added_once() {
+        let mut t = sample::world(1, 1, 0);
+        let mut spec = sample::job_spec(1);
+        spec.gpus = 1;
+        let q = t.enqueue_job(spec);
+        let (mut cursor, mut adapter) = (Cursor::fresh(), Adapter::default());
+        let first = adapter.snapshot(&t.snapshot_for(&mut cursor));
+        assert_eq!(first.added.iter().map(|s| s.handle).collect::<Vec<_>>(), [0], "the queued job is not shown");
+        assert_eq!(first.jobs.handle, [0]);
+        assert!(t.start_job(q, 0, vec![GpuSlot { node: 0, index: 0 }]));
+        let second = adapter.snapshot(&t.snapshot_for(&mut cursor));
+        assert_eq!(second.added.iter().map(|s| s.handle).collect::<Vec<_>>(), [q]);
+        assert_eq!(second.jobs.gpu, [-1, 0]);
+        let third = adapter.snapshot(&t.snapshot_for(&mut cursor));
+        assert!(third.added.is_empty() && third.removed.is_empty());
+        assert!(t.requeue_job(q, wit::WaitReason::Preempted));
+        assert_eq!(adapter.snapshot(&t.snapshot_for(&mut cursor)).removed, [q], "preempted: gone from its view");
+    }
+}
