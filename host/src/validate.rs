@@ -230,10 +230,6 @@ fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry,
             p.nodes.len()
         ));
     }
-    let given: usize = p.nodes.iter().map(|e| e.gpus.len()).sum();
-    if given != spec.gpus as usize {
-        return Some(format!("job {job} asks for {} GPUs; the placement gives {given}", spec.gpus));
-    }
     let per_piece = if spec.gpus % pieces as u32 == 0 { (spec.gpus / pieces as u32) as usize } else { 1 };
     for (k, entry) in p.nodes.iter().enumerate() {
         let Some(node) = world.nodes().get(entry.node as usize) else {
@@ -268,7 +264,9 @@ fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry,
             }
         }
     }
-    None
+    let given: usize = p.nodes.iter().map(|e| e.gpus.len()).sum();
+    (given != spec.gpus as usize)
+        .then(|| format!("job {job} asks for {} GPUs; the placement gives {given}", spec.gpus))
 }
 
 #[cfg(test)]

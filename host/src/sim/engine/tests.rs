@@ -87,6 +87,12 @@ fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
     assert_eq!(sim.outcomes()[0].migrations, 1);
 }
 
+/// Observe `ms` further on.
+fn step(sim: &mut Simulator, world: &mut Telemetry, ms: u64) -> bool {
+    let until = world.time_ms() + ms;
+    sim.observe(world, until)
+}
+
 fn gpus(world: &Telemetry, h: u32) -> Vec<u32> {
     world.state(h).unwrap().gpus.iter().map(|g| g.index).collect()
 }
@@ -108,7 +114,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let snapshot = world.snapshot_for(&mut crate::snapshot::Cursor::fresh());
     assert_eq!(snapshot.gpus.utilisation_percent, [100.0, 100.0]);
     assert_eq!(snapshot.queue.handle, [2, 3]);
-    while sim.observe(&mut world, world.time_ms() + 10_000) {}
+    while step(&mut sim, &mut world, 10_000) {}
     let o = sim.outcomes();
     assert!(o.iter().all(|j| j.finish_s.is_some()), "everyone ran in the end");
     assert!(o[2].waited_s.unwrap() > 0.0 && o[2].waited_s.unwrap() >= o[0].jct_s.unwrap().min(o[1].jct_s.unwrap()) - 1e-6);
@@ -152,19 +158,19 @@ fn a_preempted_job_returns_to_the_queue_with_its_progress_and_pays_a_restart() {
     sim.observe(&mut world, 1_000);
     assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
     while world.history(1).count() < 2 {
-        sim.observe(&mut world, world.time_ms() + 10_000);
+        step(&mut sim, &mut world, 10_000);
     }
     let epochs = sim.outcomes()[1].epochs;
     let preempt = wit::Action { job: 1, kind: ActionKind::Preempt, reason: String::new() };
     assert!(sim.apply(&[preempt], &mut world).is_empty());
     assert_eq!(world.state(1).unwrap().queued, Some(wit::WaitReason::Preempted));
     assert!(world.state(1).unwrap().run_ms > 0, "attained service is kept");
-    sim.observe(&mut world, world.time_ms() + 30_000);
+    step(&mut sim, &mut world, 30_000);
     assert_eq!(sim.outcomes()[1].epochs, epochs, "no progress while queued");
     assert!(sim.apply(&[place(1, &[(1, &[1])], false)], &mut world).is_empty());
-    sim.observe(&mut world, world.time_ms() + 10_000);
+    step(&mut sim, &mut world, 10_000);
     assert_eq!(world.state(1).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
-    sim.observe(&mut world, world.time_ms() + 30_000);
+    step(&mut sim, &mut world, 30_000);
     assert!(world.state(1).unwrap().cpu_used_millicores > 0, "running again after the restart cost");
     assert_eq!(sim.outcomes()[1].preemptions, 1);
 }
