@@ -3,7 +3,8 @@
 //! the SDK's runner (`native/<policy>/<jobs>`).
 //!
 //! Each benchmark replays a sequence of per-tick deltas as the host sends them in steady
-//! state: every job's numbers, and a new progress record from a quarter of the jobs.
+//! state: every job's numbers, a queue a tenth as long as the job list (half of it asking for
+//! a GPU), and a new progress record from a quarter of the jobs.
 
 use std::hint::black_box;
 
@@ -17,7 +18,7 @@ const TICKS: usize = 16;
 
 /// The first snapshot (a full resync) and `TICKS` steady-state deltas after it.
 fn deltas(jobs: usize) -> (wit::Snapshot, Vec<wit::Snapshot>) {
-    let mut world: Telemetry = sample::world(jobs.div_ceil(50), jobs, 20);
+    let mut world: Telemetry = sample::with_queue(jobs.div_ceil(50), jobs, jobs / 10, 20);
     let mut cursor = Cursor::fresh();
     let first = world.snapshot_for(&mut cursor);
     let handles: Vec<u32> = world.jobs().map(|(_, s)| s.handle).collect();

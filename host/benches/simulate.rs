@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmsched::backend::Backend;
+use wasmsched::backend::sim::workload::{LoadOptions, Workload};
+use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::runtime::{Runtime, RuntimeConfig};
-use wasmsched::sim::engine::{SimConfig, Simulator};
-use wasmsched::sim::run::{PolicyChoice, RunOptions, simulate};
-use wasmsched::sim::workload::{LoadOptions, Workload};
 use wasmsched::snapshot::Telemetry;
 
 const TICK: Duration = Duration::from_secs(30);

@@ -60,6 +60,8 @@ pub struct Admitted {
     pub dry_run: Duration,
     /// How many actions the dry run returned.
     pub actions: usize,
+    /// Whether it places queued jobs itself (it said so at `init`).
+    pub places: bool,
 }
 
 impl fmt::Display for Admitted {
@@ -72,9 +74,14 @@ impl fmt::Display for Admitted {
         };
         write!(
             f,
-            "ok {}: world wasmsched:policy/policy-plugin, contract {}, sha256 {}, init ok, dry-run decide {:.2} ms ({} actions), {compiled}",
+            "ok {}: world wasmsched:policy/policy-plugin, contract {}{}, sha256 {}, init ok, dry-run decide {:.2} ms ({} actions), {compiled}",
             p.name(),
-            bindings::PACKAGE,
+            p.contract(),
+            match (p.contract(), self.places) {
+                (bindings::Contract::V0_1, _) => " (adapted: no queue; the host places its jobs)",
+                (_, true) => " (places jobs)",
+                (_, false) => "",
+            },
             p.digest(),
             self.dry_run.as_secs_f64() * 1e3,
             self.actions,
@@ -99,7 +106,7 @@ pub fn admit(
     if !checked.rejected.is_empty() {
         return Err(AdmissionError::InvalidActions { rejected: checked.rejected });
     }
-    Ok(Admitted { policy, dry_run, actions: checked.accepted.len() })
+    Ok(Admitted { policy, dry_run, actions: checked.accepted.len(), places: instance.abilities().places })
 }
 
 /// The policy's own config: `NAME.toml` beside `NAME.wasm`, as JSON; `{}` when absent.

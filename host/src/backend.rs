@@ -1,8 +1,11 @@
 //! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
 //! validated actions to them; the loop in [`crate::control`] is the same for every backend.
+//! Backends know the telemetry types and never the policy runtime: [`sim`] (the simulator),
+//! [`docker`] (real containers) and [`replay`] (a recording played back).
 
 pub mod docker;
 pub mod replay;
+pub mod sim;
 
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;

@@ -430,7 +430,7 @@ fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 
 fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let text = String::deserialize(d)?;
-    crate::sim::workload::parse_bytes(&text).map_err(serde::de::Error::custom)
+    crate::backend::sim::workload::parse_bytes(&text).map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]

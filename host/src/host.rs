@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::backend::Backend;
 use crate::backend::docker::Docker;
+use crate::backend::sim::workload::{LoadOptions, Workload, WorkloadError};
+use crate::backend::sim::{SimConfig, Simulator};
 use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
 use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
@@ -25,8 +27,6 @@ use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
-use crate::sim::engine::{SimConfig, Simulator};
-use crate::sim::workload::{LoadOptions, Workload, WorkloadError};
 use crate::snapshot::Telemetry;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
 

@@ -7,13 +7,23 @@
 //! previous call ([`snapshot::Cursor`]): a job's strings once, nodes when they change,
 //! numbers every tick (in columns), progress as new records. [`control::run`] is the loop.
 //!
+//! **Scheduling.** From contract 0.2.0 a live job either runs or waits in the queue. A policy
+//! that says it places (`abilities.places` at `init`) starts queued jobs with `place` (a node
+//! and an explicit list of GPUs, or one entry per node) and sends running ones back with
+//! `preempt`; for any other policy (every 0.1.0 component, adapted in one place,
+//! `runtime::v0_1`), or one that is failing, the loop hands placement to the backend
+//! ([`backend::Placement`]), which starts jobs first come, first served, first fit.
+//!
 //! **Backends.** A [`backend::Backend`] is where jobs run: it observes them into the
-//! telemetry and applies validated actions. The simulator ([`sim::engine::Simulator`], a
-//! deterministic discrete-event model on a virtual clock) is the default;
-//! [`backend::docker`] manages real containers on Docker Engines (labels declare their
-//! targets: [`declare`]; GPUs come through NVML: [`gpu`]); [`backend::replay`] plays back a
-//! recording. Around it, [`sim`] loads workloads, runs and compares policies over seeds, and
-//! draws the HTML report.
+//! telemetry and applies validated actions; backends know the telemetry types and never the
+//! runtime. The simulator ([`backend::sim::Simulator`], a deterministic discrete-event model
+//! on a virtual clock, with its models and workloads) is the default; [`backend::docker`]
+//! manages real containers on Docker Engines (labels declare their targets: [`declare`]; GPUs
+//! come through NVML: [`gpu`]); [`backend::replay`] plays back a recording.
+//!
+//! **Above the loop.** What drives it: [`experiment`] runs and compares policies on the
+//! simulator over seeds and draws the HTML report (`simulate`, `compare`, `demo`); [`replay`]
+//! runs a policy over a recording and diffs its decisions; [`host`] is the long-running host.
 //!
 //! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
 //! a cache of compiled components on disk. A policy file becomes a
@@ -44,14 +54,15 @@ pub mod bindings;
 pub mod config;
 pub mod control;
 pub mod declare;
+pub mod experiment;
 pub mod gpu;
 pub mod host;
 pub mod record;
 pub mod reload;
+pub mod replay;
 pub mod runtime;
 pub mod shadow;
 pub mod shipped;
-pub mod sim;
 pub mod snapshot;
 pub mod validate;
 

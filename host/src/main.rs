@@ -11,15 +11,16 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tracing_subscriber::EnvFilter;
 use wasmsched::admission;
-use wasmsched::backend::replay::{self, Replay};
+use wasmsched::backend::replay::Replay;
+use wasmsched::backend::sim::SimConfig;
+use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::config::{DEFAULT_API, HostConfig};
+use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::host::{self, Host};
+use wasmsched::replay;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::sim::engine::SimConfig;
-use wasmsched::sim::run::{Comparison, PolicyChoice, RunOptions};
-use wasmsched::sim::workload::{LoadOptions, Workload};
-use wasmsched::{api, shipped, sim, snapshot};
+use wasmsched::{api, experiment, shipped, snapshot};
 
 /// A WebAssembly policy-plugin host for the schedulers of deep-learning containers.
 #[derive(Parser)]
@@ -31,8 +32,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Compare fair-share with every shipped policy on the built-in scenario, in the
-    /// simulator, after checking each policy.
+    /// Check every shipped policy, then compare fair-share in the simulator with the policies
+    /// that tune running jobs (on the built-in scenario) and with those that place (on a GPU
+    /// queue).
     Demo {
         /// How many seeds each policy runs with.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
@@ -219,23 +221,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo { seeds, runtime } => {
             let (rt, limits) = runtime.runtime()?;
-            let world = snapshot::sample::world(2, 6, 5);
-            let results = shipped::all()
+            let world = snapshot::sample::with_queue(2, 6, 2, 5);
+            let results: Vec<_> = shipped::all()
                 .iter()
-                .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));
-            let failed = print_admissions(results);
-            if failed > 0 {
+                .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)))
+                .collect();
+            let places: Vec<bool> = results.iter().map(|(_, r)| r.as_ref().is_ok_and(|a| a.places)).collect();
+            if print_admissions(results.into_iter()) > 0 {
                 return Ok(ExitCode::FAILURE);
             }
-            let workload = Workload::from_scenario_str("demo", sim::DEMO_SCENARIO)?.with_default_targets();
-            // The baseline first, then the others as shipped.
-            let mut policies: Vec<String> = shipped::names().into_iter().map(String::from).collect();
-            policies.sort_by_key(|p| p != "fair-share");
-            let runs = Runs { workload: &workload, policies: &policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
-            println!("\n{}", runs.run(&rt, false)?.table());
+            // The policies that tune running jobs on the CPU scenario; those that place on the
+            // GPU queue. Fair-share, the baseline, first in both: jobs start as they come.
+            let (mut tuners, mut schedulers) = (vec!["fair-share".to_string()], vec!["fair-share".to_string()]);
+            for (p, places) in shipped::names().into_iter().zip(places).filter(|(p, _)| *p != "fair-share") {
+                if places { &mut schedulers } else { &mut tuners }.push(p.to_string());
+            }
+            for (name, text, policies) in [
+                ("demo", experiment::DEMO_SCENARIO, &tuners),
+                ("gpu-queue", experiment::GPU_QUEUE_SCENARIO, &schedulers),
+            ] {
+                let workload = Workload::from_scenario_str(name, text)?.with_default_targets();
+                let runs = Runs { workload: &workload, policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
+                println!("\n{}", runs.run(&rt, false)?.table());
+            }
             println!(
                 "next: wasmsched compare --workload scenarios/specon-paper.toml --policy fair-share --policy specon \
-                 --seeds 5 --report report/   (docs/results.md has every paper's set-up)"
+                 --seeds 5 --report report/   (docs/results.md has every paper's set-up; docs/scheduling.md the queue)"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -265,7 +276,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 write_json(&path, &comparison)?;
             }
             if let Some(dir) = report {
-                let page = sim::report::write_html(&comparison, &plan, &dir)
+                let page = experiment::report::write_html(&comparison, &plan, &dir)
                     .with_context(|| format!("cannot write the report into {}", dir.display()))?;
                 println!("report: {}", page.display());
             }
@@ -273,7 +284,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Validate { files, runtime } => {
             let (rt, limits) = runtime.runtime()?;
-            let world = snapshot::sample::world(2, 6, 5);
+            let world = snapshot::sample::with_queue(2, 6, 2, 5);
             let results =
                 files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
             let failed = print_admissions(results);
@@ -411,11 +422,11 @@ impl Runs<'_> {
                     timeline: timeline && seed == self.seeds.start,
                 };
                 let before = runs.len() as u64 * jobs;
-                let report = sim::run::simulate_watched(rt, choice, self.workload, &options, |world| {
+                let report = experiment::run::simulate_watched(rt, choice, self.workload, &options, |world| {
                     if bar.is_hidden() && started.elapsed() > Duration::from_secs(1) {
                         bar.set_draw_target(ProgressDrawTarget::stderr());
                     }
-                    bar.set_position(before + u64::from(world.jobs_seen()) - world.job_count() as u64);
+                    bar.set_position(before + u64::from(world.jobs_seen()) - world.all_jobs().len() as u64);
                 });
                 runs.push(report);
                 bar.set_position(runs.len() as u64 * jobs);

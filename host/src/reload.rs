@@ -77,7 +77,7 @@ impl LatestWorld {
     /// The world to dry-run on: the latest one when it has jobs, else a small sample.
     pub fn for_dry_run(&self) -> Arc<Telemetry> {
         let latest = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        latest.filter(|w| w.job_count() > 0).unwrap_or_else(|| Arc::new(sample::world(2, 6, 5)))
+        latest.filter(|w| w.job_count() + w.queue_len() > 0).unwrap_or_else(|| Arc::new(sample::with_queue(2, 6, 2, 5)))
     }
 }
 

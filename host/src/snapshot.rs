@@ -526,6 +526,18 @@ pub mod sample {
         }
     }
 
+    /// [`world`] with `queued` jobs waiting as well, every other one asking for a GPU: the
+    /// world a dry run and the benchmarks give a policy that places.
+    pub fn with_queue(nodes: usize, jobs: usize, queued: usize, epochs: u32) -> Telemetry {
+        let mut t = world(nodes, jobs, epochs);
+        for i in 0..queued {
+            let spec =
+                wit::JobSpec { arrival_ms: t.time_ms(), gpus: (i % 2) as u32, replicas: 1, ..job_spec(jobs + i) };
+            t.enqueue_job(spec);
+        }
+        t
+    }
+
     /// `nodes` nodes of 16 cores and 64 GiB (one GPU each), `jobs` jobs spread over them, each
     /// with `epochs` progress records one minute apart, and the clock just after the last.
     pub fn world(nodes: usize, jobs: usize, epochs: u32) -> Telemetry {

@@ -185,11 +185,7 @@ fn problem(action: &wit::Action, world: &Telemetry, scratch: &Scratch) -> Option
             }
             let free = scratch.free_on(world, to);
             if free < state.gpus.len() {
-                return Some(format!(
-                    "node {} has {free} free GPUs; job {job} holds {}",
-                    dest.name,
-                    state.gpus.len()
-                ));
+                return Some(format!("node {} has {free} free GPUs; job {job} holds {}", dest.name, state.gpus.len()));
             }
             let used: u64 = world.jobs().filter(|(_, s)| s.node == to).map(|(_, s)| s.memory_used_bytes).sum();
             (used + state.memory_used_bytes > dest.memory_bytes).then(|| {
@@ -265,8 +261,7 @@ fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry,
         }
     }
     let given: usize = p.nodes.iter().map(|e| e.gpus.len()).sum();
-    (given != spec.gpus as usize)
-        .then(|| format!("job {job} asks for {} GPUs; the placement gives {given}", spec.gpus))
+    (given != spec.gpus as usize).then(|| format!("job {job} asks for {} GPUs; the placement gives {given}", spec.gpus))
 }
 
 #[cfg(test)]

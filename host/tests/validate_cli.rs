@@ -29,9 +29,18 @@ fn a_good_policy_passes_with_one_summary_line() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
     let line = text.lines().next().unwrap();
-    for part in ["ok ", "wasmsched:policy@0.1.0", "sha256 ", "init ok", "dry-run decide"] {
+    for part in ["ok ", "contract wasmsched:policy@0.2.0,", "sha256 ", "init ok", "dry-run decide"] {
         assert!(line.contains(part), "{part:?} missing from {line}");
     }
+}
+
+#[test]
+fn a_component_of_the_older_contract_passes_and_says_which_it_speaks() {
+    let cache = tempfile::tempdir().unwrap();
+    let out = validate(&[Path::new(wasmsched_artifacts::path("contract-0-1"))], cache.path());
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("contract wasmsched:policy@0.1.0 (adapted: no queue; the host places its jobs)"), "{text}");
 }
 
 #[test]

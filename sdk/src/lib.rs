@@ -15,6 +15,7 @@ pub mod bindings;
 pub mod decision;
 pub mod log;
 pub mod policy;
+pub mod sched;
 pub mod stats;
 pub mod testing;
 pub mod units;
@@ -23,15 +24,16 @@ pub mod view;
 pub use decision::{Action, ActionKind, Decision, Rounds};
 pub use policy::{NoConfig, Policy, PolicyError, Runner, state};
 pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
-pub use view::{Direction, Gpu, Job, JobKind, Node, ProgressRecord, Snapshot, Values};
+pub use view::{Direction, Gpu, GpuSlot, Job, JobKind, Node, ProgressRecord, Snapshot, Values, WaitReason};
 
 /// Everything a policy usually needs, in one `use`.
 pub mod prelude {
     pub use crate::decision::{Action, ActionKind, Decision, Rounds};
     pub use crate::policy::{NoConfig, Policy, PolicyError, state};
+    pub use crate::sched;
     pub use crate::stats;
     pub use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
-    pub use crate::view::{Direction, Job, JobKind, Node, ProgressRecord, Snapshot, Tiers};
+    pub use crate::view::{Direction, GpuSlot, Job, JobKind, Node, ProgressRecord, Snapshot, Tiers, WaitReason};
     pub use crate::{debug, error, export_policy, info, keep_state, warn};
 }
 
@@ -100,7 +102,8 @@ macro_rules! export_policy {
                 fn init(
                     config_json: ::std::string::String,
                     saved_state: ::std::option::Option<::std::vec::Vec<u8>>,
-                ) -> ::std::result::Result<(), $crate::PolicyError> {
+                ) -> ::std::result::Result<$crate::bindings::wasmsched::policy::types::Abilities, $crate::PolicyError>
+                {
                     $crate::policy::glue::init(&RUNNER, config_json, saved_state)
                 }
 

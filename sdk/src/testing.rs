@@ -30,7 +30,9 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::decision::{ActionKind, Decision};
 use crate::policy::{Policy, PolicyError, Runner};
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
-use crate::view::{Direction, GpuSlot, JobKind, JobNumbers, QueueNumbers, WaitReason, no_progress, no_queue, no_states};
+use crate::view::{
+    Direction, GpuSlot, JobKind, JobNumbers, QueueNumbers, WaitReason, no_progress, no_queue, no_states,
+};
 
 /// Declares a job: start with [`job`], chain what it declares.
 #[derive(Clone, Debug)]
@@ -179,7 +181,8 @@ impl TestWorld {
         spec.handle = handle;
         spec.arrival_ms = self.time_ms;
         let queued = QueueNumbers { reason: WaitReason::NeverStarted, since_ms: self.time_ms, run_ms: 0, gpu_ms: 0 };
-        self.jobs.insert(handle, TestJob { spec, state: JobNumbers::default(), gpus: Vec::new(), queued: Some(queued) });
+        self.jobs
+            .insert(handle, TestJob { spec, state: JobNumbers::default(), gpus: Vec::new(), queued: Some(queued) });
         self.added.push(handle);
         JobId(handle)
     }

@@ -249,7 +249,10 @@ impl JobTable {
         }
         let q = &raw.queue;
         let queued = q.handle.len();
-        if q.reason.len() != queued || q.since_ms.len() != queued || q.run_ms.len() != queued || q.gpu_ms.len() != queued
+        if q.reason.len() != queued
+            || q.since_ms.len() != queued
+            || q.run_ms.len() != queued
+            || q.gpu_ms.len() != queued
         {
             return Err("queue columns differ in length".into());
         }

@@ -5,5 +5,6 @@ mod reload;
 mod replay;
 mod runtime;
 mod sandbox;
+mod scheduling;
 mod shadow;
 mod sim;

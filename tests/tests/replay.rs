@@ -3,7 +3,8 @@
 
 use std::io::Write;
 
-use wasmsched::backend::replay::{self, Replay};
+use wasmsched::backend::replay::Replay;
+use wasmsched::replay;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 

@@ -90,9 +90,10 @@ fn invalid_actions_are_rejected_and_the_valid_one_applies() {
     assert!(out.failure.is_none(), "{:?}", out.failure);
     assert_eq!(out.actions.len(), 1, "{:?}", out.actions);
     assert_eq!(out.actions[0].kind, ActionKind::SetCpu(Some(500)));
-    assert_eq!(out.rejected.len(), 7);
-    assert!(out.rejected.iter().any(|r| r.reason.contains("is not running")));
-    assert_eq!(s.counters().rejected_actions, 7);
+    assert_eq!(out.rejected.len(), 10);
+    assert!(out.rejected.iter().any(|r| r.reason.contains("does not exist or has ended")));
+    assert!(out.rejected.iter().any(|r| r.reason.contains("already runs on node")));
+    assert_eq!(s.counters().rejected_actions, 10);
 }
 
 #[test]
@@ -104,7 +105,7 @@ fn an_oversized_decision_is_refused_whole_and_the_tick_falls_back() {
     assert!(matches!(out.failure, Some(Failure::Oversized { .. })), "{:?}", out.failure);
     assert_eq!(out.fallback, Some(Fallback::FairShare));
     assert_eq!(out.actions.len(), 1);
-    assert_eq!((out.actions[0].job, out.actions[0].kind), (0, ActionKind::SetCpu(None)));
+    assert_eq!((out.actions[0].job, out.actions[0].kind.clone()), (0, ActionKind::SetCpu(None)));
 }
 
 #[test]

@@ -2,14 +2,14 @@
 
 use std::time::Duration;
 
-use wasmsched::sim::engine::SimConfig;
-use wasmsched::sim::run::{PolicyChoice, RunOptions, simulate};
-use wasmsched::sim::workload::Workload;
+use wasmsched::backend::sim::SimConfig;
+use wasmsched::backend::sim::workload::Workload;
+use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 
 use wasmsched_tests::common::runtime;
 
 fn demo() -> Workload {
-    Workload::from_scenario_str("demo", wasmsched::sim::DEMO_SCENARIO).unwrap().with_default_targets()
+    Workload::from_scenario_str("demo", wasmsched::experiment::DEMO_SCENARIO).unwrap().with_default_targets()
 }
 
 fn options(seed: u64) -> RunOptions {
@@ -66,7 +66,7 @@ fn scenario(name: &str) -> Workload {
 
 #[test]
 fn every_published_policy_runs_as_a_component_on_its_paper_scenario_and_moves_its_figure() {
-    use wasmsched::sim::paper::Figure;
+    use wasmsched::experiment::paper::Figure;
     let rt = runtime();
     let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
     for (file, name, figure) in [

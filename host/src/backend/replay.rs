@@ -1,18 +1,14 @@
 //! The replay backend: a telemetry recording ([`crate::record`]) played back through the
 //! one loop. Observing rebuilds the world tick by tick from the recorded deltas; applying
-//! changes nothing, so any policy can be run over what happened and its decisions diffed
-//! against the ones that were taken. A policy is a pure function of its snapshots, so the
-//! same policy gives the same decisions, bit for bit.
+//! changes nothing. [`crate::replay`] runs a policy over it and diffs its decisions against
+//! the recorded ones.
 
 use std::path::Path;
 use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend};
 use crate::bindings::wit;
-use crate::control::{self, Driver, LoopConfig, Policies, Tick};
 use crate::record::{self, RecordError, RecordedDecision, RecordedTick};
-use crate::runtime::Runtime;
-use crate::runtime::supervise::Supervised;
 use crate::snapshot::{GpuSlot, Telemetry};
 
 /// A recording being played back.
@@ -99,9 +95,8 @@ pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
             world.start_job(h, c.node[i], Vec::new());
         }
         let Some(state) = world.state_mut(h) else { continue };
-        state.gpus = held
-            .filter_map(|k| Some(GpuSlot { node: *c.gpu_node.get(k)?, index: *c.gpu_index.get(k)? }))
-            .collect();
+        state.gpus =
+            held.filter_map(|k| Some(GpuSlot { node: *c.gpu_node.get(k)?, index: *c.gpu_index.get(k)? })).collect();
         state.run_ms = c.run_ms[i];
         state.gpu_ms = c.gpu_ms[i];
         state.node = c.node[i];
@@ -131,75 +126,4 @@ pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
         k += n;
         world.record_at(p.job[i], p.time_ms[i], p.epoch[i], values);
     }
-}
-
-/// One tick whose decisions differ.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Difference {
-    /// The tick's number.
-    pub tick: u64,
-    /// What was done then (None: the policy was not asked).
-    pub recorded: Option<Vec<wit::Action>>,
-    /// What the replayed policy decided (None: it was not asked).
-    pub replayed: Option<Vec<wit::Action>>,
-}
-
-/// What a replay found.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ReplayReport {
-    /// Ticks played.
-    pub ticks: u64,
-    /// Ticks on which the recording or the replay decided.
-    pub compared: u64,
-    /// Of those, ticks with identical actions (reasons included).
-    pub identical: u64,
-    /// Recorded ticks that fell back (a deadline on the live host may not recur).
-    pub recorded_fallbacks: u64,
-    /// The ticks that differ, in order.
-    pub differences: Vec<Difference>,
-}
-
-impl ReplayReport {
-    /// True when every compared tick is identical.
-    pub fn is_identical(&self) -> bool {
-        self.differences.is_empty()
-    }
-}
-
-struct Collect<'a> {
-    policy: &'a mut Supervised,
-    decided: Vec<Option<Vec<wit::Action>>>,
-}
-
-impl Driver for Collect<'_> {
-    fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
-    }
-
-    fn record(&mut self, tick: Tick<'_>) {
-        self.decided.push(tick.active.map(|a| a.outcome.actions));
-    }
-}
-
-/// Run `policy` over the recording through the one loop and diff its decisions against the
-/// recorded ones.
-pub fn replay(rt: &Runtime, replay: &mut Replay, policy: &mut Supervised) -> ReplayReport {
-    let mut driver = Collect { policy, decided: Vec::new() };
-    let config = LoopConfig { tick: replay.tick(), horizon: None };
-    let summary = control::drive(replay, &mut driver, rt, &config);
-    let mut report = ReplayReport { ticks: summary.ticks, ..ReplayReport::default() };
-    for (i, (recorded, replayed)) in replay.recorded().iter().zip(driver.decided).enumerate() {
-        let recorded_actions = recorded.as_ref().map(|d| d.actions.clone());
-        if recorded_actions.is_none() && replayed.is_none() {
-            continue;
-        }
-        report.compared += 1;
-        report.recorded_fallbacks += u64::from(recorded.as_ref().is_some_and(|d| d.fallback));
-        if recorded_actions == replayed {
-            report.identical += 1;
-        } else {
-            report.differences.push(Difference { tick: i as u64 + 1, recorded: recorded_actions, replayed });
-        }
-    }
-    report
 }

@@ -127,13 +127,7 @@ fn describe(e: &wit::PolicyError) -> String {
 }
 
 impl LoadedPolicy {
-    pub(super) fn new(
-        name: Arc<str>,
-        digest: String,
-        pre: Pre,
-        compile_time: Duration,
-        cache_hit: bool,
-    ) -> Self {
+    pub(super) fn new(name: Arc<str>, digest: String, pre: Pre, compile_time: Duration, cache_hit: bool) -> Self {
         LoadedPolicy { name, digest, pre, compile_time, cache_hit }
     }
 
@@ -228,9 +222,7 @@ impl PolicyInstance {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_decide(store, snapshot),
             Plugin::V0_1(p, adapter) => {
                 let old = adapter.snapshot(snapshot);
-                p.wasmsched_policy_policy()
-                    .call_decide(store, &old)
-                    .map(|r| r.map(v0_1::decision).map_err(v0_1::error))
+                p.wasmsched_policy_policy().call_decide(store, &old).map(|r| r.map(v0_1::decision).map_err(v0_1::error))
             }
         })
     }

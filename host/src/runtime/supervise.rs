@@ -185,7 +185,9 @@ impl Supervised {
             let state = self.saved_state.as_deref();
             match self.policy.instantiate(rt, self.limits, &self.config_json, state) {
                 Ok(instance) => self.instance = Some(instance),
-                Err(e) => tracing::debug!(policy = self.policy.name(), error = %e, "instance not made yet; the next call retries"),
+                Err(e) => {
+                    tracing::debug!(policy = self.policy.name(), error = %e, "instance not made yet; the next call retries")
+                }
             }
         }
         if let Some(instance) = &self.instance {

@@ -23,6 +23,12 @@ impl Policy for Garbage {
         d.push(Action::migrate(id, NodeId(9999)).because("no such node"));
         d.push(Action::set_gpu_share(id, 77, 50).because("no such gpu"));
         d.push(Action::set_gpu_share(id, 0, 250).because("share over 100 percent"));
+        d.push(Action::place(id, NodeId(0), &[]).because("place a job that runs"));
+        d.push(
+            Action::place_on(JobId(u32::MAX), &[(NodeId(u32::MAX), vec![u32::MAX; 3])], true)
+                .because("place nothing nowhere"),
+        );
+        d.push(Action::preempt(JobId(u32::MAX - 1)).because("preempt no such job"));
         d.push(Action::set_cpu(id, Millicores(500)).because("the one valid action"));
         Ok(d)
     }

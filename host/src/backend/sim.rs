@@ -1,7 +1,7 @@
 //! The simulator backend: a discrete-event simulation of DL jobs on nodes.
 //!
 //! **What is real.** Each training job walks its model's measured learning curve (the
-//! per-epoch validation metric of a real run, [`super::model`]); an epoch's metric is the
+//! per-epoch validation metric of a real run, [`model`]); an epoch's metric is the
 //! real one, so progress, plateaus and targets behave as in real training.
 //!
 //! **What is assumed.** An epoch costs a fixed amount of CPU work (core-seconds per model,
@@ -24,8 +24,11 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::model::{Curve, meets};
-use super::workload::{JobPlan, NodeSpec, Workload};
+pub mod model;
+pub mod workload;
+
+use self::model::{Curve, meets};
+use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit::{self, ActionKind};
 use crate::snapshot::{GpuSlot, Telemetry};
@@ -785,7 +788,10 @@ impl Simulator {
 
     /// The live job (running or queued) behind `handle`.
     fn job_of(&self, handle: u32) -> Option<usize> {
-        self.by_handle.get(handle as usize).copied().filter(|&i| matches!(self.jobs[i].phase, Phase::Running | Phase::Queued))
+        self.by_handle
+            .get(handle as usize)
+            .copied()
+            .filter(|&i| matches!(self.jobs[i].phase, Phase::Running | Phase::Queued))
     }
 
     /// Whether the run is over: nothing left to arrive or run, and no queued job that could
@@ -841,7 +847,8 @@ impl Backend for Simulator {
         for i in running {
             let j = &mut self.jobs[i];
             let Some(state) = j.handle.and_then(|h| world.state_mut(h)) else { continue };
-            let sharing = j.gpus.iter().map(|g| self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize]).max();
+            let sharing =
+                j.gpus.iter().map(|g| self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize]).max();
             state.node = j.node;
             state.cpu_used_millicores = (1000.0 * j.used_core_s / interval).round() as u64;
             state.memory_used_bytes = j.memory_bytes;
@@ -868,7 +875,11 @@ impl Backend for Simulator {
             }
         }
         if self.over() && !self.queue.is_empty() {
-            tracing::warn!(queued = self.queue.len(), idle_s = self.config.idle_limit_s, "jobs still wait but nothing has run for the idle limit; the run ends");
+            tracing::warn!(
+                queued = self.queue.len(),
+                idle_s = self.config.idle_limit_s,
+                "jobs still wait but nothing has run for the idle limit; the run ends"
+            );
         }
         !self.over()
     }

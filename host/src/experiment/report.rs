@@ -12,9 +12,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::engine::JobOutcome;
 use super::run::{Comparison, RunReport};
-use super::workload::Workload;
+use crate::backend::sim::JobOutcome;
+use crate::backend::sim::workload::Workload;
 
 mod svg;
 

@@ -36,8 +36,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::model::Model;
-use super::paper::Claim;
 use crate::bindings::wit;
+use crate::experiment::paper::Claim;
 
 mod scenario;
 mod trace;

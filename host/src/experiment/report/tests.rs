@@ -1,7 +1,7 @@
 use super::*;
-use crate::sim::model::Model;
-use crate::sim::run::Sample;
-use crate::sim::workload::{JobPlan, NodeSpec};
+use crate::backend::sim::model::Model;
+use crate::backend::sim::workload::{JobPlan, NodeSpec};
+use crate::experiment::run::Sample;
 
 fn plan(name: &str, arrival_s: f64) -> JobPlan {
     JobPlan { max_epochs: Some(5), ..JobPlan::training(name, Model::Cifar10, arrival_s) }

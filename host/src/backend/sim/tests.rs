@@ -9,8 +9,8 @@ fn cfs_splits_equally_and_gives_unused_share_to_the_others() {
     assert!(cfs_shares(8.0, &[]).is_empty());
 }
 
-use crate::sim::model::Model;
-use crate::sim::workload::{JobPlan, NodeSpec};
+use crate::backend::sim::model::Model;
+use crate::backend::sim::workload::{JobPlan, NodeSpec};
 
 fn node(name: &str, cores: u64) -> NodeSpec {
     NodeSpec { name: name.into(), cpu_millicores: cores * 1000, memory_bytes: 64 << 30, gpus: 0, gpu_memory_bytes: 0 }
@@ -117,7 +117,9 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     while step(&mut sim, &mut world, 10_000) {}
     let o = sim.outcomes();
     assert!(o.iter().all(|j| j.finish_s.is_some()), "everyone ran in the end");
-    assert!(o[2].waited_s.unwrap() > 0.0 && o[2].waited_s.unwrap() >= o[0].jct_s.unwrap().min(o[1].jct_s.unwrap()) - 1e-6);
+    assert!(
+        o[2].waited_s.unwrap() > 0.0 && o[2].waited_s.unwrap() >= o[0].jct_s.unwrap().min(o[1].jct_s.unwrap()) - 1e-6
+    );
 }
 
 fn gpu_world(policy_places: bool) -> (Simulator, Telemetry) {

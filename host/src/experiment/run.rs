@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::engine::{JobOutcome, SimConfig, Simulator};
-use super::workload::Workload;
 use crate::admission;
+use crate::backend::sim::workload::Workload;
+use crate::backend::sim::{JobOutcome, SimConfig, Simulator};
 use crate::control::{self, LoopConfig};
 use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
 use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};

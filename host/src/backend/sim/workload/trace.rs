@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::io::Read;
 
 use super::{GIB, JobPlan, LoadOptions, NodeSpec, PHILLY_NODES, POLLUX_NODES, Workload, WorkloadError, finish};
-use crate::sim::model::Model;
+use crate::backend::sim::model::Model;
 
 /// The columns of a Pollux workload CSV, in the artifact's order.
 const POLLUX_COLUMNS: [&str; 5] = ["name", "time", "application", "num_replicas", "batch_size"];

@@ -6,9 +6,9 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
+use crate::backend::sim::model::Model;
 use crate::bindings::wit;
-use crate::sim::model::Model;
-use crate::sim::paper::Claim;
+use crate::experiment::paper::Claim;
 
 /// A scenario file: see `scenarios/README.md`.
 #[derive(Deserialize)]

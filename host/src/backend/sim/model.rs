@@ -137,7 +137,7 @@ macro_rules! curve_files {
     ($model:literal: $($batch:literal),+ $(,)?) => {
         &[$((
             $batch,
-            include_str!(concat!("../../../data/curves/", $model, "/validation-", stringify!($batch), ".csv")),
+            include_str!(concat!("../../../../data/curves/", $model, "/validation-", stringify!($batch), ".csv")),
         )),+]
     };
 }

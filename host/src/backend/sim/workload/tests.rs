@@ -66,7 +66,7 @@ source = "a paper"
 "#;
     let w = Workload::from_scenario_str("t.toml", text).expect("loads");
     assert_eq!(w.name, "full");
-    assert_eq!((w.paper.len(), w.paper[0].figure), (1, crate::sim::paper::Figure::BestJobJct));
+    assert_eq!((w.paper.len(), w.paper[0].figure), (1, crate::experiment::paper::Figure::BestJobJct));
     assert_eq!(
         w.nodes,
         vec![NodeSpec {
@@ -329,7 +329,12 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
     );
     assert_eq!(
         w.jobs,
-        vec![JobPlan { batch_size: 2048, gpus: 6, replicas: 6, ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0) }]
+        vec![JobPlan {
+            batch_size: 2048,
+            gpus: 6,
+            replicas: 6,
+            ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0)
+        }]
     );
     let w = Workload::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None }).expect("loads");
     assert_eq!(w.nodes.len(), 2);

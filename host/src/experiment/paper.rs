@@ -8,8 +8,8 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::JobOutcome;
 use super::run::{Comparison, RunReport, mean, std_dev};
+use crate::backend::sim::JobOutcome;
 
 /// A figure a paper reports, measured as a change against the baseline run of the same seed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]

@@ -1,0 +1,630 @@
+//! Tiresias: discretised two-dimensional least attained service (2D-LAS), with preemption.
+//!
+//! Jobs sit in priority queues by attained service (GPU time) against thresholds, ranked by
+//! queue and then first come first served; each round the ranked jobs are admitted while their
+//! GPUs fit, and a running job that is not is preempted when an admitted job needs its GPUs.
+//!
+//! In detail, every `interval-s`:
+//! 1. A job's attained service is the GPU-seconds it has received (its run time for a CPU
+//!    job). With thresholds t₀ < t₁ < …, a job is in Q0 below t₀, in Q1 from t₀ to t₁, and so
+//!    on; a new job enters Q0.
+//! 2. Jobs, running and queued, are ranked by queue, then by when they entered it (arrival
+//!    for Q0, demotion for the others, as the reference does; `within-queue = "arrival"`
+//!    ranks by arrival instead), then by arrival.
+//! 3. Down the ranking, a job is admitted while its GPUs fit what is left of the cluster's GPU
+//!    count and then an actual placement: a running job keeps its GPUs; a queued one is placed
+//!    by first fit ([`sched::FreeGpus`]), the nodes with the most free GPUs first, on the free
+//!    GPUs, else on those of running jobs not
+//!    admitted, released lowest ranked first until it fits; only those whose GPUs it takes are
+//!    preempted. A job that does not fit is passed over and the walk goes on.
+//! 4. The decision holds the preemptions first, then the placements. A job preempted in a
+//!    round is not placed again in it; with `min-run-s`, a job is not preempted before its
+//!    current run has lasted that long.
+//! 5. Starvation relief (off by default): a job below Q0 that has waited, since it first ran
+//!    after its last promotion, `starvation-factor` times its run time since that promotion
+//!    goes back to Q0, its service counted from zero.
+//!
+//! Between rounds it asks to be called when the next one is due; jobs that arrive meanwhile
+//! wait for it, as in the reference simulator.
+//!
+//! Reads: each job's attained service, run time, arrival, GPUs asked, replicas and whether it
+//! waits; each node's GPUs and which running jobs hold them.
+//!
+//! Config (kebab-case keys, all optional; defaults from Pollux's simulator of Tiresias,
+//! `simulator/tiresias.py` and `simulator.py` in github.com/petuum/adaptdl):
+//! - `interval-s` (60): seconds between rounds (the simulator's scheduling interval); 0 is
+//!   every call;
+//! - `thresholds-gpu-h` (`[16]`): attained service, in GPU-hours, at which a job drops to the
+//!   next queue, ascending (one threshold: two queues, Q0 and Q1);
+//! - `within-queue` ("entry"): rank within a queue by entering it, or "arrival";
+//! - `starvation-factor` (0, off, as the simulator's): see 5;
+//! - `min-run-s` (0, as the simulator's): a job's current run lasts at least this long before
+//!   it may be preempted.
+//!
+//! Paper: J. Gu, M. Chowdhury, K. G. Shin, Y. Zhu, M. Jeon, J. Qian, H. Liu, C. Guo,
+//! "Tiresias: A GPU Cluster Manager for Distributed Deep Learning", NSDI 2019; as simulated
+//! in A. Qiao et al., "Pollux: Co-adaptive Cluster Scheduling for Goodput-Optimized Deep
+//! Learning", OSDI 2021.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wasmsched_sdk::prelude::*;
+
+/// Tiresias's constants.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Seconds between rounds; 0 runs a round on every call.
+    pub interval_s: f64,
+    /// Attained service, in GPU-hours, at which a job drops to the next queue; strictly
+    /// ascending. k thresholds make k + 1 queues.
+    pub thresholds_gpu_h: Vec<f64>,
+    /// How jobs of one queue are ranked.
+    pub within_queue: WithinQueue,
+    /// A job below Q0 that has waited this many times its run time (both counted since its
+    /// last promotion) goes back to Q0 with its service counted from zero; 0 turns it off.
+    pub starvation_factor: f64,
+    /// Seconds a job's current run lasts at least before it may be preempted.
+    pub min_run_s: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            interval_s: 60.0,
+            thresholds_gpu_h: vec![16.0],
+            within_queue: WithinQueue::Entry,
+            starvation_factor: 0.0,
+            min_run_s: 0.0,
+        }
+    }
+}
+
+/// How jobs of one queue are ranked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WithinQueue {
+    /// In order of entering the queue: arrival for Q0, demotion (or promotion) for the
+    /// others; arrival breaks a tie.
+    #[default]
+    Entry,
+    /// In order of arrival.
+    Arrival,
+}
+
+/// What the policy keeps about one job.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+struct Ledger {
+    /// Its queue.
+    queue: usize,
+    /// When it entered that queue.
+    entered_s: f64,
+    /// Its attained service and run time at its last promotion (0 before any).
+    service_base_s: f64,
+    run_base_s: f64,
+    /// Time it has waited since it first ran after its last promotion.
+    waited_s: f64,
+    /// Its run time when its current run began.
+    run_start_s: f64,
+}
+
+/// What survives a hot swap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct State {
+    rounds: Rounds,
+    /// When the last round ran.
+    last_round_s: Option<f64>,
+    /// Per job handle.
+    jobs: BTreeMap<u32, Ledger>,
+}
+
+/// The Tiresias policy.
+pub struct Tiresias {
+    config: Config,
+    state: State,
+}
+
+/// The queue of a job with `service_s` GPU-seconds against thresholds in GPU-hours.
+fn queue_for(thresholds_gpu_h: &[f64], service_s: f64) -> usize {
+    thresholds_gpu_h.iter().take_while(|&&t| service_s >= t * 3600.0).count()
+}
+
+impl Tiresias {
+    /// A job's queue as of the last round (0 is the highest), for tests and logs.
+    pub fn queue_of(&self, job: JobId) -> Option<usize> {
+        self.state.jobs.get(&job.0).map(|l| l.queue)
+    }
+
+    /// Bring every live job's ledger up to `now`, `elapsed` after the previous round: waits,
+    /// demotions, promotions.
+    fn update(&mut self, s: &Snapshot, now: f64, elapsed: f64) {
+        let thresholds = &self.config.thresholds_gpu_h;
+        let factor = self.config.starvation_factor;
+        let mut live: Vec<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
+        live.sort_unstable();
+        self.state.jobs.retain(|h, _| live.binary_search(h).is_ok());
+        for job in s.jobs().chain(s.queue()) {
+            let (service, run) = (job.attained_service().0, job.run_time().0);
+            let fresh = Ledger {
+                queue: usize::MAX,
+                entered_s: now,
+                service_base_s: 0.0,
+                run_base_s: 0.0,
+                waited_s: 0.0,
+                run_start_s: 0.0,
+            };
+            let l = self.state.jobs.entry(job.id().0).or_insert(fresh);
+            let ran = run - l.run_base_s;
+            if job.is_queued() && ran > 0.0 {
+                l.waited_s += elapsed;
+            }
+            let queue = queue_for(thresholds, service - l.service_base_s);
+            if queue != l.queue {
+                (l.queue, l.entered_s) = (queue, now);
+            }
+            if factor > 0.0 && job.is_queued() && queue > 0 && ran > 0.0 && l.waited_s >= factor * ran {
+                info!("tiresias: {} waited {:.0} s after running {:.0} s: back to queue 0", job.id(), l.waited_s, ran);
+                *l = Ledger { service_base_s: service, run_base_s: run, queue: 0, ..fresh };
+            }
+        }
+    }
+
+    /// Whether a running job's current run is long enough to preempt it.
+    fn preemptible(&self, job: &Job) -> bool {
+        let start = self.state.jobs.get(&job.id().0).map_or(0.0, |l| l.run_start_s);
+        job.run_time().0 - start >= self.config.min_run_s && !job.gpus().is_empty()
+    }
+
+    /// One round: rank, admit, and push the preemptions and then the placements.
+    fn round(&mut self, s: &Snapshot, d: &mut Decision) {
+        let mut order: Vec<(Job, usize, f64)> = s
+            .jobs()
+            .chain(s.queue())
+            .map(|j| {
+                let ledger = self.state.jobs.get(&j.id().0);
+                let at = match self.config.within_queue {
+                    WithinQueue::Entry => ledger.map_or(j.arrival().0, |l| l.entered_s),
+                    WithinQueue::Arrival => j.arrival().0,
+                };
+                (j, ledger.map_or(0, |l| l.queue), at)
+            })
+            .collect();
+        order.sort_by(|(a, qa, ta), (b, qb, tb)| {
+            qa.cmp(qb).then(ta.total_cmp(tb)).then(a.arrival().0.total_cmp(&b.arrival().0)).then(a.id().cmp(&b.id()))
+        });
+        let order: Vec<Job> = order.into_iter().map(|(j, _, _)| j).collect();
+        let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
+        let mut left = free.gpu_count();
+        // Per rank: admitted (runs on), or preempted this round.
+        let mut admitted = vec![false; order.len()];
+        let mut preempted = vec![false; order.len()];
+        let (mut preemptions, mut placements) = (Vec::new(), Vec::new());
+        for (i, job) in order.iter().enumerate() {
+            let ask = job.gpus_asked();
+            if preempted[i] || ask > left {
+                continue;
+            }
+            if !job.is_queued() {
+                (admitted[i], left) = (true, left - ask);
+                continue;
+            }
+            let placement = match free.find_job(job) {
+                Some(p) => p,
+                None => {
+                    let victims: Vec<usize> = (0..order.len())
+                        .rev()
+                        .filter(|&v| {
+                            !order[v].is_queued() && !admitted[v] && !preempted[v] && self.preemptible(&order[v])
+                        })
+                        .collect();
+                    let Some((p, needed)) = make_room(&free, job, &order, &victims) else { continue };
+                    for v in needed {
+                        free.release(&order[v]);
+                        preempted[v] = true;
+                        let why = format!(
+                            "tiresias: {} (queue {}) needs its GPUs; this job is in queue {}",
+                            job.id(),
+                            self.queue_of(job.id()).unwrap_or(0),
+                            self.queue_of(order[v].id()).unwrap_or(0)
+                        );
+                        preemptions.push(Action::preempt(order[v].id()).because(why));
+                    }
+                    p
+                }
+            };
+            free.take(&placement);
+            (admitted[i], left) = (true, left - ask);
+            if let Some(l) = self.state.jobs.get_mut(&job.id().0) {
+                l.run_start_s = job.run_time().0;
+            }
+            let why = format!(
+                "tiresias: queue {}, {:.2} GPU-h attained",
+                self.queue_of(job.id()).unwrap_or(0),
+                job.attained_service().0 / 3600.0
+            );
+            placements.push(placement.action(job.id()).because(why));
+        }
+        for action in preemptions.into_iter().chain(placements) {
+            d.push(action);
+        }
+    }
+}
+
+/// Where `job` fits once some of `victims` (ranks into `order`, lowest ranked first) are
+/// released from `free`, and which of them it needs: released one by one until it fits,
+/// keeping only those whose GPUs the placement takes.
+fn make_room(
+    free: &sched::FreeGpus,
+    job: &Job,
+    order: &[Job],
+    victims: &[usize],
+) -> Option<(sched::Placement, Vec<usize>)> {
+    let mut all = free.clone();
+    for &v in victims {
+        all.release(&order[v]);
+    }
+    all.find_job(job)?;
+    let mut trial = free.clone();
+    for (n, &v) in victims.iter().enumerate() {
+        trial.release(&order[v]);
+        if let Some(p) = trial.find_job(job) {
+            let taken: Vec<GpuSlot> = p.gpus().collect();
+            let needed = victims[..=n].iter().copied().filter(|&v| order[v].gpus().iter().any(|g| taken.contains(g)));
+            return Some((p, needed.collect()));
+        }
+    }
+    None
+}
+
+impl Policy for Tiresias {
+    type Config = Config;
+
+    const PLACES: bool = true;
+
+    fn new(config: Config) -> Result<Self, PolicyError> {
+        let c = &config;
+        let non_negative = |x: f64| x.is_finite() && x >= 0.0;
+        let ascending = c.thresholds_gpu_h.windows(2).all(|w| w[0] < w[1]);
+        let positive = c.thresholds_gpu_h.iter().all(|&t| t.is_finite() && t > 0.0);
+        if !(non_negative(c.interval_s) && non_negative(c.starvation_factor) && non_negative(c.min_run_s)) {
+            return Err(PolicyError::InvalidConfig(
+                "interval-s, starvation-factor and min-run-s must be zero or more".into(),
+            ));
+        }
+        if !(ascending && positive) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "thresholds-gpu-h must be positive and strictly ascending, like [16] or [1, 16]; got {:?}",
+                c.thresholds_gpu_h
+            )));
+        }
+        Ok(Tiresias { config, state: State::default() })
+    }
+
+    fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
+        let now = s.time().0;
+        let mut d = Decision::new();
+        let interval = Seconds(self.config.interval_s);
+        if !self.state.rounds.due(s.time(), interval, &mut d) {
+            return Ok(d);
+        }
+        let elapsed = now - self.state.last_round_s.unwrap_or(now);
+        self.state.last_round_s = Some(now);
+        self.update(s, now, elapsed);
+        self.round(s, &mut d);
+        if interval.0 > 0.0 {
+            d.call_again_in(interval);
+        }
+        Ok(d)
+    }
+
+    keep_state!(state);
+}
+
+export_policy!(Tiresias);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmsched_sdk::testing::{Harness, TestWorld, job};
+
+    /// Rounds on every call; Q1 from 1 GPU-hour.
+    const FAST: &str = r#"{"interval-s": 0, "thresholds-gpu-h": [1]}"#;
+
+    /// Nodes with these GPU counts, 8 cores each.
+    fn cluster(gpus: &[usize]) -> TestWorld {
+        let mut w = TestWorld::new();
+        for (i, &n) in gpus.iter().enumerate() {
+            w.node_with_gpus(&format!("n{i}"), Millicores(8000), Bytes::gib(64), &vec![Bytes::gib(16); n]);
+        }
+        w
+    }
+
+    fn tiresias(config: &str, world: TestWorld) -> Harness<Tiresias> {
+        Harness::from_config(config, world).unwrap()
+    }
+
+    /// A tick whose decision must pass the host's checks.
+    fn tick(h: &mut Harness<Tiresias>, by: f64) -> Decision {
+        let d = h.tick(Seconds(by)).unwrap();
+        assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
+        d
+    }
+
+    /// A placement's (node, GPU indices) entries.
+    type Entries = Vec<(u32, Vec<u32>)>;
+
+    /// Each placement of the decision: the job and its entries.
+    fn placed(d: &Decision) -> Vec<(JobId, Entries)> {
+        d.actions()
+            .iter()
+            .filter_map(|a| match a.kind() {
+                ActionKind::Place(p) => Some((a.job(), p.nodes.iter().map(|e| (e.node, e.gpus.clone())).collect())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn preempted(d: &Decision) -> Vec<JobId> {
+        d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Preempt)).map(Action::job).collect()
+    }
+
+    /// One job of 4 GPUs on `gpus`' first node, run for 1000 s: 4000 GPU-s puts it in Q1.
+    fn demoted(config: &str, gpus: &[usize]) -> (Harness<Tiresias>, JobId) {
+        let mut w = cluster(gpus);
+        let a = w.queue_job(job("a", "imagenet").gpus(4));
+        let mut h = tiresias(config, w);
+        assert_eq!(placed(&tick(&mut h, 0.0)), [(a, vec![(0, vec![0, 1, 2, 3])])]);
+        tick(&mut h, 1000.0);
+        assert_eq!(h.policy().queue_of(a), Some(1));
+        (h, a)
+    }
+
+    #[test]
+    fn a_job_that_has_used_more_gpu_time_yields_to_a_newcomer() {
+        let (mut h, a) = demoted(FAST, &[4]);
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        let d = tick(&mut h, 60.0);
+        assert_eq!(preempted(&d), [a]);
+        assert_eq!(placed(&d), [(b, vec![(0, vec![0, 1, 2, 3])])]);
+        assert!(matches!(d.actions()[0].kind(), ActionKind::Preempt), "the preemption comes first");
+        assert_eq!(h.policy().queue_of(b), Some(0));
+    }
+
+    #[test]
+    fn a_preempted_job_waits_and_resumes_when_the_gpus_free_up() {
+        let (mut h, a) = demoted(FAST, &[4]);
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        tick(&mut h, 60.0);
+        assert!(tick(&mut h, 60.0).is_empty(), "b, in Q0, keeps its GPUs");
+        h.world.remove_job(b);
+        assert_eq!(placed(&tick(&mut h, 60.0)), [(a, vec![(0, vec![0, 1, 2, 3])])]);
+    }
+
+    #[test]
+    fn within_a_queue_the_job_that_came_first_keeps_running_whatever_its_service() {
+        let mut w = cluster(&[4]);
+        let a = w.queue_job(job("a", "imagenet").gpus(4));
+        let mut h = tiresias(FAST, w);
+        tick(&mut h, 0.0);
+        tick(&mut h, 600.0); // 2400 GPU-s: still Q0
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        assert!(tick(&mut h, 60.0).is_empty(), "a came first in Q0; least attained service alone would run b");
+        assert_eq!((h.policy().queue_of(a), h.policy().queue_of(b)), (Some(0), Some(0)));
+    }
+
+    #[test]
+    fn a_running_job_is_preempted_only_when_a_placed_job_needs_its_gpus() {
+        let (mut h, _) = demoted(FAST, &[4, 4]);
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        let d = tick(&mut h, 60.0);
+        assert_eq!(d.actions().len(), 1, "{d:?}");
+        assert_eq!(placed(&d), [(b, vec![(1, vec![0, 1, 2, 3])])]);
+    }
+
+    #[test]
+    fn the_lowest_ranked_running_job_is_the_one_preempted() {
+        let mut w = cluster(&[4, 4]);
+        let x = w.queue_job(job("x", "imagenet").gpus(4));
+        let y = w.queue_job(job("y", "imagenet").gpus(4));
+        let mut h = tiresias(FAST, w);
+        assert_eq!(placed(&tick(&mut h, 0.0)).len(), 2);
+        tick(&mut h, 1000.0); // both in Q1, entered together; x arrived first
+        let z = h.world.queue_job(job("z", "cifar10").gpus(4));
+        let d = tick(&mut h, 60.0);
+        assert_eq!(preempted(&d), [y]);
+        assert_eq!(placed(&d), [(z, vec![(1, vec![0, 1, 2, 3])])]);
+        assert!(!preempted(&d).contains(&x));
+    }
+
+    #[test]
+    fn only_the_jobs_whose_gpus_a_placement_takes_are_preempted() {
+        let mut w = cluster(&[2, 2]);
+        let a = w.queue_job(job("a", "cifar10").gpus(1));
+        let c = w.queue_job(job("c", "cifar10").gpus(1));
+        w.start(a, NodeId(0), &[0]);
+        w.start(c, NodeId(1), &[0]);
+        let mut h = tiresias(r#"{"interval-s": 0, "thresholds-gpu-h": [0.1]}"#, w);
+        tick(&mut h, 400.0); // both past 360 GPU-s: Q1
+        // A job that may be split takes the free GPU of each node and preempts nobody.
+        let s = h.world.queue_job(job("s", "cifar10").gpus(2).replicas(2));
+        let d = tick(&mut h, 60.0);
+        assert_eq!((preempted(&d), placed(&d)), (vec![], vec![(s, vec![(0, vec![1]), (1, vec![1])])]));
+        h.world.remove_job(s);
+        tick(&mut h, 60.0);
+        // One that may not needs a whole node: c, ranked below a, makes room; a keeps running.
+        let b = h.world.queue_job(job("b", "cifar10").gpus(2));
+        let d = tick(&mut h, 60.0);
+        assert_eq!(preempted(&d), [c]);
+        assert_eq!(placed(&d), [(b, vec![(1, vec![0, 1])])]);
+    }
+
+    #[test]
+    fn a_job_is_not_preempted_before_its_minimum_run_time() {
+        let mut w = cluster(&[4]);
+        let a = w.queue_job(job("a", "imagenet").gpus(4));
+        let mut h = tiresias(r#"{"interval-s": 0, "thresholds-gpu-h": [0.5], "min-run-s": 1200}"#, w);
+        tick(&mut h, 0.0);
+        tick(&mut h, 600.0); // 2400 GPU-s: Q1
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        assert!(tick(&mut h, 60.0).is_empty(), "a has run 660 s of its 1200");
+        let d = tick(&mut h, 600.0);
+        assert_eq!((preempted(&d), placed(&d).len()), (vec![a], 1));
+        assert_eq!(placed(&d)[0].0, b);
+    }
+
+    #[test]
+    fn jobs_move_down_one_queue_at_each_threshold_and_cpu_jobs_count_their_run_time() {
+        let mut w = cluster(&[2]);
+        let a = w.queue_job(job("a", "cifar10").gpus(2));
+        let c = w.queue_job(job("c", "ncf"));
+        let mut h = tiresias(r#"{"interval-s": 0, "thresholds-gpu-h": [1, 2]}"#, w);
+        assert_eq!(placed(&tick(&mut h, 0.0)), [(a, vec![(0, vec![0, 1])]), (c, vec![(0, vec![])])]);
+        let queues = |h: &Harness<Tiresias>| (h.policy().queue_of(a), h.policy().queue_of(c));
+        tick(&mut h, 1799.0);
+        assert_eq!(queues(&h), (Some(0), Some(0)));
+        tick(&mut h, 2.0); // a: 3602 GPU-s
+        assert_eq!(queues(&h), (Some(1), Some(0)));
+        tick(&mut h, 1800.0); // a: 7202 GPU-s; c: 3601 s
+        assert_eq!(queues(&h), (Some(2), Some(1)));
+    }
+
+    #[test]
+    fn a_job_that_does_not_fit_is_passed_over_and_smaller_ones_behind_it_start() {
+        let mut w = cluster(&[4]);
+        w.queue_job(job("huge", "imagenet").gpus(8));
+        let a = w.queue_job(job("a", "imagenet").gpus(3));
+        w.queue_job(job("b", "cifar10").gpus(2));
+        let c = w.queue_job(job("c", "cifar10").gpus(1));
+        let mut h = tiresias(FAST, w);
+        let d = tick(&mut h, 0.0);
+        assert_eq!(placed(&d), [(a, vec![(0, vec![0, 1, 2])]), (c, vec![(0, vec![3])])]);
+        assert!(tick(&mut h, 60.0).is_empty(), "b waits behind a in Q0 without preempting it");
+    }
+
+    #[test]
+    fn a_job_that_waits_long_enough_goes_back_to_the_first_queue() {
+        let config = r#"{"interval-s": 0, "thresholds-gpu-h": [1], "starvation-factor": 0.5}"#;
+        let (mut h, a) = demoted(config, &[4]);
+        let b = h.world.queue_job(job("b", "cifar10").gpus(4));
+        assert_eq!(preempted(&tick(&mut h, 60.0)), [a]); // t = 1060: a ran 1060 s
+        for _ in 0..8 {
+            tick(&mut h, 60.0);
+        }
+        assert_eq!(h.policy().queue_of(a), Some(1), "480 s waited, less than half of 1060");
+        let d = tick(&mut h, 60.0);
+        assert_eq!(h.policy().queue_of(a), Some(0), "540 s waited");
+        assert!(d.is_empty(), "b entered Q0 first and keeps its GPUs");
+        for _ in 0..5 {
+            tick(&mut h, 60.0);
+        }
+        let d = tick(&mut h, 60.0); // t = 1960: b has 3600 GPU-s and drops to Q1
+        assert_eq!((preempted(&d), placed(&d)), (vec![b], vec![(a, vec![(0, vec![0, 1, 2, 3])])]));
+        assert_eq!(h.policy().queue_of(a), Some(0), "its 4240 GPU-s count from zero since its promotion");
+    }
+
+    #[test]
+    fn rounds_come_every_interval_and_jobs_that_arrive_between_wait_for_the_next() {
+        let mut h = tiresias("{}", cluster(&[4]));
+        assert_eq!(tick(&mut h, 0.0).next_call(), Some(Seconds(60.0)));
+        let a = h.world.queue_job(job("a", "cifar10").gpus(1));
+        let d = tick(&mut h, 30.0);
+        assert!(d.is_empty() && d.next_call() == Some(Seconds(30.0)), "{d:?}");
+        assert_eq!(placed(&tick(&mut h, 30.0)), [(a, vec![(0, vec![0])])]);
+    }
+
+    #[test]
+    fn ranking_by_arrival_puts_an_older_job_demoted_later_first() {
+        for (within, victim) in [("entry", "a"), ("arrival", "b")] {
+            let mut w = cluster(&[4]);
+            let a = w.queue_job(job("a", "cifar10").gpus(1));
+            let config = format!(r#"{{"interval-s": 0, "thresholds-gpu-h": [1], "within-queue": "{within}"}}"#);
+            let mut h = tiresias(&config, w);
+            tick(&mut h, 0.0);
+            let b = h.world.queue_job(job("b", "imagenet").gpus(3));
+            tick(&mut h, 10.0);
+            tick(&mut h, 1200.0); // t = 1210: b has 3600 GPU-s, Q1
+            tick(&mut h, 2390.0); // t = 3600: a has 3600 GPU-s, Q1
+            h.world.queue_job(job("c", "cifar10").gpus(1));
+            let d = tick(&mut h, 60.0);
+            let expected = if victim == "a" { a } else { b };
+            assert_eq!(preempted(&d), [expected], "{within}");
+        }
+    }
+
+    #[test]
+    fn a_bad_config_is_refused() {
+        let refuse = |c: &str| Harness::<Tiresias>::from_config(c, TestWorld::new()).is_err();
+        assert!(refuse(r#"{"thresholds-gpu-h": [16, 1]}"#));
+        assert!(refuse(r#"{"thresholds-gpu-h": [0]}"#));
+        assert!(refuse(r#"{"interval-s": -1}"#));
+        assert!(refuse(r#"{"min-run-s": "30s"}"#));
+        assert!(refuse(r#"{"within-queue": "size"}"#));
+        assert!(refuse(r#"{"alpha": 1}"#));
+        assert!(!refuse(r#"{"thresholds-gpu-h": [1, 16], "within-queue": "arrival", "starvation-factor": 2}"#));
+    }
+
+    #[test]
+    fn state_survives_a_swap() {
+        let (h, a) = demoted(FAST, &[4]);
+        let saved = h.runner().save_state();
+        let mut next = Tiresias::new(Config::default()).unwrap();
+        next.restore_state(&saved).unwrap();
+        assert_eq!(next.queue_of(a), Some(1));
+    }
+
+    /// A deterministic die (xorshift), so the busy world is the same on every run.
+    struct Dice(u64);
+
+    impl Dice {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Jobs of every shape arrive and end on four GPU nodes and a CPU node for 400 ticks of
+    /// 30 s; every decision is checked as the host would. Returns the placements and
+    /// preemptions made.
+    fn run_busy_world(config: &str) -> (usize, usize) {
+        let mut w = cluster(&[4, 4, 2, 8]);
+        w.node("cpu", Millicores(16000), Bytes::gib(64));
+        let mut h = tiresias(config, w);
+        let mut dice = Dice(0x2545_f491_4f6c_dd1d);
+        let shapes = [(0, 1), (1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 4), (12, 3), (32, 4)];
+        let (mut placements, mut preemptions) = (0, 0);
+        for tick in 0..400 {
+            for _ in 0..dice.below(3) {
+                let (gpus, replicas) = shapes[dice.below(shapes.len() as u64) as usize];
+                h.world.queue_job(job(&format!("j{tick}"), "cifar10").gpus(gpus).replicas(replicas));
+            }
+            let running: Vec<JobId> = h.runner().view().jobs().map(|j| j.id()).collect();
+            for id in running {
+                if dice.below(12) == 0 {
+                    h.world.remove_job(id);
+                }
+            }
+            let d = h.tick(Seconds(30.0)).unwrap();
+            if let Err(problem) = sched::check(&h.runner().view(), &d) {
+                panic!("tick {tick}: {problem}");
+            }
+            placements += placed(&d).len();
+            preemptions += preempted(&d).len();
+        }
+        (placements, preemptions)
+    }
+
+    #[test]
+    fn every_decision_on_a_busy_world_passes_the_hosts_rules() {
+        for config in [
+            r#"{"thresholds-gpu-h": [0.5, 2]}"#,
+            r#"{"interval-s": 0, "thresholds-gpu-h": [0.2], "starvation-factor": 1, "min-run-s": 120}"#,
+            r#"{"thresholds-gpu-h": [0.5], "within-queue": "arrival"}"#,
+        ] {
+            let (placements, preemptions) = run_busy_world(config);
+            assert!(placements > 100 && preemptions > 5, "{config}: {placements} placed, {preemptions} preempted");
+        }
+    }
+}
