@@ -42,13 +42,14 @@ fn to_sdk(s: &wit::Snapshot) -> wasmsched_sdk::bindings::wasmsched::policy::type
     serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
 }
 
-fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name: &str) {
+/// `config` is the policy's config as JSON (Tiresias runs a round on every call).
+fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name: &str, config: &str) {
     let wasm = wasmsched::shipped::by_name(name).expect("a shipped policy");
     let loaded = rt.load(name, wasm.wasm).expect("the shipped policy loads");
     for jobs in [10usize, 100, 1000] {
         let (first, mut ticks) = deltas(jobs);
 
-        let mut instance = loaded.instantiate(rt, Limits::default(), "{}", None).unwrap();
+        let mut instance = loaded.instantiate(rt, Limits::default(), config, None).unwrap();
         instance.decide_raw(&first).unwrap();
         let mut time = first.time_ms;
         let mut i = 0;
@@ -63,7 +64,7 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
         });
 
         let sdk_ticks: Vec<_> = ticks.iter().map(to_sdk).collect();
-        let mut runner = Runner::<P>::init("{}", None).unwrap();
+        let mut runner = Runner::<P>::init(config, None).unwrap();
         runner.decide_raw(to_sdk(&first)).unwrap();
         let mut time = first.time_ms;
         let mut i = 0;
@@ -81,8 +82,9 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
 
 fn decide(c: &mut Criterion) {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
-    bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share");
-    bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon");
+    bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share", "{}");
+    bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon", "{}");
+    bench_policy::<policy_tiresias::Tiresias>(c, &rt, "tiresias", r#"{"interval-s": 0}"#);
 }
 
 criterion_group!(benches, decide);

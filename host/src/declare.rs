@@ -206,6 +206,8 @@ mod tests {
                 ("max-epochs", "30"),
                 ("deliver", "/trainer,deliver,/ckpt/model"),
                 ("checkpoint", "/ckpt/"),
+                ("gpus", "2"),
+                ("replicas", "2"),
             ]),
         );
         assert!(d.problems.is_empty(), "{:?}", d.problems);
@@ -218,7 +220,8 @@ mod tests {
         assert_eq!(d.spec.max_epochs, Some(30));
         assert_eq!(d.deliver.as_deref(), Some(&["/trainer".to_string(), "deliver".into(), "/ckpt/model".into()][..]));
         assert_eq!(d.checkpoint.as_deref(), Some("/ckpt"));
-        assert_eq!(d.spec.labels.len(), 9, "the declaration is kept for policies");
+        assert_eq!((d.spec.gpus, d.spec.replicas), (2, 2));
+        assert_eq!(d.spec.labels.len(), 11, "the declaration is kept for policies");
     }
 
     #[test]
@@ -253,13 +256,27 @@ mod tests {
                 ("deliver", "export"),
                 ("checkpoint", "ckpt"),
                 ("metrics", "loss"),
+                ("gpus", "-2"),
+                ("replicas", "0"),
             ]),
         );
         let keys: Vec<&str> = d.problems.iter().map(|(k, _)| k.strip_prefix(PREFIX).unwrap()).collect();
         assert_eq!(
             keys,
-            ["direction", "metrics", "kind", "tiers", "qoe-target", "max-epochs", "deliver", "checkpoint"]
+            [
+                "direction",
+                "metrics",
+                "kind",
+                "tiers",
+                "qoe-target",
+                "max-epochs",
+                "gpus",
+                "replicas",
+                "deliver",
+                "checkpoint"
+            ]
         );
+        assert_eq!((d.spec.gpus, d.spec.replicas), (0, 1), "the defaults stand");
         assert!(d.problems.iter().all(|(_, why)| why.contains("write") || why.contains("not")));
         assert_eq!(d.spec.kind, wit::JobKind::Training);
     }

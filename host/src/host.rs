@@ -510,9 +510,13 @@ impl Driver for HostDriver {
     }
 
     fn observed(&mut self, world: &Telemetry, endpoints: Vec<crate::backend::Endpoint>) {
-        if !endpoints.is_empty() {
-            self.board.update(|s| s.endpoints = endpoints);
-        }
+        let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
+        self.board.update(|s| {
+            (s.jobs_running, s.jobs_queued) = (running, queued);
+            if !endpoints.is_empty() {
+                s.endpoints = endpoints;
+            }
+        });
         let seen = Arc::new(world.clone());
         self.latest.publish(seen.clone());
         self.seen = Some(seen);

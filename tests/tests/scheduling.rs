@@ -60,3 +60,25 @@ fn a_component_of_the_older_contract_runs_unchanged_and_its_queued_jobs_are_plac
     let capped = run.timeline.iter().flat_map(|t| &t.cpu).filter(|(_, _, limit)| *limit == Some(1.5)).count();
     assert!(capped > 0, "its caps were applied");
 }
+
+#[test]
+fn fifo_and_tiresias_run_as_components_on_a_pollux_workload_and_tiresias_cuts_mean_jct() {
+    let rt = runtime();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/workloads/workload-1.csv");
+    let workload = Workload::load(&path, &Default::default()).unwrap();
+    let run = |name: &str| simulate(rt, &PolicyChoice::resolve(rt, name).unwrap(), &workload, &options());
+    let (fifo, tiresias) = (run("fifo"), run("tiresias"));
+    for r in [&fifo, &tiresias] {
+        assert_eq!((r.fallbacks, r.rejected_actions), (0, 0), "{}: every call served, every action valid", r.policy);
+        assert!(r.jobs.iter().all(|j| j.jct_s.is_some()), "{}: every job ended", r.policy);
+    }
+    let preemptions = |r: &wasmsched::experiment::run::RunReport| r.jobs.iter().map(|j| j.preemptions).sum::<u32>();
+    assert_eq!(preemptions(&fifo), 0, "FIFO never preempts");
+    assert!(preemptions(&tiresias) > 0, "Tiresias preempts jobs that have had their GPU time");
+    assert!(
+        tiresias.mean_jct_s < 0.8 * fifo.mean_jct_s,
+        "least attained service first: mean JCT {} against FIFO's {}",
+        tiresias.mean_jct_s,
+        fifo.mean_jct_s
+    );
+}

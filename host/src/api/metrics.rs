@@ -31,6 +31,15 @@ pub fn encode(status: &Status) -> String {
     counter(&mut r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
     counter(&mut r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
 
+    for (name, help, value) in [
+        ("wasmsched_jobs_running", "Jobs running at the last observation", status.jobs_running),
+        ("wasmsched_jobs_queued", "Jobs waiting to be placed at the last observation", status.jobs_queued),
+    ] {
+        let g: Gauge = Gauge::default();
+        g.set(i64::try_from(value).unwrap_or(i64::MAX));
+        r.register(name, help, g);
+    }
+
     let endpoint_up = Family::<Labels, Gauge>::default();
     for e in &status.endpoints {
         endpoint_up.get_or_create(&vec![("endpoint".to_string(), e.name.clone())]).set(i64::from(e.up));
@@ -106,9 +115,10 @@ mod tests {
         p.sha256 = Some("ab12".into());
         p.counters.calls = 7;
         p.counters.timeouts = 2;
-        let status = Status { ticks: 9, policies: vec![p], ..Status::default() };
+        let status = Status { ticks: 9, policies: vec![p], jobs_running: 3, jobs_queued: 2, ..Status::default() };
         let text = encode(&status);
         assert!(text.contains("wasmsched_ticks_total 9"), "{text}");
+        assert!(text.contains("wasmsched_jobs_running 3") && text.contains("wasmsched_jobs_queued 2"), "{text}");
         assert!(
             text.contains(r#"wasmsched_policy_calls_total{policy="flowcon",role="shadow",sha256="ab12"} 7"#),
             "{text}"

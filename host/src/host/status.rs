@@ -42,6 +42,12 @@ pub struct Status {
     /// The places the backend reaches (Docker Engines) and whether they answer.
     #[serde(default)]
     pub endpoints: Vec<crate::backend::Endpoint>,
+    /// Jobs running at the last observation.
+    #[serde(default)]
+    pub jobs_running: u64,
+    /// Jobs waiting in the queue at the last observation.
+    #[serde(default)]
+    pub jobs_queued: u64,
 }
 
 /// One configured policy.
@@ -151,6 +157,7 @@ impl Status {
             self.decisions,
             self.backend_time_ms as f64 / 1000.0
         );
+        let _ = writeln!(out, "{} jobs running, {} queued", self.jobs_running, self.jobs_queued);
         let _ = writeln!(out, "{} swaps, {} files refused", self.swaps, self.refused);
         for e in &self.endpoints {
             let state = match e.down_for_ms {

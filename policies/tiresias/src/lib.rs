@@ -194,6 +194,8 @@ impl Tiresias {
             qa.cmp(qb).then(ta.total_cmp(tb)).then(a.arrival().0.total_cmp(&b.arrival().0)).then(a.id().cmp(&b.id()))
         });
         let order: Vec<Job> = order.into_iter().map(|(j, _, _)| j).collect();
+        // Which running jobs could be preempted at all, decided once per round.
+        let preemptible: Vec<bool> = order.iter().map(|j| !j.is_queued() && self.preemptible(j)).collect();
         let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
         let mut left = free.gpu_count();
         // Per rank: admitted (runs on), or preempted this round.
@@ -212,12 +214,8 @@ impl Tiresias {
             let placement = match free.find_job(job) {
                 Some(p) => p,
                 None => {
-                    let victims: Vec<usize> = (0..order.len())
-                        .rev()
-                        .filter(|&v| {
-                            !order[v].is_queued() && !admitted[v] && !preempted[v] && self.preemptible(&order[v])
-                        })
-                        .collect();
+                    let victims: Vec<usize> =
+                        (0..order.len()).rev().filter(|&v| preemptible[v] && !admitted[v] && !preempted[v]).collect();
                     let Some((p, needed)) = make_room(&free, job, &order, &victims) else { continue };
                     for v in needed {
                         free.release(&order[v]);
@@ -260,6 +258,9 @@ fn make_room(
     order: &[Job],
     victims: &[usize],
 ) -> Option<(sched::Placement, Vec<usize>)> {
+    if victims.is_empty() {
+        return None;
+    }
     let mut all = free.clone();
     for &v in victims {
         all.release(&order[v]);
