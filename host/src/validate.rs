@@ -18,6 +18,13 @@ pub fn max_actions(jobs: usize) -> usize {
     64 + 8 * jobs
 }
 
+/// How many GPUs each piece of a job of `gpus` GPUs in `replicas` pieces takes on a node:
+/// `gpus / replicas`, or single GPUs when that does not divide.
+pub fn gpus_per_piece(gpus: u32, replicas: u32) -> u32 {
+    let pieces = replicas.max(1);
+    if gpus.is_multiple_of(pieces) { (gpus / pieces).max(1) } else { 1 }
+}
+
 /// An action that will not be applied, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rejection {
@@ -226,7 +233,7 @@ fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry,
             p.nodes.len()
         ));
     }
-    let per_piece = if spec.gpus % pieces as u32 == 0 { (spec.gpus / pieces as u32) as usize } else { 1 };
+    let per_piece = gpus_per_piece(spec.gpus, spec.replicas) as usize;
     for (k, entry) in p.nodes.iter().enumerate() {
         let Some(node) = world.nodes().get(entry.node as usize) else {
             return Some(format!("node {} does not exist ({} nodes)", entry.node, world.nodes().len()));
@@ -238,7 +245,7 @@ fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry,
         if entry.gpus.len() > count {
             return Some(format!("node {} has {count} GPUs; the placement asks for {}", node.name, entry.gpus.len()));
         }
-        if p.nodes.len() > 1 && (entry.gpus.is_empty() || entry.gpus.len() % per_piece.max(1) != 0) {
+        if p.nodes.len() > 1 && (entry.gpus.is_empty() || !entry.gpus.len().is_multiple_of(per_piece)) {
             return Some(format!(
                 "each node of a spread placement takes whole replicas of {per_piece} GPU(s); node {} gets {}",
                 node.name,

@@ -503,7 +503,7 @@ impl Simulator {
         if pieces == 1 {
             return None;
         }
-        let per = if ask % pieces == 0 { ask / pieces } else { 1 };
+        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas) as usize;
         let mut gpus = Vec::with_capacity(ask);
         for n in order {
             let want = ask - gpus.len();
@@ -538,7 +538,7 @@ impl Simulator {
         let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
         let best = nodes.iter().map(|&n| gpus_on(n)).max().unwrap_or(0);
         let pieces = plan.replicas.max(1);
-        let per = if plan.gpus % pieces == 0 { plan.gpus / pieces } else { 1 }.max(1);
+        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas);
         let spread: u32 = nodes.iter().map(|&n| gpus_on(n) - gpus_on(n) % per).sum();
         plan.gpus <= best || (pieces > 1 && plan.gpus <= spread)
     }
