@@ -590,7 +590,8 @@ impl Simulator {
         j.last_update_s = now;
         self.on_node[node as usize].push(i);
         self.last_activity_s = now;
-        self.reshare_holding(i);
+        let gpus = self.jobs[i].gpus.clone();
+        self.reshare_around(node, &gpus);
     }
 
     /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
@@ -603,24 +604,6 @@ impl Simulator {
             self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
         }
         self.jobs[i].cores = 0.0;
-    }
-
-    /// Reshare job `i`'s node, and every node where a job shares one of its GPUs.
-    fn reshare_holding(&mut self, i: usize) {
-        let mut nodes = vec![self.jobs[i].node];
-        let gpus = self.jobs[i].gpus.clone();
-        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 1) {
-            for k in self.running().collect::<Vec<_>>() {
-                if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
-                    nodes.push(self.jobs[k].node);
-                }
-            }
-        }
-        nodes.sort_unstable();
-        nodes.dedup();
-        for n in nodes {
-            self.reshare(n);
-        }
     }
 
     /// Checkpoint job `i` and send it back to the queue: the epoch in progress is lost.
@@ -640,15 +623,18 @@ impl Simulator {
         // Back in arrival order.
         let pos = self.queue.partition_point(|&k| self.jobs[k].handle < handle);
         self.queue.insert(pos, i);
-        self.reshare_freed(self.jobs[i].node, &gpus);
+        self.reshare_around(self.jobs[i].node, &gpus);
     }
 
-    /// Reshare `node` and the nodes of jobs that shared `gpus`.
-    fn reshare_freed(&mut self, node: u32, gpus: &[GpuSlot]) {
+    /// Reshare `node`, and the nodes of the running jobs that hold any of `gpus` (their
+    /// time-slice of a shared GPU changed).
+    fn reshare_around(&mut self, node: u32, gpus: &[GpuSlot]) {
         let mut nodes = vec![node];
-        for k in self.running().collect::<Vec<_>>() {
-            if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
-                nodes.push(self.jobs[k].node);
+        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 0) {
+            for k in self.running().collect::<Vec<_>>() {
+                if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
+                    nodes.push(self.jobs[k].node);
+                }
             }
         }
         nodes.sort_unstable();
@@ -676,7 +662,7 @@ impl Simulator {
         let node = j.node;
         self.last_activity_s = now;
         if was_running {
-            self.reshare_freed(node, &gpus);
+            self.reshare_around(node, &gpus);
         }
         if self.placement == Placement::Backend {
             self.place_queued(world);
@@ -948,7 +934,7 @@ impl Backend for Simulator {
                         s.gpus.clone_from(&gpus);
                     }
                     self.jobs[i].gpus = gpus;
-                    self.reshare_freed(node, &old_gpus);
+                    self.reshare_around(node, &old_gpus);
                     let restart = self.now_s + self.config.restart_cost_s;
                     let j = &mut self.jobs[i];
                     j.work_left = j.work_per_epoch;
