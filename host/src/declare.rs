@@ -16,7 +16,7 @@
 //! wasmsched.gpus=2                       # the GPUs it asks for when placed (default 0)
 //! wasmsched.replicas=2                   # pieces it may be split into across nodes (default 1)
 //! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
-//! wasmsched.checkpoint=/ckpt             # the folder a migration carries to the new engine
+//! wasmsched.checkpoint=/ckpt             # the folder a migration or a preemption carries over
 //! ```
 //!
 //! A label that does not parse is reported with what to write instead, and the job is managed

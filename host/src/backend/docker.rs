@@ -1,17 +1,32 @@
 //! The live backend: real containers on one or more Docker Engines, through bollard.
 //!
 //! - **Which containers.** Those carrying the selector label (`wasmsched.managed=true` by
-//!   default) and running. Each engine is a node, in the order configured; a container's
-//!   labels declare its targets ([`crate::declare`]).
+//!   default), running or created. Each engine is a node, in the order configured; a
+//!   container's labels declare its targets and the GPUs it asks for ([`crate::declare`]).
+//! - **Queued, placed, preempted.** A container that is *created* (not started) is a queued
+//!   job: it arrived when it was created, and waits as never started, or as preempted when it
+//!   carries `wasmsched.wait=preempted`. *Placing* it starts it: as it is when it stays on
+//!   its engine without GPUs, otherwise as a copy made from its own config with a device
+//!   request for exactly the chosen GPUs (Docker fixes devices at create time) on the chosen
+//!   engine. *Preempting* a running container stops it (its last checkpoint is final) and
+//!   leaves in its place a created copy labelled `wasmsched.wait=preempted`, holding its
+//!   `wasmsched.checkpoint` folder and its attained service: the queue lives in Docker, so a
+//!   preempted job is still queued after the host restarts, and resumes from its checkpoint
+//!   when placed. A copy keeps the job's handle, name and log position (`docker/copy.rs`
+//!   has the steps, and how a half-made copy is settled). Without a placing policy, the
+//!   default placement starts queued containers first come, first served on their own engine
+//!   (`docker/queue.rs`).
 //! - **Telemetry.** CPU use from the stats API's cumulative CPU time, differenced between
 //!   ticks; memory use from the same call; progress from the container's log stream, followed
 //!   with Docker's timestamps so each record carries the time its line was written
 //!   ([`progress`] has the line formats); GPUs through NVML on the local engine's node
-//!   ([`crate::gpu`]), when there are any.
+//!   ([`crate::gpu`]), when there are any; the GPUs a job holds from its placement or its
+//!   device requests; run and GPU time accrued while it runs.
 //! - **Actions.** `set-cpu` and `set-memory` are `docker update` calls (a lifted limit is set
 //!   to the engine's whole capacity, which is what Docker can express); `deliver` runs the
-//!   container's declared delivery command; `stop` stops it; `migrate` restarts it from its
-//!   checkpoint folder on another engine (the image is carried along if that engine lacks it).
+//!   container's declared delivery command; `stop` stops a running container and removes a
+//!   queued one; `migrate` restarts it from its checkpoint folder on another engine (the image
+//!   is carried along if that engine lacks it); `place` and `preempt` as above.
 //! - **Faults.** A request that cannot reach an engine marks it down: its jobs stay in the
 //!   world as last seen (nothing the host owns is dropped), the cause is logged once, and the
 //!   engine is retried with a growing backoff. When it answers again, its containers are
@@ -20,7 +35,10 @@
 //!   garbage log line is reported once per job and cause.
 
 mod actions;
+mod copy;
+mod discover;
 pub mod progress;
+mod queue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -31,9 +49,8 @@ use bollard::errors::Error as DockerError;
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-use crate::backend::{ApplyError, Backend};
+use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit;
-use crate::declare;
 use crate::snapshot::Telemetry;
 use progress::Line;
 
@@ -116,6 +133,12 @@ struct Managed {
     metrics: Vec<wit::MetricSpec>,
     deliver: Option<Vec<String>>,
     checkpoint: Option<String>,
+    /// The GPUs its job asks for.
+    gpus_asked: u32,
+    /// When its job arrived (its first container's creation), Unix ms: the queue's order.
+    arrived_unix_ms: u64,
+    /// Why the engine refused to start it, once it has: the default placement leaves it.
+    refused: Option<String>,
     /// Epochs counted, for lines that do not name theirs.
     epochs: u32,
     /// Cumulative CPU time (ns) at the last stats read, and when.
@@ -144,6 +167,8 @@ pub struct Docker {
     /// Causes already logged, so each is logged once.
     logged: HashSet<String>,
     gpus: Option<crate::gpu::GpuProbe>,
+    /// Who starts queued containers.
+    placement: Placement,
 }
 
 impl Docker {
@@ -184,6 +209,7 @@ impl Docker {
             origin: None,
             logged: HashSet::new(),
             gpus,
+            placement: Placement::Backend,
         })
     }
 
@@ -271,71 +297,6 @@ impl Docker {
                 false
             }
         }
-    }
-
-    /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
-    fn discover(&mut self, i: usize, world: &mut Telemetry) -> Result<Vec<Arc<str>>, DockerError> {
-        let Some(client) = self.engines[i].client.clone() else { return Ok(Vec::new()) };
-        let (key_value, timeout) = (self.config.selector.clone(), self.config.timeout);
-        let filters = HashMap::from([
-            ("label".to_string(), vec![key_value]),
-            ("status".to_string(), vec!["running".to_string()]),
-        ]);
-        let options = q::ListContainersOptions { filters: Some(filters), ..Default::default() };
-        let listed = self.rt.block_on(within(timeout, client.list_containers(Some(options))))?;
-        let running: HashSet<Arc<str>> = listed.iter().filter_map(|c| c.id.as_deref().map(Arc::from)).collect();
-        for summary in &listed {
-            let Some(id) = summary.id.as_deref() else { continue };
-            if let Some(m) = self.jobs.get(id) {
-                if m.follower.is_none() {
-                    let follower = self.follow(i, id, m);
-                    self.jobs.get_mut(id).expect("just read").follower = follower;
-                }
-                continue;
-            }
-            let name = summary.names.as_ref().and_then(|n| n.first()).map_or(id, String::as_str);
-            let empty = HashMap::new();
-            let declared = declare::from_labels(
-                name,
-                summary.image.as_deref().unwrap_or(""),
-                summary.labels.as_ref().unwrap_or(&empty),
-            );
-            for (label, why) in &declared.problems {
-                let job = declared.spec.name.clone();
-                self.log_once(format!("label:{id}:{label}"), || {
-                    format!("container {job}: ignoring label {label}: {why}")
-                });
-            }
-            let limits =
-                self.rt.block_on(within(timeout, client.inspect_container(id, None))).ok().and_then(|c| c.host_config);
-            let metrics = declared.spec.metrics.clone();
-            let handle = world.add_job(declared.spec, i as u32);
-            if let (Some(state), Some(hc)) = (world.state_mut(handle), limits) {
-                let (cpu, memory) = self.engines[i].capacity.unwrap_or((u64::MAX, u64::MAX));
-                state.cpu_limit_millicores = cpu_limit(&hc).filter(|&m| m < cpu);
-                state.memory_limit_bytes = hc.memory.filter(|&b| b > 0).map(|b| b as u64).filter(|&b| b < memory);
-            }
-            let mut m = Managed {
-                handle,
-                engine: i,
-                metrics,
-                deliver: declared.deliver,
-                checkpoint: declared.checkpoint,
-                epochs: 0,
-                last_cpu: None,
-                last_line_ns: Arc::default(),
-                follower: None,
-            };
-            m.follower = self.follow(i, id, &m);
-            tracing::info!(job = handle, container = %short(id), name = name.trim_start_matches('/'), "managing a new container");
-            self.jobs.insert(Arc::from(id), m);
-        }
-        Ok(self
-            .jobs
-            .iter()
-            .filter(|(id, m)| m.engine == i && !running.contains(*id))
-            .map(|(id, _)| id.clone())
-            .collect())
     }
 
     /// Follow a container's log from after the last line read.
@@ -472,6 +433,10 @@ impl Docker {
 }
 
 impl Backend for Docker {
+    fn set_placement(&mut self, by: Placement) {
+        self.placement = by;
+    }
+
     fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
         // The backend's clock is the wall clock: wait until `until_ms` is due (the host's
         // pacer usually has already), so any driver can run this backend.
@@ -483,6 +448,9 @@ impl Backend for Docker {
         if let Some(wait) = (origin + elapsed).checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
+        // Every job that ran since the last observation ran all of it: placements and
+        // preemptions happen right after an observation, at its time.
+        world.accrue_service(until_ms.saturating_sub(world.time_ms()));
         while world.nodes().len() < self.engines.len() {
             let e = &self.engines[world.nodes().len()];
             world.add_node(wit::Node {
@@ -524,6 +492,9 @@ impl Backend for Docker {
             }
         }
         world.set_time_ms(until_ms);
+        if self.placement == Placement::Backend {
+            self.place_queued(&up, world);
+        }
         true
     }
 
@@ -541,11 +512,24 @@ impl Backend for Docker {
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+        // Preemptions and stops go first: a placement in the same decision may take the GPUs
+        // they free, and must not start before they are free.
+        let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
+            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_)));
+        let mut errors = self.apply_some(&rest, world);
+        errors.extend(self.apply_some(&places, world));
+        errors
+    }
+}
+
+impl Docker {
+    /// Put `actions` into force at once (concurrently); the ones that failed.
+    fn apply_some(&mut self, actions: &[&wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
         let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.handle, id.clone())).collect();
         let mut errors = Vec::new();
         let mut asks = Vec::new();
         for action in actions {
-            let Some(id) = by_handle.get(&action.job) else {
+            let (Some(id), Some(state)) = (by_handle.get(&action.job), world.state(action.job)) else {
                 errors.push(ApplyError { job: action.job, reason: "the container is no longer managed".into() });
                 continue;
             };
@@ -555,13 +539,13 @@ impl Backend for Docker {
                 errors.push(ApplyError { job: action.job, reason });
                 continue;
             };
-            asks.push(self.act(client, id.clone(), m, &action.kind));
+            asks.push(self.act(client, id.clone(), m, action, state));
         }
-        let timeout = self.config.timeout;
-        let done = self.rt.block_on(futures_util::future::join_all(
-            asks.into_iter().map(|(id, job, fut)| async move { (id, job, within(timeout * 4, fut).await) }),
-        ));
-        for (id, job, result) in done {
+        let done = self.rt.block_on(futures_util::future::join_all(asks.into_iter().map(|ask| async move {
+            let result = within(ask.limit, ask.fut).await;
+            (ask.id, ask.job, ask.places, result)
+        })));
+        for (id, job, places, result) in done {
             match result {
                 Ok(effect) => self.took_effect(&id, job, effect, world),
                 Err(e) => {
@@ -570,7 +554,12 @@ impl Backend for Docker {
                         DockerError::DockerResponseServerError { status_code: 404, .. } => {
                             format!("container {} is gone", short(&id))
                         }
-                        DockerError::DockerResponseServerError { message, .. } => message.clone(),
+                        DockerError::DockerResponseServerError { message, .. } => {
+                            if let Some(m) = self.jobs.get_mut(&id).filter(|_| places) {
+                                m.refused = Some(message.clone());
+                            }
+                            message.clone()
+                        }
                         other => {
                             if let Some(i) = engine {
                                 self.engine_failed(i, other);

@@ -214,6 +214,15 @@ impl Engine {
         self.start(&image, name, labels, cmd, cpus)
     }
 
+    /// Create a managed training container and leave it created (a queued job); it is
+    /// removed when the returned guard drops.
+    pub fn create_trainer(&self, name: &str, labels: &[(&str, &str)], args: &[&str]) -> Container<'_> {
+        let image = self.trainer_image().expect("checked by the caller").to_string();
+        let mut cmd = vec!["/wasmsched-trainer".to_string()];
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        self.create(&image, name, labels, cmd, None, false)
+    }
+
     fn start(
         &self,
         image: &str,
@@ -221,6 +230,18 @@ impl Engine {
         labels: &[(&str, &str)],
         cmd: Vec<String>,
         cpus: Option<f64>,
+    ) -> Container<'_> {
+        self.create(image, name, labels, cmd, cpus, true)
+    }
+
+    fn create(
+        &self,
+        image: &str,
+        name: &str,
+        labels: &[(&str, &str)],
+        cmd: Vec<String>,
+        cpus: Option<f64>,
+        start: bool,
     ) -> Container<'_> {
         let name = format!("wst-{}-{name}", std::process::id());
         let mut all_labels: HashMap<String, String> = HashMap::from([("wasmsched.managed".into(), "true".into())]);
@@ -250,7 +271,9 @@ impl Engine {
                 )
                 .await
                 .expect("the engine creates the container");
-            self.client.start_container(&created.id, None).await.expect("the engine starts the container");
+            if start {
+                self.client.start_container(&created.id, None).await.expect("the engine starts the container");
+            }
             created.id
         });
         Container { engine: self, id, name }
@@ -260,6 +283,29 @@ impl Engine {
     pub fn cpus(&self, id: &str) -> f64 {
         let info = self.rt.block_on(self.client.inspect_container(id, None)).expect("inspect");
         info.host_config.and_then(|h| h.nano_cpus).unwrap_or(0) as f64 / 1e9
+    }
+
+    /// Every container (in any state) of a test's `wasmsched.test` label: id, state, name
+    /// and labels.
+    pub fn labelled(&self, label: &str) -> Vec<Listed> {
+        let filters = HashMap::from([("label".to_string(), vec![format!("wasmsched.test={label}")])]);
+        let options = q::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        let listed = self.rt.block_on(self.client.list_containers(Some(options))).expect("list");
+        listed
+            .into_iter()
+            .map(|c| Listed {
+                id: c.id.unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+                name: c.names.and_then(|n| n.into_iter().next()).unwrap_or_default().trim_start_matches('/').into(),
+                labels: c.labels.unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// A guard that removes every container of a test's label on drop, pass or fail: the
+    /// copies the host makes of a container (to place or preempt it) have ids of their own.
+    pub fn sweep(&self, label: &str) -> Sweep<'_> {
+        Sweep { engine: self, label: label.to_string() }
     }
 
     /// A container's stdout so far, line by line.
@@ -303,6 +349,34 @@ impl Container<'_> {
 impl Drop for Container<'_> {
     fn drop(&mut self) {
         self.remove();
+    }
+}
+
+/// One container as [`Engine::labelled`] lists it.
+#[derive(Debug)]
+pub struct Listed {
+    pub id: String,
+    /// `created`, `running`, `exited`…
+    pub state: String,
+    pub name: String,
+    pub labels: HashMap<String, String>,
+}
+
+/// Removes a test's containers on drop; see [`Engine::sweep`].
+pub struct Sweep<'a> {
+    engine: &'a Engine,
+    label: String,
+}
+
+impl Drop for Sweep<'_> {
+    fn drop(&mut self) {
+        let e = self.engine;
+        let filters = HashMap::from([("label".to_string(), vec![format!("wasmsched.test={}", self.label)])]);
+        let options = q::ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        for c in e.rt.block_on(e.client.list_containers(Some(options))).unwrap_or_default() {
+            let force = q::RemoveContainerOptions { force: true, ..Default::default() };
+            let _ = e.rt.block_on(e.client.remove_container(c.id.as_deref().unwrap_or(""), Some(force)));
+        }
     }
 }
 

@@ -7,8 +7,8 @@ mod proxy;
 
 use std::time::{Duration, Instant};
 
-use wasmsched::backend::Backend;
 use wasmsched::backend::docker::{Docker, DockerConfig};
+use wasmsched::backend::{Backend, Placement};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
@@ -269,6 +269,183 @@ fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
         "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
     );
     assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
+}
+
+/// A trainer that checkpoints every epoch to `/ckpt/model` (declared as its checkpoint folder).
+const CHECKPOINTED: &[&str] =
+    &["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+
+/// Start queued job `job` on `node`, without GPUs (this engine's node has none).
+fn place(job: u32, node: u32) -> wit::Action {
+    let nodes = vec![wit::NodePlacement { node, gpus: Vec::new() }];
+    action(job, wit::ActionKind::Place(wit::Placement { nodes, share: false }))
+}
+
+#[test]
+fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_a_preemption() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("queue");
+    let _sweep = e.sweep(&label);
+    let c = e.create_trainer("queue", &[("test", &label), ("checkpoint", "/ckpt")], CHECKPOINTED);
+    let mut docker = backend(&e.endpoint, &label);
+    docker.set_placement(Placement::Policy);
+    let mut world = Telemetry::new();
+    for _ in 0..3 {
+        step(&mut docker, &mut world, 300);
+    }
+    let (spec, state) = world.queue().next().expect("the created container is a queued job");
+    let handle = spec.handle;
+    assert_eq!(state.queued, Some(wit::WaitReason::NeverStarted));
+    assert_eq!(state.since_ms, spec.arrival_ms, "it waits since it arrived: its creation");
+    assert_eq!((world.job_count(), world.history(handle).count()), (0, 0));
+    assert_eq!(e.labelled(&label)[0].state, "created", "a placing policy's queue is left alone");
+
+    let placed = Instant::now();
+    let errors = docker.apply(&[place(handle, 0)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(world.state(handle).unwrap().is_running());
+    let first = eventually("the first epoch after the placement", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 200);
+        (world.history(handle).count() > 0).then(|| placed.elapsed())
+    });
+    let records = eventually("three epochs", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 300);
+        let r: Vec<u32> = world.history(handle).map(|r| r.epoch).collect();
+        (r.len() >= 3).then_some(r)
+    });
+    assert_eq!(records[..3], [1, 2, 3], "a fresh start");
+    let run_before = world.state(handle).unwrap().run_ms;
+    assert!(run_before > 0, "run time accrues while it runs");
+
+    let preempting = Instant::now();
+    let errors = docker.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
+    let preempt_took = preempting.elapsed();
+    assert!(errors.is_empty(), "{errors:?}");
+    let state = world.state(handle).unwrap();
+    assert_eq!(state.queued, Some(wit::WaitReason::Preempted));
+    assert_eq!(state.run_ms, run_before, "its attained service is kept");
+    let listed = e.labelled(&label);
+    assert_eq!(listed.len(), 1, "the original is gone, its copy waits: {listed:?}");
+    assert_eq!((listed[0].state.as_str(), listed[0].name.as_str()), ("created", c.name.as_str()));
+    assert_ne!(listed[0].id, c.id);
+    assert_eq!(listed[0].labels.get("wasmsched.wait").map(String::as_str), Some("preempted"));
+    let (seen, last_before) = (world.history(handle).count(), world.history(handle).last().unwrap().epoch);
+    for _ in 0..3 {
+        step(&mut docker, &mut world, 300);
+    }
+    assert_eq!(world.queue().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "it waits, its handle kept");
+    assert_eq!(world.history(handle).count(), seen, "and does not run");
+
+    // A host started now finds it waiting as preempted, with the service it had.
+    let mut restarted = backend(&e.endpoint, &label);
+    restarted.set_placement(Placement::Policy);
+    let mut fresh = Telemetry::new();
+    step(&mut restarted, &mut fresh, 300);
+    let (_, again) = fresh.queue().next().expect("still queued after a host restart");
+    assert_eq!((again.queued, again.run_ms), (Some(wit::WaitReason::Preempted), run_before));
+    drop(restarted);
+
+    let replacing = Instant::now();
+    let errors = docker.apply(&[place(handle, 0)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    let resumed = eventually("an epoch after the second placement", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 200);
+        (world.history(handle).count() > seen).then(|| replacing.elapsed())
+    });
+    let after = eventually("two epochs after the second placement", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 200);
+        let after: Vec<u32> = world.history(handle).skip(seen).map(|r| r.epoch).collect();
+        (after.len() >= 2).then_some(after)
+    });
+    eprintln!(
+        "place → first progress {first:.1?}; preempt (stop, checkpoint out, copy, checkpoint in) {preempt_took:.1?}; \
+         place again → first progress {resumed:.1?} (epoch {last_before}, then {})",
+        after[0]
+    );
+    assert!(
+        after[0] == last_before + 1 || after[0] == last_before + 2,
+        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
+    );
+    assert_eq!(world.all_jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
+    assert_eq!(e.labelled(&label)[0].state, "running");
+}
+
+#[test]
+fn a_copy_a_host_left_half_made_is_finished_by_the_next_one() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("half-made");
+    let _sweep = e.sweep(&label);
+    let original = e.create_trainer("half-made", &[("test", &label), ("checkpoint", "/ckpt")], CHECKPOINTED);
+    // A checkpoint in the original, and a copy made of it but nothing copied in yet: a host
+    // that stopped half-way through a placement or preemption leaves this.
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(5);
+    header.set_mode(0o644);
+    tar.append_data(&mut header, "ckpt/model", &b"epoch"[..]).unwrap();
+    let options = bollard::query_parameters::UploadToContainerOptions { path: "/".into(), ..Default::default() };
+    let body = bollard::body_full(tar.into_inner().unwrap().into());
+    e.rt.block_on(e.client.upload_to_container(&original.id, Some(options), body)).unwrap();
+    let labels = [("test", label.as_str()), ("checkpoint", "/ckpt"), ("replaces", original.id.as_str())];
+    let copy = e.create_trainer("half-made-copy", &labels, CHECKPOINTED);
+
+    let mut docker = backend(&e.endpoint, &label);
+    docker.set_placement(Placement::Policy);
+    let mut world = Telemetry::new();
+    step(&mut docker, &mut world, 300);
+    assert_eq!((world.queue_len(), world.job_count()), (1, 0), "one job, not two");
+    let listed = e.labelled(&label);
+    assert_eq!(listed.len(), 1, "the original is removed: {listed:?}");
+    assert_eq!((listed[0].id.as_str(), listed[0].name.as_str()), (copy.id.as_str(), original.name.as_str()));
+    let options = bollard::query_parameters::DownloadFromContainerOptions { path: "/ckpt/model".into() };
+    let carried = e.rt.block_on(async {
+        let mut stream = e.client.download_from_container(&copy.id, Some(options));
+        let mut all = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut stream).await {
+            all.extend_from_slice(&chunk.expect("the checkpoint is in the copy"));
+        }
+        all
+    });
+    assert!(carried.windows(5).any(|w| w == b"epoch"), "the checkpoint was carried over");
+}
+
+#[test]
+fn the_default_placement_starts_created_containers_and_a_placing_policy_leaves_them_queued() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("default-placement");
+    let _sweep = e.sweep(&label);
+    // The older one asks for a GPU, which this engine's node does not have: it can never
+    // start there, and must not hold up the younger one.
+    let gpu = e.create_trainer("wants-gpu", &[("test", &label), ("gpus", "1")], QUICK);
+    std::thread::sleep(Duration::from_millis(20));
+    let cpu = e.create_trainer("cpu-only", &[("test", &label)], QUICK);
+    let mut docker = backend(&e.endpoint, &label);
+    docker.set_placement(Placement::Policy);
+    let mut world = Telemetry::new();
+    for _ in 0..3 {
+        step(&mut docker, &mut world, 300);
+    }
+    assert_eq!((world.queue_len(), world.job_count()), (2, 0), "a placing policy starts them, or nothing does");
+    assert!(e.labelled(&label).iter().all(|c| c.state == "created"));
+
+    docker.set_placement(Placement::Backend);
+    step(&mut docker, &mut world, 300);
+    let running: Vec<&str> = world.jobs().map(|(s, _)| s.name.as_str()).collect();
+    let queued: Vec<&str> = world.queue().map(|(s, _)| s.name.as_str()).collect();
+    assert_eq!(running, [cpu.name.as_str()], "the CPU job starts by itself");
+    assert_eq!(queued, [gpu.name.as_str()], "the GPU job waits");
+    let state = |id: &str| e.labelled(&label).into_iter().find(|c| c.id == id).map(|c| c.state);
+    assert_eq!((state(&cpu.id).as_deref(), state(&gpu.id).as_deref()), (Some("running"), Some("created")));
+    let handle = world.jobs().next().unwrap().0.handle;
+    eventually("progress from the started job", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 300);
+        (world.history(handle).count() > 0).then_some(())
+    });
+    // It declares no checkpoint folder: preempting it would lose its progress.
+    let errors = docker.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("wasmsched.checkpoint"), "{errors:?}");
+    assert!(world.state(handle).unwrap().is_running());
+    assert_eq!(state(&cpu.id).as_deref(), Some("running"));
 }
 
 /// Drives the loop until `done` says so (or `limit` of backend time passes).

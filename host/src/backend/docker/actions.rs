@@ -1,38 +1,70 @@
 //! Putting actions into force: the request each action becomes, and what the world learns
-//! when it succeeds. Migration and delivery are the long ones.
+//! when it succeeds. Placement, preemption, migration and delivery are the long ones; the
+//! first three make a copy of the container ([`super::copy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
-use bollard::models::{ContainerCreateBody, ContainerUpdateBody};
+use bollard::models::ContainerUpdateBody;
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 
+use super::copy::{Changes, Copy, STOP_GRACE_S};
 use super::{Docker, Managed, short};
 use crate::bindings::wit;
-use crate::declare;
-use crate::snapshot::Telemetry;
+use crate::snapshot::{GpuSlot, JobState, Telemetry};
 
 /// What an action did, for the world's bookkeeping.
 pub(super) enum Effect {
     Cpu(Option<u64>),
     Memory(Option<u64>),
     Done,
-    Moved { to: usize, new_id: String },
+    Moved {
+        to: usize,
+        new_id: String,
+    },
+    /// A queued container started on `engine` with `gpus`, as a copy when `new_id` is set.
+    Started {
+        engine: usize,
+        gpus: Vec<u32>,
+        new_id: Option<String>,
+    },
+    /// A running container was stopped and waits again, as the created copy `new_id`.
+    Requeued {
+        new_id: String,
+    },
+    /// A queued container was removed (stopped before it ever ran again).
+    Removed,
 }
 
-/// One action on its way: the container, the job, and the request.
-pub(super) type Ask = (Arc<str>, u32, futures_util::future::BoxFuture<'static, Result<Effect, DockerError>>);
+/// One action on its way.
+pub(super) struct Ask {
+    /// The container acted on.
+    pub id: Arc<str>,
+    /// The job.
+    pub job: u32,
+    /// Whether it places the job (a refusal then keeps the default placement off it).
+    pub places: bool,
+    /// How long it may take before its engine counts as unreachable.
+    pub limit: Duration,
+    /// The request.
+    pub fut: BoxFuture<'static, Result<Effect, DockerError>>,
+}
 
 impl Docker {
-    /// The request that puts one action into force.
-    pub(super) fn act(&self, client: Client, id: Arc<str>, m: &Managed, kind: &wit::ActionKind) -> Ask {
+    /// The request that puts one action into force on job `state`, held by container `id`.
+    pub(super) fn act(&self, client: Client, id: Arc<str>, m: &Managed, action: &wit::Action, state: &JobState) -> Ask {
         let (cpu_all, memory_all) = self.engines[m.engine].capacity.unwrap_or((0, 0));
-        let job = m.handle;
+        let timeout = self.config.timeout * 4;
+        let copying = timeout + Duration::from_secs(STOP_GRACE_S as u64);
+        let answering = |to: usize| self.engines.get(to).filter(|e| e.down.is_none()).and_then(|e| e.client.clone());
         let key = id.clone();
-        let fut: futures_util::future::BoxFuture<'static, Result<Effect, DockerError>> = match *kind {
+        let (from, checkpoint) = (m.engine, m.checkpoint.clone());
+        let mut allowed = timeout;
+        let fut: BoxFuture<'static, Result<Effect, DockerError>> = match action.kind {
             wit::ActionKind::SetCpu(limit) => Box::pin(async move {
                 let nano = limit.unwrap_or(cpu_all).max(1) as i64 * 1_000_000;
                 client
@@ -46,11 +78,72 @@ impl Docker {
                 client.update_container(&id, body).await?;
                 Ok(Effect::Memory(limit))
             }),
-            wit::ActionKind::Place(_) | wit::ActionKind::Preempt => Box::pin(async move {
-                Err(DockerError::DockerResponseServerError {
-                    status_code: 501,
-                    message: "this backend does not place or preempt containers yet".into(),
+            wit::ActionKind::Place(ref p) => {
+                allowed = copying;
+                let target = p.nodes.first().map(|n| (n.node as usize, n.gpus.clone()));
+                let spread = p.nodes.len() > 1;
+                let to_client = target.as_ref().and_then(|(to, _)| answering(*to));
+                Box::pin(async move {
+                    let Some((to, gpus)) = target.filter(|_| !spread) else {
+                        return Err(refused(
+                            "a container runs on one engine: place it on one node (Docker cannot split it into replicas)"
+                                .into(),
+                        ));
+                    };
+                    if to == from && gpus.is_empty() {
+                        client.start_container(&id, None).await?;
+                        return Ok(Effect::Started { engine: to, gpus, new_id: None });
+                    }
+                    let Some(to_client) = to_client else {
+                        return Err(refused(format!("node {to} is an engine that does not answer")));
+                    };
+                    let changes = Changes { gpus: (!gpus.is_empty()).then(|| gpus.clone()), ..Changes::default() };
+                    let copy = Copy {
+                        from: &client,
+                        to: &to_client,
+                        moves: to != from,
+                        id: &id,
+                        checkpoint: checkpoint.as_deref(),
+                        changes,
+                        stop: false,
+                        start: true,
+                    };
+                    let new_id = copy.run().await?;
+                    Ok(Effect::Started { engine: to, gpus, new_id: Some(new_id) })
                 })
+            }
+            wit::ActionKind::Preempt => {
+                allowed = copying;
+                let changes = Changes {
+                    gpus: (m.gpus_asked > 0).then(Vec::new),
+                    preempted: true,
+                    service: Some((state.run_ms, state.gpu_ms)),
+                };
+                Box::pin(async move {
+                    let Some(checkpoint) = checkpoint else {
+                        return Err(refused(
+                            "the container declares no wasmsched.checkpoint folder, so a preemption would lose its \
+                             progress; label it with the folder it checkpoints to"
+                                .into(),
+                        ));
+                    };
+                    let copy = Copy {
+                        from: &client,
+                        to: &client,
+                        moves: false,
+                        id: &id,
+                        checkpoint: Some(&checkpoint),
+                        changes,
+                        stop: true,
+                        start: false,
+                    };
+                    Ok(Effect::Requeued { new_id: copy.run().await? })
+                })
+            }
+            wit::ActionKind::Stop if !state.is_running() => Box::pin(async move {
+                let options = q::RemoveContainerOptions { force: true, ..Default::default() };
+                client.remove_container(&id, Some(options)).await?;
+                Ok(Effect::Removed)
             }),
             wit::ActionKind::Stop => Box::pin(async move {
                 client.stop_container(&id, Some(q::StopContainerOptions { t: Some(10), signal: None })).await?;
@@ -66,23 +159,32 @@ impl Docker {
                 })
             }
             wit::ActionKind::Migrate(to) => {
+                allowed = copying;
                 let to = to as usize;
-                let target = self.engines.get(to).filter(|e| e.down.is_none()).and_then(|e| e.client.clone());
-                let checkpoint = m.checkpoint.clone();
-                let from = m.engine;
+                let target = answering(to);
                 Box::pin(async move {
                     let Some(target) = target.filter(|_| to != from) else {
                         return Err(refused(format!("node {to} is not another engine that answers")));
                     };
-                    let new_id = migrate(&client, &target, &id, checkpoint.as_deref()).await?;
-                    Ok(Effect::Moved { to, new_id })
+                    let copy = Copy {
+                        from: &client,
+                        to: &target,
+                        moves: true,
+                        id: &id,
+                        checkpoint: checkpoint.as_deref(),
+                        changes: Changes::default(),
+                        stop: true,
+                        start: true,
+                    };
+                    Ok(Effect::Moved { to, new_id: copy.run().await? })
                 })
             }
             wit::ActionKind::SetGpuShare(_) => Box::pin(async move {
                 Err(refused("Docker cannot cap a container's GPU share; use a GPU-sharing runtime".into()))
             }),
         };
-        (key, job, fut)
+        let places = matches!(action.kind, wit::ActionKind::Place(_));
+        Ask { id: key, job: m.handle, places, limit: allowed, fut }
     }
 
     pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut Telemetry) {
@@ -99,25 +201,57 @@ impl Docker {
             }
             Effect::Done => {}
             Effect::Moved { to, new_id } => {
-                // The old container has stopped: its follower reads to the end of its log, and
-                // those last records are handed over before the job moves to its new id.
-                if let Some(f) = self.jobs.get_mut(id).and_then(|m| m.follower.take()) {
-                    let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
-                }
-                self.deliver_progress(world, world.time_ms());
-                let Some(mut m) = self.jobs.remove(id) else { return };
+                let Some(mut m) = self.hand_over(id, &new_id, world) else { return };
                 tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
                 m.engine = to;
-                m.last_cpu = None;
                 m.last_line_ns = Arc::default();
                 m.follower = self.follow(to, &new_id, &m);
                 self.jobs.insert(Arc::from(new_id.as_str()), m);
                 if let Some(s) = world.state_mut(job) {
                     s.node = to as u32;
-                    s.cpu_used_millicores = 0;
                 }
             }
+            Effect::Started { engine, gpus, new_id } => {
+                let new_id: Arc<str> = new_id.map_or_else(|| id.clone(), |n| Arc::from(n.as_str()));
+                let Some(mut m) = self.jobs.remove(id) else { return };
+                tracing::info!(job, container = %short(&new_id), node = engine, ?gpus, copied = *id != new_id, "placed");
+                m.engine = engine;
+                m.refused = None;
+                m.last_cpu = None;
+                m.follower = self.follow(engine, &new_id, &m);
+                self.jobs.insert(new_id, m);
+                let slots = gpus.iter().map(|&index| GpuSlot { node: engine as u32, index }).collect();
+                world.start_job(job, engine as u32, slots);
+            }
+            Effect::Requeued { new_id } => {
+                let Some(m) = self.hand_over(id, &new_id, world) else { return };
+                tracing::info!(job, from = %short(id), to = %short(&new_id), "preempted: waits with its checkpoint");
+                self.jobs.insert(Arc::from(new_id.as_str()), m);
+                world.requeue_job(job, wit::WaitReason::Preempted);
+            }
+            Effect::Removed => {
+                self.jobs.remove(id);
+                world.remove_job(job);
+                tracing::info!(job, container = %short(id), "removed a queued container");
+            }
         }
+    }
+
+    /// Container `id` has stopped and `new_id` carries its job on: its follower reads to the
+    /// end of its log, and those last records are handed over before the job changes id.
+    /// Returns the job's entry, taken out under the old id.
+    fn hand_over(&mut self, id: &Arc<str>, new_id: &str, world: &mut Telemetry) -> Option<Managed> {
+        if let Some(f) = self.jobs.get_mut(id).and_then(|m| m.follower.take()) {
+            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
+        }
+        self.deliver_progress(world, world.time_ms());
+        let mut m = self.jobs.remove(id)?;
+        debug_assert_ne!(&**id, new_id, "a copy has an id of its own");
+        m.last_cpu = None;
+        if let Some(s) = world.state_mut(m.handle) {
+            s.cpu_used_millicores = 0;
+        }
+        Some(m)
     }
 }
 
@@ -153,62 +287,4 @@ async fn run_in(client: &Client, id: &str, cmd: Vec<String>) -> Result<Effect, D
         Some(0) | None => Ok(Effect::Done),
         Some(code) => Err(refused(format!("delivery command {} exited with {code}: {last}", cmd.join(" ")))),
     }
-}
-
-/// Restart a container on another engine from its checkpoint folder: stop it (its last
-/// checkpoint is final), copy the folder out, create the same container on the target
-/// (loading the image there first if it lacks it), copy the folder in, start it, and remove
-/// the old one. Returns the new container's id.
-async fn migrate(from: &Client, to: &Client, id: &str, checkpoint: Option<&str>) -> Result<String, DockerError> {
-    let info = from.inspect_container(id, None).await?;
-    let config = info.config.unwrap_or_default();
-    let image = config.image.clone().unwrap_or_default();
-    if to.inspect_image(&image).await.is_err() {
-        let saved = collect(from.export_image(&image)).await?;
-        let mut load = to.import_image(q::ImportImageOptions::default(), bollard::body_full(saved.into()), None);
-        while let Some(step) = load.next().await {
-            step?;
-        }
-    }
-    from.stop_container(id, Some(q::StopContainerOptions { t: Some(30), signal: None })).await?;
-    let folder = match checkpoint {
-        Some(path) => {
-            let options = q::DownloadFromContainerOptions { path: path.to_string() };
-            Some(collect(from.download_from_container(id, Some(options))).await?)
-        }
-        None => None,
-    };
-    let mut labels = config.labels.unwrap_or_default();
-    labels.insert(format!("{}migrated-from", declare::PREFIX), id.to_string());
-    let body = ContainerCreateBody {
-        image: Some(image),
-        cmd: config.cmd,
-        entrypoint: config.entrypoint,
-        env: config.env,
-        working_dir: config.working_dir,
-        labels: Some(labels),
-        host_config: info.host_config,
-        ..Default::default()
-    };
-    let name = info.name.map(|n| n.trim_start_matches('/').to_string());
-    let created = to.create_container(Some(q::CreateContainerOptions { name, ..Default::default() }), body).await?;
-    if let (Some(tar), Some(path)) = (folder, checkpoint) {
-        let parent = std::path::Path::new(path).parent().map_or("/".into(), |p| p.display().to_string());
-        let options = q::UploadToContainerOptions { path: parent, ..Default::default() };
-        to.upload_to_container(&created.id, Some(options), bollard::body_full(tar.into())).await?;
-    }
-    to.start_container(&created.id, None).await?;
-    from.remove_container(id, None).await?;
-    Ok(created.id)
-}
-
-async fn collect<B: AsRef<[u8]>>(
-    stream: impl futures_util::Stream<Item = Result<B, DockerError>>,
-) -> Result<Vec<u8>, DockerError> {
-    let mut stream = std::pin::pin!(stream);
-    let mut all = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        all.extend_from_slice(chunk?.as_ref());
-    }
-    Ok(all)
 }

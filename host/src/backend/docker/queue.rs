@@ -1,0 +1,172 @@
+//! The default placement, for a policy that does not place: queued containers start in
+//! arrival order on the engine they were created on, each on the first free GPUs there, while
+//! the oldest one fits (strict first come, first served). A container that asks for more
+//! GPUs than its engine has can never start there: it is reported once and skipped, and does
+//! not hold up the ones behind it. Neither does one the engine refused to start (its image
+//! is gone, its command does not exist): that is reported once, and only a policy's `place`
+//! tries it again.
+
+use super::Docker;
+use crate::backend::Backend;
+use crate::bindings::wit;
+use crate::snapshot::{GpuSlot, Telemetry};
+
+impl Docker {
+    /// Start what the default placement starts now, on the engines that are `up`.
+    pub(super) fn place_queued(&mut self, up: &[bool], world: &mut Telemetry) {
+        let waiting: Vec<Waiting> = self
+            .jobs
+            .values()
+            .filter(|m| up[m.engine] && m.refused.is_none())
+            .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
+            .map(|m| Waiting {
+                handle: m.handle,
+                engine: m.engine,
+                gpus: m.gpus_asked,
+                arrived_unix_ms: m.arrived_unix_ms,
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let held = world.gpu_holders();
+        let count: Vec<u32> = world.nodes().iter().map(|n| n.gpu_memory_bytes.len() as u32).collect();
+        let free: Vec<Vec<u32>> = (0..count.len() as u32)
+            .map(|node| {
+                (0..count[node as usize])
+                    .filter(|&index| world.gpu_position(GpuSlot { node, index }).is_some_and(|p| held[p] == 0))
+                    .collect()
+            })
+            .collect();
+        let mut actions = Vec::new();
+        for turn in first_fit(waiting, free, &count) {
+            match turn {
+                Turn::Start { handle, engine, gpus } => actions.push(wit::Action {
+                    job: handle,
+                    kind: wit::ActionKind::Place(wit::Placement {
+                        nodes: vec![wit::NodePlacement { node: engine as u32, gpus }],
+                        share: false,
+                    }),
+                    reason: "default placement: first come, first served".into(),
+                }),
+                Turn::Never { handle, engine } => {
+                    let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
+                    let asked = world.spec(handle).map_or(0, |s| s.gpus);
+                    let (endpoint, has) = (self.engines[engine].endpoint.clone(), count[engine]);
+                    self.log_once(format!("never:{handle}"), || {
+                        format!(
+                            "job {name} asks for {asked} GPUs and its engine {endpoint} has {has}: the default \
+                             placement cannot start it there (a placing policy may put it on another node); \
+                             the jobs behind it go ahead"
+                        )
+                    });
+                }
+            }
+        }
+        for e in self.apply(&actions, world) {
+            let name = world.spec(e.job).map_or_else(|| e.job.to_string(), |s| s.name.clone());
+            self.log_once(format!("start:{}:{}", e.job, e.reason), || {
+                format!("job {name}: the default placement could not start it ({}); it is left queued", e.reason)
+            });
+        }
+    }
+}
+
+/// A queued container, as the default placement sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Waiting {
+    /// The job's handle.
+    pub handle: u32,
+    /// The engine it was created on.
+    pub engine: usize,
+    /// The GPUs it asks for.
+    pub gpus: u32,
+    /// When the job arrived, Unix milliseconds (ties go to the older handle).
+    pub arrived_unix_ms: u64,
+}
+
+/// What the default placement does with one queued container.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Turn {
+    /// Start it on its engine with these GPUs (indices there).
+    Start {
+        /// The job.
+        handle: u32,
+        /// Its engine.
+        engine: usize,
+        /// The GPUs it gets.
+        gpus: Vec<u32>,
+    },
+    /// Its engine has fewer GPUs than it asks for: it cannot start there.
+    Never {
+        /// The job.
+        handle: u32,
+        /// Its engine.
+        engine: usize,
+    },
+}
+
+/// Strict FCFS first fit. `free[e]` lists engine e's free GPUs in index order and
+/// `count[e]` how many it has in all.
+pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut free: Vec<Vec<u32>>, count: &[u32]) -> Vec<Turn> {
+    waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
+    let mut turns = Vec::new();
+    for w in waiting {
+        let (have, ask) = (count.get(w.engine).copied().unwrap_or(0), w.gpus as usize);
+        if w.gpus > have {
+            turns.push(Turn::Never { handle: w.handle, engine: w.engine });
+            continue;
+        }
+        let Some(left) = free.get_mut(w.engine).filter(|f| f.len() >= ask) else { break };
+        let gpus: Vec<u32> = left.drain(..ask).collect();
+        turns.push(Turn::Start { handle: w.handle, engine: w.engine, gpus });
+    }
+    turns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(handle: u32, engine: usize, gpus: u32, arrived_unix_ms: u64) -> Waiting {
+        Waiting { handle, engine, gpus, arrived_unix_ms }
+    }
+
+    fn started(turns: &[Turn]) -> Vec<(u32, Vec<u32>)> {
+        turns
+            .iter()
+            .filter_map(|t| match t {
+                Turn::Start { handle, gpus, .. } => Some((*handle, gpus.clone())),
+                Turn::Never { .. } => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn jobs_start_in_arrival_order_on_the_first_free_gpus() {
+        let waiting = vec![job(7, 0, 1, 300), job(3, 0, 2, 100), job(5, 0, 0, 200)];
+        let turns = first_fit(waiting, vec![vec![1, 2, 3, 5]], &[6]);
+        assert_eq!(started(&turns), [(3, vec![1, 2]), (5, vec![]), (7, vec![3])]);
+    }
+
+    #[test]
+    fn the_oldest_job_that_does_not_fit_holds_up_the_younger_ones() {
+        let waiting = vec![job(0, 0, 3, 100), job(1, 0, 1, 200), job(2, 1, 0, 300)];
+        let turns = first_fit(waiting, vec![vec![0, 1], vec![]], &[4, 0]);
+        assert!(turns.is_empty(), "strict FCFS: {turns:?}");
+    }
+
+    #[test]
+    fn a_job_its_engine_can_never_hold_is_reported_and_does_not_block() {
+        let waiting = vec![job(0, 1, 2, 100), job(1, 1, 0, 200), job(2, 0, 2, 300)];
+        let turns = first_fit(waiting, vec![vec![0, 1], vec![]], &[2, 0]);
+        assert_eq!(turns[0], Turn::Never { handle: 0, engine: 1 });
+        assert_eq!(started(&turns), [(1, vec![]), (2, vec![0, 1])]);
+    }
+
+    #[test]
+    fn arrival_ties_go_to_the_older_handle() {
+        let turns = first_fit(vec![job(4, 0, 1, 100), job(2, 0, 1, 100)], vec![vec![0]], &[1]);
+        assert_eq!(started(&turns), [(2, vec![0])]);
+    }
+}
