@@ -194,8 +194,9 @@ impl Tiresias {
             qa.cmp(qb).then(ta.total_cmp(tb)).then(a.arrival().0.total_cmp(&b.arrival().0)).then(a.id().cmp(&b.id()))
         });
         let order: Vec<Job> = order.into_iter().map(|(j, _, _)| j).collect();
-        // Which running jobs could be preempted at all, decided once per round.
-        let preemptible: Vec<bool> = order.iter().map(|j| !j.is_queued() && self.preemptible(j)).collect();
+        // The running jobs that could be preempted at all, lowest ranked first, once per round.
+        let candidates: Vec<usize> =
+            (0..order.len()).rev().filter(|&v| !order[v].is_queued() && self.preemptible(&order[v])).collect();
         let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
         let mut left = free.gpu_count();
         // Per rank: admitted (runs on), or preempted this round.
@@ -214,8 +215,11 @@ impl Tiresias {
             let placement = match free.find_job(job) {
                 Some(p) => p,
                 None => {
+                    if candidates.is_empty() {
+                        continue;
+                    }
                     let victims: Vec<usize> =
-                        (0..order.len()).rev().filter(|&v| preemptible[v] && !admitted[v] && !preempted[v]).collect();
+                        candidates.iter().copied().filter(|&v| !admitted[v] && !preempted[v]).collect();
                     let Some((p, needed)) = make_room(&free, job, &order, &victims) else { continue };
                     for v in needed {
                         free.release(&order[v]);
