@@ -25,6 +25,8 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 pub mod model;
+mod outcome;
+mod placement;
 pub mod workload;
 
 use self::model::{Curve, meets};
@@ -32,6 +34,7 @@ use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit::{self, ActionKind};
 use crate::snapshot::{GpuSlot, Telemetry};
+pub use outcome::JobOutcome;
 
 /// CPU one inference request costs, in core-seconds.
 pub const REQUEST_COST_CORE_S: f64 = 0.02;
@@ -177,42 +180,6 @@ impl Rng {
     }
 }
 
-/// What happened to one job in a run.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct JobOutcome {
-    /// Its name in the workload.
-    pub name: String,
-    /// Its model.
-    pub model: String,
-    /// When it arrived.
-    pub arrival_s: f64,
-    /// When it ended (finished, stopped, or its service window closed); None if it never did.
-    pub finish_s: Option<f64>,
-    /// Time from arrival to end.
-    pub jct_s: Option<f64>,
-    /// Time from arrival to reaching T1 and T2 (TRADL tiers), when declared.
-    pub targets_reached_s: Vec<Option<f64>>,
-    /// Time from arrival to its `deliver` action, if one came.
-    pub delivered_s: Option<f64>,
-    /// Whether it met its QoE target (mean time per epoch, or mean latency), when declared.
-    pub satisfied: Option<bool>,
-    /// Mean time per epoch (training) or mean latency in ms (inference).
-    pub qoe: Option<f64>,
-    /// Migrations it went through.
-    pub migrations: u32,
-    /// Times it was preempted.
-    pub preemptions: u32,
-    /// Time from arrival to its first start; None if it never started.
-    pub waited_s: Option<f64>,
-    /// Whether a policy stopped it before its last epoch.
-    pub stopped: bool,
-    /// Epochs (or latency windows) completed.
-    pub epochs: u32,
-    /// (time, main metric) at every report, when the run kept them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub progress: Vec<(f64, f64)>,
-}
-
 /// The simulator backend.
 pub struct Simulator {
     config: SimConfig,
@@ -340,37 +307,6 @@ impl Simulator {
         self.nodes.iter().map(|n| n.cpu_millicores as f64 / 1000.0).sum()
     }
 
-    /// What happened to every job, in workload order.
-    pub fn outcomes(&self) -> Vec<JobOutcome> {
-        self.jobs
-            .iter()
-            .map(|j| {
-                let qoe = if j.is_inference() {
-                    (j.windows > 0).then(|| j.latency_sum_ms / f64::from(j.windows))
-                } else {
-                    (j.epoch > 0).then(|| j.epoch_time_sum / f64::from(j.epoch))
-                };
-                JobOutcome {
-                    name: j.plan.name.clone(),
-                    model: j.plan.model.name().to_string(),
-                    arrival_s: j.plan.arrival_s,
-                    finish_s: j.finish_s,
-                    jct_s: j.finish_s.map(|f| f - j.plan.arrival_s),
-                    targets_reached_s: if j.plan.tiers.is_some() { j.reached.to_vec() } else { Vec::new() },
-                    delivered_s: j.delivered_s,
-                    satisfied: j.plan.qoe_target.zip(qoe).map(|(target, q)| q <= target),
-                    qoe,
-                    migrations: j.migrations,
-                    preemptions: j.preemptions,
-                    waited_s: j.started_s.map(|s| s - j.plan.arrival_s),
-                    stopped: j.stopped,
-                    epochs: if j.is_inference() { j.windows } else { j.epoch },
-                    progress: j.progress.clone(),
-                }
-            })
-            .collect()
-    }
-
     /// Bring every runnable job on `node` up to the clock, then share the node's CPU anew and
     /// reschedule their next events.
     fn reshare(&mut self, node: u32) {
@@ -458,190 +394,6 @@ impl Simulator {
             return;
         };
         self.events.push(Event { time_s, job: i, version: j.version });
-    }
-
-    /// Where `gpu` sits in the per-GPU vectors.
-    fn gpu_at(&self, gpu: GpuSlot) -> usize {
-        self.first_gpu[gpu.node as usize] + gpu.index as usize
-    }
-
-    /// The first `n` GPUs of `node` that no running job holds.
-    fn free_gpus(&self, node: u32, n: usize) -> Vec<GpuSlot> {
-        (0..self.nodes[node as usize].gpus)
-            .map(|index| GpuSlot { node, index })
-            .filter(|g| self.gpu_holders[self.gpu_at(*g)] == 0)
-            .take(n)
-            .collect()
-    }
-
-    /// The nodes in the order the default placement tries them: the pinned node alone, or
-    /// every node, least loaded first (CPU asked for over capacity; the lowest index on a tie).
-    fn node_order(&self, plan: &JobPlan) -> Vec<u32> {
-        if let Some(n) = plan.node {
-            return vec![n];
-        }
-        let load = |n: usize| -> f64 {
-            let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
-            cores / (self.nodes[n].cpu_millicores as f64 / 1000.0).max(1e-9)
-        };
-        let mut order: Vec<(f64, u32)> = (0..self.nodes.len()).map(|n| (load(n), n as u32)).collect();
-        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        order.into_iter().map(|(_, n)| n).collect()
-    }
-
-    /// First fit for job `i`: its first node and GPUs, on one node if one has enough free
-    /// GPUs, else spread in whole replicas over the nodes in order; None when it does not fit
-    /// now.
-    fn fit(&self, i: usize) -> Option<(u32, Vec<GpuSlot>)> {
-        let plan = &self.jobs[i].plan;
-        let order = self.node_order(plan);
-        let ask = plan.gpus as usize;
-        if let Some(&n) = order.iter().find(|&&n| self.free_gpus(n, ask).len() == ask) {
-            return Some((n, self.free_gpus(n, ask)));
-        }
-        let pieces = plan.replicas.max(1) as usize;
-        if pieces == 1 {
-            return None;
-        }
-        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas) as usize;
-        let mut gpus = Vec::with_capacity(ask);
-        for n in order {
-            let want = ask - gpus.len();
-            let free = self.free_gpus(n, want).len();
-            gpus.extend(self.free_gpus(n, free - free % per));
-            if gpus.len() == ask {
-                return Some((gpus[0].node, gpus));
-            }
-        }
-        None
-    }
-
-    /// The default placement: start queued jobs in arrival order while the first one fits. A
-    /// job that could not fit even on the empty cluster never blocks the ones behind it.
-    fn place_queued(&mut self, world: &mut Telemetry) {
-        let mut k = 0;
-        while let Some(&i) = self.queue.get(k) {
-            if let Some((node, gpus)) = self.fit(i) {
-                self.start(i, node, gpus, world);
-            } else if self.could_ever_fit(i) {
-                break;
-            } else {
-                k += 1;
-            }
-        }
-    }
-
-    /// Whether job `i` fits the cluster with every GPU free.
-    fn could_ever_fit(&self, i: usize) -> bool {
-        let plan = &self.jobs[i].plan;
-        let gpus_on = |n: u32| self.nodes[n as usize].gpus;
-        let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
-        let best = nodes.iter().map(|&n| gpus_on(n)).max().unwrap_or(0);
-        let pieces = plan.replicas.max(1);
-        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas);
-        let spread: u32 = nodes.iter().map(|&n| gpus_on(n) - gpus_on(n) % per).sum();
-        plan.gpus <= best || (pieces > 1 && plan.gpus <= spread)
-    }
-
-    /// A job arrives: it waits in the queue (and the default placement may start it now).
-    fn arrive(&mut self, i: usize, world: &mut Telemetry) {
-        let spec = job_spec(&self.jobs[i].plan);
-        let handle = world.enqueue_job(spec);
-        if let Some(s) = world.state_mut(handle) {
-            s.since_ms = secs_to_ms(self.now_s);
-        }
-        self.by_handle.push(i);
-        debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
-        let j = &mut self.jobs[i];
-        j.handle = Some(handle);
-        j.phase = Phase::Queued;
-        j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
-        self.queue.push(i);
-        self.last_activity_s = self.now_s;
-        if self.placement == Placement::Backend {
-            self.place_queued(world);
-        }
-    }
-
-    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption it first
-    /// pays the restart cost.
-    fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
-        self.queue.retain(|&k| k != i);
-        for g in &gpus {
-            let at = self.gpu_at(*g);
-            self.gpu_holders[at] += 1;
-        }
-        if let Some(h) = self.jobs[i].handle {
-            world.start_job(h, node, gpus.clone());
-        }
-        let now = self.now_s;
-        let restart = self.config.restart_cost_s;
-        let j = &mut self.jobs[i];
-        if j.started_s.is_some() {
-            j.paused_until = now + restart;
-        } else {
-            j.started_s = Some(now);
-            j.start_s = now.max(j.plan.arrival_s);
-            j.last_epoch_end_s = now;
-        }
-        j.node = node;
-        j.gpus = gpus;
-        j.phase = Phase::Running;
-        j.last_update_s = now;
-        self.on_node[node as usize].push(i);
-        self.last_activity_s = now;
-        let gpus = self.jobs[i].gpus.clone();
-        self.reshare_around(node, &gpus);
-    }
-
-    /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
-    fn release(&mut self, i: usize) {
-        self.catch_up(i);
-        let node = self.jobs[i].node;
-        self.on_node[node as usize].retain(|&k| k != i);
-        for g in std::mem::take(&mut self.jobs[i].gpus) {
-            let at = self.gpu_at(g);
-            self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
-        }
-        self.jobs[i].cores = 0.0;
-    }
-
-    /// Checkpoint job `i` and send it back to the queue: the epoch in progress is lost.
-    fn preempt(&mut self, i: usize, world: &mut Telemetry) {
-        let gpus = self.jobs[i].gpus.clone();
-        self.release(i);
-        let j = &mut self.jobs[i];
-        j.phase = Phase::Queued;
-        j.preemptions += 1;
-        j.work_left = j.work_per_epoch;
-        j.paused_until = 0.0;
-        j.version += 1;
-        let handle = j.handle;
-        if let Some(h) = handle {
-            world.requeue_job(h, wit::WaitReason::Preempted);
-        }
-        // Back in arrival order.
-        let pos = self.queue.partition_point(|&k| self.jobs[k].handle < handle);
-        self.queue.insert(pos, i);
-        self.reshare_around(self.jobs[i].node, &gpus);
-    }
-
-    /// Reshare `node`, and the nodes of the running jobs that hold any of `gpus` (their
-    /// time-slice of a shared GPU changed).
-    fn reshare_around(&mut self, node: u32, gpus: &[GpuSlot]) {
-        let mut nodes = vec![node];
-        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 0) {
-            for k in self.running().collect::<Vec<_>>() {
-                if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
-                    nodes.push(self.jobs[k].node);
-                }
-            }
-        }
-        nodes.sort_unstable();
-        nodes.dedup();
-        for n in nodes {
-            self.reshare(n);
-        }
     }
 
     fn finish(&mut self, i: usize, stopped: bool, world: &mut Telemetry) {

@@ -1,0 +1,194 @@
+//! The simulator's scheduling: the queue jobs wait in on arrival, the default placement
+//! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
+//! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
+
+use super::workload::JobPlan;
+use super::{Phase, Placement, Simulator, job_spec, secs_to_ms};
+use crate::bindings::wit;
+use crate::snapshot::{GpuSlot, Telemetry};
+
+impl Simulator {
+    /// Where `gpu` sits in the per-GPU vectors.
+    pub(super) fn gpu_at(&self, gpu: GpuSlot) -> usize {
+        self.first_gpu[gpu.node as usize] + gpu.index as usize
+    }
+
+    /// The first `n` GPUs of `node` that no running job holds.
+    pub(super) fn free_gpus(&self, node: u32, n: usize) -> Vec<GpuSlot> {
+        (0..self.nodes[node as usize].gpus)
+            .map(|index| GpuSlot { node, index })
+            .filter(|g| self.gpu_holders[self.gpu_at(*g)] == 0)
+            .take(n)
+            .collect()
+    }
+
+    /// The nodes in the order the default placement tries them: the pinned node alone, or
+    /// every node, least loaded first (CPU asked for over capacity; the lowest index on a tie).
+    pub(super) fn node_order(&self, plan: &JobPlan) -> Vec<u32> {
+        if let Some(n) = plan.node {
+            return vec![n];
+        }
+        let load = |n: usize| -> f64 {
+            let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
+            cores / (self.nodes[n].cpu_millicores as f64 / 1000.0).max(1e-9)
+        };
+        let mut order: Vec<(f64, u32)> = (0..self.nodes.len()).map(|n| (load(n), n as u32)).collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        order.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// First fit for job `i`: its first node and GPUs, on one node if one has enough free
+    /// GPUs, else spread in whole replicas over the nodes in order; None when it does not fit
+    /// now.
+    pub(super) fn fit(&self, i: usize) -> Option<(u32, Vec<GpuSlot>)> {
+        let plan = &self.jobs[i].plan;
+        let order = self.node_order(plan);
+        let ask = plan.gpus as usize;
+        if let Some(&n) = order.iter().find(|&&n| self.free_gpus(n, ask).len() == ask) {
+            return Some((n, self.free_gpus(n, ask)));
+        }
+        let pieces = plan.replicas.max(1) as usize;
+        if pieces == 1 {
+            return None;
+        }
+        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas) as usize;
+        let mut gpus = Vec::with_capacity(ask);
+        for n in order {
+            let want = ask - gpus.len();
+            let free = self.free_gpus(n, want).len();
+            gpus.extend(self.free_gpus(n, free - free % per));
+            if gpus.len() == ask {
+                return Some((gpus[0].node, gpus));
+            }
+        }
+        None
+    }
+
+    /// The default placement: start queued jobs in arrival order while the first one fits. A
+    /// job that could not fit even on the empty cluster never blocks the ones behind it.
+    pub(super) fn place_queued(&mut self, world: &mut Telemetry) {
+        let mut k = 0;
+        while let Some(&i) = self.queue.get(k) {
+            if let Some((node, gpus)) = self.fit(i) {
+                self.start(i, node, gpus, world);
+            } else if self.could_ever_fit(i) {
+                break;
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// Whether job `i` fits the cluster with every GPU free.
+    pub(super) fn could_ever_fit(&self, i: usize) -> bool {
+        let plan = &self.jobs[i].plan;
+        let gpus_on = |n: u32| self.nodes[n as usize].gpus;
+        let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
+        let best = nodes.iter().map(|&n| gpus_on(n)).max().unwrap_or(0);
+        let pieces = plan.replicas.max(1);
+        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas);
+        let spread: u32 = nodes.iter().map(|&n| gpus_on(n) - gpus_on(n) % per).sum();
+        plan.gpus <= best || (pieces > 1 && plan.gpus <= spread)
+    }
+
+    /// A job arrives: it waits in the queue (and the default placement may start it now).
+    pub(super) fn arrive(&mut self, i: usize, world: &mut Telemetry) {
+        let spec = job_spec(&self.jobs[i].plan);
+        let handle = world.enqueue_job(spec);
+        if let Some(s) = world.state_mut(handle) {
+            s.since_ms = secs_to_ms(self.now_s);
+        }
+        self.by_handle.push(i);
+        debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
+        let j = &mut self.jobs[i];
+        j.handle = Some(handle);
+        j.phase = Phase::Queued;
+        j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
+        self.queue.push(i);
+        self.last_activity_s = self.now_s;
+        if self.placement == Placement::Backend {
+            self.place_queued(world);
+        }
+    }
+
+    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption it first
+    /// pays the restart cost.
+    pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
+        self.queue.retain(|&k| k != i);
+        for g in &gpus {
+            let at = self.gpu_at(*g);
+            self.gpu_holders[at] += 1;
+        }
+        if let Some(h) = self.jobs[i].handle {
+            world.start_job(h, node, gpus.clone());
+        }
+        let now = self.now_s;
+        let restart = self.config.restart_cost_s;
+        let j = &mut self.jobs[i];
+        if j.started_s.is_some() {
+            j.paused_until = now + restart;
+        } else {
+            j.started_s = Some(now);
+            j.start_s = now.max(j.plan.arrival_s);
+            j.last_epoch_end_s = now;
+        }
+        j.node = node;
+        j.gpus = gpus;
+        j.phase = Phase::Running;
+        j.last_update_s = now;
+        self.on_node[node as usize].push(i);
+        self.last_activity_s = now;
+        let gpus = self.jobs[i].gpus.clone();
+        self.reshare_around(node, &gpus);
+    }
+
+    /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
+    pub(super) fn release(&mut self, i: usize) {
+        self.catch_up(i);
+        let node = self.jobs[i].node;
+        self.on_node[node as usize].retain(|&k| k != i);
+        for g in std::mem::take(&mut self.jobs[i].gpus) {
+            let at = self.gpu_at(g);
+            self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
+        }
+        self.jobs[i].cores = 0.0;
+    }
+
+    /// Checkpoint job `i` and send it back to the queue: the epoch in progress is lost.
+    pub(super) fn preempt(&mut self, i: usize, world: &mut Telemetry) {
+        let gpus = self.jobs[i].gpus.clone();
+        self.release(i);
+        let j = &mut self.jobs[i];
+        j.phase = Phase::Queued;
+        j.preemptions += 1;
+        j.work_left = j.work_per_epoch;
+        j.paused_until = 0.0;
+        j.version += 1;
+        let handle = j.handle;
+        if let Some(h) = handle {
+            world.requeue_job(h, wit::WaitReason::Preempted);
+        }
+        // Back in arrival order.
+        let pos = self.queue.partition_point(|&k| self.jobs[k].handle < handle);
+        self.queue.insert(pos, i);
+        self.reshare_around(self.jobs[i].node, &gpus);
+    }
+
+    /// Reshare `node`, and the nodes of the running jobs that hold any of `gpus` (their
+    /// time-slice of a shared GPU changed).
+    pub(super) fn reshare_around(&mut self, node: u32, gpus: &[GpuSlot]) {
+        let mut nodes = vec![node];
+        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 0) {
+            for k in self.running().collect::<Vec<_>>() {
+                if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
+                    nodes.push(self.jobs[k].node);
+                }
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        for n in nodes {
+            self.reshare(n);
+        }
+    }
+}
