@@ -334,22 +334,13 @@ mod tests {
         r
     }
 
-    /// Nodes with these GPU counts, 8 cores each.
-    fn cluster(gpus: &[usize]) -> TestWorld {
-        let mut w = TestWorld::new();
-        for (i, &n) in gpus.iter().enumerate() {
-            w.node_with_gpus(&format!("n{i}"), Millicores(8000), Bytes::gib(64), &vec![Bytes::gib(16); n]);
-        }
-        w
-    }
-
     fn entries(p: &Placement) -> Vec<(u32, Vec<u32>)> {
         p.nodes().iter().map(|(n, g)| (n.0, g.clone())).collect()
     }
 
     #[test]
     fn most_free_first_spreads_jobs_over_the_emptiest_nodes() {
-        let mut w = cluster(&[4, 4, 2]);
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 2]);
         let a = w.queue_job(job("a", "cifar10").gpus(1));
         w.start(a, NodeId(0), &[0]);
         let r = seen(&mut w);
@@ -362,7 +353,7 @@ mod tests {
 
     #[test]
     fn first_fit_takes_the_lowest_free_gpus_of_the_first_node_with_enough() {
-        let mut w = cluster(&[4, 4]);
+        let mut w = TestWorld::gpu_cluster(&[4, 4]);
         let a = w.queue_job(job("a", "cifar10").gpus(2));
         w.start(a, NodeId(0), &[0, 2]);
         let r = seen(&mut w);
@@ -375,7 +366,7 @@ mod tests {
 
     #[test]
     fn a_job_no_node_can_hold_spreads_in_whole_replicas_when_it_may() {
-        let mut w = cluster(&[3, 3, 4]);
+        let mut w = TestWorld::gpu_cluster(&[3, 3, 4]);
         let r = seen(&mut w);
         let free = FreeGpus::of(&r.view());
         assert_eq!(free.find(8, 1), None, "one replica never spreads");
@@ -389,7 +380,7 @@ mod tests {
 
     #[test]
     fn an_uneven_split_uses_single_gpus_on_no_more_nodes_than_replicas() {
-        let mut w = cluster(&[2, 2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2, 2]);
         let r = seen(&mut w);
         let free = FreeGpus::of(&r.view());
         assert_eq!(entries(&free.find(3, 2).unwrap()), [(0, vec![0, 1]), (1, vec![0])]);
@@ -398,7 +389,7 @@ mod tests {
 
     #[test]
     fn releasing_a_running_job_frees_its_gpus_and_queued_jobs_hold_none() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         let a = w.queue_job(job("a", "cifar10").gpus(4));
         let b = w.queue_job(job("b", "cifar10").gpus(4));
         w.start(a, NodeId(0), &[0, 1, 2, 3]);
@@ -431,7 +422,7 @@ mod tests {
 
     #[test]
     fn a_placement_becomes_a_place_action_with_one_entry_per_node() {
-        let mut w = cluster(&[2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2]);
         let r = seen(&mut w);
         let p = FreeGpus::of(&r.view()).find(4, 2).unwrap();
         assert_eq!(p.node(), NodeId(0));
@@ -445,7 +436,7 @@ mod tests {
 
     #[test]
     fn the_idle_book_holds_every_gpu_free_whatever_runs() {
-        let mut w = cluster(&[2]);
+        let mut w = TestWorld::gpu_cluster(&[2]);
         let a = w.queue_job(job("a", "cifar10").gpus(2));
         w.start(a, NodeId(0), &[0, 1]);
         let r = seen(&mut w);
@@ -455,7 +446,7 @@ mod tests {
 
     #[test]
     fn check_accepts_what_the_host_accepts_and_names_what_it_refuses() {
-        let mut w = cluster(&[2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2]);
         let a = w.queue_job(job("a", "cifar10").gpus(2));
         let b = w.queue_job(job("b", "cifar10").gpus(2).replicas(2));
         w.start(a, NodeId(0), &[0, 1]);
@@ -477,7 +468,7 @@ mod tests {
             let err = check(&view, &d).unwrap_err();
             assert!(err.contains(why), "{err} should say {why}");
         }
-        let mut w = cluster(&[2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2]);
         let c = w.queue_job(job("c", "cifar10").gpus(2).replicas(1));
         let d = w.queue_job(job("d", "cifar10").gpus(4).replicas(2));
         let r = seen(&mut w);

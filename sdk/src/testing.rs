@@ -137,6 +137,15 @@ impl TestWorld {
         Self::default()
     }
 
+    /// Nodes `n0`, `n1`, … with these GPU counts (16 GiB each), 8 cores and 64 GiB apiece.
+    pub fn gpu_cluster(gpus: &[usize]) -> Self {
+        let mut w = TestWorld::new();
+        for (i, &n) in gpus.iter().enumerate() {
+            w.node_with_gpus(&format!("n{i}"), Millicores(8000), Bytes::gib(64), &vec![Bytes::gib(16); n]);
+        }
+        w
+    }
+
     /// Add a node without GPUs.
     pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
         self.node_with_gpus(name, cpu, memory, &[])
@@ -380,5 +389,38 @@ impl<P: Policy> Harness<P> {
     /// The runner, to save its state.
     pub fn runner(&self) -> &Runner<P> {
         &self.runner
+    }
+}
+
+/// A busy world for a scheduler, deterministic for a `seed`: for `ticks` ticks of 30 s, up to
+/// two jobs of assorted shapes (CPU only; 1 to 32 GPUs in 1 to 4 replicas) arrive, and each
+/// running job ends with one chance in `end_one_in`. Every decision is checked as the host
+/// would check it ([`crate::sched::check`]; a problem panics with its tick) and handed to
+/// `seen`.
+pub fn churn<P: Policy>(h: &mut Harness<P>, ticks: u32, seed: u64, end_one_in: u64, mut seen: impl FnMut(&Decision)) {
+    const SHAPES: [(u32, u32); 10] = [(0, 1), (1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 4), (12, 3), (32, 4)];
+    let mut dice = seed;
+    let mut below = |n: u64| {
+        dice ^= dice << 13;
+        dice ^= dice >> 7;
+        dice ^= dice << 17;
+        dice % n
+    };
+    for tick in 0..ticks {
+        for _ in 0..below(3) {
+            let (gpus, replicas) = SHAPES[below(SHAPES.len() as u64) as usize];
+            h.world.queue_job(job(&format!("j{tick}"), "cifar10").gpus(gpus).replicas(replicas));
+        }
+        let running: Vec<JobId> = h.runner().view().jobs().map(|j| j.id()).collect();
+        for id in running {
+            if below(end_one_in) == 0 {
+                h.world.remove_job(id);
+            }
+        }
+        let d = h.tick(Seconds(30.0)).unwrap_or_else(|e| panic!("tick {tick}: the policy failed: {e:?}"));
+        if let Err(problem) = crate::sched::check(&h.runner().view(), &d) {
+            panic!("tick {tick}: {problem}");
+        }
+        seen(&d);
     }
 }

@@ -71,16 +71,7 @@ export_policy!(Fifo);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_sdk::testing::{Harness, TestWorld, job};
-
-    /// Nodes with these GPU counts, 8 cores each.
-    fn cluster(gpus: &[usize]) -> TestWorld {
-        let mut w = TestWorld::new();
-        for (i, &n) in gpus.iter().enumerate() {
-            w.node_with_gpus(&format!("n{i}"), Millicores(8000), Bytes::gib(64), &vec![Bytes::gib(16); n]);
-        }
-        w
-    }
+    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job};
 
     fn fifo(backfill: bool, world: TestWorld) -> Harness<Fifo> {
         Harness::new(Fifo::new(Config { backfill }).unwrap(), world)
@@ -102,7 +93,7 @@ mod tests {
 
     #[test]
     fn jobs_start_in_order_of_arrival_on_the_first_node_that_fits() {
-        let mut w = cluster(&[2, 4]);
+        let mut w = TestWorld::gpu_cluster(&[2, 4]);
         let a = w.queue_job(job("a", "cifar10").gpus(4));
         let b = w.queue_job(job("b", "cifar10").gpus(1));
         w.queue_job(job("c", "cifar10").gpus(2));
@@ -115,7 +106,7 @@ mod tests {
 
     #[test]
     fn a_job_that_does_not_fit_holds_back_the_jobs_behind_it() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         let a = w.queue_job(job("a", "cifar10").gpus(3));
         let b = w.queue_job(job("b", "cifar10").gpus(2));
         let c = w.queue_job(job("c", "cifar10").gpus(1));
@@ -129,7 +120,7 @@ mod tests {
 
     #[test]
     fn with_backfill_a_later_job_that_fits_goes_ahead() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         let a = w.queue_job(job("a", "cifar10").gpus(3));
         let b = w.queue_job(job("b", "cifar10").gpus(2));
         let c = w.queue_job(job("c", "cifar10").gpus(1));
@@ -144,7 +135,7 @@ mod tests {
 
     #[test]
     fn a_job_too_big_for_the_whole_cluster_does_not_block_the_queue() {
-        let mut w = cluster(&[2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2]);
         w.queue_job(job("huge", "imagenet").gpus(4));
         w.queue_job(job("spread-too-big", "imagenet").gpus(6).replicas(3));
         let c = w.queue_job(job("c", "cifar10").gpus(2));
@@ -154,7 +145,7 @@ mod tests {
 
     #[test]
     fn a_job_that_may_be_split_spreads_in_whole_replicas_when_no_node_holds_it() {
-        let mut w = cluster(&[2, 1, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 1, 2]);
         let a = w.queue_job(job("a", "imagenet").gpus(4).replicas(2));
         let mut h = fifo(false, w);
         let d = h.tick(Seconds(30.0)).unwrap();
@@ -183,45 +174,18 @@ mod tests {
     }
 
     /// A deterministic die (xorshift), so the busy world is the same on every run.
-    struct Dice(u64);
-
-    impl Dice {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
-
     /// Jobs of every shape arrive and end on four GPU nodes and a CPU node for 300 ticks;
     /// returns how many placements the policy made, after checking every decision as the host
     /// would.
     fn run_busy_world(backfill: bool) -> usize {
-        let mut w = cluster(&[4, 4, 2, 8]);
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 2, 8]);
         w.node("cpu", Millicores(16000), Bytes::gib(64));
         let mut h = fifo(backfill, w);
-        let mut dice = Dice(0x9e37_79b9_7f4a_7c15);
-        let shapes = [(0, 1), (1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 4), (12, 3), (32, 4)];
         let mut placements = 0;
-        for tick in 0..300 {
-            for _ in 0..dice.below(3) {
-                let (gpus, replicas) = shapes[dice.below(shapes.len() as u64) as usize];
-                h.world.queue_job(job(&format!("j{tick}"), "cifar10").gpus(gpus).replicas(replicas));
-            }
-            let running: Vec<JobId> = h.runner().view().jobs().map(|j| j.id()).collect();
-            for id in running {
-                if dice.below(8) == 0 {
-                    h.world.remove_job(id);
-                }
-            }
-            let d = h.tick(Seconds(30.0)).unwrap();
-            if let Err(problem) = sched::check(&h.runner().view(), &d) {
-                panic!("tick {tick}: {problem}");
-            }
+        churn(&mut h, 300, 0x9e37_79b9_7f4a_7c15, 8, |d| {
             assert!(d.actions().iter().all(|a| matches!(a.kind(), ActionKind::Place(_))), "fifo only places");
             placements += d.actions().len();
-        }
+        });
         placements
     }
 

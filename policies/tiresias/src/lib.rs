@@ -331,19 +331,10 @@ export_policy!(Tiresias);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_sdk::testing::{Harness, TestWorld, job};
+    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job};
 
     /// Rounds on every call; Q1 from 1 GPU-hour.
     const FAST: &str = r#"{"interval-s": 0, "thresholds-gpu-h": [1]}"#;
-
-    /// Nodes with these GPU counts, 8 cores each.
-    fn cluster(gpus: &[usize]) -> TestWorld {
-        let mut w = TestWorld::new();
-        for (i, &n) in gpus.iter().enumerate() {
-            w.node_with_gpus(&format!("n{i}"), Millicores(8000), Bytes::gib(64), &vec![Bytes::gib(16); n]);
-        }
-        w
-    }
 
     fn tiresias(config: &str, world: TestWorld) -> Harness<Tiresias> {
         Harness::from_config(config, world).unwrap()
@@ -376,7 +367,7 @@ mod tests {
 
     /// One job of 4 GPUs on `gpus`' first node, run for 1000 s: 4000 GPU-s puts it in Q1.
     fn demoted(config: &str, gpus: &[usize]) -> (Harness<Tiresias>, JobId) {
-        let mut w = cluster(gpus);
+        let mut w = TestWorld::gpu_cluster(gpus);
         let a = w.queue_job(job("a", "imagenet").gpus(4));
         let mut h = tiresias(config, w);
         assert_eq!(placed(&tick(&mut h, 0.0)), [(a, vec![(0, vec![0, 1, 2, 3])])]);
@@ -408,7 +399,7 @@ mod tests {
 
     #[test]
     fn within_a_queue_the_job_that_came_first_keeps_running_whatever_its_service() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         let a = w.queue_job(job("a", "imagenet").gpus(4));
         let mut h = tiresias(FAST, w);
         tick(&mut h, 0.0);
@@ -429,7 +420,7 @@ mod tests {
 
     #[test]
     fn the_lowest_ranked_running_job_is_the_one_preempted() {
-        let mut w = cluster(&[4, 4]);
+        let mut w = TestWorld::gpu_cluster(&[4, 4]);
         let x = w.queue_job(job("x", "imagenet").gpus(4));
         let y = w.queue_job(job("y", "imagenet").gpus(4));
         let mut h = tiresias(FAST, w);
@@ -444,7 +435,7 @@ mod tests {
 
     #[test]
     fn only_the_jobs_whose_gpus_a_placement_takes_are_preempted() {
-        let mut w = cluster(&[2, 2]);
+        let mut w = TestWorld::gpu_cluster(&[2, 2]);
         let a = w.queue_job(job("a", "cifar10").gpus(1));
         let c = w.queue_job(job("c", "cifar10").gpus(1));
         w.start(a, NodeId(0), &[0]);
@@ -466,7 +457,7 @@ mod tests {
 
     #[test]
     fn a_job_is_not_preempted_before_its_minimum_run_time() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         let a = w.queue_job(job("a", "imagenet").gpus(4));
         let mut h = tiresias(r#"{"interval-s": 0, "thresholds-gpu-h": [0.5], "min-run-s": 1200}"#, w);
         tick(&mut h, 0.0);
@@ -480,7 +471,7 @@ mod tests {
 
     #[test]
     fn jobs_move_down_one_queue_at_each_threshold_and_cpu_jobs_count_their_run_time() {
-        let mut w = cluster(&[2]);
+        let mut w = TestWorld::gpu_cluster(&[2]);
         let a = w.queue_job(job("a", "cifar10").gpus(2));
         let c = w.queue_job(job("c", "ncf"));
         let mut h = tiresias(r#"{"interval-s": 0, "thresholds-gpu-h": [1, 2]}"#, w);
@@ -496,7 +487,7 @@ mod tests {
 
     #[test]
     fn a_job_that_does_not_fit_is_passed_over_and_smaller_ones_behind_it_start() {
-        let mut w = cluster(&[4]);
+        let mut w = TestWorld::gpu_cluster(&[4]);
         w.queue_job(job("huge", "imagenet").gpus(8));
         let a = w.queue_job(job("a", "imagenet").gpus(3));
         w.queue_job(job("b", "cifar10").gpus(2));
@@ -530,7 +521,7 @@ mod tests {
 
     #[test]
     fn rounds_come_every_interval_and_jobs_that_arrive_between_wait_for_the_next() {
-        let mut h = tiresias("{}", cluster(&[4]));
+        let mut h = tiresias("{}", TestWorld::gpu_cluster(&[4]));
         assert_eq!(tick(&mut h, 0.0).next_call(), Some(Seconds(60.0)));
         let a = h.world.queue_job(job("a", "cifar10").gpus(1));
         let d = tick(&mut h, 30.0);
@@ -541,7 +532,7 @@ mod tests {
     #[test]
     fn ranking_by_arrival_puts_an_older_job_demoted_later_first() {
         for (within, victim) in [("entry", "a"), ("arrival", "b")] {
-            let mut w = cluster(&[4]);
+            let mut w = TestWorld::gpu_cluster(&[4]);
             let a = w.queue_job(job("a", "cifar10").gpus(1));
             let config = format!(r#"{{"interval-s": 0, "thresholds-gpu-h": [1], "within-queue": "{within}"}}"#);
             let mut h = tiresias(&config, w);
@@ -579,45 +570,18 @@ mod tests {
     }
 
     /// A deterministic die (xorshift), so the busy world is the same on every run.
-    struct Dice(u64);
-
-    impl Dice {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
-
     /// Jobs of every shape arrive and end on four GPU nodes and a CPU node for 400 ticks of
     /// 30 s; every decision is checked as the host would. Returns the placements and
     /// preemptions made.
     fn run_busy_world(config: &str) -> (usize, usize) {
-        let mut w = cluster(&[4, 4, 2, 8]);
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 2, 8]);
         w.node("cpu", Millicores(16000), Bytes::gib(64));
         let mut h = tiresias(config, w);
-        let mut dice = Dice(0x2545_f491_4f6c_dd1d);
-        let shapes = [(0, 1), (1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 4), (12, 3), (32, 4)];
         let (mut placements, mut preemptions) = (0, 0);
-        for tick in 0..400 {
-            for _ in 0..dice.below(3) {
-                let (gpus, replicas) = shapes[dice.below(shapes.len() as u64) as usize];
-                h.world.queue_job(job(&format!("j{tick}"), "cifar10").gpus(gpus).replicas(replicas));
-            }
-            let running: Vec<JobId> = h.runner().view().jobs().map(|j| j.id()).collect();
-            for id in running {
-                if dice.below(12) == 0 {
-                    h.world.remove_job(id);
-                }
-            }
-            let d = h.tick(Seconds(30.0)).unwrap();
-            if let Err(problem) = sched::check(&h.runner().view(), &d) {
-                panic!("tick {tick}: {problem}");
-            }
-            placements += placed(&d).len();
-            preemptions += preempted(&d).len();
-        }
+        churn(&mut h, 400, 0x2545_f491_4f6c_dd1d, 12, |d| {
+            placements += placed(d).len();
+            preemptions += preempted(d).len();
+        });
         (placements, preemptions)
     }
 
