@@ -308,9 +308,14 @@ impl Telemetry {
         self.specs.iter().zip(&self.states)
     }
 
+    /// How many GPUs there are, on all nodes.
+    pub fn gpu_count(&self) -> usize {
+        self.gpu_utilisation.len()
+    }
+
     /// How many jobs hold each GPU, in node order then GPU order (as the GPU columns).
     pub fn gpu_holders(&self) -> Vec<u32> {
-        let mut held = vec![0u32; self.gpu_utilisation.len()];
+        let mut held = vec![0u32; self.gpu_count()];
         for (_, s) in self.jobs() {
             for g in &s.gpus {
                 if let Some(i) = self.gpu_position(*g) {

@@ -89,7 +89,7 @@ struct Scratch {
 
 impl Scratch {
     fn new(world: &Telemetry) -> Self {
-        let mut holder = vec![(None, 0); world.gpu_holders().len()];
+        let mut holder = vec![(None, 0); world.gpu_count()];
         for (_, s) in world.jobs() {
             for g in &s.gpus {
                 if let Some(i) = world.gpu_position(*g) {

@@ -44,8 +44,8 @@ impl Simulator {
         let plan = &self.jobs[i].plan;
         let order = self.node_order(plan);
         let ask = plan.gpus as usize;
-        if let Some(&n) = order.iter().find(|&&n| self.free_gpus(n, ask).len() == ask) {
-            return Some((n, self.free_gpus(n, ask)));
+        if let Some((n, gpus)) = order.iter().map(|&n| (n, self.free_gpus(n, ask))).find(|(_, g)| g.len() == ask) {
+            return Some((n, gpus));
         }
         let pieces = plan.replicas.max(1) as usize;
         if pieces == 1 {
@@ -54,9 +54,9 @@ impl Simulator {
         let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas) as usize;
         let mut gpus = Vec::with_capacity(ask);
         for n in order {
-            let want = ask - gpus.len();
-            let free = self.free_gpus(n, want).len();
-            gpus.extend(self.free_gpus(n, free - free % per));
+            let mut free = self.free_gpus(n, ask - gpus.len());
+            free.truncate(free.len() - free.len() % per);
+            gpus.extend(free);
             if gpus.len() == ask {
                 return Some((gpus[0].node, gpus));
             }
