@@ -3,8 +3,10 @@
 //!
 //! [`run`] runs one policy on one workload with one seed and compares several over seeds
 //! (what `simulate`, `compare` and `demo` do), [`paper`] sets our figures beside a paper's,
-//! and [`report`] draws the comparison as an HTML page.
+//! [`report`] draws the comparison as an HTML page, and [`fidelity`] checks the simulator
+//! against Pollux's own.
 
+pub mod fidelity;
 pub mod paper;
 pub mod report;
 pub mod run;

@@ -58,6 +58,15 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Check the simulator against Pollux's: Tiresias on Pollux's workloads 1–4, our mean JCT
+    /// beside the published one; exit status 1 when one is more than 10 % off.
+    Fidelity {
+        /// How many seeds (0, 1, … N-1) each workload runs with.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+        seeds: u64,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Run several policies on the same workload and seeds; print one table.
     Compare {
         #[command(flatten)]
@@ -203,7 +212,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulated run asks its policies thousands of times in a few seconds: their own info
     // lines would drown the table, so they show from warn up (RUST_LOG=policy=info for all).
-    let batch = matches!(cli.command, Command::Demo { .. } | Command::Simulate { .. } | Command::Compare { .. });
+    let batch = matches!(
+        cli.command,
+        Command::Demo { .. } | Command::Simulate { .. } | Command::Compare { .. } | Command::Fidelity { .. }
+    );
     let policy = if batch { "warn" } else { "info" };
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn")));
@@ -281,6 +293,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 println!("report: {}", page.display());
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Fidelity { seeds, runtime } => {
+            let (rt, limits) = runtime.runtime()?;
+            let rows = experiment::fidelity::against_pollux(&rt, 0..seeds, limits)?;
+            println!("{}", experiment::fidelity::table(&rows));
+            Ok(if rows.iter().all(|r| r.within()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
         Command::Validate { files, runtime } => {
             let (rt, limits) = runtime.runtime()?;

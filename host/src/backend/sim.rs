@@ -4,10 +4,18 @@
 //! per-epoch validation metric of a real run, [`model`]); an epoch's metric is the
 //! real one, so progress, plateaus and targets behave as in real training.
 //!
-//! **What is assumed.** An epoch costs a fixed amount of CPU work (core-seconds per model,
-//! scaled by the job's `work_scale`), and a job uses at most its model's maximum useful
-//! parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an equal
-//! share, a limit caps it, and what a job cannot use flows to the others (work-conserving).
+//! **GPU jobs run at measured speed.** A training job that asks for GPUs takes, per epoch, the
+//! optimiser steps its model's measured run took at its batch size, and each step takes the
+//! measured step time of its placement and per-GPU batch ([`throughput`]); it needs
+//! [`FEED_CORES_PER_GPU`] cores a GPU to feed them (an assumption) and slows in proportion
+//! when it gets less. Every start of a GPU job, the first included, costs
+//! [`SimConfig::gpu_start_s`] before its first step (Pollux's simulator's 30 s).
+//!
+//! **CPU jobs run on assumed costs.** An epoch costs a fixed amount of CPU work (core-seconds
+//! per model, scaled by the job's `work_scale`), and a job uses at most its model's maximum
+//! useful parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an
+//! equal share, a limit caps it, and what a job cannot use flows to the others
+//! (work-conserving).
 //!
 //! **Scheduling.** A job that arrives waits in the queue until it is placed: by the policy
 //! (`place`), or, for a policy that does not place, by the default placement, first come
@@ -15,8 +23,9 @@
 //! node as before, so CPU scenarios start every job on arrival). GPUs are allocated whole; a
 //! placement may share them, and jobs on one GPU time-slice it (each runs at 1/k of its
 //! speed with k jobs there). A job spread over nodes does its CPU work on its first node.
-//! A migration, and a placement after a preemption, restart the job from its last completed
-//! epoch after a restart cost; a preemption loses the epoch in progress (the checkpoint). An inference service needs `request_rate` × 20 ms
+//! A migration, and a placement after a preemption, restart the job from its checkpoint after
+//! a restart cost: a CPU job's last completed epoch (the epoch in progress is lost), a GPU
+//! job's last step. An inference service needs `request_rate` × 20 ms
 //! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to.
 //! A seed perturbs each job's work per epoch and each epoch's length by a few per cent, so
 //! several seeds give a spread; the same seed gives the same run, bit for bit.
@@ -27,9 +36,11 @@ use std::collections::BinaryHeap;
 pub mod model;
 mod outcome;
 mod placement;
+pub mod throughput;
 pub mod workload;
 
 use self::model::{Curve, meets};
+use self::throughput::GpuConfig;
 use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit::{self, ActionKind};
@@ -39,13 +50,19 @@ pub use outcome::JobOutcome;
 /// CPU one inference request costs, in core-seconds.
 pub const REQUEST_COST_CORE_S: f64 = 0.02;
 
+/// Cores a GPU job keeps busy per GPU feeding it (input pipeline, launches), an assumption of
+/// ours; with fewer it slows in proportion.
+pub const FEED_CORES_PER_GPU: f64 = 2.0;
+
 /// How the simulator behaves.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SimConfig {
     /// Seeds the per-job and per-epoch noise.
     pub seed: u64,
-    /// Time lost when a job restarts on another node.
+    /// Time lost when a CPU job restarts on another node or after a preemption.
     pub restart_cost_s: f64,
+    /// Time from placing a GPU job (first start, restart, migration) to its first step.
+    pub gpu_start_s: f64,
     /// Relative spread of a job's work per epoch (and half of it per epoch).
     pub noise: f64,
     /// How often an inference service reports its latency.
@@ -62,6 +79,7 @@ impl Default for SimConfig {
         SimConfig {
             seed: 0,
             restart_cost_s: 20.0,
+            gpu_start_s: 30.0,
             noise: 0.05,
             inference_window_s: 10.0,
             keep_progress: false,
@@ -90,7 +108,15 @@ struct SimJob {
     node: u32,
     phase: Phase,
     epochs_total: u32,
+    /// CPU job: core-seconds per epoch. GPU job: what multiplies its measured steps per epoch
+    /// (its `work_scale` and the seed's noise).
     work_per_epoch: f64,
+    /// How it runs on GPUs; None for a CPU job.
+    gpu: Option<GpuConfig>,
+    /// GPU job: seconds per optimiser step where it runs now.
+    step_s: f64,
+    /// Work done per second now: cores for a CPU job, steps for a GPU job.
+    speed: f64,
     max_cores: f64,
     memory_bytes: u64,
     epoch: u32,
@@ -136,6 +162,14 @@ impl SimJob {
 
     fn runnable(&self, now: f64) -> bool {
         self.phase == Phase::Running && now >= self.paused_until
+    }
+
+    /// The work of epoch `epoch` (1-based), before the per-epoch noise.
+    fn epoch_work(&self, epoch: u32) -> f64 {
+        match self.gpu {
+            Some(g) => self.plan.model.steps_in(g.batch_size(), epoch) * self.work_per_epoch,
+            None => self.work_per_epoch,
+        }
     }
 }
 
@@ -220,8 +254,10 @@ impl Simulator {
             .map(|plan| {
                 let curve = plan.model.curve(plan.batch_size);
                 let epochs_total = plan.max_epochs.map_or(curve.epochs(), |m| m.min(curve.epochs())).max(1);
-                let work_per_epoch =
-                    plan.model.work_per_epoch_core_s() * plan.work_scale * rng.around_one(config.noise);
+                let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training)
+                    .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
+                let cost = if gpu.is_some() { 1.0 } else { plan.model.work_per_epoch_core_s() };
+                let work_per_epoch = cost * plan.work_scale * rng.around_one(config.noise);
                 SimJob {
                     curve,
                     direction: curve.direction(),
@@ -230,7 +266,13 @@ impl Simulator {
                     phase: Phase::Pending,
                     epochs_total,
                     work_per_epoch,
-                    max_cores: plan.model.max_parallelism_cores(),
+                    gpu,
+                    step_s: 0.0,
+                    speed: 0.0,
+                    max_cores: match gpu {
+                        Some(g) => f64::from(g.replicas) * FEED_CORES_PER_GPU,
+                        None => plan.model.max_parallelism_cores(),
+                    },
                     memory_bytes: plan.model.memory_bytes(),
                     epoch: 0,
                     work_left: 0.0,
@@ -321,11 +363,7 @@ impl Simulator {
         // GPU time-slicing: a job runs at 1/k of its speed where k jobs hold one of its GPUs.
         let caps: Vec<f64> = runnable
             .iter()
-            .map(|&i| {
-                let j = &self.jobs[i];
-                let sharing = j.gpus.iter().map(|g| self.gpu_holders[self.gpu_at(*g)]).max().unwrap_or(1).max(1);
-                j.demand_cores() / f64::from(sharing)
-            })
+            .map(|&i| self.jobs[i].demand_cores() / j_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu))
             .collect();
         let shares = cfs_shares(capacity, &caps);
         // What a service is entitled to, were it busy: its latency depends on it.
@@ -339,13 +377,21 @@ impl Simulator {
             .collect();
         let entitled = cfs_shares(capacity, &busy_caps);
         for (k, &i) in runnable.iter().enumerate() {
+            let sharing = j_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu);
             let j = &mut self.jobs[i];
             j.cores = shares[k];
             j.entitled = entitled[k];
+            j.speed = match j.gpu {
+                // Its GPUs' time-slice, slowed in proportion when its CPU falls short of feeding it.
+                Some(_) => (j.cores / (j.max_cores / sharing).max(1e-9)).min(1.0) / (j.step_s.max(1e-9) * sharing),
+                None => j.cores,
+            };
         }
         for &i in &on_node {
             if !runnable.contains(&i) {
-                self.jobs[i].cores = 0.0;
+                let j = &mut self.jobs[i];
+                j.cores = 0.0;
+                j.speed = 0.0;
             }
             self.schedule(i);
         }
@@ -368,7 +414,7 @@ impl Simulator {
             j.total_core_s += used;
             self.busy_core_s += used;
             if !j.is_inference() {
-                j.work_left -= used;
+                j.work_left -= j.speed * dt;
             }
         }
         j.last_update_s = now;
@@ -388,8 +434,8 @@ impl Simulator {
         } else if j.is_inference() {
             let end = j.plan.arrival_s + j.plan.duration_s.unwrap_or(0.0);
             (j.start_s + window * f64::from(j.windows + 1)).min(end)
-        } else if j.cores > 0.0 {
-            now + j.work_left.max(0.0) / j.cores
+        } else if j.speed > 0.0 {
+            now + j.work_left.max(0.0) / j.speed
         } else {
             return;
         };
@@ -460,7 +506,7 @@ impl Simulator {
         if j.epoch >= j.epochs_total {
             self.finish(i, false, world);
         } else {
-            j.work_left = j.work_per_epoch * self.rng.around_one(noise);
+            j.work_left = j.epoch_work(j.epoch + 1) * self.rng.around_one(noise);
             self.schedule(i);
         }
     }
@@ -687,13 +733,17 @@ impl Backend for Simulator {
                     }
                     self.jobs[i].gpus = gpus;
                     self.reshare_around(node, &old_gpus);
-                    let restart = self.now_s + self.config.restart_cost_s;
+                    let restart = self.now_s + self.restart_cost(i);
+                    self.set_step_time(i);
                     let j = &mut self.jobs[i];
-                    j.work_left = j.work_per_epoch;
+                    if j.gpu.is_none() {
+                        j.work_left = j.epoch_work(j.epoch + 1);
+                    }
                     j.paused_until = restart;
                     j.node = to;
                     j.migrations += 1;
                     j.cores = 0.0;
+                    j.speed = 0.0;
                     touched.extend([node, to]);
                 }
                 ActionKind::Deliver => {
@@ -726,6 +776,12 @@ impl Backend for Simulator {
         }
         errors
     }
+}
+
+/// How many jobs time-slice the busiest GPU `j` holds (1 without GPUs).
+fn j_sharing(j: &SimJob, holders: &[u32], first_gpu: &[usize]) -> f64 {
+    let most = j.gpus.iter().map(|g| holders[first_gpu[g.node as usize] + g.index as usize]).max();
+    f64::from(most.unwrap_or(1).max(1))
 }
 
 /// CFS on one node: equal shares of `capacity`, each capped by its demand, with what a job

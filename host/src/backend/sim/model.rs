@@ -4,7 +4,7 @@
 //! **What is measured.** Every curve is a real training run by the Pollux authors (petuum/adaptdl,
 //! OSDI'21 artifact, Apache-2.0; see `data/README.md`): one validation metric per epoch (or per
 //! evaluation, for bert) at a given global batch size. The files live in
-//! `data/curves/<model>/validation-<B>.csv`, are embedded in the binary with `include_str!` and
+//! `data/models/<model>/validation-<B>.csv`, are embedded in the binary with `include_str!` and
 //! parsed once, on first use.
 //!
 //! **What is assumed.** The CPU work of an epoch, the most cores a job uses usefully and its
@@ -45,7 +45,7 @@ pub enum Model {
 
 /// The per-model constants of one [`Model`].
 struct Spec {
-    /// Folder name under `data/curves`, and the name users write.
+    /// Folder name under `data/models`, and the name users write.
     name: &'static str,
     /// Name of the validation metric the curves record.
     metric: &'static str,
@@ -57,6 +57,9 @@ struct Spec {
     max_parallelism_cores: f64,
     /// Resident memory of one job.
     memory_bytes: u64,
+    /// The most samples one GPU holds in a pass, when it is below the largest measured per-GPU
+    /// batch (Pollux's simulator's setting for yolov3).
+    max_local_batch: Option<u32>,
 }
 
 const GIB: u64 = 1 << 30;
@@ -89,6 +92,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 7200.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 6 * GIB,
+        max_local_batch: None,
     },
     Spec {
         name: "cifar10",
@@ -97,6 +101,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 96.0,
         max_parallelism_cores: 6.0,
         memory_bytes: 2 * GIB,
+        max_local_batch: None,
     },
     Spec {
         name: "deepspeech2",
@@ -105,6 +110,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 300.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 4 * GIB,
+        max_local_batch: None,
     },
     Spec {
         name: "imagenet",
@@ -113,6 +119,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 3600.0,
         max_parallelism_cores: 16.0,
         memory_bytes: 12 * GIB,
+        max_local_batch: None,
     },
     Spec {
         name: "ncf",
@@ -121,6 +128,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 40.0,
         max_parallelism_cores: 2.0,
         memory_bytes: 2 * GIB,
+        max_local_batch: None,
     },
     Spec {
         name: "yolov3",
@@ -129,15 +137,16 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 600.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 8 * GIB,
+        max_local_batch: Some(8),
     },
 ];
 
-/// Embeds `data/curves/<model>/validation-<B>.csv` for each listed batch size, ascending.
+/// Embeds `data/models/<model>/validation-<B>.csv` for each listed batch size, ascending.
 macro_rules! curve_files {
     ($model:literal: $($batch:literal),+ $(,)?) => {
         &[$((
             $batch,
-            include_str!(concat!("../../../../data/curves/", $model, "/validation-", stringify!($batch), ".csv")),
+            include_str!(concat!("../../../../data/models/", $model, "/validation-", stringify!($batch), ".csv")),
         )),+]
     };
 }
@@ -168,7 +177,7 @@ static CURVES: LazyLock<Vec<ModelCurves>> = LazyLock::new(|| {
                 .iter()
                 .map(|&(batch, text)| {
                     Curve::parse(text, model.spec().direction).unwrap_or_else(|e| {
-                        panic!("embedded data/curves/{}/validation-{batch}.csv is malformed: {e}", model.name())
+                        panic!("embedded data/models/{}/validation-{batch}.csv is malformed: {e}", model.name())
                     })
                 })
                 .collect();
@@ -186,7 +195,7 @@ impl Model {
         &SPECS[self as usize]
     }
 
-    /// The model's folder name under `data/curves`, e.g. `"cifar10"`.
+    /// The model's folder name under `data/models`, e.g. `"cifar10"`.
     pub fn name(self) -> &'static str {
         self.spec().name
     }
@@ -226,6 +235,35 @@ impl Model {
         CURVE_FILES[self as usize][0].0
     }
 
+    /// The largest global batch size with a measured curve.
+    pub fn max_batch_size(self) -> u32 {
+        CURVE_FILES[self as usize].last().map_or(1, |&(b, _)| b)
+    }
+
+    /// The most samples one GPU holds in one pass (the largest measured per-GPU batch, or
+    /// less where Pollux's simulator set less).
+    pub fn max_local_batch(self) -> u32 {
+        let measured = super::throughput::measured_local_max(self);
+        self.spec().max_local_batch.map_or(measured, |m| m.min(measured)).max(1)
+    }
+
+    /// Optimiser steps of epoch `epoch` (1-based) at global batch size `batch_size`: the
+    /// measured ones where a curve was measured at that size, else linear between the two
+    /// measured sizes around it (as Pollux's simulator does), the nearest outside them.
+    pub fn steps_in(self, batch_size: u32, epoch: u32) -> f64 {
+        let set = &CURVES[self as usize];
+        let sizes = &set.batch_sizes;
+        let b = batch_size.clamp(sizes[0], sizes[sizes.len() - 1]);
+        let hi = sizes.partition_point(|&s| s < b);
+        let steps = |k: usize| set.curves[k].steps_in(epoch).unwrap_or(0.0);
+        if sizes[hi] == b || hi == 0 {
+            return steps(hi);
+        }
+        let lo = hi - 1;
+        let w = f64::from(b - sizes[lo]) / f64::from(sizes[hi] - sizes[lo]);
+        steps(lo) + (steps(hi) - steps(lo)) * w
+    }
+
     /// The global batch sizes with a measured curve, ascending.
     pub fn batch_sizes(self) -> &'static [u32] {
         &CURVES[self as usize].batch_sizes
@@ -251,32 +289,55 @@ impl Model {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Curve {
     metrics: Vec<f64>,
+    /// Optimiser steps taken by the end of each epoch (the `iteration` column), cumulative;
+    /// empty when the file has no such column.
+    iterations: Vec<f64>,
     direction: wit::Direction,
 }
 
 impl Curve {
-    /// Parses a Pollux `validation-<B>.csv` (header `progress,iteration,metric,…`).
+    /// Parses a Pollux `validation-<B>.csv` (header `progress,iteration,metric,…`); the
+    /// `iteration` column is optional.
     fn parse(text: &str, direction: wit::Direction) -> Result<Curve, String> {
         let mut lines = text.lines().filter(|l| !l.trim().is_empty());
         let header = lines.next().ok_or("the file is empty")?;
-        let column = header
-            .split(',')
-            .position(|c| c.trim() == "metric")
-            .ok_or_else(|| format!("no `metric` column in header `{header}`"))?;
-        let metrics = lines
-            .enumerate()
-            .map(|(i, line)| {
-                let cell = line.split(',').nth(column).ok_or_else(|| format!("row {} has no metric", i + 1))?;
-                match cell.trim().parse::<f64>() {
-                    Ok(v) if v.is_finite() => Ok(v),
-                    _ => Err(format!("row {}: metric `{cell}` is not a finite number", i + 1)),
+        let position = |name: &str| header.split(',').position(|c| c.trim() == name);
+        let column = position("metric").ok_or_else(|| format!("no `metric` column in header `{header}`"))?;
+        let steps = position("iteration");
+        let cell = |row: usize, line: &str, column: usize, name: &str| -> Result<f64, String> {
+            let cell = line.split(',').nth(column).ok_or_else(|| format!("row {row} has no {name}"))?;
+            match cell.trim().parse::<f64>() {
+                Ok(v) if v.is_finite() => Ok(v),
+                _ => Err(format!("row {row}: {name} `{cell}` is not a finite number")),
+            }
+        };
+        let (mut metrics, mut iterations) = (Vec::new(), Vec::new());
+        for (i, line) in lines.enumerate() {
+            metrics.push(cell(i + 1, line, column, "metric")?);
+            if let Some(steps) = steps {
+                let done = cell(i + 1, line, steps, "iteration")?;
+                if done < iterations.last().copied().unwrap_or(0.0) {
+                    return Err(format!("row {}: iteration {done} is below the row before's", i + 1));
                 }
-            })
-            .collect::<Result<Vec<f64>, String>>()?;
+                iterations.push(done);
+            }
+        }
         if metrics.is_empty() {
             return Err("the file has no data rows".into());
         }
-        Ok(Curve { metrics, direction })
+        Ok(Curve { metrics, iterations, direction })
+    }
+
+    /// Optimiser steps of epoch `epoch` (1-based) in the measured run; past the last epoch,
+    /// the last one's. None when the curve has no `iteration` column.
+    pub fn steps_in(&self, epoch: u32) -> Option<f64> {
+        let last = self.iterations.len();
+        if last == 0 {
+            return None;
+        }
+        let e = (epoch.max(1) as usize).min(last);
+        let before = if e >= 2 { self.iterations[e - 2] } else { 0.0 };
+        Some(self.iterations[e - 1] - before)
     }
 
     /// Number of epochs (evaluations) the curve records: the data rows of its file.
@@ -352,10 +413,10 @@ mod tests {
 
     #[test]
     fn the_curve_folders_hold_exactly_the_embedded_files() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/curves");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/models");
         for model in Model::ALL {
             let mut on_disk: Vec<u32> = std::fs::read_dir(root.join(model.name()))
-                .expect("data/curves/<model> exists")
+                .expect("data/models/<model> exists")
                 .filter_map(|e| {
                     let name = e.ok()?.file_name().into_string().ok()?;
                     name.strip_prefix("validation-")?.strip_suffix(".csv")?.parse().ok()

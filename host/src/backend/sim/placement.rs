@@ -2,6 +2,7 @@
 //! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
 //! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
 
+use super::throughput::shape_of;
 use super::workload::JobPlan;
 use super::{Phase, Placement, Simulator, job_spec, secs_to_ms};
 use crate::bindings::wit;
@@ -103,7 +104,7 @@ impl Simulator {
         let j = &mut self.jobs[i];
         j.handle = Some(handle);
         j.phase = Phase::Queued;
-        j.work_left = j.work_per_epoch * self.rng.around_one(self.config.noise / 2.0);
+        j.work_left = j.epoch_work(1) * self.rng.around_one(self.config.noise / 2.0);
         self.queue.push(i);
         self.last_activity_s = self.now_s;
         if self.placement == Placement::Backend {
@@ -111,8 +112,8 @@ impl Simulator {
         }
     }
 
-    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption it first
-    /// pays the restart cost.
+    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption (and a GPU
+    /// job every time) it first pays the restart cost.
     pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
@@ -123,23 +124,40 @@ impl Simulator {
             world.start_job(h, node, gpus.clone());
         }
         let now = self.now_s;
-        let restart = self.config.restart_cost_s;
+        let restart = self.restart_cost(i);
         let j = &mut self.jobs[i];
-        if j.started_s.is_some() {
+        if j.started_s.is_some() || j.gpu.is_some() {
             j.paused_until = now + restart;
-        } else {
+        }
+        if j.started_s.is_none() {
             j.started_s = Some(now);
             j.start_s = now.max(j.plan.arrival_s);
             j.last_epoch_end_s = now;
         }
         j.node = node;
         j.gpus = gpus;
+        self.set_step_time(i);
+        let j = &mut self.jobs[i];
         j.phase = Phase::Running;
         j.last_update_s = now;
         self.on_node[node as usize].push(i);
         self.last_activity_s = now;
         let gpus = self.jobs[i].gpus.clone();
         self.reshare_around(node, &gpus);
+    }
+
+    /// What a (re)start of job `i` costs before it runs.
+    pub(super) fn restart_cost(&self, i: usize) -> f64 {
+        if self.jobs[i].gpu.is_some() { self.config.gpu_start_s } else { self.config.restart_cost_s }
+    }
+
+    /// A GPU job's seconds per step on the GPUs it holds now.
+    pub(super) fn set_step_time(&mut self, i: usize) {
+        let j = &mut self.jobs[i];
+        if let Some(g) = j.gpu {
+            let shape = shape_of(j.gpus.iter().map(|s| s.node));
+            j.step_s = if shape.is_empty() { f64::INFINITY } else { g.step_s(j.plan.model, &shape) };
+        }
     }
 
     /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
@@ -152,16 +170,22 @@ impl Simulator {
             self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
         }
         self.jobs[i].cores = 0.0;
+        self.jobs[i].speed = 0.0;
     }
 
-    /// Checkpoint job `i` and send it back to the queue: the epoch in progress is lost.
+    /// Checkpoint job `i` and send it back to the queue: a CPU job loses the epoch in progress
+    /// (it checkpoints at epoch ends, like our trainer); a GPU job keeps every step (it
+    /// checkpoints when told to stop, as elastic DL frameworks do and Pollux's simulator
+    /// assumes).
     pub(super) fn preempt(&mut self, i: usize, world: &mut Telemetry) {
         let gpus = self.jobs[i].gpus.clone();
         self.release(i);
         let j = &mut self.jobs[i];
         j.phase = Phase::Queued;
         j.preemptions += 1;
-        j.work_left = j.work_per_epoch;
+        if j.gpu.is_none() {
+            j.work_left = j.epoch_work(j.epoch + 1);
+        }
         j.paused_until = 0.0;
         j.version += 1;
         let handle = j.handle;

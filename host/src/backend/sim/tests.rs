@@ -10,6 +10,7 @@ fn cfs_splits_equally_and_gives_unused_share_to_the_others() {
 }
 
 use crate::backend::sim::model::Model;
+use crate::backend::sim::throughput::GpuConfig;
 use crate::backend::sim::workload::{JobPlan, NodeSpec};
 
 fn node(name: &str, cores: u64) -> NodeSpec {
@@ -105,7 +106,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
-    sim.observe(&mut world, 10_000);
+    sim.observe(&mut world, 40_000);
     assert_eq!((gpus(&world, 0), gpus(&world, 1)), (vec![0], vec![1]));
     let queued: Vec<u32> = world.queue().map(|(s, _)| s.handle).collect();
     assert_eq!(queued, [2, 3], "c waits for a GPU, and the CPU job behind it waits its turn");
@@ -149,9 +150,12 @@ fn a_policy_that_places_leaves_arrivals_queued_until_it_places_them() {
     assert_eq!((world.job_count(), world.queue_len()), (2, 0));
     assert_eq!(world.state(0).unwrap().node, 0, "a spread job's first node");
     assert_eq!(world.state(0).unwrap().gpus.len(), 2);
-    sim.observe(&mut world, 20_000);
+    sim.observe(&mut world, 40_000);
     let s = world.state(0).unwrap();
-    assert!(s.cpu_used_millicores > 0 && s.run_ms == 10_000 && s.gpu_ms == 20_000, "{s:?}");
+    assert_eq!(s.cpu_used_millicores, 0, "a GPU job starting up uses no CPU: {s:?}");
+    sim.observe(&mut world, 50_000);
+    let s = world.state(0).unwrap();
+    assert!(s.cpu_used_millicores > 0 && s.run_ms == 40_000 && s.gpu_ms == 80_000, "{s:?}");
 }
 
 #[test]
@@ -182,13 +186,16 @@ fn jobs_placed_to_share_a_gpu_time_slice_it() {
     let (mut sim, mut world) = gpu_world(true);
     sim.observe(&mut world, 1_000);
     assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
-    sim.observe(&mut world, 11_000);
-    let alone = world.state(1).unwrap().cpu_used_millicores;
+    sim.observe(&mut world, 31_000);
+    sim.observe(&mut world, 91_000);
+    let alone = (world.state(1).unwrap().cpu_used_millicores, sim.jobs[1].speed);
     assert!(sim.apply(&[place(0, &[(0, &[0, 1])], true)], &mut world).is_empty());
-    sim.observe(&mut world, 21_000);
-    let shared = world.state(1).unwrap().cpu_used_millicores;
+    sim.observe(&mut world, 121_000);
+    sim.observe(&mut world, 181_000);
+    let shared = (world.state(1).unwrap().cpu_used_millicores, sim.jobs[1].speed);
     assert_eq!(world.state(1).unwrap().gpu_used_percent, 50.0);
-    assert!(shared * 2 <= alone + 2, "half speed on a GPU held by two: {alone} then {shared}");
+    assert!(shared.0 * 2 <= alone.0 + 2, "half the CPU on a GPU held by two: {alone:?} then {shared:?}");
+    assert!((shared.1 * 2.0 - alone.1).abs() < 1e-9 * alone.1, "and half the steps: {alone:?} then {shared:?}");
 }
 
 #[test]
@@ -209,4 +216,61 @@ fn noise_is_the_same_for_the_same_seed() {
     let ys: Vec<f64> = (0..5).map(|_| b.around_one(0.1)).collect();
     assert_eq!(xs, ys);
     assert!(xs.iter().all(|x| (0.9..=1.1).contains(x)));
+}
+
+fn gpu_job_world(jobs: Vec<JobPlan>, gpus: u32) -> (Simulator, Telemetry) {
+    let gpu_node = NodeSpec { gpus, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
+    let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
+    (Simulator::new(&w, quiet()), Telemetry::new())
+}
+
+#[test]
+fn a_gpu_job_alone_takes_its_start_up_then_its_measured_steps_at_the_measured_step_time() {
+    let job = JobPlan { gpus: 2, batch_size: 512, max_epochs: Some(3), ..plan("a", 0.0) };
+    let (mut sim, mut world) = gpu_job_world(vec![job], 2);
+    while step(&mut sim, &mut world, 60_000) {}
+    let config = GpuConfig::new(Model::Cifar10, 512, 2);
+    assert_eq!((config.local_bsz, config.accum_steps), (256, 0));
+    let expected = SimConfig::default().gpu_start_s + throughput::run_s(Model::Cifar10, config, &[2], 3);
+    let jct = sim.outcomes()[0].jct_s.unwrap();
+    assert!((jct - expected).abs() < 1e-6, "{jct} s, expected {expected} s");
+    // The same job as CPU work would have taken the CPU model's time instead.
+    assert!(SimConfig::default().gpu_start_s < jct);
+}
+
+#[test]
+fn a_gpu_job_preempted_mid_epoch_keeps_its_steps() {
+    let job = JobPlan { gpus: 1, max_epochs: Some(1), ..plan("a", 0.0) };
+    let alone = {
+        let (mut sim, mut world) = gpu_job_world(vec![job.clone()], 1);
+        while step(&mut sim, &mut world, 1_000) {}
+        sim.outcomes()[0].jct_s.unwrap()
+    };
+    let (mut sim, mut world) = gpu_job_world(vec![job], 1);
+    sim.set_placement(Placement::Policy);
+    sim.observe(&mut world, 0);
+    assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
+    let half = ((alone + SimConfig::default().gpu_start_s) / 2.0 * 1000.0) as u64;
+    sim.observe(&mut world, half);
+    let preempt = wit::Action { job: 0, kind: ActionKind::Preempt, reason: String::new() };
+    assert!(sim.apply(&[preempt], &mut world).is_empty());
+    sim.observe(&mut world, half + 100_000);
+    assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
+    while step(&mut sim, &mut world, 1_000) {}
+    let jct = sim.outcomes()[0].jct_s.unwrap();
+    // Queued 100 s and a second start-up; not a step is redone.
+    let expected = alone + 100.0 + SimConfig::default().gpu_start_s;
+    assert!((jct - expected).abs() <= 1.0, "{jct} s, expected {expected} s");
+}
+
+#[test]
+fn a_gpu_job_starved_of_cpu_slows_in_proportion() {
+    let job = JobPlan { gpus: 1, max_epochs: Some(2), ..plan("a", 0.0) };
+    let (mut sim, mut world) = gpu_job_world(vec![job], 1);
+    sim.observe(&mut world, 60_000);
+    let full = sim.jobs[0].speed;
+    let half = (FEED_CORES_PER_GPU * 500.0) as u64;
+    let limit = wit::Action { job: 0, kind: ActionKind::SetCpu(Some(half)), reason: String::new() };
+    assert!(sim.apply(&[limit], &mut world).is_empty());
+    assert!((sim.jobs[0].speed * 2.0 - full).abs() < 1e-9 * full, "{full} then {}", sim.jobs[0].speed);
 }

@@ -21,8 +21,9 @@
 //!   ones; under 10, deepspeech2 on odd rows and bert on even ones; under 100, yolov3; else
 //!   imagenet;
 //! - `gpus = num_gpus`, the model's default batch size, and a `work_scale` such that the job,
-//!   alone on a node with [`Model::max_parallelism_cores`] cores, walks its whole curve in
-//!   `duration` seconds;
+//!   alone on its GPUs packed on the fewest nodes, walks its whole curve in `duration` seconds
+//!   at the measured step times (a CPU job, `num_gpus = 0`: alone with
+//!   [`Model::max_parallelism_cores`] cores);
 //! - the job is named `philly-<row>`, `<row>` being its 1-based data row in the file.
 //!
 //! Default cluster: [`PHILLY_NODES`] nodes of 64 cores, 512 GiB, 8 GPUs of 32 GiB.

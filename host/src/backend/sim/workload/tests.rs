@@ -1,5 +1,6 @@
 use super::trace::{PHILLY_HEADER, POLLUX_HEADER};
 use super::*;
+use crate::backend::sim::throughput::{GpuConfig, run_s};
 
 const NODE: &str = "[[node]]\ncores = 8\nmemory = \"32GiB\"\n";
 
@@ -371,12 +372,19 @@ fn philly_rows_map_to_models_by_gpu_time() {
 }
 
 #[test]
-fn a_philly_job_alone_at_full_parallelism_lasts_its_duration() {
-    let text = philly_csv(&["2017-10-09 07:00:00,1800.0,1,1800.0,a", "2017-10-09 08:00:00,7200.0,1,7200.0,a"]);
+fn a_philly_job_alone_on_its_packed_gpus_lasts_its_duration() {
+    let text = philly_csv(&[
+        "2017-10-09 07:00:00,1800.0,1,1800.0,a",
+        "2017-10-09 08:00:00,7200.0,1,7200.0,a",
+        "2017-10-09 09:00:00,3600.0,12,43200.0,a",
+    ]);
     let w = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect("loads");
-    for (job, duration_s) in w.jobs.iter().zip([1800.0, 7200.0]) {
-        let epochs = f64::from(job.model.curve(job.batch_size).epochs());
-        let alone_s = epochs * job.model.work_per_epoch_core_s() * job.work_scale / job.model.max_parallelism_cores();
+    for (job, duration_s, shape) in
+        w.jobs.iter().zip([1800.0, 7200.0, 3600.0]).zip([vec![1], vec![1], vec![8, 4]]).map(|((j, d), s)| (j, d, s))
+    {
+        let epochs = job.model.curve(job.batch_size).epochs();
+        let config = GpuConfig::new(job.model, job.batch_size, job.gpus);
+        let alone_s = run_s(job.model, config, &shape, epochs) * job.work_scale;
         assert!((alone_s - duration_s).abs() < 1e-6, "{}: {alone_s} s", job.name);
     }
     assert_eq!(w.jobs[1].arrival_s, 3600.0);

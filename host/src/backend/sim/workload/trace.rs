@@ -6,6 +6,7 @@ use std::io::Read;
 
 use super::{GIB, JobPlan, LoadOptions, NodeSpec, PHILLY_NODES, POLLUX_NODES, Workload, WorkloadError, finish};
 use crate::backend::sim::model::Model;
+use crate::backend::sim::throughput::{GpuConfig, packed, run_s};
 
 /// The columns of a Pollux workload CSV, in the artifact's order.
 const POLLUX_COLUMNS: [&str; 5] = ["name", "time", "application", "num_replicas", "batch_size"];
@@ -255,9 +256,14 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         }
         let model = philly_model(gpu_time_s, data_row);
         earliest_s = earliest_s.min(submitted_s);
-        let curve_work_core_s =
-            model.work_per_epoch_core_s() * f64::from(model.curve(model.default_batch_size()).epochs());
-        let work_scale = duration_s * model.max_parallelism_cores() / curve_work_core_s;
+        let batch = model.default_batch_size();
+        let epochs = model.curve(batch).epochs();
+        let work_scale = if gpus > 0 {
+            let config = GpuConfig::new(model, batch, gpus);
+            duration_s / run_s(model, config, &packed(gpus, nodes[0].gpus), epochs).max(1e-9)
+        } else {
+            duration_s * model.max_parallelism_cores() / (model.work_per_epoch_core_s() * f64::from(epochs))
+        };
         jobs.push(JobPlan {
             gpus,
             replicas: gpus.max(1),
