@@ -1,6 +1,9 @@
 //! Simulator speed, measured in one run so the ratios hold on a noisy machine:
 //! - `pollux-workload-1/fair-share`: Pollux workload-1 (160 jobs over 8 hours) with the Wasm
 //!   fair-share policy called every 30 simulated seconds, through the one loop;
+//! - `pollux-workload-1/tiresias`: the same workload with the Wasm Tiresias policy placing
+//!   and preempting every job on 64 GPUs (measured step times), the run `wasmsched fidelity`
+//!   sets beside Pollux's simulator (whose run of it took 34 s);
 //! - `pollux-workload-1/simulator-only`: the same workload observed every 30 s with no policy,
 //!   i.e. the simulator's own bookkeeping;
 //! - `philly/fair-share`: the whole Philly trace (82,247 jobs), when `../shared/data` has it.
@@ -42,6 +45,8 @@ fn speed(c: &mut Criterion) {
     group.sample_size(10);
     let pollux = load(&root.join("data/workloads/workload-1.csv"));
     group.bench_function("pollux-workload-1/fair-share", |b| b.iter(|| simulate(&rt, &choice, &pollux, &options)));
+    let tiresias = PolicyChoice::resolve(&rt, "tiresias").unwrap();
+    group.bench_function("pollux-workload-1/tiresias", |b| b.iter(|| simulate(&rt, &tiresias, &pollux, &options)));
     group.bench_function("pollux-workload-1/simulator-only", |b| b.iter(|| simulator_only(&pollux)));
 
     let philly = root.join("../shared/data/philly_jobs_pollux.csv");

@@ -100,3 +100,23 @@ fn tradl_delivers_each_job_once_at_t1_and_specon_migrates() {
     let migrations: u32 = specon.jobs.iter().map(|j| j.migrations).sum();
     assert!(migrations > 0 && specon.jobs.iter().all(|j| j.migrations <= 2), "{migrations} migrations");
 }
+
+#[test]
+fn tiresias_on_pollux_workloads_1_to_4_stays_within_ten_percent_of_pollux_simulator() {
+    use wasmsched::experiment::fidelity;
+    let rows = fidelity::against_pollux(runtime(), 0..3, Default::default()).unwrap();
+    eprintln!("{}", fidelity::table(&rows));
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert!(r.ours_s.iter().all(|&s| s > 0.0), "{}: every run ended jobs", r.workload);
+        assert!(
+            r.within(),
+            "{}: our mean JCT {:.0} s is {:+.1} % off Pollux's simulator's {:.0} s (tolerance ±{:.0} %)",
+            r.workload,
+            r.mean_s(),
+            100.0 * r.error(),
+            r.reference_s,
+            100.0 * fidelity::TOLERANCE
+        );
+    }
+}
