@@ -5,11 +5,14 @@
 //! OSDI'21 artifact, Apache-2.0; see `data/README.md`): one validation metric per epoch (or per
 //! evaluation, for bert) at a given global batch size. The files live in
 //! `data/models/<model>/validation-<B>.csv`, are embedded in the binary with `include_str!` and
-//! parsed once, on first use.
+//! parsed once, on first use. The same files give the optimiser steps of each epoch at that
+//! batch size (their `iteration` column), which a GPU job takes at the measured step times of
+//! [`super::throughput`].
 //!
-//! **What is assumed.** The CPU work of an epoch, the most cores a job uses usefully and its
-//! resident memory are ours (the `SPECS` table in this file): plausible CPU-training figures, scaled so that a
-//! simulated cluster shows contention within minutes to hours, not measurements.
+//! **What is assumed.** For CPU jobs, the CPU work of an epoch, the most cores a job uses
+//! usefully; for every job, its resident memory. They are ours (the `SPECS` table in this
+//! file): plausible CPU-training figures, scaled so that a simulated cluster shows contention
+//! within minutes to hours, not measurements.
 //!
 //! Metrics: bert reports SQuAD F1 (0–100, higher is better); cifar10 and imagenet top-1 accuracy
 //! (0–1, higher is better); deepspeech2 the word error rate **in percent** (lower is better); ncf

@@ -234,8 +234,6 @@ fn a_gpu_job_alone_takes_its_start_up_then_its_measured_steps_at_the_measured_st
     let expected = SimConfig::default().gpu_start_s + throughput::run_s(Model::Cifar10, config, &[2], 3);
     let jct = sim.outcomes()[0].jct_s.unwrap();
     assert!((jct - expected).abs() < 1e-6, "{jct} s, expected {expected} s");
-    // The same job as CPU work would have taken the CPU model's time instead.
-    assert!(SimConfig::default().gpu_start_s < jct);
 }
 
 #[test]
