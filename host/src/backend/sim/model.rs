@@ -523,6 +523,23 @@ mod tests {
     }
 
     #[test]
+    fn steps_per_epoch_are_the_measured_iterations_and_linear_between_batch_sizes() {
+        let m = Model::Cifar10;
+        // cifar10/validation-256.csv: 300 steps by epoch 1, 592 by epoch 2.
+        assert_eq!(m.steps_in(256, 1), 300.0);
+        assert_eq!(m.steps_in(256, 2), 292.0);
+        let (lo, hi) = (m.steps_in(256, 3), m.steps_in(512, 3));
+        assert!((m.steps_in(384, 3) - (lo + hi) / 2.0).abs() < 1e-9);
+        assert_eq!(m.steps_in(1, 3), m.steps_in(128, 3), "below the smallest measured size");
+        assert_eq!(m.steps_in(1 << 30, 3), m.steps_in(4096, 3), "above the largest");
+        assert_eq!(m.steps_in(256, 10_000), m.steps_in(256, 100), "past the last epoch");
+        assert_eq!(m.max_batch_size(), 4096);
+        assert_eq!((Model::Yolov3.max_local_batch(), Model::Cifar10.max_local_batch()), (8, 1024));
+        let total: f64 = (1..=100).map(|e| m.steps_in(128, e)).sum();
+        assert_eq!(total, 39062.0, "the last row's iteration");
+    }
+
+    #[test]
     fn malformed_curve_text_is_refused() {
         let hi = wit::Direction::HigherIsBetter;
         assert!(Curve::parse("", hi).is_err());
@@ -530,5 +547,7 @@ mod tests {
         assert!(Curve::parse("progress,iteration,metric\n", hi).is_err());
         assert!(Curve::parse("progress,iteration,metric\n1,2,abc\n", hi).is_err());
         assert_eq!(Curve::parse("progress,iteration,metric\n1,2,0.5\n", hi).map(|c| c.epochs()), Ok(1));
+        assert!(Curve::parse("progress,iteration,metric\n1,5,0.5\n2,3,0.6\n", hi).is_err(), "steps go backwards");
+        assert_eq!(Curve::parse("metric\n0.5\n", hi).map(|c| c.steps_in(1)), Ok(None));
     }
 }
