@@ -261,7 +261,7 @@ pub fn run_s(model: Model, config: GpuConfig, shape: &[u32], epochs: u32) -> f64
 pub fn packed(gpus: u32, per_node: u32) -> Vec<u32> {
     let per_node = per_node.max(1);
     let mut shape = vec![per_node; (gpus / per_node) as usize];
-    if gpus % per_node > 0 {
+    if !gpus.is_multiple_of(per_node) {
         shape.push(gpus % per_node);
     }
     shape
