@@ -138,13 +138,22 @@ impl<F: FnMut(&Telemetry, &TickOutcome)> Driver for Single<'_, F> {
     }
 }
 
+/// The longest a policy may ask to be left alone (its decision's `next-call-ms`): a larger ask,
+/// up to `u64::MAX`, is read as this (one hour).
+pub const MAX_NEXT_CALL_MS: u64 = 3_600_000;
+
 /// The loop: until the backend has nothing left, the horizon, or the driver says stop.
+///
+/// A policy's `next-call-ms` holds only for the version that asked: a swap or a rollback to
+/// another digest is asked on the next tick.
 pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, config: &LoopConfig) -> LoopSummary {
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
     let mut world = Telemetry::new();
     let mut summary = LoopSummary::default();
     let mut next_call_ms = 0;
+    // The digest of the version whose `next-call-ms` holds.
+    let mut delayed_by: Option<String> = None;
     loop {
         let until = summary.end_ms + tick_ms;
         if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) {
@@ -158,6 +167,10 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         summary.end_ms = until;
         summary.ticks += 1;
         driver.observed(&world, backend.endpoints());
+        let active_digest = driver.policies().active.map(|p| p.policy().digest().to_string());
+        if active_digest != delayed_by {
+            next_call_ms = 0;
+        }
         let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
         let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
         if asked {
@@ -173,7 +186,9 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
                 summary.applied += (a.outcome.actions.len() - apply_errors.len()) as u64;
                 summary.apply_errors += apply_errors.len() as u64;
             }
-            next_call_ms = until + active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
+            let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
+            next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
+            delayed_by = active_digest;
         }
         driver.record(Tick { number: summary.ticks, world: &world, asked, active, shadows, apply_errors });
     }

@@ -128,7 +128,8 @@ impl Decision {
         self
     }
 
-    /// Ask to be called again no sooner than `after` from now.
+    /// Ask to be called again no sooner than `after` from now (the host reads more than an
+    /// hour as an hour).
     pub fn call_again_in(&mut self, after: Seconds) -> &mut Self {
         self.next_call = Some(after);
         self

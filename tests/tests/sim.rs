@@ -120,3 +120,74 @@ fn tiresias_on_pollux_workloads_1_to_4_stays_within_ten_percent_of_pollux_simula
         );
     }
 }
+
+#[test]
+fn a_policy_asking_never_to_be_called_again_is_asked_once_an_hour_and_the_host_does_not_overflow() {
+    let rt = runtime();
+    let mut choice = PolicyChoice::resolve(rt, "tiresias").unwrap();
+    // 1e300 s crosses the contract as `next-call-ms` = u64::MAX.
+    choice.config_json = r#"{"interval-s": 1e300}"#.into();
+    let queue = Workload::from_scenario_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
+    let r = simulate(rt, &choice, &queue, &options(0));
+    assert_eq!(r.fallbacks, 0, "every call was decided");
+    let hours = r.makespan_s / 3600.0;
+    assert!(r.policy_calls >= 2, "asked again after the hour: {} calls", r.policy_calls);
+    assert!(
+        r.policy_calls as f64 <= hours + 2.0,
+        "at most once an hour over {hours:.1} h, not every tick: {} calls",
+        r.policy_calls
+    );
+}
+
+/// Asks `first` until `swap_at_ms`, then `second`; notes when `second` is first asked.
+struct Swap {
+    first: wasmsched::runtime::supervise::Supervised,
+    second: wasmsched::runtime::supervise::Supervised,
+    swap_at_ms: u64,
+    now_ms: u64,
+    first_ask_after_swap_ms: Option<u64>,
+}
+
+impl wasmsched::control::Driver for Swap {
+    fn boundary(&mut self, _rt: &wasmsched::runtime::Runtime, next_ms: u64) -> bool {
+        self.now_ms = next_ms;
+        next_ms <= self.swap_at_ms + 600_000
+    }
+
+    fn policies(&mut self) -> wasmsched::control::Policies<'_> {
+        let active = if self.now_ms > self.swap_at_ms { &mut self.second } else { &mut self.first };
+        wasmsched::control::Policies { active: Some(active), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: wasmsched::control::Tick<'_>) {
+        if tick.asked && self.now_ms > self.swap_at_ms && self.first_ask_after_swap_ms.is_none() {
+            self.first_ask_after_swap_ms = Some(self.now_ms);
+        }
+    }
+}
+
+#[test]
+fn a_delay_asked_by_one_version_does_not_outlive_a_swap() {
+    use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+    let rt = runtime();
+    let supervised = |name: &str, config: &str| {
+        let choice = PolicyChoice::resolve(rt, name).unwrap();
+        Supervised::new(choice.policy, config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default())
+    };
+    let queue = Workload::from_scenario_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
+    let mut sim = wasmsched::backend::sim::Simulator::new(&queue, SimConfig::default());
+    let mut driver = Swap {
+        first: supervised("tiresias", r#"{"interval-s": 1e300}"#),
+        second: supervised("fifo", "{}"),
+        swap_at_ms: 300_000,
+        now_ms: 0,
+        first_ask_after_swap_ms: None,
+    };
+    let config = wasmsched::control::LoopConfig { tick: Duration::from_secs(30), horizon: None };
+    wasmsched::control::drive(&mut sim, &mut driver, rt, &config);
+    assert_eq!(
+        driver.first_ask_after_swap_ms,
+        Some(330_000),
+        "the new version is asked on the first tick after the swap"
+    );
+}
