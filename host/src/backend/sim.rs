@@ -363,7 +363,7 @@ impl Simulator {
         // GPU time-slicing: a job runs at 1/k of its speed where k jobs hold one of its GPUs.
         let caps: Vec<f64> = runnable
             .iter()
-            .map(|&i| self.jobs[i].demand_cores() / j_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu))
+            .map(|&i| self.jobs[i].demand_cores() / gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu))
             .collect();
         let shares = cfs_shares(capacity, &caps);
         // What a service is entitled to, were it busy: its latency depends on it.
@@ -377,7 +377,7 @@ impl Simulator {
             .collect();
         let entitled = cfs_shares(capacity, &busy_caps);
         for (k, &i) in runnable.iter().enumerate() {
-            let sharing = j_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu);
+            let sharing = gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu);
             let j = &mut self.jobs[i];
             j.cores = shares[k];
             j.entitled = entitled[k];
@@ -779,7 +779,7 @@ impl Backend for Simulator {
 }
 
 /// How many jobs time-slice the busiest GPU `j` holds (1 without GPUs).
-fn j_sharing(j: &SimJob, holders: &[u32], first_gpu: &[usize]) -> f64 {
+fn gpu_sharing(j: &SimJob, holders: &[u32], first_gpu: &[usize]) -> f64 {
     let most = j.gpus.iter().map(|g| holders[first_gpu[g.node as usize] + g.index as usize]).max();
     f64::from(most.unwrap_or(1).max(1))
 }

@@ -234,13 +234,14 @@ impl GpuConfig {
             accum_steps = accum_steps.max(1);
         }
         let per_pass = local.div_ceil(accum_steps + 1);
-        let cap = model.max_batch_size() / (replicas * (accum_steps + 1));
+        let cap = model.max_batch_size() / replicas.saturating_mul(accum_steps + 1);
         GpuConfig { replicas, local_bsz: per_pass.min(cap).max(1), accum_steps }
     }
 
     /// The global batch size it trains at: every GPU's samples over every pass.
     pub fn batch_size(&self) -> u32 {
-        self.replicas * self.local_bsz * (self.accum_steps + 1)
+        let samples = u64::from(self.replicas) * u64::from(self.local_bsz) * u64::from(self.accum_steps + 1);
+        u32::try_from(samples).unwrap_or(u32::MAX)
     }
 
     /// Seconds per optimiser step of `model` with `shape` GPUs on each of its nodes.
@@ -358,6 +359,10 @@ mod tests {
         // Degenerate inputs still give a runnable configuration.
         let z = GpuConfig::new(Model::Ncf, 0, 0);
         assert!(z.replicas == 1 && z.local_bsz >= 1);
+        for (batch, gpus) in [(u32::MAX, u32::MAX), (u32::MAX, 1), (1, u32::MAX)] {
+            let c = GpuConfig::new(Model::Yolov3, batch, gpus);
+            assert!(c.local_bsz >= 1 && c.batch_size() >= 1 && c.step_s(Model::Yolov3, &[4; 3]).is_finite());
+        }
     }
 
     #[test]
