@@ -27,9 +27,11 @@ use std::collections::BinaryHeap;
 pub mod model;
 mod outcome;
 mod placement;
+pub mod profile;
 pub mod workload;
 
-use self::model::{Curve, meets};
+use self::model::meets;
+use self::profile::JobCurve;
 use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend, Placement};
 use crate::bindings::wit::{self, ActionKind};
@@ -84,7 +86,7 @@ enum Phase {
 #[derive(Debug)]
 struct SimJob {
     plan: JobPlan,
-    curve: &'static Curve,
+    curve: JobCurve,
     direction: wit::Direction,
     handle: Option<u32>,
     node: u32,
@@ -218,20 +220,19 @@ impl Simulator {
             .jobs
             .iter()
             .map(|plan| {
-                let curve = plan.model.curve(plan.batch_size);
+                let curve = plan.curve();
                 let epochs_total = plan.max_epochs.map_or(curve.epochs(), |m| m.min(curve.epochs())).max(1);
-                let work_per_epoch =
-                    plan.model.work_per_epoch_core_s() * plan.work_scale * rng.around_one(config.noise);
+                let work_per_epoch = plan.work_per_epoch_core_s() * plan.work_scale * rng.around_one(config.noise);
                 SimJob {
-                    curve,
                     direction: curve.direction(),
+                    curve,
                     handle: None,
                     node: 0,
                     phase: Phase::Pending,
                     epochs_total,
                     work_per_epoch,
-                    max_cores: plan.model.max_parallelism_cores(),
-                    memory_bytes: plan.model.memory_bytes(),
+                    max_cores: plan.max_cores(),
+                    memory_bytes: plan.memory_bytes(),
                     epoch: 0,
                     work_left: 0.0,
                     cores: 0.0,
@@ -752,12 +753,12 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
     let (metric, direction) = if plan.kind == wit::JobKind::Inference {
         ("latency-ms", wit::Direction::LowerIsBetter)
     } else {
-        plan.model.metric()
+        plan.metric()
     };
     wit::JobSpec {
         handle: 0,
         name: plan.name.clone(),
-        model: plan.model.name().into(),
+        model: plan.model_name().into(),
         kind: plan.kind,
         metrics: vec![wit::MetricSpec { name: metric.into(), direction }],
         tiers: plan.tiers.map(|(deliverable, final_)| wit::Tiers { deliverable, final_ }),

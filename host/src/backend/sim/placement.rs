@@ -112,7 +112,8 @@ impl Simulator {
     }
 
     /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption it first
-    /// pays the restart cost.
+    /// pays the restart cost, and on its first start its start-up (a calibrated job's
+    /// measured time from creation to its first epoch; none for a built-in model).
     pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
@@ -131,6 +132,9 @@ impl Simulator {
             j.started_s = Some(now);
             j.start_s = now.max(j.plan.arrival_s);
             j.last_epoch_end_s = now;
+            if j.plan.startup_s() > 0.0 {
+                j.paused_until = now + j.plan.startup_s();
+            }
         }
         j.node = node;
         j.gpus = gpus;
