@@ -365,6 +365,74 @@ mod tests {
     }
 
     #[test]
+    fn a_profiled_job_starts_up_then_walks_its_curve_at_its_measured_cost() {
+        use crate::backend::Backend;
+        use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
+        use crate::backend::sim::{SimConfig, Simulator};
+        // 1.25 core-s per epoch, at most 1.8 cores, 0.4 s of start-up, on 4 cores: the job
+        // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
+        let profile = Arc::new(sample());
+        let node =
+            NodeSpec { name: "n".into(), cpu_millicores: 4000, memory_bytes: 1 << 30, gpus: 0, gpu_memory_bytes: 0 };
+        let job = JobPlan { tiers: Some((0.4, 0.55)), ..JobPlan::profiled("a", profile, 2.0) };
+        assert_eq!(
+            (job.model_name(), job.metric().0, job.max_cores(), job.startup_s()),
+            ("learner", "accuracy", 1.8, 0.4)
+        );
+        let w = Workload { name: "w".into(), nodes: vec![node], jobs: vec![job], paper: Vec::new() };
+        let mut sim = Simulator::new(&w, SimConfig { noise: 0.0, keep_progress: true, ..SimConfig::default() });
+        let mut world = crate::snapshot::Telemetry::new();
+        let mut t = 0;
+        while sim.observe(&mut world, t + 100) {
+            t += 100;
+            if let Some((spec, state)) = world.jobs().next() {
+                assert_eq!((spec.model.as_str(), state.memory_used_bytes), ("learner", 40 << 20));
+            }
+        }
+        let out = &sim.outcomes()[0];
+        let expected = 0.4 + 3.0 * 1.25 / 1.8;
+        assert!((out.jct_s.expect("it ends") - expected).abs() < 1e-6, "{out:?}");
+        assert_eq!(out.progress.iter().map(|p| p.1).collect::<Vec<_>>(), [0.3, 0.5, 0.6]);
+        assert_eq!(out.model, "learner");
+        let t1 = out.targets_reached_s[0].expect("T1 = 0.4 is reached at the second epoch");
+        assert!((t1 - (0.4 + 2.0 * 1.25 / 1.8)).abs() < 1e-6, "{t1}");
+    }
+
+    #[test]
+    fn a_scenario_names_its_profiles_in_model_and_refuses_what_does_not_fit() {
+        use crate::backend::sim::workload::{LoadOptions, Workload};
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir(dir.path().join("profiles")).expect("mkdir");
+        std::fs::write(dir.path().join("profiles/learner.toml"), sample().to_toml()).expect("write");
+        let node = "[[node]]\ncores = 2\nmemory = \"4GiB\"\n";
+        let profile = "[[profile]]\nfile = \"profiles/learner.toml\"\nname = \"small\"\n";
+        let load = |body: &str| {
+            let path = dir.path().join("s.toml");
+            std::fs::write(&path, format!("{node}{profile}{body}")).expect("write");
+            Workload::load(&path, &LoadOptions::default())
+        };
+        let w = load("[[job]]\nname = \"a\"\nmodel = \"small\"\ncount = 2\n[[job]]\nname = \"b\"\nmodel = \"ncf\"\n")
+            .expect("loads");
+        let names: Vec<&str> = w.jobs.iter().map(|j| j.model_name()).collect();
+        assert_eq!(names, ["small", "small", "ncf"]);
+        assert!(w.jobs[0].profile.is_some() && w.jobs[2].profile.is_none());
+        let targets = w.clone().with_default_targets();
+        assert_eq!(targets.jobs[0].tiers, Some(sample().curve().default_tiers()));
+        let refused = [
+            ("[[job]]\nname = \"a\"\nmodel = \"small\"\nbatch-size = 64\n", "has one measured curve"),
+            ("[[job]]\nname = \"a\"\nmodel = \"learner\"\n", "or the name of a [[profile]]"),
+            ("[[job]]\nname = \"a\"\nmodel = \"small\"\ntiers = [0.6, 0.4]\n", "wrong order"),
+        ];
+        for (body, says) in refused {
+            let err = load(body).expect_err(body).to_string();
+            assert!(err.contains(says), "{body}: {err}");
+        }
+        std::fs::remove_file(dir.path().join("profiles/learner.toml")).expect("rm");
+        let err = load("[[job]]\nname = \"a\"\nmodel = \"small\"\n").expect_err("no file").to_string();
+        assert!(err.contains("`file`") && err.contains("wasmsched calibrate --out"), "{err}");
+    }
+
+    #[test]
     fn a_job_curve_reads_like_the_curve_it_holds() {
         let p = sample();
         let shared = JobCurve::Profile(p.curve().clone());
