@@ -10,13 +10,12 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched::backend::sim::SimConfig;
 use wasmsched::backend::sim::profile::Profile;
 use wasmsched::backend::sim::workload::{JobPlan, NodeSpec, Workload};
+use wasmsched::backend::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit;
 use wasmsched::calibrate::{self, Spec};
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
-use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::snapshot::Telemetry;
@@ -51,7 +50,7 @@ const JOBS: [(&str, usize, u64); 4] = [("learner-0", 0, 0), ("flat-0", 1, 0), ("
 
 /// The policies and their configs. FlowCon's interval is scaled to these minute-long jobs,
 /// and its threshold sits far from both kinds' growth (zero, and well above).
-const POLICIES: [(&str, &str); 2] = [("fair-share", "{}"), ("flowcon", r#"{"interval-s": 6, "alpha": 0.005}"#)];
+const POLICIES: [(&str, &str); 2] = [("fair-share", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)];
 
 /// The loop's tick, live and simulated.
 const TICK: Duration = Duration::from_secs(1);
@@ -62,11 +61,22 @@ const TOLERANCE: f64 = 0.10;
 /// The most backend time one live run may take.
 const LIVE_LIMIT_MS: u64 = 240_000;
 
-/// What one run (live or simulated) gave: per job in [`JOBS`] order, its JCT; the makespan.
+/// What one run (live or simulated) gave: per job in [`JOBS`] order, its JCT; the makespan;
+/// the policy's actions, one line each.
 #[derive(Debug)]
 struct Outcome {
     jct_s: Vec<f64>,
     makespan_s: f64,
+    actions: Vec<String>,
+}
+
+/// One line per action of a tick: when, on which job, what and why.
+fn actions_of(world: &Telemetry, actions: &[wit::Action], into: &mut Vec<String>) {
+    for a in actions {
+        let name = world.spec(a.job).map_or("", |s| s.name.as_str());
+        let job = JOBS.iter().find(|j| name.ends_with(j.0)).map_or("?", |j| j.0);
+        into.push(format!("{:6.1} s {job:<9} {:?} ({})", world.time_ms() as f64 / 1000.0, a.kind, a.reason));
+    }
 }
 
 #[test]
@@ -88,6 +98,10 @@ fn simulated_jcts_and_makespans_are_within_ten_per_cent_of_live_runs() {
             if error.abs() > TOLERANCE {
                 misses.push(format!("{policy} {job}: live {l:.1} s, simulated {s:.1} s ({:+.1} %)", 100.0 * error));
             }
+        }
+        if !live.actions.is_empty() || !sim.actions.is_empty() {
+            eprintln!("{policy}, live actions:\n  {}", live.actions.join("\n  "));
+            eprintln!("{policy}, simulated actions:\n  {}", sim.actions.join("\n  "));
         }
     }
     let header = "| job | policy | live JCT s | simulated JCT s | error |\n|---|---|---:|---:|---:|\n";
@@ -161,6 +175,7 @@ struct Live<'a> {
     /// Each job's arrival on the backend's clock, as the backend declared it.
     arrivals_ms: HashMap<usize, u64>,
     done: bool,
+    actions: Vec<String>,
 }
 
 impl Driver for Live<'_> {
@@ -192,7 +207,11 @@ impl Driver for Live<'_> {
         Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
     }
 
-    fn record(&mut self, _: Tick<'_>) {}
+    fn record(&mut self, tick: Tick<'_>) {
+        if let Some(a) = &tick.active {
+            actions_of(tick.world, &a.outcome.actions, &mut self.actions);
+        }
+    }
 }
 
 /// The jobs live under `policy`: each one's JCT from its creation to its exit (the engine's
@@ -212,6 +231,7 @@ fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
         first_ms: None,
         arrivals_ms: HashMap::new(),
         done: false,
+        actions: Vec::new(),
     };
     let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig { tick: TICK, horizon: None });
     assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}");
@@ -230,7 +250,8 @@ fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
     let last = times.iter().map(|t| t.1).fold(0.0, f64::max);
     let arrivals = (0..JOBS.len()).map(|k| live.arrivals_ms[&k] as f64 / 1000.0).collect();
     eprintln!("{policy} live: {} ticks, {} actions applied", summary.ticks, summary.applied);
-    (Outcome { jct_s: times.iter().map(|(c, f)| f - c).collect(), makespan_s: last - first }, arrivals)
+    let jct_s = times.iter().map(|(c, f)| f - c).collect();
+    (Outcome { jct_s, makespan_s: last - first, actions: live.actions }, arrivals)
 }
 
 /// The same jobs in the simulator: the calibrated profiles, the live arrivals, one node.
@@ -248,17 +269,19 @@ fn run_simulated(
         .collect();
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
     let workload = Workload { name: "fidelity".into(), nodes: vec![node.clone()], jobs, paper: Vec::new() };
-    let choice = PolicyChoice { label: policy.into(), policy: loaded(policy), config_json: config.into() };
-    let options = RunOptions {
-        sim: SimConfig { noise: 0.0, ..SimConfig::default() },
-        tick: TICK,
-        limits: Default::default(),
-        timeline: false,
-    };
-    let report = simulate(runtime(), &choice, &workload, &options);
+    let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let mut supervised =
+        Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut actions = Vec::new();
+    control::run(&mut sim, &mut supervised, runtime(), &LoopConfig { tick: TICK, horizon: None }, |world, outcome| {
+        actions_of(world, &outcome.actions, &mut actions)
+    });
+    let outcomes = sim.outcomes();
     let jct = |name: &str| {
-        let job = report.jobs.iter().find(|j| j.name == name).expect("every job is reported");
+        let job = outcomes.iter().find(|j| j.name == name).expect("every job is reported");
         job.jct_s.unwrap_or_else(|| panic!("{policy}: simulated {name} never ended"))
     };
-    Outcome { jct_s: JOBS.iter().map(|j| jct(j.0)).collect(), makespan_s: report.makespan_s }
+    let first = outcomes.iter().map(|j| j.arrival_s).fold(f64::INFINITY, f64::min);
+    let last = outcomes.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max);
+    Outcome { jct_s: JOBS.iter().map(|j| jct(j.0)).collect(), makespan_s: last - first, actions }
 }
