@@ -24,6 +24,7 @@
 //! **Above the loop.** What drives it: [`experiment`] runs and compares policies on the
 //! simulator over seeds and draws the HTML report (`simulate`, `compare`, `demo`); [`replay`]
 //! runs a policy over a recording and diffs its decisions; [`host`] is the long-running host.
+//! [`calibrate`] measures a real job on a Docker Engine into a profile the simulator runs.
 //!
 //! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
 //! a cache of compiled components on disk. A policy file becomes a
@@ -51,6 +52,7 @@ pub mod admission;
 pub mod api;
 pub mod backend;
 pub mod bindings;
+pub mod calibrate;
 pub mod config;
 pub mod control;
 pub mod declare;

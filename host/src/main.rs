@@ -14,6 +14,7 @@ use wasmsched::admission;
 use wasmsched::backend::replay::Replay;
 use wasmsched::backend::sim::SimConfig;
 use wasmsched::backend::sim::workload::{LoadOptions, Workload};
+use wasmsched::bindings::wit::Direction;
 use wasmsched::config::{DEFAULT_API, HostConfig};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::host::{self, Host};
@@ -132,6 +133,49 @@ enum Command {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Measure a job on a Docker Engine: run its image under a few CPU limits, read its epoch
+    /// lines, fit its work per epoch, most useful cores and start-up, keep its learning curve,
+    /// and write a profile a scenario's `[[profile]]` runs in the simulator.
+    Calibrate(CalibrateArgs),
+}
+
+#[derive(Args)]
+struct CalibrateArgs {
+    /// The job's image, already on the engine.
+    #[arg(long)]
+    image: String,
+    /// The profile's name (what scenarios write in `model`).
+    #[arg(long)]
+    name: String,
+    /// Where to write the profile (TOML).
+    #[arg(long)]
+    out: PathBuf,
+    /// The Docker Engine (default: DOCKER_HOST, else the system socket).
+    #[arg(long)]
+    engine: Option<String>,
+    /// CPU allocations to run with, in cores, comma-separated (default: 0.5, 1 and all the
+    /// engine's cores). The job runs alone to the end with the largest; a smaller one is a
+    /// CFS share among copies side by side (the engine's cores divided by 2, 3, 4 …).
+    #[arg(long, value_delimiter = ',')]
+    limits: Vec<f64>,
+    /// Make the smaller allocations CPU quotas (`docker run --cpus`), one copy at a time.
+    #[arg(long)]
+    quota: bool,
+    /// Epochs timed under each limit but the largest.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
+    epochs_per_limit: u32,
+    /// The metric the job's epoch lines carry.
+    #[arg(long, default_value = "accuracy")]
+    metric: String,
+    /// A lower metric is better (a loss, an error rate).
+    #[arg(long)]
+    lower_is_better: bool,
+    /// How long one run may take.
+    #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// The job's command (after `--`); the image's own when absent.
+    #[arg(last = true)]
+    command: Vec<String>,
 }
 
 #[derive(Args)]
@@ -355,7 +399,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{} rolled back: {} serves again", done.policy, done.sha256);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Calibrate(args) => calibrate(args),
     }
+}
+
+fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    let spec = wasmsched::calibrate::Spec {
+        endpoint: args.engine.unwrap_or_else(wasmsched::backend::docker::default_endpoint),
+        image: args.image,
+        command: args.command,
+        name: args.name,
+        metric: args.metric,
+        direction: if args.lower_is_better { Direction::LowerIsBetter } else { Direction::HigherIsBetter },
+        limits_cores: args.limits,
+        quota: args.quota,
+        epochs_per_limit: args.epochs_per_limit,
+        timeout: args.timeout,
+    };
+    let done = wasmsched::calibrate::calibrate(&spec).context("calibration failed")?;
+    std::fs::write(&args.out, done.profile.to_toml())
+        .with_context(|| format!("cannot write the profile to {}", args.out.display()))?;
+    let costs = done.profile.costs;
+    println!(
+        "{}: {:.3} core-s per epoch ({}), at most {:.2} cores{}, start-up {:.2} s, {} epochs, {:.1} MiB",
+        done.profile.name,
+        costs.work_per_epoch_core_s,
+        if done.fit.work_measured { "CPU time charged" } else { "fitted to epoch times: too few CPU readings" },
+        costs.max_cores,
+        if done.fit.capped { "" } else { " (still faster at the largest limit)" },
+        costs.startup_s,
+        done.profile.curve().epochs(),
+        costs.memory_bytes as f64 / f64::from(1u32 << 20),
+    );
+    println!("{:>8} {:>12} {:>12} {:>12} {:>14}", "cores", "epoch s", "fitted s", "start-up s", "CPU/epoch c·s");
+    for l in &done.fit.limits {
+        let cpu = l.cpu_per_epoch_core_s.map_or_else(|| "-".to_string(), |c| format!("{c:.3}"));
+        println!("{:>8.2} {:>12.3} {:>12.3} {:>12.2} {cpu:>14}", l.cores, l.epoch_s, l.fitted_epoch_s, l.startup_s);
+    }
+    println!("profile: {}", args.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_host(path: &std::path::Path) -> anyhow::Result<ExitCode> {

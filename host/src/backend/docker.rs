@@ -596,7 +596,7 @@ fn check_scheme(endpoint: &str) -> Result<(), String> {
 
 /// A client for `endpoint` (whose scheme was checked); nothing is contacted, but a Unix
 /// socket must exist.
-fn connect(endpoint: &str, timeout: Duration) -> Result<Client, DockerError> {
+pub(crate) fn connect(endpoint: &str, timeout: Duration) -> Result<Client, DockerError> {
     let secs = timeout.as_secs().max(1);
     if endpoint.starts_with("unix://") {
         Client::connect_with_unix(endpoint, secs, bollard::API_DEFAULT_VERSION)

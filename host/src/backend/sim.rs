@@ -36,10 +36,12 @@ use std::collections::BinaryHeap;
 pub mod model;
 mod outcome;
 mod placement;
+pub mod profile;
 pub mod throughput;
 pub mod workload;
 
-use self::model::{Curve, meets};
+use self::model::meets;
+use self::profile::JobCurve;
 use self::throughput::GpuConfig;
 use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::{ApplyError, Backend, Placement};
@@ -102,7 +104,7 @@ enum Phase {
 #[derive(Debug)]
 struct SimJob {
     plan: JobPlan,
-    curve: &'static Curve,
+    curve: JobCurve,
     direction: wit::Direction,
     handle: Option<u32>,
     node: u32,
@@ -252,15 +254,16 @@ impl Simulator {
             .jobs
             .iter()
             .map(|plan| {
-                let curve = plan.model.curve(plan.batch_size);
+                let curve = plan.curve();
                 let epochs_total = plan.max_epochs.map_or(curve.epochs(), |m| m.min(curve.epochs())).max(1);
-                let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training)
+                // A calibrated (profile) job is CPU work whatever it holds.
+                let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
                     .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
-                let cost = if gpu.is_some() { 1.0 } else { plan.model.work_per_epoch_core_s() };
+                let cost = if gpu.is_some() { 1.0 } else { plan.work_per_epoch_core_s() };
                 let work_per_epoch = cost * plan.work_scale * rng.around_one(config.noise);
                 SimJob {
-                    curve,
                     direction: curve.direction(),
+                    curve,
                     handle: None,
                     node: 0,
                     phase: Phase::Pending,
@@ -271,9 +274,9 @@ impl Simulator {
                     speed: 0.0,
                     max_cores: match gpu {
                         Some(g) => f64::from(g.replicas) * FEED_CORES_PER_GPU,
-                        None => plan.model.max_parallelism_cores(),
+                        None => plan.max_cores(),
                     },
-                    memory_bytes: plan.model.memory_bytes(),
+                    memory_bytes: plan.memory_bytes(),
                     epoch: 0,
                     work_left: 0.0,
                     cores: 0.0,
@@ -808,12 +811,12 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
     let (metric, direction) = if plan.kind == wit::JobKind::Inference {
         ("latency-ms", wit::Direction::LowerIsBetter)
     } else {
-        plan.model.metric()
+        plan.metric()
     };
     wit::JobSpec {
         handle: 0,
         name: plan.name.clone(),
-        model: plan.model.name().into(),
+        model: plan.model_name().into(),
         kind: plan.kind,
         metrics: vec![wit::MetricSpec { name: metric.into(), direction }],
         tiers: plan.tiers.map(|(deliverable, final_)| wit::Tiers { deliverable, final_ }),

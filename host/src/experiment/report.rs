@@ -89,7 +89,7 @@ impl<'a> Page<'a> {
 
     fn job_model(&self, i: usize) -> String {
         match self.workload.jobs.get(i) {
-            Some(plan) => plan.model.name().to_string(),
+            Some(plan) => plan.model_name().to_string(),
             None => self.outcome_anywhere(i).map_or_else(String::new, |o| o.model.clone()),
         }
     }

@@ -3,6 +3,7 @@
 //! A binary of its own, so that no other test shares the machine while these measure CPU.
 
 mod engine;
+mod fidelity;
 mod proxy;
 
 use std::time::{Duration, Instant};

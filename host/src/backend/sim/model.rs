@@ -343,6 +343,16 @@ impl Curve {
         Some(self.iterations[e - 1] - before)
     }
 
+    /// A curve of `metrics`, one per epoch (a calibrated job's own, say); None when there is
+    /// none or one is not a finite number.
+    pub fn new(metrics: Vec<f64>, direction: wit::Direction) -> Option<Curve> {
+        (!metrics.is_empty() && metrics.iter().all(|m| m.is_finite())).then_some(Curve {
+            metrics,
+            iterations: Vec::new(),
+            direction,
+        })
+    }
+
     /// Number of epochs (evaluations) the curve records: the data rows of its file.
     pub fn epochs(&self) -> u32 {
         self.metrics.len() as u32

@@ -52,7 +52,7 @@ impl Simulator {
                 };
                 JobOutcome {
                     name: j.plan.name.clone(),
-                    model: j.plan.model.name().to_string(),
+                    model: j.plan.model_name().to_string(),
                     arrival_s: j.plan.arrival_s,
                     finish_s: j.finish_s,
                     jct_s: j.finish_s.map(|f| f - j.plan.arrival_s),

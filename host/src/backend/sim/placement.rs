@@ -112,8 +112,10 @@ impl Simulator {
         }
     }
 
-    /// Start queued job `i` on `node` (its first) with `gpus`; after a preemption (and a GPU
-    /// job every time) it first pays the restart cost.
+    /// Start queued job `i` on `node` (its first) with `gpus`. Before it runs it pays: after a
+    /// preemption, the restart cost; a GPU job, its start-up every time; a calibrated job, on
+    /// its first start, its measured time from creation to its first epoch (none for a
+    /// built-in CPU model).
     pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
@@ -126,10 +128,12 @@ impl Simulator {
         let now = self.now_s;
         let restart = self.restart_cost(i);
         let j = &mut self.jobs[i];
-        if j.started_s.is_some() || j.gpu.is_some() {
-            j.paused_until = now + restart;
+        let first = j.started_s.is_none();
+        let pause = if first && j.gpu.is_none() { j.plan.startup_s() } else { restart };
+        if pause > 0.0 {
+            j.paused_until = now + pause;
         }
-        if j.started_s.is_none() {
+        if first {
             j.started_s = Some(now);
             j.start_s = now.max(j.plan.arrival_s);
             j.last_epoch_end_s = now;

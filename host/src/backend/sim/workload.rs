@@ -33,10 +33,12 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::model::Model;
+use super::profile::{JobCurve, Profile};
 use crate::bindings::wit;
 use crate::experiment::paper::Claim;
 
@@ -88,8 +90,13 @@ pub struct NodeSpec {
 pub struct JobPlan {
     /// Unique within the workload; stable across runs and seeds.
     pub name: String,
-    /// Which model it trains (or serves), hence its curve and costs.
+    /// Which model it trains (or serves), hence its curve and costs; unused when `profile` is
+    /// set.
     pub model: Model,
+    /// A calibrated job kind it runs instead of a built-in model: the profile's curve, metric,
+    /// costs, start-up and name replace `model`'s (a scenario's `[[profile]]`).
+    #[serde(serialize_with = "profile_name")]
+    pub profile: Option<Arc<Profile>>,
     /// Training or inference; inference only comes from scenarios.
     pub kind: wit::JobKind,
     /// When it arrives, in seconds from the start of the run (≥ 0).
@@ -124,6 +131,7 @@ impl JobPlan {
         JobPlan {
             name: name.into(),
             model,
+            profile: None,
             kind: wit::JobKind::Training,
             arrival_s,
             node: None,
@@ -138,6 +146,56 @@ impl JobPlan {
             duration_s: None,
         }
     }
+
+    /// A training job of a calibrated `profile` arriving at `arrival_s`: its whole curve, no
+    /// GPU, no pinned node, no targets.
+    pub fn profiled(name: impl Into<String>, profile: Arc<Profile>, arrival_s: f64) -> JobPlan {
+        JobPlan { profile: Some(profile), ..JobPlan::training(name, Model::Cifar10, arrival_s) }
+    }
+
+    /// The learning curve it walks: its profile's, else its model's at its batch size.
+    pub fn curve(&self) -> JobCurve {
+        match &self.profile {
+            Some(p) => JobCurve::Profile(p.curve().clone()),
+            None => JobCurve::Model(self.model.curve(self.batch_size)),
+        }
+    }
+
+    /// The name of its model or profile, for reports.
+    pub fn model_name(&self) -> &str {
+        self.profile.as_ref().map_or(self.model.name(), |p| p.name.as_str())
+    }
+
+    /// The name and direction of its main metric.
+    pub fn metric(&self) -> (&str, wit::Direction) {
+        self.profile.as_ref().map_or(self.model.metric(), |p| (p.metric.as_str(), p.direction))
+    }
+
+    /// CPU work of one epoch, in core-seconds, before `work_scale`.
+    pub fn work_per_epoch_core_s(&self) -> f64 {
+        self.profile.as_ref().map_or(self.model.work_per_epoch_core_s(), |p| p.costs.work_per_epoch_core_s)
+    }
+
+    /// The most cores it uses usefully.
+    pub fn max_cores(&self) -> f64 {
+        self.profile.as_ref().map_or(self.model.max_parallelism_cores(), |p| p.costs.max_cores)
+    }
+
+    /// Its resident memory.
+    pub fn memory_bytes(&self) -> u64 {
+        self.profile.as_ref().map_or(self.model.memory_bytes(), |p| p.costs.memory_bytes)
+    }
+
+    /// Wall time from its first start to the start of its first epoch (a profile's measured
+    /// start-up; none for a built-in model).
+    pub fn startup_s(&self) -> f64 {
+        self.profile.as_ref().map_or(0.0, |p| p.costs.startup_s)
+    }
+}
+
+/// A plan's profile as its name, in reports.
+fn profile_name<S: serde::Serializer>(profile: &Option<Arc<Profile>>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&profile.as_ref().map(|p| p.name.as_str()), s)
 }
 
 /// How to load a workload file.
@@ -238,9 +296,10 @@ pub enum WorkloadError {
         /// What is wrong and what to write instead.
         message: String,
     },
-    /// A model name that is none of the six.
+    /// A model name that is none of the six, nor a profile's.
     #[error(
-        "{}: `{field}`: unknown model `{found}`: use one of bert, cifar10, deepspeech2, imagenet, ncf, yolov3",
+        "{}: `{field}`: unknown model `{found}`: use one of bert, cifar10, deepspeech2, imagenet, ncf, yolov3, \
+         or the name of a [[profile]] of the scenario",
         at(.path, .line)
     )]
     UnknownModel {
@@ -342,7 +401,7 @@ impl Workload {
                     });
                 }
                 let text = std::fs::read_to_string(path).map_err(read_err)?;
-                let workload = scenario(&label, &stem, &text)?;
+                let workload = scenario(&label, &stem, &text, path.parent())?;
                 finish(&label, workload, opts.limit)
             }
             Some("csv") => {
@@ -367,9 +426,10 @@ impl Workload {
     }
 
     /// Parses a TOML scenario; `name` names the workload (unless the scenario has its own) and
-    /// stands for the file in errors.
+    /// stands for the file in errors. Its `[[profile]]` files are read relative to the current
+    /// directory.
     pub fn from_scenario_str(name: &str, text: &str) -> Result<Workload, WorkloadError> {
-        let workload = scenario(name, name, text)?;
+        let workload = scenario(name, name, text, None)?;
         finish(name, workload, None)
     }
 
@@ -390,7 +450,7 @@ impl Workload {
     pub fn with_default_targets(mut self) -> Workload {
         for job in &mut self.jobs {
             if job.kind == wit::JobKind::Training && job.tiers.is_none() {
-                job.tiers = Some(job.model.curve(job.batch_size).default_tiers());
+                job.tiers = Some(job.curve().default_tiers());
             }
         }
         self

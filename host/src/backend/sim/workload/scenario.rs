@@ -2,11 +2,14 @@
 //! with serde, then checked field by field with errors that name the file and the line.
 
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
-use crate::backend::sim::model::Model;
+use crate::backend::sim::model::{Curve, Model};
+use crate::backend::sim::profile::Profile;
 use crate::bindings::wit;
 use crate::experiment::paper::Claim;
 
@@ -19,6 +22,9 @@ struct ScenarioFile {
     /// The cluster's nodes, one `[[node]]` table each; at least one.
     #[serde(default)]
     node: Vec<NodeTable>,
+    /// Calibrated job kinds, one `[[profile]]` table each; jobs name them in `model`.
+    #[serde(default)]
+    profile: Vec<ProfileTable>,
     /// The jobs, one `[[job]]` table each (or several, with `count`); at least one.
     #[serde(default)]
     job: Vec<JobTable>,
@@ -44,6 +50,16 @@ struct NodeTable {
     gpu_memory: Option<String>,
 }
 
+/// A `[[profile]]` table: a job kind measured by `wasmsched calibrate`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProfileTable {
+    /// The profile file, relative to the scenario's folder.
+    file: String,
+    /// The name jobs use in `model`; the profile's own `name` when absent.
+    name: Option<String>,
+}
+
 /// Whether a job trains or serves.
 #[derive(Deserialize, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
@@ -60,7 +76,7 @@ enum KindName {
 struct JobTable {
     /// Unique job name (with `count`, the prefix of `<name>-<i>`).
     name: String,
-    /// One of bert, cifar10, deepspeech2, imagenet, ncf, yolov3.
+    /// One of bert, cifar10, deepspeech2, imagenet, ncf, yolov3, or a `[[profile]]`'s name.
     model: String,
     /// When it arrives, as a duration from the start: `"0s"`, `"90s"`, `"2m"`, `"1h30m"`; `"0s"`
     /// when absent.
@@ -100,6 +116,7 @@ struct JobTable {
 enum Table {
     Node,
     Job,
+    Profile,
 }
 
 /// Finds the lines of `[[node]]`/`[[job]]` tables and of their keys in a scenario's text, so
@@ -111,10 +128,12 @@ struct LineIndex<'a> {
     nodes: Vec<usize>,
     /// 0-based line of each `[[job]]` header.
     jobs: Vec<usize>,
+    /// 0-based line of each `[[profile]]` header.
+    profiles: Vec<usize>,
 }
 
 impl<'a> LineIndex<'a> {
-    fn new(text: &'a str, node_count: usize, job_count: usize) -> LineIndex<'a> {
+    fn new(text: &'a str, node_count: usize, job_count: usize, profile_count: usize) -> LineIndex<'a> {
         let lines: Vec<&str> = text.lines().collect();
         let headers = |name: &str| -> Vec<usize> {
             let header = format!("[[{name}]]");
@@ -128,14 +147,17 @@ impl<'a> LineIndex<'a> {
                 .map(|(i, _)| i)
                 .collect()
         };
-        let (mut nodes, mut jobs) = (headers("node"), headers("job"));
+        let (mut nodes, mut jobs, mut profiles) = (headers("node"), headers("job"), headers("profile"));
         if nodes.len() != node_count {
             nodes.clear();
         }
         if jobs.len() != job_count {
             jobs.clear();
         }
-        LineIndex { lines, nodes, jobs }
+        if profiles.len() != profile_count {
+            profiles.clear();
+        }
+        LineIndex { lines, nodes, jobs, profiles }
     }
 
     /// The 1-based line of the `index`-th table's header.
@@ -143,6 +165,7 @@ impl<'a> LineIndex<'a> {
         let starts = match table {
             Table::Node => &self.nodes,
             Table::Job => &self.jobs,
+            Table::Profile => &self.profiles,
         };
         starts.get(index).map(|l| l + 1)
     }
@@ -159,8 +182,14 @@ impl<'a> LineIndex<'a> {
 }
 
 /// Parses and validates a scenario. `path` labels errors; `default_name` names the workload
-/// when the scenario has no `name`.
-pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Workload, WorkloadError> {
+/// when the scenario has no `name`; profile files are found relative to `folder` (the
+/// current directory when None).
+pub(super) fn scenario(
+    path: &str,
+    default_name: &str,
+    text: &str,
+    folder: Option<&Path>,
+) -> Result<Workload, WorkloadError> {
     let file: ScenarioFile = toml::from_str(text).map_err(|e| {
         let (line, column) = e.span().map_or((None, None), |span| {
             let (line, column) = line_column(text, span.start);
@@ -168,7 +197,7 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
         });
         WorkloadError::Toml { path: path.into(), line, column, message: e.message().trim_end().to_string() }
     })?;
-    let lines = LineIndex::new(text, file.node.len(), file.job.len());
+    let lines = LineIndex::new(text, file.node.len(), file.job.len(), file.profile.len());
     let field_err = |table, index, key: &str, message: String| WorkloadError::Field {
         path: path.into(),
         line: lines.field(table, index, key),
@@ -211,6 +240,26 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
         nodes.push(NodeSpec { name, cpu_millicores: cpu_millicores as u64, memory_bytes, gpus, gpu_memory_bytes });
     }
 
+    let mut profiles: HashMap<String, Arc<Profile>> = HashMap::new();
+    for (i, table) in file.profile.iter().enumerate() {
+        let err = |key: &str, message: String| field_err(Table::Profile, i, key, message);
+        let at = folder.map_or_else(|| Path::new(&table.file).to_path_buf(), |f| f.join(&table.file));
+        let mut profile = Profile::load(&at).map_err(|e| err("file", crate::error_chain(&e)))?;
+        if let Some(name) = &table.name {
+            profile.name.clone_from(name);
+        }
+        if Model::parse(&profile.name).is_some() {
+            return Err(err(
+                "name",
+                format!("`{}` is a built-in model's name: give the profile another `name`", profile.name),
+            ));
+        }
+        if profiles.contains_key(&profile.name) {
+            return Err(err("name", format!("two profiles are named `{}`: give each its own `name`", profile.name)));
+        }
+        profiles.insert(profile.name.clone(), Arc::new(profile));
+    }
+
     if file.job.is_empty() {
         return Err(WorkloadError::Empty {
             path: path.into(),
@@ -221,12 +270,28 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, table) in file.job.iter().enumerate() {
         let err = |key: &str, message: String| field_err(Table::Job, i, key, message);
-        let model = Model::parse(&table.model).ok_or_else(|| WorkloadError::UnknownModel {
-            path: path.into(),
-            line: lines.field(Table::Job, i, "model"),
-            field: "model".into(),
-            found: table.model.clone(),
-        })?;
+        let profile = profiles.get(&table.model).cloned();
+        let model = match (&profile, Model::parse(&table.model)) {
+            (Some(_), _) => Model::Cifar10,
+            (None, Some(model)) => model,
+            (None, None) => {
+                return Err(WorkloadError::UnknownModel {
+                    path: path.into(),
+                    line: lines.field(Table::Job, i, "model"),
+                    field: "model".into(),
+                    found: table.model.clone(),
+                });
+            }
+        };
+        if profile.is_some() && table.batch_size.is_some() {
+            return Err(err(
+                "batch-size",
+                format!(
+                    "profile `{}` has one measured curve; the batch size picks a built-in model's: drop it",
+                    table.model
+                ),
+            ));
+        }
         let kind = match table.kind.unwrap_or(KindName::Training) {
             KindName::Training => wit::JobKind::Training,
             KindName::Inference => wit::JobKind::Inference,
@@ -267,7 +332,10 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
                     "tiers apply to training jobs: give an inference service a qoe-target".into(),
                 ));
             }
-            (Some(&[t1, t2]), wit::JobKind::Training) => Some(check_tiers(model, t1, t2).map_err(|m| err("tiers", m))?),
+            (Some(&[t1, t2]), wit::JobKind::Training) => {
+                let plan = JobPlan { profile: profile.clone(), ..JobPlan::training("", model, 0.0) };
+                Some(check_tiers(&plan, t1, t2).map_err(|m| err("tiers", m))?)
+            }
             (Some(other), wit::JobKind::Training) => {
                 return Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())));
             }
@@ -333,6 +401,7 @@ pub(super) fn scenario(path: &str, default_name: &str, text: &str) -> Result<Wor
             jobs.push(JobPlan {
                 name,
                 model,
+                profile: profile.clone(),
                 kind,
                 arrival_s: arrival_s + every_s * k as f64,
                 node,
@@ -359,18 +428,19 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
-/// Checks that T1 is easier than T2 for `model`'s metric direction.
-fn check_tiers(model: Model, t1: f64, t2: f64) -> Result<(f64, f64), String> {
-    let (metric, direction) = model.metric();
+/// Checks that T1 is easier than T2 for the metric direction of `plan`'s model or profile.
+fn check_tiers(plan: &JobPlan, t1: f64, t2: f64) -> Result<(f64, f64), String> {
+    let (metric, direction) = plan.metric();
     let order = match crate::declare::tier_order(direction, t1, t2) {
         Ok(()) => return Ok((t1, t2)),
         Err(order) if !t1.is_finite() || !t2.is_finite() => return Err(order.into()),
         Err(order) => order,
     };
-    let (d1, d2) = model.curve(model.default_batch_size()).default_tiers();
+    let curve: &Curve = &plan.curve();
+    let (d1, d2) = curve.default_tiers();
     Err(format!(
         "[{t1}, {t2}] is in the wrong order: for {}'s {metric} {order}; swap them (its default tiers are [{d1:.4}, {d2:.4}])",
-        model.name()
+        plan.model_name()
     ))
 }
 

@@ -1,0 +1,444 @@
+//! A calibrated job kind: what `wasmsched calibrate` measured of a real job on a real Docker
+//! Engine, in a form the simulator runs ([`Profile`]).
+//!
+//! The simulator's cost model is the one it runs for the built-in models: an epoch is a fixed
+//! amount of CPU work (`work-per-epoch-core-s`, measured as the CPU time charged), done at the rate of the cores the job gets,
+//! and a job gets at most `max-cores` cores (its most useful parallelism). A profile adds a
+//! start-up delay (`startup-s`: from the container's creation to the start of its first epoch,
+//! a wall time that uses no modelled CPU) and replaces the model's learning curve with the
+//! job's own, one metric value per epoch. `crate::calibrate` explains how each figure is
+//! measured and fitted.
+//!
+//! The file is TOML, unknown keys refused:
+//!
+//! ```toml
+//! name = "learner"
+//! metric = "accuracy"
+//! direction = "higher-is-better"
+//! work-per-epoch-core-s = 1.37
+//! max-cores = 1.86
+//! startup-s = 0.42
+//! memory = "41.3MiB"
+//! curve = [0.3726, 0.379, 0.3832]
+//!
+//! [measured]                      # how it was measured; kept for people, not used
+//! image = "wasmsched-trainer:99bc4f2d54fe"
+//! command = ["/wasmsched-trainer", "--epochs", "3"]
+//! engine-cores = 2.0
+//! [[measured.limit]]                # one per copy: four ran side by side, half a core each
+//! cores = 0.5
+//! copies = 4
+//! quota = false
+//! epochs = 4
+//! epoch-s = 2.74
+//! fitted-epoch-s = 2.74
+//! startup-s = 0.45
+//! cpu-per-epoch-core-s = 1.36
+//! ```
+
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::Curve;
+use super::workload::parse_bytes;
+use crate::bindings::wit;
+
+/// A job kind measured on a real engine: its curve, its CPU cost and its start-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Profile {
+    /// The name scenarios use for it (`model = "learner"`) and reports show.
+    pub name: String,
+    /// The metric its curve records.
+    pub metric: String,
+    /// Whether a higher or a lower metric is better.
+    pub direction: wit::Direction,
+    /// What the job costs.
+    pub costs: Costs,
+    /// One metric value per epoch.
+    curve: Arc<Curve>,
+    /// The metric values, as measured.
+    metrics: Vec<f64>,
+    /// How it was measured, when known.
+    pub measured: Option<Measured>,
+}
+
+/// What a calibrated job costs, in the simulator's cost model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// CPU work of one epoch, in core-seconds.
+    pub work_per_epoch_core_s: f64,
+    /// The most cores the job uses usefully.
+    pub max_cores: f64,
+    /// Wall time from the job's creation to the start of its first epoch.
+    pub startup_s: f64,
+    /// Resident memory.
+    pub memory_bytes: u64,
+}
+
+/// How a profile was measured: for people reading the file; the simulator does not use it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Measured {
+    /// The image the job ran from.
+    pub image: String,
+    /// Its command, as run.
+    pub command: Vec<String>,
+    /// The engine's CPUs.
+    pub engine_cores: f64,
+    /// One entry per CPU limit it ran under.
+    #[serde(default, rename = "limit")]
+    pub limits: Vec<LimitRun>,
+}
+
+/// What one run under one CPU limit measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LimitRun {
+    /// The CPU allocation, in cores.
+    pub cores: f64,
+    /// Copies of the job that ran side by side (this row is one of them).
+    pub copies: u32,
+    /// Whether the allocation was a CPU quota (else a CFS share among the copies).
+    pub quota: bool,
+    /// Epochs it ran.
+    pub epochs: u32,
+    /// Median time between two epoch lines.
+    pub epoch_s: f64,
+    /// What the fitted model says the epoch time is at this limit.
+    pub fitted_epoch_s: f64,
+    /// From the container's creation to its first epoch line, less one epoch.
+    pub startup_s: f64,
+    /// CPU time the engine charged per epoch, when it reported enough readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_epoch_core_s: Option<f64>,
+}
+
+/// Why a profile could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// The file could not be read.
+    #[error("cannot read profile {path}: check that the file exists (`wasmsched calibrate --out` writes one)")]
+    Read {
+        /// The file.
+        path: String,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid TOML, an unknown key, or a value of the wrong type.
+    #[error("profile {path}: {message} (the format is in scenarios/README.md, `[[profile]]`)")]
+    Toml {
+        /// The file.
+        path: String,
+        /// What the parser said.
+        message: String,
+    },
+    /// A value out of range.
+    #[error("profile {path}: `{field}`: {message}")]
+    Field {
+        /// The file.
+        path: String,
+        /// The key.
+        field: &'static str,
+        /// What is wrong and what to write.
+        message: String,
+    },
+}
+
+/// The file's form.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProfileFile {
+    /// The job kind's name.
+    name: String,
+    /// The metric the curve records.
+    metric: String,
+    /// `higher-is-better` or `lower-is-better`.
+    direction: DirectionName,
+    /// CPU work of one epoch, core-seconds.
+    work_per_epoch_core_s: f64,
+    /// The most cores used usefully.
+    max_cores: f64,
+    /// From creation to the first epoch's start, seconds.
+    startup_s: f64,
+    /// Resident memory, with a unit.
+    memory: String,
+    /// The metric after each epoch.
+    curve: Vec<f64>,
+    /// How it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    measured: Option<Measured>,
+}
+
+/// A metric direction as written in a profile.
+#[derive(Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum DirectionName {
+    /// A higher metric is better.
+    HigherIsBetter,
+    /// A lower metric is better.
+    LowerIsBetter,
+}
+
+impl Profile {
+    /// A profile from its figures; `path` labels errors. Refuses an empty or non-finite curve,
+    /// a work or core count that is not positive, and a negative start-up.
+    pub fn new(
+        path: &str,
+        name: String,
+        metric: String,
+        direction: wit::Direction,
+        costs: Costs,
+        metrics: Vec<f64>,
+    ) -> Result<Profile, ProfileError> {
+        let Costs { work_per_epoch_core_s, max_cores, startup_s, .. } = costs;
+        let field = |field, message: String| ProfileError::Field { path: path.into(), field, message };
+        if name.trim().is_empty() {
+            return Err(field("name", "a profile needs a non-empty name".into()));
+        }
+        if !(work_per_epoch_core_s.is_finite() && work_per_epoch_core_s > 0.0) {
+            return Err(field("work-per-epoch-core-s", format!("{work_per_epoch_core_s}: must be a positive number")));
+        }
+        if !(max_cores.is_finite() && max_cores > 0.0) {
+            return Err(field("max-cores", format!("{max_cores}: must be a positive number of cores")));
+        }
+        if !(startup_s.is_finite() && startup_s >= 0.0) {
+            return Err(field("startup-s", format!("{startup_s}: must be zero or more seconds")));
+        }
+        let curve = Curve::new(metrics.clone(), direction).ok_or_else(|| {
+            field("curve", "give the metric after each epoch, at least one value, every one a finite number".into())
+        })?;
+        Ok(Profile { name, metric, direction, costs, curve: Arc::new(curve), metrics, measured: None })
+    }
+
+    /// Reads a profile file.
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let label = path.display().to_string();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ProfileError::Read { path: label.clone(), source })?;
+        Profile::from_toml_str(&label, &text)
+    }
+
+    /// Parses a profile; `path` labels errors.
+    pub fn from_toml_str(path: &str, text: &str) -> Result<Profile, ProfileError> {
+        let file: ProfileFile = toml::from_str(text)
+            .map_err(|e| ProfileError::Toml { path: path.into(), message: e.message().trim_end().to_string() })?;
+        let memory_bytes = parse_bytes(&file.memory).map_err(|message| ProfileError::Field {
+            path: path.into(),
+            field: "memory",
+            message,
+        })?;
+        let direction = match file.direction {
+            DirectionName::HigherIsBetter => wit::Direction::HigherIsBetter,
+            DirectionName::LowerIsBetter => wit::Direction::LowerIsBetter,
+        };
+        let mut profile = Profile::new(
+            path,
+            file.name,
+            file.metric,
+            direction,
+            Costs {
+                work_per_epoch_core_s: file.work_per_epoch_core_s,
+                max_cores: file.max_cores,
+                startup_s: file.startup_s,
+                memory_bytes,
+            },
+            file.curve,
+        )?;
+        profile.measured = file.measured;
+        Ok(profile)
+    }
+
+    /// The profile as a TOML file that [`Profile::from_toml_str`] reads back.
+    pub fn to_toml(&self) -> String {
+        let file = ProfileFile {
+            name: self.name.clone(),
+            metric: self.metric.clone(),
+            direction: match self.direction {
+                wit::Direction::HigherIsBetter => DirectionName::HigherIsBetter,
+                wit::Direction::LowerIsBetter => DirectionName::LowerIsBetter,
+            },
+            work_per_epoch_core_s: self.costs.work_per_epoch_core_s,
+            max_cores: self.costs.max_cores,
+            startup_s: self.costs.startup_s,
+            memory: format!("{:.1}MiB", self.costs.memory_bytes as f64 / f64::from(1u32 << 20)),
+            curve: self.metrics.clone(),
+            measured: self.measured.clone(),
+        };
+        let body = toml::to_string(&file).expect("a profile serialises to TOML");
+        format!(
+            "# A job kind measured by `wasmsched calibrate`: the simulator runs it as a scenario's\n\
+             # [[profile]] (scenarios/README.md). work-per-epoch-core-s, max-cores and startup-s are\n\
+             # fitted to [measured]; curve is the metric after each epoch of one whole run.\n{body}"
+        )
+    }
+
+    /// The learning curve, shared by every job of this kind.
+    pub fn curve(&self) -> &Arc<Curve> {
+        &self.curve
+    }
+}
+
+/// The learning curve a job walks: a built-in model's (embedded, static) or a calibrated
+/// profile's (shared by its jobs).
+#[derive(Clone, Debug)]
+pub enum JobCurve {
+    /// A built-in model's measured curve.
+    Model(&'static Curve),
+    /// A calibrated profile's curve.
+    Profile(Arc<Curve>),
+}
+
+impl Deref for JobCurve {
+    type Target = Curve;
+
+    fn deref(&self) -> &Curve {
+        match self {
+            JobCurve::Model(c) => c,
+            JobCurve::Profile(c) => c,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Profile {
+        let mut p = Profile::new(
+            "p",
+            "learner".into(),
+            "accuracy".into(),
+            wit::Direction::HigherIsBetter,
+            Costs { work_per_epoch_core_s: 1.25, max_cores: 1.8, startup_s: 0.4, memory_bytes: 40 << 20 },
+            vec![0.3, 0.5, 0.6],
+        )
+        .expect("valid");
+        p.measured = Some(Measured {
+            image: "trainer:1".into(),
+            command: vec!["/t".into(), "--epochs".into(), "3".into()],
+            engine_cores: 2.0,
+            limits: vec![LimitRun {
+                cores: 0.5,
+                copies: 4,
+                quota: false,
+                epochs: 4,
+                epoch_s: 2.5,
+                fitted_epoch_s: 2.5,
+                startup_s: 0.4,
+                cpu_per_epoch_core_s: Some(1.25),
+            }],
+        });
+        p
+    }
+
+    #[test]
+    fn a_profile_round_trips_through_its_file() {
+        let p = sample();
+        let text = p.to_toml();
+        assert!(text.starts_with("# A job kind measured by `wasmsched calibrate`"), "{text}");
+        assert_eq!(Profile::from_toml_str("p", &text).expect("reads back"), p);
+        assert_eq!(p.curve().epochs(), 3);
+        assert_eq!(p.curve().metric_at(2), 0.5);
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_naming_the_field() {
+        let good = sample().to_toml();
+        let cases = [
+            ("work-per-epoch-core-s = 1.25", "work-per-epoch-core-s = 0.0", "work-per-epoch-core-s"),
+            ("max-cores = 1.8", "max-cores = -1.0", "max-cores"),
+            ("startup-s = 0.4", "startup-s = -0.1", "startup-s"),
+            ("curve = [0.3, 0.5, 0.6]", "curve = []", "curve"),
+            ("memory = \"40.0MiB\"", "memory = \"lots\"", "memory"),
+            ("direction = \"higher-is-better\"", "direction = \"up\"", "unknown variant"),
+            ("name = \"learner\"", "name = \"learner\"\ncolour = \"red\"", "unknown field"),
+        ];
+        for (from, to, says) in cases {
+            assert!(good.contains(from), "{from} in {good}");
+            let err = Profile::from_toml_str("p.toml", &good.replace(from, to)).expect_err(to).to_string();
+            assert!(err.starts_with("profile p.toml:") && err.contains(says), "{to}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_profiled_job_starts_up_then_walks_its_curve_at_its_measured_cost() {
+        use crate::backend::Backend;
+        use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
+        use crate::backend::sim::{SimConfig, Simulator};
+        // 1.25 core-s per epoch, at most 1.8 cores, 0.4 s of start-up, on 4 cores: the job
+        // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
+        let profile = Arc::new(sample());
+        let node =
+            NodeSpec { name: "n".into(), cpu_millicores: 4000, memory_bytes: 1 << 30, gpus: 0, gpu_memory_bytes: 0 };
+        let job = JobPlan { tiers: Some((0.4, 0.55)), ..JobPlan::profiled("a", profile, 2.0) };
+        assert_eq!(
+            (job.model_name(), job.metric().0, job.max_cores(), job.startup_s()),
+            ("learner", "accuracy", 1.8, 0.4)
+        );
+        let w = Workload { name: "w".into(), nodes: vec![node], jobs: vec![job], paper: Vec::new() };
+        let mut sim = Simulator::new(&w, SimConfig { noise: 0.0, keep_progress: true, ..SimConfig::default() });
+        let mut world = crate::snapshot::Telemetry::new();
+        let mut t = 0;
+        while sim.observe(&mut world, t + 100) {
+            t += 100;
+            if let Some((spec, state)) = world.jobs().next() {
+                assert_eq!((spec.model.as_str(), state.memory_used_bytes), ("learner", 40 << 20));
+            }
+        }
+        let out = &sim.outcomes()[0];
+        let expected = 0.4 + 3.0 * 1.25 / 1.8;
+        assert!((out.jct_s.expect("it ends") - expected).abs() < 1e-6, "{out:?}");
+        assert_eq!(out.progress.iter().map(|p| p.1).collect::<Vec<_>>(), [0.3, 0.5, 0.6]);
+        assert_eq!(out.model, "learner");
+        let t1 = out.targets_reached_s[0].expect("T1 = 0.4 is reached at the second epoch");
+        assert!((t1 - (0.4 + 2.0 * 1.25 / 1.8)).abs() < 1e-6, "{t1}");
+    }
+
+    #[test]
+    fn a_scenario_names_its_profiles_in_model_and_refuses_what_does_not_fit() {
+        use crate::backend::sim::workload::{LoadOptions, Workload};
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::create_dir(dir.path().join("profiles")).expect("mkdir");
+        std::fs::write(dir.path().join("profiles/learner.toml"), sample().to_toml()).expect("write");
+        let node = "[[node]]\ncores = 2\nmemory = \"4GiB\"\n";
+        let profile = "[[profile]]\nfile = \"profiles/learner.toml\"\nname = \"small\"\n";
+        let load = |body: &str| {
+            let path = dir.path().join("s.toml");
+            std::fs::write(&path, format!("{node}{profile}{body}")).expect("write");
+            Workload::load(&path, &LoadOptions::default())
+        };
+        let w = load("[[job]]\nname = \"a\"\nmodel = \"small\"\ncount = 2\n[[job]]\nname = \"b\"\nmodel = \"ncf\"\n")
+            .expect("loads");
+        let names: Vec<&str> = w.jobs.iter().map(|j| j.model_name()).collect();
+        assert_eq!(names, ["small", "small", "ncf"]);
+        assert!(w.jobs[0].profile.is_some() && w.jobs[2].profile.is_none());
+        let targets = w.clone().with_default_targets();
+        assert_eq!(targets.jobs[0].tiers, Some(sample().curve().default_tiers()));
+        let refused = [
+            ("[[job]]\nname = \"a\"\nmodel = \"small\"\nbatch-size = 64\n", "has one measured curve"),
+            ("[[job]]\nname = \"a\"\nmodel = \"learner\"\n", "or the name of a [[profile]]"),
+            ("[[job]]\nname = \"a\"\nmodel = \"small\"\ntiers = [0.6, 0.4]\n", "wrong order"),
+        ];
+        for (body, says) in refused {
+            let err = load(body).expect_err(body).to_string();
+            assert!(err.contains(says), "{body}: {err}");
+        }
+        std::fs::remove_file(dir.path().join("profiles/learner.toml")).expect("rm");
+        let err = load("[[job]]\nname = \"a\"\nmodel = \"small\"\n").expect_err("no file").to_string();
+        assert!(err.contains("`file`") && err.contains("wasmsched calibrate --out"), "{err}");
+    }
+
+    #[test]
+    fn a_job_curve_reads_like_the_curve_it_holds() {
+        let p = sample();
+        let shared = JobCurve::Profile(p.curve().clone());
+        assert_eq!(shared.metric_at(3), 0.6);
+        let model = super::super::model::Model::Ncf;
+        let builtin = JobCurve::Model(model.curve(model.default_batch_size()));
+        assert_eq!(builtin.epochs(), 10);
+    }
+}

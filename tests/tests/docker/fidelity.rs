@@ -1,0 +1,287 @@
+//! The simulator against real runs (issue 12): four real training containers of two kinds
+//! run to the end on this engine under fair-share and under FlowCon, through the same loop the
+//! host runs; the same jobs, arriving at the same times on a node of this engine's cores, run
+//! in the simulator with profiles calibrated on this engine by the library behind `wasmsched
+//! calibrate`. Every job's completion time (creation to exit) and the makespan must agree
+//! within 10 %. The table goes to the log; `docs/fidelity.md` keeps one.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmsched::backend::sim::profile::Profile;
+use wasmsched::backend::sim::workload::{JobPlan, NodeSpec, Workload};
+use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::bindings::wit;
+use wasmsched::calibrate::{self, Spec};
+use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
+use wasmsched::runtime::Runtime;
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::snapshot::Telemetry;
+
+use crate::engine::{Container, Engine, trainer_engine_or_skip};
+use crate::{backend, test_label};
+use wasmsched_tests::common::{loaded, runtime};
+
+/// A kind of job: the trainer's arguments.
+struct Kind {
+    name: &'static str,
+    args: &'static [&'static str],
+}
+
+/// Two kinds that differ in cost, parallelism and curve: a wide two-threaded MLP that learns
+/// all through its 20 epochs (≈1.3 core-s each, up to ≈1.8 cores), and a narrow one-threaded
+/// one that learns nothing (a learning rate of zero; 50 epochs of ≈0.55 core-s). FlowCon
+/// tells them apart at once: the flat one's growth is exactly zero.
+const KINDS: [Kind; 2] = [
+    Kind {
+        name: "learner",
+        args: &["--epochs", "20", "--samples", "40000", "--hidden", "1024", "--threads", "2", "--lr", "0.02"],
+    },
+    Kind {
+        name: "flat",
+        args: &["--epochs", "50", "--samples", "40000", "--hidden", "512", "--threads", "1", "--lr", "0"],
+    },
+];
+
+/// The jobs: name, kind (index into [`KINDS`]) and arrival, seconds after the first.
+const JOBS: [(&str, usize, u64); 4] = [("learner-0", 0, 0), ("flat-0", 1, 0), ("learner-1", 0, 8), ("flat-1", 1, 16)];
+
+/// The policies and their configs. FlowCon's interval is scaled to these minute-long jobs,
+/// and its threshold sits far from both kinds' growth (zero, and well above).
+const POLICIES: [(&str, &str); 2] = [("fair-share", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)];
+
+/// The loop's tick, live and simulated.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How far a simulated figure may be from the live one.
+const TOLERANCE: f64 = 0.10;
+
+/// The most backend time one live run may take.
+const LIVE_LIMIT_MS: u64 = 240_000;
+
+/// What one run (live or simulated) gave: per job in [`JOBS`] order, its JCT; the makespan;
+/// the policy's actions, one line each.
+#[derive(Debug)]
+struct Outcome {
+    jct_s: Vec<f64>,
+    makespan_s: f64,
+    actions: Vec<String>,
+}
+
+/// One line per action of a tick: when, on which job, what and why.
+fn actions_of(world: &Telemetry, actions: &[wit::Action], into: &mut Vec<String>) {
+    for a in actions {
+        let name = world.spec(a.job).map_or("", |s| s.name.as_str());
+        let job = JOBS.iter().find(|j| name.ends_with(j.0)).map_or("?", |j| j.0);
+        into.push(format!("{:6.1} s {job:<9} {:?} ({})", world.time_ms() as f64 / 1000.0, a.kind, a.reason));
+    }
+}
+
+#[test]
+fn simulated_jcts_and_makespans_are_within_ten_per_cent_of_live_runs() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let started = Instant::now();
+    let profiles: Vec<Arc<Profile>> = KINDS.iter().map(|k| Arc::new(calibrated(e, k))).collect();
+    let calibrated_s = started.elapsed().as_secs_f64();
+    let node = node_of(e);
+    let mut table = String::new();
+    let mut misses = Vec::new();
+    for (policy, config) in POLICIES {
+        let (live, arrivals_s) = run_live(e, policy, config);
+        let sim = run_simulated(&node, &profiles, &arrivals_s, policy, config);
+        let rows = JOBS.iter().map(|j| j.0).zip(live.jct_s.iter().zip(&sim.jct_s));
+        for (job, (&l, &s)) in rows.chain([("makespan", (&live.makespan_s, &sim.makespan_s))]) {
+            let error = (s - l) / l;
+            let _ = writeln!(table, "| {job} | {policy} | {l:.1} | {s:.1} | {:+.1} % |", 100.0 * error);
+            if error.abs() > TOLERANCE {
+                misses.push(format!("{policy} {job}: live {l:.1} s, simulated {s:.1} s ({:+.1} %)", 100.0 * error));
+            }
+        }
+        if !live.actions.is_empty() || !sim.actions.is_empty() {
+            eprintln!("{policy}, live actions:\n  {}", live.actions.join("\n  "));
+            eprintln!("{policy}, simulated actions:\n  {}", sim.actions.join("\n  "));
+        }
+    }
+    let header = "| job | policy | live JCT s | simulated JCT s | error |\n|---|---|---:|---:|---:|\n";
+    eprintln!(
+        "fidelity on {} cores (calibration {calibrated_s:.0} s, all {:.0} s):\n{header}{table}",
+        node.cpu_millicores as f64 / 1000.0,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(misses.is_empty(), "simulated JCTs off by more than {:.0} %:\n{}", 100.0 * TOLERANCE, misses.join("\n"));
+}
+
+/// A kind's profile, calibrated on the engine; its figures go to the log.
+fn calibrated(e: &Engine, kind: &Kind) -> Profile {
+    let mut command = vec!["/wasmsched-trainer".to_string()];
+    command.extend(kind.args.iter().map(|a| a.to_string()));
+    let spec = Spec {
+        endpoint: e.endpoint.clone(),
+        image: e.trainer_image().expect("checked by the caller").to_string(),
+        command,
+        name: kind.name.into(),
+        metric: "accuracy".into(),
+        direction: wit::Direction::HigherIsBetter,
+        limits_cores: Vec::new(),
+        quota: false,
+        epochs_per_limit: 4,
+        timeout: Duration::from_secs(180),
+    };
+    let done = calibrate::calibrate(&spec).unwrap_or_else(|err| panic!("calibrating {}: {err}", kind.name));
+    let c = done.profile.costs;
+    eprintln!(
+        "calibrated {}: {:.3} core-s per epoch, at most {:.2} cores, start-up {:.2} s; \
+         (cores, epoch s, fitted s, CPU per epoch): {:?}",
+        kind.name,
+        c.work_per_epoch_core_s,
+        c.max_cores,
+        c.startup_s,
+        done.fit
+            .limits
+            .iter()
+            .map(|l| (l.cores, round3(l.epoch_s), round3(l.fitted_epoch_s), l.cpu_per_epoch_core_s.map(round3)))
+            .collect::<Vec<_>>()
+    );
+    done.profile
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// One node with the engine's CPUs and memory.
+fn node_of(e: &Engine) -> NodeSpec {
+    let info = e.rt.block_on(e.client.info()).expect("the engine answers info");
+    NodeSpec {
+        name: "engine".into(),
+        cpu_millicores: info.ncpu.unwrap_or(1).max(1) as u64 * 1000,
+        memory_bytes: info.mem_total.unwrap_or(0).max(0) as u64,
+        gpus: 0,
+        gpu_memory_bytes: 0,
+    }
+}
+
+/// Starts the jobs at their arrival times, asks the policy every tick, and stops once every
+/// job has come and gone.
+struct Live<'a> {
+    engine: &'a Engine,
+    label: String,
+    prefix: &'static str,
+    policy: &'a mut Supervised,
+    containers: Vec<Container<'a>>,
+    first_ms: Option<u64>,
+    /// Each job's arrival on the backend's clock, as the backend declared it.
+    arrivals_ms: HashMap<usize, u64>,
+    done: bool,
+    actions: Vec<String>,
+}
+
+impl Driver for Live<'_> {
+    fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
+        assert!(next_ms <= LIVE_LIMIT_MS, "the live run took longer than {LIVE_LIMIT_MS} ms");
+        let first = *self.first_ms.get_or_insert(next_ms);
+        while let Some(&(name, kind, arrival_s)) = JOBS.get(self.containers.len()) {
+            if first + arrival_s * 1000 > next_ms {
+                break;
+            }
+            let name = format!("{}-{name}", self.prefix);
+            let labels = [("test", self.label.as_str()), ("metric", "accuracy")];
+            self.containers.push(self.engine.start_trainer(&name, &labels, KINDS[kind].args, None));
+        }
+        !self.done
+    }
+
+    fn observed(&mut self, world: &Telemetry, _: Vec<wasmsched::backend::Endpoint>) {
+        for (spec, _) in world.all_jobs() {
+            if let Some(k) = self.containers.iter().position(|c| spec.name.trim_start_matches('/') == c.name) {
+                self.arrivals_ms.entry(k).or_insert(spec.arrival_ms);
+            }
+        }
+        let all_came = self.containers.len() == JOBS.len() && world.jobs_seen() as usize >= JOBS.len();
+        self.done = all_came && world.job_count() + world.queue_len() == 0;
+    }
+
+    fn policies(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        if let Some(a) = &tick.active {
+            actions_of(tick.world, &a.outcome.actions, &mut self.actions);
+        }
+    }
+}
+
+/// The jobs live under `policy`: each one's JCT from its creation to its exit (the engine's
+/// clock), and each one's arrival on the backend's clock, for the simulation.
+fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
+    let label = test_label(&format!("fidelity-{policy}"));
+    let mut docker = backend(&e.endpoint, &label);
+    let mut supervised =
+        Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let prefix = if policy == "flowcon" { "fc" } else { "fs" };
+    let mut live = Live {
+        engine: e,
+        label,
+        prefix,
+        policy: &mut supervised,
+        containers: Vec::new(),
+        first_ms: None,
+        arrivals_ms: HashMap::new(),
+        done: false,
+        actions: Vec::new(),
+    };
+    let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig { tick: TICK, horizon: None });
+    assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}");
+    let mut times = Vec::new();
+    for c in &live.containers {
+        let info = e.rt.block_on(e.client.inspect_container(&c.id, None)).expect("inspect");
+        let state = info.state.expect("a state");
+        assert_eq!(state.exit_code, Some(0), "{policy}: {} failed: {state:?}", c.name);
+        let at = |text: Option<&str>| {
+            let at = humantime::parse_rfc3339(text.expect("a time")).expect("RFC 3339");
+            at.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+        };
+        times.push((at(info.created.as_deref()), at(state.finished_at.as_deref())));
+    }
+    let first = times.iter().map(|t| t.0).fold(f64::INFINITY, f64::min);
+    let last = times.iter().map(|t| t.1).fold(0.0, f64::max);
+    let arrivals = (0..JOBS.len()).map(|k| live.arrivals_ms[&k] as f64 / 1000.0).collect();
+    eprintln!("{policy} live: {} ticks, {} actions applied", summary.ticks, summary.applied);
+    let jct_s = times.iter().map(|(c, f)| f - c).collect();
+    (Outcome { jct_s, makespan_s: last - first, actions: live.actions }, arrivals)
+}
+
+/// The same jobs in the simulator: the calibrated profiles, the live arrivals, one node.
+fn run_simulated(
+    node: &NodeSpec,
+    profiles: &[Arc<Profile>],
+    arrivals_s: &[f64],
+    policy: &str,
+    config: &str,
+) -> Outcome {
+    let mut jobs: Vec<JobPlan> = JOBS
+        .iter()
+        .zip(arrivals_s)
+        .map(|(&(name, kind, _), &arrival_s)| JobPlan::profiled(name, profiles[kind].clone(), arrival_s))
+        .collect();
+    jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
+    let workload = Workload { name: "fidelity".into(), nodes: vec![node.clone()], jobs, paper: Vec::new() };
+    let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let mut supervised =
+        Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut actions = Vec::new();
+    control::run(&mut sim, &mut supervised, runtime(), &LoopConfig { tick: TICK, horizon: None }, |world, outcome| {
+        actions_of(world, &outcome.actions, &mut actions)
+    });
+    let outcomes = sim.outcomes();
+    let jct = |name: &str| {
+        let job = outcomes.iter().find(|j| j.name == name).expect("every job is reported");
+        job.jct_s.unwrap_or_else(|| panic!("{policy}: simulated {name} never ended"))
+    };
+    let first = outcomes.iter().map(|j| j.arrival_s).fold(f64::INFINITY, f64::min);
+    let last = outcomes.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max);
+    Outcome { jct_s: JOBS.iter().map(|j| jct(j.0)).collect(), makespan_s: last - first, actions }
+}
