@@ -436,6 +436,11 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         let cpu = l.cpu_per_epoch_core_s.map_or_else(|| "-".to_string(), |c| format!("{c:.3}"));
         println!("{:>8.2} {:>12.3} {:>12.3} {:>12.2} {cpu:>14}", l.cores, l.epoch_s, l.fitted_epoch_s, l.startup_s);
     }
+    if let Some(usable) = done.profile.measured.as_ref().and_then(|m| m.usable_cores()) {
+        println!(
+            "usable cores: {usable:.2} (what the containers got when they filled the engine: simulate this machine as a node of that many)"
+        );
+    }
     println!("profile: {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }

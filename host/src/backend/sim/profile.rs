@@ -93,6 +93,35 @@ pub struct Measured {
     pub limits: Vec<LimitRun>,
 }
 
+impl Measured {
+    /// The cores the engine gave its containers when they filled it: over each share run
+    /// (copies side by side), the CPU the copies were charged per second together, averaged
+    /// over the runs. Less than the engine's CPUs by what the engine, the host and the rest of
+    /// the machine take; a simulated node of the same machine should have this many cores.
+    /// None without a share run whose copies all have CPU readings.
+    pub fn usable_cores(&self) -> Option<f64> {
+        let mut groups: Vec<(f64, f64, u32)> = Vec::new();
+        for l in self.limits.iter().filter(|l| l.copies > 1 && !l.quota) {
+            let rate = l.cpu_per_epoch_core_s.filter(|_| l.epoch_s > 0.0).map(|c| c / l.epoch_s);
+            match groups.iter_mut().find(|g| g.0 == l.cores) {
+                Some(g) => {
+                    g.1 += rate.unwrap_or(f64::NAN);
+                    g.2 += 1;
+                }
+                None => groups.push((l.cores, rate.unwrap_or(f64::NAN), 1)),
+            }
+        }
+        let whole: Vec<f64> = groups
+            .iter()
+            .filter(|&&(cores, sum, seen)| {
+                sum.is_finite() && (cores * f64::from(seen) - self.engine_cores).abs() < 0.05
+            })
+            .map(|g| g.1)
+            .collect();
+        (!whole.is_empty()).then(|| whole.iter().sum::<f64>() / whole.len() as f64)
+    }
+}
+
 /// What one run under one CPU limit measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -440,5 +469,33 @@ mod tests {
         let model = super::super::model::Model::Ncf;
         let builtin = JobCurve::Model(model.curve(model.default_batch_size()));
         assert_eq!(builtin.epochs(), 10);
+    }
+
+    #[test]
+    fn usable_cores_are_what_the_copies_of_a_full_share_run_were_charged_together() {
+        let run = |cores: f64, copies: u32, epoch_s: f64, cpu: Option<f64>| LimitRun {
+            cores,
+            copies,
+            quota: false,
+            epochs: 4,
+            epoch_s,
+            fitted_epoch_s: epoch_s,
+            startup_s: 0.4,
+            cpu_per_epoch_core_s: cpu,
+        };
+        let measured = |limits| Measured { engine_cores: 2.0, limits, ..Measured::default() };
+        // Four copies at half a core, each charged 1.2 core-s per 2.5 s epoch: 1.92 cores.
+        let four = vec![run(0.5, 4, 2.5, Some(1.2)); 4];
+        assert!((measured(four.clone()).usable_cores().unwrap() - 1.92).abs() < 1e-9);
+        // With a full two-copy run beside it, the mean of the two.
+        let mut both = four.clone();
+        both.extend(vec![run(1.0, 2, 1.25, Some(1.25)); 2]);
+        assert!((measured(both).usable_cores().unwrap() - (1.92 + 2.0) / 2.0).abs() < 1e-9);
+        // A run missing a copy, a copy without CPU readings, or no share run at all: nothing.
+        assert_eq!(measured(four[..3].to_vec()).usable_cores(), None);
+        let mut unread = four;
+        unread[0].cpu_per_epoch_core_s = None;
+        assert_eq!(measured(unread).usable_cores(), None);
+        assert_eq!(measured(vec![run(2.0, 1, 0.6, Some(1.2))]).usable_cores(), None);
     }
 }
