@@ -1,5 +1,6 @@
 use super::*;
-use crate::backend::Placement;
+use crate::backend::{Backend, Placement};
+use crate::bindings::wit::ActionKind;
 
 #[test]
 fn cfs_splits_equally_and_gives_unused_share_to_the_others() {
