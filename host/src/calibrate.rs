@@ -33,7 +33,7 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-use crate::backend::docker::progress::{self, Line};
+use crate::backend::docker::progress::{self, Line, unix_ns};
 use crate::backend::sim::profile::{Costs, LimitRun, Measured, Profile, ProfileError};
 use crate::bindings::wit;
 use fit::{FitError, LimitSample};
@@ -413,12 +413,6 @@ async fn follow(client: &Client, spec: &Spec, id: &str, cores: f64, whole: bool)
     }
     let stats = std::mem::take(&mut *readings.lock().expect("readings lock"));
     Ok(Run { cores, created_ns, lines, stats, copies: 1, quota: true })
-}
-
-/// An RFC 3339 time as Unix ns.
-fn unix_ns(text: &str) -> Option<u64> {
-    let at = humantime::parse_rfc3339(text).ok()?;
-    u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos()).ok()
 }
 
 /// `name` with only the characters a container name may hold.

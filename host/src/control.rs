@@ -159,7 +159,15 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) {
             break;
         }
-        let placing = driver.policies().active.is_some_and(|p| p.places(rt, summary.end_ms));
+        // Whether the active policy places, and whether it is another version than the one
+        // whose `next-call-ms` holds (then it is asked now).
+        let (placing, swapped) = match driver.policies().active {
+            Some(p) => (p.places(rt, summary.end_ms), delayed_by.as_deref() != Some(p.policy().digest())),
+            None => (false, delayed_by.is_some()),
+        };
+        if swapped {
+            next_call_ms = 0;
+        }
         backend.set_placement(if placing { Placement::Policy } else { Placement::Backend });
         if !backend.observe(&mut world, until) {
             break;
@@ -167,10 +175,6 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         summary.end_ms = until;
         summary.ticks += 1;
         driver.observed(&world, backend.endpoints());
-        let active_digest = driver.policies().active.map(|p| p.policy().digest().to_string());
-        if active_digest != delayed_by {
-            next_call_ms = 0;
-        }
         let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
         let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
         if asked {
@@ -188,7 +192,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             }
             let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
             next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
-            delayed_by = active_digest;
+            delayed_by = active.as_ref().map(|a| a.digest.clone());
         }
         driver.record(Tick { number: summary.ticks, world: &world, asked, active, shadows, apply_errors });
     }

@@ -392,6 +392,20 @@ impl<P: Policy> Harness<P> {
     }
 }
 
+/// A placement's entries as (node, GPU indices) pairs.
+pub type Entries = Vec<(u32, Vec<u32>)>;
+
+/// The placements of a decision, in order: each job with its entries.
+pub fn placed(d: &Decision) -> Vec<(JobId, Entries)> {
+    d.actions()
+        .iter()
+        .filter_map(|a| match a.kind() {
+            ActionKind::Place(p) => Some((a.job(), p.nodes.iter().map(|e| (e.node, e.gpus.clone())).collect())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A busy world for a scheduler, deterministic for a `seed`: for `ticks` ticks of 30 s, up to
 /// two jobs of assorted shapes (CPU only; 1 to 32 GPUs in 1 to 4 replicas) arrive, and each
 /// running job ends with one chance in `end_one_in`. Every decision is checked as the host

@@ -365,10 +365,9 @@ impl Simulator {
         let spec = &self.nodes[node as usize];
         let capacity = spec.cpu_millicores as f64 / 1000.0;
         // GPU time-slicing: a job runs at 1/k of its speed where k jobs hold one of its GPUs.
-        let caps: Vec<f64> = runnable
-            .iter()
-            .map(|&i| self.jobs[i].demand_cores() / gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu))
-            .collect();
+        let sharing: Vec<f64> =
+            runnable.iter().map(|&i| gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu)).collect();
+        let caps: Vec<f64> = runnable.iter().zip(&sharing).map(|(&i, k)| self.jobs[i].demand_cores() / k).collect();
         let shares = cfs_shares(capacity, &caps);
         // What a service is entitled to, were it busy: its latency depends on it.
         let busy_caps: Vec<f64> = runnable
@@ -381,7 +380,7 @@ impl Simulator {
             .collect();
         let entitled = cfs_shares(capacity, &busy_caps);
         for (k, &i) in runnable.iter().enumerate() {
-            let sharing = gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu);
+            let sharing = sharing[k];
             let j = &mut self.jobs[i];
             j.cores = shares[k];
             j.entitled = entitled[k];

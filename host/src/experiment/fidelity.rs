@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use super::run::{PolicyChoice, RunOptions, simulate};
+use super::run::{PolicyChoice, RunOptions, mean, simulate, std_dev};
 use crate::backend::sim::SimConfig;
 use crate::backend::sim::workload::{LoadOptions, Workload, WorkloadError};
 use crate::runtime::{Limits, Runtime};
@@ -72,17 +72,12 @@ pub struct Row {
 impl Row {
     /// Our mean JCT over the seeds.
     pub fn mean_s(&self) -> f64 {
-        self.ours_s.iter().sum::<f64>() / self.ours_s.len().max(1) as f64
+        mean(&self.ours_s)
     }
 
     /// Sample standard deviation over the seeds (0 for one seed).
     pub fn sd_s(&self) -> f64 {
-        let n = self.ours_s.len();
-        if n < 2 {
-            return 0.0;
-        }
-        let mean = self.mean_s();
-        (self.ours_s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        std_dev(&self.ours_s)
     }
 
     /// (ours − reference) / reference.
@@ -131,7 +126,6 @@ pub fn table(rows: &[Row]) -> String {
         "tiresias", "ours mean JCT s", "Pollux's sim s", "error", "wall ms"
     );
     for r in rows {
-        let wall = r.wall_ms.iter().sum::<f64>() / r.wall_ms.len().max(1) as f64;
         let _ = writeln!(
             out,
             "{:<12} {:>22} {:>16.0} {:>+7.1}% {:>10.1}{}",
@@ -139,7 +133,7 @@ pub fn table(rows: &[Row]) -> String {
             format!("{:.0} ± {:.0}", r.mean_s(), r.sd_s()),
             r.reference_s,
             100.0 * r.error(),
-            wall,
+            mean(&r.wall_ms),
             if r.within() { "" } else { "  beyond the tolerance" }
         );
     }

@@ -71,24 +71,10 @@ export_policy!(Fifo);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job};
+    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
 
     fn fifo(backfill: bool, world: TestWorld) -> Harness<Fifo> {
         Harness::new(Fifo::new(Config { backfill }).unwrap(), world)
-    }
-
-    /// A placement's (node, GPU indices) entries.
-    type Entries = Vec<(u32, Vec<u32>)>;
-
-    /// Each placement of the decision: the job and its entries.
-    fn placed(d: &Decision) -> Vec<(JobId, Entries)> {
-        d.actions()
-            .iter()
-            .filter_map(|a| match a.kind() {
-                ActionKind::Place(p) => Some((a.job(), p.nodes.iter().map(|e| (e.node, e.gpus.clone())).collect())),
-                _ => None,
-            })
-            .collect()
     }
 
     #[test]

@@ -331,7 +331,7 @@ export_policy!(Tiresias);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job};
+    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
 
     /// Rounds on every call; Q1 from 1 GPU-hour.
     const FAST: &str = r#"{"interval-s": 0, "thresholds-gpu-h": [1]}"#;
@@ -345,20 +345,6 @@ mod tests {
         let d = h.tick(Seconds(by)).unwrap();
         assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
         d
-    }
-
-    /// A placement's (node, GPU indices) entries.
-    type Entries = Vec<(u32, Vec<u32>)>;
-
-    /// Each placement of the decision: the job and its entries.
-    fn placed(d: &Decision) -> Vec<(JobId, Entries)> {
-        d.actions()
-            .iter()
-            .filter_map(|a| match a.kind() {
-                ActionKind::Place(p) => Some((a.job(), p.nodes.iter().map(|e| (e.node, e.gpus.clone())).collect())),
-                _ => None,
-            })
-            .collect()
     }
 
     fn preempted(d: &Decision) -> Vec<JobId> {

@@ -101,9 +101,13 @@ fn project(
 /// Splits a log's timestamp (`docker logs --timestamps`) from its text: Unix ns and the rest.
 pub fn timestamped(line: &str) -> Option<(u64, &str)> {
     let (stamp, text) = line.split_once(' ')?;
+    Some((unix_ns(stamp)?, text))
+}
+
+/// A Docker time in RFC 3339 (`2026-11-23T10:56:00.450091411Z`) as Unix ns.
+pub fn unix_ns(stamp: &str) -> Option<u64> {
     let at = humantime::parse_rfc3339(stamp).ok()?;
-    let ns = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos();
-    Some((u64::try_from(ns).ok()?, text))
+    u64::try_from(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos()).ok()
 }
 
 /// Turns a log stream's chunks into whole lines. A line longer than [`MAX_LINE`] is cut to
