@@ -54,11 +54,9 @@ pub struct Spec {
     /// Whether a higher or a lower metric is better.
     pub direction: wit::Direction,
     /// The CPU allocations to run under, in cores; empty: 0.5, 1 and the engine's cores.
+    /// Each below the engine's cores runs as a CFS share (as many copies side by side as
+    /// split the engine's cores into it) and as a CPU quota (`docker run --cpus`, alone).
     pub limits_cores: Vec<f64>,
-    /// Make the allocations below the engine's cores CPU quotas (`docker run --cpus`), one
-    /// container at a time; otherwise CFS shares: as many copies side by side as split the
-    /// engine's cores into the allocation.
-    pub quota: bool,
     /// Epochs to time under every limit but the largest (where the job runs to the end).
     pub epochs_per_limit: u32,
     /// How long one run may take.
@@ -116,7 +114,7 @@ pub enum CalibrateError {
     /// A share whole copies cannot make.
     #[error(
         "{cores} cores cannot be made on {engine_cores} CPUs by running whole copies side by side: give the \
-         engine's cores divided by 2, 3, 4 … (e.g. --limits {half},{engine_cores}), or measure under quotas with --quota"
+         engine's cores divided by 2, 3, 4 … (e.g. --limits {half},{engine_cores})"
     )]
     Share {
         /// The allocation asked for.
@@ -193,7 +191,8 @@ struct Run {
     stats: Vec<(u64, u64, u64)>,
     /// How many copies ran side by side.
     copies: u32,
-    /// Whether the allocation was a quota (else a share).
+    /// Whether it ran alone under a quota below the engine's cores (else as a share, or alone
+    /// with the whole engine).
     quota: bool,
 }
 
@@ -224,13 +223,19 @@ async fn calibrate_on(spec: &Spec) -> Result<Calibration, CalibrateError> {
     // The largest first: the whole run, whose curve is the profile's.
     limits.sort_by(|a, b| b.total_cmp(a));
     limits.dedup();
-    let mut runs = Vec::with_capacity(limits.len());
-    for (k, &cores) in limits.iter().enumerate() {
-        let whole = k == 0;
-        let copies = if whole || spec.quota { 1 } else { (engine_cores / cores).round().max(1.0) as usize };
+    // The whole run, then each smaller allocation as a share (copies side by side) and as a
+    // quota (one copy).
+    let mut plan = vec![(limits[0], 1)];
+    for &cores in &limits[1..] {
+        let copies = (engine_cores / cores).round().max(1.0) as usize;
         if (engine_cores / copies as f64 - cores).abs() > 0.02 * cores {
             return Err(CalibrateError::Share { cores, engine_cores, half: engine_cores / 2.0 });
         }
+        plan.extend([(cores, copies), (cores, 1)]);
+    }
+    let mut runs = Vec::with_capacity(plan.len());
+    for (k, &(cores, copies)) in plan.iter().enumerate() {
+        let whole = k == 0;
         tracing::info!(cores, copies, whole, "calibrating {}: running {} with {cores} cores", spec.name, spec.image);
         let done = run_copies(&client, spec, cores, copies, whole, k).await?;
         tracing::info!(cores, epochs = done[0].lines.len(), "measured");
@@ -241,6 +246,7 @@ async fn calibrate_on(spec: &Spec) -> Result<Calibration, CalibrateError> {
         .iter()
         .map(|r| LimitSample {
             cores: r.cores,
+            quota: r.quota,
             lines_s: r.lines.iter().map(|&(at, _)| since(r.created_ns, at)).collect(),
             cpu_s: r.stats.iter().map(|&(at, cpu, _)| (since(r.created_ns, at), cpu as f64 / 1e9)).collect(),
         })
@@ -251,6 +257,8 @@ async fn calibrate_on(spec: &Spec) -> Result<Calibration, CalibrateError> {
         max_cores: fitted.max_cores,
         startup_s: fitted.startup_s,
         memory_bytes: runs.iter().flat_map(|r| r.stats.iter().map(|s| s.2)).max().unwrap_or(0),
+        share_cost: fitted.share_cost.clone(),
+        quota_cost: fitted.quota_cost.clone(),
     };
     let curve = runs[0].lines.iter().map(|&(_, m)| m).collect();
     let mut profile = Profile::new(&spec.name, spec.name.clone(), spec.metric.clone(), spec.direction, costs, curve)?;
@@ -337,7 +345,8 @@ async fn run_copies(
     for (_, id) in &ids {
         let _ = client.remove_container(id, force()).await;
     }
-    result.map(|runs| runs.into_iter().map(|r| Run { copies: copies as u32, quota: copies == 1, ..r }).collect())
+    let quota = copies == 1 && !whole;
+    result.map(|runs| runs.into_iter().map(|r| Run { copies: copies as u32, quota, ..r }).collect())
 }
 
 /// How [`follow`] failed: a Docker call (named), or the job itself.
@@ -412,7 +421,7 @@ async fn follow(client: &Client, spec: &Spec, id: &str, cores: f64, whole: bool)
         return Err(Failure::Calibrate(error));
     }
     let stats = std::mem::take(&mut *readings.lock().expect("readings lock"));
-    Ok(Run { cores, created_ns, lines, stats, copies: 1, quota: true })
+    Ok(Run { cores, created_ns, lines, stats, copies: 1, quota: !whole })
 }
 
 /// `name` with only the characters a container name may hold.
@@ -441,7 +450,6 @@ mod tests {
             metric: "accuracy".into(),
             direction: wit::Direction::HigherIsBetter,
             limits_cores: Vec::new(),
-            quota: false,
             epochs_per_limit: 4,
             timeout: Duration::from_secs(5),
         };

@@ -154,13 +154,11 @@ struct CalibrateArgs {
     #[arg(long)]
     engine: Option<String>,
     /// CPU allocations to run with, in cores, comma-separated (default: 0.5, 1 and all the
-    /// engine's cores). The job runs alone to the end with the largest; a smaller one is a
-    /// CFS share among copies side by side (the engine's cores divided by 2, 3, 4 …).
+    /// engine's cores). The job runs alone to the end with the largest; a smaller one runs as
+    /// a CFS share among copies side by side (the engine's cores divided by 2, 3, 4 …) and
+    /// alone under a CPU quota (`docker run --cpus`).
     #[arg(long, value_delimiter = ',')]
     limits: Vec<f64>,
-    /// Make the smaller allocations CPU quotas (`docker run --cpus`), one copy at a time.
-    #[arg(long)]
-    quota: bool,
     /// Epochs timed under each limit but the largest.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(2..))]
     epochs_per_limit: u32,
@@ -412,14 +410,13 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         metric: args.metric,
         direction: if args.lower_is_better { Direction::LowerIsBetter } else { Direction::HigherIsBetter },
         limits_cores: args.limits,
-        quota: args.quota,
         epochs_per_limit: args.epochs_per_limit,
         timeout: args.timeout,
     };
     let done = wasmsched::calibrate::calibrate(&spec).context("calibration failed")?;
     std::fs::write(&args.out, done.profile.to_toml())
         .with_context(|| format!("cannot write the profile to {}", args.out.display()))?;
-    let costs = done.profile.costs;
+    let costs = &done.profile.costs;
     println!(
         "{}: {:.3} core-s per epoch ({}), at most {:.2} cores{}, start-up {:.2} s, {} epochs, {:.1} MiB",
         done.profile.name,
@@ -431,10 +428,21 @@ fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         done.profile.curve().epochs(),
         costs.memory_bytes as f64 / f64::from(1u32 << 20),
     );
-    println!("{:>8} {:>12} {:>12} {:>12} {:>14}", "cores", "epoch s", "fitted s", "start-up s", "CPU/epoch c·s");
-    for l in &done.fit.limits {
+    println!(
+        "{:>8} {:>10} {:>12} {:>12} {:>12} {:>14}",
+        "cores", "as", "epoch s", "fitted s", "start-up s", "CPU/epoch c·s"
+    );
+    for l in done.profile.measured.iter().flat_map(|m| &m.limits) {
         let cpu = l.cpu_per_epoch_core_s.map_or_else(|| "-".to_string(), |c| format!("{c:.3}"));
-        println!("{:>8.2} {:>12.3} {:>12.3} {:>12.2} {cpu:>14}", l.cores, l.epoch_s, l.fitted_epoch_s, l.startup_s);
+        let how = match (l.quota, l.copies) {
+            (true, _) => "quota".to_string(),
+            (false, 1) => "alone".to_string(),
+            (false, n) => format!("share ×{n}"),
+        };
+        println!(
+            "{:>8.2} {how:>10} {:>12.3} {:>12.3} {:>12.2} {cpu:>14}",
+            l.cores, l.epoch_s, l.fitted_epoch_s, l.startup_s
+        );
     }
     if let Some(usable) = done.profile.measured.as_ref().and_then(|m| m.usable_cores()) {
         println!(

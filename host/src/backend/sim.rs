@@ -15,7 +15,8 @@
 //! per model, scaled by the job's `work_scale`), and a job uses at most its model's maximum
 //! useful parallelism. CPU on a node is shared like CFS: each runnable job is entitled to an
 //! equal share, a limit caps it, and what a job cannot use flows to the others
-//! (work-conserving).
+//! (work-conserving). A job of a calibrated profile costs what it was measured to cost at the
+//! CPU it gets, as a share or under a limit (`profile::Costs::efficiency`).
 //!
 //! **Scheduling.** A job that arrives waits in the queue until it is placed: by the policy
 //! (`place`), or, for a policy that does not place, by the default placement, first come
@@ -118,7 +119,8 @@ struct SimJob {
     gpu: Option<GpuConfig>,
     /// GPU job: seconds per optimiser step where it runs now.
     step_s: f64,
-    /// Work done per second now: cores for a CPU job, steps for a GPU job.
+    /// Work done per second now: for a CPU job its cores (times a calibrated profile's
+    /// efficiency at them), for a GPU job steps.
     speed: f64,
     max_cores: f64,
     memory_bytes: u64,
@@ -387,7 +389,7 @@ impl Simulator {
             j.speed = match j.gpu {
                 // Its GPUs' time-slice, slowed in proportion when its CPU falls short of feeding it.
                 Some(_) => (j.cores / (j.max_cores / sharing).max(1e-9)).min(1.0) / (j.step_s.max(1e-9) * sharing),
-                None => j.cores,
+                None => j.cores * j.plan.cpu_efficiency(j.cores, j.limit_cores),
             };
         }
         for &i in &on_node {

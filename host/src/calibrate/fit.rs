@@ -66,6 +66,12 @@ pub struct Fit {
     pub work_measured: bool,
     /// From creation to the first epoch's start, in seconds.
     pub startup_s: f64,
+    /// CPU charged per epoch at the cores used, as a share: `(cores, core-s)`, by cores;
+    /// empty without CPU readings.
+    pub share_cost: Vec<(f64, f64)>,
+    /// Quota-seconds per epoch under a quota: `(limit, core-s)`, by limit; empty without
+    /// quota runs or CPU readings.
+    pub quota_cost: Vec<(f64, f64)>,
     /// Per limit with an epoch time, in the order given.
     pub limits: Vec<LimitFit>,
 }
@@ -102,19 +108,124 @@ pub fn fit(samples: &[LimitSample]) -> Result<Fit, FitError> {
             return Err(FitError::NotPositive { cores: s.cores });
         }
     }
-    let epoch_s = |s: &LimitSample| {
-        let gaps: Vec<f64> = s.lines_s.windows(2).map(|w| w[1] - w[0]).collect();
-        median(&gaps).filter(|&t| t > 0.0)
-    };
-    let points: Vec<(f64, f64)> = samples.iter().filter_map(|s| epoch_s(s).map(|t| (s.cores, t))).collect();
-    let mut limits: Vec<f64> = points.iter().map(|p| p.0).collect();
+    let epochs: Vec<Option<f64>> = samples.iter().map(epoch_s).collect();
+    let mut limits: Vec<f64> = samples.iter().zip(&epochs).filter(|(_, e)| e.is_some()).map(|(s, _)| s.cores).collect();
     limits.sort_by(f64::total_cmp);
     limits.dedup();
     if limits.len() < 2 {
         return Err(FitError::TooFewLimits { found: limits.len() });
     }
-    let (lowest, highest) = (limits[0], limits[limits.len() - 1]);
+    let highest = limits[limits.len() - 1];
     let cpu: Vec<Option<f64>> = samples.iter().map(cpu_per_epoch).collect();
+    let model = measured(samples, &epochs, &cpu, highest).unwrap_or_else(|| fitted(samples, &epochs, &cpu, &limits));
+    let startups: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| s.lines_s.first().map(|&first| (first - model.epoch_s(s.cores, s.quota)).max(0.0)))
+        .collect();
+    let limits = samples
+        .iter()
+        .zip(epochs.iter().zip(cpu))
+        .filter_map(|(s, (epoch_s, cpu_per_epoch_core_s))| {
+            let fitted_epoch_s = model.epoch_s(s.cores, s.quota);
+            Some(LimitFit {
+                cores: s.cores,
+                epoch_s: (*epoch_s)?,
+                fitted_epoch_s,
+                startup_s: s.lines_s.first().map_or(0.0, |&f| (f - fitted_epoch_s).max(0.0)),
+                cpu_per_epoch_core_s,
+            })
+        })
+        .collect();
+    let capped = model.costs.max_cores < highest * 0.98;
+    Ok(Fit {
+        work_per_epoch_core_s: model.costs.work_per_epoch_core_s,
+        max_cores: if capped { model.costs.max_cores } else { highest },
+        capped,
+        work_measured: model.work_measured,
+        startup_s: median(&startups).unwrap_or(0.0),
+        share_cost: model.costs.share_cost,
+        quota_cost: model.costs.quota_cost,
+        limits,
+    })
+}
+
+/// A cost model, measured or fitted: the simulator's own figures (start-up and memory aside).
+struct Model {
+    costs: Costs,
+    work_measured: bool,
+}
+
+impl Model {
+    fn new(
+        work: f64,
+        max_cores: f64,
+        work_measured: bool,
+        share_cost: Vec<(f64, f64)>,
+        quota_cost: Vec<(f64, f64)>,
+    ) -> Model {
+        let costs =
+            Costs { work_per_epoch_core_s: work, max_cores, startup_s: 0.0, memory_bytes: 0, share_cost, quota_cost };
+        Model { costs, work_measured }
+    }
+
+    /// The epoch time it gives under `cores` (a quota, or a share).
+    fn epoch_s(&self, cores: f64, quota: bool) -> f64 {
+        let used = cores.min(self.costs.max_cores);
+        self.costs.work_per_epoch_core_s / (used * self.costs.efficiency(used, quota.then_some(cores)))
+    }
+}
+
+/// The time between two epoch lines (the median), if there are two.
+fn epoch_s(s: &LimitSample) -> Option<f64> {
+    let gaps: Vec<f64> = s.lines_s.windows(2).map(|w| w[1] - w[0]).collect();
+    median(&gaps).filter(|&t| t > 0.0)
+}
+
+/// The model from CPU readings (the module docs): None without a CPU reading of the run alone
+/// under the largest limit.
+fn measured(samples: &[LimitSample], epochs: &[Option<f64>], cpu: &[Option<f64>], highest: f64) -> Option<Model> {
+    let runs: Vec<(&LimitSample, f64, Option<f64>)> =
+        samples.iter().zip(epochs.iter().zip(cpu)).filter_map(|(s, (e, c))| Some((s, (*e)?, *c))).collect();
+    let alone: Vec<f64> = runs
+        .iter()
+        .filter(|(s, _, _)| !s.quota && s.cores == highest)
+        .filter_map(|&(_, epoch, cpu)| Some(cpu? / epoch))
+        .collect();
+    let max_cores = mean(&alone)?.min(highest);
+    // Per allocation: the mean over its runs of (cores used, CPU per epoch), or of the
+    // quota-seconds per epoch.
+    let by_allocation = |quota: bool, point: &dyn Fn(f64, f64, Option<f64>) -> Option<(f64, f64)>| {
+        let mut cores: Vec<f64> = runs.iter().filter(|r| r.0.quota == quota).map(|r| r.0.cores).collect();
+        cores.sort_by(f64::total_cmp);
+        cores.dedup();
+        let mut points: Vec<(f64, f64)> = cores
+            .iter()
+            .filter_map(|&c| {
+                let at: Vec<(f64, f64)> = runs
+                    .iter()
+                    .filter(|r| r.0.quota == quota && r.0.cores == c)
+                    .filter_map(|r| point(r.0.cores, r.1, r.2))
+                    .collect();
+                Some((
+                    mean(&at.iter().map(|p| p.0).collect::<Vec<_>>())?,
+                    mean(&at.iter().map(|p| p.1).collect::<Vec<_>>())?,
+                ))
+            })
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points
+    };
+    let share_cost = by_allocation(false, &|_, epoch, cpu| cpu.map(|c| (c / epoch, c)));
+    let quota_cost = by_allocation(true, &|cores, epoch, _| Some((cores, epoch * cores.min(max_cores))));
+    let share_samples: Vec<f64> = runs.iter().filter(|r| !r.0.quota).filter_map(|r| r.2).collect();
+    Some(Model::new(median(&share_samples)?, max_cores, true, share_cost, quota_cost))
+}
+
+/// The model fitted to epoch times (the module docs): one work figure, measured as the median
+/// CPU per epoch when there are readings, and the cap that fits the times best.
+fn fitted(samples: &[LimitSample], epochs: &[Option<f64>], cpu: &[Option<f64>], limits: &[f64]) -> Model {
+    let points: Vec<(f64, f64)> = samples.iter().zip(epochs).filter_map(|(s, e)| Some((s.cores, (*e)?))).collect();
+    let (lowest, highest) = (limits[0], limits[limits.len() - 1]);
     let measured_work = median(&cpu.iter().flatten().copied().collect::<Vec<_>>());
     let error = |m: f64| -> (f64, f64) {
         let logs: Vec<f64> = points.iter().map(|&(c, t)| (t * c.min(m)).ln()).collect();
@@ -135,32 +246,12 @@ pub fn fit(samples: &[LimitSample]) -> Result<Fit, FitError> {
         }
     }
     let (_, work, max_cores) = best;
-    let capped = max_cores < highest * 0.98;
-    let epoch_at = |c: f64| work / c.min(max_cores);
-    let startups: Vec<f64> =
-        samples.iter().filter_map(|s| s.lines_s.first().map(|&first| (first - epoch_at(s.cores)).max(0.0))).collect();
-    let limits = samples
-        .iter()
-        .zip(cpu)
-        .filter_map(|(s, cpu_per_epoch_core_s)| {
-            let epoch_s = epoch_s(s)?;
-            Some(LimitFit {
-                cores: s.cores,
-                epoch_s,
-                fitted_epoch_s: epoch_at(s.cores),
-                startup_s: s.lines_s.first().map_or(0.0, |&f| (f - epoch_at(s.cores)).max(0.0)),
-                cpu_per_epoch_core_s,
-            })
-        })
-        .collect();
-    Ok(Fit {
-        work_per_epoch_core_s: work,
-        max_cores: if capped { max_cores } else { highest },
-        capped,
-        work_measured: measured_work.is_some(),
-        startup_s: median(&startups).unwrap_or(0.0),
-        limits,
-    })
+    Model::new(work, max_cores, measured_work.is_some(), Vec::new(), Vec::new())
+}
+
+/// The mean; None for no values.
+fn mean(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
 /// CPU time charged per epoch: between the first and the last reading that fall between the
@@ -209,7 +300,7 @@ mod tests {
                 t
             })
             .collect();
-        LimitSample { cores, lines_s, cpu_s: Vec::new() }
+        LimitSample { cores, quota: false, lines_s, cpu_s: Vec::new() }
     }
 
     /// `sample` with CPU readings every `every` seconds of a job charged `w` core-seconds per
@@ -260,6 +351,35 @@ mod tests {
     }
 
     #[test]
+    fn with_cpu_readings_the_cost_is_measured_by_cores_and_under_quotas() {
+        // A two-threaded job: charged 1.3 core-s an epoch on half a core, 1.4 on one, 1.5 alone
+        // on 1.8 of two cores; under a quota its epochs take longer again.
+        let share = |cores: f64, w: f64, m: f64| with_cpu(run(cores, w, m, 0.3, 8, |_| 1.0), w, 0.25);
+        let quota = |cores: f64, epoch: f64| {
+            let mut s = with_cpu(run(cores, epoch * cores, 64.0, 0.3, 8, |_| 1.0), epoch * cores * 0.97, 0.25);
+            s.quota = true;
+            s
+        };
+        let samples =
+            [share(2.0, 1.5, 1.8), share(1.0, 1.4, 1.8), share(0.5, 1.3, 1.8), quota(1.0, 1.6), quota(0.5, 3.0)];
+        let f = fit(&samples).expect("fits");
+        assert!(f.work_measured && f.capped && close(f.max_cores, 1.8, 0.01), "{f:?}");
+        let expect_share = [(0.5, 1.3), (1.0, 1.4), (1.8, 1.5)];
+        let expect_quota = [(0.5, 1.5), (1.0, 1.6)];
+        for (got, want) in [(&f.share_cost, &expect_share[..]), (&f.quota_cost, &expect_quota[..])] {
+            assert_eq!(got.len(), want.len(), "{f:?}");
+            for (g, w) in got.iter().zip(want) {
+                assert!(close(g.0, w.0, 0.02) && close(g.1, w.1, 0.02), "{g:?} against {w:?} in {f:?}");
+            }
+        }
+        // The model gives back every measured epoch time, quotas included.
+        for l in &f.limits {
+            assert!(close(l.fitted_epoch_s, l.epoch_s, 0.03), "{l:?}");
+        }
+        assert!(close(f.work_per_epoch_core_s, 1.4, 0.02), "the median share cost: {f:?}");
+    }
+
+    #[test]
     fn epochs_done_interpolates_between_lines() {
         let lines = [1.0, 2.0, 4.0];
         assert_eq!(epochs_done(&lines, 1.0), 1.0);
@@ -305,7 +425,7 @@ mod tests {
         let single_lines = [run(1.0, 1.0, 2.0, 0.1, 1, |_| 1.0), run(2.0, 1.0, 2.0, 0.1, 1, |_| 1.0)];
         assert_eq!(fit(&single_lines), Err(FitError::TooFewLimits { found: 0 }));
         let negative = [
-            LimitSample { cores: -1.0, lines_s: vec![1.0, 2.0], cpu_s: Vec::new() },
+            LimitSample { cores: -1.0, quota: false, lines_s: vec![1.0, 2.0], cpu_s: Vec::new() },
             run(1.0, 1.0, 2.0, 0.1, 4, |_| 1.0),
         ];
         assert_eq!(fit(&negative), Err(FitError::NotPositive { cores: -1.0 }));

@@ -146,19 +146,20 @@ fn calibrated(e: &Engine, kind: &Kind) -> Profile {
         metric: "accuracy".into(),
         direction: wit::Direction::HigherIsBetter,
         limits_cores: Vec::new(),
-        quota: false,
         epochs_per_limit: 4,
         timeout: Duration::from_secs(180),
     };
     let done = calibrate::calibrate(&spec).unwrap_or_else(|err| panic!("calibrating {}: {err}", kind.name));
-    let c = done.profile.costs;
+    let c = &done.profile.costs;
     eprintln!(
         "calibrated {}: {:.3} core-s per epoch, at most {:.2} cores, start-up {:.2} s; \
-         (cores, epoch s, fitted s, CPU per epoch): {:?}",
+         share cost {:?}, quota cost {:?}; (cores, epoch s, fitted s, CPU per epoch): {:?}",
         kind.name,
         c.work_per_epoch_core_s,
         c.max_cores,
         c.startup_s,
+        c.share_cost.iter().map(|&(a, b)| (round3(a), round3(b))).collect::<Vec<_>>(),
+        c.quota_cost.iter().map(|&(a, b)| (round3(a), round3(b))).collect::<Vec<_>>(),
         done.fit
             .limits
             .iter()

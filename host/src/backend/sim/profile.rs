@@ -2,8 +2,11 @@
 //! Engine, in a form the simulator runs ([`Profile`]).
 //!
 //! The simulator's cost model is the one it runs for the built-in models: an epoch is a fixed
-//! amount of CPU work (`work-per-epoch-core-s`, measured as the CPU time charged), done at the rate of the cores the job gets,
-//! and a job gets at most `max-cores` cores (its most useful parallelism). A profile adds a
+//! amount of CPU work (`work-per-epoch-core-s`, measured as the CPU time charged), done at the
+//! rate of the cores the job gets, and a job gets at most `max-cores` cores (its most useful
+//! parallelism). A calibrated epoch's cost may also depend on the CPU the job gets, as
+//! measured: `share-cost` gives it by the cores used as a share, `quota-cost` by the limit
+//! while a CPU quota below `max-cores` holds the job ([`Costs::efficiency`]). A profile adds a
 //! start-up delay (`startup-s`: from the container's creation to the start of its first epoch,
 //! a wall time that uses no modelled CPU) and replaces the model's learning curve with the
 //! job's own, one metric value per epoch. `crate::calibrate` explains how each figure is
@@ -18,6 +21,8 @@
 //! work-per-epoch-core-s = 1.37
 //! max-cores = 1.86
 //! startup-s = 0.42
+//! share-cost = [[0.49, 1.33], [0.99, 1.42], [1.82, 1.52]]   # [cores used, core-s per epoch]
+//! quota-cost = [[0.5, 1.51], [1.0, 1.6]]                    # [limit, quota-s per epoch]
 //! memory = "41.3MiB"
 //! curve = [0.3726, 0.379, 0.3832]
 //!
@@ -66,7 +71,7 @@ pub struct Profile {
 }
 
 /// What a calibrated job costs, in the simulator's cost model.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Costs {
     /// CPU work of one epoch, in core-seconds.
     pub work_per_epoch_core_s: f64,
@@ -76,6 +81,38 @@ pub struct Costs {
     pub startup_s: f64,
     /// Resident memory.
     pub memory_bytes: u64,
+    /// CPU charged per epoch at the cores the job gets as a share: `(cores, core-s)`, by
+    /// cores; empty: `work_per_epoch_core_s` at any.
+    pub share_cost: Vec<(f64, f64)>,
+    /// Quota-seconds per epoch while a CPU limit below `max_cores` holds the job:
+    /// `(limit, core-s)`, by limit; empty: the share cost.
+    pub quota_cost: Vec<(f64, f64)>,
+}
+
+impl Costs {
+    /// How much of an epoch's nominal work (`work_per_epoch_core_s`) one core-second does for
+    /// a job that gets `cores` under `limit`: the quota cost at the limit while a limit below
+    /// `max_cores` holds it, else the share cost at `cores`; each linear between its points and
+    /// flat beyond them (`crate::calibrate::fit` says how they are measured). 1 without them.
+    pub fn efficiency(&self, cores: f64, limit: Option<f64>) -> f64 {
+        let held = limit.filter(|&l| l < self.max_cores * 0.98 && !self.quota_cost.is_empty());
+        let cost = match held {
+            Some(l) => piecewise(&self.quota_cost, l),
+            None if !self.share_cost.is_empty() => piecewise(&self.share_cost, cores),
+            None => return 1.0,
+        };
+        self.work_per_epoch_core_s / cost
+    }
+}
+
+/// `points` (sorted by x, not empty) at `x`: linear between them, flat beyond them.
+fn piecewise(points: &[(f64, f64)], x: f64) -> f64 {
+    let k = points.partition_point(|p| p.0 < x);
+    match (k.checked_sub(1).map(|i| points[i]), points.get(k)) {
+        (Some((x0, y0)), Some(&(x1, y1))) if x1 > x0 => y0 + (y1 - y0) * (x - x0) / (x1 - x0),
+        (_, Some(&(_, y))) | (Some((_, y)), None) => y,
+        (None, None) => f64::NAN,
+    }
 }
 
 /// How a profile was measured: for people reading the file; the simulator does not use it.
@@ -193,6 +230,12 @@ struct ProfileFile {
     max_cores: f64,
     /// From creation to the first epoch's start, seconds.
     startup_s: f64,
+    /// `[cores, core-s per epoch]` as a share.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    share_cost: Vec<(f64, f64)>,
+    /// `[limit, core-s per epoch]` under a quota.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    quota_cost: Vec<(f64, f64)>,
     /// Resident memory, with a unit.
     memory: String,
     /// The metric after each epoch.
@@ -224,6 +267,7 @@ impl Profile {
         metrics: Vec<f64>,
     ) -> Result<Profile, ProfileError> {
         let Costs { work_per_epoch_core_s, max_cores, startup_s, .. } = costs;
+        let mut costs = costs;
         let field = |field, message: String| ProfileError::Field { path: path.into(), field, message };
         if name.trim().is_empty() {
             return Err(field("name", "a profile needs a non-empty name".into()));
@@ -236,6 +280,15 @@ impl Profile {
         }
         if !(startup_s.is_finite() && startup_s >= 0.0) {
             return Err(field("startup-s", format!("{startup_s}: must be zero or more seconds")));
+        }
+        for (key, points) in [("share-cost", &mut costs.share_cost), ("quota-cost", &mut costs.quota_cost)] {
+            if let Some(&(cores, core_s)) =
+                points.iter().find(|&&(c, w)| !(c.is_finite() && c > 0.0 && w.is_finite() && w > 0.0))
+            {
+                let message = format!("[{cores}, {core_s}]: give [cores, core-s per epoch] pairs of positive numbers");
+                return Err(field(key, message));
+            }
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
         let curve = Curve::new(metrics.clone(), direction).ok_or_else(|| {
             field("curve", "give the metric after each epoch, at least one value, every one a finite number".into())
@@ -274,6 +327,8 @@ impl Profile {
                 max_cores: file.max_cores,
                 startup_s: file.startup_s,
                 memory_bytes,
+                share_cost: file.share_cost,
+                quota_cost: file.quota_cost,
             },
             file.curve,
         )?;
@@ -293,6 +348,8 @@ impl Profile {
             work_per_epoch_core_s: self.costs.work_per_epoch_core_s,
             max_cores: self.costs.max_cores,
             startup_s: self.costs.startup_s,
+            share_cost: self.costs.share_cost.clone(),
+            quota_cost: self.costs.quota_cost.clone(),
             memory: format!("{:.1}MiB", self.costs.memory_bytes as f64 / f64::from(1u32 << 20)),
             curve: self.metrics.clone(),
             measured: self.measured.clone(),
@@ -300,8 +357,8 @@ impl Profile {
         let body = toml::to_string(&file).expect("a profile serialises to TOML");
         format!(
             "# A job kind measured by `wasmsched calibrate`: the simulator runs it as a scenario's\n\
-             # [[profile]] (scenarios/README.md). work-per-epoch-core-s, max-cores and startup-s are\n\
-             # fitted to [measured]; curve is the metric after each epoch of one whole run.\n{body}"
+             # [[profile]] (scenarios/README.md). work-per-epoch-core-s, max-cores, startup-s and the\n\
+             # costs by CPU come from [measured]; curve is the metric after each epoch of one whole run.\n{body}"
         )
     }
 
@@ -342,7 +399,14 @@ mod tests {
             "learner".into(),
             "accuracy".into(),
             wit::Direction::HigherIsBetter,
-            Costs { work_per_epoch_core_s: 1.25, max_cores: 1.8, startup_s: 0.4, memory_bytes: 40 << 20 },
+            Costs {
+                work_per_epoch_core_s: 1.25,
+                max_cores: 1.8,
+                startup_s: 0.4,
+                memory_bytes: 40 << 20,
+                share_cost: Vec::new(),
+                quota_cost: Vec::new(),
+            },
             vec![0.3, 0.5, 0.6],
         )
         .expect("valid");
@@ -364,14 +428,40 @@ mod tests {
         p
     }
 
+    /// `sample` with costs by CPU: 1.2 core-s an epoch on half a core, 1.4 on 1.8 cores, 1.5
+    /// under a quota of half a core.
+    fn with_costs() -> Profile {
+        let mut p = sample();
+        p.costs.share_cost = vec![(0.5, 1.2), (1.8, 1.4)];
+        p.costs.quota_cost = vec![(0.5, 1.5)];
+        p
+    }
+
     #[test]
     fn a_profile_round_trips_through_its_file() {
-        let p = sample();
-        let text = p.to_toml();
-        assert!(text.starts_with("# A job kind measured by `wasmsched calibrate`"), "{text}");
-        assert_eq!(Profile::from_toml_str("p", &text).expect("reads back"), p);
-        assert_eq!(p.curve().epochs(), 3);
-        assert_eq!(p.curve().metric_at(2), 0.5);
+        for p in [sample(), with_costs()] {
+            let text = p.to_toml();
+            assert!(text.starts_with("# A job kind measured by `wasmsched calibrate`"), "{text}");
+            assert_eq!(Profile::from_toml_str("p", &text).expect("reads back"), p);
+            assert_eq!(p.curve().epochs(), 3);
+            assert_eq!(p.curve().metric_at(2), 0.5);
+        }
+    }
+
+    #[test]
+    fn the_cost_of_an_epoch_follows_the_cpu_a_job_gets_and_how() {
+        let c = with_costs().costs;
+        let cost = |cores: f64, limit: Option<f64>| c.work_per_epoch_core_s / c.efficiency(cores, limit);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // As a share: linear between the measured points, flat beyond them.
+        assert!(close(cost(0.5, None), 1.2) && close(cost(0.25, None), 1.2));
+        assert!(close(cost(1.15, None), 1.3) && close(cost(1.8, None), 1.4) && close(cost(4.0, None), 1.4));
+        // A limit below the most useful cores holds the job: the quota cost, at the limit.
+        assert!(close(cost(0.5, Some(0.5)), 1.5) && close(cost(0.3, Some(1.0)), 1.5));
+        // A limit at or above them does not: the share cost.
+        assert!(close(cost(1.8, Some(2.0)), 1.4));
+        // Without measurements, every core-second does nominal work.
+        assert_eq!(sample().costs.efficiency(0.7, Some(0.5)), 1.0);
     }
 
     #[test]
@@ -383,6 +473,8 @@ mod tests {
             ("startup-s = 0.4", "startup-s = -0.1", "startup-s"),
             ("curve = [0.3, 0.5, 0.6]", "curve = []", "curve"),
             ("memory = \"40.0MiB\"", "memory = \"lots\"", "memory"),
+            ("startup-s = 0.4", "startup-s = 0.4\nshare-cost = [[0.5, 0.0]]", "share-cost"),
+            ("startup-s = 0.4", "startup-s = 0.4\nquota-cost = [[-1.0, 1.0]]", "quota-cost"),
             ("direction = \"higher-is-better\"", "direction = \"up\"", "unknown variant"),
             ("name = \"learner\"", "name = \"learner\"\ncolour = \"red\"", "unknown field"),
         ];

@@ -176,6 +176,13 @@ impl JobPlan {
         self.profile.as_ref().map_or(self.model.work_per_epoch_core_s(), |p| p.costs.work_per_epoch_core_s)
     }
 
+    /// Nominal work one core-second does for this job when it gets `cores` under `limit`:
+    /// 1 for a built-in model, a profile's measured cost by CPU otherwise
+    /// ([`super::profile::Costs::efficiency`]).
+    pub fn cpu_efficiency(&self, cores: f64, limit: Option<f64>) -> f64 {
+        self.profile.as_ref().map_or(1.0, |p| p.costs.efficiency(cores, limit))
+    }
+
     /// The most cores it uses usefully.
     pub fn max_cores(&self) -> f64 {
         self.profile.as_ref().map_or(self.model.max_parallelism_cores(), |p| p.costs.max_cores)
