@@ -2,13 +2,13 @@
 //! simulator needs to run it ([`Profile`]).
 //!
 //! The job runs from its image with each of a few CPU allocations (by default 0.5, 1 and all
-//! the engine's cores). The whole engine it gets alone; a smaller allocation it gets as a CFS
-//! share, running beside copies of itself (four copies on two cores give each half a core),
-//! which is how jobs share a node under fair-share; or, with [`Spec::quota`], alone under a
-//! CPU quota (`docker run --cpus`), as a policy's limits give it. The two differ for a job of
-//! several threads: a quota lets its threads burn the period's budget together and then stalls
-//! them, and the two-threaded trainer is charged 5–10 % more CPU per epoch that way than as a
-//! share. Its epoch lines are read from its
+//! the engine's cores). The whole engine it gets alone; a smaller allocation it gets twice: as
+//! a CFS share, running beside copies of itself (four copies on two cores give each half a
+//! core), which is how jobs share a node under fair-share; and alone under a CPU quota
+//! (`docker run --cpus`), as a policy's limits give it. The two differ for a job of several
+//! threads: a quota lets its threads burn the period's budget together and then stalls them,
+//! and the two-threaded trainer takes 5–15 % longer per epoch that way than as a share of the
+//! same size. Its epoch lines are read from its
 //! log with the Docker backend's own parser ([`crate::backend::docker::progress`]: JSON lines
 //! naming the metric, or FlowCon's `Loss: x Time: t`), each stamped by the engine. Under the
 //! largest limit it runs to the end, which gives its learning curve (a deterministic job, such

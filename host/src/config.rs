@@ -14,6 +14,16 @@
 //! # selector = "wasmsched.managed=true"         # the label of managed containers
 //! # gpus = true                                 # NVML where there is a driver
 //!
+//! [budget]                         # disruptions (stop, migrate, preempt) a policy may cause
+//! window = "10m"
+//! max-per-window = 5
+//! max-per-node = 2
+//! job-min-interval = "30m"
+//!
+//! [watchdog]                       # a policy failing on every call this long is benched
+//! after = "30s"
+//! safe = "keep-limits"             # or "fair-share"
+//!
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
 //! deadline = "50ms"
@@ -32,6 +42,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::budget::BudgetConfig;
+use crate::host::watchdog::WatchdogConfig;
 use crate::runtime::Limits;
 use crate::runtime::supervise::{Fallback, Quarantine};
 
@@ -91,6 +103,13 @@ pub struct HostConfig {
     /// The policies, by name: `[policy.NAME]` serves `policies-dir/NAME.wasm`.
     #[serde(default)]
     pub policy: BTreeMap<String, PolicyConfig>,
+    /// How many disruptions (stop, migrate, preempt) the active policy may cause
+    /// ([`crate::budget`]); on by default, with cautious limits.
+    #[serde(default)]
+    pub budget: BudgetConfig,
+    /// When a failing active policy is benched for a safe one ([`crate::host::watchdog`]).
+    #[serde(default)]
+    pub watchdog: WatchdogConfig,
 }
 
 /// The backend and how fast its clock runs.
@@ -184,7 +203,7 @@ impl Speed {
     pub fn wall(&self, backend: Duration) -> Option<Duration> {
         match self {
             Speed::RealTime => Some(backend),
-            Speed::Factor(f) => Some(backend.div_f64(*f)),
+            Speed::Factor(f) => Some(Duration::try_from_secs_f64(backend.as_secs_f64() / f).unwrap_or(Duration::MAX)),
             Speed::Max => None,
         }
     }
@@ -421,7 +440,7 @@ impl HostConfig {
     }
 }
 
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     humantime::parse_duration(&text).map_err(|e| {
         serde::de::Error::custom(format!("\"{text}\" is not a duration ({e}): write e.g. \"30s\" or \"50ms\""))
@@ -542,11 +561,29 @@ mod tests {
     }
 
     #[test]
+    fn the_guardrails_are_on_by_default_and_can_be_set_or_turned_off() {
+        let c = parse(MINIMAL).unwrap();
+        assert_eq!(c.budget, BudgetConfig::default());
+        assert!(c.budget.enabled && c.watchdog.enabled);
+        assert_eq!(c.watchdog.after, Duration::from_secs(30));
+        let text = format!("{MINIMAL}[budget]\nenabled = false\n[watchdog]\nafter = \"5s\"\nsafe = \"fair-share\"\n");
+        let c = parse(&text).unwrap();
+        assert!(!c.budget.enabled);
+        assert_eq!((c.watchdog.after, c.watchdog.safe), (Duration::from_secs(5), Fallback::FairShare));
+        let e = parse(&format!("{MINIMAL}[budget]\nmax-per-day = 1\n")).unwrap_err().to_string();
+        assert!(e.contains("max-per-day"), "{e}");
+    }
+
+    #[test]
     fn the_example_config_parses() {
         let c = parse(include_str!("../../examples/run.toml")).unwrap();
         assert_eq!(c.active(), Some("fair-share"));
         assert_eq!(c.policy["candidate"].role, Role::Shadow);
         assert_eq!(c.backend.speed, Speed::Factor(60.0));
+        assert_eq!(c.budget, BudgetConfig::default(), "the example spells out the defaults");
+        let docker = parse(include_str!("../../examples/docker.toml")).unwrap();
+        assert_eq!(docker.backend.kind, BackendKind::Docker);
+        assert_eq!(docker.budget, BudgetConfig::default());
     }
 
     #[test]

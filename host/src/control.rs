@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend, Placement};
+use crate::budget::{Budget, BudgetConfig, disruptive};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
 use crate::snapshot::Telemetry;
@@ -21,11 +22,22 @@ pub struct LoopConfig {
     pub tick: Duration,
     /// Stop after this much backend time, whatever is left.
     pub horizon: Option<Duration>,
+    /// How many disruptions the active policy may cause ([`crate::budget`]).
+    pub budget: BudgetConfig,
+}
+
+impl LoopConfig {
+    /// A loop ticking every `tick` with no horizon and no disruption budget: every valid
+    /// action applies.
+    pub fn unbudgeted(tick: Duration) -> Self {
+        LoopConfig { tick, horizon: None, budget: BudgetConfig::off() }
+    }
 }
 
 impl Default for LoopConfig {
+    /// A 30 s tick, no horizon, the cautious default budget.
     fn default() -> Self {
-        LoopConfig { tick: Duration::from_secs(30), horizon: None }
+        LoopConfig { tick: Duration::from_secs(30), horizon: None, budget: BudgetConfig::default() }
     }
 }
 
@@ -41,6 +53,10 @@ pub struct LoopSummary {
     pub applied: u64,
     /// Actions the backend could not apply.
     pub apply_errors: u64,
+    /// Disruptive actions handed to the backend (stop, migrate, preempt).
+    pub disruptions: u64,
+    /// Actions refused over the disruption budget.
+    pub over_budget: u64,
     /// The backend's clock at the end, milliseconds.
     pub end_ms: u64,
 }
@@ -151,6 +167,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
     let mut world = Telemetry::new();
     let mut summary = LoopSummary::default();
+    let mut budget = Budget::new(config.budget);
     let mut next_call_ms = 0;
     // The digest of the version whose `next-call-ms` holds.
     let mut delayed_by: Option<String> = None;
@@ -182,7 +199,15 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             let policies = driver.policies();
             active = policies.active.map(|p| Decided::ask(p, rt, &world));
             shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &world)).collect();
-            if let Some(a) = &active {
+            if let Some(a) = &mut active {
+                let (admitted, refused) = budget.admit(std::mem::take(&mut a.outcome.actions), &world);
+                for r in &refused {
+                    tracing::warn!(policy = %a.policy, job = r.action.job, reason = %r.reason, "action over the disruption budget");
+                }
+                a.outcome.actions = admitted;
+                a.outcome.over_budget = refused;
+                summary.disruptions += a.outcome.actions.iter().filter(|x| disruptive(&x.kind)).count() as u64;
+                summary.over_budget += a.outcome.over_budget.len() as u64;
                 apply_errors = backend.apply(&a.outcome.actions, &mut world);
                 for e in &apply_errors {
                     tracing::warn!(policy = %a.policy, job = e.job, reason = %e.reason, "action could not be applied");

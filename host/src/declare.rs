@@ -17,6 +17,7 @@
 //! wasmsched.replicas=2                   # pieces it may be split into across nodes (default 1)
 //! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
 //! wasmsched.checkpoint=/ckpt             # the folder a migration or a preemption carries over
+//! wasmsched.disruptible=false            # never stopped, migrated or preempted (crate::budget)
 //! ```
 //!
 //! A label that does not parse is reported with what to write instead, and the job is managed
@@ -147,8 +148,9 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         }
     });
     let checkpoint = get("checkpoint").and_then(|c| {
-        if c.starts_with('/') && c.len() > 1 {
-            Some(c.trim_end_matches('/').to_string())
+        let folder = c.trim_end_matches('/');
+        if c.starts_with('/') && !folder.is_empty() {
+            Some(folder.to_string())
         } else {
             problem("checkpoint", format!("{c:?} is not an absolute folder path inside the container"));
             None
@@ -240,6 +242,16 @@ mod tests {
         let d = from_labels("j", "i", &wrong);
         assert_eq!(d.spec.tiers, None);
         assert!(d.problems[0].1.contains("must be below T2"), "{:?}", d.problems);
+    }
+
+    #[test]
+    fn a_checkpoint_of_only_slashes_is_refused_not_read_as_an_empty_folder() {
+        for only_slashes in ["/", "//", "///"] {
+            let d = from_labels("j", "i", &labels(&[("checkpoint", only_slashes)]));
+            assert_eq!(d.checkpoint, None, "{only_slashes}");
+            assert_eq!(d.problems[0].0, "wasmsched.checkpoint");
+        }
+        assert_eq!(from_labels("j", "i", &labels(&[("checkpoint", "/ckpt//")])).checkpoint.as_deref(), Some("/ckpt"));
     }
 
     #[test]

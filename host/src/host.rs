@@ -10,6 +10,7 @@
 //! or a rollback does not wait for the tick.
 
 pub mod status;
+pub mod watchdog;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,8 +21,9 @@ use crate::backend::Backend;
 use crate::backend::docker::Docker;
 use crate::backend::sim::workload::{LoadOptions, Workload, WorkloadError};
 use crate::backend::sim::{SimConfig, Simulator};
+use crate::budget;
 use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
-use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
+use crate::control::{self, Decided, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
@@ -29,6 +31,7 @@ use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
 use crate::snapshot::Telemetry;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
+use watchdog::Watchdog;
 
 /// Why the host could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -213,7 +216,7 @@ impl Host {
             }
             Jobs::Docker(docker) => Box::new(Docker::new(docker)?),
         };
-        let loop_config = LoopConfig { tick: config.tick, horizon: None };
+        let loop_config = LoopConfig { tick: config.tick, horizon: None, budget: config.budget };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
             let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
@@ -307,6 +310,7 @@ struct HostDriver {
     recorder: Option<TelemetryRecorder>,
     pacer: Pacer,
     write_errors: u64,
+    watchdog: Watchdog,
 }
 
 impl HostDriver {
@@ -318,7 +322,12 @@ impl HostDriver {
     ) -> Result<Self, HostError> {
         let audit = config.record.audit.as_deref().map(JsonLines::append).transpose()?;
         let tick_ms = config.tick.as_millis() as u64;
-        let recorder = config.record.telemetry.as_deref().map(|p| TelemetryRecorder::create(p, tick_ms)).transpose()?;
+        let recorder = config
+            .record
+            .telemetry
+            .as_deref()
+            .map(|p| TelemetryRecorder::create(p, tick_ms, config.budget))
+            .transpose()?;
         let slots = config
             .policy
             .iter()
@@ -341,6 +350,7 @@ impl HostDriver {
             recorder,
             pacer: Pacer { speed: config.backend.speed, tick: config.tick, anchor: None },
             write_errors: 0,
+            watchdog: Watchdog::new(config.watchdog),
         })
     }
 
@@ -367,6 +377,9 @@ impl HostDriver {
                 let digest = gone.sup.policy().digest().to_string();
                 tracing::info!(policy = %name, sha256 = %digest, "policy file deleted; policy unloaded (a rollback brings it back)");
                 slot.previous = Some(gone);
+                if slot.config.role == Role::Active {
+                    self.watchdog.release();
+                }
                 self.report(&name, ReloadOutcome::Unloaded, Some(digest), "file deleted".into(), noticed);
             }
         }
@@ -394,6 +407,9 @@ impl HostDriver {
                 if old.is_some() {
                     slot.previous = old;
                 }
+                if slot.config.role == Role::Active && self.watchdog.release().is_some() {
+                    tracing::warn!(policy = %c.name, sha256 = %digest, version, "watchdog: a new version is admitted; control goes back to the policy");
+                }
                 tracing::info!(policy = %c.name, sha256 = %digest, version, state_bytes = carried, "policy version swapped in");
                 self.report(&c.name, ReloadOutcome::Swapped, Some(digest), detail, c.noticed);
             }
@@ -410,7 +426,11 @@ impl HostDriver {
 
     fn rollback(&mut self, name: &str) -> Result<RolledBack, RollbackError> {
         let slot = self.slots.iter_mut().find(|s| s.name == name).ok_or_else(|| RollbackError::Unknown(name.into()))?;
-        let back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
+        let mut back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
+        back.sup.unbench();
+        if slot.config.role == Role::Active && self.watchdog.release().is_some() {
+            tracing::warn!(policy = name, "watchdog: rolled back by the operator; control goes back to the policy");
+        }
         let sha256 = back.sup.policy().digest().to_string();
         let replaced = slot.current.replace(back);
         let replaced_sha = replaced.as_ref().map(|r| r.sup.policy().digest().to_string());
@@ -431,7 +451,9 @@ impl HostDriver {
         };
         let slot = self.slot(name);
         let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
+        let watchdog = self.watchdog.benched().cloned();
         self.board.update(|s| {
+            s.watchdog = watchdog;
             if outcome == ReloadOutcome::Refused {
                 s.refused += 1;
             } else {
@@ -442,6 +464,27 @@ impl HostDriver {
                 p.last_reload = Some(result);
             }
         });
+    }
+
+    /// Show the watchdog the active policy's answer; true when it benches the version now.
+    fn watch(&mut self, active: &Decided, now_ms: u64) -> bool {
+        let failed = active.outcome.failure.is_some();
+        let Some(b) = self.watchdog.observe(&active.policy, &active.digest, failed, now_ms) else { return false };
+        let failing_ms = b.benched_at_ms - b.failing_since_ms;
+        tracing::error!(
+            policy = %b.policy,
+            sha256 = %b.sha256,
+            failing_s = failing_ms as f64 / 1000.0,
+            safe = %b.safe,
+            "watchdog: the active policy has failed on every call for too long; it is benched and the safe policy \
+             runs until a new version is admitted or an operator rolls back"
+        );
+        let safe = b.safe;
+        let slot = self.slots.iter_mut().find(|s| s.config.role == Role::Active && *s.name == *active.policy);
+        if let Some(serving) = slot.and_then(|s| s.current.as_mut()) {
+            serving.sup.bench(failing_ms, safe);
+        }
+        true
     }
 
     fn write_failed(&mut self, e: &RecordError) {
@@ -469,6 +512,7 @@ fn show(p: &mut PolicyStatus, slot: &Slot, now_ms: u64) {
     p.counters = slot.current.as_ref().map(|s| s.sup.counters()).unwrap_or_default();
     p.state = match &slot.current {
         None => PolicyState::Absent,
+        Some(s) if s.sup.is_benched() => PolicyState::Benched,
         Some(s) if s.sup.is_quarantined(now_ms) => PolicyState::Quarantined,
         Some(_) => PolicyState::Serving,
     };
@@ -573,11 +617,21 @@ impl Driver for HostDriver {
         {
             self.write_failed(&e);
         }
+        let benched = tick.active.as_ref().is_some_and(|a| self.watch(a, time_ms));
+        let (disruptions, over_budget) = tick.active.as_ref().map_or((0, 0), |a| {
+            let o = &a.outcome;
+            (o.actions.iter().filter(|x| budget::disruptive(&x.kind)).count() as u64, o.over_budget.len() as u64)
+        });
         let slots = &self.slots;
+        let watchdog = self.watchdog.benched().cloned();
         self.board.update(|s| {
             s.ticks = tick.number;
             s.decisions += u64::from(tick.asked);
             s.backend_time_ms = time_ms;
+            s.disruptions += disruptions;
+            s.over_budget += over_budget;
+            s.watchdog_benchings += u64::from(benched);
+            s.watchdog = watchdog;
             for slot in slots {
                 if let Some(p) = s.policy_mut(&slot.name) {
                     show(p, slot, time_ms);

@@ -32,7 +32,9 @@
 //! deadline and a memory cap, with no filesystem, network, environment, clock or randomness
 //! of their own. [`runtime::supervise::Supervised`] keeps the loop going through any
 //! failure: a fallback for the tick, a fresh instance after a trap, quarantine after N
-//! failures in a row. [`validate`] checks every action before it is applied.
+//! failures in a row. [`validate`] checks every action before it is applied; the loop then
+//! holds the active policy's stops, migrations and preemptions to a [`budget`] (per window,
+//! per node, per job, and never a job that opted out).
 //!
 //! **Admission.** [`admission::admit`] is what a policy must pass to serve: the right
 //! contract, `init`, and a dry-run `decide` with no invalid action. `wasmsched validate` and
@@ -44,7 +46,8 @@
 //! admits new versions off to the side; the host swaps them in at a tick boundary with the old
 //! version's saved state, and can roll back. [`record`] keeps the audit log and the telemetry
 //! recording that [`backend::replay`] plays back to any policy. [`api`] serves status,
-//! metrics and rollback on loopback.
+//! metrics and rollback on loopback. Its [`host::watchdog`] benches an active policy that has
+//! failed on every call for too long, and runs a safe one until a new version or a rollback.
 //!
 //! The contract's types come from [`bindings`], generated once from `wit/`.
 
@@ -52,6 +55,7 @@ pub mod admission;
 pub mod api;
 pub mod backend;
 pub mod bindings;
+pub mod budget;
 pub mod calibrate;
 pub mod config;
 pub mod control;

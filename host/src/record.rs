@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::bindings::wit;
+use crate::budget::BudgetConfig;
 use crate::control::{Decided, Tick};
 use crate::runtime::supervise::Fallback;
 use crate::snapshot::{Cursor, Telemetry};
@@ -137,6 +138,13 @@ pub struct Refused {
     pub reason: String,
 }
 
+impl Refused {
+    /// The audit record of a refused action.
+    pub fn of(r: &crate::validate::Rejection) -> Refused {
+        Refused { job: r.action.job, action: Some(r.action.clone()), reason: r.reason.clone() }
+    }
+}
+
 /// One policy's part in an audit line.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditDecision {
@@ -149,6 +157,9 @@ pub struct AuditDecision {
     pub actions: Vec<wit::Action>,
     /// Actions refused by validation.
     pub rejected: Vec<Refused>,
+    /// Valid actions refused over the disruption budget (the active policy only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub over_budget: Vec<Refused>,
     /// Actions the backend could not apply (the active policy only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_applied: Vec<Refused>,
@@ -172,11 +183,8 @@ impl AuditDecision {
             policy: d.policy.to_string(),
             sha256: d.digest.clone(),
             actions: o.actions.clone(),
-            rejected: o
-                .rejected
-                .iter()
-                .map(|r| Refused { job: r.action.job, action: Some(r.action.clone()), reason: r.reason.clone() })
-                .collect(),
+            rejected: o.rejected.iter().map(Refused::of).collect(),
+            over_budget: o.over_budget.iter().map(Refused::of).collect(),
             not_applied: Vec::new(),
             latency_us: o.latency.as_micros() as u64,
             fallback: o.fallback,
@@ -214,6 +222,9 @@ pub struct RecordingHeader {
     pub format: String,
     /// The loop's tick, milliseconds.
     pub tick_ms: u64,
+    /// The disruption budget the run went under; absent in recordings made before the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetConfig>,
 }
 
 /// What a recording's header says it is.
@@ -252,9 +263,9 @@ pub struct TelemetryRecorder {
 
 impl TelemetryRecorder {
     /// Start a recording at `path` (overwritten) for a loop ticking every `tick_ms`.
-    pub fn create(path: &Path, tick_ms: u64) -> Result<TelemetryRecorder, RecordError> {
+    pub fn create(path: &Path, tick_ms: u64, budget: BudgetConfig) -> Result<TelemetryRecorder, RecordError> {
         let mut out = JsonLines::create(path)?;
-        out.write(&RecordingHeader { format: RECORDING_FORMAT.into(), tick_ms })?;
+        out.write(&RecordingHeader { format: RECORDING_FORMAT.into(), tick_ms, budget: Some(budget) })?;
         Ok(TelemetryRecorder { out, cursor: Cursor::fresh(), pending: None })
     }
 
@@ -294,8 +305,49 @@ pub fn read_recording(path: &Path) -> Result<(RecordingHeader, Vec<RecordedTick>
             detail: format!("format {:?}; this host reads {RECORDING_FORMAT:?}", header.format),
         });
     }
-    let ticks = lines.iter().enumerate().skip(1).map(|(i, l)| parse(path, i + 1, l)).collect::<Result<_, _>>()?;
+    let ticks: Vec<RecordedTick> =
+        lines.iter().enumerate().skip(1).map(|(i, l)| parse(path, i + 1, l)).collect::<Result<_, _>>()?;
+    for (i, tick) in ticks.iter().enumerate() {
+        check_snapshot(&tick.snapshot).map_err(|detail| RecordError::Corrupt {
+            path: path.to_path_buf(),
+            line: i + 2,
+            detail,
+        })?;
+    }
     Ok((header, ticks))
+}
+
+/// A recorded snapshot is one this host could have written: each group of columns of one
+/// length (a replay reads them side by side), and no job handle past the last one.
+fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
+    let (j, q, p) = (&s.jobs, &s.queue, &s.progress);
+    let groups: [(&str, usize, &[usize]); 3] = [
+        (
+            "jobs",
+            j.handle.len(),
+            &[
+                j.node.len(),
+                j.cpu_limit_millicores.len(),
+                j.memory_limit_bytes.len(),
+                j.cpu_used_millicores.len(),
+                j.memory_used_bytes.len(),
+                j.gpu_count.len(),
+                j.gpu_share_percent.len(),
+                j.gpu_used_percent.len(),
+                j.run_ms.len(),
+                j.gpu_ms.len(),
+            ],
+        ),
+        ("queue", q.handle.len(), &[q.reason.len(), q.since_ms.len(), q.run_ms.len(), q.gpu_ms.len()]),
+        ("progress", p.job.len(), &[p.time_ms.len(), p.epoch.len(), p.value_count.len()]),
+    ];
+    if let Some((group, _, _)) = groups.iter().find(|(_, len, others)| others.iter().any(|o| o != len)) {
+        return Err(format!("the {group} columns are of unequal lengths, which no host writes: record the run again"));
+    }
+    if s.added.iter().any(|spec| spec.handle == u32::MAX) {
+        return Err(format!("a job handle is {}, past the last one a host gives: record the run again", u32::MAX));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ impl Driver for Collect<'_> {
 /// recorded ones.
 pub fn replay(rt: &Runtime, replay: &mut Replay, policy: &mut Supervised) -> ReplayReport {
     let mut driver = Collect { policy, decided: Vec::new() };
-    let config = LoopConfig { tick: replay.tick(), horizon: None };
+    let config = LoopConfig { tick: replay.tick(), horizon: None, budget: replay.budget() };
     let summary = control::drive(replay, &mut driver, rt, &config);
     let mut report = ReplayReport { ticks: summary.ticks, ..ReplayReport::default() };
     for (i, (recorded, replayed)) in replay.recorded().iter().zip(driver.decided).enumerate() {

@@ -1,6 +1,8 @@
 //! Integration tests: one binary, so wasmtime is linked once.
 
 mod api;
+mod hostile;
+mod parsers;
 mod reload;
 mod replay;
 mod runtime;

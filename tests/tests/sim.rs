@@ -183,7 +183,7 @@ fn a_delay_asked_by_one_version_does_not_outlive_a_swap() {
         now_ms: 0,
         first_ask_after_swap_ms: None,
     };
-    let config = wasmsched::control::LoopConfig { tick: Duration::from_secs(30), horizon: None };
+    let config = wasmsched::control::LoopConfig::unbudgeted(Duration::from_secs(30));
     wasmsched::control::drive(&mut sim, &mut driver, rt, &config);
     assert_eq!(
         driver.first_ask_after_swap_ms,

@@ -30,10 +30,23 @@ pub fn encode(status: &Status) -> String {
     counter(&mut r, "wasmsched_late_ticks", "Ticks started more than a tick late", status.late_ticks);
     counter(&mut r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
     counter(&mut r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
+    counter(&mut r, "wasmsched_disruptions", "Disruptive actions (stop, migrate, preempt) applied", status.disruptions);
+    counter(&mut r, "wasmsched_disruptions_refused", "Actions refused over the disruption budget", status.over_budget);
+    counter(
+        &mut r,
+        "wasmsched_watchdog_benchings",
+        "Times the watchdog benched the active policy",
+        status.watchdog_benchings,
+    );
 
     for (name, help, value) in [
         ("wasmsched_jobs_running", "Jobs running at the last observation", status.jobs_running),
         ("wasmsched_jobs_queued", "Jobs waiting to be placed at the last observation", status.jobs_queued),
+        (
+            "wasmsched_watchdog_engaged",
+            "1 while the watchdog has the active policy benched",
+            u64::from(status.watchdog.is_some()),
+        ),
     ] {
         let g: Gauge = Gauge::default();
         g.set(i64::try_from(value).unwrap_or(i64::MAX));
@@ -126,6 +139,34 @@ mod tests {
         assert!(text.contains(r#"wasmsched_policy_timeouts_total{policy="flowcon",role="shadow",sha256="ab12"} 2"#));
         assert!(text.contains(r#"wasmsched_shadow_agreement_ratio{policy="flowcon",role="shadow"} 1.0"#), "{text}");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_disruption_budget_and_the_watchdog_are_counted() {
+        let benched = crate::host::watchdog::Benched {
+            policy: "flowcon".into(),
+            sha256: "ab12".into(),
+            failing_since_ms: 0,
+            benched_at_ms: 30_000,
+            safe: crate::runtime::supervise::Fallback::KeepLimits,
+        };
+        let status = Status {
+            disruptions: 4,
+            over_budget: 3,
+            watchdog: Some(benched),
+            watchdog_benchings: 1,
+            ..Status::default()
+        };
+        let text = encode(&status);
+        for line in [
+            "wasmsched_disruptions_total 4",
+            "wasmsched_disruptions_refused_total 3",
+            "wasmsched_watchdog_engaged 1",
+            "wasmsched_watchdog_benchings_total 1",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        assert!(encode(&Status::default()).contains("wasmsched_watchdog_engaged 0"));
     }
 
     #[test]

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend};
 use crate::bindings::wit;
+use crate::budget::BudgetConfig;
 use crate::record::{self, RecordError, RecordedDecision, RecordedTick};
 use crate::snapshot::{GpuSlot, Telemetry};
 
 /// A recording being played back.
 pub struct Replay {
     tick: Duration,
+    budget: BudgetConfig,
     ticks: std::vec::IntoIter<RecordedTick>,
     played: Vec<Option<RecordedDecision>>,
 }
@@ -22,7 +24,14 @@ impl Replay {
     /// Open a recording.
     pub fn open(path: &Path) -> Result<Replay, RecordError> {
         let (header, ticks) = record::read_recording(path)?;
-        Ok(Replay { tick: Duration::from_millis(header.tick_ms), ticks: ticks.into_iter(), played: Vec::new() })
+        let budget = header.budget.unwrap_or_else(BudgetConfig::off);
+        Ok(Replay { tick: Duration::from_millis(header.tick_ms), budget, ticks: ticks.into_iter(), played: Vec::new() })
+    }
+
+    /// The disruption budget the recorded run went under (none for a recording made before
+    /// hosts had one), so that a replay refuses what the run refused.
+    pub fn budget(&self) -> BudgetConfig {
+        self.budget
     }
 
     /// The tick the recording was made with.

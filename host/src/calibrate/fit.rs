@@ -23,14 +23,32 @@
 //! `M` is searched over a fine grid up to the largest limit. When the job still sped up at the
 //! largest limit, `M` is that limit (all that was measured) and [`Fit::capped`] is false.
 //!
+//! **Cost by CPU, when CPU readings exist.** One work figure hides two things the engine
+//! shows: a job of several threads is charged more CPU per epoch the more cores it runs on at
+//! once (its threads wait on each other less idly), and more again under a quota, which lets
+//! its threads burn a period's budget together and then stalls them all. So with CPU readings
+//! the model is measured rather than fitted: `M` is the cores the job used alone under the
+//! largest limit (CPU charged per second; uncapped when that is the whole limit); the **share
+//! cost** is, per allocation run as a CFS share (and alone), the CPU charged per epoch at the
+//! cores the job used there; the **quota cost** is, per allocation run alone under a quota, the
+//! quota-seconds an epoch took (epoch time × the quota, up to `M`). The simulator charges a job
+//! the quota cost at its limit while a limit below `M` holds it, else the share cost at the
+//! cores it gets, each linear between the measured points and flat beyond them. `W` is then the
+//! median share cost, the figure the simulator scales by.
+//!
 //! **Start-up**: from the container's creation to its first epoch line, less one epoch at
 //! that limit; the median over the limits.
+
+use crate::backend::sim::profile::Costs;
 
 /// What one run under one CPU limit showed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LimitSample {
     /// The CPU limit, in cores.
     pub cores: f64,
+    /// Whether it ran alone under a CPU quota below the largest limit (else as a CFS share
+    /// beside copies of itself, or alone with the whole engine).
+    pub quota: bool,
     /// From the container's creation to each epoch line, in seconds, in order.
     pub lines_s: Vec<f64>,
     /// CPU readings: from the container's creation, in seconds, and the CPU time charged to

@@ -216,6 +216,8 @@ mod tests {
             policy_time_ms: 0.0,
             fallbacks: 0,
             rejected_actions: 0,
+            disruptions: 0,
+            over_budget: 0,
             wall_ms: 0.0,
             jobs,
             timeline: Vec::new(),

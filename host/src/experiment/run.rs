@@ -123,6 +123,10 @@ pub struct RunReport {
     pub fallbacks: u64,
     /// Actions refused by validation.
     pub rejected_actions: u64,
+    /// Stops, migrations and preemptions applied.
+    pub disruptions: u64,
+    /// Actions refused over the workload's disruption budget.
+    pub over_budget: u64,
     /// Wall-clock time of the whole run, milliseconds.
     pub wall_ms: f64,
     /// Per job, in workload order.
@@ -158,8 +162,8 @@ pub fn simulate_watched(
     let mut timeline = Vec::new();
     let names: std::collections::HashMap<&str, u32> =
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
-    let config = LoopConfig { tick: options.tick, horizon: None };
-    control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
+    let config = LoopConfig { tick: options.tick, horizon: None, budget: workload.budget };
+    let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
         watch(world);
         if options.timeline {
             let cpu = world
@@ -193,6 +197,8 @@ pub fn simulate_watched(
         policy_time_ms: counters.call_micros as f64 / 1000.0,
         fallbacks: counters.fallbacks,
         rejected_actions: counters.rejected_actions,
+        disruptions: summary.disruptions,
+        over_budget: summary.over_budget,
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
         jobs,
         timeline,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::watchdog::Benched;
 use crate::config::Role;
 use crate::runtime::supervise::Counters;
 use crate::shadow::Agreement;
@@ -48,6 +49,18 @@ pub struct Status {
     /// Jobs waiting in the queue at the last observation.
     #[serde(default)]
     pub jobs_queued: u64,
+    /// Disruptive actions (stop, migrate, preempt) handed to the backend.
+    #[serde(default)]
+    pub disruptions: u64,
+    /// Actions refused over the disruption budget.
+    #[serde(default)]
+    pub over_budget: u64,
+    /// The version the watchdog benched, while it is benched.
+    #[serde(default)]
+    pub watchdog: Option<Benched>,
+    /// Times the watchdog benched a version.
+    #[serde(default)]
+    pub watchdog_benchings: u64,
 }
 
 /// One configured policy.
@@ -98,6 +111,9 @@ pub enum PolicyState {
     Serving,
     /// A version is loaded but failed too often; it is not called until its backoff ends.
     Quarantined,
+    /// The watchdog benched the version: a safe policy runs until a new version is admitted
+    /// or an operator rolls back.
+    Benched,
     /// No version is loaded.
     Absent,
 }
@@ -159,6 +175,24 @@ impl Status {
         );
         let _ = writeln!(out, "{} jobs running, {} queued", self.jobs_running, self.jobs_queued);
         let _ = writeln!(out, "{} swaps, {} files refused", self.swaps, self.refused);
+        let _ = writeln!(
+            out,
+            "{} disruptions (stop, migrate, preempt), {} refused over the disruption budget",
+            self.disruptions, self.over_budget
+        );
+        if let Some(b) = &self.watchdog {
+            let _ = writeln!(
+                out,
+                "WATCHDOG: {} ({}) failed from {:.1} s to {:.1} s and is benched; {} runs until a new version \
+                 is admitted or `wasmsched rollback {}`",
+                b.policy,
+                b.sha256.chars().take(12).collect::<String>(),
+                b.failing_since_ms as f64 / 1000.0,
+                b.benched_at_ms as f64 / 1000.0,
+                b.safe,
+                b.policy
+            );
+        }
         for e in &self.endpoints {
             let state = match e.down_for_ms {
                 None if e.up => "up".to_string(),
@@ -177,6 +211,7 @@ impl Status {
             let state = match p.state {
                 PolicyState::Serving => "serving",
                 PolicyState::Quarantined => "quarantined",
+                PolicyState::Benched => "BENCHED",
                 PolicyState::Absent => "absent",
             };
             let agreement = p.shadow.map_or(String::new(), |a| {

@@ -13,6 +13,9 @@ use crate::bindings::wit::{self, ActionKind};
 use crate::snapshot::Telemetry;
 use crate::validate::{self, Oversized, Rejection};
 
+/// The largest state one version may hand the next (16 MiB): a larger one is dropped.
+pub const MAX_SAVED_STATE_BYTES: usize = 16 << 20;
+
 /// What a tick does when the policy fails.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -22,6 +25,15 @@ pub enum Fallback {
     KeepLimits,
     /// Run the built-in fair-share: lift every limit.
     FairShare,
+}
+
+impl std::fmt::Display for Fallback {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fallback::KeepLimits => "keep-limits",
+            Fallback::FairShare => "fair-share",
+        })
+    }
 }
 
 /// When failures quarantine a version, and for how long.
@@ -55,6 +67,17 @@ pub enum Failure {
         /// How large it was.
         #[source]
         source: Oversized,
+    },
+    /// The watchdog benched the version: it is not called until a new version is admitted or
+    /// an operator rolls back.
+    #[error("policy {policy} is benched by the watchdog after failing for {failing_ms} ms; {safe} runs instead")]
+    Benched {
+        /// The policy's name.
+        policy: Arc<str>,
+        /// How long it had failed when benched.
+        failing_ms: u64,
+        /// What runs instead.
+        safe: Fallback,
     },
     /// The version is quarantined.
     #[error("policy {policy} is quarantined for {remaining_ms} ms more after {failures} failures in a row")]
@@ -100,6 +123,9 @@ pub struct TickOutcome {
     pub actions: Vec<wit::Action>,
     /// Actions refused by validation.
     pub rejected: Vec<Rejection>,
+    /// Valid actions refused over the disruption budget (filled in by the loop,
+    /// [`crate::budget`]).
+    pub over_budget: Vec<Rejection>,
     /// Why the tick fell back, if it did.
     pub failure: Option<Failure>,
     /// Which fallback ran, if one did.
@@ -125,6 +151,8 @@ pub struct Supervised {
     counters: Counters,
     /// Whether it places queued jobs itself, as its last instance said at `init`.
     places: Option<bool>,
+    /// Benched by the watchdog: how long it had failed, and what runs instead of it.
+    benched: Option<(u64, Fallback)>,
 }
 
 impl Supervised {
@@ -149,6 +177,7 @@ impl Supervised {
             next_backoff: quarantine.backoff,
             counters: Counters::default(),
             places: None,
+            benched: None,
         }
     }
 
@@ -173,11 +202,31 @@ impl Supervised {
         self.quarantined_until_ms.is_some_and(|until| now_ms < until)
     }
 
+    /// Stop calling it: every tick falls back to `safe` until [`Supervised::unbench`]. The
+    /// watchdog's doing, after it had failed for `failing_ms`.
+    pub fn bench(&mut self, failing_ms: u64, safe: Fallback) {
+        self.benched = Some((failing_ms, safe));
+        self.instance = None;
+    }
+
+    /// Call it again, from a fresh instance and a clean slate of failures.
+    pub fn unbench(&mut self) {
+        self.benched = None;
+        self.failures_in_row = 0;
+        self.quarantined_until_ms = None;
+        self.next_backoff = self.quarantine.backoff;
+    }
+
+    /// Whether the watchdog benched it.
+    pub fn is_benched(&self) -> bool {
+        self.benched.is_some()
+    }
+
     /// Whether it places queued jobs itself at `now_ms`: it said so at `init`, and it is
-    /// neither quarantined nor failing (then the host's default placement keeps jobs
+    /// neither benched, quarantined nor failing (then the host's default placement keeps jobs
     /// starting). Makes the instance now if none was made yet, to ask it.
     pub fn places(&mut self, rt: &Runtime, now_ms: u64) -> bool {
-        if self.failures_in_row > 0 || self.is_quarantined(now_ms) {
+        if self.benched.is_some() || self.failures_in_row > 0 || self.is_quarantined(now_ms) {
             return false;
         }
         if self.places.is_none() && self.instance.is_none() {
@@ -215,9 +264,19 @@ impl Supervised {
     }
 
     /// The state a newer version should start from: asked of the live instance, else the
-    /// state this version was handed.
+    /// state this version was handed. A state over [`MAX_SAVED_STATE_BYTES`] is dropped: the
+    /// next version starts fresh rather than spend its memory on it.
     pub fn save_state(&mut self) -> Option<Vec<u8>> {
         match self.instance.as_mut().map(PolicyInstance::save_state) {
+            Some(Ok(state)) if state.len() > MAX_SAVED_STATE_BYTES => {
+                tracing::warn!(
+                    policy = self.policy.name(),
+                    bytes = state.len(),
+                    max = MAX_SAVED_STATE_BYTES,
+                    "save-state returned more than a state may carry; the next version starts fresh"
+                );
+                None
+            }
             Some(Ok(state)) => Some(state),
             Some(Err(e)) => {
                 tracing::warn!(policy = self.policy.name(), error = %e, "save-state failed; the next version starts fresh");
@@ -233,6 +292,16 @@ impl Supervised {
     /// Call the policy on `world`, validate its decision, and fall back on any failure.
     pub fn tick(&mut self, rt: &Runtime, world: &Telemetry) -> TickOutcome {
         let now = world.time_ms();
+        if let Some((failing_ms, safe)) = self.benched {
+            self.counters.fallbacks += 1;
+            let failure = Failure::Benched { policy: self.name(), failing_ms, safe };
+            return TickOutcome {
+                actions: fallback_actions(safe, world),
+                failure: Some(failure),
+                fallback: Some(safe),
+                ..TickOutcome::default()
+            };
+        }
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
             let failure =
                 Failure::Quarantined { policy: self.name(), remaining_ms: until - now, failures: self.failures_in_row };

@@ -261,7 +261,7 @@ fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
         done: false,
         actions: Vec::new(),
     };
-    let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig { tick: TICK, horizon: None });
+    let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
     assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}");
     let mut times = Vec::new();
     for c in &live.containers {
@@ -296,12 +296,12 @@ fn run_simulated(
         .map(|(&(name, kind, _), &arrival_s)| JobPlan::profiled(name, profiles[kind].clone(), arrival_s))
         .collect();
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
-    let workload = Workload { name: "fidelity".into(), nodes: vec![node.clone()], jobs, paper: Vec::new() };
+    let workload = Workload::of("fidelity", vec![node.clone()], jobs);
     let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
     let mut supervised =
         Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
     let mut actions = Vec::new();
-    control::run(&mut sim, &mut supervised, runtime(), &LoopConfig { tick: TICK, horizon: None }, |world, outcome| {
+    control::run(&mut sim, &mut supervised, runtime(), &LoopConfig::unbudgeted(TICK), |world, outcome| {
         actions_of(world, &outcome.actions, &mut actions)
     });
     let outcomes = sim.outcomes();

@@ -491,12 +491,7 @@ fn flowcon_moves_real_cpu_between_two_real_training_containers() {
     let flat_id = flat.id.clone();
     let capped = |_: &Telemetry| e.cpus(&flat_id) > 0.0;
     let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 120_000, ticks: 0 };
-    let summary = control::drive(
-        &mut docker,
-        &mut driver,
-        runtime(),
-        &LoopConfig { tick: Duration::from_secs(1), horizon: None },
-    );
+    let summary = control::drive(&mut docker, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
     assert!(summary.applied > 0, "FlowCon set limits: {summary:?}");
     let (flat_cpus, learning_cpus) = (e.cpus(&flat.id), e.cpus(&learning.id));
     let node_cores = docker_node_cores(e);
@@ -662,12 +657,7 @@ fn overhead_of_twenty_containers_at_a_one_second_tick() {
     };
     let mut driver = Until { policy: &mut policy, done: count, limit_ms: 60_000, ticks: 0 };
     let (cpu0, wall0) = (thread_cpu(), Instant::now());
-    let summary = control::drive(
-        &mut docker,
-        &mut driver,
-        runtime(),
-        &LoopConfig { tick: Duration::from_secs(1), horizon: None },
-    );
+    let summary = control::drive(&mut docker, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
     let (cpu, wall) = (thread_cpu() - cpu0, wall0.elapsed());
     assert_eq!(jobs, 20);
     eprintln!(

@@ -500,7 +500,7 @@ mod tests {
             (job.model_name(), job.metric().0, job.max_cores(), job.startup_s()),
             ("learner", "accuracy", 1.8, 0.4)
         );
-        let w = Workload { name: "w".into(), nodes: vec![node], jobs: vec![job], paper: Vec::new() };
+        let w = Workload::of("w", vec![node], vec![job]);
         let mut sim = Simulator::new(&w, SimConfig { noise: 0.0, keep_progress: true, ..SimConfig::default() });
         let mut world = crate::snapshot::Telemetry::new();
         let mut t = 0;

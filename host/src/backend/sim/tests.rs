@@ -28,12 +28,7 @@ fn quiet() -> SimConfig {
 
 #[test]
 fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
-    let w = Workload {
-        name: "t".into(),
-        nodes: vec![node("n0", 4)],
-        jobs: vec![plan("a", 0.0), plan("b", 0.0)],
-        paper: Vec::new(),
-    };
+    let w = Workload::of("t", vec![node("n0", 4)], vec![plan("a", 0.0), plan("b", 0.0)]);
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
     assert!(sim.observe(&mut world, 10_000));
@@ -50,7 +45,7 @@ fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
 
 #[test]
 fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
-    let w = Workload { name: "t".into(), nodes: vec![node("n0", 8)], jobs: vec![plan("a", 5.0)], paper: Vec::new() };
+    let w = Workload::of("t", vec![node("n0", 8)], vec![plan("a", 5.0)]);
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
     let mut t = 0;
@@ -68,12 +63,7 @@ fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
 
 #[test]
 fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
-    let w = Workload {
-        name: "t".into(),
-        nodes: vec![node("n0", 8), node("n1", 8)],
-        jobs: vec![plan("a", 0.0)],
-        paper: Vec::new(),
-    };
+    let w = Workload::of("t", vec![node("n0", 8), node("n1", 8)], vec![plan("a", 0.0)]);
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
     sim.observe(&mut world, 1_000);
@@ -104,7 +94,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let gpu_node = NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
     let gpu_plan = |name: &str| JobPlan { gpus: 1, max_epochs: Some(2), ..plan(name, 0.0) };
     let jobs = vec![gpu_plan("a"), gpu_plan("b"), gpu_plan("c"), plan("cpu", 0.0)];
-    let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
+    let w = Workload::of("t", vec![gpu_node], jobs);
     let mut sim = Simulator::new(&w, quiet());
     let mut world = Telemetry::new();
     sim.observe(&mut world, 40_000);
@@ -127,7 +117,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
 fn gpu_world(policy_places: bool) -> (Simulator, Telemetry) {
     let gpu_node = |name: &str| NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node(name, 16) };
     let jobs = vec![JobPlan { gpus: 2, replicas: 2, ..plan("a", 0.0) }, JobPlan { gpus: 1, ..plan("b", 0.0) }];
-    let w = Workload { name: "t".into(), nodes: vec![gpu_node("g0"), gpu_node("g1")], jobs, paper: Vec::new() };
+    let w = Workload::of("t", vec![gpu_node("g0"), gpu_node("g1")], jobs);
     let mut sim = Simulator::new(&w, quiet());
     if policy_places {
         sim.set_placement(Placement::Policy);
@@ -221,7 +211,7 @@ fn noise_is_the_same_for_the_same_seed() {
 
 fn gpu_job_world(jobs: Vec<JobPlan>, gpus: u32) -> (Simulator, Telemetry) {
     let gpu_node = NodeSpec { gpus, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
-    let w = Workload { name: "t".into(), nodes: vec![gpu_node], jobs, paper: Vec::new() };
+    let w = Workload::of("t", vec![gpu_node], jobs);
     (Simulator::new(&w, quiet()), Telemetry::new())
 }
 

@@ -40,6 +40,7 @@ use serde::Serialize;
 use super::model::Model;
 use super::profile::{JobCurve, Profile};
 use crate::bindings::wit;
+use crate::budget::BudgetConfig;
 use crate::experiment::paper::Claim;
 
 mod scenario;
@@ -68,6 +69,10 @@ pub struct Workload {
     /// What a paper reports for this workload (scenarios' `[[paper]]` tables), to print
     /// beside our figures.
     pub paper: Vec<Claim>,
+    /// The disruption budget its runs go under: a scenario's `[budget]` table, the cautious
+    /// default when it has none; off for Pollux's workloads and the Philly trace, which
+    /// reproduce published set-ups.
+    pub budget: BudgetConfig,
 }
 
 /// One node of the simulated cluster.
@@ -122,6 +127,9 @@ pub struct JobPlan {
     pub request_rate: Option<f64>,
     /// Inference: how long the service runs, in seconds (always set for inference).
     pub duration_s: Option<f64>,
+    /// False opts the job out of disruption: it declares `wasmsched.disruptible=false`, and
+    /// the disruption budget refuses to stop, migrate or preempt it.
+    pub disruptible: bool,
 }
 
 impl JobPlan {
@@ -144,6 +152,7 @@ impl JobPlan {
             qoe_target: None,
             request_rate: None,
             duration_s: None,
+            disruptible: true,
         }
     }
 
@@ -385,6 +394,12 @@ fn first(line: &Option<usize>) -> String {
 }
 
 impl Workload {
+    /// A workload of `nodes` and `jobs` (sorted by arrival by the caller), with no paper
+    /// figures and no disruption budget: what a trace or a test builds.
+    pub fn of(name: impl Into<String>, nodes: Vec<NodeSpec>, jobs: Vec<JobPlan>) -> Workload {
+        Workload { name: name.into(), nodes, jobs, paper: Vec::new(), budget: BudgetConfig::off() }
+    }
+
     /// Loads `path` by its extension: `.toml` is a scenario; `.csv` is the Philly trace if its
     /// header is `timestamp,duration,num_gpus,gpu_time,cluster`, a Pollux workload if it is
     /// `name,time,application,num_replicas,batch_size`. A header close to one of them gets that

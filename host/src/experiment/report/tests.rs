@@ -8,18 +8,9 @@ fn plan(name: &str, arrival_s: f64) -> JobPlan {
 }
 
 fn workload(names: &[&str]) -> Workload {
-    Workload {
-        name: "tiny & <odd>".into(),
-        nodes: vec![NodeSpec {
-            name: "n0".into(),
-            cpu_millicores: 8000,
-            memory_bytes: 64 << 30,
-            gpus: 0,
-            gpu_memory_bytes: 0,
-        }],
-        jobs: names.iter().enumerate().map(|(i, n)| plan(n, 10.0 * i as f64)).collect(),
-        paper: Vec::new(),
-    }
+    let node =
+        NodeSpec { name: "n0".into(), cpu_millicores: 8000, memory_bytes: 64 << 30, gpus: 0, gpu_memory_bytes: 0 };
+    Workload::of("tiny & <odd>", vec![node], names.iter().enumerate().map(|(i, n)| plan(n, 10.0 * i as f64)).collect())
 }
 
 fn outcome(name: &str, jct_s: Option<f64>, progress: Vec<(f64, f64)>) -> JobOutcome {
@@ -57,6 +48,8 @@ fn run(policy: &str, seed: u64, jobs: Vec<JobOutcome>, timeline: Vec<Sample>) ->
         policy_time_ms: 1.0,
         fallbacks: 0,
         rejected_actions: 0,
+        disruptions: 0,
+        over_budget: 0,
         wall_ms: 3.0,
         jobs,
         timeline,

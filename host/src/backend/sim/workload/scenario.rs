@@ -11,6 +11,7 @@ use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
 use crate::backend::sim::model::{Curve, Model};
 use crate::backend::sim::profile::Profile;
 use crate::bindings::wit;
+use crate::budget::BudgetConfig;
 use crate::experiment::paper::Claim;
 
 /// A scenario file: see `scenarios/README.md`.
@@ -31,6 +32,9 @@ struct ScenarioFile {
     /// What a paper reports for this set-up, printed beside our figures by `compare`.
     #[serde(default)]
     paper: Vec<Claim>,
+    /// The disruption budget its runs go under; the cautious default when absent.
+    #[serde(default)]
+    budget: BudgetConfig,
 }
 
 /// A `[[node]]` table.
@@ -109,7 +113,14 @@ struct JobTable {
     count: Option<i64>,
     /// With `count`: the time between two consecutive arrivals (`"10s"`); `"0s"` when absent.
     every: Option<String>,
+    /// False opts the job out of disruption (the budget never stops, migrates or preempts
+    /// it); true when absent.
+    disruptible: Option<bool>,
 }
+
+/// The most jobs one `[[job]]` table expands into with `count` (more is a typo, and would
+/// exhaust the memory).
+const MAX_COUNT: i64 = 100_000;
 
 /// Which array of tables a line lookup is about.
 #[derive(Clone, Copy)]
@@ -373,6 +384,9 @@ pub(super) fn scenario(
             }
         };
         let count = match table.count {
+            Some(c) if c > MAX_COUNT => {
+                return Err(err("count", format!("{c} is out of range: `count` is at most {MAX_COUNT} jobs a table")));
+            }
             Some(c) => whole("count", c, 1).map_err(|m| err("count", m))? as usize,
             None => 1,
         };
@@ -383,6 +397,10 @@ pub(super) fn scenario(
             (Some(text), Some(_)) => parse_duration_s(text).map_err(|m| err("every", m))?,
             (None, _) => 0.0,
         };
+        if !(arrival_s + every_s * (count - 1) as f64).is_finite() {
+            let message = format!("`arrival` + `every` × {} is too long: write shorter durations", count - 1);
+            return Err(err("every", message));
+        }
         let line = lines.field(Table::Job, i, "name");
         for k in 0..count {
             let name = if table.count.is_some() { format!("{}-{k}", table.name) } else { table.name.clone() };
@@ -414,10 +432,17 @@ pub(super) fn scenario(
                 qoe_target,
                 request_rate,
                 duration_s,
+                disruptible: table.disruptible.unwrap_or(true),
             });
         }
     }
-    Ok(Workload { name: file.name.unwrap_or_else(|| default_name.to_string()), nodes, jobs, paper: file.paper })
+    Ok(Workload {
+        name: file.name.unwrap_or_else(|| default_name.to_string()),
+        nodes,
+        jobs,
+        paper: file.paper,
+        budget: file.budget,
+    })
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

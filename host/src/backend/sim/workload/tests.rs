@@ -439,6 +439,37 @@ fn every_example_scenario_and_bundled_workload_loads() {
 }
 
 #[test]
+fn a_count_too_large_to_hold_is_refused_before_any_job_is_made() {
+    let e = scenario_err(&format!("{NODE}[[job]]\nname = \"a\"\nmodel = \"cifar10\"\ncount = 4294967295\n"));
+    let e = e.to_string();
+    assert!(e.starts_with("t.toml:7: `count`") && e.contains("at most 100000"), "{e}");
+}
+
+#[test]
+fn a_count_whose_last_job_would_never_arrive_is_refused() {
+    let long = format!("\"{}s\"", "9".repeat(308));
+    let job = format!("[[job]]\nname = \"a\"\nmodel = \"cifar10\"\narrival = {long}\ncount = 3\nevery = {long}\n");
+    let e = scenario_err(&format!("{NODE}{job}")).to_string();
+    assert!(e.starts_with("t.toml:") && e.contains("`every`") && e.contains("too long"), "{e}");
+}
+
+#[test]
+fn a_philly_row_asking_for_more_gpus_than_a_job_holds_is_refused_at_once() {
+    let text = philly_csv(&["2017-10-09 07:01:55,100,4294967295,10,c"]);
+    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = e.to_string();
+    assert!(e.starts_with("p.csv:2: `num_gpus`: 4294967295") && e.contains("65535"), "{e}");
+}
+
+#[test]
+fn a_philly_row_too_long_to_simulate_is_refused_not_given_an_infinite_work_scale() {
+    let text = philly_csv(&["2017-10-09 07:01:55,1e308,0,10,c"]);
+    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = e.to_string();
+    assert!(e.starts_with("p.csv:2: `duration`") && e.contains("too long"), "{e}");
+}
+
+#[test]
 fn the_philly_trace_loads_whole() {
     let path = repo_root().join("../shared/data/philly_jobs_pollux.csv");
     if !path.exists() {

@@ -15,6 +15,9 @@ pub(super) const POLLUX_HEADER: &str = "name,time,application,num_replicas,batch
 const PHILLY_COLUMNS: [&str; 5] = ["timestamp", "duration", "num_gpus", "gpu_time", "cluster"];
 pub(super) const PHILLY_HEADER: &str = "timestamp,duration,num_gpus,gpu_time,cluster";
 
+/// The most GPUs a job holds: the contract counts a job's GPUs in 16 bits
+/// (`job-states.gpu-count`).
+const MAX_JOB_GPUS: u32 = u16::MAX as u32;
 /// Philly rows shorter than this are dropped (as in Pollux).
 const PHILLY_MIN_DURATION_S: f64 = 60.0;
 /// Philly rows with at least this much GPU time are dropped (1000 GPU-hours, as in Pollux).
@@ -219,7 +222,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         // Data-parallel: each replica holds one GPU and may sit on any node.
         jobs.push(JobPlan { batch_size, gpus, replicas: gpus.max(1), ..JobPlan::training(job_name, model, arrival_s) });
     }
-    finish(path, Workload { name: name.into(), nodes, jobs, paper: Vec::new() }, opts.limit)
+    finish(path, Workload::of(name, nodes, jobs), opts.limit)
 }
 
 /// Streams the Philly trace CSV (see the module docs for the mapping).
@@ -250,6 +253,10 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         let submitted_s = parse_timestamp_s(row.cell(c_time)).map_err(|m| row.err("timestamp", m))? as f64;
         let duration_s = row.non_negative(c_duration, "duration", "seconds")?;
         let gpus = row.whole(c_gpus, "num_gpus", 0)?;
+        if gpus > MAX_JOB_GPUS {
+            let message = format!("{gpus} is more GPUs than a job holds ({MAX_JOB_GPUS}): fix the cell");
+            return Err(row.err("num_gpus", message));
+        }
         let gpu_time_s = row.non_negative(c_gpu_time, "gpu_time", "GPU-seconds")?;
         if duration_s < PHILLY_MIN_DURATION_S || gpu_time_s >= PHILLY_MAX_GPU_TIME_S {
             continue;
@@ -264,6 +271,9 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         } else {
             duration_s * model.max_parallelism_cores() / (model.work_per_epoch_core_s() * f64::from(epochs))
         };
+        if !work_scale.is_finite() {
+            return Err(row.err("duration", format!("{duration_s} seconds is too long to simulate: fix the cell")));
+        }
         jobs.push(JobPlan {
             gpus,
             replicas: gpus.max(1),
@@ -274,7 +284,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
     for job in &mut jobs {
         job.arrival_s -= earliest_s;
     }
-    finish(path, Workload { name: name.into(), nodes, jobs, paper: Vec::new() }, opts.limit)
+    finish(path, Workload::of(name, nodes, jobs), opts.limit)
 }
 
 /// The model of a Philly job, by its GPU time and (1-based) data row.

@@ -1,0 +1,677 @@
+//! Hostile fixture: one misbehaviour of fourteen, picked by the config's `behaviour`, so the
+//! host's sandbox, validation and audit meet each without a fixture crate apiece.
+//!
+//! Behaviours, on every call and deterministically:
+//! - `numbers`: one action whose `field` is at the `value` extreme, on the first running job
+//!   (the first queued one for `place-*`); nothing when there is no such job.
+//! - `log-flood`: 10,000 lines of 200 bytes through the host's log import; decides nothing.
+//! - `leak`: keeps another `leak-mib` MiB of touched memory, never freed; decides nothing.
+//! - `trap-every-other`: panics on calls 2, 4, … of an instance; on the others caps every
+//!   running job at 1000 millicores.
+//! - `save-state-spin`, `save-state-trap`, `save-state-huge`: decide nothing; `save_state`
+//!   never returns, panics, or returns 48 MiB.
+//! - `init-spin`, `init-alloc`: `new` never returns, or allocates and touches 128 MiB in
+//!   1 MiB chunks.
+//! - `duplicate`: caps, stops and preempts the first running job, each twice; places the
+//!   first queued one twice.
+//! - `contradictory`: caps, lifts, migrates to node 1, stops and preempts the first running
+//!   job; places, then stops, the first queued one.
+//! - `stop-everything`: stops every running and every queued job.
+//! - `migrate-churn`: migrates the first running job to the next node (index + 1, modulo the
+//!   node count).
+//! - `preempt-churn`: preempts every running job.
+//! - `fail-after`: answers its first three calls of an instance with nothing and every later
+//!   one with its own error (not a trap: the instance lives on, so it never recovers).
+//!
+//! Every behaviour but `duplicate`, `contradictory` and `stop-everything` also starts queued
+//! jobs, first fit: the fixture says it places, so nothing would run otherwise.
+//!
+//! Config (kebab-case keys; a key the chosen behaviour does not use is refused):
+//! - `behaviour` (required): one of the names above.
+//! - `field`, `value` (`numbers` only, both required): which number ([`Field`]) and which
+//!   extreme, `zero` or `max` (the maximum of the number's integer type).
+//! - `leak-mib` (`leak` only, 4): MiB kept per call, 1 to 1024.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+
+use serde::Deserialize;
+use wasmsched_sdk::log::{self, Level};
+use wasmsched_sdk::prelude::*;
+
+/// The fixture's config: which misbehaviour, and its parameters.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// What to do wrong.
+    pub behaviour: Behaviour,
+    /// For `numbers`: which number is at an extreme.
+    pub field: Option<Field>,
+    /// For `numbers`: which extreme.
+    pub value: Option<Extreme>,
+    /// For `leak`: MiB kept on every call (4 when absent).
+    pub leak_mib: Option<u32>,
+}
+
+/// The misbehaviours; the crate's doc says what each does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Behaviour {
+    /// One action with a number at an extreme.
+    Numbers,
+    /// Ten thousand log lines a call.
+    LogFlood,
+    /// Memory kept and never freed, more on every call.
+    Leak,
+    /// A panic on every even call.
+    TrapEveryOther,
+    /// `save_state` never returns.
+    SaveStateSpin,
+    /// `save_state` panics.
+    SaveStateTrap,
+    /// `save_state` returns 48 MiB.
+    SaveStateHuge,
+    /// `new` never returns.
+    InitSpin,
+    /// `new` allocates past any 64 MiB cap.
+    InitAlloc,
+    /// Every action twice.
+    Duplicate,
+    /// Actions that undo or forbid each other, on one job.
+    Contradictory,
+    /// Stop every job.
+    StopEverything,
+    /// Move the first running job on every call.
+    MigrateChurn,
+    /// Preempt every running job on every call.
+    PreemptChurn,
+    /// Its own error on every call after the third.
+    FailAfter,
+}
+
+impl Behaviour {
+    /// Whether it also starts queued jobs (first fit), as a placing policy must for anything
+    /// to run: every behaviour but those whose point is the actions they send.
+    fn places_the_queue(self) -> bool {
+        !matches!(self, Behaviour::Duplicate | Behaviour::Contradictory | Behaviour::StopEverything)
+    }
+
+    /// Its name in the config.
+    fn name(self) -> &'static str {
+        match self {
+            Behaviour::Numbers => "numbers",
+            Behaviour::LogFlood => "log-flood",
+            Behaviour::Leak => "leak",
+            Behaviour::TrapEveryOther => "trap-every-other",
+            Behaviour::SaveStateSpin => "save-state-spin",
+            Behaviour::SaveStateTrap => "save-state-trap",
+            Behaviour::SaveStateHuge => "save-state-huge",
+            Behaviour::InitSpin => "init-spin",
+            Behaviour::InitAlloc => "init-alloc",
+            Behaviour::Duplicate => "duplicate",
+            Behaviour::Contradictory => "contradictory",
+            Behaviour::StopEverything => "stop-everything",
+            Behaviour::MigrateChurn => "migrate-churn",
+            Behaviour::PreemptChurn => "preempt-churn",
+            Behaviour::FailAfter => "fail-after",
+        }
+    }
+}
+
+/// For `numbers`: the number set to an extreme. A running job means the first running job; a
+/// queued job, the first queued one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Field {
+    /// The job handle (u32) of a `set-cpu` of 500 millicores; needs no job.
+    Job,
+    /// A running job's CPU limit in millicores (u64).
+    SetCpu,
+    /// A running job's memory limit in bytes (u64).
+    SetMemory,
+    /// The node (u32) a running job migrates to.
+    MigrateNode,
+    /// The GPU index (u32) of a running job's 50 % GPU share.
+    GpuShareGpu,
+    /// The percent (u8) of a running job's share of its GPU 0.
+    GpuSharePercent,
+    /// The node (u32) a queued job is placed on, with GPUs `[0]`.
+    PlaceNode,
+    /// The one GPU index (u32) a queued job is placed on, on node 0.
+    PlaceGpu,
+    /// The decision's `next-call-ms` (u64), with no action.
+    NextCallMs,
+}
+
+impl Field {
+    /// Its name in the config.
+    fn name(self) -> &'static str {
+        match self {
+            Field::Job => "job",
+            Field::SetCpu => "set-cpu",
+            Field::SetMemory => "set-memory",
+            Field::MigrateNode => "migrate-node",
+            Field::GpuShareGpu => "gpu-share-gpu",
+            Field::GpuSharePercent => "gpu-share-percent",
+            Field::PlaceNode => "place-node",
+            Field::PlaceGpu => "place-gpu",
+            Field::NextCallMs => "next-call-ms",
+        }
+    }
+}
+
+/// For `numbers`: which end of the number's integer type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Extreme {
+    /// Zero.
+    Zero,
+    /// The type's maximum: `u8::MAX`, `u32::MAX` or `u64::MAX`.
+    Max,
+}
+
+impl Extreme {
+    fn u8(self) -> u8 {
+        if self == Extreme::Max { u8::MAX } else { 0 }
+    }
+
+    fn u32(self) -> u32 {
+        if self == Extreme::Max { u32::MAX } else { 0 }
+    }
+
+    fn u64(self) -> u64 {
+        if self == Extreme::Max { u64::MAX } else { 0 }
+    }
+
+    /// A wait that crosses the contract as this many milliseconds: `Seconds::as_millis`
+    /// saturates, so the largest finite `f64` becomes `u64::MAX`.
+    fn wait(self) -> Seconds {
+        Seconds(if self == Extreme::Max { f64::MAX } else { 0.0 })
+    }
+
+    fn name(self) -> &'static str {
+        if self == Extreme::Max { "max" } else { "zero" }
+    }
+}
+
+/// `leak-mib` when the config leaves it out.
+const DEFAULT_LEAK_MIB: u32 = 4;
+/// What `init-alloc` allocates, in 1 MiB chunks.
+const INIT_ALLOC_MIB: usize = 128;
+/// What `save-state-huge` returns.
+const HUGE_STATE_BYTES: usize = 48 << 20;
+/// `log-flood`'s lines per call, and each line's length.
+const FLOOD_LINES: usize = 10_000;
+const FLOOD_LINE_BYTES: usize = 200;
+/// `fail-after`: the calls of an instance answered before the errors begin.
+const FAIL_AFTER_CALLS: u64 = 3;
+
+/// The fixture.
+pub struct Misbehave {
+    behaviour: Behaviour,
+    /// `numbers`' field and extreme; `Some` exactly when the behaviour is `numbers`.
+    numbers: Option<(Field, Extreme)>,
+    leak_mib: u32,
+    /// Calls to `decide` on this instance.
+    calls: u64,
+    /// What `leak` and `init-alloc` keep.
+    kept: Vec<Vec<u8>>,
+}
+
+impl Policy for Misbehave {
+    type Config = Config;
+
+    const PLACES: bool = true;
+
+    fn new(config: Config) -> Result<Self, PolicyError> {
+        let b = config.behaviour;
+        let name = b.name();
+        let refuse = |m: String| Err(PolicyError::InvalidConfig(m));
+        let numbers = match (b, config.field, config.value) {
+            (Behaviour::Numbers, Some(field), Some(value)) => Some((field, value)),
+            (Behaviour::Numbers, field, _) => {
+                let missing = if field.is_none() { "field" } else { "value" };
+                return refuse(format!("behaviour `numbers` needs `{missing}` (see the crate's doc): add it"));
+            }
+            (_, None, None) => None,
+            _ => return refuse(format!("`field` and `value` are for behaviour `numbers`, not `{name}`: remove them")),
+        };
+        let leak_mib = match (b, config.leak_mib) {
+            (Behaviour::Leak, None) => DEFAULT_LEAK_MIB,
+            (Behaviour::Leak, Some(mib @ 1..=1024)) => mib,
+            (Behaviour::Leak, Some(mib)) => return refuse(format!("leak-mib = {mib} is out of range: give 1 to 1024")),
+            (_, None) => 0,
+            (_, Some(_)) => return refuse(format!("`leak-mib` is for behaviour `leak`, not `{name}`: remove it")),
+        };
+        let mut policy = Misbehave { behaviour: b, numbers, leak_mib, calls: 0, kept: Vec::new() };
+        match b {
+            Behaviour::InitSpin => spin_forever(),
+            Behaviour::InitAlloc => {
+                for _ in 0..INIT_ALLOC_MIB {
+                    policy.kept.push(black_box(vec![1u8; 1 << 20]));
+                }
+            }
+            _ => {}
+        }
+        Ok(policy)
+    }
+
+    fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
+        self.calls += 1;
+        let mut d = Decision::new();
+        match self.behaviour {
+            Behaviour::Numbers => {
+                if let Some((field, value)) = self.numbers {
+                    numbers(s, field, value, &mut d);
+                }
+            }
+            Behaviour::LogFlood => log_flood(self.calls),
+            Behaviour::Leak => self.kept.push(black_box(vec![1u8; (self.leak_mib as usize) << 20])),
+            Behaviour::TrapEveryOther => {
+                if self.calls.is_multiple_of(2) {
+                    panic!("misbehave trap-every-other: call {} of this instance is an even one", self.calls);
+                }
+                for job in s.jobs() {
+                    d.push(Action::set_cpu(job.id(), Millicores(1000)).because("misbehave trap-every-other: odd call"));
+                }
+            }
+            Behaviour::SaveStateSpin
+            | Behaviour::SaveStateTrap
+            | Behaviour::SaveStateHuge
+            | Behaviour::InitSpin
+            | Behaviour::InitAlloc => {}
+            Behaviour::Duplicate => duplicate(s, &mut d),
+            Behaviour::Contradictory => contradictory(s, &mut d),
+            Behaviour::StopEverything => {
+                for job in s.jobs().chain(s.queue()) {
+                    d.push(Action::stop(job.id()).because("misbehave stop-everything"));
+                }
+            }
+            Behaviour::MigrateChurn => {
+                let nodes = s.nodes().len() as u64;
+                if let Some(job) = s.jobs().next().filter(|_| nodes > 0) {
+                    let next = NodeId(((u64::from(job.node().0) + 1) % nodes) as u32);
+                    d.push(Action::migrate(job.id(), next).because("misbehave migrate-churn: to the next node"));
+                }
+            }
+            Behaviour::PreemptChurn => {
+                for job in s.jobs() {
+                    d.push(Action::preempt(job.id()).because("misbehave preempt-churn"));
+                }
+            }
+            Behaviour::FailAfter if self.calls > FAIL_AFTER_CALLS => {
+                return Err(PolicyError::Failed(format!("misbehave fail-after: call {} fails", self.calls)));
+            }
+            Behaviour::FailAfter => {}
+        }
+        if self.behaviour.places_the_queue() {
+            // It says it places, so nothing starts unless it does: the rest of the queue, first fit
+            // (all of it but the job `numbers` placed, or misplaced, itself).
+            let placed = self.numbers.filter(|(f, _)| matches!(f, Field::PlaceNode | Field::PlaceGpu));
+            place_queue(s, placed.and_then(|_| s.queue().next().map(|j| j.id())), &mut d);
+        }
+        Ok(d)
+    }
+
+    fn save_state(&self) -> Vec<u8> {
+        match self.behaviour {
+            Behaviour::SaveStateSpin => spin_forever(),
+            Behaviour::SaveStateTrap => {
+                panic!("misbehave save-state-trap: saving state fails after {} calls", self.calls)
+            }
+            Behaviour::SaveStateHuge => vec![0x5a; HUGE_STATE_BYTES],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Never returns: a loop the optimiser cannot remove.
+fn spin_forever() -> ! {
+    let mut n = black_box(1u64);
+    loop {
+        n = black_box(n.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// `numbers`: the one action, or the next call, with `field` at `value`.
+fn numbers(s: &Snapshot, field: Field, value: Extreme, d: &mut Decision) {
+    let running = s.jobs().next().map(|j| j.id());
+    let queued = s.queue().next().map(|j| j.id());
+    let action = match field {
+        Field::Job => Some(Action::set_cpu(JobId(value.u32()), Millicores(500))),
+        Field::SetCpu => running.map(|j| Action::set_cpu(j, Millicores(value.u64()))),
+        Field::SetMemory => running.map(|j| Action::set_memory(j, Bytes(value.u64()))),
+        Field::MigrateNode => running.map(|j| Action::migrate(j, NodeId(value.u32()))),
+        Field::GpuShareGpu => running.map(|j| Action::set_gpu_share(j, value.u32(), 50)),
+        Field::GpuSharePercent => running.map(|j| Action::set_gpu_share(j, 0, value.u8())),
+        Field::PlaceNode => queued.map(|j| Action::place(j, NodeId(value.u32()), &[0])),
+        Field::PlaceGpu => queued.map(|j| Action::place(j, NodeId(0), &[value.u32()])),
+        Field::NextCallMs => {
+            d.call_again_in(value.wait());
+            None
+        }
+    };
+    if let Some(a) = action {
+        d.push(a.because(format!("misbehave numbers: {} at {}", field.name(), value.name())));
+    }
+}
+
+/// `log-flood`: the lines of one call, each padded to [`FLOOD_LINE_BYTES`].
+fn log_flood(call: u64) {
+    let mut line = String::with_capacity(FLOOD_LINE_BYTES);
+    for i in 0..FLOOD_LINES {
+        line.clear();
+        write!(line, "misbehave log-flood: call {call}, line {i} of {FLOOD_LINES} ").expect("a String takes any text");
+        while line.len() < FLOOD_LINE_BYTES {
+            line.push('.');
+        }
+        log::emit(Level::Info, &line);
+    }
+}
+
+/// Starts every queued job that fits, first fit, but `skip`.
+fn place_queue(s: &Snapshot, skip: Option<JobId>, d: &mut Decision) {
+    let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
+    for job in s.queue().filter(|j| Some(j.id()) != skip) {
+        if let Some(p) = free.fit_job(&job) {
+            d.push(p.action(job.id()).because("misbehave: starts the queue, first fit"));
+        }
+    }
+}
+
+/// GPUs `0..n` of a node for a queued job that asks for `n`.
+fn first_gpus(job: &Job) -> Vec<u32> {
+    (0..job.gpus_asked()).collect()
+}
+
+/// `duplicate`: every valid action twice.
+fn duplicate(s: &Snapshot, d: &mut Decision) {
+    let why = "misbehave duplicate: the same action twice";
+    if let Some(job) = s.jobs().next() {
+        let id = job.id();
+        for a in [Action::set_cpu(id, Millicores(700)), Action::stop(id), Action::preempt(id)] {
+            d.push(a.clone().because(why));
+            d.push(a.because(why));
+        }
+    }
+    if let Some(job) = s.queue().next() {
+        let place = Action::place(job.id(), NodeId(0), &first_gpus(&job)).because(why);
+        d.push(place.clone());
+        d.push(place);
+    }
+}
+
+/// `contradictory`: actions on one job that undo or forbid each other.
+fn contradictory(s: &Snapshot, d: &mut Decision) {
+    if let Some(job) = s.jobs().next() {
+        let id = job.id();
+        d.push(Action::set_cpu(id, Millicores(500)).because("misbehave contradictory: cap"));
+        d.push(Action::lift_cpu(id).because("misbehave contradictory: lift the cap just set"));
+        d.push(Action::migrate(id, NodeId(1)).because("misbehave contradictory: migrate"));
+        d.push(Action::stop(id).because("misbehave contradictory: stop what migrates"));
+        d.push(Action::preempt(id).because("misbehave contradictory: preempt what stopped"));
+    }
+    if let Some(job) = s.queue().next() {
+        let id = job.id();
+        d.push(Action::place(id, NodeId(0), &first_gpus(&job)).because("misbehave contradictory: place"));
+        d.push(Action::stop(id).because("misbehave contradictory: stop what was placed"));
+    }
+}
+
+export_policy!(Misbehave);
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+    use wasmsched_sdk::testing::{Harness, TestWorld, job, placed};
+
+    /// Three nodes of two GPUs; `a` runs on node 0 and `b` too, `q` (two GPUs) waits.
+    fn world() -> (TestWorld, JobId, JobId, JobId) {
+        let mut w = TestWorld::gpu_cluster(&[2, 2, 2]);
+        let a = w.add_job(job("a", "cifar10"));
+        let b = w.add_job(job("b", "cifar10"));
+        let q = w.queue_job(job("q", "cifar10").gpus(2));
+        (w, a, b, q)
+    }
+
+    fn misbehave(config: &str, w: TestWorld) -> Harness<Misbehave> {
+        Harness::from_config(config, w).unwrap_or_else(|e| panic!("{config}: {e:?}"))
+    }
+
+    fn refused(config: &str) -> String {
+        match Harness::<Misbehave>::from_config(config, TestWorld::new()) {
+            Err(PolicyError::InvalidConfig(m)) => m,
+            Err(e) => panic!("{config}: refused, but not as a bad config: {e:?}"),
+            Ok(_) => panic!("{config}: accepted"),
+        }
+    }
+
+    /// One action of a decision, as (job, kind), reasons aside.
+    /// Its own misbehaviour, that is: the queue's first-fit placements aside.
+    fn kinds(d: &Decision) -> Vec<(JobId, ActionKind)> {
+        d.actions()
+            .iter()
+            .filter(|a| !a.reason().contains("starts the queue"))
+            .map(|a| (a.job(), a.kind().clone()))
+            .collect()
+    }
+
+    fn assert_reasons_name(d: &Decision, behaviour: &str) {
+        for a in d.actions().iter().filter(|a| !a.reason().contains("starts the queue")) {
+            assert!(a.reason().starts_with(&format!("misbehave {behaviour}")), "{:?}", a.reason());
+        }
+    }
+
+    #[test]
+    fn numbers_puts_each_field_at_its_extreme() {
+        let (_, a, _, q) = world();
+        for (value, u8x, u32x, u64x) in [("zero", 0, 0, 0), ("max", u8::MAX, u32::MAX, u64::MAX)] {
+            let cases = [
+                ("job", Action::set_cpu(JobId(u32x), Millicores(500))),
+                ("set-cpu", Action::set_cpu(a, Millicores(u64x))),
+                ("set-memory", Action::set_memory(a, Bytes(u64x))),
+                ("migrate-node", Action::migrate(a, NodeId(u32x))),
+                ("gpu-share-gpu", Action::set_gpu_share(a, u32x, 50)),
+                ("gpu-share-percent", Action::set_gpu_share(a, 0, u8x)),
+                ("place-node", Action::place(q, NodeId(u32x), &[0])),
+                ("place-gpu", Action::place(q, NodeId(0), &[u32x])),
+            ];
+            for (field, expected) in cases {
+                let config = format!(r#"{{"behaviour": "numbers", "field": "{field}", "value": "{value}"}}"#);
+                let d = misbehave(&config, world().0).tick(Seconds(30.0)).unwrap();
+                assert_eq!(kinds(&d), kinds(&Decision::new().with(expected)), "{config}");
+                assert_eq!(d.next_call(), None, "{config}");
+                assert_eq!(d.actions()[0].reason(), format!("misbehave numbers: {field} at {value}"));
+            }
+            let config = format!(r#"{{"behaviour": "numbers", "field": "next-call-ms", "value": "{value}"}}"#);
+            let d = misbehave(&config, world().0).tick(Seconds(30.0)).unwrap();
+            assert!(kinds(&d).is_empty(), "{config}");
+            assert_eq!(d.next_call().map(Seconds::as_millis), Some(u64x), "{config}");
+        }
+    }
+
+    #[test]
+    fn numbers_without_a_suitable_job_decides_nothing() {
+        for field in ["set-cpu", "migrate-node", "gpu-share-percent"] {
+            let config = format!(r#"{{"behaviour": "numbers", "field": "{field}", "value": "max"}}"#);
+            let mut w = TestWorld::gpu_cluster(&[2]);
+            w.queue_job(job("waits", "cifar10"));
+            assert!(kinds(&misbehave(&config, w).tick(Seconds(30.0)).unwrap()).is_empty(), "{field}: no running job");
+        }
+        let config = r#"{"behaviour": "numbers", "field": "place-node", "value": "max"}"#;
+        let mut w = TestWorld::gpu_cluster(&[2]);
+        w.add_job(job("runs", "cifar10"));
+        assert!(kinds(&misbehave(config, w).tick(Seconds(30.0)).unwrap()).is_empty(), "no queued job to place");
+    }
+
+    #[test]
+    fn duplicate_sends_every_action_twice() {
+        let (w, a, _, q) = world();
+        let d = misbehave(r#"{"behaviour": "duplicate"}"#, w).tick(Seconds(30.0)).unwrap();
+        assert_eq!(
+            kinds(&d)[..6],
+            [
+                (a, ActionKind::SetCpu(Some(700))),
+                (a, ActionKind::SetCpu(Some(700))),
+                (a, ActionKind::Stop),
+                (a, ActionKind::Stop),
+                (a, ActionKind::Preempt),
+                (a, ActionKind::Preempt),
+            ]
+        );
+        assert_eq!(placed(&d), [(q, vec![(0, vec![0, 1])]), (q, vec![(0, vec![0, 1])])]);
+        assert_eq!(d.actions().len(), 8);
+        assert_reasons_name(&d, "duplicate");
+    }
+
+    #[test]
+    fn contradictory_caps_lifts_migrates_stops_and_preempts_one_job_and_places_and_stops_another() {
+        let (w, a, _, q) = world();
+        let d = misbehave(r#"{"behaviour": "contradictory"}"#, w).tick(Seconds(30.0)).unwrap();
+        let k = kinds(&d);
+        assert_eq!(
+            k[..5],
+            [
+                (a, ActionKind::SetCpu(Some(500))),
+                (a, ActionKind::SetCpu(None)),
+                (a, ActionKind::Migrate(1)),
+                (a, ActionKind::Stop),
+                (a, ActionKind::Preempt),
+            ]
+        );
+        assert_eq!(placed(&d), [(q, vec![(0, vec![0, 1])])]);
+        assert_eq!(k[5].0, q);
+        assert_eq!(k[6], (q, ActionKind::Stop));
+        assert_eq!(k.len(), 7);
+        assert_reasons_name(&d, "contradictory");
+    }
+
+    #[test]
+    fn stop_everything_stops_running_and_queued_jobs_on_every_call() {
+        let (w, a, b, q) = world();
+        let mut h = misbehave(r#"{"behaviour": "stop-everything"}"#, w);
+        let d = h.tick(Seconds(30.0)).unwrap();
+        assert_eq!(kinds(&d), [(a, ActionKind::Stop), (b, ActionKind::Stop), (q, ActionKind::Stop)]);
+        assert_reasons_name(&d, "stop-everything");
+        let c = h.world.queue_job(job("c", "cifar10"));
+        assert_eq!(kinds(&h.tick(Seconds(30.0)).unwrap()), [(c, ActionKind::Stop)]);
+    }
+
+    #[test]
+    fn migrate_churn_moves_the_first_running_job_round_the_nodes() {
+        let (w, a, _, _) = world();
+        let mut h = misbehave(r#"{"behaviour": "migrate-churn"}"#, w);
+        for node in [1, 2, 0, 1] {
+            let d = h.tick(Seconds(30.0)).unwrap();
+            assert_eq!(kinds(&d), [(a, ActionKind::Migrate(node))]);
+            assert_reasons_name(&d, "migrate-churn");
+        }
+    }
+
+    #[test]
+    fn preempt_churn_preempts_every_running_job_on_every_call() {
+        let (w, a, b, q) = world();
+        let mut h = misbehave(r#"{"behaviour": "preempt-churn"}"#, w);
+        let d = h.tick(Seconds(30.0)).unwrap();
+        assert_eq!(kinds(&d), [(a, ActionKind::Preempt), (b, ActionKind::Preempt)]);
+        assert_reasons_name(&d, "preempt-churn");
+        // The first call also started `q` from the queue; `a` is started by hand.
+        h.world.start(a, NodeId(1), &[]);
+        assert_eq!(kinds(&h.tick(Seconds(30.0)).unwrap()), [(a, ActionKind::Preempt), (q, ActionKind::Preempt)]);
+    }
+
+    #[test]
+    fn trap_every_other_panics_on_even_calls_and_caps_every_job_on_odd_ones() {
+        let (w, a, b, q) = world();
+        let mut h = misbehave(r#"{"behaviour": "trap-every-other"}"#, w);
+        for call in 1..=4 {
+            let result = catch_unwind(AssertUnwindSafe(|| h.tick(Seconds(30.0))));
+            if call % 2 == 0 {
+                assert!(result.is_err(), "call {call} must panic");
+            } else {
+                let d = result.expect("an odd call does not panic").unwrap();
+                // The first call also started `q` from the queue.
+                let mut capped = vec![a, b];
+                capped.extend((call > 1).then_some(q));
+                let want: Vec<_> = capped.into_iter().map(|j| (j, ActionKind::SetCpu(Some(1000)))).collect();
+                assert_eq!(kinds(&d), want);
+                assert_reasons_name(&d, "trap-every-other");
+            }
+        }
+    }
+
+    #[test]
+    fn fail_after_answers_three_calls_then_fails_with_its_own_error_for_good() {
+        let (w, _, _, _) = world();
+        let mut h = misbehave(r#"{"behaviour": "fail-after"}"#, w);
+        for call in 1..=6 {
+            match h.tick(Seconds(30.0)) {
+                Ok(d) => assert!(call <= 3 && kinds(&d).is_empty(), "call {call}: {d:?}"),
+                Err(PolicyError::Failed(m)) => assert!(call > 3 && m.contains("fail-after"), "call {call}: {m}"),
+                Err(e) => panic!("call {call}: {e:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn save_state_huge_saves_48_mib_and_decides_nothing() {
+        let (w, _, _, _) = world();
+        let mut h = misbehave(r#"{"behaviour": "save-state-huge"}"#, w);
+        assert!(kinds(&h.tick(Seconds(30.0)).unwrap()).is_empty());
+        assert_eq!(h.runner().save_state().len(), 48 << 20);
+    }
+
+    #[test]
+    fn leak_keeps_leak_mib_more_on_every_call() {
+        let (w, _, _, _) = world();
+        let mut h = misbehave(r#"{"behaviour": "leak", "leak-mib": 1}"#, w);
+        for _ in 0..3 {
+            assert!(kinds(&h.tick(Seconds(30.0)).unwrap()).is_empty());
+        }
+        assert_eq!(h.policy().kept.iter().map(Vec::len).sum::<usize>(), 3 << 20);
+    }
+
+    #[test]
+    fn bad_configs_are_refused_as_invalid_config_naming_what_is_wrong() {
+        let cases = [
+            (r#"{}"#, "behaviour"),
+            (r#"{"behaviour": "explode"}"#, "explode"),
+            (r#"{"behaviour": "numbers", "field": "set-gpu", "value": "max"}"#, "set-gpu"),
+            (r#"{"behaviour": "numbers", "field": "set-cpu", "value": "huge"}"#, "huge"),
+            (r#"{"behaviour": "numbers", "field": "set-cpu"}"#, "`value`"),
+            (r#"{"behaviour": "numbers", "value": "max"}"#, "`field`"),
+            (r#"{"behaviour": "leak", "field": "set-cpu", "value": "max"}"#, "not `leak`"),
+            (r#"{"behaviour": "duplicate", "leak-mib": 8}"#, "not `duplicate`"),
+            (r#"{"behaviour": "leak", "leak-mib": 0}"#, "1 to 1024"),
+            (r#"{"behaviour": "leak", "leak-mib": -1}"#, "-1"),
+            (r#"{"behaviour": "leak", "speed": 3}"#, "speed"),
+        ];
+        for (config, says) in cases {
+            let message = refused(config);
+            assert!(message.contains(says), "{config}: expected {says:?} in {message:?}");
+        }
+    }
+
+    #[test]
+    fn every_behaviour_but_the_init_ones_builds_from_its_name() {
+        for name in [
+            "log-flood",
+            "leak",
+            "trap-every-other",
+            "save-state-spin",
+            "save-state-trap",
+            "save-state-huge",
+            "duplicate",
+            "contradictory",
+            "stop-everything",
+            "migrate-churn",
+            "preempt-churn",
+            "fail-after",
+        ] {
+            let h = misbehave(&format!(r#"{{"behaviour": "{name}"}}"#), TestWorld::new());
+            assert_eq!(h.policy().behaviour.name(), name);
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! Hostile policies through the real loop: every number a decision carries at its extremes,
+//! and every misbehaviour of the hostile fixtures, run through the simulator's loop (what
+//! `simulate` runs) and through the live host with a hot swap in the middle. The host never
+//! crashes, every tick is decided or fallen back, the disruption budget holds, and the audit
+//! log says why. Then the watchdog: a policy that keeps failing is benched for the safe one
+//! and given back its place by a new version or a rollback.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use wasmsched::backend::sim::workload::Workload;
+use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::bindings::wit::ActionKind;
+use wasmsched::budget::{BudgetConfig, disruptive};
+use wasmsched::control::{self, LoopConfig, LoopSummary, MAX_NEXT_CALL_MS};
+use wasmsched::host::status::PolicyState;
+use wasmsched::record::AuditLine;
+use wasmsched::runtime::Limits;
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+
+use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
+
+/// Two nodes of two GPUs, more GPU jobs than GPUs (so the queue is never empty for long),
+/// CPU jobs beside them, one job that opted out of disruption, and a service that outlives
+/// them all (so every tick is decided). The budget is tight, to be reached.
+const CLUSTER: &str = r#"
+name = "hostile"
+
+[[node]]
+name = "n0"
+cores = 8
+memory = "64GiB"
+gpus = 2
+gpu-memory = "32GiB"
+
+[[node]]
+name = "n1"
+cores = 8
+memory = "64GiB"
+gpus = 2
+gpu-memory = "32GiB"
+
+[[job]]
+name = "gpu"
+model = "cifar10"
+gpus = 1
+max-epochs = 3
+count = 6
+every = "1m"
+
+[[job]]
+name = "cpu"
+model = "ncf"
+max-epochs = 4
+count = 2
+every = "2m"
+
+[[job]]
+name = "keep"
+model = "ncf"
+max-epochs = 4
+disruptible = false
+
+[[job]]
+name = "svc"
+model = "bert"
+kind = "inference"
+request-rate = 10
+duration = "3h"
+
+[budget]
+window = "10m"
+max-per-window = 3
+max-per-node = 2
+job-min-interval = "5m"
+"#;
+
+/// The simulated run's tick.
+const TICK: Duration = Duration::from_secs(30);
+
+/// One asked tick of a run, as the loop handed it over.
+#[derive(Debug)]
+struct Seen {
+    time_ms: u64,
+    /// The actions applied: (job's name, action, the policy's reason).
+    applied: Vec<(String, ActionKind, String)>,
+    /// The actions validation refused: (the policy's reason, why refused).
+    rejected: Vec<(String, String)>,
+    over_budget: Vec<String>,
+    failure: Option<String>,
+    fallback: Option<Fallback>,
+}
+
+/// `policy` with `config` through the simulator's loop on [`CLUSTER`] for two hours.
+fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
+    let workload = Workload::from_scenario_str("hostile", CLUSTER).expect("the scenario parses");
+    let budget = workload.budget;
+    let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let limits = Limits { deadline: Duration::from_millis(200), ..Limits::default() };
+    let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
+    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget };
+    let mut seen = Vec::new();
+    let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
+        let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
+        seen.push(Seen {
+            time_ms: world.time_ms(),
+            applied: o.actions.iter().map(|a| (name(a.job), a.kind.clone(), a.reason.clone())).collect(),
+            rejected: o.rejected.iter().map(|r| (r.action.reason.clone(), r.reason.clone())).collect(),
+            over_budget: o.over_budget.iter().map(|r| r.reason.clone()).collect(),
+            failure: o.failure.as_ref().map(|f| wasmsched::error_chain(f)),
+            fallback: o.fallback,
+        });
+    });
+    (summary, seen, budget)
+}
+
+/// Every asked tick was decided or fell back with a reason, and no applied disruption broke
+/// the budget: per window, per job, or on the job that opted out.
+fn assert_contained(what: &str, summary: &LoopSummary, seen: &[Seen], budget: &BudgetConfig) {
+    assert_eq!(seen.len() as u64, summary.decisions, "{what}: every asked tick reaches the record");
+    assert!(summary.ticks > 0 && summary.end_ms > 0, "{what}: the loop ran: {summary:?}");
+    let mut disruptions: Vec<(u64, &str)> = Vec::new();
+    for s in seen {
+        match (&s.failure, s.fallback) {
+            (None, None) => {}
+            (Some(why), Some(_)) => assert!(!why.is_empty(), "{what}: a failure says why"),
+            other => panic!("{what}: at {} ms a tick neither decided nor fell back: {other:?}", s.time_ms),
+        }
+        let why = s.rejected.iter().map(|r| &r.1).chain(&s.over_budget);
+        assert!(why.into_iter().all(|r| !r.is_empty()), "{what}: every refusal says why");
+        disruptions.extend(s.applied.iter().filter(|a| disruptive(&a.1)).map(|a| (s.time_ms, a.0.as_str())));
+    }
+    let window_ms = budget.window.as_millis() as u64;
+    for (i, &(at, job)) in disruptions.iter().enumerate() {
+        let in_window = disruptions[..=i].iter().filter(|(t, _)| at - t < window_ms).count();
+        assert!(in_window <= budget.max_per_window as usize, "{what}: {in_window} disruptions in a window at {at} ms");
+        assert_ne!(job, "keep", "{what}: the job that opted out was disrupted at {at} ms");
+        let last = disruptions[..i].iter().rev().find(|(_, j)| *j == job);
+        if let Some(&(before, _)) = last {
+            let gap = at - before;
+            assert!(gap >= budget.job_min_interval.as_millis() as u64, "{what}: {job} disrupted twice in {gap} ms");
+        }
+    }
+    assert_eq!(
+        summary.disruptions,
+        disruptions.len() as u64,
+        "{what}: the summary counts the disruptions that were applied"
+    );
+}
+
+/// The extreme a number is taken to, by the `misbehave` fixture's `numbers` behaviour.
+const EXTREMES: [&str; 2] = ["zero", "max"];
+
+/// Each number a decision carries, and at the maximum (and at zero where zero cannot be
+/// right) what the validation must say.
+const FIELDS: [(&str, Option<&str>, Option<&str>); 8] = [
+    ("job", None, Some("does not exist or has ended")),
+    ("set-cpu", Some("below the minimum"), Some("more than node")),
+    ("set-memory", Some("below the minimum"), Some("more than node")),
+    ("migrate-node", None, Some("does not exist")),
+    ("gpu-share-gpu", None, Some("has no GPU")),
+    ("gpu-share-percent", Some("outside 1–100"), Some("outside 1–100")),
+    ("place-node", None, Some("does not exist")),
+    ("place-gpu", None, Some("has no GPU")),
+];
+
+#[test]
+fn every_number_a_policy_returns_is_checked_at_zero_and_at_its_maximum() {
+    for (field, at_zero, at_max) in FIELDS {
+        for (value, must_say) in EXTREMES.into_iter().zip([at_zero, at_max]) {
+            let what = format!("{field} = {value}");
+            let config = format!(r#"{{"behaviour": "numbers", "field": "{field}", "value": "{value}"}}"#);
+            let (summary, seen, budget) = simulate("misbehave", &config);
+            assert_contained(&what, &summary, &seen, &budget);
+            assert!(seen.iter().all(|s| s.failure.is_none()), "{what}: a bad number is refused, not a failure");
+            // The fixture also starts the queue; its own action says `numbers`.
+            let own = |reason: &String| reason.contains("misbehave numbers");
+            if let Some(says) = must_say {
+                let refusals: Vec<&String> =
+                    seen.iter().flat_map(|s| &s.rejected).filter(|r| own(&r.0)).map(|r| &r.1).collect();
+                assert!(!refusals.is_empty(), "{what}: never refused");
+                assert!(refusals.iter().all(|r| r.contains(says)), "{what}: {says:?} in every refusal: {refusals:?}");
+                let applied = seen.iter().flat_map(|s| &s.applied).filter(|a| own(&a.2)).count();
+                assert_eq!(applied, 0, "{what}: nothing of it applies");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_next_call_of_zero_asks_every_tick_and_of_u64_max_at_most_an_hour_later() {
+    let config = |v: &str| format!(r#"{{"behaviour": "numbers", "field": "next-call-ms", "value": "{v}"}}"#);
+    let (summary, seen, budget) = simulate("misbehave", &config("zero"));
+    assert_contained("next-call-ms = 0", &summary, &seen, &budget);
+    assert_eq!(summary.decisions, summary.ticks, "asked on every tick");
+    let (summary, seen, budget) = simulate("misbehave", &config("max"));
+    assert_contained("next-call-ms = max", &summary, &seen, &budget);
+    let gaps: Vec<u64> = seen.windows(2).map(|w| w[1].time_ms - w[0].time_ms).collect();
+    let hour_and_tick = MAX_NEXT_CALL_MS + TICK.as_millis() as u64;
+    assert!(!gaps.is_empty() && gaps.iter().all(|&g| g <= hour_and_tick), "gaps {gaps:?}");
+    assert!(gaps.iter().all(|&g| g >= MAX_NEXT_CALL_MS), "it asked to be left alone: gaps {gaps:?}");
+}
+
+/// Every hostile behaviour: the fixture and its config (JSON).
+const HOSTILE: [(&str, &str); 21] = [
+    ("spin", "{}"),
+    ("hog", "{}"),
+    ("panic", "{}"),
+    ("recursion", "{}"),
+    ("garbage", "{}"),
+    ("flood", "{}"),
+    ("init-fails", "{}"),
+    ("misbehave", r#"{"behaviour": "log-flood"}"#),
+    ("misbehave", r#"{"behaviour": "leak", "leak-mib": 6}"#),
+    ("misbehave", r#"{"behaviour": "trap-every-other"}"#),
+    ("misbehave", r#"{"behaviour": "save-state-spin"}"#),
+    ("misbehave", r#"{"behaviour": "save-state-trap"}"#),
+    ("misbehave", r#"{"behaviour": "save-state-huge"}"#),
+    ("misbehave", r#"{"behaviour": "init-spin"}"#),
+    ("misbehave", r#"{"behaviour": "init-alloc"}"#),
+    ("misbehave", r#"{"behaviour": "duplicate"}"#),
+    ("misbehave", r#"{"behaviour": "contradictory"}"#),
+    ("misbehave", r#"{"behaviour": "stop-everything"}"#),
+    ("misbehave", r#"{"behaviour": "migrate-churn"}"#),
+    ("misbehave", r#"{"behaviour": "preempt-churn"}"#),
+    ("misbehave", r#"{"behaviour": "fail-after"}"#),
+];
+
+#[test]
+fn every_hostile_behaviour_is_contained_by_the_simulators_loop_and_the_budget_holds() {
+    let mut table = String::new();
+    for (fixture, config) in HOSTILE {
+        let what = format!("{fixture} {config}");
+        let (summary, seen, budget) = simulate(fixture, config);
+        assert_contained(&what, &summary, &seen, &budget);
+        let count = |f: fn(&Seen) -> usize| seen.iter().map(f).sum::<usize>();
+        let failed = count(|s| usize::from(s.failure.is_some()));
+        let (rejected, over) = (count(|s| s.rejected.len()), count(|s| s.over_budget.len()));
+        table.push_str(&format!(
+            "{what:<52} {:>4} asked {failed:>4} fell back {rejected:>4} rejected {over:>4} over budget {:>3} disruptions\n",
+            summary.decisions, summary.disruptions
+        ));
+    }
+    println!("hostile behaviours in the simulator (2 h, 30 s tick):\n{table}");
+}
+
+#[test]
+fn the_budget_refuses_what_stop_everything_asks_beyond_it_and_says_why() {
+    let (summary, seen, budget) = simulate("misbehave", r#"{"behaviour": "stop-everything"}"#);
+    assert_contained("stop-everything", &summary, &seen, &budget);
+    let over: Vec<&String> = seen.iter().flat_map(|s| &s.over_budget).collect();
+    assert!(summary.disruptions > 0, "what is under budget applies");
+    assert!(over.iter().any(|r| r.contains("budget.max-per-window")), "{over:?}");
+    assert!(over.iter().any(|r| r.contains("opted out")), "the job that opted out is refused: {over:?}");
+    let first_tick = &seen[0];
+    assert_eq!(first_tick.applied.iter().filter(|a| disruptive(&a.1)).count(), budget.max_per_window as usize);
+    // Off, the same policy stops everything at once.
+    let mut off = Workload::from_scenario_str("hostile", CLUSTER).unwrap();
+    off.budget = BudgetConfig::off();
+    let mut sim = Simulator::new(&off, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let mut sup = Supervised::new(
+        loaded("misbehave"),
+        r#"{"behaviour": "stop-everything"}"#.into(),
+        Limits::default(),
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
+    let mut first = None;
+    control::run(&mut sim, &mut sup, runtime(), &LoopConfig::unbudgeted(TICK), |_, o| {
+        first.get_or_insert(o.actions.len());
+    });
+    assert!(first.unwrap() > budget.max_per_window as usize, "without a budget: {first:?} stops on the first tick");
+}
+
+/// A host's config tables: a tight budget and a watchdog that benches after 20 s of failing.
+const GUARDS: &str = "[budget]\nwindow = \"60s\"\nmax-per-window = 3\nmax-per-node = 2\njob-min-interval = \"20s\"\n\
+                      [watchdog]\nafter = \"20s\"\n";
+
+/// The policy slot `p`, whose config comes from `p.toml` beside the component.
+const SLOT: &str = "[policy.p]\ndeadline = \"200ms\"\n";
+
+/// A host on [`CLUSTER`] at a 1 s tick, as fast as it goes, with [`GUARDS`].
+fn host(setup: &Setup) -> Running {
+    std::fs::write(setup.dir.path().join("workload.toml"), CLUSTER).unwrap();
+    Running::start(setup.config("1s", "\"max\"", &format!("{GUARDS}{SLOT}")))
+}
+
+/// Land `fixture` as `p` with `config` (a TOML table's body) in `p.toml`.
+fn land(setup: &Setup, fixture: &str, config: &str) {
+    std::fs::write(setup.policies().join("p.toml"), config).unwrap();
+    setup.land("p", &component(fixture));
+}
+
+/// The disruptions the audit log shows applied, per window of `window_s`, stay within `max`.
+fn assert_budget_held(lines: &[AuditLine], window_s: u64, max: usize) {
+    let times: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| l.active.as_ref().map(|a| (l.time_ms, a)))
+        .flat_map(|(t, a)| a.actions.iter().filter(|x| disruptive(&x.kind)).map(move |_| t))
+        .collect();
+    for (i, &t) in times.iter().enumerate() {
+        let n = times[..=i].iter().filter(|&&u| t - u < window_s * 1000).count();
+        assert!(n <= max, "{n} disruptions within {window_s} s at {t} ms");
+    }
+}
+
+#[test]
+fn every_hostile_behaviour_meets_the_live_host_with_a_hot_swap_in_the_middle() {
+    let good = component("fair-share");
+    let mut outcomes = String::new();
+    let alien = [("alien", "{}")];
+    for (fixture, config) in HOSTILE.iter().chain(&alien) {
+        let what = format!("{fixture} {config}");
+        let setup = Setup::new();
+        // The fixture's JSON config as the TOML of `p.toml`.
+        let table: HashMap<String, serde_json::Value> = serde_json::from_str(config).unwrap();
+        let toml_body: String = table.iter().map(|(k, v)| format!("{k} = {v}\n")).collect();
+        land(&setup, fixture, &toml_body);
+        let running = host(&setup);
+        running.wait(&format!("{what}: 40 ticks"), |s| s.ticks >= 40);
+        let before = running.handle.board().get();
+        // The hot swap: a good version with no config of its own.
+        std::fs::remove_file(setup.policies().join("p.toml")).unwrap();
+        setup.land("p", &good);
+        let swapped = running.wait(&format!("{what}: the swap"), |s| serving(s, "p") == Some(sha256(&good)));
+        running.wait(&format!("{what}: 20 ticks after the swap"), |s| s.ticks >= swapped.ticks + 20);
+        let after = running.handle.board().get();
+        let summary = running.stop();
+        let lines = setup.audit_lines();
+        assert_no_tick_missed(&lines, 1000);
+        assert_eq!(lines.len() as u64, summary.ticks, "{what}: every tick is in the audit log");
+        for l in &lines {
+            let Some(a) = &l.active else { continue };
+            match (&a.failure, a.fallback) {
+                (None, None) => {}
+                (Some(why), Some(_)) => assert!(!why.is_empty(), "{what}: tick {} failed without a reason", l.tick),
+                other => panic!("{what}: tick {} neither decided nor fell back: {other:?}", l.tick),
+            }
+            for r in a.rejected.iter().chain(&a.over_budget).chain(&a.not_applied) {
+                assert!(!r.reason.is_empty(), "{what}: tick {}: a refusal without a reason", l.tick);
+            }
+        }
+        assert_budget_held(&lines, 60, 3);
+        let p = after.policy("p").unwrap();
+        assert_eq!(p.state, PolicyState::Serving, "{what}: the good version serves after the swap");
+        let tail = lines.iter().filter(|l| l.active.as_ref().is_some_and(|a| a.sha256 == sha256(&good)));
+        assert!(tail.clone().count() >= 10, "{what}: the good version decided");
+        assert!(tail.clone().all(|l| l.active.as_ref().unwrap().failure.is_none()), "{what}: and never failed");
+        let hostile_state = before.policy("p").map(|p| p.state);
+        let failed = lines.iter().filter(|l| l.active.as_ref().is_some_and(|a| a.failure.is_some())).count();
+        outcomes.push_str(&format!(
+            "{what:<52} before the swap: {:<11} {:>3} versions refused, {failed:>3} ticks fell back, {} over budget\n",
+            format!("{hostile_state:?}"),
+            after.refused,
+            after.over_budget,
+        ));
+    }
+    println!("hostile behaviours in the live host (sim backend, 1 s tick, swap after 40 ticks):\n{outcomes}");
+}
+
+#[test]
+fn the_watchdog_benches_a_policy_that_keeps_failing_and_hands_back_on_a_new_version_or_a_rollback() {
+    let setup = Setup::new();
+    land(&setup, "misbehave", "behaviour = \"fail-after\"\n");
+    let running = host(&setup);
+    let benched = running.wait("the watchdog", |s| s.watchdog.is_some());
+    let b = benched.watchdog.clone().unwrap();
+    assert_eq!(b.policy, "p");
+    assert!(b.benched_at_ms - b.failing_since_ms >= 20_000, "{b:?}");
+    assert_eq!(benched.policy("p").unwrap().state, PolicyState::Benched);
+    assert_eq!(benched.watchdog_benchings, 1);
+    // Benched, it is not called.
+    let calls = benched.policy("p").unwrap().counters.calls;
+    let later = running.wait("ten more ticks", |s| s.ticks >= benched.ticks + 10);
+    assert_eq!(later.policy("p").unwrap().counters.calls, calls, "a benched version is not called");
+    assert_eq!(later.watchdog_benchings, 1, "benched once");
+    let metrics = wasmsched::api::metrics::encode(&later);
+    assert!(metrics.contains("wasmsched_watchdog_engaged 1"), "{metrics}");
+    // A new version takes control back.
+    std::fs::remove_file(setup.policies().join("p.toml")).unwrap();
+    let good = component("fair-share");
+    setup.land("p", &good);
+    let back = running.wait("the new version", |s| serving(s, "p") == Some(sha256(&good)));
+    assert!(back.watchdog.is_none() && back.policy("p").unwrap().state == PolicyState::Serving, "{back:#?}");
+    // A failing version again, benched again; a rollback brings the good one back.
+    land(&setup, "misbehave", "behaviour = \"fail-after\"\n");
+    running.wait("the second benching", |s| s.watchdog_benchings == 2 && s.watchdog.is_some());
+    let (tx, rx) = std::sync::mpsc::channel();
+    running.handle.rollback("p", move |r| tx.send(r).unwrap());
+    let rolled = rx.recv_timeout(Duration::from_secs(30)).unwrap().expect("a previous version");
+    assert_eq!(rolled.sha256, sha256(&good));
+    let after = running.wait("control back", |s| s.watchdog.is_none() && s.ticks > back.ticks + 5);
+    assert_eq!(after.policy("p").unwrap().state, PolicyState::Serving);
+    running.stop();
+    let lines = setup.audit_lines();
+    let benched_lines: Vec<&AuditLine> = lines
+        .iter()
+        .filter(|l| {
+            l.active.as_ref().and_then(|a| a.failure.as_deref()).is_some_and(|f| f.contains("benched by the watchdog"))
+        })
+        .collect();
+    assert!(!benched_lines.is_empty(), "the audit log says the watchdog benched it");
+    assert!(benched_lines.iter().all(|l| l.active.as_ref().unwrap().fallback == Some(Fallback::KeepLimits)));
+}
