@@ -43,6 +43,11 @@ pub fn disruptive(kind: &ActionKind) -> bool {
     matches!(kind, ActionKind::Stop | ActionKind::Migrate(_) | ActionKind::Preempt)
 }
 
+/// How many of `actions` disrupt their jobs.
+pub fn disruptions(actions: &[wit::Action]) -> u64 {
+    actions.iter().filter(|a| disruptive(&a.kind)).count() as u64
+}
+
 /// Whether a job declared itself out of the budget's reach (`wasmsched.disruptible=false`).
 pub fn opted_out(spec: &wit::JobSpec) -> bool {
     spec.labels.iter().any(|(k, v)| k == OPT_OUT_LABEL && v.trim().eq_ignore_ascii_case("false"))
@@ -128,11 +133,6 @@ impl Budget {
         Budget { config, recent: VecDeque::new(), last: HashMap::new(), counters: BudgetCounters::default() }
     }
 
-    /// Its settings.
-    pub fn config(&self) -> BudgetConfig {
-        self.config
-    }
-
     /// What it has admitted and refused.
     pub fn counters(&self) -> BudgetCounters {
         self.counters
@@ -156,7 +156,8 @@ impl Budget {
                 kept.push(action);
                 continue;
             }
-            match self.problem(&action, world, now) {
+            let nodes = nodes_of(world, action.job);
+            match self.problem(&action, &nodes, world, now) {
                 Some(reason) => {
                     self.counters.refused += 1;
                     refused.push(Rejection { action, reason });
@@ -164,7 +165,7 @@ impl Budget {
                 None => {
                     self.counters.disruptions += 1;
                     self.last.insert(action.job, now);
-                    self.recent.push_back((now, nodes_of(world, action.job)));
+                    self.recent.push_back((now, nodes));
                     kept.push(action);
                 }
             }
@@ -182,8 +183,8 @@ impl Budget {
         (checked.accepted, refused)
     }
 
-    /// Why `action` is over budget at `now`, if it is.
-    fn problem(&self, action: &wit::Action, world: &Telemetry, now: u64) -> Option<String> {
+    /// Why `action`, on a job running on `nodes`, is over budget at `now`, if it is.
+    fn problem(&self, action: &wit::Action, nodes: &[u32], world: &Telemetry, now: u64) -> Option<String> {
         let c = &self.config;
         if world.spec(action.job).is_some_and(opted_out) {
             return Some(format!("job {} opted out of disruption ({OPT_OUT_LABEL}=false)", action.job));
@@ -207,7 +208,7 @@ impl Budget {
                 c.max_per_window
             ));
         }
-        for node in nodes_of(world, action.job) {
+        for &node in nodes {
             let on_node = self.recent.iter().filter(|(_, nodes)| nodes.contains(&node)).count();
             if on_node >= c.max_per_node as usize {
                 return Some(format!(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend, Placement};
-use crate::budget::{Budget, BudgetConfig, disruptive};
+use crate::budget::{Budget, BudgetConfig, disruptions};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
 use crate::snapshot::Telemetry;
@@ -206,7 +206,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
                 }
                 a.outcome.actions = admitted;
                 a.outcome.over_budget = refused;
-                summary.disruptions += a.outcome.actions.iter().filter(|x| disruptive(&x.kind)).count() as u64;
+                summary.disruptions += disruptions(&a.outcome.actions);
                 summary.over_budget += a.outcome.over_budget.len() as u64;
                 apply_errors = backend.apply(&a.outcome.actions, &mut world);
                 for e in &apply_errors {

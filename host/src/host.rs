@@ -618,10 +618,10 @@ impl Driver for HostDriver {
             self.write_failed(&e);
         }
         let benched = tick.active.as_ref().is_some_and(|a| self.watch(a, time_ms));
-        let (disruptions, over_budget) = tick.active.as_ref().map_or((0, 0), |a| {
-            let o = &a.outcome;
-            (o.actions.iter().filter(|x| budget::disruptive(&x.kind)).count() as u64, o.over_budget.len() as u64)
-        });
+        let (disruptions, over_budget) = tick
+            .active
+            .as_ref()
+            .map_or((0, 0), |a| (budget::disruptions(&a.outcome.actions), a.outcome.over_budget.len() as u64));
         let slots = &self.slots;
         let watchdog = self.watchdog.benched().cloned();
         self.board.update(|s| {

@@ -293,19 +293,13 @@ impl Supervised {
     pub fn tick(&mut self, rt: &Runtime, world: &Telemetry) -> TickOutcome {
         let now = world.time_ms();
         if let Some((failing_ms, safe)) = self.benched {
-            self.counters.fallbacks += 1;
             let failure = Failure::Benched { policy: self.name(), failing_ms, safe };
-            return TickOutcome {
-                actions: fallback_actions(safe, world),
-                failure: Some(failure),
-                fallback: Some(safe),
-                ..TickOutcome::default()
-            };
+            return self.fall_back(safe, world, failure, Duration::ZERO);
         }
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
             let failure =
                 Failure::Quarantined { policy: self.name(), remaining_ms: until - now, failures: self.failures_in_row };
-            return self.fall_back(world, failure, Duration::ZERO);
+            return self.fall_back(self.fallback, world, failure, Duration::ZERO);
         }
         self.counters.calls += 1;
         let (result, latency) = timed(|| self.call(rt, world));
@@ -380,15 +374,16 @@ impl Supervised {
                 "policy quarantined"
             );
         }
-        self.fall_back(world, failure, latency)
+        self.fall_back(self.fallback, world, failure, latency)
     }
 
-    fn fall_back(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
+    /// A tick that runs `fallback` instead of the policy, because of `failure`.
+    fn fall_back(&mut self, fallback: Fallback, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
         self.counters.fallbacks += 1;
         TickOutcome {
-            actions: fallback_actions(self.fallback, world),
+            actions: fallback_actions(fallback, world),
             failure: Some(failure),
-            fallback: Some(self.fallback),
+            fallback: Some(fallback),
             latency,
             ..TickOutcome::default()
         }
