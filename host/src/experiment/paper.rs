@@ -74,8 +74,67 @@ impl Figure {
         }
     }
 
-    fn format(self, value: f64) -> String {
+    /// The values behind this figure, as (baseline's, ours): the two makespans, the two mean
+    /// JCTs, the best job's two times, the means of the per-job times, the two satisfied
+    /// counts. None when [`Figure::measure`] is None.
+    pub fn values(self, run: &RunReport, base: &RunReport) -> Option<(f64, f64)> {
+        let pairs = |pick: fn(&JobOutcome) -> Option<f64>| per_job_pairs(run, base, pick);
+        let best = |pairs: Vec<(f64, f64)>| {
+            pairs.into_iter().filter_map(|(b, o)| Some((change(o, b)?, (b, o)))).min_by(|x, y| x.0.total_cmp(&y.0))
+        };
+        let means = |pairs: Vec<(f64, f64)>| {
+            let n = pairs.len() as f64;
+            (!pairs.is_empty()).then(|| {
+                let (b, o) = pairs.iter().fold((0.0, 0.0), |(b, o), p| (b + p.0, o + p.1));
+                (b / n, o / n)
+            })
+        };
+        self.measure(run, base)?;
+        match self {
+            Figure::Makespan => Some((base.makespan_s, run.makespan_s)),
+            Figure::MeanJct => Some((base.mean_jct_s, run.mean_jct_s)),
+            Figure::BestJobJct => best(pairs(|j| j.jct_s)).map(|b| b.1),
+            Figure::MeanJobJct => means(pairs(|j| j.jct_s)),
+            Figure::BestJobT1 => best(pairs(target(0))).map(|b| b.1),
+            Figure::MeanJobT1 => means(pairs(target(0))),
+            Figure::BestJobT2 => best(pairs(target(1))).map(|b| b.1),
+            Figure::MeanJobT2 => means(pairs(target(1))),
+            Figure::SatisfiedRatio => Some((base.satisfied as f64, run.satisfied as f64)),
+        }
+    }
+
+    /// A value of [`Figure::values`] for a person: a time, or a count of jobs.
+    pub fn format_value(self, value: f64) -> String {
+        if self.is_ratio() { format!("{value:.1} jobs") } else { format_seconds(value) }
+    }
+
+    /// A measured figure for a person: `+12.3 %`, or `2.50×` for a ratio.
+    pub fn format(self, value: f64) -> String {
         if self.is_ratio() { format!("{value:.2}×") } else { format!("{:+.1} %", 100.0 * value) }
+    }
+
+    /// What it is called in tables.
+    pub fn name(self) -> &'static str {
+        self.label()
+    }
+
+    /// Whether a lower value is better (every time); a ratio of satisfied jobs is better
+    /// higher.
+    pub fn lower_is_better(self) -> bool {
+        !self.is_ratio()
+    }
+}
+
+/// Seconds as a person reads them: `42 s`, `12.5 min`, `3.20 h`.
+pub fn format_seconds(s: f64) -> String {
+    if !s.is_finite() {
+        "—".into()
+    } else if s.abs() < 120.0 {
+        format!("{s:.0} s")
+    } else if s.abs() < 7200.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.2} h", s / 3600.0)
     }
 }
 
@@ -90,10 +149,15 @@ fn change(ours: f64, base: f64) -> Option<f64> {
     (base > 0.0 && ours.is_finite()).then(|| ours / base - 1.0)
 }
 
+/// Each job's (baseline's, ours) value of `pick`, for the jobs where both runs have it.
+fn per_job_pairs(run: &RunReport, base: &RunReport, pick: fn(&JobOutcome) -> Option<f64>) -> Vec<(f64, f64)> {
+    run.jobs.iter().zip(&base.jobs).filter_map(|(ours, theirs)| Some((pick(theirs)?, pick(ours)?))).collect()
+}
+
 /// Each job's relative change of `pick` between the two runs, for the jobs where both have
 /// it. Jobs pair by position: a workload's jobs are in the same order in every run.
 pub fn per_job_changes(run: &RunReport, base: &RunReport, pick: fn(&JobOutcome) -> Option<f64>) -> Vec<f64> {
-    run.jobs.iter().zip(&base.jobs).filter_map(|(ours, theirs)| change(pick(ours)?, pick(theirs)?)).collect()
+    per_job_pairs(run, base, pick).into_iter().filter_map(|(theirs, ours)| change(ours, theirs)).collect()
 }
 
 /// One published figure: what a paper reports for a policy against its baseline.
@@ -111,7 +175,75 @@ pub struct Claim {
     pub source: String,
 }
 
+/// A policy's own objective in a workload: the first `[[paper]]` figure about it.
+pub fn objective<'a>(claims: &'a [Claim], policy: &str) -> Option<&'a Claim> {
+    claims.iter().find(|c| c.policy == policy)
+}
+
+/// A figure measured over seeds: what the demo prints per policy and the report puts first.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Measured {
+    /// The policy.
+    pub policy: String,
+    /// The baseline it was measured against.
+    pub baseline: String,
+    /// What was measured.
+    pub figure: Figure,
+    /// The baseline's value, mean over seeds (seconds, or jobs for `satisfied-ratio`).
+    pub baseline_value: f64,
+    /// The policy's value, mean over seeds.
+    pub value: f64,
+    /// The figure itself (a change, or a ratio), mean over seeds.
+    pub mean: f64,
+    /// Its sample standard deviation over seeds.
+    pub sd: f64,
+    /// Its lowest and highest over seeds.
+    pub range: (f64, f64),
+    /// Seeds it could be measured on.
+    pub seeds: usize,
+    /// The paper's value, when the workload gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<f64>,
+    /// Where the paper reports it.
+    pub source: String,
+}
+
+impl Measured {
+    /// The figure for a person, with its spread: `-10.4 % ± 0.6 %`.
+    pub fn summary(&self) -> String {
+        let sd = if self.figure.is_ratio() { format!("{:.2}×", self.sd) } else { format!("{:.1} %", 100.0 * self.sd) };
+        format!("{} ± {sd}", self.figure.format(self.mean))
+    }
+}
+
 impl Comparison {
+    /// `claim`'s figure measured on every seed where both `claim.policy` and the baseline ran
+    /// and it can be measured; None when it cannot be measured on any.
+    pub fn measure(&self, claim: &Claim) -> Option<Measured> {
+        let (mut bases, mut ours, mut figures) = (Vec::new(), Vec::new(), Vec::new());
+        for (run, base) in self.paired(&claim.policy) {
+            if let (Some(f), Some((b, o))) = (claim.figure.measure(run, base), claim.figure.values(run, base)) {
+                figures.push(f);
+                bases.push(b);
+                ours.push(o);
+            }
+        }
+        let range = figures.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+        (!figures.is_empty()).then(|| Measured {
+            policy: claim.policy.clone(),
+            baseline: self.baseline().to_string(),
+            figure: claim.figure,
+            baseline_value: mean(&bases),
+            value: mean(&ours),
+            mean: mean(&figures),
+            sd: std_dev(&figures),
+            range,
+            seeds: figures.len(),
+            paper: claim.value,
+            source: claim.source.clone(),
+        })
+    }
+
     /// The runs of `policy` paired with the baseline's runs of the same seeds.
     fn paired<'a>(&'a self, policy: &'a str) -> impl Iterator<Item = (&'a RunReport, &'a RunReport)> + 'a {
         let baseline = self.baseline();
@@ -128,17 +260,15 @@ impl Comparison {
         let _ = writeln!(out, "against {baseline}, the same seed for both; ours as mean ± sd over seeds [min, max]");
         let _ = writeln!(out, "{:<12} {:<26} {:>10} {:>30}  source", "policy", "figure", "paper", "ours");
         for claim in claims {
-            let values: Vec<f64> =
-                self.paired(&claim.policy).filter_map(|(run, base)| claim.figure.measure(run, base)).collect();
-            let ours = if values.is_empty() {
-                format!("not measured ({} did not run)", claim.policy)
-            } else {
-                let (lo, hi) =
-                    values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-                let f = |x| claim.figure.format(x);
-                let sd = std_dev(&values);
-                let sd = if claim.figure.is_ratio() { format!("{sd:.2}×") } else { format!("{:.1} %", 100.0 * sd) };
-                format!("{} ± {sd} [{}, {}]", f(mean(&values)), f(lo), f(hi))
+            let ours = match self.measure(claim) {
+                None if !self.policies().contains(&claim.policy.as_str()) => {
+                    format!("not measured ({} did not run)", claim.policy)
+                }
+                None => "not measured (never reached in both runs)".to_string(),
+                Some(m) => {
+                    let f = |x| claim.figure.format(x);
+                    format!("{} [{}, {}]", m.summary(), f(m.range.0), f(m.range.1))
+                }
             };
             let _ = writeln!(
                 out,

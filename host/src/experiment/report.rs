@@ -119,9 +119,9 @@ fn first_run<'a>(comparison: &'a Comparison, policy: &str) -> Option<&'a RunRepo
 fn busiest_jobs(runs: &[&RunReport], job_count: usize, max: usize) -> Vec<usize> {
     let mut total = vec![0.0f64; job_count];
     for sample in runs.iter().flat_map(|r| &r.timeline) {
-        for &(job, cores, _) in &sample.cpu {
-            if let Some(t) = total.get_mut(job as usize) {
-                *t += finite(cores).max(0.0);
+        for js in &sample.jobs {
+            if let Some(t) = total.get_mut(js.job as usize) {
+                *t += finite(js.cpu).max(0.0);
             }
         }
     }
@@ -290,9 +290,9 @@ fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
                 .map(|s| {
                     let mut drawn = vec![0.0; page.drawn.len()];
                     let mut other = 0.0;
-                    for &(job, cores, _) in &s.cpu {
-                        let cores = finite(cores).max(0.0);
-                        match page.drawn.iter().position(|&j| j == job as usize) {
+                    for js in &s.jobs {
+                        let cores = finite(js.cpu).max(0.0);
+                        match page.drawn.iter().position(|&j| j == js.job as usize) {
                             Some(k) => drawn[k] += cores,
                             None => other += cores,
                         }
@@ -380,7 +380,7 @@ fn limits_section(page: &Page, out: &mut String) {
     let series = |run: &RunReport, job: usize| -> Vec<Vec<(f64, f64)>> {
         let mut stretches: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
         for sample in &run.timeline {
-            let limit = sample.cpu.iter().find(|(j, _, _)| *j as usize == job).and_then(|(_, _, limit)| *limit);
+            let limit = sample.jobs.iter().find(|js| js.job as usize == job).and_then(|js| js.cpu_limit);
             match limit {
                 Some(cores) if cores.is_finite() => {
                     stretches.last_mut().expect("never empty").push((sample.time_s, cores))

@@ -85,13 +85,36 @@ impl Default for RunOptions {
     }
 }
 
-/// One sample of the timeline: the time and each running job's CPU.
+/// One sample of the timeline: the time and what each running job had then.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Sample {
     /// Virtual time.
     pub time_s: f64,
-    /// (job name index in `jobs`, CPU used in cores, CPU limit in cores if any).
-    pub cpu: Vec<(u32, f64, Option<f64>)>,
+    /// Every running job (queued ones are left out).
+    pub jobs: Vec<JobSample>,
+}
+
+/// What one running job had at one tick.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobSample {
+    /// The job's index in the workload (and in [`RunReport::jobs`]).
+    pub job: u32,
+    /// The node it runs on, by index in the workload.
+    pub node: u32,
+    /// CPU used, in cores.
+    pub cpu: f64,
+    /// CPU limit in force, in cores; None while unlimited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<f64>,
+    /// The GPUs it holds, as (node, index).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<(u32, u32)>,
+    /// The GPU share set on it, in percent; None while it runs unregulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_share: Option<u8>,
+    /// How much of each GPU it holds it used, in percent; None when it holds none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_used: Option<f32>,
 }
 
 /// The result of one run.
@@ -166,14 +189,22 @@ pub fn simulate_watched(
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
         watch(world);
         if options.timeline {
-            let cpu = world
+            let jobs = world
                 .jobs()
+                .filter(|(_, s)| s.queued.is_none())
                 .filter_map(|(spec, s)| {
-                    let limit = s.cpu_limit_millicores.map(|m| m as f64 / 1000.0);
-                    names.get(spec.name.as_str()).map(|&i| (i, s.cpu_used_millicores as f64 / 1000.0, limit))
+                    names.get(spec.name.as_str()).map(|&job| JobSample {
+                        job,
+                        node: s.node,
+                        cpu: s.cpu_used_millicores as f64 / 1000.0,
+                        cpu_limit: s.cpu_limit_millicores.map(|m| m as f64 / 1000.0),
+                        gpus: s.gpus.iter().map(|g| (g.node, g.index)).collect(),
+                        gpu_share: s.gpu_share_percent,
+                        gpu_used: (!s.gpus.is_empty()).then_some(s.gpu_used_percent),
+                    })
                 })
                 .collect();
-            timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, cpu });
+            timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, jobs });
         }
     });
     let jobs = sim.outcomes();

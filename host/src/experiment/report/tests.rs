@@ -1,7 +1,7 @@
 use super::*;
 use crate::backend::sim::model::Model;
 use crate::backend::sim::workload::{JobPlan, NodeSpec};
-use crate::experiment::run::Sample;
+use crate::experiment::run::{JobSample, Sample};
 
 fn plan(name: &str, arrival_s: f64) -> JobPlan {
     JobPlan { max_epochs: Some(5), ..JobPlan::training(name, Model::Cifar10, arrival_s) }
@@ -56,11 +56,16 @@ fn run(policy: &str, seed: u64, jobs: Vec<JobOutcome>, timeline: Vec<Sample>) ->
     }
 }
 
+/// A job on node 0 using `cpu` cores under `cpu_limit`, without GPUs.
+fn on_cpu(job: u32, cpu: f64, cpu_limit: Option<f64>) -> JobSample {
+    JobSample { job, node: 0, cpu, cpu_limit, gpus: Vec::new(), gpu_share: None, gpu_used: None }
+}
+
 fn timeline(jobs: u32) -> Vec<Sample> {
     (0..5)
         .map(|t| Sample {
             time_s: 30.0 * t as f64,
-            cpu: (0..jobs).map(|j| (j, 1.0 + f64::from(j), Some(4.0))).collect(),
+            jobs: (0..jobs).map(|job| on_cpu(job, 1.0 + f64::from(job), Some(4.0))).collect(),
         })
         .collect()
 }
@@ -143,7 +148,7 @@ fn limits_draw_one_line_per_stretch_and_a_run_without_limits_says_so() {
     comparison.runs[2].timeline = (0..6)
         .map(|t| Sample {
             time_s: 30.0 * t as f64,
-            cpu: vec![(0, 1.0, (t != 2 && t != 3).then_some(2.0 + f64::from(t))), (1, 1.0, None)],
+            jobs: vec![on_cpu(0, 1.0, (t != 2 && t != 3).then_some(2.0 + f64::from(t))), on_cpu(1, 1.0, None)],
         })
         .collect();
     comparison.runs[0].timeline = Vec::new();
@@ -171,7 +176,7 @@ fn unfinished_jobs_single_points_and_non_finite_inputs_draw_no_nan() {
     let mut lone = outcome("only", None, vec![(5.0, f64::NAN), (7.0, 0.3)]);
     lone.targets_reached_s.clear();
     lone.satisfied = None;
-    let one_sample = vec![Sample { time_s: 0.0, cpu: vec![(0, f64::INFINITY, None), (99, 2.0, None)] }];
+    let one_sample = vec![Sample { time_s: 0.0, jobs: vec![on_cpu(0, f64::INFINITY, None), on_cpu(99, 2.0, None)] }];
     let comparison = Comparison {
         workload: "w".into(),
         runs: vec![
