@@ -10,6 +10,7 @@ pub mod fidelity;
 pub mod paper;
 pub mod report;
 pub mod run;
+pub mod sweep;
 
 /// The built-in scenario `wasmsched demo` runs (`scenarios/demo.toml`).
 pub const DEMO_SCENARIO: &str = include_str!("../../scenarios/demo.toml");
