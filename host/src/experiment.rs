@@ -4,11 +4,13 @@
 //! [`run`] runs one policy on one workload with one seed and compares several over seeds
 //! (what `simulate`, `compare` and `demo` do), [`paper`] sets our figures beside a paper's,
 //! [`report`] draws the comparison as an HTML page, and [`fidelity`] checks the simulator
-//! against Pollux's own.
+//! against Pollux's own. [`sweep`] runs one policy over a grid of its config, and [`results`]
+//! writes any of it as data (JSON of a versioned schema, CSV).
 
 pub mod fidelity;
 pub mod paper;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod sweep;
 
@@ -17,3 +19,65 @@ pub const DEMO_SCENARIO: &str = include_str!("../../scenarios/demo.toml");
 
 /// The GPU queue the demo runs the schedulers on (`scenarios/gpu-queue.toml`).
 pub const GPU_QUEUE_SCENARIO: &str = include_str!("../../scenarios/gpu-queue.toml");
+
+/// A scenario the demo runs, and the policies it shows there.
+#[derive(Clone, Copy, Debug)]
+pub struct DemoScenario {
+    /// The scenario's name (its file in `scenarios/`, without `.toml`).
+    pub name: &'static str,
+    /// Its text.
+    pub text: &'static str,
+    /// The policies run on it; the first is the baseline.
+    pub policies: &'static [&'static str],
+}
+
+/// What `wasmsched demo` runs: every shipped policy on the scenario that shows its own
+/// objective (its paper's set-up, or the GPU queue for the schedulers), beside fair-share.
+pub const DEMO: [DemoScenario; 5] = [
+    DemoScenario {
+        name: "flowcon-paper",
+        text: include_str!("../../scenarios/flowcon-paper.toml"),
+        policies: &["fair-share", "flowcon"],
+    },
+    DemoScenario {
+        name: "specon-paper",
+        text: include_str!("../../scenarios/specon-paper.toml"),
+        policies: &["fair-share", "specon"],
+    },
+    DemoScenario {
+        name: "tradl-paper",
+        text: include_str!("../../scenarios/tradl-paper.toml"),
+        policies: &["fair-share", "tradl"],
+    },
+    DemoScenario {
+        name: "dqoes-paper",
+        text: include_str!("../../scenarios/dqoes-paper.toml"),
+        policies: &["fair-share", "dqoes"],
+    },
+    DemoScenario { name: "gpu-queue", text: GPU_QUEUE_SCENARIO, policies: &["fair-share", "fifo", "tiresias"] },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::workload::Workload;
+
+    #[test]
+    fn the_demo_shows_every_shipped_policy_with_its_own_objective() {
+        for name in crate::shipped::names() {
+            let shown: Vec<&DemoScenario> = DEMO.iter().filter(|d| d.policies.contains(&name)).collect();
+            assert!(!shown.is_empty(), "{name} is not in the demo");
+            if name == "fair-share" {
+                continue;
+            }
+            for demo in shown {
+                let workload = Workload::from_scenario_str(demo.name, demo.text).unwrap();
+                assert!(
+                    paper::objective(&workload.paper, name).is_some(),
+                    "{} gives {name} no objective: add a [[paper]] figure for it",
+                    demo.name
+                );
+            }
+        }
+    }
+}

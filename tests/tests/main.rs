@@ -5,6 +5,7 @@ mod hostile;
 mod parsers;
 mod reload;
 mod replay;
+mod results;
 mod runtime;
 mod sandbox;
 mod scheduling;

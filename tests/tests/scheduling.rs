@@ -57,7 +57,7 @@ fn a_component_of_the_older_contract_runs_unchanged_and_its_queued_jobs_are_plac
     }
     let waited: Vec<f64> = run.jobs.iter().filter_map(|j| j.waited_s).collect();
     assert!(waited.iter().filter(|&&w| w > 0.0).count() >= 2, "two GPU jobs waited for a GPU: {waited:?}");
-    let capped = run.timeline.iter().flat_map(|t| &t.cpu).filter(|(_, _, limit)| *limit == Some(1.5)).count();
+    let capped = run.timeline.iter().flat_map(|t| &t.jobs).filter(|j| j.cpu_limit == Some(1.5)).count();
     assert!(capped > 0, "its caps were applied");
 }
 

@@ -35,6 +35,17 @@ pub enum Figure {
     SatisfiedRatio,
 }
 
+impl std::str::FromStr for Figure {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Figure, String> {
+        Figure::ALL
+            .into_iter()
+            .find(|f| f.key() == s)
+            .ok_or_else(|| format!("no figure {s:?}: one of {}", Figure::ALL.map(Figure::key).join(", ")))
+    }
+}
+
 impl Figure {
     fn label(self) -> &'static str {
         match self {
@@ -117,6 +128,34 @@ impl Figure {
     pub fn name(self) -> &'static str {
         self.label()
     }
+
+    /// What it is called in files and on the command line: `best-job-jct`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Figure::Makespan => "makespan",
+            Figure::MeanJct => "mean-jct",
+            Figure::BestJobJct => "best-job-jct",
+            Figure::MeanJobJct => "mean-job-jct",
+            Figure::BestJobT1 => "best-job-t1",
+            Figure::MeanJobT1 => "mean-job-t1",
+            Figure::BestJobT2 => "best-job-t2",
+            Figure::MeanJobT2 => "mean-job-t2",
+            Figure::SatisfiedRatio => "satisfied-ratio",
+        }
+    }
+
+    /// Every figure.
+    pub const ALL: [Figure; 9] = [
+        Figure::Makespan,
+        Figure::MeanJct,
+        Figure::BestJobJct,
+        Figure::MeanJobJct,
+        Figure::BestJobT1,
+        Figure::MeanJobT1,
+        Figure::BestJobT2,
+        Figure::MeanJobT2,
+        Figure::SatisfiedRatio,
+    ];
 
     /// Whether a lower value is better (every time); a ratio of satisfied jobs is better
     /// higher.

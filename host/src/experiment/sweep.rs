@@ -2,10 +2,20 @@
 //! against a baseline policy, measured by one figure (the policy's own objective unless told
 //! otherwise).
 
-use serde::Serialize;
-use serde_json::Value;
+use std::fmt::Write as _;
+use std::ops::Range;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
-use super::paper::{Figure, Measured};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::paper::{Claim, Figure, Measured};
+use super::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate};
+use crate::backend::sim::SimConfig;
+use crate::backend::sim::workload::Workload;
+use crate::runtime::{Limits, Runtime};
 
 /// One swept config key and the values it takes, in the order given.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -62,5 +72,282 @@ impl Sweep {
         let key =
             |p: &&Point| p.measured.as_ref().map(|m| if self.figure.lower_is_better() { m.mean } else { -m.mean });
         self.points.iter().filter(|p| p.measured.is_some()).min_by(|a, b| key(a).unwrap().total_cmp(&key(b).unwrap()))
+    }
+}
+
+/// Why an axis given on the command line cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AxisError {
+    /// Not `KEY=VALUES`.
+    #[error("{0:?} is not KEY=VALUES: write alpha=0.01,0.03,0.1 or interval-s=10:60:10")]
+    Shape(String),
+    /// A range that is not three finite numbers with a step that reaches the end.
+    #[error("{0:?} is not a range START:END:STEP of numbers with STEP > 0 and END >= START")]
+    Range(String),
+    /// Too many values.
+    #[error("{key} takes {count} values; at most {MAX_AXIS_VALUES} per axis")]
+    TooMany {
+        /// The key.
+        key: String,
+        /// How many it would take.
+        count: usize,
+    },
+}
+
+/// Values one axis may take at most (a grid of two such axes is 10,000 points per seed).
+pub const MAX_AXIS_VALUES: usize = 100;
+
+impl std::str::FromStr for Axis {
+    type Err = AxisError;
+
+    /// `KEY=V1,V2,…` (each a JSON value, else a string) or `KEY=START:END:STEP` (numbers,
+    /// both ends included).
+    fn from_str(text: &str) -> Result<Axis, AxisError> {
+        let (key, values) = text.split_once('=').ok_or_else(|| AxisError::Shape(text.into()))?;
+        let key = key.trim();
+        if key.is_empty() || values.trim().is_empty() {
+            return Err(AxisError::Shape(text.into()));
+        }
+        let parts: Vec<&str> = values.split(':').collect();
+        let values = if parts.len() == 3 && !values.contains(',') {
+            let n: Vec<f64> = parts.iter().filter_map(|p| p.trim().parse::<f64>().ok()).collect();
+            let [start, end, step] = n[..] else { return Err(AxisError::Range(values.into())) };
+            if !(start.is_finite() && end.is_finite() && step.is_finite() && step > 0.0 && end >= start) {
+                return Err(AxisError::Range(values.into()));
+            }
+            let count = ((end - start) / step + 1e-9).floor() + 1.0;
+            if count > MAX_AXIS_VALUES as f64 {
+                return Err(AxisError::TooMany { key: key.into(), count: count as usize });
+            }
+            (0..count as usize).map(|i| number(start + step * i as f64)).collect()
+        } else {
+            values
+                .split(',')
+                .map(|v| serde_json::from_str(v.trim()).unwrap_or_else(|_| Value::String(v.trim().into())))
+                .collect::<Vec<_>>()
+        };
+        if values.len() > MAX_AXIS_VALUES {
+            return Err(AxisError::TooMany { key: key.into(), count: values.len() });
+        }
+        Ok(Axis { key: key.into(), values })
+    }
+}
+
+/// A number as JSON, without the float noise of `start + step × i` (an integer stays one).
+fn number(x: f64) -> Value {
+    let rounded = (x * 1e9).round() / 1e9;
+    if rounded.fract() == 0.0 && rounded.abs() < 1e15 {
+        Value::from(rounded as i64)
+    } else {
+        serde_json::Number::from_f64(rounded).map_or(Value::Null, Value::Number)
+    }
+}
+
+/// What to sweep.
+pub struct Spec<'a> {
+    /// The policy swept; its own config (beside its file) is where every point starts.
+    pub policy: &'a PolicyChoice,
+    /// What every point is compared with.
+    pub baseline: &'a PolicyChoice,
+    /// The figure measured.
+    pub figure: Figure,
+    /// The paper's value of it, if any.
+    pub paper: Option<f64>,
+    /// Keys set at every point.
+    pub fixed: Map<String, Value>,
+    /// The swept keys.
+    pub axes: Vec<Axis>,
+    /// The seeds.
+    pub seeds: Range<u64>,
+    /// The loop's tick.
+    pub tick: Duration,
+    /// Limits on each policy call.
+    pub limits: Limits,
+    /// Runs at once.
+    pub threads: usize,
+}
+
+impl Spec<'_> {
+    /// Every point's indices and config, the last axis varying fastest.
+    fn grid(&self) -> Vec<(Vec<usize>, Map<String, Value>)> {
+        let mut base: Map<String, Value> = match serde_json::from_str(&self.policy.config_json) {
+            Ok(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        base.extend(self.fixed.clone());
+        let mut points = vec![(Vec::new(), base)];
+        for axis in &self.axes {
+            points = points
+                .into_iter()
+                .flat_map(|(at, config)| {
+                    axis.values.iter().enumerate().map(move |(i, v)| {
+                        let mut config = config.clone();
+                        config.insert(axis.key.clone(), v.clone());
+                        let mut at = at.clone();
+                        at.push(i);
+                        (at, config)
+                    })
+                })
+                .collect();
+        }
+        points
+    }
+
+    /// How many simulated runs the sweep takes at most: the baseline's and every point's.
+    pub fn runs(&self) -> usize {
+        let points: usize = self.axes.iter().map(|a| a.values.len()).product();
+        (points + 1) * self.seeds.clone().count()
+    }
+}
+
+/// Run the sweep on `workload`, `spec.threads` runs at a time, calling `done` after each run.
+pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + Sync)) -> Sweep {
+    let grid = spec.grid();
+    let seeds: Vec<u64> = spec.seeds.clone().collect();
+    // A point whose config the policy refuses at init is reported, not run.
+    let errors: Vec<Option<String>> = grid
+        .iter()
+        .map(|(_, config)| {
+            let json = Value::Object(config.clone()).to_string();
+            spec.policy.policy.instantiate(rt, spec.limits, &json, None).err().map(|e| e.to_string())
+        })
+        .collect();
+    // Tasks: (point or None for the baseline, seed).
+    let mut tasks: Vec<(Option<usize>, u64)> = seeds.iter().map(|&s| (None, s)).collect();
+    for (p, error) in errors.iter().enumerate() {
+        if error.is_none() {
+            tasks.extend(seeds.iter().map(|&s| (Some(p), s)));
+        } else {
+            (0..seeds.len()).for_each(|_| done());
+        }
+    }
+    let results: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; tasks.len()]);
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..spec.threads.clamp(1, tasks.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(point, seed)) = tasks.get(i) else { break };
+                    let choice = match point {
+                        None => spec.baseline.clone(),
+                        Some(p) => PolicyChoice {
+                            label: label(&spec.policy.label, &spec.axes, &grid[p].1),
+                            policy: spec.policy.policy.clone(),
+                            config_json: Value::Object(grid[p].1.clone()).to_string(),
+                        },
+                    };
+                    let options = RunOptions {
+                        sim: SimConfig { seed, ..SimConfig::default() },
+                        tick: spec.tick,
+                        limits: spec.limits,
+                        timeline: false,
+                    };
+                    let report = simulate(rt, &choice, workload, &options);
+                    results.lock().expect("no run panics while holding it")[i] = Some(report);
+                    done();
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("every run ended");
+    let baseline: Vec<RunReport> = results[..seeds.len()].iter_mut().filter_map(Option::take).collect();
+    let mut by_point: Vec<Vec<RunReport>> = vec![Vec::new(); grid.len()];
+    for ((point, _), report) in tasks.iter().zip(results).skip(seeds.len()) {
+        if let (Some(p), Some(report)) = (point, report) {
+            by_point[*p].push(report);
+        }
+    }
+    let points = grid
+        .into_iter()
+        .zip(by_point)
+        .zip(errors)
+        .map(|(((at, config), runs), error)| {
+            let label = label(&spec.policy.label, &spec.axes, &config);
+            let per_seed = seeds
+                .iter()
+                .map(|seed| {
+                    let run = runs.iter().find(|r| r.seed == *seed)?;
+                    let base = baseline.iter().find(|r| r.seed == *seed)?;
+                    spec.figure.measure(run, base)
+                })
+                .collect();
+            let claim = Claim { policy: label, figure: spec.figure, value: spec.paper, source: String::new() };
+            let comparison =
+                Comparison { workload: workload.name.clone(), runs: baseline.iter().cloned().chain(runs).collect() };
+            let measured = comparison.measure(&claim);
+            Point { at, config, measured, per_seed, error }
+        })
+        .collect();
+    Sweep {
+        workload: workload.name.clone(),
+        policy: spec.policy.label.clone(),
+        baseline: spec.baseline.label.clone(),
+        figure: spec.figure,
+        paper: spec.paper,
+        seeds,
+        axes: spec.axes.clone(),
+        points,
+    }
+}
+
+/// A point's runs are labelled with the policy and the swept values: `flowcon alpha=0.1`.
+fn label(policy: &str, axes: &[Axis], config: &Map<String, Value>) -> String {
+    let mut out = policy.to_string();
+    for axis in axes {
+        let _ = write!(out, " {}={}", axis.key, config.get(&axis.key).map_or_else(String::new, show));
+    }
+    out
+}
+
+/// A config value for a person: strings without their quotes.
+pub fn show(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Sweep {
+    /// The table a person reads: one row per point, the best marked.
+    pub fn table(&self) -> String {
+        let best = self.best().map(|p| &p.at);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "sweep of {} on {} — {} against {}, the same seed for both; mean ± sd over {} seed(s) [min, max]",
+            self.policy,
+            self.workload,
+            self.figure.name(),
+            self.baseline,
+            self.seeds.len()
+        );
+        for axis in &self.axes {
+            let _ = write!(out, "{:>12} ", axis.key);
+        }
+        let _ = writeln!(out, " {:>36}", self.figure.name());
+        for point in &self.points {
+            for axis in &self.axes {
+                let _ = write!(out, "{:>12} ", point.config.get(&axis.key).map_or_else(String::new, show));
+            }
+            let figure = match (&point.measured, &point.error) {
+                (_, Some(e)) => format!("refused: {e}"),
+                (None, None) => "not measured".to_string(),
+                (Some(m), None) => {
+                    format!("{} [{}, {}]", m.summary(), self.figure.format(m.range.0), self.figure.format(m.range.1))
+                }
+            };
+            let mark = if best == Some(&point.at) { "  ← best" } else { "" };
+            let _ = writeln!(out, " {figure:>36}{mark}");
+        }
+        if let Some(point) = self.best() {
+            let m = point.measured.as_ref().expect("the best point was measured");
+            let _ = write!(out, "best: {} {}", label("", &self.axes, &point.config).trim(), m.summary());
+            if let Some(paper) = self.paper {
+                let _ = write!(out, " (paper: {})", self.figure.format(paper));
+            }
+            out.push('\n');
+        }
+        out
     }
 }

@@ -1,0 +1,155 @@
+//! Results as data: `compare --json` and `sweep --json` follow docs/results.schema.json, the
+//! CSVs have a row per run (or per point and seed), and a sweep's parallel runs give the same
+//! figures as the same runs one by one.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use wasmsched::backend::sim::SimConfig;
+use wasmsched::backend::sim::workload::Workload;
+use wasmsched::experiment::paper::{self, Figure};
+use wasmsched::experiment::results::{CompareResults, Results};
+use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
+use wasmsched::experiment::sweep::{self, Axis};
+use wasmsched::runtime::Limits;
+
+use wasmsched_tests::common::runtime;
+
+fn flowcon_paper() -> Workload {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/flowcon-paper.toml");
+    Workload::load(std::path::Path::new(path), &Default::default()).unwrap().with_default_targets()
+}
+
+fn options(seed: u64, timeline: bool) -> RunOptions {
+    RunOptions {
+        sim: SimConfig { seed, ..SimConfig::default() },
+        tick: Duration::from_secs(30),
+        timeline,
+        ..Default::default()
+    }
+}
+
+/// docs/results.schema.json, compiled.
+fn schema() -> jsonschema::Validator {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).expect("the schema is a valid JSON Schema")
+}
+
+/// Panics with the validator's words when `json` does not follow the schema.
+fn assert_follows_schema(json: &Value) {
+    let errors: Vec<String> = schema().iter_errors(json).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "the output breaks docs/results.schema.json:\n{}", errors.join("\n"));
+}
+
+fn to_json(results: &Results) -> Value {
+    let mut bytes = Vec::new();
+    results.write_json(&mut bytes).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn csv_rows(results: &Results) -> Vec<csv::StringRecord> {
+    let mut bytes = Vec::new();
+    results.write_csv(&mut bytes).unwrap();
+    csv::Reader::from_reader(&bytes[..]).records().map(Result::unwrap).collect()
+}
+
+#[test]
+fn a_comparison_as_json_follows_the_schema_and_as_csv_has_a_row_per_run() {
+    let rt = runtime();
+    let workload = flowcon_paper();
+    let mut runs = Vec::new();
+    for policy in ["fair-share", "flowcon"] {
+        let choice = PolicyChoice::resolve(rt, policy).unwrap();
+        runs.extend((0..2).map(|seed| simulate(rt, &choice, &workload, &options(seed, seed == 0))));
+    }
+    let comparison = Comparison { workload: workload.name.clone(), runs };
+    let results = Results::Compare(CompareResults::new(&comparison, &workload));
+    let json = to_json(&results);
+    assert_follows_schema(&json);
+    assert_eq!(
+        (json["format"].as_str(), json["version"].as_u64(), json["kind"].as_str()),
+        (Some("wasmsched-results"), Some(1), Some("compare"))
+    );
+    let objective = &json["objectives"][0];
+    assert_eq!((objective["policy"].as_str(), objective["figure"].as_str()), (Some("flowcon"), Some("best-job-jct")));
+    assert!(objective["mean"].as_f64().unwrap() < -0.05, "FlowCon's best job gains: {objective}");
+    assert!(json["runs"][0]["timeline"][0]["jobs"].as_array().is_some_and(|j| !j.is_empty()));
+
+    let rows = csv_rows(&results);
+    assert_eq!(rows.len(), 4, "one row per run");
+    assert_eq!((&rows[3][1], &rows[3][2]), ("flowcon", "1"));
+    let makespan: f64 = rows[0][3].parse().unwrap();
+    assert_eq!(makespan, comparison.runs[0].makespan_s);
+}
+
+#[test]
+fn a_sweep_reports_every_point_refuses_bad_configs_and_matches_runs_made_one_by_one() {
+    let rt = runtime();
+    let workload = flowcon_paper();
+    let flowcon = PolicyChoice::resolve(rt, "flowcon").unwrap();
+    let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
+    let claim = paper::objective(&workload.paper, "flowcon").unwrap();
+    let spec = sweep::Spec {
+        policy: &flowcon,
+        baseline: &fair,
+        figure: claim.figure,
+        paper: claim.value,
+        fixed: Default::default(),
+        axes: vec!["alpha=0.01,0.1".parse().unwrap(), "interval-s=0:60:30".parse().unwrap()],
+        seeds: 0..2,
+        tick: Duration::from_secs(30),
+        limits: Limits::default(),
+        threads: 2,
+    };
+    let ticks = std::sync::atomic::AtomicUsize::new(0);
+    let done = sweep::sweep(rt, &workload, &spec, &|| {
+        ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(ticks.into_inner(), spec.runs(), "the progress callback counts every run, refused ones too");
+    assert_eq!(done.points.len(), 6);
+    for point in &done.points {
+        let refused = point.config["interval-s"] == 0;
+        assert_eq!(point.error.is_some(), refused, "{point:?}");
+        assert_eq!(point.measured.is_none(), refused, "{point:?}");
+    }
+
+    // The point alpha=0.1, interval-s=30, run by hand, seed by seed.
+    let point = done.points.iter().find(|p| p.at == [1, 1]).unwrap();
+    let by_hand = PolicyChoice { config_json: r#"{"alpha":0.1,"interval-s":30}"#.into(), ..flowcon.clone() };
+    for (seed, figure) in (0..2).zip(&point.per_seed) {
+        let ours = simulate(rt, &by_hand, &workload, &options(seed, false));
+        let base = simulate(rt, &fair, &workload, &options(seed, false));
+        assert_eq!(*figure, Figure::BestJobJct.measure(&ours, &base), "seed {seed}");
+    }
+    assert!(done.best().is_some_and(|b| b.measured.as_ref().unwrap().mean < 0.0));
+    assert!(done.table().contains("← best"), "{}", done.table());
+
+    let results = Results::Sweep(&done);
+    let json = to_json(&results);
+    assert_follows_schema(&json);
+    assert_eq!(json["kind"], "sweep");
+    let rows = csv_rows(&results);
+    assert_eq!(rows.len(), 6 * 2, "one row per point and seed");
+    assert!(
+        rows.iter().filter(|r| &r[4] == "0").all(|r| r[7].contains("interval-s")),
+        "refusals carry the policy's words"
+    );
+}
+
+#[test]
+fn axes_read_lists_and_ranges_and_say_what_is_wrong() {
+    let axis: Axis = "alpha=0.01, 0.03,true,fast".parse().unwrap();
+    assert_eq!(axis.values, [Value::from(0.01), Value::from(0.03), Value::from(true), Value::from("fast")]);
+    let range: Axis = "interval-s=10:30:10".parse().unwrap();
+    assert_eq!(range.values, [Value::from(10), Value::from(20), Value::from(30)]);
+    let fine: Axis = "alpha=0.1:0.3:0.1".parse().unwrap();
+    assert_eq!(fine.values, [Value::from(0.1), Value::from(0.2), Value::from(0.3)], "no float noise");
+    for bad in ["alpha", "=1", "alpha=", "a=1:0:1", "a=0:1:0", "a=0:1:-1", "a=0:inf:1", "a=0:1e6:1"] {
+        let err = bad.parse::<Axis>().unwrap_err().to_string();
+        assert!(
+            err.contains("KEY=VALUES") || err.contains("START:END:STEP") || err.contains("at most"),
+            "{bad}: {err}"
+        );
+    }
+}
