@@ -6,7 +6,9 @@
 //!   sets beside Pollux's simulator (whose run of it took 34 s);
 //! - `pollux-workload-1/simulator-only`: the same workload observed every 30 s with no policy,
 //!   i.e. the simulator's own bookkeeping;
-//! - `philly/fair-share`: the whole Philly trace (82,247 jobs), when `../shared/data` has it.
+//! - `philly/fair-share`: the whole Philly trace (82,247 jobs), when `../shared/data` has it;
+//! - `sweep/flowcon-4x4/threads-N`: `wasmsched sweep` of FlowCon's α and Δ (16 points, 2
+//!   seeds, 34 runs) on its paper scenario, one run at a time against N at once.
 
 use std::path::Path;
 use std::time::Duration;
@@ -15,8 +17,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use wasmsched::backend::Backend;
 use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::experiment::paper::Figure;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
-use wasmsched::runtime::{Runtime, RuntimeConfig};
+use wasmsched::experiment::sweep::{self, Spec};
+use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::snapshot::Telemetry;
 
 const TICK: Duration = Duration::from_secs(30);
@@ -63,5 +67,34 @@ fn speed(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, speed);
+fn sweep(c: &mut Criterion) {
+    let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workload = load(&root.join("scenarios/flowcon-paper.toml"));
+    let flowcon = PolicyChoice::resolve(&rt, "flowcon").unwrap();
+    let fair = PolicyChoice::resolve(&rt, "fair-share").unwrap();
+    let mut group = c.benchmark_group("sweep");
+    group.sample_size(10);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    for threads in [1, cores] {
+        let spec = Spec {
+            policy: &flowcon,
+            baseline: &fair,
+            figure: Figure::BestJobJct,
+            paper: None,
+            fixed: Default::default(),
+            axes: vec!["alpha=0.001,0.01,0.03,0.1".parse().unwrap(), "interval-s=30:120:30".parse().unwrap()],
+            seeds: 0..2,
+            tick: TICK,
+            limits: Limits::default(),
+            threads,
+        };
+        group.bench_function(format!("flowcon-4x4/threads-{threads}"), |b| {
+            b.iter(|| sweep::sweep(&rt, &workload, &spec, &|| {}))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, speed, sweep);
 criterion_main!(benches);
