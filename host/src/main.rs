@@ -17,7 +17,7 @@ use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::bindings::wit::Direction;
 use wasmsched::config::{DEFAULT_API, HostConfig};
 use wasmsched::experiment::paper::{self, Figure};
-use wasmsched::experiment::report;
+use wasmsched::experiment::report::{self, Scenario};
 use wasmsched::experiment::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::experiment::sweep::{self, Axis};
@@ -363,7 +363,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             out.write(&Results::Compare(CompareResults::new(&comparison, &plan)))?;
             if let Some(dir) = &out.report {
                 let title = format!("Policies on {}", plan.name);
-                let page = write_report(&title, &[Scenario { comparison: &comparison, workload: &plan }], dir)
+                let page = report::write_html(&title, &[Scenario { comparison: &comparison, workload: &plan }], dir)
                     .with_context(|| format!("cannot write the report into {}", dir.display()))?;
                 println!("report: {}", page.display());
             }
@@ -413,8 +413,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", done.table());
             out.write(&Results::Sweep(&done))?;
             if let Some(dir) = &out.report {
-                let _ = (dir, report::write_html);
-                println!("report: TEMPORARY not yet");
+                let page = report::write_sweep_html(&done, dir)
+                    .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+                println!("report: {}", page.display());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -690,7 +691,7 @@ fn demo(seeds: u64, report_dir: &std::path::Path, runtime: &RuntimeArgs) -> anyh
         }
     }
     let scenarios: Vec<Scenario> = done.iter().map(|(w, c)| Scenario { comparison: c, workload: w }).collect();
-    let page = write_report("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
+    let page = report::write_html("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
         .with_context(|| format!("cannot write the report into {}", report_dir.display()))?;
     println!(
         "\nreport: {}  (every table, the JCT distribution, placements and limits over time)\n\
@@ -716,13 +717,4 @@ fn print_admissions(
         }
     }
     failed
-}
-
-// TEMPORARY until the report's new API lands.
-struct Scenario<'a> {
-    comparison: &'a Comparison,
-    workload: &'a Workload,
-}
-fn write_report(_title: &str, s: &[Scenario], dir: &std::path::Path) -> std::io::Result<PathBuf> {
-    report::write_html(_title, &[report::Scenario { comparison: s[0].comparison, workload: s[0].workload }], dir)
 }

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so wasmtime is linked once.
 
 mod api;
+mod browser;
 mod hostile;
 mod parsers;
 mod reload;

@@ -1,26 +1,68 @@
-//! An HTML report of a [`Comparison`]: one self-contained page (inline SVG and CSS, no
-//! JavaScript, nothing fetched) that a person opens in a browser.
+//! HTML reports: one self-contained page (inline SVG, CSS and a few lines of JavaScript,
+//! nothing fetched) that a person opens in a browser or prints.
 //!
-//! The page holds the summary table, the spread of job completion times per policy over all
-//! seeds, and for the first seed of each policy the CPU each job used over time, the CPU limit
-//! the policy set on each job, each job's main metric over time, and a per-job table. Start at [`write_html`]; the pictures are drawn
-//! by hand with a small `Svg` writer and "nice" ticks (1, 2 or 5 × 10^k), so the report needs
-//! no fonts, no plotting crate and no system library. Every number written into the SVG goes
-//! through one formatter that turns a non-finite value into 0, and every string through
-//! `escape`.
+//! [`write_html`] draws one or more [`Scenario`]s (a workload and the comparison of policies
+//! on it). The page opens with each policy's own objective (its first `[[paper]]` figure,
+//! measured against the baseline on the same seeds), then per scenario: the paper's figures,
+//! the summary metrics, a JCT CDF, each job's progress toward its target normalised to 0..1,
+//! CPU used, the CPU limits of the policies that set any, placements on a per-node timeline
+//! with migrations and preemptions, GPU holders and use when the workload has GPUs, and a
+//! searchable per-job table. [`write_sweep_html`] draws a parameter sweep as a heat map and a
+//! table of every point. Every table sorts by a click on its header.
+//!
+//! Start at [`write_html`]; the sections live in `tables` (every table), `charts` (the
+//! charts over time), `lanes` (node and GPU timelines) and `heatmap` (the sweep page). The
+//! pictures are drawn by hand with a small `Svg` writer and "nice" ticks (1, 2 or 5 × 10^k),
+//! so the report needs no fonts, no plotting crate and no system library. Every number
+//! written into the SVG goes through one formatter that turns a non-finite value into 0, and
+//! every string through `escape`; the output is a function of the input alone.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::run::{Comparison, RunReport};
+use super::sweep::Sweep;
 use crate::backend::sim::JobOutcome;
 use crate::backend::sim::workload::Workload;
 
+mod charts;
+mod heatmap;
+mod lanes;
 mod svg;
+mod tables;
 
 use svg::*;
 
-/// Jobs drawn in the time charts at most; the others are summed into one band or left out.
+/// One workload's comparison, one section of a page.
+#[derive(Clone, Copy, Debug)]
+pub struct Scenario<'a> {
+    /// Every run of every policy on the workload, over the same seeds.
+    pub comparison: &'a Comparison,
+    /// The workload they ran: its jobs' names, models and targets, its nodes and GPUs, and
+    /// the paper's figures.
+    pub workload: &'a Workload,
+}
+
+/// Write `dir/index.html` (creating `dir`): one self-contained page with a section per
+/// scenario; returns its path.
+pub fn write_html(title: &str, scenarios: &[Scenario<'_>], dir: &Path) -> std::io::Result<PathBuf> {
+    write_page(dir, &render(title, scenarios))
+}
+
+/// Write `dir/index.html` (creating `dir`) for a parameter sweep: the figure at every point
+/// as a heat map and a table of every point; returns its path.
+pub fn write_sweep_html(sweep: &Sweep, dir: &Path) -> std::io::Result<PathBuf> {
+    write_page(dir, &heatmap::render(sweep))
+}
+
+fn write_page(dir: &Path, html: &str) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join("index.html");
+    std::fs::write(&path, html)?;
+    Ok(path)
+}
+
+/// Jobs drawn one by one in the charts at most; tables list them all.
 const MAX_JOBS_DRAWN: usize = 20;
 
 /// One colour per drawn job, by rank (Tableau 20).
@@ -29,52 +71,175 @@ const PALETTE: [&str; MAX_JOBS_DRAWN] = [
     "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
 ];
 
-/// The band of the jobs that are not drawn one by one.
-const OTHER_COLOUR: &str = "#eeeeee";
+/// One colour per policy, by order (Okabe–Ito, told apart by most colour-blind readers).
+const POLICY_PALETTE: [&str; 8] =
+    ["#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9", "#333333", "#8c564b"];
 
-const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}\
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}h3{font-size:1em;margin:1.2em 0 .3em}\
-pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:12px}\
-.meta,.note{color:#555}.wide{overflow-x:auto}\
-table{border-collapse:collapse;font-size:12px}th,td{border:1px solid #ddd;padding:2px 6px;text-align:right}\
+/// The band of the jobs that are not drawn one by one.
+const OTHER_COLOUR: &str = "#d9d9d9";
+
+const CSS: &str = "*{box-sizing:border-box}\
+body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222;padding:0 1em;\
+overflow-wrap:break-word}\
+h1{font-size:1.5em}h2{font-size:1.3em;margin-top:2.2em;border-bottom:2px solid #ccc}\
+h3{font-size:1.1em;margin:1.6em 0 .3em}h4{font-size:.95em;margin:1em 0 .2em}\
+.meta,.note{color:#555;font-size:.9em}nav ul{columns:2;font-size:.9em}\
+.scroll{overflow-x:auto;max-width:100%}\
+table{border-collapse:collapse;font-size:12px;margin:.3em 0}\
+th,td{border:1px solid #ddd;padding:2px 6px;text-align:right;vertical-align:top;white-space:nowrap}\
+td.l{white-space:normal;min-width:4em}\
 th{background:#f3f3f3}td.l,th.l{text-align:left}\
-svg{display:block;margin:.3em 0}svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#222}\
+table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e6eef7}\
+th[aria-sort=ascending]::after{content:' \\25B2'}th[aria-sort=descending]::after{content:' \\25BC'}\
+td.good{background:#e3eef9}td.bad{background:#fbe3e3}.r{color:#666;font-size:.9em}\
+.legend span{display:inline-block;margin-right:.9em;font-size:.85em}\
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;border:1px solid #999}\
+input.filter{font:inherit;padding:2px 6px;margin:.3em 0;width:16em;max-width:100%}\
+svg{display:block;width:100%;height:auto;margin:.3em 0}\
+svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#222}\
 svg .title{font-size:13px;font-weight:600}svg .empty{fill:#888;font-size:13px}\
 svg .axis{stroke:#333;stroke-width:1}svg .grid{stroke:#e6e6e6;stroke-width:1}\
-svg .cap{stroke:#555;stroke-width:1;stroke-dasharray:5 3}";
+svg .cap{stroke:#555;stroke-width:1;stroke-dasharray:5 3}\
+@media print{body{max-width:none;margin:0;font-size:10pt}input.filter,nav{display:none}\
+.scroll{overflow:visible}table{font-size:8pt;width:100%}th::after{content:''!important}\
+svg{break-inside:avoid;page-break-inside:avoid}h2,h3,h4{break-after:avoid}}";
 
-/// Write `dir/index.html` (creating `dir`), self-contained (inline SVG, inline CSS, no
-/// JavaScript, no network), and return its path.
-pub fn write_html(comparison: &Comparison, workload: &Workload, dir: &Path) -> std::io::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let path = dir.join("index.html");
-    std::fs::write(&path, render(comparison, workload))?;
-    Ok(path)
+/// Sorts a table by the clicked column (numbers by `data-v`, text otherwise; asc, then desc;
+/// empty cells last) and filters a table's rows by its search box.
+const SCRIPT: &str = "(function(){\n\
+function key(td){if(!td)return[2,''];var v=td.getAttribute('data-v');\
+if(v!==null&&v!==''){var n=parseFloat(v);if(n===n)return[0,n];}\
+var s=td.textContent.trim();return s===''||s==='\\u2014'?[2,'']:[1,s.toLowerCase()];}\n\
+function sortBy(t,th,i){var asc=th.getAttribute('aria-sort')!=='ascending';\
+Array.prototype.forEach.call(t.tHead.rows[0].cells,function(h){h.removeAttribute('aria-sort');});\
+th.setAttribute('aria-sort',asc?'ascending':'descending');var b=t.tBodies[0];\
+var rows=Array.prototype.slice.call(b.rows);rows.sort(function(x,y){var a=key(x.cells[i]),c=key(y.cells[i]);\
+if(a[0]!==c[0])return a[0]-c[0];var r=a[0]===0?a[1]-c[1]:(a[1]<c[1]?-1:a[1]>c[1]?1:0);return asc?r:-r;});\
+rows.forEach(function(r){b.appendChild(r);});}\n\
+Array.prototype.forEach.call(document.querySelectorAll('table.sortable'),function(t){\
+Array.prototype.forEach.call(t.tHead.rows[0].cells,function(th,i){th.tabIndex=0;th.title='sort';\
+th.addEventListener('click',function(){sortBy(t,th,i);});\
+th.addEventListener('keydown',function(e){if(e.key==='Enter')sortBy(t,th,i);});});});\n\
+Array.prototype.forEach.call(document.querySelectorAll('input.filter'),function(f){\
+var t=document.getElementById(f.getAttribute('data-table'));if(!t)return;\
+f.addEventListener('input',function(){var q=f.value.trim().toLowerCase();\
+Array.prototype.forEach.call(t.tBodies[0].rows,function(r){\
+r.hidden=q!==''&&r.textContent.toLowerCase().indexOf(q)<0;});});});\n\
+})();";
+
+/// A whole page around `body`: the head with the CSS, then the script that sorts and filters.
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}<script>\n{SCRIPT}\n</script>\n</body>\n</html>\n",
+        escape(title)
+    )
 }
 
-/// What every section of the page needs: the runs to draw and which jobs to draw.
-struct Page<'a> {
+/// The comparison page.
+fn render(title: &str, scenarios: &[Scenario<'_>]) -> String {
+    let sections: Vec<Section> = scenarios.iter().enumerate().map(|(i, s)| Section::new(i, s)).collect();
+    let mut out = String::new();
+    let _ = writeln!(out, "<h1>{}</h1>", escape(title));
+    let runs: usize = scenarios.iter().map(|s| s.comparison.runs.len()).sum();
+    let _ = writeln!(out, "<p class=\"meta\">{} scenario(s) · {runs} simulated runs</p>", scenarios.len());
+    if sections.len() > 1 {
+        out.push_str("<nav><ul>\n");
+        for s in &sections {
+            let _ = writeln!(out, "<li><a href=\"#{}\">{}</a></li>", s.id(""), escape(s.name()));
+        }
+        out.push_str("</ul></nav>\n");
+    }
+    out.push_str("<h2 id=\"objectives\">Each policy's own objective</h2>\n");
+    tables::objectives(&sections, "objectives-table", &mut out);
+    if sections.is_empty() {
+        out.push_str("<p class=\"note\">No scenario was given.</p>\n");
+    }
+    for s in &sections {
+        section(s, sections.len() > 1, &mut out);
+    }
+    page(title, &out)
+}
+
+/// One scenario: its tables, then its pictures, then its jobs.
+fn section(s: &Section, several: bool, out: &mut String) {
+    let w = s.workload;
+    let cores: f64 = w.nodes.iter().map(|n| n.cpu_millicores as f64 / 1000.0).sum();
+    let gpus: u32 = w.nodes.iter().map(|n| n.gpus).sum();
+    let mut seeds: Vec<u64> = s.comparison.runs.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
+    seeds.dedup();
+    let _ = writeln!(out, "<section id=\"{}\">\n<h2>Workload {}</h2>", s.id(""), escape(s.name()));
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">{} jobs on {} nodes ({} cores{}) · policies {} · baseline {} · {} seed(s) · {} runs</p>",
+        s.job_count,
+        w.nodes.len(),
+        number(cores),
+        if gpus > 0 { format!(", {gpus} GPUs") } else { String::new() },
+        escape(&s.policies.join(", ")),
+        escape(s.comparison.baseline()),
+        seeds.len(),
+        s.comparison.runs.len()
+    );
+    if several {
+        out.push_str("<h3>Objectives</h3>\n");
+        tables::objectives(std::slice::from_ref(s), &s.id("objectives"), out);
+    }
+    tables::paper(s, out);
+    tables::summary(s, out);
+    charts::jct_cdf(s, out);
+    charts::progress(s, out);
+    charts::cpu(s, cores, out);
+    charts::limits(s, out);
+    lanes::placements(s, out);
+    if gpus > 0 {
+        lanes::gpus(s, out);
+    }
+    tables::jobs(s, out);
+    out.push_str("</section>\n");
+}
+
+/// What every part of a scenario's section needs: the runs to draw and which jobs to draw.
+struct Section<'a> {
+    /// The scenario's position on the page, for element ids.
+    index: usize,
     comparison: &'a Comparison,
     workload: &'a Workload,
     policies: Vec<&'a str>,
-    /// The run shown in the time charts and the job table for each policy, in `policies` order.
+    /// The run shown in the charts over time and the job table for each policy, in
+    /// `policies` order.
     first: Vec<&'a RunReport>,
     /// Jobs in the workload (or in the runs, if those have more).
     job_count: usize,
-    /// The job indices drawn in the time charts, busiest first.
+    /// The job indices drawn one by one, busiest first.
     drawn: Vec<usize>,
+    /// The last time in any first run's timeline, in seconds.
+    max_t: f64,
 }
 
-impl<'a> Page<'a> {
-    fn new(comparison: &'a Comparison, workload: &'a Workload) -> Page<'a> {
+impl<'a> Section<'a> {
+    fn new(index: usize, scenario: &Scenario<'a>) -> Section<'a> {
+        let (comparison, workload) = (scenario.comparison, scenario.workload);
         let policies = comparison.policies();
         let first: Vec<&RunReport> = policies.iter().filter_map(|p| first_run(comparison, p)).collect();
         let job_count = comparison.runs.iter().map(|r| r.jobs.len()).fold(workload.jobs.len(), usize::max);
         let drawn = busiest_jobs(&first, job_count, MAX_JOBS_DRAWN);
-        Page { comparison, workload, policies, first, job_count, drawn }
+        let max_t = first.iter().flat_map(|r| &r.timeline).map(|s| finite(s.time_s)).fold(0.0, f64::max);
+        Section { index, comparison, workload, policies, first, job_count, drawn, max_t }
     }
 
-    /// How many jobs the time charts do not draw one by one.
+    fn name(&self) -> &str {
+        if self.workload.name.is_empty() { &self.comparison.workload } else { &self.workload.name }
+    }
+
+    /// An element id unique on the page: the section's, or one of its parts.
+    fn id(&self, part: &str) -> String {
+        if part.is_empty() { format!("s{}", self.index) } else { format!("s{}-{part}", self.index) }
+    }
+
+    /// How many jobs the charts do not draw one by one.
     fn hidden(&self) -> usize {
         self.job_count.saturating_sub(self.drawn.len())
     }
@@ -102,9 +267,36 @@ impl<'a> Page<'a> {
         self.comparison.runs.iter().find_map(|r| r.jobs.get(i))
     }
 
-    /// The palette slot of a drawn job.
-    fn colour(&self, job: usize) -> Option<&'static str> {
-        self.drawn.iter().position(|&j| j == job).map(|rank| PALETTE[rank % PALETTE.len()])
+    /// The palette slot of a drawn job, grey for the others.
+    fn colour(&self, job: usize) -> &'static str {
+        self.drawn.iter().position(|&j| j == job).map_or(OTHER_COLOUR, |rank| PALETTE[rank % PALETTE.len()])
+    }
+
+    /// A policy's colour, by its order in the comparison.
+    fn policy_colour(&self, policy: &str) -> &'static str {
+        let k = self.policies.iter().position(|p| *p == policy).unwrap_or(0);
+        POLICY_PALETTE[k % POLICY_PALETTE.len()]
+    }
+
+    /// The legend of the per-job charts: the drawn jobs, then the others if any.
+    fn legend(&self) -> Vec<(String, &'static str)> {
+        let mut entries: Vec<(String, &str)> = self.drawn.iter().map(|&j| (self.job_name(j), self.colour(j))).collect();
+        if self.hidden() > 0 {
+            entries.push((format!("{} other jobs", self.hidden()), OTHER_COLOUR));
+        }
+        entries
+    }
+
+    /// A sentence saying which jobs the charts leave out, or nothing.
+    fn left_out(&self) -> String {
+        match self.hidden() {
+            0 => String::new(),
+            hidden => format!(
+                " Only the {} jobs with the most CPU are drawn one by one; the other {hidden} are grey or left out \
+                 (the tables list every job).",
+                self.drawn.len()
+            ),
+        }
     }
 }
 
@@ -121,7 +313,7 @@ fn busiest_jobs(runs: &[&RunReport], job_count: usize, max: usize) -> Vec<usize>
     for sample in runs.iter().flat_map(|r| &r.timeline) {
         for js in &sample.jobs {
             if let Some(t) = total.get_mut(js.job as usize) {
-                *t += finite(js.cpu).max(0.0);
+                *t += finite(js.cpu).max(0.0) + js.gpus.len() as f64;
             }
         }
     }
@@ -129,407 +321,6 @@ fn busiest_jobs(runs: &[&RunReport], job_count: usize, max: usize) -> Vec<usize>
     order.sort_by(|&a, &b| total[b].total_cmp(&total[a]).then(a.cmp(&b)));
     order.truncate(max);
     order
-}
-
-/// The whole page.
-fn render(comparison: &Comparison, workload: &Workload) -> String {
-    let page = Page::new(comparison, workload);
-    let name = if workload.name.is_empty() { &comparison.workload } else { &workload.name };
-    let cores: f64 = workload.nodes.iter().map(|n| n.cpu_millicores as f64 / 1000.0).sum();
-    let mut seeds: Vec<u64> = comparison.runs.iter().map(|r| r.seed).collect();
-    seeds.sort_unstable();
-    seeds.dedup();
-
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>wasmsched: {}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        escape(name)
-    );
-    let _ = writeln!(out, "<h1>Scheduling policies on workload {}</h1>", escape(name));
-    let _ = writeln!(
-        out,
-        "<p class=\"meta\">{} jobs on {} nodes ({} cores) · {} policies · {} seed(s) · {} runs</p>",
-        page.job_count,
-        workload.nodes.len(),
-        number(cores),
-        page.policies.len(),
-        seeds.len(),
-        comparison.runs.len()
-    );
-    let _ = writeln!(out, "<pre>{}</pre>", escape(&comparison.table()));
-    if !workload.paper.is_empty() {
-        out.push_str("<h2>Beside the paper</h2>\n");
-        let _ = writeln!(out, "<pre>{}</pre>", escape(&comparison.paper_table(&workload.paper)));
-    }
-
-    jct_section(&page, &mut out);
-    cpu_section(&page, cores, &mut out);
-    limits_section(&page, &mut out);
-    progress_section(&page, &mut out);
-    jobs_section(&page, &mut out);
-    out.push_str("</body>\n</html>\n");
-    out
-}
-
-/// Section 2: every job's completion time over all seeds, a box per policy.
-fn jct_section(page: &Page, out: &mut String) {
-    out.push_str("<h2>Job completion time</h2>\n");
-    out.push_str(
-        "<p class=\"note\">Every finished job of every seed. Whiskers span min to max, the box the \
-         quartiles, the thick bar the median; each dot is one job.</p>\n",
-    );
-    let per_policy: Vec<Vec<f64>> = page
-        .policies
-        .iter()
-        .map(|p| {
-            let mut xs: Vec<f64> = page
-                .comparison
-                .runs
-                .iter()
-                .filter(|r| r.policy == *p)
-                .flat_map(|r| r.jobs.iter().filter_map(|j| j.jct_s))
-                .filter(|x| x.is_finite())
-                .collect();
-            xs.sort_by(f64::total_cmp);
-            xs
-        })
-        .collect();
-    let max_s = per_policy.iter().flatten().copied().fold(0.0, f64::max);
-    let unit = TimeUnit::for_max(max_s);
-
-    let (left, right, top, row_h) = (170.0, 740.0, 40.0, 44.0);
-    let rows = page.policies.len().max(1);
-    let bottom = top + rows as f64 * row_h;
-    let mut svg = Svg::new(960.0, bottom + 52.0, "job completion time per policy");
-    svg.text(left, 20.0, Anchor::Start, "title", "Job completion time per policy (all seeds)");
-    let x = Scale::nice(0.0, max_s / unit.seconds, left, right);
-    x_axis(&mut svg, &x, bottom, top, &format!("job completion time ({})", unit.name));
-    svg.line(left, bottom, left, top, "axis");
-    svg.vtext(18.0, (top + bottom) / 2.0, "policy");
-    if page.policies.is_empty() {
-        svg.text((left + right) / 2.0, (top + bottom) / 2.0 + 4.0, Anchor::Middle, "empty", "no runs");
-    }
-    for (row, (policy, xs)) in page.policies.iter().zip(&per_policy).enumerate() {
-        let mid = top + (row as f64 + 0.5) * row_h;
-        svg.line(left - 4.0, mid, left, mid, "axis");
-        svg.text(left - 8.0, mid + 4.0, Anchor::End, "", &shorten(policy, 24));
-        let jobs: usize = page.comparison.runs.iter().filter(|r| r.policy == *policy).map(|r| r.jobs.len()).sum();
-        if xs.is_empty() {
-            svg.text(left + 10.0, mid + 4.0, Anchor::Start, "empty", &format!("no job finished (of {jobs})"));
-            continue;
-        }
-        let at = |s: f64| x.at(s / unit.seconds);
-        let (lo, q1, med, q3, hi) =
-            (xs[0], quantile(xs, 0.25), quantile(xs, 0.5), quantile(xs, 0.75), xs[xs.len() - 1]);
-        let half = row_h * 0.3;
-        svg.line(at(lo), mid, at(q1), mid, "axis");
-        svg.line(at(q3), mid, at(hi), mid, "axis");
-        svg.line(at(lo), mid - half / 2.0, at(lo), mid + half / 2.0, "axis");
-        svg.line(at(hi), mid - half / 2.0, at(hi), mid + half / 2.0, "axis");
-        svg.rect(at(q1), mid - half, at(q3) - at(q1), 2.0 * half, "#dbe8f5", "#1f77b4");
-        for (i, &v) in xs.iter().enumerate() {
-            // A fixed scatter so equal times stay visible, the same on every render.
-            let dy = ((i * 7919) % 17) as f64 / 16.0 - 0.5;
-            svg.circle(at(v), mid + dy * half * 1.6, 2.2, "#1f77b4", 0.45);
-        }
-        svg.line_styled(at(med), mid - half, at(med), mid + half, "#0b3c6b", 3.0);
-        svg.text(
-            right + 10.0,
-            mid + 4.0,
-            Anchor::Start,
-            "",
-            &format!("median {} · {}/{jobs} ended", unit.label(med), xs.len()),
-        );
-    }
-    out.push_str(&svg.finish());
-}
-
-/// Opens a section drawn from each policy's first run: its title, and its note followed by
-/// `left_out(drawn, hidden)` when some jobs are not drawn. False (after "No runs.") when there
-/// is nothing to draw.
-fn open_section(
-    page: &Page,
-    title: &str,
-    note: &str,
-    left_out: impl Fn(usize, usize) -> String,
-    out: &mut String,
-) -> bool {
-    let _ = writeln!(out, "<h2>{title}</h2>");
-    if page.first.is_empty() {
-        out.push_str("<p class=\"note\">No runs.</p>\n");
-        return false;
-    }
-    let hidden = page.hidden();
-    let more = if hidden > 0 { left_out(page.drawn.len(), hidden) } else { String::new() };
-    let _ = writeln!(out, "<p class=\"note\">{note}{more}</p>");
-    true
-}
-
-/// Section 3: each policy's CPU per job over time, stacked, on shared axes.
-fn cpu_section(page: &Page, capacity_cores: f64, out: &mut String) {
-    let note = "Cores used by each job, stacked, at every tick of the first seed.";
-    let left_out = |drawn, hidden| {
-        format!(
-            " Only the {drawn} jobs with the most CPU are drawn one by one; the other {hidden} are summed into the \
-             grey band on top."
-        )
-    };
-    if !open_section(page, "CPU used over time", note, left_out, out) {
-        return;
-    }
-    // One row per sample: (time, cores per drawn job, cores of the others).
-    let stacks: Vec<Vec<(f64, Vec<f64>, f64)>> = page
-        .first
-        .iter()
-        .map(|run| {
-            run.timeline
-                .iter()
-                .filter(|s| s.time_s.is_finite())
-                .map(|s| {
-                    let mut drawn = vec![0.0; page.drawn.len()];
-                    let mut other = 0.0;
-                    for js in &s.jobs {
-                        let cores = finite(js.cpu).max(0.0);
-                        match page.drawn.iter().position(|&j| j == js.job as usize) {
-                            Some(k) => drawn[k] += cores,
-                            None => other += cores,
-                        }
-                    }
-                    (s.time_s, drawn, other)
-                })
-                .collect()
-        })
-        .collect();
-    let max_t = stacks.iter().flatten().map(|s| s.0).fold(0.0, f64::max);
-    let max_cores = stacks.iter().flatten().map(|s| s.1.iter().sum::<f64>() + s.2).fold(capacity_cores, f64::max);
-    let unit = TimeUnit::for_max(max_t);
-    let hidden = page.hidden();
-    let legend = legend_entries(page, hidden);
-
-    for (run, stack) in page.first.iter().zip(&stacks) {
-        let _ = writeln!(out, "<h3>{} (seed {})</h3>", escape(&run.policy), run.seed);
-        let mut chart = TimeChart::new(
-            &format!("CPU used per job: {} (seed {})", run.policy, run.seed),
-            max_t / unit.seconds,
-            0.0,
-            max_cores,
-            &format!("time ({})", unit.name),
-            "CPU (cores)",
-        );
-        if stack.is_empty() {
-            chart.empty("no timeline recorded for this run");
-        }
-        let layers = page.drawn.len() + usize::from(hidden > 0);
-        let mut base: Vec<f64> = vec![0.0; stack.len()];
-        for layer in 0..layers {
-            let top: Vec<f64> = stack
-                .iter()
-                .zip(&base)
-                .map(|((_, drawn, other), b)| b + drawn.get(layer).copied().unwrap_or(*other))
-                .collect();
-            let mut points: Vec<(f64, f64)> =
-                stack.iter().zip(&top).map(|(s, &y)| chart.at(s.0 / unit.seconds, y)).collect();
-            points.extend(stack.iter().zip(&base).rev().map(|(s, &y)| chart.at(s.0 / unit.seconds, y)));
-            let fill = page.drawn.get(layer).and_then(|&j| page.colour(j)).unwrap_or(OTHER_COLOUR);
-            if stack.len() == 1 {
-                // One tick: a thin bar instead of an area of no width.
-                let (x, y0) = chart.at(stack[0].0 / unit.seconds, base[0]);
-                let (_, y1) = chart.at(stack[0].0 / unit.seconds, top[0]);
-                chart.svg.rect(x - 2.0, y1, 4.0, y0 - y1, fill, "none");
-            } else if stack.len() > 1 {
-                chart.svg.polygon(&points, fill);
-            }
-            base = top;
-        }
-        if capacity_cores > 0.0 {
-            let (x0, y) = chart.at(chart.x.lo, capacity_cores);
-            let (x1, _) = chart.at(chart.x.hi, capacity_cores);
-            chart.svg.line(x0, y, x1, y, "cap");
-            chart.svg.text(x1 - 4.0, y - 4.0, Anchor::End, "", &format!("capacity {} cores", number(capacity_cores)));
-        }
-        chart.legend(&legend);
-        out.push_str(&chart.finish());
-    }
-}
-
-/// Section 5: each drawn job's main metric over time, per policy.
-fn progress_section(page: &Page, out: &mut String) {
-    let note = "Each job's main metric (accuracy, loss or latency, by model) at every report of the first seed; a \
-                dot marks its last report.";
-    let series = |run: &RunReport, job: usize| -> Vec<Vec<(f64, f64)>> {
-        let curve = run.jobs.get(job).map(|o| o.progress.clone()).unwrap_or_default();
-        vec![curve.into_iter().filter(|(t, m)| t.is_finite() && m.is_finite()).collect()]
-    };
-    let lines = Lines {
-        title: "Progress",
-        chart: "Main metric per job",
-        y_label: "main metric",
-        note,
-        empty: "no progress recorded for this run",
-    };
-    lines_section(page, &lines, series, out);
-}
-
-/// Section 4: the CPU limit each policy set on each drawn job over time.
-fn limits_section(page: &Page, out: &mut String) {
-    let note = "The CPU limit in force on each job at every tick of the first seed, in cores; no line while a \
-                job runs unlimited (fair-share's default), a dot at the last limit.";
-    // Stretches of consecutive ticks with a limit, each drawn as one line.
-    let series = |run: &RunReport, job: usize| -> Vec<Vec<(f64, f64)>> {
-        let mut stretches: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
-        for sample in &run.timeline {
-            let limit = sample.jobs.iter().find(|js| js.job as usize == job).and_then(|js| js.cpu_limit);
-            match limit {
-                Some(cores) if cores.is_finite() => {
-                    stretches.last_mut().expect("never empty").push((sample.time_s, cores))
-                }
-                _ if stretches.last().is_some_and(|s| !s.is_empty()) => stretches.push(Vec::new()),
-                _ => {}
-            }
-        }
-        stretches.retain(|s| !s.is_empty());
-        stretches
-    };
-    let lines = Lines {
-        title: "CPU limits",
-        chart: "CPU limit per job",
-        y_label: "CPU limit (cores)",
-        note,
-        empty: "no CPU limit was set in this run",
-    };
-    lines_section(page, &lines, series, out);
-}
-
-/// The words of a section of per-job lines.
-struct Lines<'a> {
-    title: &'a str,
-    chart: &'a str,
-    y_label: &'a str,
-    note: &'a str,
-    empty: &'a str,
-}
-
-/// A section with one chart per policy's first run: each drawn job's `series` (stretches of
-/// (time s, value)) as lines, a dot at its last point.
-fn lines_section(
-    page: &Page,
-    words: &Lines,
-    series: impl Fn(&RunReport, usize) -> Vec<Vec<(f64, f64)>>,
-    out: &mut String,
-) {
-    let left_out =
-        |drawn, hidden| format!(" Only the {drawn} jobs with the most CPU are drawn; {hidden} are left out.");
-    if !open_section(page, words.title, words.note, left_out, out) {
-        return;
-    }
-    let all: Vec<(f64, f64)> = page
-        .first
-        .iter()
-        .flat_map(|r| page.drawn.iter().flat_map(|&j| series(r, j)).flatten().collect::<Vec<_>>())
-        .collect();
-    let max_t = all.iter().map(|p| p.0).fold(0.0, f64::max);
-    let (lo, hi) = all.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), p| (lo.min(p.1), hi.max(p.1)));
-    let (lo, hi) = if all.is_empty() { (0.0, 1.0) } else { (lo, hi) };
-    let unit = TimeUnit::for_max(max_t);
-    let legend = legend_entries(page, 0);
-
-    for run in &page.first {
-        let _ = writeln!(out, "<h3>{} (seed {})</h3>", escape(&run.policy), run.seed);
-        let mut chart = TimeChart::new(
-            &format!("{}: {} (seed {})", words.chart, run.policy, run.seed),
-            max_t / unit.seconds,
-            lo,
-            hi,
-            &format!("time ({})", unit.name),
-            words.y_label,
-        );
-        let mut any = false;
-        for &job in &page.drawn {
-            let colour = page.colour(job).unwrap_or(OTHER_COLOUR);
-            let stretches = series(run, job);
-            for stretch in &stretches {
-                let points: Vec<(f64, f64)> = stretch.iter().map(|&(t, y)| chart.at(t / unit.seconds, y)).collect();
-                if points.len() > 1 {
-                    chart.svg.polyline(&points, colour);
-                }
-            }
-            if let Some(&(t, y)) = stretches.last().and_then(|s| s.last()) {
-                let (x, y) = chart.at(t / unit.seconds, y);
-                chart.svg.circle(x, y, 3.0, colour, 1.0);
-                any = true;
-            }
-        }
-        if !any {
-            chart.empty(words.empty);
-        }
-        chart.legend(&legend);
-        out.push_str(&chart.finish());
-    }
-}
-
-/// Section 6: one row per job, the first seed's outcome under each policy.
-fn jobs_section(page: &Page, out: &mut String) {
-    out.push_str("<h2>Jobs</h2>\n");
-    out.push_str(
-        "<p class=\"note\">First seed of each policy. Times are from the job's arrival; targets are the \
-         times its tiers were reached (— if never).</p>\n<div class=\"wide\">\n<table>\n<thead>\n<tr>\
-         <th class=\"l\" rowspan=\"2\">job</th><th class=\"l\" rowspan=\"2\">model</th><th rowspan=\"2\">arrival</th>",
-    );
-    for run in &page.first {
-        let _ = write!(out, "<th colspan=\"4\">{} (seed {})</th>", escape(&run.policy), run.seed);
-    }
-    out.push_str("</tr>\n<tr>");
-    for _ in &page.first {
-        out.push_str("<th>JCT</th><th>targets</th><th>satisfied</th><th>migrations</th>");
-    }
-    out.push_str("</tr>\n</thead>\n<tbody>\n");
-    for i in 0..page.job_count {
-        let arrival = page.job_arrival_s(i).map_or_else(|| "—".to_string(), duration);
-        let _ = write!(
-            out,
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>",
-            escape(&page.job_name(i)),
-            escape(&page.job_model(i)),
-            escape(&arrival)
-        );
-        for run in &page.first {
-            match run.jobs.get(i) {
-                Some(o) => {
-                    let jct = o.jct_s.map_or_else(|| "did not end".to_string(), duration);
-                    let jct = if o.stopped { format!("{jct} (stopped)") } else { jct };
-                    let targets: Vec<String> =
-                        o.targets_reached_s.iter().map(|t| t.map_or_else(|| "—".to_string(), duration)).collect();
-                    let satisfied = match o.satisfied {
-                        Some(true) => "yes",
-                        Some(false) => "no",
-                        None => "—",
-                    };
-                    let _ = write!(
-                        out,
-                        "<td>{}</td><td>{}</td><td>{satisfied}</td><td>{}</td>",
-                        escape(&jct),
-                        escape(&targets.join(" / ")),
-                        o.migrations
-                    );
-                }
-                None => out.push_str("<td>—</td><td>—</td><td>—</td><td>—</td>"),
-            }
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody>\n</table>\n</div>\n");
-}
-
-/// The legend of the time charts: the drawn jobs, then the others' band if any.
-fn legend_entries(page: &Page, hidden: usize) -> Vec<(String, &'static str)> {
-    let mut entries: Vec<(String, &str)> =
-        page.drawn.iter().map(|&j| (page.job_name(j), page.colour(j).unwrap_or(OTHER_COLOUR))).collect();
-    if hidden > 0 {
-        entries.push((format!("{hidden} other jobs"), OTHER_COLOUR));
-    }
-    entries
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The report's drawing kit: an SVG writer that escapes every string and rounds every number,
-//! linear scales with "nice" ticks (1, 2 or 5 × 10^k), axes, and a time chart with a legend.
+//! linear scales with "nice" ticks (1, 2 or 5 × 10^k), axes, a time chart with a legend, a
+//! chart of lanes (one row per node or GPU, bars along time) and a diverging colour scale.
 
 use std::fmt::{self, Write as _};
 
@@ -38,13 +39,90 @@ impl TimeChart {
         self.svg.text(x, y, Anchor::Middle, "empty", why);
     }
 
+    /// Entries beside the plot, one a line (no swatch for an empty colour); those that do not
+    /// fit are counted on a last line.
     pub(super) fn legend(&mut self, entries: &[(String, &str)]) {
         let x = Self::RIGHT + 20.0;
+        let room = ((Self::HEIGHT - Self::TOP - 10.0) / 15.0) as usize;
         for (i, (name, colour)) in entries.iter().enumerate() {
             let y = Self::TOP + i as f64 * 15.0;
-            self.svg.rect(x, y, 10.0, 10.0, colour, "#999");
-            self.svg.text(x + 15.0, y + 9.0, Anchor::Start, "", &shorten(name, 28));
+            if i + 1 == room && entries.len() > room {
+                let more = entries.len() - i;
+                self.svg.text(x, y + 9.0, Anchor::Start, "", &format!("… and {more} more"));
+                break;
+            }
+            if !colour.is_empty() {
+                self.svg.rect(x, y, 10.0, 10.0, colour, "#999");
+            }
+            self.svg.text(x + 15.0, y + 9.0, Anchor::Start, "", &shorten(name, 34));
         }
+    }
+
+    pub(super) fn finish(self) -> String {
+        self.svg.finish()
+    }
+}
+
+/// Lanes along a shared time axis, one a node or GPU, each labelled on the left and holding
+/// one or more rows of bars.
+pub(super) struct LaneChart {
+    pub(super) svg: Svg,
+    pub(super) x: Scale,
+    /// The top of each lane, then the bottom of the last.
+    tops: Vec<f64>,
+}
+
+impl LaneChart {
+    pub(super) const WIDTH: f64 = 960.0;
+    pub(super) const LEFT: f64 = 120.0;
+    pub(super) const RIGHT: f64 = 940.0;
+    pub(super) const TOP: f64 = 34.0;
+    /// The height of one row of bars.
+    pub(super) const ROW: f64 = 14.0;
+    /// The room around a lane's rows.
+    const PAD: f64 = 4.0;
+
+    /// A chart of `lanes`, each a name and its number of rows.
+    pub(super) fn new(title: &str, lanes: &[(String, usize)], max_x: f64, x_title: &str) -> LaneChart {
+        let mut tops = vec![Self::TOP];
+        for (_, rows) in lanes {
+            let last = *tops.last().expect("never empty");
+            tops.push(last + 2.0 * Self::PAD + Self::ROW * (*rows).max(1) as f64);
+        }
+        let bottom = if lanes.is_empty() { Self::TOP + 2.0 * Self::PAD + Self::ROW } else { tops[lanes.len()] };
+        let mut svg = Svg::new(Self::WIDTH, bottom + 48.0, title);
+        svg.text(Self::LEFT, 20.0, Anchor::Start, "title", title);
+        let x = Scale::nice(0.0, max_x, Self::LEFT, Self::RIGHT);
+        x_axis(&mut svg, &x, bottom, Self::TOP, x_title);
+        for (k, (name, _)) in lanes.iter().enumerate() {
+            let (top, bottom) = (tops[k], tops[k + 1]);
+            if k % 2 == 1 {
+                svg.rect_opacity(Self::LEFT, top, Self::RIGHT - Self::LEFT, bottom - top, "#000", 0.035);
+            }
+            svg.text(Self::LEFT - 8.0, (top + bottom) / 2.0 + 4.0, Anchor::End, "", &shorten(name, 18));
+        }
+        svg.line(Self::LEFT, Self::TOP, Self::LEFT, bottom, "axis");
+        LaneChart { svg, x, tops }
+    }
+
+    /// The top and bottom of row `row` of lane `k`.
+    pub(super) fn row(&self, k: usize, row: usize) -> (f64, f64) {
+        let lane = k.min(self.tops.len().saturating_sub(2));
+        let top = self.tops[lane] + Self::PAD + Self::ROW * row as f64;
+        (top + 1.0, top + Self::ROW - 1.0)
+    }
+
+    /// The top and bottom of lane `k`, inside its padding.
+    pub(super) fn lane(&self, k: usize) -> (f64, f64) {
+        let lane = k.min(self.tops.len().saturating_sub(2));
+        let bottom = self.tops.get(lane + 1).copied().unwrap_or(self.tops[lane]);
+        (self.tops[lane] + Self::PAD, bottom - Self::PAD)
+    }
+
+    pub(super) fn empty(&mut self, why: &str) {
+        let bottom = self.tops.last().copied().unwrap_or(Self::TOP);
+        let y = (Self::TOP + bottom.max(Self::TOP + 22.0)) / 2.0 + 4.0;
+        self.svg.text((Self::LEFT + Self::RIGHT) / 2.0, y, Anchor::Middle, "empty", why);
     }
 
     pub(super) fn finish(self) -> String {
@@ -357,8 +435,85 @@ impl Svg {
         );
     }
 
+    /// A rectangle of `fill` at `opacity`, no outline.
+    pub(super) fn rect_opacity(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, opacity: f64) {
+        let (x, w) = if w < 0.0 { (x + w, -w) } else { (x, w) };
+        let (y, h) = if h < 0.0 { (y + h, -h) } else { (y, h) };
+        let _ = writeln!(
+            self.out,
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" fill-opacity=\"{}\"/>",
+            Px(x),
+            Px(y),
+            Px(w),
+            Px(h),
+            escape(fill),
+            Px(opacity.clamp(0.0, 1.0))
+        );
+    }
+
+    /// A polyline of `stroke` at `width`, dashed or not.
+    pub(super) fn polyline_styled(&mut self, points: &[(f64, f64)], stroke: &str, width: f64, dashed: bool) {
+        let dash = if dashed { " stroke-dasharray=\"4 3\"" } else { "" };
+        let _ = writeln!(
+            self.out,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{dash}/>",
+            Self::points(points),
+            escape(stroke),
+            Px(width)
+        );
+    }
+
+    /// A polygon of `fill` outlined in `stroke`.
+    pub(super) fn polygon_styled(&mut self, points: &[(f64, f64)], fill: &str, stroke: &str) {
+        let _ = writeln!(
+            self.out,
+            "<polygon points=\"{}\" fill=\"{}\" stroke=\"{}\"/>",
+            Self::points(points),
+            escape(fill),
+            escape(stroke)
+        );
+    }
+
+    /// Text of `size` pixels in `fill`.
+    pub(super) fn text_sized(&mut self, x: f64, y: f64, anchor: Anchor, size: f64, fill: &str, s: &str) {
+        let anchor = match anchor {
+            Anchor::Start => "start",
+            Anchor::Middle => "middle",
+            Anchor::End => "end",
+        };
+        let _ = writeln!(
+            self.out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\" style=\"font-size:{}px;fill:{}\">{}</text>",
+            Px(x),
+            Px(y),
+            Px(size),
+            escape(fill),
+            escape(s)
+        );
+    }
+
+    /// Opens a group of `class` whose tooltip is `tooltip`; [`Svg::close_group`] closes it.
+    pub(super) fn open_group(&mut self, class: &str, tooltip: &str) {
+        let _ = writeln!(self.out, "<g class=\"{}\"><title>{}</title>", escape(class), escape(tooltip));
+    }
+
+    pub(super) fn close_group(&mut self) {
+        self.out.push_str("</g>\n");
+    }
+
     pub(super) fn finish(mut self) -> String {
         self.out.push_str("</svg>\n");
         self.out
     }
+}
+
+/// A colour of a diverging scale: `good` 1 is blue, −1 red, 0 near white; clamped.
+pub(super) fn diverging(good: f64) -> String {
+    const WHITE: [f64; 3] = [247.0, 247.0, 247.0];
+    const BLUE: [f64; 3] = [33.0, 102.0, 172.0];
+    const RED: [f64; 3] = [178.0, 24.0, 43.0];
+    let t = finite(good).clamp(-1.0, 1.0);
+    let end = if t >= 0.0 { BLUE } else { RED };
+    let mix = |k: usize| (WHITE[k] + (end[k] - WHITE[k]) * t.abs()).round() as u8;
+    format!("#{:02x}{:02x}{:02x}", mix(0), mix(1), mix(2))
 }
