@@ -283,6 +283,15 @@ impl Comparison {
         })
     }
 
+    /// Why [`Comparison::measure`] gives nothing for `claim`, for a person.
+    pub fn not_measured(&self, claim: &Claim) -> String {
+        if self.policies().contains(&claim.policy.as_str()) {
+            "not measured (never reached in both runs)".into()
+        } else {
+            format!("not measured ({} did not run)", claim.policy)
+        }
+    }
+
     /// The runs of `policy` paired with the baseline's runs of the same seeds.
     fn paired<'a>(&'a self, policy: &'a str) -> impl Iterator<Item = (&'a RunReport, &'a RunReport)> + 'a {
         let baseline = self.baseline();
@@ -300,10 +309,7 @@ impl Comparison {
         let _ = writeln!(out, "{:<12} {:<26} {:>10} {:>30}  source", "policy", "figure", "paper", "ours");
         for claim in claims {
             let ours = match self.measure(claim) {
-                None if !self.policies().contains(&claim.policy.as_str()) => {
-                    format!("not measured ({} did not run)", claim.policy)
-                }
-                None => "not measured (never reached in both runs)".to_string(),
+                None => self.not_measured(claim),
                 Some(m) => {
                     let f = |x| claim.figure.format(x);
                     format!("{} [{}, {}]", m.summary(), f(m.range.0), f(m.range.1))

@@ -132,15 +132,6 @@ fn objective_of(s: &Section, policy: &str) -> Claim {
     })
 }
 
-/// Why a claim has no measurement.
-fn not_measured(s: &Section, claim: &Claim) -> String {
-    if s.policies.contains(&claim.policy.as_str()) {
-        "not measured (never reached in both runs)".into()
-    } else {
-        format!("not measured ({} did not run)", claim.policy)
-    }
-}
-
 /// Each policy's own objective, measured against the baseline, one row per policy and
 /// scenario (with a scenario column when there are several).
 pub(super) fn objectives(sections: &[Section], id: &str, out: &mut String) {
@@ -171,7 +162,7 @@ pub(super) fn objectives(sections: &[Section], id: &str, out: &mut String) {
                 Some(m) => row.extend(measured_cells(&m, true)),
                 None => {
                     row.extend([Cell::text(baseline), Cell::num(f64::NAN, "—")]);
-                    row.push(Cell::num(f64::NAN, &not_measured(s, &claim)));
+                    row.push(Cell::num(f64::NAN, &s.comparison.not_measured(&claim)));
                     row.push(Cell::num(0.0, "0"));
                 }
             }
@@ -223,7 +214,7 @@ pub(super) fn paper(s: &Section, out: &mut String) {
                     row.push(Cell::num(m.seeds as f64, &m.seeds.to_string()));
                 }
                 None => {
-                    row.push(Cell::num(f64::NAN, &not_measured(s, claim)));
+                    row.push(Cell::num(f64::NAN, &s.comparison.not_measured(claim)));
                     row.extend([Cell::num(f64::NAN, "—"), Cell::num(f64::NAN, "—"), Cell::num(0.0, "0")]);
                 }
             }
