@@ -248,6 +248,38 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// `claim`'s figure over `pairs` of a run of `claim.policy` and the run of `baseline`
+    /// with the same seed, on the pairs where it can be measured; None when it cannot be on
+    /// any.
+    pub fn over<'a>(
+        claim: &Claim,
+        baseline: &str,
+        pairs: impl IntoIterator<Item = (&'a RunReport, &'a RunReport)>,
+    ) -> Option<Measured> {
+        let (mut bases, mut ours, mut figures) = (Vec::new(), Vec::new(), Vec::new());
+        for (run, base) in pairs {
+            if let (Some(f), Some((b, o))) = (claim.figure.measure(run, base), claim.figure.values(run, base)) {
+                figures.push(f);
+                bases.push(b);
+                ours.push(o);
+            }
+        }
+        let range = figures.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
+        (!figures.is_empty()).then(|| Measured {
+            policy: claim.policy.clone(),
+            baseline: baseline.to_string(),
+            figure: claim.figure,
+            baseline_value: mean(&bases),
+            value: mean(&ours),
+            mean: mean(&figures),
+            sd: std_dev(&figures),
+            range,
+            seeds: figures.len(),
+            paper: claim.value,
+            source: claim.source.clone(),
+        })
+    }
+
     /// The figure for a person, with its spread: `-10.4 % ± 0.6 %`.
     pub fn summary(&self) -> String {
         let sd = if self.figure.is_ratio() { format!("{:.2}×", self.sd) } else { format!("{:.1} %", 100.0 * self.sd) };
@@ -259,28 +291,7 @@ impl Comparison {
     /// `claim`'s figure measured on every seed where both `claim.policy` and the baseline ran
     /// and it can be measured; None when it cannot be measured on any.
     pub fn measure(&self, claim: &Claim) -> Option<Measured> {
-        let (mut bases, mut ours, mut figures) = (Vec::new(), Vec::new(), Vec::new());
-        for (run, base) in self.paired(&claim.policy) {
-            if let (Some(f), Some((b, o))) = (claim.figure.measure(run, base), claim.figure.values(run, base)) {
-                figures.push(f);
-                bases.push(b);
-                ours.push(o);
-            }
-        }
-        let range = figures.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| (a.min(x), b.max(x)));
-        (!figures.is_empty()).then(|| Measured {
-            policy: claim.policy.clone(),
-            baseline: self.baseline().to_string(),
-            figure: claim.figure,
-            baseline_value: mean(&bases),
-            value: mean(&ours),
-            mean: mean(&figures),
-            sd: std_dev(&figures),
-            range,
-            seeds: figures.len(),
-            paper: claim.value,
-            source: claim.source.clone(),
-        })
+        Measured::over(claim, self.baseline(), self.paired(&claim.policy))
     }
 
     /// Why [`Comparison::measure`] gives nothing for `claim`, for a person.

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::paper::{Claim, Figure, Measured};
-use super::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate};
+use super::run::{PolicyChoice, RunOptions, RunReport, simulate};
 use crate::backend::sim::SimConfig;
 use crate::backend::sim::workload::Workload;
 use crate::runtime::{Limits, Runtime};
@@ -69,9 +69,12 @@ pub struct Sweep {
 impl Sweep {
     /// The point with the best mean figure (lowest change, or highest ratio).
     pub fn best(&self) -> Option<&Point> {
-        let key =
-            |p: &&Point| p.measured.as_ref().map(|m| if self.figure.lower_is_better() { m.mean } else { -m.mean });
-        self.points.iter().filter(|p| p.measured.is_some()).min_by(|a, b| key(a).unwrap().total_cmp(&key(b).unwrap()))
+        let score = |m: &Measured| if self.figure.lower_is_better() { m.mean } else { -m.mean };
+        self.points
+            .iter()
+            .filter_map(|p| Some((p, score(p.measured.as_ref()?))))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(p, _)| p)
     }
 }
 
@@ -263,19 +266,20 @@ pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + 
         .zip(by_point)
         .zip(errors)
         .map(|(((at, config), runs), error)| {
-            let label = label(&spec.policy.label, &spec.axes, &config);
-            let per_seed = seeds
+            // Each seed's run of this point with the baseline's run of the same seed.
+            let pairs: Vec<Option<(&RunReport, &RunReport)>> = seeds
                 .iter()
-                .map(|seed| {
-                    let run = runs.iter().find(|r| r.seed == *seed)?;
-                    let base = baseline.iter().find(|r| r.seed == *seed)?;
-                    spec.figure.measure(run, base)
-                })
+                .map(|seed| Some((runs.iter().find(|r| r.seed == *seed)?, baseline.iter().find(|r| r.seed == *seed)?)))
                 .collect();
-            let claim = Claim { policy: label, figure: spec.figure, value: spec.paper, source: String::new() };
-            let comparison =
-                Comparison { workload: workload.name.clone(), runs: baseline.iter().cloned().chain(runs).collect() };
-            let measured = comparison.measure(&claim);
+            let per_seed =
+                pairs.iter().map(|pair| pair.and_then(|(run, base)| spec.figure.measure(run, base))).collect();
+            let claim = Claim {
+                policy: label(&spec.policy.label, &spec.axes, &config),
+                figure: spec.figure,
+                value: spec.paper,
+                source: String::new(),
+            };
+            let measured = Measured::over(&claim, &spec.baseline.label, pairs.into_iter().flatten());
             Point { at, config, measured, per_seed, error }
         })
         .collect();
