@@ -1,9 +1,12 @@
 //! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
 //! validated actions to them; the loop in [`crate::control`] is the same for every backend.
 //! Backends know the telemetry types and never the policy runtime: [`sim`] (the simulator),
-//! [`docker`] (real containers) and [`replay`] (a recording played back).
+//! [`docker`] (real containers), [`kubernetes`] (pods on a cluster) and [`replay`] (a recording
+//! played back).
 
+pub mod carried;
 pub mod docker;
+pub mod kubernetes;
 pub mod replay;
 pub mod sim;
 
@@ -20,7 +23,7 @@ pub struct ApplyError {
     pub reason: String,
 }
 
-/// One place a backend reaches (a Docker Engine), as the status shows it.
+/// One place a backend reaches (a Docker Engine, a Kubernetes apiserver), as the status shows it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
     /// Its address.

@@ -13,6 +13,12 @@
 //! # engines = ["unix:///var/run/docker.sock"]   # one node per engine
 //! # selector = "wasmsched.managed=true"         # the label of managed containers
 //! # gpus = true                                 # NVML where there is a driver
+//! # or, pods on a Kubernetes cluster (docs/kubernetes.md):
+//! # kind = "kubernetes"
+//! # kubeconfig = "/etc/wasmsched/kubeconfig"    # default: KUBECONFIG, ~/.kube/config, in-cluster
+//! # namespace = "default"
+//! # selector = "wasmsched.managed=true"         # the label selector of managed pods
+//! # scheduler-name = "wasmsched"                # queued pods name this scheduler
 //!
 //! [budget]                         # disruptions (stop, migrate, preempt) a policy may cause
 //! window = "10m"
@@ -116,7 +122,8 @@ pub struct HostConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BackendConfig {
-    /// Which backend: `"sim"` (the built-in simulator) or `"docker"` (real containers).
+    /// Which backend: `"sim"` (the built-in simulator), `"docker"` (real containers) or
+    /// `"kubernetes"` (pods on a cluster).
     pub kind: BackendKind,
     /// The simulator's workload: a scenario (.toml) or a workload CSV.
     #[serde(default)]
@@ -132,12 +139,24 @@ pub struct BackendConfig {
     /// `"tcp://10.0.0.2:2375"`); default `DOCKER_HOST` or the system socket.
     #[serde(default)]
     pub engines: Vec<String>,
-    /// Docker: the label that marks the containers to manage (`"wasmsched.managed=true"`).
+    /// Docker and Kubernetes: the label that marks the containers or pods to manage
+    /// (`"wasmsched.managed=true"`).
     #[serde(default)]
     pub selector: Option<String>,
     /// Docker: read GPUs through NVML (default true; without a driver the host says so once).
     #[serde(default = "yes")]
     pub gpus: bool,
+    /// Kubernetes: the kubeconfig file; default `KUBECONFIG`, `~/.kube/config`, or the pod's
+    /// service account when the host runs in the cluster.
+    #[serde(default)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes: the namespace whose pods are managed (default `"default"`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Kubernetes: the `schedulerName` of the pods the host queues and binds (default
+    /// `"wasmsched"`).
+    #[serde(default)]
+    pub scheduler_name: Option<String>,
 }
 
 impl BackendConfig {
@@ -154,7 +173,26 @@ impl BackendConfig {
         config
     }
 
+    /// The Kubernetes backend's settings, defaults filled in.
+    pub fn kubernetes(&self) -> crate::backend::kubernetes::KubernetesConfig {
+        let mut config = crate::backend::kubernetes::KubernetesConfig {
+            kubeconfig: self.kubeconfig.clone(),
+            ..Default::default()
+        };
+        if let Some(namespace) = &self.namespace {
+            config.namespace = namespace.clone();
+        }
+        if let Some(selector) = &self.selector {
+            config.selector = selector.clone();
+        }
+        if let Some(scheduler) = &self.scheduler_name {
+            config.scheduler = scheduler.clone();
+        }
+        config
+    }
+
     fn check(&self) -> Result<(), String> {
+        let kubernetes_only = self.kubeconfig.is_some() || self.namespace.is_some() || self.scheduler_name.is_some();
         match self.kind {
             BackendKind::Sim if self.workload.is_none() => {
                 Err("the sim backend needs a workload: [backend] workload = \"scenarios/demo.toml\"".into())
@@ -171,6 +209,23 @@ impl BackendConfig {
             BackendKind::Docker if self.selector.as_deref().is_some_and(|s| s.trim().is_empty()) => {
                 Err("selector is a label, KEY=VALUE or KEY, e.g. \"wasmsched.managed=true\"".into())
             }
+            BackendKind::Sim | BackendKind::Docker if kubernetes_only => {
+                Err("kubeconfig, namespace and scheduler-name are for kind = \"kubernetes\"".into())
+            }
+            BackendKind::Kubernetes if self.workload.is_some() || !self.engines.is_empty() => Err(
+                "the kubernetes backend manages pods on a cluster; remove workload and engines (they are for \
+                 kind = \"sim\" and kind = \"docker\")"
+                    .into(),
+            ),
+            BackendKind::Kubernetes if self.speed != Speed::RealTime => {
+                Err("the kubernetes backend runs in real time; remove speed".into())
+            }
+            BackendKind::Kubernetes if self.selector.as_deref().is_some_and(|s| s.trim().is_empty()) => {
+                Err("selector is a label selector, e.g. \"wasmsched.managed=true\"".into())
+            }
+            BackendKind::Kubernetes if self.namespace.as_deref().is_some_and(|n| n.trim().is_empty()) => {
+                Err("namespace is a namespace's name, e.g. \"default\"".into())
+            }
             _ => Ok(()),
         }
     }
@@ -184,6 +239,8 @@ pub enum BackendKind {
     Sim,
     /// Real containers on Docker Engines.
     Docker,
+    /// Pods on a Kubernetes cluster.
+    Kubernetes,
 }
 
 /// How fast the backend's clock runs against the wall clock.
@@ -426,7 +483,7 @@ impl HostConfig {
             }
         };
         join(&mut self.policies_dir);
-        for p in [&mut self.backend.workload, &mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir]
+        for p in [&mut self.backend.workload, &mut self.backend.kubeconfig, &mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir]
             .into_iter()
             .flatten()
         {
@@ -584,6 +641,20 @@ mod tests {
         let docker = parse(include_str!("../../examples/docker.toml")).unwrap();
         assert_eq!(docker.backend.kind, BackendKind::Docker);
         assert_eq!(docker.budget, BudgetConfig::default());
+        let kubernetes = parse(include_str!("../../examples/kubernetes.toml")).unwrap();
+        assert_eq!(kubernetes.backend.kind, BackendKind::Kubernetes);
+        assert_eq!(kubernetes.active(), Some("flowcon"));
+        let k = kubernetes.backend.kubernetes();
+        assert_eq!((k.namespace.as_str(), k.selector.as_str(), k.scheduler.as_str()), ("default", "wasmsched.managed=true", "wasmsched"));
+    }
+
+    #[test]
+    fn kubernetes_keys_belong_to_the_kubernetes_backend() {
+        let e = parse(&MINIMAL.replace("[backend]", "[backend]\nnamespace = \"x\"")).unwrap_err().to_string();
+        assert!(e.contains("kind = \"kubernetes\""), "{e}");
+        let k8s = "tick = \"1s\"\npolicies-dir = \"p\"\n[backend]\nkind = \"kubernetes\"\nspeed = \"max\"\n";
+        let e = parse(k8s).unwrap_err().to_string();
+        assert!(e.contains("real time"), "{e}");
     }
 
     #[test]

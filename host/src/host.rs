@@ -54,12 +54,16 @@ pub enum HostError {
     /// The Docker backend could not be set up.
     #[error(transparent)]
     Docker(#[from] crate::backend::docker::DockerSetupError),
+    /// The Kubernetes backend could not be set up.
+    #[error(transparent)]
+    Kubernetes(#[from] crate::backend::kubernetes::KubernetesSetupError),
 }
 
 /// Where the host's jobs live, as configured.
 enum Jobs {
     Sim(Box<Workload>),
     Docker(crate::backend::docker::DockerConfig),
+    Kubernetes(crate::backend::kubernetes::KubernetesConfig),
 }
 
 /// What the host is told to do.
@@ -182,6 +186,11 @@ impl Host {
                 let name = format!("docker ({})", docker.engines.join(", "));
                 (Jobs::Docker(docker), name)
             }
+            (BackendKind::Kubernetes, _) => {
+                let kubernetes = config.backend.kubernetes();
+                let name = format!("kubernetes (namespace {}, {})", kubernetes.namespace, kubernetes.selector);
+                (Jobs::Kubernetes(kubernetes), name)
+            }
         };
         let status = Status {
             started_wall_ms: record::wall_ms(),
@@ -215,6 +224,7 @@ impl Host {
                 Box::new(Simulator::new(&workload, SimConfig { seed: config.backend.seed, ..SimConfig::default() }))
             }
             Jobs::Docker(docker) => Box::new(Docker::new(docker)?),
+            Jobs::Kubernetes(kubernetes) => Box::new(crate::backend::kubernetes::Kubernetes::new(kubernetes)?),
         };
         let loop_config = LoopConfig { tick: config.tick, horizon: None, budget: config.budget };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {

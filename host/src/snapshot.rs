@@ -326,6 +326,13 @@ impl Telemetry {
         held
     }
 
+    /// Node `node`'s GPUs that no running job holds, in index order.
+    pub fn free_gpus(&self, node: u32) -> Vec<u32> {
+        let held = self.gpu_holders();
+        let count = self.nodes.get(node as usize).map_or(0, |n| n.gpu_memory_bytes.len() as u32);
+        (0..count).filter(|&index| self.gpu_position(GpuSlot { node, index }).is_some_and(|p| held[p] == 0)).collect()
+    }
+
     /// Where `gpu` sits in the GPU columns; None when it does not exist.
     pub fn gpu_position(&self, gpu: GpuSlot) -> Option<usize> {
         let count = self.nodes.get(gpu.node as usize)?.gpu_memory_bytes.len();

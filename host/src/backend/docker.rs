@@ -305,8 +305,7 @@ impl Docker {
         let (id, metrics, inbox, last) =
             (Arc::<str>::from(id), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
         Some(self.rt.spawn(async move {
-            use std::sync::atomic::Ordering;
-            let after = last.load(Ordering::Relaxed);
+            let after = last.load(std::sync::atomic::Ordering::Relaxed);
             let options = q::LogsOptions {
                 follow: true,
                 stdout: true,
@@ -316,23 +315,11 @@ impl Docker {
                 ..Default::default()
             };
             let mut stream = client.logs(&id, Some(options));
-            let mut lines = progress::Lines::default();
+            let mut reader = progress::Reader::new(metrics, after);
             while let Some(Ok(chunk)) = stream.next().await {
                 let mut batch = Vec::new();
-                lines.feed(&chunk.into_bytes(), |text, cut| {
-                    let Some((at_ns, text)) = progress::timestamped(text) else { return };
-                    if at_ns <= after && after > 0 {
-                        return;
-                    }
-                    last.store(at_ns, Ordering::Relaxed);
-                    let line = if cut {
-                        Line::Garbage(format!("a line longer than {} bytes", progress::MAX_LINE))
-                    } else {
-                        progress::parse(text, &metrics)
-                    };
-                    if line != Line::Other {
-                        batch.push(Incoming { id: id.clone(), at_unix_ms: at_ns / 1_000_000, line });
-                    }
+                reader.feed(&chunk.into_bytes(), &last, |at_ns, line| {
+                    batch.push(Incoming { id: id.clone(), at_unix_ms: at_ns / 1_000_000, line });
                 });
                 if !batch.is_empty() {
                     inbox.lock().expect("inbox lock").extend(batch);

@@ -11,24 +11,13 @@
 //! original still runs is the unfinished one and is removed; otherwise the checkpoint folder
 //! is carried over again and the original removed.
 
-use std::collections::HashMap;
-
 use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceRequest};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-/// Label: the id of the container this one is a copy of.
-pub(super) const REPLACES: &str = "wasmsched.replaces";
-/// Label: `preempted` on a created container that waits in the queue after a preemption.
-pub(super) const WAIT: &str = "wasmsched.wait";
-/// Label: when the job first arrived (its first container's creation), Unix milliseconds.
-pub(super) const ARRIVED: &str = "wasmsched.arrived-unix-ms";
-/// Label: the run time the job had attained when this container was made, milliseconds.
-pub(super) const RUN_MS: &str = "wasmsched.run-ms";
-/// Label: the GPU time the job had attained when this container was made, milliseconds.
-pub(super) const GPU_MS: &str = "wasmsched.gpu-ms";
+pub(super) use crate::backend::carried::{ARRIVED, GPU_MS, REPLACES, RUN_MS, WAIT, attained, unix_ms_of};
 
 /// How long a container may take to stop (and write a last checkpoint) before it is killed.
 pub(super) const STOP_GRACE_S: i32 = 30;
@@ -152,27 +141,6 @@ pub(super) fn gpus_of(host_config: Option<&bollard::models::HostConfig>, count: 
     gpus.sort_unstable();
     gpus.dedup();
     gpus
-}
-
-/// The job's service before this container, from its labels, plus the time this container
-/// has run (since `started_unix_ms`, when it runs): (run ms, GPU ms).
-pub(super) fn attained(
-    labels: &HashMap<String, String>,
-    started_unix_ms: Option<u64>,
-    now_unix_ms: u64,
-    gpus: usize,
-) -> (u64, u64) {
-    let label = |key: &str| labels.get(key).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0);
-    let running = started_unix_ms.map_or(0, |s| now_unix_ms.saturating_sub(s));
-    (label(RUN_MS) + running, label(GPU_MS) + running * gpus.max(1) as u64)
-}
-
-/// A Docker timestamp (`2026-11-23T10:56:00.450091411Z`) in Unix milliseconds; None for
-/// Docker's zero time (`0001-01-01T00:00:00Z`, a container never started) or garbage.
-pub(super) fn unix_ms_of(stamp: &str) -> Option<u64> {
-    let at = humantime::parse_rfc3339_weak(stamp).ok()?;
-    let ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
-    u64::try_from(ms).ok().filter(|&ms| ms > 0)
 }
 
 /// What a copy does.

@@ -139,6 +139,40 @@ impl Lines {
     }
 }
 
+/// A log follower's reading of one job's stream (timestamps on): whole lines, each with the
+/// time it was written, read against the job's metrics; lines at or before `after` (Unix ns,
+/// the last line a previous follower read) are skipped, so a resumed stream reads no line
+/// twice. The Docker and Kubernetes backends follow their logs through it.
+pub struct Reader {
+    lines: Lines,
+    metrics: Vec<wit::MetricSpec>,
+    after: u64,
+}
+
+impl Reader {
+    /// A reader for a job with `metrics`, resuming after `after_ns` (0: from the start).
+    pub fn new(metrics: Vec<wit::MetricSpec>, after_ns: u64) -> Reader {
+        Reader { lines: Lines::default(), metrics, after: after_ns }
+    }
+
+    /// Feed a chunk; `each` gets every new line that is not the job's own output: its time
+    /// (Unix ns) and what it says. Every new line read, output included, moves `last_ns`.
+    pub fn feed(&mut self, chunk: &[u8], last_ns: &std::sync::atomic::AtomicU64, mut each: impl FnMut(u64, Line)) {
+        let (metrics, after) = (&self.metrics, self.after);
+        self.lines.feed(chunk, |text, cut| {
+            let Some((at_ns, text)) = timestamped(text) else { return };
+            if at_ns <= after && after > 0 {
+                return;
+            }
+            last_ns.store(at_ns, std::sync::atomic::Ordering::Relaxed);
+            let line = if cut { Line::Garbage(format!("a line longer than {MAX_LINE} bytes")) } else { parse(text, metrics) };
+            if line != Line::Other {
+                each(at_ns, line);
+            }
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@
 use super::Docker;
 use crate::backend::Backend;
 use crate::bindings::wit;
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::snapshot::Telemetry;
 
 impl Docker {
     /// Start what the default placement starts now, on the engines that are `up`.
@@ -29,15 +29,8 @@ impl Docker {
         if waiting.is_empty() {
             return;
         }
-        let held = world.gpu_holders();
         let count: Vec<u32> = world.nodes().iter().map(|n| n.gpu_memory_bytes.len() as u32).collect();
-        let free: Vec<Vec<u32>> = (0..count.len() as u32)
-            .map(|node| {
-                (0..count[node as usize])
-                    .filter(|&index| world.gpu_position(GpuSlot { node, index }).is_some_and(|p| held[p] == 0))
-                    .collect()
-            })
-            .collect();
+        let free: Vec<Vec<u32>> = (0..count.len() as u32).map(|node| world.free_gpus(node)).collect();
         let mut actions = Vec::new();
         for turn in first_fit(waiting, free, &count) {
             match turn {

@@ -1,0 +1,38 @@
+//! What a job carries from one container (or pod) to the next when a backend re-creates it to
+//! place, preempt or migrate it: the bookkeeping keys it writes as labels (Docker) or
+//! annotations (Kubernetes), and the service the job attained before. The queue lives in the
+//! engine, so a host that restarts finds every job as it left it.
+
+use std::collections::HashMap;
+
+/// The id of the container (the uid of the pod) this one is a copy of.
+pub const REPLACES: &str = "wasmsched.replaces";
+/// `preempted` on a job that waits in the queue after a preemption.
+pub const WAIT: &str = "wasmsched.wait";
+/// When the job first arrived (its first container's creation), Unix milliseconds.
+pub const ARRIVED: &str = "wasmsched.arrived-unix-ms";
+/// The run time the job had attained when this copy was made, milliseconds.
+pub const RUN_MS: &str = "wasmsched.run-ms";
+/// The GPU time the job had attained when this copy was made, milliseconds.
+pub const GPU_MS: &str = "wasmsched.gpu-ms";
+
+/// The job's service before this copy, from its keys, plus the time this copy has run (since
+/// `started_unix_ms`, when it runs): (run ms, GPU ms).
+pub fn attained(
+    keys: &HashMap<String, String>,
+    started_unix_ms: Option<u64>,
+    now_unix_ms: u64,
+    gpus: usize,
+) -> (u64, u64) {
+    let key = |k: &str| keys.get(k).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0);
+    let running = started_unix_ms.map_or(0, |s| now_unix_ms.saturating_sub(s));
+    (key(RUN_MS).saturating_add(running), key(GPU_MS).saturating_add(running.saturating_mul(gpus.max(1) as u64)))
+}
+
+/// An RFC 3339 time (`2026-11-23T10:56:00.450091411Z`) in Unix milliseconds; None for
+/// Docker's zero time (`0001-01-01T00:00:00Z`, a container never started) or garbage.
+pub fn unix_ms_of(stamp: &str) -> Option<u64> {
+    let at = humantime::parse_rfc3339_weak(stamp).ok()?;
+    let ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+    u64::try_from(ms).ok().filter(|&ms| ms > 0)
+}

@@ -1,0 +1,354 @@
+//! The Kubernetes backend: pods on a real cluster, through kube-rs. The host is the cluster's
+//! scheduler for the pods that name it, and their resource manager.
+//!
+//! - **Which pods.** Those in the configured namespace that carry the selector label
+//!   (`wasmsched.managed=true` by default). Their labels and annotations declare them exactly
+//!   as a container's labels do ([`crate::declare`]; an annotation wins over a label, and
+//!   values a label cannot hold, such as `wasmsched.tiers=0.8,0.9`, go in annotations). The
+//!   GPUs a pod asks for are its `nvidia.com/gpu` requests. Every node is a node, in name
+//!   order; its allocatable CPU, memory and `nvidia.com/gpu` are its capacity.
+//! - **Queued, placed, preempted.** A pod with `schedulerName` set to ours (`wasmsched`) and
+//!   no node is a queued job; *placing* it binds it to the chosen node (the `binding`
+//!   subresource; the device plugin chooses which GPUs there, so the GPU indices are the
+//!   host's bookkeeping). A bound pod is a running job. *Preempting* it makes a copy of the
+//!   pod, unbound (queued, `wasmsched.wait=preempted`, its attained service in annotations),
+//!   then deletes the original and waits until it is gone, so its last checkpoint is final;
+//!   *migrating* does the same and then binds the copy to the target node. The checkpoint
+//!   must lie on a volume that outlives the pod. The copy keeps the job's handle, its name
+//!   (`wasmsched.job-name`) and its arrival; `wasmsched.replaces` names the original's uid, so
+//!   a copy a stopped host left half-made is settled by the next: while its original still
+//!   runs it is deleted. Without a placing policy the default placement binds queued pods
+//!   first come, first served, first fit on a Ready node.
+//! - **Telemetry.** Pods and nodes through watches (a reflector each: one list, then changes,
+//!   and a fresh list whenever the watch breaks), never a poll of every pod per tick. Progress
+//!   from each running pod's log stream (its first container), in Docker's line formats,
+//!   with the apiserver's timestamps. CPU and memory use from each node's kubelet summary
+//!   (`/stats/summary`: one request per node per tick, through the apiserver's node proxy, or
+//!   from the kubelet directly where the apiserver will not proxy to it).
+//! - **Actions.** `set-cpu` and `set-memory` patch the `resize` subresource (in place, no
+//!   restart; a lifted limit is the node's allocatable); what Kubernetes would refuse (a
+//!   change of QoS class, a resize policy that restarts the container, a limit below the
+//!   request) is refused first, saying what to change. `deliver` execs the declared command
+//!   in the pod; `stop` deletes it; `set-gpu-share` is refused (the device plugin gives whole
+//!   GPUs).
+//! - **Faults.** The apiserver going away: the watches retry with backoff, every job stays as
+//!   last seen, the cause is logged once, and when it answers the watches list again and the
+//!   log streams resume after the last line read. A pod deleted behind the host's back leaves
+//!   at the next observation; a node going NotReady is logged once and its pods are kept.
+
+mod actions;
+mod observe;
+pub mod pod;
+mod queue;
+pub mod stats;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, reflector as reflect};
+use kube::{Api, Client};
+
+use crate::backend::docker::progress::Line;
+use crate::backend::{ApplyError, Backend, Endpoint, Placement};
+use crate::bindings::wit;
+use crate::snapshot::Telemetry;
+
+/// The label that marks managed pods when none is configured.
+pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
+
+/// The scheduler name that queued pods give (`spec.schedulerName`) when none is configured.
+pub const DEFAULT_SCHEDULER: &str = "wasmsched";
+
+/// How the backend reaches its cluster.
+#[derive(Clone, Debug)]
+pub struct KubernetesConfig {
+    /// A kubeconfig file; None: `KUBECONFIG`, `~/.kube/config`, or the pod's service account
+    /// when the host runs in the cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace whose pods are managed.
+    pub namespace: String,
+    /// The label selector of managed pods (`wasmsched.managed=true`).
+    pub selector: String,
+    /// The scheduler name of the pods the host places.
+    pub scheduler: String,
+    /// How long one request may take before the apiserver counts as unreachable.
+    pub timeout: Duration,
+}
+
+impl Default for KubernetesConfig {
+    fn default() -> Self {
+        KubernetesConfig {
+            kubeconfig: None,
+            namespace: "default".into(),
+            selector: DEFAULT_SELECTOR.into(),
+            scheduler: DEFAULT_SCHEDULER.into(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why the backend could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubernetesSetupError {
+    /// The async runtime could not start.
+    #[error("cannot start the Kubernetes client's runtime")]
+    Runtime(#[source] std::io::Error),
+    /// No usable kubeconfig.
+    #[error(
+        "no usable Kubernetes configuration ({0}): set [backend] kubeconfig = \"PATH\", export KUBECONFIG, or run the \
+         host in a pod with a service account"
+    )]
+    Config(String),
+    /// The kubeconfig names a cluster the client cannot use.
+    #[error("cannot make a Kubernetes client: {0}")]
+    Client(String),
+}
+
+/// Whether the apiserver answers, as the watches find it.
+#[derive(Default)]
+struct Health {
+    /// Since when a watch fails, and why; None while they succeed.
+    down: Option<(Instant, String)>,
+    /// Whether each watch (pods, nodes) has listed once.
+    listed: [bool; 2],
+}
+
+/// One node as the host knows it: its handle is its place in `Kubernetes::nodes`.
+struct NodeEntry {
+    name: String,
+    cpu_millicores: u64,
+    memory_bytes: u64,
+    gpus: u32,
+    ready: bool,
+    /// How its kubelet's summary is read, once one way has worked.
+    stats: Option<StatsRoute>,
+}
+
+/// How a node's kubelet summary is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StatsRoute {
+    /// Through the apiserver's node proxy.
+    Proxy,
+    /// From the kubelet itself, with the kubeconfig's credentials.
+    Direct,
+}
+
+/// One managed pod.
+struct Managed {
+    handle: u32,
+    /// The pod's current name (a copy has a name of its own).
+    name: String,
+    metrics: Vec<wit::MetricSpec>,
+    deliver: Option<Vec<String>>,
+    checkpoint: Option<String>,
+    /// The GPUs its job asks for.
+    gpus_asked: u32,
+    /// Its CPU and memory requests, for the default placement.
+    requests: (u64, u64),
+    /// When its job arrived, Unix ms: the queue's order.
+    arrived_unix_ms: u64,
+    /// Why binding it failed, once it has: the default placement leaves it.
+    refused: Option<String>,
+    /// Epochs counted, for lines that do not name theirs.
+    epochs: u32,
+    /// The last cumulative CPU sample (core-ns, Unix ns).
+    last_cpu: Option<(u64, u64)>,
+    /// The last log line read, Unix ns; a follower resumes after it.
+    last_line_ns: Arc<std::sync::atomic::AtomicU64>,
+    follower: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A line a follower read, waiting for the next observe.
+struct Incoming {
+    uid: Arc<str>,
+    at_unix_ms: u64,
+    line: Line,
+}
+
+/// Pods on a Kubernetes cluster; see the module docs.
+pub struct Kubernetes {
+    rt: tokio::runtime::Runtime,
+    config: KubernetesConfig,
+    /// The client's settings, for a direct client to a kubelet.
+    kube_config: kube::Config,
+    client: Client,
+    pods: Store<Pod>,
+    node_store: Store<Node>,
+    health: Arc<Mutex<Health>>,
+    nodes: Vec<NodeEntry>,
+    /// Clients to kubelets reached directly, by node name.
+    kubelets: HashMap<String, Client>,
+    /// By pod uid.
+    jobs: BTreeMap<Arc<str>, Managed>,
+    inbox: Arc<Mutex<Vec<Incoming>>>,
+    /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
+    origin: Option<(Instant, u64)>,
+    /// Causes already logged, so each is logged once.
+    logged: HashSet<String>,
+    placement: Placement,
+}
+
+impl Kubernetes {
+    /// Load the cluster's configuration and start watching its pods and nodes. The apiserver
+    /// need not answer yet: the watches retry with backoff.
+    pub fn new(config: KubernetesConfig) -> Result<Kubernetes, KubernetesSetupError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("wasmsched-kube")
+            .enable_all()
+            .build()
+            .map_err(KubernetesSetupError::Runtime)?;
+        let kube_config = rt.block_on(load_config(config.kubeconfig.as_deref()))?;
+        let client = {
+            let _entered = rt.enter();
+            Client::try_from(kube_config.clone()).map_err(|e| KubernetesSetupError::Client(e.to_string()))?
+        };
+        let health = Arc::new(Mutex::new(Health::default()));
+        let pods_api: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
+        let pods = watch(&rt, pods_api, watcher::Config::default().labels(&config.selector), health.clone(), 0);
+        let node_store = watch(&rt, Api::<Node>::all(client.clone()), watcher::Config::default(), health.clone(), 1);
+        Ok(Kubernetes {
+            rt,
+            config,
+            kube_config,
+            client,
+            pods,
+            node_store,
+            health,
+            nodes: Vec::new(),
+            kubelets: HashMap::new(),
+            jobs: BTreeMap::new(),
+            inbox: Arc::default(),
+            origin: None,
+            logged: HashSet::new(),
+            placement: Placement::Backend,
+        })
+    }
+
+    /// Whether the apiserver answered the watches at their last try, and both have listed.
+    pub fn apiserver_up(&self) -> bool {
+        let h = self.health.lock().expect("health lock");
+        h.down.is_none() && h.listed.iter().all(|&l| l)
+    }
+
+    fn pods_api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    fn log_once(&mut self, key: String, message: impl FnOnce() -> String) {
+        if self.logged.insert(key) {
+            tracing::warn!("{}", message());
+        }
+    }
+
+    /// The managed pod `handle`, by uid.
+    fn uid_of(&self, handle: u32) -> Option<Arc<str>> {
+        self.jobs.iter().find(|(_, m)| m.handle == handle).map(|(uid, _)| uid.clone())
+    }
+
+    /// The node handle of the node named `name`.
+    fn node_index(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+}
+
+impl Backend for Kubernetes {
+    fn set_placement(&mut self, by: Placement) {
+        self.placement = by;
+    }
+
+    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+        self.observe_at(world, until_ms);
+        true
+    }
+
+    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+        // Preemptions and stops go first: a placement in the same decision may take what they
+        // free.
+        let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
+            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_)));
+        let mut errors = self.apply_some(&rest, world);
+        errors.extend(self.apply_some(&places, world));
+        errors
+    }
+
+    fn endpoints(&self) -> Vec<Endpoint> {
+        let h = self.health.lock().expect("health lock");
+        vec![Endpoint {
+            name: self.kube_config.cluster_url.to_string(),
+            up: h.down.is_none() && h.listed.iter().all(|&l| l),
+            jobs: self.jobs.len() as u32,
+            down_for_ms: h.down.as_ref().map(|(since, _)| since.elapsed().as_millis() as u64),
+        }]
+    }
+}
+
+/// The cluster's configuration: from `path`, else inferred (KUBECONFIG, ~/.kube/config, the
+/// in-cluster service account).
+async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, KubernetesSetupError> {
+    let failed = |e: &dyn std::fmt::Display| KubernetesSetupError::Config(e.to_string());
+    match path {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| KubernetesSetupError::Config(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| failed(&e))
+        }
+        None => kube::Config::infer().await.map_err(|e| failed(&e)),
+    }
+}
+
+/// A reflector of `api`'s objects, kept up to date on the runtime; it lists again whenever the
+/// watch breaks, with backoff, and reports its health as watch `which`.
+fn watch<K>(
+    rt: &tokio::runtime::Runtime,
+    api: Api<K>,
+    config: watcher::Config,
+    health: Arc<Mutex<Health>>,
+    which: usize,
+) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflect(writer, watcher::watcher(api, config).default_backoff());
+    rt.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            let mut h = health.lock().expect("health lock");
+            match event {
+                Ok(event) => {
+                    if matches!(event, Event::InitDone) {
+                        h.listed[which] = true;
+                    }
+                    h.down = None;
+                }
+                Err(e) => {
+                    if h.down.is_none() {
+                        h.down = Some((Instant::now(), e.to_string()));
+                    }
+                }
+            }
+        }
+    });
+    store
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `fut`, failing after `limit`.
+async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(result) => result,
+        Err(_) => Err(kube::Error::Service(format!("no answer within {limit:?}").into())),
+    }
+}

@@ -1,0 +1,272 @@
+//! The tests' Kubernetes cluster: found, not started (`.ci/run` starts one with
+//! `../shared/k8s/cluster up 2` and exports its kubeconfig as `WASMSCHED_KUBECONFIG`), and the
+//! trainer's image imported into its nodes from this repo's trainer, without a registry.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+
+/// A reachable cluster, a client, and a runtime to talk to it.
+pub struct Cluster {
+    pub kubeconfig: PathBuf,
+    pub client: kube::Client,
+    pub rt: tokio::runtime::Runtime,
+    image: OnceLock<Option<String>>,
+}
+
+/// The cluster the tests use, or None (and a loud line saying why) when none answers.
+pub fn cluster() -> Option<&'static Cluster> {
+    static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
+    CLUSTER
+        .get_or_init(|| {
+            let candidates = [std::env::var("WASMSCHED_KUBECONFIG").ok(), Some("/tmp/k8s-run/admin.kubeconfig".into())];
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            let mut tried = Vec::new();
+            for path in candidates.into_iter().flatten().map(PathBuf::from) {
+                tried.push(path.display().to_string());
+                let answered = rt.block_on(async {
+                    let file = kube::config::Kubeconfig::read_from(&path).ok()?;
+                    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.ok()?;
+                    let client = kube::Client::try_from(config).ok()?;
+                    let nodes: Api<Node> = Api::all(client.clone());
+                    let listed = tokio::time::timeout(Duration::from_secs(5), nodes.list(&ListParams::default()));
+                    listed.await.ok()?.ok().filter(|l| !l.items.is_empty()).map(|_| client)
+                });
+                if let Some(client) = answered {
+                    return Some(Cluster { kubeconfig: path, client, rt, image: OnceLock::new() });
+                }
+            }
+            eprintln!(
+                "SKIPPED: the Kubernetes backend's tests need a cluster and none answers (tried {}). \
+                 `../shared/k8s/cluster up 2` starts one; export its kubeconfig as WASMSCHED_KUBECONFIG.",
+                tried.join(", ")
+            );
+            None
+        })
+        .as_ref()
+}
+
+/// The cluster with the trainer's image in its nodes, and the lock that runs these tests one
+/// at a time; or return from the test after saying why it is skipped.
+macro_rules! trainer_cluster_or_skip {
+    () => {{
+        let Some(c) = crate::cluster::cluster() else {
+            eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+            return;
+        };
+        let serial = crate::cluster::serial();
+        let Some(image) = c.trainer_image() else { return };
+        (c, image.to_string(), serial)
+    }};
+}
+pub(crate) use trainer_cluster_or_skip;
+
+/// These tests share one cluster and two cores: one at a time.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The `cluster` script: `WASMSCHED_K8S_CLUSTER`, else `../shared/k8s/cluster` beside the repo.
+pub fn script() -> PathBuf {
+    std::env::var_os("WASMSCHED_K8S_CLUSTER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/k8s/cluster")))
+}
+
+impl Cluster {
+    /// The trainer's image (`local/wasmsched-trainer:<digest>`), packed by
+    /// `jobs/trainer/image.sh` from the static binary the artifacts build made and imported
+    /// into every node once; None (said loudly) where that cannot be done.
+    pub fn trainer_image(&self) -> Option<&str> {
+        self.image
+            .get_or_init(|| {
+                let Some(binary) = wasmsched_artifacts::TRAINER else {
+                    eprintln!("SKIPPED: no static trainer binary was built on this host");
+                    return None;
+                };
+                let bytes = std::fs::read(binary).unwrap_or_else(|e| panic!("{binary}: {e}"));
+                let tag = format!("local/wasmsched-trainer:{}", &wasmsched_tests::live::sha256(&bytes)[..12]);
+                let dir = tempfile::tempdir().unwrap();
+                let tar = dir.path().join("trainer.tar");
+                let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../jobs/trainer/image.sh");
+                let packed = std::process::Command::new(pack)
+                    .arg(&tar)
+                    .args(["--binary", binary, "--tag", &tag])
+                    .status()
+                    .is_ok_and(|s| s.success());
+                assert!(packed, "jobs/trainer/image.sh packs the trainer");
+                let imported = std::process::Command::new(script()).arg("import").arg(&tar).output();
+                match imported {
+                    Ok(o) if o.status.success() => Some(tag),
+                    other => {
+                        eprintln!("SKIPPED: the trainer's image could not be imported into the nodes ({other:?})");
+                        None
+                    }
+                }
+            })
+            .as_deref()
+    }
+
+    /// The pods of the default namespace.
+    pub fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    /// A pod by name, as the apiserver has it now.
+    pub fn pod(&self, name: &str) -> Option<Pod> {
+        self.rt.block_on(self.pods().get_opt(name)).ok().flatten()
+    }
+
+    /// Every pod of a test's `wasmsched.test` label.
+    pub fn labelled(&self, label: &str) -> Vec<Pod> {
+        let params = ListParams::default().labels(&format!("wasmsched.test={label}"));
+        self.rt.block_on(self.pods().list(&params)).map(|l| l.items).unwrap_or_default()
+    }
+
+    /// Create a trainer pod of the test's `label` running `args`. `queued` gives it our
+    /// scheduler's name (it waits unbound); otherwise it is bound to `node` at creation.
+    /// `extra` adds keys to the spec (volumes, resources …).
+    pub fn trainer(&self, image: &str, spec: TrainerPod<'_>) -> Pod {
+        let mut labels: BTreeMap<String, String> = BTreeMap::from([
+            ("wasmsched.managed".into(), "true".into()),
+            ("wasmsched.test".into(), spec.label.into()),
+        ]);
+        labels.extend(spec.labels.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())));
+        let annotations: BTreeMap<String, String> =
+            spec.annotations.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())).collect();
+        let mut container = json!({
+            "name": "trainer",
+            "image": image,
+            "imagePullPolicy": "Never",
+            "command": ["/wasmsched-trainer"],
+            "args": spec.args,
+            "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
+        });
+        if let Some(mounts) = &spec.mounts {
+            container["volumeMounts"] = mounts.clone();
+        }
+        let mut pod_spec = json!({
+            "shareProcessNamespace": true,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [container],
+        });
+        if let Some(volumes) = &spec.volumes {
+            pod_spec["volumes"] = volumes.clone();
+        }
+        match spec.node {
+            Some(node) => pod_spec["nodeName"] = json!(node),
+            None => pod_spec["schedulerName"] = json!("wasmsched"),
+        }
+        let name = format!("wst-{}-{}", std::process::id(), spec.name);
+        let pod: Pod = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels, "annotations": annotations},
+            "spec": pod_spec,
+        }))
+        .unwrap();
+        self.rt.block_on(self.pods().create(&PostParams::default(), &pod)).expect("the apiserver creates the pod")
+    }
+
+    /// The epoch times (`time_s`) pod `name` printed so far.
+    pub fn epoch_times(&self, name: &str) -> Vec<f64> {
+        let logs = self.rt.block_on(self.pods().logs(name, &Default::default())).unwrap_or_default();
+        logs.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("time_s")?.as_f64())
+            .collect()
+    }
+
+    /// A guard that deletes every pod of a test's label on drop, pass or fail (copies of a pod
+    /// have names of their own).
+    pub fn sweep(&'static self, label: &str) -> Sweep {
+        Sweep { cluster: self, label: label.to_string() }
+    }
+}
+
+/// A trainer pod to create.
+pub struct TrainerPod<'a> {
+    pub name: &'a str,
+    pub label: &'a str,
+    pub args: &'a [&'a str],
+    /// `wasmsched.*` labels, without the prefix.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// `wasmsched.*` annotations, without the prefix.
+    pub annotations: &'a [(&'a str, &'a str)],
+    /// Bound to this node at creation; None: queued for our scheduler.
+    pub node: Option<&'a str>,
+    pub mounts: Option<serde_json::Value>,
+    pub volumes: Option<serde_json::Value>,
+}
+
+impl<'a> TrainerPod<'a> {
+    /// A pod with only a name, a label and arguments, queued.
+    pub fn new(name: &'a str, label: &'a str, args: &'a [&'a str]) -> Self {
+        TrainerPod { name, label, args, labels: &[], annotations: &[], node: None, mounts: None, volumes: None }
+    }
+}
+
+/// Deletes a test's pods on drop; see [`Cluster::sweep`].
+pub struct Sweep {
+    cluster: &'static Cluster,
+    label: String,
+}
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        let c = self.cluster;
+        let params = ListParams::default().labels(&format!("wasmsched.test={}", self.label));
+        let now = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        let _ = c.rt.block_on(c.pods().delete_collection(&now, &params));
+    }
+}
+
+/// The CFS quota in force for the container of pod `uid`, in millicores (None: unlimited), read
+/// from the cgroup the kubelet wrote (cgroup v1, either node's cgroup root).
+pub fn cgroup_cpu_limit(uid: &str) -> Option<Option<u64>> {
+    let dir = find_dir(std::path::Path::new("/sys/fs/cgroup/cpu"), &format!("pod{uid}"), 5)?;
+    // The container's own cgroup is the busiest child: pick the one with the most usage.
+    let child = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .max_by_key(|p| std::fs::read_to_string(p.join("cpuacct.usage")).ok().and_then(|u| u.trim().parse::<u64>().ok()))?;
+    let quota: i64 = std::fs::read_to_string(child.join("cpu.cfs_quota_us")).ok()?.trim().parse().ok()?;
+    let period: i64 = std::fs::read_to_string(child.join("cpu.cfs_period_us")).ok()?.trim().parse().ok()?;
+    Some((quota > 0).then(|| (quota * 1000 / period.max(1)) as u64))
+}
+
+fn find_dir(root: &std::path::Path, name: &str, depth: u32) -> Option<PathBuf> {
+    for entry in std::fs::read_dir(root).ok()?.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if entry.file_name().to_string_lossy() == name {
+            return Some(path);
+        }
+        if depth > 0
+            && let Some(found) = find_dir(&path, name, depth - 1)
+        {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Wait until `ready` holds, polling; panics with `what` after `limit`.
+pub fn eventually<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(v) = ready() {
+            return v;
+        }
+        assert!(start.elapsed() < limit, "waited {limit:?} for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

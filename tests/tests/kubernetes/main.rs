@@ -1,0 +1,485 @@
+//! The Kubernetes backend against a real cluster: real trainer pods, real bindings, real
+//! in-place resizes. Without a cluster every test here says SKIPPED and returns; `.ci/run`
+//! starts one (`../shared/k8s/cluster up 2`). A binary of its own, so that no other test
+//! shares the machine while these measure CPU.
+
+mod cluster;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wasmsched::backend::Backend;
+use wasmsched::backend::kubernetes::{Kubernetes, KubernetesConfig};
+use wasmsched::bindings::wit;
+use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
+use wasmsched::runtime::Runtime;
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::snapshot::Telemetry;
+
+use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, eventually, trainer_cluster_or_skip};
+use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::{Running, Setup, component, serving, variant};
+
+/// Epochs of about a quarter second of one core each: quick to show progress.
+const QUICK: &[&str] = &["--epochs", "400", "--samples", "2000", "--threads", "1"];
+
+/// A backend on the test cluster that manages only the pods labelled `wasmsched.test=label`.
+fn backend(c: &Cluster, label: &str) -> Kubernetes {
+    Kubernetes::new(KubernetesConfig {
+        kubeconfig: Some(c.kubeconfig.clone()),
+        selector: format!("wasmsched.test={label}"),
+        timeout: Duration::from_secs(5),
+        ..KubernetesConfig::default()
+    })
+    .unwrap()
+}
+
+/// The `wasmsched.test` label of one test's pods, unique to this process.
+fn test_label(test: &str) -> String {
+    format!("{test}-{}", std::process::id())
+}
+
+/// Observe once more, `tick_ms` after the last observation.
+fn step(k: &mut Kubernetes, world: &mut Telemetry, tick_ms: u64) {
+    let next = world.time_ms() + tick_ms;
+    k.observe(world, next);
+}
+
+fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
+    wit::Action { job, kind, reason: "test".into() }
+}
+
+fn place(job: u32, node: u32) -> wit::Action {
+    action(job, wit::ActionKind::Place(wit::Placement { nodes: vec![wit::NodePlacement { node, gpus: vec![] }], share: false }))
+}
+
+/// The job of the pod whose job name is `name`.
+fn job_named(world: &Telemetry, name: &str) -> Option<u32> {
+    world.all_jobs().find(|(s, _)| s.name == name).map(|(s, _)| s.handle)
+}
+
+fn median_max(mut times: Vec<Duration>) -> (Duration, Duration) {
+    times.sort();
+    (times[times.len() / 2], times[times.len() - 1])
+}
+
+/// Drives the loop until `done` says so (or `limit_ms` of backend time passes).
+struct Until<'a, F> {
+    policy: &'a mut Supervised,
+    done: F,
+    limit_ms: u64,
+}
+
+impl<F: FnMut(&Telemetry) -> bool> Driver for Until<'_, F> {
+    fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
+        next_ms <= self.limit_ms
+    }
+
+    fn policies(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        if (self.done)(tick.world) {
+            self.limit_ms = 0;
+        }
+    }
+}
+
+#[test]
+fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("fifo");
+    let _sweep = c.sweep(&label);
+    let labels = [("metric", "accuracy"), ("max-epochs", "400")];
+    let annotations = [("tiers", "0.6,0.8"), ("metrics", "loss:lower")];
+    let pod = c.trainer(&image, TrainerPod { labels: &labels, annotations: &annotations, ..TrainerPod::new("fifo", &label, QUICK) });
+    let name = pod.metadata.name.clone().unwrap();
+    let mut k = backend(c, &label);
+    let mut policy = Supervised::new(loaded("fifo"), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let bound = |_: &Telemetry| c.pod(&name).and_then(|p| p.spec?.node_name).is_some();
+    let mut driver = Until { policy: &mut policy, done: bound, limit_ms: 60_000 };
+    let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_millis(500)));
+    assert!(summary.applied > 0, "fifo placed the pod: {summary:?}");
+    let node = c.pod(&name).and_then(|p| p.spec?.node_name).expect("bound by the host");
+    assert!(node == "vm" || node == "vm2", "{node}");
+
+    // Its declaration came from labels and annotations, and its epochs come from its log.
+    let mut k = backend(c, &label);
+    let mut world = Telemetry::new();
+    let handle = eventually("the pod's job and three epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let handle = job_named(&world, &name)?;
+        (world.history(handle).count() >= 3).then_some(handle)
+    });
+    let spec = world.spec(handle).unwrap();
+    assert_eq!(spec.metrics.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["accuracy", "loss"]);
+    assert_eq!(spec.tiers, Some(wit::Tiers { deliverable: 0.6, final_: 0.8 }));
+    assert_eq!(spec.max_epochs, Some(400));
+    let records: Vec<_> = world.history(handle).cloned().collect();
+    assert!(records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1), "epochs in order, none twice");
+    assert!(records.iter().all(|r| r.values.len() == 2 && (0.0..=1.0).contains(&r.values[0])));
+    assert_eq!(world.nodes().len(), 2, "both nodes: {:?}", world.nodes());
+    eventually("CPU use from the kubelet", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 1000);
+        let s = world.state(handle)?;
+        (s.cpu_used_millicores > 100 && s.memory_used_bytes > 0).then_some(())
+    });
+
+    // Bind latency: from the decision handed to the backend to the binding accepted, and on to
+    // the container running.
+    let (mut binds, mut starts) = (Vec::new(), Vec::new());
+    for i in 0..4 {
+        let pod = c.trainer(&image, TrainerPod::new(&format!("bind-{i}"), &label, QUICK));
+        let name = pod.metadata.name.unwrap();
+        let handle = eventually("the queued pod", Duration::from_secs(30), || {
+            step(&mut k, &mut world, 200);
+            job_named(&world, &name)
+        });
+        assert!(!world.state(handle).unwrap().is_running(), "queued until placed");
+        let started = Instant::now();
+        let errors = k.apply(&[place(handle, (i % 2) as u32)], &mut world);
+        binds.push(started.elapsed());
+        assert!(errors.is_empty(), "{errors:?}");
+        eventually("the bound pod running", Duration::from_secs(60), || {
+            c.pod(&name).and_then(|p| p.status?.phase).filter(|p| p == "Running").map(|_| ())
+        });
+        starts.push(started.elapsed());
+        assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name).as_deref(), Some(["vm", "vm2"][i % 2]));
+    }
+    let ((bm, bx), (sm, sx)) = (median_max(binds), median_max(starts));
+    eprintln!("bind latency, 4 pods: decision to binding {bm:.1?} median / {bx:.1?} max; to Running {sm:.1?} / {sx:.1?}");
+}
+
+#[test]
+fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("flowcon");
+    let _sweep = c.sweep(&label);
+    // Two jobs with the same work per epoch on one node: one learning, one flat (a learning
+    // rate of zero). FlowCon finds the flat one slow and caps it.
+    let args = |lr: &'static str| ["--epochs", "1000", "--samples", "4000", "--threads", "2", "--lr", lr];
+    let (learning_args, flat_args) = (args("0.05"), args("0"));
+    let learning = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("learning", &label, &learning_args) });
+    let flat = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("flat", &label, &flat_args) });
+    let (learning, flat) = (learning.metadata.name.unwrap(), flat.metadata.name.unwrap());
+    let mut k = backend(c, &label);
+    let mut policy =
+        Supervised::new(loaded("flowcon"), r#"{"interval-s": 3}"#.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let limit = |name: &str| {
+        let p = c.pod(name)?;
+        wasmsched::backend::kubernetes::pod::limits(&p).0
+    };
+    let capped = |_: &Telemetry| limit(&flat).is_some();
+    let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 150_000 };
+    let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
+    assert!(summary.applied > 0, "FlowCon set limits: {summary:?}");
+    let flat_limit = limit(&flat).expect("the flat pod is capped");
+    let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
+    assert!(flat_limit < node_millicores / 2, "the flat pod is capped below its fair share: {flat_limit}m");
+    assert!(limit(&learning).is_none_or(|l| l > flat_limit), "the learning pod keeps more");
+    // In force: the kubelet wrote the container's CFS quota, with no restart.
+    let flat_pod = c.pod(&flat).unwrap();
+    let flat_uid = flat_pod.metadata.uid.clone().unwrap();
+    eventually("the quota in the cgroup", Duration::from_secs(20), || {
+        (cgroup_cpu_limit(&flat_uid) == Some(Some(flat_limit))).then_some(())
+    });
+    let restarts = flat_pod.status.and_then(|s| s.container_statuses).map_or(0, |s| s[0].restart_count);
+    assert_eq!(restarts, 0, "resized in place");
+
+    // The learning pod's epochs get faster relative to the capped one's (a ratio within one
+    // run, so the machine's load cancels out).
+    let before = (c.epoch_times(&learning).len(), c.epoch_times(&flat).len());
+    std::thread::sleep(Duration::from_secs(15));
+    let pace = |times: &[f64]| times.iter().sum::<f64>() / times.len().max(1) as f64;
+    let (l, f) = (c.epoch_times(&learning), c.epoch_times(&flat));
+    let (l_before, f_before) = (pace(&l[..before.0]), pace(&f[..before.1]));
+    let (l_after, f_after) = (pace(&l[before.0..]), pace(&f[before.1..]));
+    eprintln!(
+        "epoch time, learning / flat: before the cap {l_before:.2}s / {f_before:.2}s, after {l_after:.2}s / {f_after:.2}s (flat capped at {flat_limit}m)"
+    );
+    assert!(l_after / f_after < 0.8 * (l_before / f_before), "the learning pod's epochs got faster relative to the capped one");
+
+    // Decision to limit in force: the resize accepted, then the kubelet writing the quota.
+    let mut k = backend(c, &label);
+    let mut world = Telemetry::new();
+    step(&mut k, &mut world, 500);
+    let handle = job_named(&world, &flat).unwrap();
+    let (mut accepted, mut in_force) = (Vec::new(), Vec::new());
+    for m in [700, 600, 500, 400, 300, 800, 900, 500] {
+        let started = Instant::now();
+        let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(m)))], &mut world);
+        accepted.push(started.elapsed());
+        assert!(errors.is_empty(), "{errors:?}");
+        eventually("the quota in force", Duration::from_secs(30), || (cgroup_cpu_limit(&flat_uid) == Some(Some(m))).then_some(()));
+        in_force.push(started.elapsed());
+    }
+    let ((am, ax), (fm, fx)) = (median_max(accepted), median_max(in_force));
+    eprintln!("decision to limit in force through resize, 8 resizes: accepted {am:.1?} median / {ax:.1?} max; in the cgroup {fm:.1?} / {fx:.1?}");
+    assert_eq!(world.state(handle).unwrap().cpu_limit_millicores, Some(500));
+
+    // What Kubernetes refuses is refused with a reason: a limit below the request.
+    let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(50)))], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("below the request"), "{errors:?}");
+    let errors = k.apply(&[action(handle, wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 }))], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("whole GPUs"), "{errors:?}");
+}
+
+#[test]
+fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoint() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("migrate");
+    let _sweep = c.sweep(&label);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+    let volumes = json!([{"name": "ckpt", "hostPath": {"path": dir.path(), "type": "Directory"}}]);
+    let mounts = json!([{"name": "ckpt", "mountPath": "/ckpt"}]);
+    let pod = c.trainer(
+        &image,
+        TrainerPod {
+            annotations: &[("checkpoint", "/ckpt")],
+            node: Some("vm"),
+            mounts: Some(mounts),
+            volumes: Some(volumes),
+            ..TrainerPod::new("mover", &label, &args)
+        },
+    );
+    let name = pod.metadata.name.unwrap();
+    let mut k = backend(c, &label);
+    let mut world = Telemetry::new();
+    let handle = eventually("three epochs on vm", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let h = job_named(&world, &name)?;
+        (world.history(h).count() >= 3).then_some(h)
+    });
+    assert_eq!(world.state(handle).unwrap().node, 0, "vm is node 0");
+
+    let started = Instant::now();
+    let errors = k.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    let moved = started.elapsed();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(handle).unwrap().node, 1, "the same job, on vm2");
+    let epochs_before = world.history(handle).last().unwrap().epoch;
+    let copies = c.labelled(&label);
+    assert_eq!(copies.len(), 1, "the original is gone, its copy runs");
+    assert_eq!(copies[0].spec.as_ref().unwrap().node_name.as_deref(), Some("vm2"));
+    let resumed = eventually("epochs on vm2", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let last = world.history(handle).last()?.epoch;
+        (last >= epochs_before + 2).then_some(started.elapsed())
+    });
+    let records: Vec<_> = world.history(handle).cloned().collect();
+    assert!(
+        records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1),
+        "resumed from the checkpoint, no epoch run twice: {:?}",
+        records.iter().map(|r| r.epoch).collect::<Vec<_>>()
+    );
+    eprintln!("migration vm -> vm2: decision to copy bound {moved:.1?}; to its first epoch there {resumed:.1?}");
+
+    // A preemption sends it back to the queue as an unbound copy; placing it resumes it.
+    let errors = k.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
+    step(&mut k, &mut world, 500);
+    let waiting = c.labelled(&label);
+    assert_eq!(waiting.len(), 1);
+    let annotations = waiting[0].metadata.annotations.clone().unwrap();
+    assert_eq!(annotations.get("wasmsched.wait").map(String::as_str), Some("preempted"));
+    assert!(annotations["wasmsched.run-ms"].parse::<u64>().unwrap() > 1000, "its attained service travels");
+    assert_eq!(waiting[0].spec.as_ref().unwrap().node_name, None, "unbound");
+    let last = world.history(handle).last().unwrap().epoch;
+    let errors = k.apply(&[place(handle, 0)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    eventually("epochs again after the preemption", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+    });
+    let records: Vec<_> = world.history(handle).cloned().collect();
+    assert!(records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1), "no epoch lost or run twice");
+
+    // A pod deleted behind the host's back leaves at the next observation.
+    let p = c.labelled(&label).remove(0);
+    let now = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    c.rt.block_on(c.pods().delete(&p.metadata.name.unwrap(), &now)).unwrap();
+    eventually("the job gone with its pod", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        world.state(handle).is_none().then_some(())
+    });
+}
+
+#[test]
+fn a_policy_hot_swapped_while_pods_run() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("swap");
+    let _sweep = c.sweep(&label);
+    let _a = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("swap-a", &label, QUICK) });
+    let _b = c.trainer(&image, TrainerPod { node: Some("vm2"), ..TrainerPod::new("swap-b", &label, QUICK) });
+    let setup = Setup::new();
+    setup.land("p", &component("fair-share"));
+    let text = format!(
+        "tick = \"500ms\"\npolicies-dir = \"policies\"\n[backend]\nkind = \"kubernetes\"\nkubeconfig = \"{}\"\n\
+         selector = \"wasmsched.test={label}\"\n[reload]\ndebounce = \"20ms\"\n[api]\nenabled = false\n\
+         [record]\naudit = \"audit.jsonl\"\n[policy.p]\nrole = \"active\"\n",
+        c.kubeconfig.display()
+    );
+    let path = setup.dir.path().join("host.toml");
+    std::fs::write(&path, text).unwrap();
+    let host = Running::start(wasmsched::config::HostConfig::load(&path).unwrap());
+    let status = host.wait("fair-share serving two pods", |s| {
+        s.ticks > 2 && serving(s, "p").is_some() && s.endpoints.first().is_some_and(|e| e.up && e.jobs == 2)
+    });
+    assert!(status.render().contains(": up, 2 jobs"), "{}", status.render());
+    let swapped = variant("fair-share", 1);
+    setup.land("p", &swapped);
+    let sha = wasmsched_tests::live::sha256(&swapped);
+    host.wait("the new version serving", |s| serving(s, "p").as_deref() == Some(sha.as_str()));
+    let at_swap = host.handle.board().get().ticks;
+    host.wait("ticks after the swap", |s| s.ticks > at_swap + 3);
+    host.stop();
+    let lines = setup.audit_lines();
+    wasmsched_tests::live::assert_no_tick_missed(&lines, 500);
+    assert!(lines.iter().any(|l| l.active.as_ref().is_some_and(|d| d.sha256 == sha)), "the new version decided");
+    assert!(lines.iter().all(|l| l.active.as_ref().is_none_or(|d| d.fallback.is_none())), "no tick fell back");
+}
+
+/// The apiserver's process: its pid file and command line, to stop it and start it again.
+struct Apiserver {
+    pid_file: std::path::PathBuf,
+    argv: Vec<String>,
+}
+
+impl Apiserver {
+    fn find(c: &Cluster) -> Option<Apiserver> {
+        let run = c.kubeconfig.parent()?.to_path_buf();
+        let pid_file = run.join("apiserver.pid");
+        let pid = std::fs::read_to_string(&pid_file).ok()?.trim().to_string();
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let argv = cmdline.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        Some(Apiserver { pid_file, argv })
+    }
+
+    fn stop(&self) {
+        let pid = std::fs::read_to_string(&self.pid_file).unwrap().trim().to_string();
+        let _ = std::process::Command::new("kill").arg(&pid).status();
+        eventually("the apiserver stopped", Duration::from_secs(30), || {
+            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+        });
+    }
+
+    fn start(&self) {
+        let log = std::fs::File::create(self.pid_file.with_file_name("apiserver.log")).unwrap();
+        let child = std::process::Command::new(&self.argv[0])
+            .args(&self.argv[1..])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        std::fs::write(&self.pid_file, child.id().to_string()).unwrap();
+        std::mem::forget(child);
+    }
+}
+
+#[test]
+fn the_apiserver_restarted_mid_run_is_survived() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let Some(apiserver) = Apiserver::find(c) else {
+        eprintln!("SKIPPED the_apiserver_restarted_mid_run_is_survived: the apiserver's process is not ours to restart");
+        return;
+    };
+    let label = test_label("outage");
+    let _sweep = c.sweep(&label);
+    let pod = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("outage", &label, QUICK) });
+    let name = pod.metadata.name.unwrap();
+    let mut k = backend(c, &label);
+    let mut world = Telemetry::new();
+    let handle = eventually("the job and two epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let h = job_named(&world, &name)?;
+        (world.history(h).count() >= 2).then_some(h)
+    });
+
+    apiserver.stop();
+    let stopped = Instant::now();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        eventually("the backend to notice", Duration::from_secs(30), || {
+            step(&mut k, &mut world, 500);
+            (!k.apiserver_up()).then_some(())
+        });
+        let status = &k.endpoints()[0];
+        assert!(!status.up && status.down_for_ms.is_some() && status.jobs == 1, "the status shows it: {status:?}");
+        assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the job is kept");
+        let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
+        assert!(errors.len() == 1 && errors[0].reason.contains("does not answer"), "{errors:?}");
+    }));
+    apiserver.start();
+    result.unwrap();
+    let epochs_before = world.history(handle).count();
+    eventually("the apiserver back", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        k.apiserver_up().then_some(())
+    });
+    eprintln!("apiserver down and back in {:.1?}", stopped.elapsed());
+    let records = eventually("progress again", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let r: Vec<_> = world.history(handle).cloned().collect();
+        (r.len() >= epochs_before + 3).then_some(r)
+    });
+    assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the same job, the same handle");
+    assert!(
+        records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1),
+        "no epoch lost or read twice across the outage: {:?}",
+        records.iter().map(|r| r.epoch).collect::<Vec<_>>()
+    );
+    let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+}
+
+/// The process's CPU time so far (user + system, every thread), from /proc.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<u64> = after_name.split(' ').filter_map(|f| f.parse().ok()).collect();
+    Duration::from_millis((fields[10] + fields[11]) * 10)
+}
+
+/// The figures for the note, not a timed test: `cargo test -p wasmsched-tests --test
+/// kubernetes -- --ignored --nocapture overhead`.
+#[test]
+#[ignore = "takes two minutes; prints the host's CPU use with 20 pods"]
+fn overhead_of_twenty_pods_at_a_one_second_tick() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("overhead");
+    let _sweep = c.sweep(&label);
+    let args = ["--epochs", "100000", "--samples", "500", "--threads", "1"];
+    let names: Vec<String> = (0..20).map(|i| format!("overhead-{i}")).collect();
+    for (i, n) in names.iter().enumerate() {
+        c.trainer(&image, TrainerPod { node: Some(["vm", "vm2"][i % 2]), ..TrainerPod::new(n, &label, &args) });
+    }
+    let mut world = Telemetry::new();
+    let mut k = backend(c, &label);
+    eventually("20 pods running", Duration::from_secs(120), || {
+        step(&mut k, &mut world, 1000);
+        (world.job_count() == 20).then_some(())
+    });
+    let mut k = backend(c, &label);
+    let mut policy =
+        Supervised::new(loaded("flowcon"), r#"{"interval-s": 5}"#.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut jobs = 0;
+    let count = |w: &Telemetry| {
+        jobs = w.job_count();
+        false
+    };
+    let mut driver = Until { policy: &mut policy, done: count, limit_ms: 60_000 };
+    let (cpu0, wall0) = (process_cpu(), Instant::now());
+    let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
+    let (cpu, wall) = (process_cpu() - cpu0, wall0.elapsed());
+    assert_eq!(jobs, 20);
+    eprintln!(
+        "20 pods, 1 s tick, {} ticks, {} decisions, {} actions applied: host CPU {cpu:.2?} in {wall:.1?} = {:.2} % of one core",
+        summary.ticks,
+        summary.decisions,
+        summary.applied,
+        100.0 * cpu.as_secs_f64() / wall.as_secs_f64(),
+    );
+}
