@@ -175,10 +175,8 @@ impl BackendConfig {
 
     /// The Kubernetes backend's settings, defaults filled in.
     pub fn kubernetes(&self) -> crate::backend::kubernetes::KubernetesConfig {
-        let mut config = crate::backend::kubernetes::KubernetesConfig {
-            kubeconfig: self.kubeconfig.clone(),
-            ..Default::default()
-        };
+        let mut config =
+            crate::backend::kubernetes::KubernetesConfig { kubeconfig: self.kubeconfig.clone(), ..Default::default() };
         if let Some(namespace) = &self.namespace {
             config.namespace = namespace.clone();
         }
@@ -212,11 +210,11 @@ impl BackendConfig {
             BackendKind::Sim | BackendKind::Docker if kubernetes_only => {
                 Err("kubeconfig, namespace and scheduler-name are for kind = \"kubernetes\"".into())
             }
-            BackendKind::Kubernetes if self.workload.is_some() || !self.engines.is_empty() => Err(
-                "the kubernetes backend manages pods on a cluster; remove workload and engines (they are for \
+            BackendKind::Kubernetes if self.workload.is_some() || !self.engines.is_empty() => {
+                Err("the kubernetes backend manages pods on a cluster; remove workload and engines (they are for \
                  kind = \"sim\" and kind = \"docker\")"
-                    .into(),
-            ),
+                    .into())
+            }
             BackendKind::Kubernetes if self.speed != Speed::RealTime => {
                 Err("the kubernetes backend runs in real time; remove speed".into())
             }
@@ -483,9 +481,15 @@ impl HostConfig {
             }
         };
         join(&mut self.policies_dir);
-        for p in [&mut self.backend.workload, &mut self.backend.kubeconfig, &mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir]
-            .into_iter()
-            .flatten()
+        for p in [
+            &mut self.backend.workload,
+            &mut self.backend.kubeconfig,
+            &mut self.record.audit,
+            &mut self.record.telemetry,
+            &mut self.cache_dir,
+        ]
+        .into_iter()
+        .flatten()
         {
             join(p);
         }
@@ -645,7 +649,10 @@ mod tests {
         assert_eq!(kubernetes.backend.kind, BackendKind::Kubernetes);
         assert_eq!(kubernetes.active(), Some("flowcon"));
         let k = kubernetes.backend.kubernetes();
-        assert_eq!((k.namespace.as_str(), k.selector.as_str(), k.scheduler.as_str()), ("default", "wasmsched.managed=true", "wasmsched"));
+        assert_eq!(
+            (k.namespace.as_str(), k.selector.as_str(), k.scheduler.as_str()),
+            ("default", "wasmsched.managed=true", "wasmsched")
+        );
     }
 
     #[test]

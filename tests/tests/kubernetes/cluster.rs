@@ -34,7 +34,8 @@ pub fn cluster() -> Option<&'static Cluster> {
                     let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.ok()?;
                     let client = kube::Client::try_from(config).ok()?;
                     let nodes: Api<Node> = Api::all(client.clone());
-                    let listed = tokio::time::timeout(Duration::from_secs(5), nodes.list(&ListParams::default()));
+                    let params = ListParams::default();
+                    let listed = tokio::time::timeout(Duration::from_secs(5), nodes.list(&params));
                     listed.await.ok()?.ok().filter(|l| !l.items.is_empty()).map(|_| client)
                 });
                 if let Some(client) = answered {
@@ -133,10 +134,8 @@ impl Cluster {
     /// scheduler's name (it waits unbound); otherwise it is bound to `node` at creation.
     /// `extra` adds keys to the spec (volumes, resources …).
     pub fn trainer(&self, image: &str, spec: TrainerPod<'_>) -> Pod {
-        let mut labels: BTreeMap<String, String> = BTreeMap::from([
-            ("wasmsched.managed".into(), "true".into()),
-            ("wasmsched.test".into(), spec.label.into()),
-        ]);
+        let mut labels: BTreeMap<String, String> =
+            BTreeMap::from([("wasmsched.managed".into(), "true".into()), ("wasmsched.test".into(), spec.label.into())]);
         labels.extend(spec.labels.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())));
         let annotations: BTreeMap<String, String> =
             spec.annotations.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())).collect();
@@ -231,11 +230,10 @@ impl Drop for Sweep {
 pub fn cgroup_cpu_limit(uid: &str) -> Option<Option<u64>> {
     let dir = find_dir(std::path::Path::new("/sys/fs/cgroup/cpu"), &format!("pod{uid}"), 5)?;
     // The container's own cgroup is the busiest child: pick the one with the most usage.
-    let child = std::fs::read_dir(&dir)
-        .ok()?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .max_by_key(|p| std::fs::read_to_string(p.join("cpuacct.usage")).ok().and_then(|u| u.trim().parse::<u64>().ok()))?;
+    let child =
+        std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).max_by_key(
+            |p| std::fs::read_to_string(p.join("cpuacct.usage")).ok().and_then(|u| u.trim().parse::<u64>().ok()),
+        )?;
     let quota: i64 = std::fs::read_to_string(child.join("cpu.cfs_quota_us")).ok()?.trim().parse().ok()?;
     let period: i64 = std::fs::read_to_string(child.join("cpu.cfs_period_us")).ok()?.trim().parse().ok()?;
     Some((quota > 0).then(|| (quota * 1000 / period.max(1)) as u64))

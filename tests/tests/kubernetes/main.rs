@@ -50,7 +50,10 @@ fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
 }
 
 fn place(job: u32, node: u32) -> wit::Action {
-    action(job, wit::ActionKind::Place(wit::Placement { nodes: vec![wit::NodePlacement { node, gpus: vec![] }], share: false }))
+    action(
+        job,
+        wit::ActionKind::Place(wit::Placement { nodes: vec![wit::NodePlacement { node, gpus: vec![] }], share: false }),
+    )
 }
 
 /// The job of the pod whose job name is `name`.
@@ -93,10 +96,14 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     let _sweep = c.sweep(&label);
     let labels = [("metric", "accuracy"), ("max-epochs", "400")];
     let annotations = [("tiers", "0.6,0.8"), ("metrics", "loss:lower")];
-    let pod = c.trainer(&image, TrainerPod { labels: &labels, annotations: &annotations, ..TrainerPod::new("fifo", &label, QUICK) });
+    let pod = c.trainer(
+        &image,
+        TrainerPod { labels: &labels, annotations: &annotations, ..TrainerPod::new("fifo", &label, QUICK) },
+    );
     let name = pod.metadata.name.clone().unwrap();
     let mut k = backend(c, &label);
-    let mut policy = Supervised::new(loaded("fifo"), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut policy =
+        Supervised::new(loaded("fifo"), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
     let bound = |_: &Telemetry| c.pod(&name).and_then(|p| p.spec?.node_name).is_some();
     let mut driver = Until { policy: &mut policy, done: bound, limit_ms: 60_000 };
     let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_millis(500)));
@@ -127,7 +134,9 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     });
 
     // Bind latency: from the decision handed to the backend to the binding accepted, and on to
-    // the container running.
+    // the container running. The policy places from here on (the backend's default placement
+    // binds nothing).
+    k.set_placement(wasmsched::backend::Placement::Policy);
     let (mut binds, mut starts) = (Vec::new(), Vec::new());
     for i in 0..4 {
         let pod = c.trainer(&image, TrainerPod::new(&format!("bind-{i}"), &label, QUICK));
@@ -148,7 +157,9 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
         assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name).as_deref(), Some(["vm", "vm2"][i % 2]));
     }
     let ((bm, bx), (sm, sx)) = (median_max(binds), median_max(starts));
-    eprintln!("bind latency, 4 pods: decision to binding {bm:.1?} median / {bx:.1?} max; to Running {sm:.1?} / {sx:.1?}");
+    eprintln!(
+        "bind latency, 4 pods: decision to binding {bm:.1?} median / {bx:.1?} max; to Running {sm:.1?} / {sx:.1?}"
+    );
 }
 
 #[test]
@@ -160,12 +171,18 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     // rate of zero). FlowCon finds the flat one slow and caps it.
     let args = |lr: &'static str| ["--epochs", "1000", "--samples", "4000", "--threads", "2", "--lr", lr];
     let (learning_args, flat_args) = (args("0.05"), args("0"));
-    let learning = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("learning", &label, &learning_args) });
+    let learning =
+        c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("learning", &label, &learning_args) });
     let flat = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("flat", &label, &flat_args) });
     let (learning, flat) = (learning.metadata.name.unwrap(), flat.metadata.name.unwrap());
     let mut k = backend(c, &label);
-    let mut policy =
-        Supervised::new(loaded("flowcon"), r#"{"interval-s": 3}"#.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut policy = Supervised::new(
+        loaded("flowcon"),
+        r#"{"interval-s": 3}"#.into(),
+        Default::default(),
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
     let limit = |name: &str| {
         let p = c.pod(name)?;
         wasmsched::backend::kubernetes::pod::limits(&p).0
@@ -198,7 +215,10 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     eprintln!(
         "epoch time, learning / flat: before the cap {l_before:.2}s / {f_before:.2}s, after {l_after:.2}s / {f_after:.2}s (flat capped at {flat_limit}m)"
     );
-    assert!(l_after / f_after < 0.8 * (l_before / f_before), "the learning pod's epochs got faster relative to the capped one");
+    assert!(
+        l_after / f_after < 0.8 * (l_before / f_before),
+        "the learning pod's epochs got faster relative to the capped one"
+    );
 
     // Decision to limit in force: the resize accepted, then the kubelet writing the quota.
     let mut k = backend(c, &label);
@@ -211,17 +231,22 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(m)))], &mut world);
         accepted.push(started.elapsed());
         assert!(errors.is_empty(), "{errors:?}");
-        eventually("the quota in force", Duration::from_secs(30), || (cgroup_cpu_limit(&flat_uid) == Some(Some(m))).then_some(()));
+        eventually("the quota in force", Duration::from_secs(30), || {
+            (cgroup_cpu_limit(&flat_uid) == Some(Some(m))).then_some(())
+        });
         in_force.push(started.elapsed());
     }
     let ((am, ax), (fm, fx)) = (median_max(accepted), median_max(in_force));
-    eprintln!("decision to limit in force through resize, 8 resizes: accepted {am:.1?} median / {ax:.1?} max; in the cgroup {fm:.1?} / {fx:.1?}");
+    eprintln!(
+        "decision to limit in force through resize, 8 resizes: accepted {am:.1?} median / {ax:.1?} max; in the cgroup {fm:.1?} / {fx:.1?}"
+    );
     assert_eq!(world.state(handle).unwrap().cpu_limit_millicores, Some(500));
 
     // What Kubernetes refuses is refused with a reason: a limit below the request.
     let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(50)))], &mut world);
     assert!(errors.len() == 1 && errors[0].reason.contains("below the request"), "{errors:?}");
-    let errors = k.apply(&[action(handle, wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 }))], &mut world);
+    let errors =
+        k.apply(&[action(handle, wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 }))], &mut world);
     assert!(errors.len() == 1 && errors[0].reason.contains("whole GPUs"), "{errors:?}");
 }
 
@@ -277,7 +302,9 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     );
     eprintln!("migration vm -> vm2: decision to copy bound {moved:.1?}; to its first epoch there {resumed:.1?}");
 
-    // A preemption sends it back to the queue as an unbound copy; placing it resumes it.
+    // A preemption sends it back to the queue as an unbound copy; placing it resumes it. The
+    // policy places from here on (the default placement would bind it again at once).
+    k.set_placement(wasmsched::backend::Placement::Policy);
     let errors = k.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
@@ -355,15 +382,22 @@ impl Apiserver {
         let pid_file = run.join("apiserver.pid");
         let pid = std::fs::read_to_string(&pid_file).ok()?.trim().to_string();
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let argv = cmdline.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        let argv = cmdline
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
         Some(Apiserver { pid_file, argv })
     }
 
     fn stop(&self) {
         let pid = std::fs::read_to_string(&self.pid_file).unwrap().trim().to_string();
         let _ = std::process::Command::new("kill").arg(&pid).status();
+        // Gone, or a zombie its parent (long exited) leaves for init to reap.
         eventually("the apiserver stopped", Duration::from_secs(30), || {
-            (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
+            (stat.is_empty() || state.as_deref() == Some("Z")).then_some(())
         });
     }
 
@@ -384,7 +418,9 @@ impl Apiserver {
 fn the_apiserver_restarted_mid_run_is_survived() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let Some(apiserver) = Apiserver::find(c) else {
-        eprintln!("SKIPPED the_apiserver_restarted_mid_run_is_survived: the apiserver's process is not ours to restart");
+        eprintln!(
+            "SKIPPED the_apiserver_restarted_mid_run_is_survived: the apiserver's process is not ours to restart"
+        );
         return;
     };
     let label = test_label("outage");
@@ -399,9 +435,9 @@ fn the_apiserver_restarted_mid_run_is_survived() {
         (world.history(h).count() >= 2).then_some(h)
     });
 
-    apiserver.stop();
     let stopped = Instant::now();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        apiserver.stop();
         eventually("the backend to notice", Duration::from_secs(30), || {
             step(&mut k, &mut world, 500);
             (!k.apiserver_up()).then_some(())
@@ -463,8 +499,13 @@ fn overhead_of_twenty_pods_at_a_one_second_tick() {
         (world.job_count() == 20).then_some(())
     });
     let mut k = backend(c, &label);
-    let mut policy =
-        Supervised::new(loaded("flowcon"), r#"{"interval-s": 5}"#.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+    let mut policy = Supervised::new(
+        loaded("flowcon"),
+        r#"{"interval-s": 5}"#.into(),
+        Default::default(),
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
     let mut jobs = 0;
     let count = |w: &Telemetry| {
         jobs = w.job_count();

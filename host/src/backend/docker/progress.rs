@@ -165,7 +165,8 @@ impl Reader {
                 return;
             }
             last_ns.store(at_ns, std::sync::atomic::Ordering::Relaxed);
-            let line = if cut { Line::Garbage(format!("a line longer than {MAX_LINE} bytes")) } else { parse(text, metrics) };
+            let line =
+                if cut { Line::Garbage(format!("a line longer than {MAX_LINE} bytes")) } else { parse(text, metrics) };
             if line != Line::Other {
                 each(at_ns, line);
             }

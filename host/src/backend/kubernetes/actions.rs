@@ -23,11 +23,21 @@ enum Effect {
     Memory(Option<u64>),
     Done,
     /// A queued pod was bound to node `node`.
-    Started { node: usize, gpus: Vec<u32> },
+    Started {
+        node: usize,
+        gpus: Vec<u32>,
+    },
     /// The job runs on as pod `uid` (`name`), bound to `node`.
-    Moved { node: usize, uid: String, name: String },
+    Moved {
+        node: usize,
+        uid: String,
+        name: String,
+    },
     /// The job waits again as the unbound pod `uid` (`name`).
-    Requeued { uid: String, name: String },
+    Requeued {
+        uid: String,
+        name: String,
+    },
     /// A queued pod was deleted.
     Removed,
 }
@@ -166,10 +176,12 @@ impl Kubernetes {
                 };
                 let copy = pod::copy(p, &changes);
                 let original_uid = p.metadata.uid.clone().unwrap_or_default();
-                let grace = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
+                let grace =
+                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
                 Box::pin(async move {
                     let made = within(limit, api.create(&PostParams::default(), &copy)).await?;
-                    let (uid, new_name) = (made.metadata.uid.unwrap_or_default(), made.metadata.name.unwrap_or_default());
+                    let (uid, new_name) =
+                        (made.metadata.uid.unwrap_or_default(), made.metadata.name.unwrap_or_default());
                     within(limit, api.delete(&name, &DeleteParams::default())).await?;
                     let patience = limit + Duration::from_secs(grace as u64 + 30);
                     gone(&api, &name, &original_uid, patience).await?;
@@ -336,7 +348,11 @@ async fn run_in(
         None => Ok(Effect::Done),
         Some(s) => {
             let last = out.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
-            Err(Failure::Refused(format!("delivery command {} failed ({}): {last}", cmd.join(" "), s.message.unwrap_or_default())))
+            Err(Failure::Refused(format!(
+                "delivery command {} failed ({}): {last}",
+                cmd.join(" "),
+                s.message.unwrap_or_default()
+            )))
         }
     }
 }

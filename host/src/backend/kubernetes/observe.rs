@@ -28,10 +28,13 @@ impl Kubernetes {
         if first {
             // Give the first lists a moment, so the first tick sees the cluster.
             let (pods, nodes, limit) = (self.pods.clone(), self.node_store.clone(), self.config.timeout);
-            let _ = self.rt.block_on(tokio::time::timeout(limit, async move {
-                let _ = pods.wait_until_ready().await;
-                let _ = nodes.wait_until_ready().await;
-            }));
+            self.rt.block_on(async move {
+                let ready = async move {
+                    let _ = pods.wait_until_ready().await;
+                    let _ = nodes.wait_until_ready().await;
+                };
+                let _ = tokio::time::timeout(limit, ready).await;
+            });
         }
         if let Some(wait) = (origin + elapsed).checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
@@ -276,7 +279,9 @@ impl Kubernetes {
                     tracing::info!(copy = %name, original = %original, "deleted an unfinished copy; its original still runs");
                     dropped.insert(uid.to_string());
                 }
-                Err(e) => self.log_once(format!("settle:{uid}"), || format!("cannot delete the unfinished copy {name}: {e}")),
+                Err(e) => {
+                    self.log_once(format!("settle:{uid}"), || format!("cannot delete the unfinished copy {name}: {e}"))
+                }
             }
         }
         dropped
@@ -386,7 +391,9 @@ impl Kubernetes {
             let used = match stats::parse(&text) {
                 Ok(u) => u,
                 Err(e) => {
-                    self.log_once(format!("stats-parse:{name}"), || format!("node {name}'s kubelet summary does not parse: {e}"));
+                    self.log_once(format!("stats-parse:{name}"), || {
+                        format!("node {name}'s kubelet summary does not parse: {e}")
+                    });
                     continue;
                 }
             };

@@ -258,11 +258,8 @@ pub fn resize(pod: &Pod, resource: Resource, value: u64) -> Result<serde_json::V
     let Some(spec) = &pod.spec else { return Err("the pod has no spec".into()) };
     let Some(main) = spec.containers.first() else { return Err("the pod has no container".into()) };
     let key = resource.key();
-    let restarts = main
-        .resize_policy
-        .iter()
-        .flatten()
-        .any(|p| p.resource_name == key && p.restart_policy == "RestartContainer");
+    let restarts =
+        main.resize_policy.iter().flatten().any(|p| p.resource_name == key && p.restart_policy == "RestartContainer");
     if restarts {
         return Err(format!(
             "container {}'s resizePolicy restarts it on a {key} resize, which would lose its progress since the \
@@ -361,7 +358,10 @@ pub fn checkpoint_survives(pod: &Pod, folder: &str) -> Result<(), String> {
         .volume_mounts
         .iter()
         .flatten()
-        .filter(|m| folder == m.mount_path.trim_end_matches('/') || folder.starts_with(&format!("{}/", m.mount_path.trim_end_matches('/'))))
+        .filter(|m| {
+            folder == m.mount_path.trim_end_matches('/')
+                || folder.starts_with(&format!("{}/", m.mount_path.trim_end_matches('/')))
+        })
         .max_by_key(|m| m.mount_path.len())
         .ok_or_else(|| {
             format!(

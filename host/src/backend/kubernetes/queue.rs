@@ -146,7 +146,8 @@ mod tests {
 
     #[test]
     fn pods_are_bound_in_arrival_order_to_the_first_node_with_room() {
-        let turns = first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], vec![room(2000, 1, true), room(2000, 0, true)]);
+        let turns =
+            first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], vec![room(2000, 1, true), room(2000, 0, true)]);
         assert_eq!(
             turns,
             [Turn::Bind { handle: 1, node: 0, gpus: vec![0] }, Turn::Bind { handle: 2, node: 1, gpus: vec![] }]
@@ -155,7 +156,8 @@ mod tests {
 
     #[test]
     fn a_not_ready_node_gets_nothing_and_the_oldest_pod_holds_up_the_rest() {
-        let turns = first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], vec![room(4000, 0, false), room(2000, 0, true)]);
+        let turns =
+            first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], vec![room(4000, 0, false), room(2000, 0, true)]);
         assert!(turns.is_empty(), "{turns:?}");
     }
 

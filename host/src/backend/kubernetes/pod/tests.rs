@@ -59,12 +59,10 @@ fn a_pod_stands_queued_bound_elsewhere_or_ended() {
 #[test]
 fn quantities_read_as_kubernetes_writes_them() {
     let q = |s: &str| Quantity(s.into());
-    assert_eq!([millicores(&q("250m")), millicores(&q("2")), millicores(&q("1.5")), millicores(&q("x"))], [
-        Some(250),
-        Some(2000),
-        Some(1500),
-        None
-    ]);
+    assert_eq!(
+        [millicores(&q("250m")), millicores(&q("2")), millicores(&q("1.5")), millicores(&q("x"))],
+        [Some(250), Some(2000), Some(1500), None]
+    );
     assert_eq!(bytes(&q("64Mi")), Some(64 << 20));
     assert_eq!(bytes(&q("1G")), Some(1_000_000_000));
     assert_eq!(bytes(&q("1e3")), Some(1000));
@@ -77,10 +75,7 @@ fn quantities_read_as_kubernetes_writes_them() {
 #[test]
 fn a_burstable_pods_cpu_limit_is_resized_alone() {
     let patch = resize(&burstable(), Resource::Cpu, 700).unwrap();
-    assert_eq!(
-        patch,
-        json!({"spec": {"containers": [{"name": "trainer", "resources": {"limits": {"cpu": "700m"}}}]}})
-    );
+    assert_eq!(patch, json!({"spec": {"containers": [{"name": "trainer", "resources": {"limits": {"cpu": "700m"}}}]}}));
 }
 
 #[test]
@@ -101,10 +96,11 @@ fn what_kubernetes_would_refuse_is_refused_with_what_to_change() {
     assert!(below.contains("below the request"), "{below}");
 
     let mut restarts = burstable();
-    restarts.spec.as_mut().unwrap().containers[0].resize_policy = Some(vec![k8s_openapi::api::core::v1::ContainerResizePolicy {
-        resource_name: "memory".into(),
-        restart_policy: "RestartContainer".into(),
-    }]);
+    restarts.spec.as_mut().unwrap().containers[0].resize_policy =
+        Some(vec![k8s_openapi::api::core::v1::ContainerResizePolicy {
+            resource_name: "memory".into(),
+            restart_policy: "RestartContainer".into(),
+        }]);
     assert!(resize(&restarts, Resource::Cpu, 700).is_ok(), "the CPU policy is NotRequired");
     let why = resize(&restarts, Resource::Memory, 256 << 20).unwrap_err();
     assert!(why.contains("resizePolicy") && why.contains("NotRequired"), "{why}");
@@ -114,12 +110,16 @@ fn what_kubernetes_would_refuse_is_refused_with_what_to_change() {
 fn a_copy_is_the_pods_own_spec_unbound_with_its_bookkeeping() {
     let mut p = burstable();
     p.spec.as_mut().unwrap().node_name = Some("vm".into());
-    let changes = Changes { scheduler: "wasmsched".into(), preempted: true, service: (60_000, 120_000), arrived_unix_ms: 5 };
+    let changes =
+        Changes { scheduler: "wasmsched".into(), preempted: true, service: (60_000, 120_000), arrived_unix_ms: 5 };
     let c = copy(&p, &changes);
     let a = c.metadata.annotations.as_ref().unwrap();
     assert_eq!(a[REPLACES], "uid-a");
     assert_eq!(a[JOB_NAME], "train-a");
-    assert_eq!((a[RUN_MS].as_str(), a[GPU_MS].as_str(), a[WAIT].as_str(), a[ARRIVED].as_str()), ("60000", "120000", "preempted", "5"));
+    assert_eq!(
+        (a[RUN_MS].as_str(), a[GPU_MS].as_str(), a[WAIT].as_str(), a[ARRIVED].as_str()),
+        ("60000", "120000", "preempted", "5")
+    );
     assert_eq!(c.metadata.generate_name.as_deref(), Some("train-a-"));
     assert_eq!(c.metadata.name, None);
     assert_eq!(c.metadata.uid, None);
