@@ -49,9 +49,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, reflector as reflect};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 
 use crate::backend::docker::progress::Line;
@@ -115,8 +115,6 @@ pub enum KubernetesSetupError {
 struct Health {
     /// Since when a watch fails, and why; None while they succeed.
     down: Option<(Instant, String)>,
-    /// Whether each watch (pods, nodes) has listed once.
-    listed: [bool; 2],
 }
 
 /// One node as the host knows it: its handle is its place in `Kubernetes::nodes`.
@@ -211,8 +209,8 @@ impl Kubernetes {
         };
         let health = Arc::new(Mutex::new(Health::default()));
         let pods_api: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
-        let pods = watch(&rt, pods_api, watcher::Config::default().labels(&config.selector), health.clone(), 0);
-        let node_store = watch(&rt, Api::<Node>::all(client.clone()), watcher::Config::default(), health.clone(), 1);
+        let pods = watch(&rt, pods_api, watcher::Config::default().labels(&config.selector), health.clone());
+        let node_store = watch(&rt, Api::<Node>::all(client.clone()), watcher::Config::default(), health.clone());
         Ok(Kubernetes {
             rt,
             config,
@@ -233,8 +231,16 @@ impl Kubernetes {
 
     /// Whether the apiserver answered the watches at their last try, and both have listed.
     pub fn apiserver_up(&self) -> bool {
-        let h = self.health.lock().expect("health lock");
-        h.down.is_none() && h.listed.iter().all(|&l| l)
+        let (pods, nodes) = self.listed();
+        pods && nodes && self.health.lock().expect("health lock").down.is_none()
+    }
+
+    /// Whether the pods' and the nodes' watches have listed once (their stores are whole).
+    fn listed(&self) -> (bool, bool) {
+        use futures_util::FutureExt;
+        let pods = self.pods.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok());
+        let nodes = self.node_store.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok());
+        (pods, nodes)
     }
 
     fn pods_api(&self) -> Api<Pod> {
@@ -279,10 +285,11 @@ impl Backend for Kubernetes {
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {
+        let up = self.apiserver_up();
         let h = self.health.lock().expect("health lock");
         vec![Endpoint {
             name: self.kube_config.cluster_url.to_string(),
-            up: h.down.is_none() && h.listed.iter().all(|&l| l),
+            up,
             jobs: self.jobs.len() as u32,
             down_for_ms: h.down.as_ref().map(|(since, _)| since.elapsed().as_millis() as u64),
         }]
@@ -306,30 +313,19 @@ async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, Kub
 }
 
 /// A reflector of `api`'s objects, kept up to date on the runtime; it lists again whenever the
-/// watch breaks, with backoff, and reports its health as watch `which`.
-fn watch<K>(
-    rt: &tokio::runtime::Runtime,
-    api: Api<K>,
-    config: watcher::Config,
-    health: Arc<Mutex<Health>>,
-    which: usize,
-) -> Store<K>
+/// watch breaks, with backoff, and reports whether the apiserver answers.
+fn watch<K>(rt: &tokio::runtime::Runtime, api: Api<K>, config: watcher::Config, health: Arc<Mutex<Health>>) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflect(writer, watcher::watcher(api, config).default_backoff());
+    let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff());
     rt.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             let mut h = health.lock().expect("health lock");
             match event {
-                Ok(event) => {
-                    if matches!(event, Event::InitDone) {
-                        h.listed[which] = true;
-                    }
-                    h.down = None;
-                }
+                Ok(_) => h.down = None,
                 Err(e) => {
                     if h.down.is_none() {
                         h.down = Some((Instant::now(), e.to_string()));

@@ -163,6 +163,7 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
 }
 
 #[test]
+#[ignore = "unfinished: the cgroup quota check picks the wrong child cgroup at times (issue 13 note)"]
 fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("flowcon");
@@ -415,6 +416,7 @@ impl Apiserver {
 }
 
 #[test]
+#[ignore = "unfinished: stopping the cluster's apiserver from the test does not work yet (issue 13 note)"]
 fn the_apiserver_restarted_mid_run_is_survived() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let Some(apiserver) = Apiserver::find(c) else {

@@ -41,10 +41,7 @@ impl Kubernetes {
         }
         world.accrue_service(until_ms.saturating_sub(world.time_ms()));
         self.check_health();
-        let (pods_listed, nodes_listed) = {
-            let h = self.health.lock().expect("health lock");
-            (h.listed[0], h.listed[1])
-        };
+        let (pods_listed, nodes_listed) = self.listed();
         if nodes_listed {
             self.observe_nodes(world);
         }
