@@ -2,6 +2,8 @@
 //! (`docker create --cpus 1.5 --memory 512m --gpus '"device=0,1"' -e NVIDIA_VISIBLE_DEVICES=all
 //! --network none --init` with the managed, gpus and checkpoint labels).
 
+use std::collections::HashMap;
+
 use bollard::models::HostConfig;
 
 use super::*;
