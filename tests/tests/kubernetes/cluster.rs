@@ -25,6 +25,10 @@ pub fn cluster() -> Option<&'static Cluster> {
     CLUSTER
         .get_or_init(|| {
             let candidates = [std::env::var("WASMSCHED_KUBECONFIG").ok(), Some("/tmp/k8s-run/admin.kubeconfig".into())];
+            // The host's own log lines, shown with a failing test's output.
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasmsched=info"));
+            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_test_writer().try_init();
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
             let mut tried = Vec::new();
             for path in candidates.into_iter().flatten().map(PathBuf::from) {
@@ -181,6 +185,62 @@ impl Cluster {
             .collect()
     }
 
+    /// Wait until `ready` holds, polling; after `limit`, panic with `what` and how the nodes and
+    /// the pods of the test's `label` stand, so that a failure in CI says what the cluster did.
+    pub fn wait<T>(&self, label: &str, what: &str, limit: Duration, ready: impl FnMut() -> Option<T>) -> T {
+        match poll(limit, Duration::from_millis(200), ready) {
+            Some(v) => v,
+            None => panic!("waited {limit:?} for {what}\n{}", self.describe(label)),
+        }
+    }
+
+    /// The nodes' readiness and the phase, node and container states of the pods of a test's
+    /// `label`, one line each.
+    pub fn describe(&self, label: &str) -> String {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let mut lines = Vec::new();
+        match self.rt.block_on(nodes.list(&ListParams::default())) {
+            Ok(list) => {
+                for n in list.items {
+                    let conditions = n.status.and_then(|s| s.conditions).unwrap_or_default();
+                    let taints = n.spec.and_then(|s| s.taints).unwrap_or_default();
+                    let ready = conditions.iter().find(|c| c.type_ == "Ready");
+                    lines.push(format!(
+                        "node {}: Ready={} ({}), pressure: {:?}, taints: {:?}",
+                        n.metadata.name.unwrap_or_default(),
+                        ready.map_or("?", |c| c.status.as_str()),
+                        ready.and_then(|c| c.message.clone()).unwrap_or_default(),
+                        conditions
+                            .iter()
+                            .filter(|c| c.type_ != "Ready" && c.status == "True")
+                            .map(|c| &c.type_)
+                            .collect::<Vec<_>>(),
+                        taints.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>(),
+                    ));
+                }
+            }
+            Err(e) => lines.push(format!("nodes: cannot list ({e})")),
+        }
+        for p in self.labelled(label) {
+            let status = p.status.unwrap_or_default();
+            let containers: Vec<String> = status
+                .container_statuses
+                .unwrap_or_default()
+                .iter()
+                .map(|c| format!("{} restarts={} state={:?}", c.name, c.restart_count, c.state))
+                .collect();
+            lines.push(format!(
+                "pod {}: phase={:?} node={:?} reason={:?} message={:?} containers={containers:?}",
+                p.metadata.name.unwrap_or_default(),
+                status.phase,
+                p.spec.and_then(|s| s.node_name),
+                status.reason,
+                status.message,
+            ));
+        }
+        lines.join("\n")
+    }
+
     /// A guard that deletes every pod of a test's label on drop, pass or fail (copies of a pod
     /// have names of their own).
     pub fn sweep(&'static self, label: &str) -> Sweep {
@@ -225,17 +285,17 @@ impl Drop for Sweep {
     }
 }
 
-/// The CFS quota in force for the container of pod `uid`, in millicores (None: unlimited), read
-/// from the cgroup the kubelet wrote (cgroup v1, either node's cgroup root).
-pub fn cgroup_cpu_limit(uid: &str) -> Option<Option<u64>> {
-    let dir = find_dir(std::path::Path::new("/sys/fs/cgroup/cpu"), &format!("pod{uid}"), 5)?;
-    // The container's own cgroup is the busiest child: pick the one with the most usage.
-    let child =
-        std::fs::read_dir(&dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).max_by_key(
-            |p| std::fs::read_to_string(p.join("cpuacct.usage")).ok().and_then(|u| u.trim().parse::<u64>().ok()),
-        )?;
-    let quota: i64 = std::fs::read_to_string(child.join("cpu.cfs_quota_us")).ok()?.trim().parse().ok()?;
-    let period: i64 = std::fs::read_to_string(child.join("cpu.cfs_period_us")).ok()?.trim().parse().ok()?;
+/// The CFS quota in force for pod `p`'s main container, in millicores (None: unlimited), read
+/// from the cgroup the kubelet wrote for it (cgroup v1, cgroupfs driver:
+/// `…/kubepods/<class>/pod<uid>/<container id>`, under either node's cgroup root).
+pub fn cgroup_cpu_limit(p: &Pod) -> Option<Option<u64>> {
+    let uid = p.metadata.uid.as_deref()?;
+    let status = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+    let id = status.container_id.as_deref()?.rsplit("://").next()?;
+    let pod_dir = find_dir(std::path::Path::new("/sys/fs/cgroup/cpu"), &format!("pod{uid}"), 5)?;
+    let read =
+        |file: &str| -> Option<i64> { std::fs::read_to_string(pod_dir.join(id).join(file)).ok()?.trim().parse().ok() };
+    let (quota, period) = (read("cpu.cfs_quota_us")?, read("cpu.cfs_period_us")?);
     Some((quota > 0).then(|| (quota * 1000 / period.max(1)) as u64))
 }
 
@@ -258,13 +318,20 @@ fn find_dir(root: &std::path::Path, name: &str, depth: u32) -> Option<PathBuf> {
 }
 
 /// Wait until `ready` holds, polling; panics with `what` after `limit`.
-pub fn eventually<T>(what: &str, limit: Duration, mut ready: impl FnMut() -> Option<T>) -> T {
+pub fn eventually<T>(what: &str, limit: Duration, ready: impl FnMut() -> Option<T>) -> T {
+    poll(limit, Duration::from_millis(200), ready).unwrap_or_else(|| panic!("waited {limit:?} for {what}"))
+}
+
+/// `ready`'s first answer within `limit`, asking every `every`.
+pub fn poll<T>(limit: Duration, every: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
     let start = std::time::Instant::now();
     loop {
         if let Some(v) = ready() {
-            return v;
+            return Some(v);
         }
-        assert!(start.elapsed() < limit, "waited {limit:?} for {what}");
-        std::thread::sleep(Duration::from_millis(200));
+        if start.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(every);
     }
 }
