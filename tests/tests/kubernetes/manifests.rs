@@ -1,0 +1,155 @@
+//! The manifests shipped in `examples/kubernetes/`: the RBAC is applied to the real cluster and
+//! the host then runs every action under exactly those rules (by impersonating its
+//! ServiceAccount); the Deployment is checked by the apiserver (a server-side dry run) and its
+//! host config by the host's own parser.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::json;
+use wasmsched::backend::Backend;
+use wasmsched::backend::kubernetes::Kubernetes;
+use wasmsched::bindings::wit;
+use wasmsched::snapshot::Telemetry;
+
+use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
+use crate::{action, backend_with, job_named, place, step, test_label};
+
+/// Who the host runs as in the cluster (`examples/kubernetes/rbac.yaml`).
+const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
+
+/// The documents of a manifest in `examples/kubernetes/`.
+fn manifest(name: &str) -> Vec<serde_json::Value> {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes")).join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Server-side apply of one document (`dry_run`: checked by the apiserver, not stored).
+fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Result<(), kube::Error> {
+    let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(c.client.clone(), ns, &resource),
+        None => Api::all_with(c.client.clone(), &resource),
+    };
+    let mut params = PatchParams::apply("wasmsched-tests").force();
+    if dry_run {
+        params = params.dry_run();
+    }
+    let name = doc["metadata"]["name"].as_str().unwrap();
+    c.rt.block_on(api.patch(name, &params, &Patch::Apply(doc))).map(|_| ())
+}
+
+/// A copy of the test cluster's kubeconfig that acts as `user` (impersonation).
+fn kubeconfig_as(c: &Cluster, user: &str, dir: &std::path::Path) -> PathBuf {
+    let mut config = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
+    for named in &mut config.auth_infos {
+        named.auth_info.get_or_insert_with(Default::default).impersonate = Some(user.to_string());
+    }
+    let path = dir.join("kubeconfig");
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn the_deployments_host_config_parses() {
+    let docs = manifest("deployment.yaml");
+    let map = docs.iter().find(|d| d["kind"] == "ConfigMap").expect("a ConfigMap");
+    let text = map["data"]["host.toml"].as_str().expect("host.toml in the ConfigMap");
+    let config = wasmsched::config::HostConfig::parse(std::path::Path::new("/etc/wasmsched/host.toml"), text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.backend.kind, wasmsched::config::BackendKind::Kubernetes);
+    assert_eq!(config.backend.kubeconfig, None, "in the cluster: its ServiceAccount");
+    assert_eq!(config.active(), Some("flowcon"));
+    let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "wasmsched");
+    assert_eq!(deployment["spec"]["replicas"], 1, "one host binds the queue");
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate", "never two at once");
+}
+
+#[test]
+fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    for doc in manifest("rbac.yaml") {
+        apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
+    }
+    // The apiserver accepts the Deployment and what it needs (checked, not stored).
+    for doc in manifest("deployment.yaml") {
+        apply(c, &doc, true).unwrap_or_else(|e| panic!("deployment.yaml, {}: {e}", doc["kind"]));
+    }
+
+    let label = test_label("rbac");
+    let _sweep = c.sweep(&label);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = kubeconfig_as(c, SERVICE_ACCOUNT, dir.path());
+    // The identity is really the ServiceAccount's: what the manifest does not grant is refused.
+    let restricted = c.rt.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, "default");
+        secrets.list(&ListParams::default()).await
+    });
+    assert!(
+        matches!(&restricted, Err(kube::Error::Api(s)) if s.code == 403),
+        "reading secrets is refused: {restricted:?}"
+    );
+
+    let ckpt = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(ckpt.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // Long enough not to finish (and be restarted) during the test.
+    let args = ["--epochs", "100000", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+    let pod = c.trainer(
+        &image,
+        TrainerPod {
+            annotations: &[
+                ("checkpoint", "/ckpt"),
+                ("deliver", "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered"),
+            ],
+            mounts: Some(json!([{"name": "ckpt", "mountPath": "/ckpt"}])),
+            volumes: Some(json!([{"name": "ckpt", "hostPath": {"path": ckpt.path(), "type": "Directory"}}])),
+            ..TrainerPod::new("rbac", &label, &args)
+        },
+    );
+    let name = pod.metadata.name.unwrap();
+    let mut k = backend_with(kubeconfig, &label);
+    k.set_placement(wasmsched::backend::Placement::Policy);
+    let mut world = Telemetry::new();
+    // Watch pods and nodes: the queued pod is a job.
+    let handle = c.wait(&label, "the queued pod as a job", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &name)
+    });
+    let act = |k: &mut Kubernetes, world: &mut Telemetry, what: &str, a: wit::Action| {
+        let errors = k.apply(&[a], world);
+        assert!(errors.is_empty(), "{what} as the ServiceAccount: {errors:?}\n{}", c.describe(&label));
+    };
+    // Bind; follow the log; read the kubelet's summary.
+    act(&mut k, &mut world, "place", place(handle, 1));
+    c.wait(&label, "two epochs from the log and CPU use", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let s = world.state(handle)?;
+        (world.history(handle).count() >= 2 && s.cpu_used_millicores > 0).then_some(())
+    });
+    // Resize; exec the delivery command.
+    act(&mut k, &mut world, "set-cpu", action(handle, wit::ActionKind::SetCpu(Some(700))));
+    act(&mut k, &mut world, "set-memory", action(handle, wit::ActionKind::SetMemory(Some(256 << 20))));
+    act(&mut k, &mut world, "deliver", action(handle, wit::ActionKind::Deliver));
+    assert!(ckpt.path().join("delivered").exists(), "the delivery command ran in the pod");
+    // Copy and delete (preempt), bind the copy, delete it (stop).
+    let started = Instant::now();
+    act(&mut k, &mut world, "preempt", action(handle, wit::ActionKind::Preempt));
+    assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
+    eprintln!("preemption as the ServiceAccount (copy, delete, gone): {:.1?}", started.elapsed());
+    step(&mut k, &mut world, 300);
+    act(&mut k, &mut world, "place the copy", place(handle, 0));
+    act(&mut k, &mut world, "stop", action(handle, wit::ActionKind::Stop));
+    c.wait(&label, "the stopped job gone", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        world.state(handle).is_none().then_some(())
+    });
+}
