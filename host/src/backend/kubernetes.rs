@@ -24,7 +24,9 @@
 //!   from each running pod's log stream (its first container), in Docker's line formats,
 //!   with the apiserver's timestamps. CPU and memory use from each node's kubelet summary
 //!   (`/stats/summary`: one request per node per tick, through the apiserver's node proxy, or
-//!   from the kubelet directly where the apiserver will not proxy to it).
+//!   from the kubelet directly where the apiserver will not proxy to it). A tick waits at most
+//!   a quarter second for them: a kubelet that hangs delays its own node's figures, never the
+//!   loop.
 //! - **Actions.** `set-cpu` and `set-memory` patch the `resize` subresource (in place, no
 //!   restart; a lifted limit is the node's allocatable); what Kubernetes would refuse (a
 //!   change of QoS class, a resize policy that restarts the container, a limit below the
@@ -126,7 +128,12 @@ struct NodeEntry {
     ready: bool,
     /// How its kubelet's summary is read, once one way has worked.
     stats: Option<StatsRoute>,
+    /// The summary asked for and not yet read: the text and how it was reached, or why not.
+    asking: Option<tokio::task::JoinHandle<Result<(String, StatsRoute), String>>>,
 }
+
+/// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.
+const STATS_WAIT: Duration = Duration::from_millis(250);
 
 /// How a node's kubelet summary is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 //! shares the machine while these measure CPU.
 
 mod cluster;
+mod faults;
 mod manifests;
 
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::snapshot::Telemetry;
 
-use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, eventually, poll, trainer_cluster_or_skip};
+use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, poll, trainer_cluster_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 
@@ -376,109 +377,6 @@ fn a_policy_hot_swapped_while_pods_run() {
     wasmsched_tests::live::assert_no_tick_missed(&lines, 500);
     assert!(lines.iter().any(|l| l.active.as_ref().is_some_and(|d| d.sha256 == sha)), "the new version decided");
     assert!(lines.iter().all(|l| l.active.as_ref().is_none_or(|d| d.fallback.is_none())), "no tick fell back");
-}
-
-/// The apiserver's process: its pid file and command line, to stop it and start it again.
-struct Apiserver {
-    pid_file: std::path::PathBuf,
-    argv: Vec<String>,
-}
-
-impl Apiserver {
-    fn find(c: &Cluster) -> Option<Apiserver> {
-        let run = c.kubeconfig.parent()?.to_path_buf();
-        let pid_file = run.join("apiserver.pid");
-        let pid = std::fs::read_to_string(&pid_file).ok()?.trim().to_string();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let argv = cmdline
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        Some(Apiserver { pid_file, argv })
-    }
-
-    fn stop(&self) {
-        let pid = std::fs::read_to_string(&self.pid_file).unwrap().trim().to_string();
-        // Killed outright, as a crash would: on SIGTERM it closes its port at once but can
-        // linger for minutes draining requests, and a second one then starts beside it.
-        let _ = std::process::Command::new("kill").args(["-KILL", &pid]).status();
-        // Gone, or a zombie its parent (long exited) leaves for init to reap.
-        eventually("the apiserver stopped", Duration::from_secs(30), || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_string));
-            (stat.is_empty() || state.as_deref() == Some("Z")).then_some(())
-        });
-    }
-
-    fn start(&self) {
-        let log = std::fs::File::create(self.pid_file.with_file_name("apiserver.log")).unwrap();
-        let child = std::process::Command::new(&self.argv[0])
-            .args(&self.argv[1..])
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        std::fs::write(&self.pid_file, child.id().to_string()).unwrap();
-        std::mem::forget(child);
-    }
-}
-
-#[test]
-fn the_apiserver_restarted_mid_run_is_survived() {
-    let (c, image, _serial) = trainer_cluster_or_skip!();
-    let Some(apiserver) = Apiserver::find(c) else {
-        eprintln!(
-            "SKIPPED the_apiserver_restarted_mid_run_is_survived: the apiserver's process is not ours to restart"
-        );
-        return;
-    };
-    let label = test_label("outage");
-    let _sweep = c.sweep(&label);
-    let pod = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("outage", &label, QUICK) });
-    let name = pod.metadata.name.unwrap();
-    let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
-    let handle = c.wait(&label, "the job and two epochs", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        let h = job_named(&world, &name)?;
-        (world.history(h).count() >= 2).then_some(h)
-    });
-
-    let stopped = Instant::now();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        apiserver.stop();
-        c.wait(&label, "the backend to notice", Duration::from_secs(30), || {
-            step(&mut k, &mut world, 500);
-            (!k.apiserver_up()).then_some(())
-        });
-        let status = &k.endpoints()[0];
-        assert!(!status.up && status.down_for_ms.is_some() && status.jobs == 1, "the status shows it: {status:?}");
-        assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the job is kept");
-        let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
-        assert!(errors.len() == 1 && errors[0].reason.contains("does not answer"), "{errors:?}");
-    }));
-    apiserver.start();
-    result.unwrap();
-    let epochs_before = world.history(handle).count();
-    c.wait(&label, "the apiserver back", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        k.apiserver_up().then_some(())
-    });
-    eprintln!("apiserver down and back in {:.1?}", stopped.elapsed());
-    let records = c.wait(&label, "progress again", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        let r: Vec<_> = world.history(handle).cloned().collect();
-        (r.len() >= epochs_before + 3).then_some(r)
-    });
-    assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the same job, the same handle");
-    assert!(
-        records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1),
-        "no epoch lost or read twice across the outage: {:?}",
-        records.iter().map(|r| r.epoch).collect::<Vec<_>>()
-    );
-    let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
-    assert!(errors.is_empty(), "{errors:?}");
 }
 
 /// The process's CPU time so far (user + system, every thread), from /proc.

@@ -42,9 +42,11 @@ enum Effect {
     Removed,
 }
 
-/// Why an action failed: Kubernetes's refusal, the host's, or no answer.
+/// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
+/// a NotReady node, say: nothing about the pod itself), or no answer.
 enum Failure {
     Refused(String),
+    Declined(String),
     Unreachable(String),
 }
 
@@ -87,7 +89,9 @@ impl Kubernetes {
                     }
                     errors.push(ApplyError { job, reason });
                 }
-                Err(Failure::Unreachable(reason)) => errors.push(ApplyError { job, reason }),
+                Err(Failure::Declined(reason) | Failure::Unreachable(reason)) => {
+                    errors.push(ApplyError { job, reason })
+                }
             }
         }
         errors
@@ -100,7 +104,7 @@ impl Kubernetes {
         let limit = self.config.timeout;
         let node_of = |i: u32| self.nodes.get(i as usize).map(|n| (n.name.clone(), n.ready));
         let capacity = self.nodes.get(state.node as usize).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
-        let refuse = |why: String| -> Ask { Box::pin(async move { Err(Failure::Refused(why)) }) };
+        let refuse = |why: String| -> Ask { Box::pin(async move { Err(Failure::Declined(why)) }) };
         match &action.kind {
             wit::ActionKind::SetCpu(m) | wit::ActionKind::SetMemory(m) => {
                 let (resource, all) = match action.kind {

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams};
 
 use super::pod::{self, Stand};
-use super::{Incoming, Kubernetes, Managed, NodeEntry, StatsRoute, stats, unix_ms, within};
+use super::{Incoming, Kubernetes, Managed, NodeEntry, STATS_WAIT, StatsRoute, stats, unix_ms, within};
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
 use crate::backend::docker::progress::{self, Line};
 use crate::bindings::wit;
@@ -112,6 +112,7 @@ impl Kubernetes {
                         gpus,
                         ready: true,
                         stats: None,
+                        asking: None,
                     });
                     self.nodes.len() - 1
                 }
@@ -325,7 +326,10 @@ impl Kubernetes {
         }))
     }
 
-    /// Each node's kubelet summary, read once per tick for the nodes that run managed pods.
+    /// Each node's kubelet summary, asked once per tick for the nodes that run managed pods.
+    /// The asks run on the runtime and the tick waits for them briefly ([`STATS_WAIT`]): an
+    /// answer that takes longer (a hung kubelet) is read at a later tick and never holds the
+    /// loop up; a node is not asked again while its last ask is out.
     fn measure(&mut self, world: &mut Telemetry) {
         let mut wanted: Vec<usize> = Vec::new();
         for m in self.jobs.values() {
@@ -335,88 +339,110 @@ impl Kubernetes {
                 wanted.push(s.node as usize);
             }
         }
-        let limit = self.config.timeout;
-        let targets: Vec<_> =
-            wanted.into_iter().filter_map(|i| self.nodes.get(i).map(|n| (i, n.name.clone(), n.stats))).collect();
-        let asks: Vec<_> = targets
-            .into_iter()
-            .map(|(i, name, route)| {
-                let proxy = self.client.clone();
-                let direct = self.kubelet_client(&name);
-                async move {
-                    let get = |client: kube::Client, path: String| async move {
-                        let request = http::Request::get(path).body(Vec::new()).map_err(kube::Error::HttpError)?;
-                        within(limit, client.request_text(request)).await
-                    };
-                    let proxied = format!("/api/v1/nodes/{name}/proxy/stats/summary");
-                    let answer = match route {
-                        Some(StatsRoute::Direct) => Err(None),
-                        _ => get(proxy, proxied).await.map_err(Some),
-                    };
-                    let answer = match (answer, direct) {
-                        (Ok(text), _) => Ok((text, StatsRoute::Proxy)),
-                        (Err(proxy_error), Some(direct)) => match get(direct, "/stats/summary".into()).await {
-                            Ok(text) => Ok((text, StatsRoute::Direct)),
-                            Err(e) => Err(format!(
-                                "{}the kubelet itself: {e}",
-                                proxy_error.map_or(String::new(), |p| format!("through the apiserver: {p}; "))
-                            )),
-                        },
-                        (Err(e), None) => Err(e.map_or_else(String::new, |e| e.to_string())),
-                    };
-                    (i, answer)
-                }
-            })
-            .collect();
-        for (i, answer) in self.rt.block_on(futures_util::future::join_all(asks)) {
-            let name = self.nodes[i].name.clone();
-            let (text, route) = match answer {
-                Ok(a) => a,
-                Err(why) => {
-                    self.log_once(format!("stats:{name}"), || {
-                        format!("cannot read node {name}'s kubelet summary ({why}); its pods' use stays as last read")
-                    });
-                    continue;
-                }
-            };
-            if self.nodes[i].stats != Some(route) {
-                if route == StatsRoute::Direct {
-                    tracing::info!(node = %name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
-                }
-                self.nodes[i].stats = Some(route);
+        for i in wanted {
+            if i < self.nodes.len() && self.nodes[i].asking.is_none() {
+                let ask = self.ask_summary(i);
+                self.nodes[i].asking = Some(self.rt.spawn(ask));
             }
-            let used = match stats::parse(&text) {
-                Ok(u) => u,
-                Err(e) => {
-                    self.log_once(format!("stats-parse:{name}"), || {
-                        format!("node {name}'s kubelet summary does not parse: {e}")
-                    });
-                    continue;
-                }
+        }
+        let deadline = Instant::now() + STATS_WAIT;
+        while self.nodes.iter().any(|n| n.asking.as_ref().is_some_and(|a| !a.is_finished()))
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        for i in 0..self.nodes.len() {
+            if !self.nodes[i].asking.as_ref().is_some_and(|a| a.is_finished()) {
+                continue;
+            }
+            let ask = self.nodes[i].asking.take().expect("just checked");
+            let answer = self.rt.block_on(ask).unwrap_or_else(|e| Err(format!("the request failed: {e}")));
+            self.read_summary(i, answer, world);
+        }
+    }
+
+    /// The request for node `i`'s kubelet summary: through the apiserver's node proxy, else
+    /// (or once that is known not to work) from the kubelet itself.
+    fn ask_summary(&mut self, i: usize) -> impl Future<Output = Result<(String, StatsRoute), String>> + use<> {
+        let (name, route, limit) = (self.nodes[i].name.clone(), self.nodes[i].stats, self.config.timeout);
+        let proxy = self.client.clone();
+        let direct = self.kubelet_client(&name);
+        async move {
+            let get = |client: kube::Client, path: String| async move {
+                let request = http::Request::get(path).body(Vec::new()).map_err(kube::Error::HttpError)?;
+                within(limit, client.request_text(request)).await
             };
-            for (uid, m) in self.jobs.iter_mut() {
-                let (Some(u), Some(state)) = (used.get(uid.as_ref()), world.state_mut(m.handle)) else { continue };
-                if state.node as usize != i || !state.is_running() {
-                    continue;
-                }
-                match (u.cpu, m.last_cpu) {
-                    (Some(now), Some(then)) if now.1 > then.1 => {
-                        if let Some(mc) = stats::millicores_between(then, now) {
-                            state.cpu_used_millicores = mc;
-                        }
-                        m.last_cpu = Some(now);
+            let proxied = format!("/api/v1/nodes/{name}/proxy/stats/summary");
+            let answer = match route {
+                Some(StatsRoute::Direct) => Err(None),
+                _ => get(proxy, proxied).await.map_err(Some),
+            };
+            match (answer, direct) {
+                (Ok(text), _) => Ok((text, StatsRoute::Proxy)),
+                (Err(proxy_error), Some(direct)) => match get(direct, "/stats/summary".into()).await {
+                    Ok(text) => Ok((text, StatsRoute::Direct)),
+                    Err(e) => Err(format!(
+                        "{}the kubelet itself: {e}",
+                        proxy_error.map_or(String::new(), |p| format!("through the apiserver: {p}; "))
+                    )),
+                },
+                (Err(e), None) => Err(e.map_or_else(String::new, |e| e.to_string())),
+            }
+        }
+    }
+
+    /// Node `i`'s kubelet summary (or why there is none) into its pods' use.
+    fn read_summary(&mut self, i: usize, answer: Result<(String, StatsRoute), String>, world: &mut Telemetry) {
+        let name = self.nodes[i].name.clone();
+        let (text, route) = match answer {
+            Ok(a) => a,
+            Err(why) => {
+                self.log_once(format!("stats:{name}"), || {
+                    format!("cannot read node {name}'s kubelet summary ({why}); its pods' use stays as last read")
+                });
+                return;
+            }
+        };
+        if self.logged.remove(&format!("stats:{name}")) {
+            tracing::info!(node = %name, "node's kubelet summary read again");
+        }
+        if self.nodes[i].stats != Some(route) {
+            if route == StatsRoute::Direct {
+                tracing::info!(node = %name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
+            }
+            self.nodes[i].stats = Some(route);
+        }
+        let used = match stats::parse(&text) {
+            Ok(u) => u,
+            Err(e) => {
+                self.log_once(format!("stats-parse:{name}"), || {
+                    format!("node {name}'s kubelet summary does not parse: {e}")
+                });
+                return;
+            }
+        };
+        for (uid, m) in self.jobs.iter_mut() {
+            let (Some(u), Some(state)) = (used.get(uid.as_ref()), world.state_mut(m.handle)) else { continue };
+            if state.node as usize != i || !state.is_running() {
+                continue;
+            }
+            match (u.cpu, m.last_cpu) {
+                (Some(now), Some(then)) if now.1 > then.1 => {
+                    if let Some(mc) = stats::millicores_between(then, now) {
+                        state.cpu_used_millicores = mc;
                     }
-                    (Some(now), None) => {
-                        m.last_cpu = Some(now);
-                        if let Some(nano) = u.nano_cores {
-                            state.cpu_used_millicores = nano / 1_000_000;
-                        }
+                    m.last_cpu = Some(now);
+                }
+                (Some(now), None) => {
+                    m.last_cpu = Some(now);
+                    if let Some(nano) = u.nano_cores {
+                        state.cpu_used_millicores = nano / 1_000_000;
                     }
-                    _ => {}
                 }
-                if let Some(b) = u.memory_bytes {
-                    state.memory_used_bytes = b;
-                }
+                _ => {}
+            }
+            if let Some(b) = u.memory_bytes {
+                state.memory_used_bytes = b;
             }
         }
     }
