@@ -22,7 +22,9 @@
 //! - **Telemetry.** Pods and nodes through watches (a reflector each: one list, then changes,
 //!   and a fresh list whenever the watch breaks), never a poll of every pod per tick. Progress
 //!   from each running pod's log stream (its first container), in Docker's line formats,
-//!   with the apiserver's timestamps. CPU and memory use from each node's kubelet summary
+//!   with the apiserver's timestamps; a stream is followed again from after the last line read
+//!   when it ends, when it was quiet for half a minute, and after a resize (containerd may
+//!   start the log file afresh then, and a stream left on the old file hears nothing more). CPU and memory use from each node's kubelet summary
 //!   (`/stats/summary`: one request per node per tick, through the apiserver's node proxy, or
 //!   from the kubelet directly where the apiserver will not proxy to it). A tick waits at most
 //!   a quarter second for them: a kubelet that hangs delays its own node's figures, never the

@@ -156,6 +156,7 @@ impl Cluster {
         }
         let mut pod_spec = json!({
             "shareProcessNamespace": true,
+            "restartPolicy": "OnFailure",
             "terminationGracePeriodSeconds": 5,
             "containers": [container],
         });
@@ -285,18 +286,32 @@ impl Drop for Sweep {
     }
 }
 
-/// The CFS quota in force for pod `p`'s main container, in millicores (None: unlimited), read
-/// from the cgroup the kubelet wrote for it (cgroup v1, cgroupfs driver:
-/// `…/kubepods/<class>/pod<uid>/<container id>`, under either node's cgroup root).
-pub fn cgroup_cpu_limit(p: &Pod) -> Option<Option<u64>> {
+/// The cgroup (v1, cgroupfs driver) the kubelet made for pod `p`'s main container:
+/// `…/kubepods/<class>/pod<uid>/<container id>` in `controller`'s hierarchy (`cpu`,
+/// `cpuacct`), under either node's root.
+fn container_cgroup(p: &Pod, controller: &str) -> Option<PathBuf> {
     let uid = p.metadata.uid.as_deref()?;
     let status = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
     let id = status.container_id.as_deref()?.rsplit("://").next()?;
-    let pod_dir = find_dir(std::path::Path::new("/sys/fs/cgroup/cpu"), &format!("pod{uid}"), 5)?;
-    let read =
-        |file: &str| -> Option<i64> { std::fs::read_to_string(pod_dir.join(id).join(file)).ok()?.trim().parse().ok() };
-    let (quota, period) = (read("cpu.cfs_quota_us")?, read("cpu.cfs_period_us")?);
+    let root = std::path::Path::new("/sys/fs/cgroup").join(controller);
+    let pod_dir = find_dir(&root, &format!("pod{uid}"), 5)?;
+    Some(pod_dir.join(id))
+}
+
+fn read_number(path: PathBuf) -> Option<i64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The CFS quota in force for pod `p`'s main container, in millicores (None: unlimited).
+pub fn cgroup_cpu_limit(p: &Pod) -> Option<Option<u64>> {
+    let dir = container_cgroup(p, "cpu")?;
+    let (quota, period) = (read_number(dir.join("cpu.cfs_quota_us"))?, read_number(dir.join("cpu.cfs_period_us"))?);
     Some((quota > 0).then(|| (quota * 1000 / period.max(1)) as u64))
+}
+
+/// The CPU time pod `p`'s main container has used, nanoseconds (its cgroup's cpuacct.usage).
+pub fn cgroup_cpu_used_ns(p: &Pod) -> Option<u64> {
+    u64::try_from(read_number(container_cgroup(p, "cpuacct")?.join("cpuacct.usage"))?).ok()
 }
 
 fn find_dir(root: &std::path::Path, name: &str, depth: u32) -> Option<PathBuf> {

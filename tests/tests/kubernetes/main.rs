@@ -18,7 +18,7 @@ use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::snapshot::Telemetry;
 
-use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, poll, trainer_cluster_or_skip};
+use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, cgroup_cpu_used_ns, poll, trainer_cluster_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 
@@ -176,12 +176,23 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     let _sweep = c.sweep(&label);
     // Two jobs with the same work per epoch on one node: one learning, one flat (a learning
     // rate of zero). FlowCon finds the flat one slow and caps it.
-    let args = |lr: &'static str| ["--epochs", "1000", "--samples", "4000", "--threads", "2", "--lr", lr];
+    let args = |lr: &'static str| ["--epochs", "100000", "--samples", "4000", "--threads", "2", "--lr", lr];
     let (learning_args, flat_args) = (args("0.05"), args("0"));
     let learning =
         c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("learning", &label, &learning_args) });
     let flat = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("flat", &label, &flat_args) });
     let (learning, flat) = (learning.metadata.name.unwrap(), flat.metadata.name.unwrap());
+    // The kubelet measures a new pod's CPU only after its first housekeeping (about 10 s);
+    // until then a job's CPU use reads 0 and FlowCon, at Δ = 3 s, would judge both jobs idle.
+    let mut k = backend(c, &label);
+    let mut world = Telemetry::new();
+    c.wait(&label, "both pods' CPU use from the kubelet", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 500);
+        let measured = |name: &str| {
+            job_named(&world, name).and_then(|h| world.state(h)).is_some_and(|s| s.cpu_used_millicores > 0)
+        };
+        (measured(&learning) && measured(&flat)).then_some(())
+    });
     let mut k = backend(c, &label);
     let mut policy = Supervised::new(
         loaded("flowcon"),
@@ -194,10 +205,33 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         let p = c.pod(name)?;
         wasmsched::backend::kubernetes::pod::limits(&p).0
     };
-    let capped = |_: &Telemetry| limit(&flat).is_some();
+    // Run on for five seconds after the cap: the epochs of both keep coming from their logs
+    // (resizing a pod must not cut its log stream).
+    let last_epochs = |w: &Telemetry| {
+        let last = |name: &str| job_named(w, name).and_then(|h| w.history(h).last()).map_or(0, |r| r.epoch);
+        (last(&learning), last(&flat))
+    };
+    let (mut at_cap, mut at_end) = (None, (0, 0));
+    let capped = |w: &Telemetry| match at_cap {
+        None => {
+            at_cap = limit(&flat).is_some().then(|| (w.time_ms(), last_epochs(w)));
+            false
+        }
+        Some((t, _)) => {
+            at_end = last_epochs(w);
+            w.time_ms() >= t + 5000
+        }
+    };
     let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 150_000 };
     let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
     assert!(summary.applied > 0, "FlowCon set limits: {summary:?}\n{}", c.describe(&label));
+    let (_, (learning_at_cap, flat_at_cap)) = at_cap.expect("the flat pod was capped");
+    assert!(
+        at_end.0 > learning_at_cap && at_end.1 > flat_at_cap,
+        "epochs flowed after the resize: learning {learning_at_cap} -> {}, flat {flat_at_cap} -> {}",
+        at_end.0,
+        at_end.1
+    );
     let flat_limit = limit(&flat).expect("the flat pod is capped");
     let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     assert!(flat_limit < node_millicores / 2, "the flat pod is capped below its fair share: {flat_limit}m");
@@ -211,21 +245,32 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         flat_pod.status.as_ref().and_then(|s| s.container_statuses.as_ref()).map_or(0, |s| s[0].restart_count);
     assert_eq!(restarts, 0, "resized in place");
 
-    // The learning pod's epochs get faster relative to the capped one's (a ratio within one
-    // run, so the machine's load cancels out).
-    let before = (c.epoch_times(&learning).len(), c.epoch_times(&flat).len());
-    std::thread::sleep(Duration::from_secs(15));
-    let pace = |times: &[f64]| times.iter().sum::<f64>() / times.len().max(1) as f64;
+    // The quota holds the flat pod and the learning pod takes more of the node: CPU measured in
+    // their cgroups over ten seconds. Their epochs, from their logs, are printed beside.
+    let learning_pod = c.pod(&learning).unwrap();
+    let used = || {
+        let (l, f) = (cgroup_cpu_used_ns(&learning_pod).unwrap(), cgroup_cpu_used_ns(&flat_pod).unwrap());
+        (l, f, Instant::now())
+    };
+    let epochs_before = (c.epoch_times(&learning), c.epoch_times(&flat));
+    let (l0, f0, t0) = used();
+    std::thread::sleep(Duration::from_secs(10));
+    let (l1, f1, t1) = used();
+    let millicores = |a: u64, b: u64| (b - a) as f64 / (t1 - t0).as_nanos() as f64 * 1000.0;
+    let (learning_mc, flat_mc) = (millicores(l0, l1), millicores(f0, f1));
+    let pace = |all: &[f64], from: usize| {
+        let after = &all[from.min(all.len())..];
+        after.iter().sum::<f64>() / after.len().max(1) as f64
+    };
     let (l, f) = (c.epoch_times(&learning), c.epoch_times(&flat));
-    let (l_before, f_before) = (pace(&l[..before.0]), pace(&f[..before.1]));
-    let (l_after, f_after) = (pace(&l[before.0..]), pace(&f[before.1..]));
     eprintln!(
-        "epoch time, learning / flat: before the cap {l_before:.2}s / {f_before:.2}s, after {l_after:.2}s / {f_after:.2}s (flat capped at {flat_limit}m)"
+        "after the cap ({flat_limit}m on flat): CPU learning {learning_mc:.0}m / flat {flat_mc:.0}m; epoch time \
+         learning {:.3}s / flat {:.3}s",
+        pace(&l, epochs_before.0.len()),
+        pace(&f, epochs_before.1.len()),
     );
-    assert!(
-        l_after / f_after < 0.8 * (l_before / f_before),
-        "the learning pod's epochs got faster relative to the capped one"
-    );
+    assert!(flat_mc <= flat_limit as f64 * 1.05 + 20.0, "the quota holds the flat pod: {flat_mc:.0}m used");
+    assert!(learning_mc > flat_mc, "the learning pod gets more CPU: {learning_mc:.0}m against {flat_mc:.0}m");
 
     // Decision to limit in force: the resize accepted, then the kubelet writing the quota.
     let mut k = backend(c, &label);

@@ -227,11 +227,13 @@ impl Kubernetes {
                 if let Some(s) = world.state_mut(job) {
                     s.cpu_limit_millicores = limit;
                 }
+                self.follow_anew(uid);
             }
             Effect::Memory(limit) => {
                 if let Some(s) = world.state_mut(job) {
                     s.memory_limit_bytes = limit;
                 }
+                self.follow_anew(uid);
             }
             Effect::Done => {}
             Effect::Started { node, gpus } => {
@@ -265,6 +267,15 @@ impl Kubernetes {
                 }
                 world.remove_job(job);
             }
+        }
+    }
+
+    /// Stop following pod `uid`'s log; the next observation follows it again from after the
+    /// last line read. A resize can make the runtime start the container's log file afresh
+    /// (containerd does here), and a follower left on the old one may hear nothing more.
+    fn follow_anew(&mut self, uid: &Arc<str>) {
+        if let Some(f) = self.jobs.get_mut(uid).and_then(|m| m.follower.take()) {
+            f.abort();
         }
     }
 

@@ -285,7 +285,10 @@ impl Kubernetes {
         dropped
     }
 
-    /// Follow pod `uid`'s log (its main container) from after the last line read.
+    /// Follow pod `uid`'s log (its main container) from after the last line read. A stream
+    /// quiet for [`FOLLOW_QUIET`] is dropped and followed again at the next observation: a
+    /// stream can stall without ending (a log file the runtime started afresh, a proxy), and a
+    /// job that prints rarely costs one request per pod per half minute.
     pub(super) fn follow(&self, uid: &Arc<str>, m: &Managed) -> Option<tokio::task::JoinHandle<()>> {
         let api = self.pods_api();
         let p = self.pods.state().into_iter().find(|p| p.metadata.uid.as_deref() == Some(uid))?;
@@ -306,14 +309,22 @@ impl Kubernetes {
                 since_seconds: since,
                 ..LogParams::default()
             };
-            let Ok(stream) = api.log_stream(&name, &params).await else { return };
+            let stream = match api.log_stream(&name, &params).await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    tracing::debug!(pod = %name, "cannot follow the log: {e}");
+                    return;
+                }
+            };
             let mut stream = std::pin::pin!(stream);
             let mut reader = progress::Reader::new(metrics, after);
             let mut buf = vec![0u8; 16 * 1024];
             loop {
-                let n = match stream.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => n,
+                let n = match tokio::time::timeout(FOLLOW_QUIET, stream.read(&mut buf)).await {
+                    Ok(Ok(0)) => return tracing::debug!(pod = %name, "the log stream ended"),
+                    Ok(Err(e)) => return tracing::debug!(pod = %name, "the log stream broke: {e}"),
+                    Err(_) => return tracing::debug!(pod = %name, "the log stream was quiet; following it again"),
+                    Ok(Ok(n)) => n,
                 };
                 let mut batch = Vec::new();
                 reader.feed(&buf[..n], &last, |at_ns, line| {
@@ -488,6 +499,9 @@ impl Kubernetes {
         }
     }
 }
+
+/// How long a log stream may bring nothing before it is followed again.
+const FOLLOW_QUIET: Duration = Duration::from_secs(30);
 
 /// The first `count` free GPUs of node `node`, as world slots (the host's bookkeeping: the
 /// device plugin chooses the devices).
