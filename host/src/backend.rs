@@ -26,6 +26,9 @@ pub struct ApplyError {
 /// One place a backend reaches (a Docker Engine, a Kubernetes apiserver), as the status shows it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Endpoint {
+    /// What it is: `engine` (a Docker Engine) or `apiserver` (a Kubernetes apiserver).
+    #[serde(default)]
+    pub kind: String,
     /// Its address.
     pub name: String,
     /// Whether it answered at the last observation.

@@ -57,7 +57,11 @@ pub fn encode(status: &Status) -> String {
     for e in &status.endpoints {
         endpoint_up.get_or_create(&vec![("endpoint".to_string(), e.name.clone())]).set(i64::from(e.up));
     }
-    r.register("wasmsched_backend_endpoint_up", "Whether the backend's engine answered at the last tick", endpoint_up);
+    r.register(
+        "wasmsched_backend_endpoint_up",
+        "Whether the backend's engine or apiserver answered at the last tick",
+        endpoint_up,
+    );
 
     let per_version = |name: &str| (name.to_string(), Family::<Labels, Counter>::default());
     let mut families = [

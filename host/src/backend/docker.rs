@@ -490,6 +490,7 @@ impl Backend for Docker {
             .iter()
             .enumerate()
             .map(|(i, e)| crate::backend::Endpoint {
+                kind: "engine".into(),
                 name: e.endpoint.clone(),
                 up: self.engine_up(i),
                 jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,

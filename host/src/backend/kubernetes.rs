@@ -297,6 +297,7 @@ impl Backend for Kubernetes {
         let up = self.apiserver_up();
         let h = self.health.lock().expect("health lock");
         vec![Endpoint {
+            kind: "apiserver".into(),
             name: self.kube_config.cluster_url.to_string(),
             up,
             jobs: self.jobs.len() as u32,

@@ -199,7 +199,8 @@ impl Status {
                 None => "not reached yet".to_string(),
                 Some(ms) => format!("DOWN for {:.1} s", ms as f64 / 1000.0),
             };
-            let _ = writeln!(out, "engine {}: {state}, {} jobs", e.name, e.jobs);
+            let kind = if e.kind.is_empty() { "engine" } else { e.kind.as_str() };
+            let _ = writeln!(out, "{kind} {}: {state}, {} jobs", e.name, e.jobs);
         }
         let _ = writeln!(
             out,
