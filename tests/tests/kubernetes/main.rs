@@ -22,8 +22,13 @@ use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, cgroup_cpu_used_ns, poll, t
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, component, serving, variant};
 
-/// Epochs of about a quarter second of one core each: quick to show progress.
-const QUICK: &[&str] = &["--epochs", "400", "--samples", "2000", "--threads", "1"];
+/// Epochs of a few hundredths of a second of one core: quick to show progress; and so many
+/// that no pod ends during a test (a trainer pod runs to completion, `restartPolicy: OnFailure`).
+const QUICK: &[&str] = &["--epochs", "100000", "--samples", "2000", "--threads", "1"];
+
+/// The same, checkpointing every epoch to `/ckpt/model` (a volume that outlives the pod).
+const CHECKPOINTED: &[&str] =
+    &["--epochs", "100000", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
 
 /// A backend on the test cluster that manages only the pods labelled `wasmsched.test=label`.
 fn backend(c: &Cluster, label: &str) -> Kubernetes {
@@ -311,7 +316,6 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     let _sweep = c.sweep(&label);
     let dir = tempfile::tempdir().unwrap();
     std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let volumes = json!([{"name": "ckpt", "hostPath": {"path": dir.path(), "type": "Directory"}}]);
     let mounts = json!([{"name": "ckpt", "mountPath": "/ckpt"}]);
     let pod = c.trainer(
@@ -321,7 +325,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
             node: Some("vm"),
             mounts: Some(mounts),
             volumes: Some(volumes),
-            ..TrainerPod::new("mover", &label, &args)
+            ..TrainerPod::new("mover", &label, CHECKPOINTED)
         },
     );
     let name = pod.metadata.name.unwrap();

@@ -14,7 +14,7 @@ use wasmsched::bindings::wit;
 use wasmsched::snapshot::Telemetry;
 
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
-use crate::{action, backend_with, job_named, place, step, test_label};
+use crate::{CHECKPOINTED, action, backend_with, job_named, place, step, test_label};
 
 /// Who the host runs as in the cluster (`examples/kubernetes/rbac.yaml`).
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
@@ -101,8 +101,6 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
 
     let ckpt = tempfile::tempdir().unwrap();
     std::fs::set_permissions(ckpt.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    // Long enough not to finish (and be restarted) during the test.
-    let args = ["--epochs", "100000", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let pod = c.trainer(
         &image,
         TrainerPod {
@@ -112,7 +110,7 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
             ],
             mounts: Some(json!([{"name": "ckpt", "mountPath": "/ckpt"}])),
             volumes: Some(json!([{"name": "ckpt", "hostPath": {"path": ckpt.path(), "type": "Directory"}}])),
-            ..TrainerPod::new("rbac", &label, &args)
+            ..TrainerPod::new("rbac", &label, CHECKPOINTED)
         },
     );
     let name = pod.metadata.name.unwrap();
