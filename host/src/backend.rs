@@ -7,6 +7,7 @@
 pub mod carried;
 pub mod docker;
 pub mod kubernetes;
+pub mod progress;
 pub mod replay;
 pub mod sim;
 

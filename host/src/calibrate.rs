@@ -9,7 +9,7 @@
 //! threads: a quota lets its threads burn the period's budget together and then stalls them,
 //! and the two-threaded trainer takes 5–15 % longer per epoch that way than as a share of the
 //! same size. Its epoch lines are read from its
-//! log with the Docker backend's own parser ([`crate::backend::docker::progress`]: JSON lines
+//! log with the Docker backend's own parser ([`crate::backend::progress`]: JSON lines
 //! naming the metric, or FlowCon's `Loss: x Time: t`), each stamped by the engine. Under the
 //! largest limit it runs to the end, which gives its learning curve (a deterministic job, such
 //! as `jobs/trainer` for a seed, walks the same curve every time); under the others it runs
@@ -33,7 +33,7 @@ use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-use crate::backend::docker::progress::{self, Line, unix_ns};
+use crate::backend::progress::{self, Line, unix_ns};
 use crate::backend::sim::profile::{Costs, LimitRun, Measured, Profile, ProfileError};
 use crate::bindings::wit;
 use fit::{FitError, LimitSample};

@@ -37,11 +37,11 @@
 mod actions;
 mod copy;
 mod discover;
-pub mod progress;
+
 mod queue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bollard::Docker as Client;
@@ -49,10 +49,10 @@ use bollard::errors::Error as DockerError;
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-use crate::backend::{ApplyError, Backend, Placement};
+use crate::backend::{ApplyError, Backend, Placement, progress};
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
-use progress::Line;
+
 
 /// The label that marks managed containers when none is configured.
 pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
@@ -148,20 +148,13 @@ struct Managed {
     follower: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// A line a follower read, waiting for the next observe.
-struct Incoming {
-    id: Arc<str>,
-    at_unix_ms: u64,
-    line: Line,
-}
-
 /// Real containers on Docker Engines; see the module docs.
 pub struct Docker {
     rt: tokio::runtime::Runtime,
     config: DockerConfig,
     engines: Vec<Engine>,
     jobs: BTreeMap<Arc<str>, Managed>,
-    inbox: Arc<Mutex<Vec<Incoming>>>,
+    inbox: progress::Inbox,
     /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
     origin: Option<(Instant, u64)>,
     /// Causes already logged, so each is logged once.
@@ -205,7 +198,7 @@ impl Docker {
             config,
             engines,
             jobs: BTreeMap::new(),
-            inbox: Arc::default(),
+            inbox: progress::Inbox::default(),
             origin: None,
             logged: HashSet::new(),
             gpus,
@@ -317,13 +310,7 @@ impl Docker {
             let mut stream = client.logs(&id, Some(options));
             let mut reader = progress::Reader::new(metrics, after);
             while let Some(Ok(chunk)) = stream.next().await {
-                let mut batch = Vec::new();
-                reader.feed(&chunk.into_bytes(), &last, |at_ns, line| {
-                    batch.push(Incoming { id: id.clone(), at_unix_ms: at_ns / 1_000_000, line });
-                });
-                if !batch.is_empty() {
-                    inbox.lock().expect("inbox lock").extend(batch);
-                }
+                inbox.feed(&id, &mut reader, &chunk.into_bytes(), &last);
             }
         }))
     }
@@ -397,23 +384,13 @@ impl Docker {
     /// Hand the lines the followers read to the world, in order.
     fn deliver_progress(&mut self, world: &mut Telemetry, until_ms: u64) {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
-        let incoming = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
-        for Incoming { id, at_unix_ms, line } in incoming {
-            let Some(m) = self.jobs.get_mut(&id) else { continue };
-            match line {
-                Line::Progress { epoch, values } => {
-                    m.epochs = epoch.unwrap_or(m.epochs + 1);
-                    let at = at_unix_ms.saturating_sub(origin).min(until_ms);
-                    world.record_at(m.handle, at, m.epochs, values);
-                }
-                Line::Garbage(why) => {
-                    let (handle, cause) = (m.handle, why.split(['(', ':']).next().unwrap_or("").to_string());
-                    let name = world.spec(handle).map_or_else(|| short(&id).to_string(), |s| s.name.clone());
-                    self.log_once(format!("garbage:{id}:{cause}"), || {
-                        format!("job {name}: skipped a log line ({why}); later such lines are skipped silently")
-                    });
-                }
-                Line::Other => {}
+        for incoming in self.inbox.take() {
+            let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
+            let fallback = short(&incoming.key).to_string();
+            if let Some((key, message)) =
+                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), &fallback)
+            {
+                self.log_once(key, || message);
             }
         }
     }

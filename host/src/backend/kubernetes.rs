@@ -58,7 +58,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 
-use crate::backend::docker::progress::Line;
+use crate::backend::progress;
 use crate::backend::{ApplyError, Backend, Endpoint, Placement};
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
@@ -171,13 +171,6 @@ struct Managed {
     follower: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// A line a follower read, waiting for the next observe.
-struct Incoming {
-    uid: Arc<str>,
-    at_unix_ms: u64,
-    line: Line,
-}
-
 /// Pods on a Kubernetes cluster; see the module docs.
 pub struct Kubernetes {
     rt: tokio::runtime::Runtime,
@@ -193,7 +186,7 @@ pub struct Kubernetes {
     kubelets: HashMap<String, Client>,
     /// By pod uid.
     jobs: BTreeMap<Arc<str>, Managed>,
-    inbox: Arc<Mutex<Vec<Incoming>>>,
+    inbox: progress::Inbox,
     /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
     origin: Option<(Instant, u64)>,
     /// Causes already logged, so each is logged once.
@@ -231,7 +224,7 @@ impl Kubernetes {
             nodes: Vec::new(),
             kubelets: HashMap::new(),
             jobs: BTreeMap::new(),
-            inbox: Arc::default(),
+            inbox: progress::Inbox::default(),
             origin: None,
             logged: HashSet::new(),
             placement: Placement::Backend,

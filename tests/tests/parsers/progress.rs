@@ -1,8 +1,8 @@
-//! Progress lines: `backend::docker::progress` (`parse`, `timestamped`, `unix_ns`, `Lines`).
+//! Progress lines: `backend::progress` (`parse`, `timestamped`, `unix_ns`, `Lines`).
 
 use proptest::prelude::*;
 
-use wasmsched::backend::docker::progress::{self, Line, Lines, MAX_LINE};
+use wasmsched::backend::progress::{self, Line, Lines, MAX_LINE};
 use wasmsched::bindings::wit;
 
 use super::{Checked, cases, close, finite, list};

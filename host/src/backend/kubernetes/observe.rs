@@ -10,9 +10,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams};
 
 use super::pod::{self, Stand};
-use super::{Incoming, Kubernetes, Managed, NodeEntry, STATS_WAIT, StatsRoute, stats, unix_ms, within};
+use super::{Kubernetes, Managed, NodeEntry, STATS_WAIT, StatsRoute, stats, unix_ms, within};
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
-use crate::backend::docker::progress::{self, Line};
+use crate::backend::progress;
 use crate::bindings::wit;
 use crate::snapshot::{GpuSlot, Telemetry};
 
@@ -326,13 +326,7 @@ impl Kubernetes {
                     Err(_) => return tracing::debug!(pod = %name, "the log stream was quiet; following it again"),
                     Ok(Ok(n)) => n,
                 };
-                let mut batch = Vec::new();
-                reader.feed(&buf[..n], &last, |at_ns, line| {
-                    batch.push(Incoming { uid: uid.clone(), at_unix_ms: at_ns / 1_000_000, line });
-                });
-                if !batch.is_empty() {
-                    inbox.lock().expect("inbox lock").extend(batch);
-                }
+                inbox.feed(&uid, &mut reader, &buf[..n], &last);
             }
         }))
     }
@@ -478,23 +472,13 @@ impl Kubernetes {
     /// Hand the lines the followers read to the world, in order.
     pub(super) fn deliver_progress(&mut self, world: &mut Telemetry, until_ms: u64) {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
-        let incoming = std::mem::take(&mut *self.inbox.lock().expect("inbox lock"));
-        for Incoming { uid, at_unix_ms, line } in incoming {
-            let Some(m) = self.jobs.get_mut(&uid) else { continue };
-            match line {
-                Line::Progress { epoch, values } => {
-                    m.epochs = epoch.unwrap_or(m.epochs + 1);
-                    let at = at_unix_ms.saturating_sub(origin).min(until_ms);
-                    world.record_at(m.handle, at, m.epochs, values);
-                }
-                Line::Garbage(why) => {
-                    let (handle, cause) = (m.handle, why.split(['(', ':']).next().unwrap_or("").to_string());
-                    let name = world.spec(handle).map_or_else(|| m.name.clone(), |s| s.name.clone());
-                    self.log_once(format!("garbage:{uid}:{cause}"), || {
-                        format!("job {name}: skipped a log line ({why}); later such lines are skipped silently")
-                    });
-                }
-                Line::Other => {}
+        for incoming in self.inbox.take() {
+            let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
+            let fallback = m.name.clone();
+            if let Some((key, message)) =
+                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), &fallback)
+            {
+                self.log_once(key, || message);
             }
         }
     }

@@ -57,7 +57,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, PodUse>, serde_json::Error> {
         .into_iter()
         .map(|p| {
             let cpu = p.cpu.as_ref();
-            let at = cpu.and_then(|c| c.time.as_deref()).and_then(crate::backend::docker::progress::unix_ns);
+            let at = cpu.and_then(|c| c.time.as_deref()).and_then(crate::backend::progress::unix_ns);
             let used = PodUse {
                 cpu: cpu.and_then(|c| c.usage_core_nano_seconds).zip(at),
                 nano_cores: cpu.and_then(|c| c.usage_nano_cores),

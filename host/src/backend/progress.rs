@@ -1,4 +1,5 @@
-//! A job's progress, read from its log stream. Two line formats are understood:
+//! A job's progress, read from its log stream: the one reader the live backends (Docker and
+//! Kubernetes) and `calibrate` share. Two line formats are understood:
 //!
 //! - **JSON lines**: one object per epoch, with the declared metrics by name and, optionally,
 //!   the epoch: `{"epoch": 3, "accuracy": 0.81, "loss": 0.45}`. Other keys are ignored.
@@ -8,7 +9,8 @@
 //! A record's values follow the job's declared metrics, main metric first. Any other line is
 //! the job's own output and is ignored; a line that starts like a progress record but does not
 //! parse, or lacks a declared metric, is garbage: reported (once per cause by the caller) and
-//! skipped. Without an `epoch` key, epochs are counted from the records.
+//! skipped. Without an `epoch` key, epochs are counted from the records. Followers leave what
+//! they read in an [`Inbox`]; each observation hands it to the world ([`hand`]).
 
 use crate::bindings::wit;
 
@@ -171,6 +173,78 @@ impl Reader {
                 each(at_ns, line);
             }
         });
+    }
+}
+
+/// Where log followers leave the lines they read, keyed by job (a container's id, a pod's
+/// uid), until the next observation hands them to the world. Shared by the followers (on the
+/// backend's runtime) and the backend.
+#[derive(Clone, Default)]
+pub struct Inbox(std::sync::Arc<std::sync::Mutex<Vec<Incoming>>>);
+
+/// One line a follower read: whose, when it was written (Unix ms), and what it says.
+pub struct Incoming {
+    /// The job's key: a container's id, a pod's uid.
+    pub key: std::sync::Arc<str>,
+    /// When the line was written, Unix milliseconds.
+    pub at_unix_ms: u64,
+    /// What it says.
+    pub line: Line,
+}
+
+impl Inbox {
+    /// Read `chunk` of job `key`'s stream through `reader` and keep the lines that say something.
+    pub fn feed(
+        &self,
+        key: &std::sync::Arc<str>,
+        reader: &mut Reader,
+        chunk: &[u8],
+        last_ns: &std::sync::atomic::AtomicU64,
+    ) {
+        let mut batch = Vec::new();
+        reader.feed(chunk, last_ns, |at_ns, line| {
+            batch.push(Incoming { key: key.clone(), at_unix_ms: at_ns / 1_000_000, line });
+        });
+        if !batch.is_empty() {
+            self.0.lock().expect("inbox lock").extend(batch);
+        }
+    }
+
+    /// Every line kept so far, in the order read; the inbox is left empty.
+    pub fn take(&self) -> Vec<Incoming> {
+        std::mem::take(&mut *self.0.lock().expect("inbox lock"))
+    }
+}
+
+/// Hand one line of job `handle` to the world: a progress record at the time it was written
+/// on the backend's clock (whose zero is `origin_unix_ms`; never later than `until_ms`),
+/// numbered by the epoch it names or else counted on from `epochs`. A garbage line comes back
+/// as what the backend logs once: its key (per job and cause) and the message, naming the job
+/// by its spec or else as `fallback_name`.
+pub fn hand(
+    world: &mut crate::snapshot::Telemetry,
+    handle: u32,
+    epochs: &mut u32,
+    incoming: Incoming,
+    (origin_unix_ms, until_ms): (u64, u64),
+    fallback_name: &str,
+) -> Option<(String, String)> {
+    match incoming.line {
+        Line::Progress { epoch, values } => {
+            *epochs = epoch.unwrap_or(*epochs + 1);
+            let at = incoming.at_unix_ms.saturating_sub(origin_unix_ms).min(until_ms);
+            world.record_at(handle, at, *epochs, values);
+            None
+        }
+        Line::Garbage(why) => {
+            let cause = why.split(['(', ':']).next().unwrap_or("");
+            let name = world.spec(handle).map_or(fallback_name, |s| s.name.as_str());
+            Some((
+                format!("garbage:{}:{cause}", incoming.key),
+                format!("job {name}: skipped a log line ({why}); later such lines are skipped silently"),
+            ))
+        }
+        Line::Other => None,
     }
 }
 
