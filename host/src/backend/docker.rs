@@ -53,7 +53,6 @@ use crate::backend::{ApplyError, Backend, Placement, progress};
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
 
-
 /// The label that marks managed containers when none is configured.
 pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
 
