@@ -151,6 +151,9 @@ impl Cluster {
             "args": spec.args,
             "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
         });
+        if spec.gpus > 0 {
+            container["resources"]["limits"] = json!({GPU: spec.gpus.to_string()});
+        }
         if let Some(mounts) = &spec.mounts {
             container["volumeMounts"] = mounts.clone();
         }
@@ -262,14 +265,60 @@ pub struct TrainerPod<'a> {
     pub node: Option<&'a str>,
     pub mounts: Option<serde_json::Value>,
     pub volumes: Option<serde_json::Value>,
+    /// `nvidia.com/gpu` it asks for (0: none).
+    pub gpus: u32,
 }
 
 impl<'a> TrainerPod<'a> {
     /// A pod with only a name, a label and arguments, queued.
     pub fn new(name: &'a str, label: &'a str, args: &'a [&'a str]) -> Self {
-        TrainerPod { name, label, args, labels: &[], annotations: &[], node: None, mounts: None, volumes: None }
+        TrainerPod {
+            name,
+            label,
+            args,
+            labels: &[],
+            annotations: &[],
+            node: None,
+            mounts: None,
+            volumes: None,
+            gpus: 0,
+        }
     }
 }
+
+/// A node advertising `nvidia.com/gpu` (accounting only: no device plugin, no device) until
+/// dropped; see [`Cluster::advertise_gpus`].
+pub struct Advertised {
+    cluster: &'static Cluster,
+    node: String,
+}
+
+impl Cluster {
+    /// Make node `node` advertise `count` GPUs in its status's capacity and allocatable, as a
+    /// device plugin would, until the guard is dropped.
+    pub fn advertise_gpus(&'static self, node: &str, count: u32) -> Advertised {
+        self.set_gpus(node, Some(count));
+        Advertised { cluster: self, node: node.to_string() }
+    }
+
+    fn set_gpus(&self, node: &str, count: Option<u32>) {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let value = count.map(|n| json!(n.to_string()));
+        let patch = json!({"status": {"capacity": {GPU: value}, "allocatable": {GPU: value}}});
+        let params = kube::api::PatchParams::default();
+        self.rt
+            .block_on(nodes.patch_status(node, &params, &kube::api::Patch::Merge(patch)))
+            .unwrap_or_else(|e| panic!("cannot set node {node}'s GPUs: {e}"));
+    }
+}
+
+impl Drop for Advertised {
+    fn drop(&mut self) {
+        self.cluster.set_gpus(&self.node, None);
+    }
+}
+
+const GPU: &str = "nvidia.com/gpu";
 
 /// Deletes a test's pods on drop; see [`Cluster::sweep`].
 pub struct Sweep {

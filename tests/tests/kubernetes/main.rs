@@ -310,6 +310,32 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
 }
 
 #[test]
+fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("gpus");
+    let _sweep = c.sweep(&label);
+    let _gpus = c.advertise_gpus("vm2", 2);
+    let pod = c.trainer(&image, TrainerPod { gpus: 1, ..TrainerPod::new("gpu", &label, QUICK) });
+    let name = pod.metadata.name.unwrap();
+    let mut k = backend(c, &label);
+    k.set_placement(wasmsched::backend::Placement::Policy);
+    let mut world = Telemetry::new();
+    let job = c.wait(&label, "the queued GPU pod", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &name).filter(|_| world.nodes().get(1).is_some_and(|n| n.gpu_memory_bytes.len() == 2))
+    });
+    assert_eq!(world.spec(job).unwrap().gpus, 1, "its nvidia.com/gpu limit");
+    assert!(world.nodes()[0].gpu_memory_bytes.is_empty(), "vm has none");
+    // A placement on a node without GPUs is the validator's to refuse; the default placement
+    // binds the pod where its GPU is.
+    k.set_placement(wasmsched::backend::Placement::Backend);
+    step(&mut k, &mut world, 300);
+    assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name).as_deref(), Some("vm2"));
+    let state = world.state(job).unwrap();
+    assert!(state.is_running() && state.node == 1 && state.gpus.len() == 1, "{state:?}");
+}
+
+#[test]
 fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoint() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("migrate");
