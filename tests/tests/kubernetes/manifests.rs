@@ -1,7 +1,8 @@
 //! The manifests shipped in `examples/kubernetes/`: the RBAC is applied to the real cluster and
 //! the host then runs every action under exactly those rules (by impersonating its
 //! ServiceAccount); the Deployment is checked by the apiserver (a server-side dry run) and its
-//! host config by the host's own parser.
+//! host config by the host's own parser; the example config runs the example pods as its
+//! comments say.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ use wasmsched::snapshot::Telemetry;
 
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
 use crate::{CHECKPOINTED, action, backend_with, job_named, place, step, test_label};
+use wasmsched::config::HostConfig;
+use wasmsched_tests::live::{Running, Setup, component};
 
 /// Who the host runs as in the cluster (`examples/kubernetes/rbac.yaml`).
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
@@ -150,4 +153,47 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
         step(&mut k, &mut world, 300);
         world.state(handle).is_none().then_some(())
     });
+}
+
+#[test]
+fn the_example_config_and_pods_run_as_documented() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("example");
+    let _sweep = c.sweep(&label);
+    // The shipped pods as they are, but for this test's image, names and label.
+    let mut names = Vec::new();
+    for mut doc in manifest("pods.yaml") {
+        let name = format!("wst-{}-{}", std::process::id(), doc["metadata"]["name"].as_str().unwrap());
+        doc["metadata"]["name"] = json!(name);
+        doc["metadata"]["namespace"] = json!("default");
+        doc["metadata"]["labels"]["wasmsched.test"] = json!(label);
+        doc["spec"]["containers"][0]["image"] = json!(image);
+        apply(c, &doc, false).unwrap_or_else(|e| panic!("pods.yaml, {name}: {e}"));
+        names.push(name);
+    }
+    let [learning, flat] = names.as_slice() else { panic!("pods.yaml holds two pods: {names:?}") };
+    // The shipped config as it is, but for this cluster, this test's pods, a folder of its own
+    // and no control API.
+    let setup = Setup::new();
+    let path = setup.dir.path().join("kubernetes.toml");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes.toml"), &path).unwrap();
+    let mut config = HostConfig::load(&path).unwrap();
+    config.backend.kubeconfig = Some(c.kubeconfig.clone());
+    config.backend.selector = Some(format!("wasmsched.test={label}"));
+    config.api.enabled = false;
+    std::fs::create_dir_all(&config.policies_dir).unwrap();
+    for policy in ["flowcon", "fair-share"] {
+        std::fs::write(config.policies_dir.join(format!("{policy}.wasm")), component(policy)).unwrap();
+    }
+    let host = Running::start(config);
+    let limit = |name: &str| c.pod(name).and_then(|p| wasmsched::backend::kubernetes::pod::limits(&p).0);
+    let capped =
+        c.wait(&label, "FlowCon capping the flat pod", Duration::from_secs(90), || limit(flat).filter(|&m| m < 1000));
+    let nodes: Vec<_> = names.iter().map(|n| c.pod(n).and_then(|p| p.spec?.node_name)).collect();
+    let learning_limit = limit(learning);
+    host.stop();
+    assert!(nodes[0].is_some() && nodes[0] == nodes[1], "the default placement put both on one node: {nodes:?}");
+    assert!(learning_limit.is_none_or(|m| m > capped), "the learning pod keeps more: {learning_limit:?}m");
+    let audit = std::fs::read_to_string(setup.dir.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("flowcon: completing"), "the audit log has FlowCon's reason");
 }
