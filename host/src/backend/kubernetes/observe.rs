@@ -350,18 +350,24 @@ impl Kubernetes {
                 self.nodes[i].asking = Some(self.rt.spawn(ask));
             }
         }
-        let deadline = Instant::now() + STATS_WAIT;
-        while self.nodes.iter().any(|n| n.asking.as_ref().is_some_and(|a| !a.is_finished()))
-            && Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        for i in 0..self.nodes.len() {
-            if !self.nodes[i].asking.as_ref().is_some_and(|a| a.is_finished()) {
-                continue;
+        let mut asking: Vec<_> =
+            self.nodes.iter_mut().enumerate().filter_map(|(i, n)| Some((i, n.asking.take()?))).collect();
+        let deadline = tokio::time::Instant::now() + STATS_WAIT;
+        let answers = self.rt.block_on(async {
+            let mut answers = Vec::new();
+            for (i, ask) in &mut asking {
+                if let Ok(answer) = tokio::time::timeout_at(deadline, &mut *ask).await {
+                    answers.push((*i, answer.unwrap_or_else(|e| Err(format!("the request failed: {e}")))));
+                }
             }
-            let ask = self.nodes[i].asking.take().expect("just checked");
-            let answer = self.rt.block_on(ask).unwrap_or_else(|e| Err(format!("the request failed: {e}")));
+            answers
+        });
+        for (i, ask) in asking {
+            if !answers.iter().any(|(answered, _)| *answered == i) {
+                self.nodes[i].asking = Some(ask);
+            }
+        }
+        for (i, answer) in answers {
             self.read_summary(i, answer, world);
         }
     }
