@@ -10,6 +10,7 @@ use wasmsched::control::LoopSummary;
 use wasmsched::host::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
+use wasmsched::snapshot::Record;
 
 use crate::common::runtime;
 
@@ -204,4 +205,11 @@ pub fn assert_no_tick_missed(lines: &[AuditLine], tick_ms: u64) {
         assert_eq!(pair[1].tick, pair[0].tick + 1, "a tick is missing after tick {}", pair[0].tick);
         assert_eq!(pair[1].time_ms, pair[0].time_ms + tick_ms, "the clock jumped after tick {}", pair[0].tick);
     }
+}
+
+/// Every record's epoch follows the one before it: no epoch lost, none read (or run) twice.
+/// `what` says where; a failure lists the epochs.
+pub fn assert_consecutive_epochs<'a>(records: impl IntoIterator<Item = &'a Record>, what: &str) {
+    let epochs: Vec<u32> = records.into_iter().map(|r| r.epoch).collect();
+    assert!(epochs.windows(2).all(|w| w[1] == w[0] + 1), "{what}: an epoch lost or read twice: {epochs:?}");
 }

@@ -18,7 +18,7 @@ use wasmsched::snapshot::Telemetry;
 
 use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
-use wasmsched_tests::live::{Running, Setup, component, serving, variant};
+use wasmsched_tests::live::{Running, Setup, assert_consecutive_epochs, component, serving, variant};
 
 /// Epochs of about a quarter second of one core each: quick to show progress.
 const QUICK: &[&str] = &["--epochs", "400", "--samples", "2000", "--threads", "1"];
@@ -80,7 +80,7 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
         let r: Vec<_> = world.history(handle).cloned().collect();
         (r.len() >= 3).then_some(r)
     });
-    assert!(records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1), "epochs in order, none twice");
+    assert_consecutive_epochs(&records, "from the log");
     assert!(records.windows(2).all(|w| w[1].time_ms >= w[0].time_ms), "times in order");
     assert!(records.iter().all(|r| r.values.len() == 2 && (0.0..=1.0).contains(&r.values[0])));
     let state = world.state(handle).unwrap();
@@ -569,11 +569,7 @@ fn the_engine_going_away_and_coming_back_is_survived() {
         (r.len() >= epochs_before + 3).then_some(r)
     });
     assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the same job, the same handle");
-    assert!(
-        records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1),
-        "no epoch lost or read twice across the outage: {:?}",
-        records.iter().map(|r| r.epoch).collect::<Vec<_>>()
-    );
+    assert_consecutive_epochs(&records, "across the outage");
     let errors = docker.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(docker.endpoints()[0].down_for_ms, None);

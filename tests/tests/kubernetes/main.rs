@@ -20,7 +20,7 @@ use wasmsched::snapshot::Telemetry;
 
 use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, cgroup_cpu_used_ns, poll, trainer_cluster_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
-use wasmsched_tests::live::{Running, Setup, component, serving, variant};
+use wasmsched_tests::live::{Running, Setup, assert_consecutive_epochs, component, serving, variant};
 
 /// Epochs of a few hundredths of a second of one core: quick to show progress; and so many
 /// that no pod ends during a test (a trainer pod runs to completion, `restartPolicy: OnFailure`).
@@ -136,7 +136,7 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     assert_eq!(spec.tiers, Some(wit::Tiers { deliverable: 0.6, final_: 0.8 }));
     assert_eq!(spec.max_epochs, Some(400));
     let records: Vec<_> = world.history(handle).cloned().collect();
-    assert!(records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1), "epochs in order, none twice");
+    assert_consecutive_epochs(&records, "from the log");
     assert!(records.iter().all(|r| r.values.len() == 2 && (0.0..=1.0).contains(&r.values[0])));
     assert_eq!(world.nodes().len(), 2, "both nodes: {:?}", world.nodes());
     c.wait(&label, "CPU use from the kubelet", Duration::from_secs(60), || {
@@ -379,11 +379,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
         (last >= epochs_before + 2).then_some(started.elapsed())
     });
     let records: Vec<_> = world.history(handle).cloned().collect();
-    assert!(
-        records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1),
-        "resumed from the checkpoint, no epoch run twice: {:?}",
-        records.iter().map(|r| r.epoch).collect::<Vec<_>>()
-    );
+    assert_consecutive_epochs(&records, "resumed from the checkpoint on vm2");
     eprintln!("migration vm -> vm2: decision to copy bound {moved:.1?}; to its first epoch there {resumed:.1?}");
 
     // A preemption sends it back to the queue as an unbound copy; placing it resumes it. The
@@ -406,8 +402,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
         step(&mut k, &mut world, 500);
         (world.history(handle).last()?.epoch >= last + 2).then_some(())
     });
-    let records: Vec<_> = world.history(handle).cloned().collect();
-    assert!(records.windows(2).all(|w| w[1].epoch == w[0].epoch + 1), "no epoch lost or run twice");
+    assert_consecutive_epochs(world.history(handle), "resumed after the preemption");
 
     // A pod deleted behind the host's back leaves at the next observation.
     let p = c.labelled(&label).remove(0);
