@@ -37,7 +37,6 @@
 mod actions;
 mod copy;
 mod discover;
-
 mod queue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -385,9 +384,10 @@ impl Docker {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
         for incoming in self.inbox.take() {
             let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
-            let fallback = short(&incoming.key).to_string();
+            let id = incoming.key.clone();
+            let fallback = || short(&id).to_string();
             if let Some((key, message)) =
-                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), &fallback)
+                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
             {
                 self.log_once(key, || message);
             }

@@ -24,11 +24,11 @@
 //!   from each running pod's log stream (its first container), in Docker's line formats,
 //!   with the apiserver's timestamps; a stream is followed again from after the last line read
 //!   when it ends, when it was quiet for half a minute, and after a resize (containerd may
-//!   start the log file afresh then, and a stream left on the old file hears nothing more). CPU and memory use from each node's kubelet summary
-//!   (`/stats/summary`: one request per node per tick, through the apiserver's node proxy, or
-//!   from the kubelet directly where the apiserver will not proxy to it). A tick waits at most
-//!   a quarter second for them: a kubelet that hangs delays its own node's figures, never the
-//!   loop.
+//!   start the log file afresh then, and a stream left on the old file hears nothing more).
+//!   CPU and memory use from each node's kubelet summary (`/stats/summary`: one request per
+//!   node per tick, through the apiserver's node proxy, or from the kubelet directly where the
+//!   apiserver will not proxy to it). A tick waits at most a quarter second for them: a
+//!   kubelet that hangs delays its own node's figures, never the loop.
 //! - **Actions.** `set-cpu` and `set-memory` patch the `resize` subresource (in place, no
 //!   restart; a lifted limit is the node's allocatable); what Kubernetes would refuse (a
 //!   change of QoS class, a resize policy that restarts the container, a limit below the

@@ -220,14 +220,14 @@ impl Inbox {
 /// on the backend's clock (whose zero is `origin_unix_ms`; never later than `until_ms`),
 /// numbered by the epoch it names or else counted on from `epochs`. A garbage line comes back
 /// as what the backend logs once: its key (per job and cause) and the message, naming the job
-/// by its spec or else as `fallback_name`.
+/// by its spec or else by `fallback_name` (asked only then).
 pub fn hand(
     world: &mut crate::snapshot::Telemetry,
     handle: u32,
     epochs: &mut u32,
     incoming: Incoming,
     (origin_unix_ms, until_ms): (u64, u64),
-    fallback_name: &str,
+    fallback_name: impl FnOnce() -> String,
 ) -> Option<(String, String)> {
     match incoming.line {
         Line::Progress { epoch, values } => {
@@ -238,7 +238,7 @@ pub fn hand(
         }
         Line::Garbage(why) => {
             let cause = why.split(['(', ':']).next().unwrap_or("");
-            let name = world.spec(handle).map_or(fallback_name, |s| s.name.as_str());
+            let name = world.spec(handle).map_or_else(fallback_name, |s| s.name.clone());
             Some((
                 format!("garbage:{}:{cause}", incoming.key),
                 format!("job {name}: skipped a log line ({why}); later such lines are skipped silently"),

@@ -480,9 +480,9 @@ impl Kubernetes {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
         for incoming in self.inbox.take() {
             let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
-            let fallback = m.name.clone();
+            let fallback = || m.name.clone();
             if let Some((key, message)) =
-                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), &fallback)
+                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
             {
                 self.log_once(key, || message);
             }

@@ -2,8 +2,8 @@
 //! order, each to the first Ready node (in name order) with room for its CPU and memory
 //! requests and its GPUs, while the oldest one fits (strict first come, first served). Room
 //! is the node's allocatable less what the managed pods bound there request. A pod that no
-//! node could ever hold is reported once and skipped, as is one whose binding the apiserver refused
-//! (only a policy's `place` tries that one again).
+//! node could ever hold is reported once and skipped, as is one whose binding the apiserver
+//! refused (only a policy's `place` tries that one again).
 
 use super::Kubernetes;
 use crate::backend::Backend;
