@@ -14,7 +14,6 @@ use wasmsched::snapshot::Telemetry;
 
 use crate::cluster::{Cluster, TrainerPod, eventually, trainer_cluster_or_skip};
 use crate::{QUICK, action, backend, job_named, place, step, test_label};
-use wasmsched_tests::live::assert_consecutive_epochs;
 
 /// A process of the cluster's, by its pid file in the cluster's run folder (beside the
 /// kubeconfig); None where the cluster is not one the tests started.
@@ -118,7 +117,7 @@ fn the_apiserver_restarted_mid_run_is_survived() {
         (r.len() >= epochs_before + 3).then_some(r)
     });
     assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "the same job, the same handle");
-    assert_consecutive_epochs(&records, "across the outage");
+    c.assert_no_kept_epoch_lost(&name, &records, "across the outage");
     let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(800)))], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
 }

@@ -297,16 +297,18 @@ impl Kubernetes {
             (uid.clone(), m.name.clone(), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
         Some(self.rt.spawn(async move {
             let after = last.load(std::sync::atomic::Ordering::Relaxed);
-            // The apiserver takes whole seconds: from a second before the last line, skipping it.
+            // An absolute time, not seconds ago: the apiserver may take seconds to answer (one
+            // starting up does) and would count them from then, skipping what came meanwhile.
+            // It takes whole seconds, rounded: from two seconds before the last line, skipping it.
             let since = (after > 0).then(|| {
-                let ago_ns = (unix_ms() * 1_000_000).saturating_sub(after);
-                i64::try_from(ago_ns / 1_000_000_000 + 2).unwrap_or(i64::MAX)
+                let seconds = i64::try_from(after / 1_000_000_000).unwrap_or(i64::MAX).saturating_sub(2);
+                k8s_openapi::jiff::Timestamp::from_second(seconds).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
             });
             let params = LogParams {
                 container: Some(container),
                 follow: true,
                 timestamps: true,
-                since_seconds: since,
+                since_time: since,
                 ..LogParams::default()
             };
             let stream = match api.log_stream(&name, &params).await {
