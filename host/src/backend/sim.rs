@@ -22,8 +22,9 @@
 //! (`place`), or, for a policy that does not place, by the default placement, first come
 //! first served, first fit, at the moment it fits (a CPU job always fits, on the least-loaded
 //! node as before, so CPU scenarios start every job on arrival). GPUs are allocated whole; a
-//! placement may share them, and jobs on one GPU time-slice it (each runs at 1/k of its
-//! speed with k jobs there). A job spread over nodes does its CPU work on its first node.
+//! placement may share them ([`colocation`]): jobs on one GPU time-slice it (each runs at 1/k of
+//! its speed with k jobs there) unless every one of them has a GPU share, when they share it in
+//! space at the speeds Gavel measured for the pair (MPS), capped by their shares. A job spread over nodes does its CPU work on its first node.
 //! A migration, and a placement after a preemption, restart the job from its checkpoint after
 //! a restart cost: a CPU job's last completed epoch (the epoch in progress is lost), a GPU
 //! job's last step. An inference service needs `request_rate` × 20 ms
@@ -35,6 +36,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 mod backend;
+pub mod colocation;
 pub mod model;
 mod outcome;
 mod placement;
@@ -117,6 +119,9 @@ struct SimJob {
     work_per_epoch: f64,
     /// How it runs on GPUs; None for a CPU job.
     gpu: Option<GpuConfig>,
+    /// A GPU job: its measured job type on a shared GPU ([`colocation::job_type`]) and its
+    /// GPU memory.
+    gpu_kind: Option<(usize, u64)>,
     /// GPU job: seconds per optimiser step where it runs now.
     step_s: f64,
     /// Work done per second now: for a CPU job its cores (times a calibrated profile's
@@ -233,10 +238,8 @@ pub struct Simulator {
     ended: Vec<u32>,
     rng: Rng,
     busy_core_s: f64,
-    /// Per GPU (node order, then GPU order), the jobs that ran on it over the last interval;
-    /// node n's GPUs start at `first_gpu[n]`.
-    gpu_jobs: Vec<u32>,
-    /// Per GPU, how many running jobs hold it.
+    /// Per GPU (node order, then GPU order; node n's GPUs start at `first_gpu[n]`), how many
+    /// running jobs hold it.
     gpu_holders: Vec<u32>,
     /// Who starts queued jobs.
     placement: Placement,
@@ -244,8 +247,6 @@ pub struct Simulator {
     queue: Vec<usize>,
     /// When a job last ran or the queue last changed.
     last_activity_s: f64,
-    /// What the world was last told of each GPU (busy or idle).
-    gpu_busy: Vec<bool>,
     first_gpu: Vec<usize>,
 }
 
@@ -273,6 +274,10 @@ impl Simulator {
                     epochs_total,
                     work_per_epoch,
                     gpu,
+                    gpu_kind: gpu.map(|g| {
+                        let kind = colocation::job_type(plan.model, g.local_bsz);
+                        (kind, colocation::footprint_bytes(kind, g.local_bsz))
+                    }),
                     step_s: 0.0,
                     speed: 0.0,
                     max_cores: match gpu {
@@ -323,12 +328,10 @@ impl Simulator {
             ended: Vec::new(),
             rng,
             busy_core_s: 0.0,
-            gpu_jobs: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
             gpu_holders: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
             placement: Placement::Backend,
             queue: Vec::new(),
             last_activity_s: 0.0,
-            gpu_busy: vec![false; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
             first_gpu: workload
                 .nodes
                 .iter()
@@ -366,9 +369,8 @@ impl Simulator {
         let runnable: Vec<usize> = on_node.iter().copied().filter(|&i| self.jobs[i].runnable(now)).collect();
         let spec = &self.nodes[node as usize];
         let capacity = spec.cpu_millicores as f64 / 1000.0;
-        // GPU time-slicing: a job runs at 1/k of its speed where k jobs hold one of its GPUs.
-        let sharing: Vec<f64> =
-            runnable.iter().map(|&i| gpu_sharing(&self.jobs[i], &self.gpu_holders, &self.first_gpu)).collect();
+        // On a shared GPU a job runs slower (`colocation`): by this factor.
+        let sharing: Vec<f64> = runnable.iter().map(|&i| 1.0 / self.gpu_speed(i).max(1e-6)).collect();
         let caps: Vec<f64> = runnable.iter().zip(&sharing).map(|(&i, k)| self.jobs[i].demand_cores() / k).collect();
         let shares = cfs_shares(capacity, &caps);
         // What a service is entitled to, were it busy: its latency depends on it.
@@ -591,12 +593,6 @@ impl Simulator {
             && self.on_node.iter().all(Vec::is_empty)
             && (self.queue.is_empty() || idle)
     }
-}
-
-/// How many jobs time-slice the busiest GPU `j` holds (1 without GPUs).
-fn gpu_sharing(j: &SimJob, holders: &[u32], first_gpu: &[usize]) -> f64 {
-    let most = j.gpus.iter().map(|g| holders[first_gpu[g.node as usize] + g.index as usize]).max();
-    f64::from(most.unwrap_or(1).max(1))
 }
 
 /// CFS on one node: equal shares of `capacity`, each capped by its demand, with what a job

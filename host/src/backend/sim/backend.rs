@@ -36,21 +36,28 @@ impl Backend for Simulator {
         }
         let interval = (until_s - from_s).max(1e-9);
         let running: Vec<usize> = self.running().collect();
-        // A GPU is busy while a job that ran this interval is on it; they time-slice it.
-        self.gpu_jobs.fill(0);
-        for &i in &running {
-            let j = &self.jobs[i];
-            if j.used_core_s > 0.0 {
-                for g in &j.gpus {
-                    self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize] += 1;
+        // Each GPU's use as it stands at the end of the interval, as NVML would tell it: busy
+        // (100 %) while any job computes on it, the memory its holders take, and per job the
+        // share of its compute the job keeps busy (its demand times its speed there).
+        let mut gpu_used = vec![0.0; running.len()];
+        for (node, spec) in self.nodes.iter().enumerate() {
+            for index in 0..spec.gpus {
+                let gpu = GpuSlot { node: node as u32, index };
+                let mut busy = false;
+                for (i, _, used) in self.gpu_use(gpu) {
+                    busy = true;
+                    if let Some(k) = running.iter().position(|&r| r == i) {
+                        gpu_used[k] = f64::max(gpu_used[k], used);
+                    }
                 }
+                let memory: u64 =
+                    self.holders_of(gpu).iter().filter_map(|&i| self.jobs[i].gpu_kind).map(|(_, b)| b).sum();
+                world.set_gpu_use(node as u32, index, if busy { 100.0 } else { 0.0 }, memory);
             }
         }
-        for i in running {
+        for (k, i) in running.into_iter().enumerate() {
             let j = &mut self.jobs[i];
             let Some(state) = j.handle.and_then(|h| world.state_mut(h)) else { continue };
-            let sharing =
-                j.gpus.iter().map(|g| self.gpu_jobs[self.first_gpu[g.node as usize] + g.index as usize]).max();
             state.node = j.node;
             state.cpu_used_millicores = (1000.0 * j.used_core_s / interval).round() as u64;
             state.memory_used_bytes = j.memory_bytes;
@@ -59,22 +66,10 @@ impl Backend for Simulator {
                 state.gpus.clone_from(&j.gpus);
             }
             state.gpu_share_percent = j.gpu_share;
-            state.gpu_used_percent = match sharing {
-                Some(k) if j.used_core_s > 0.0 && k > 0 => 100.0 / k as f32,
-                _ => 0.0,
-            };
+            state.gpu_used_percent = (100.0 * gpu_used[k]) as f32;
             state.run_ms = secs_to_ms(j.run_s);
             state.gpu_ms = secs_to_ms(j.gpu_s);
             j.used_core_s = 0.0;
-        }
-        for (node, &first) in self.first_gpu.iter().enumerate() {
-            for g in 0..self.nodes[node].gpus as usize {
-                let busy = self.gpu_jobs[first + g] > 0;
-                if busy != self.gpu_busy[first + g] {
-                    self.gpu_busy[first + g] = busy;
-                    world.set_gpu_use(node as u32, g as u32, if busy { 100.0 } else { 0.0 }, 0);
-                }
-            }
         }
         if self.over() && !self.queue.is_empty() {
             tracing::warn!(
@@ -107,6 +102,10 @@ impl Backend for Simulator {
                         .iter()
                         .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }))
                         .collect();
+                    if let Some(why) = self.memory_refusal(i, &gpus) {
+                        errors.push(ApplyError { job: action.job, reason: format!("not placed: {why}") });
+                        continue;
+                    }
                     let first = p.nodes.first().map_or(0, |e| e.node);
                     self.start(i, first, gpus, world);
                     continue;
@@ -169,7 +168,12 @@ impl Backend for Simulator {
                     j.delivered_s.get_or_insert(self.now_s - j.plan.arrival_s);
                 }
                 ActionKind::Stop => self.finish(i, true, world),
-                ActionKind::SetGpuShare(share) => self.jobs[i].gpu_share = Some(share.percent),
+                ActionKind::SetGpuShare(share) => {
+                    // Resharing brings every job up to the clock at its old speed first.
+                    let gpus = self.jobs[i].gpus.clone();
+                    self.jobs[i].gpu_share = Some(share.percent);
+                    self.reshare_around(node, &gpus);
+                }
             }
         }
         touched.sort_unstable();

@@ -2,6 +2,7 @@
 //! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
 //! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
 
+use super::colocation;
 use super::throughput::shape_of;
 use super::workload::JobPlan;
 use super::{Phase, Placement, Simulator, job_spec, secs_to_ms};
@@ -12,6 +13,81 @@ impl Simulator {
     /// Where `gpu` sits in the per-GPU vectors.
     pub(super) fn gpu_at(&self, gpu: GpuSlot) -> usize {
         self.first_gpu[gpu.node as usize] + gpu.index as usize
+    }
+
+    /// The running jobs that hold `gpu`, in the order they started.
+    pub(super) fn holders_of(&self, gpu: GpuSlot) -> Vec<usize> {
+        if self.gpu_holders[self.gpu_at(gpu)] == 0 {
+            return Vec::new();
+        }
+        self.running().filter(|&i| self.jobs[i].gpus.contains(&gpu)).collect()
+    }
+
+    /// How `gpu` is shared now: each job computing on it (holders restarting do not) with its
+    /// speed and the share of the GPU's compute it uses ([`colocation`]). A job the model
+    /// cannot type (a calibrated job holding a GPU) time-slices.
+    pub(super) fn gpu_use(&self, gpu: GpuSlot) -> Vec<(usize, f64, f64)> {
+        let now = self.now_s;
+        let on: Vec<usize> = self.holders_of(gpu).into_iter().filter(|&i| self.jobs[i].runnable(now)).collect();
+        let holders: Option<Vec<colocation::Holder>> = on
+            .iter()
+            .map(|&i| {
+                let j = &self.jobs[i];
+                let share = j.gpu_share.map(|p| f64::from(p) / 100.0);
+                j.gpu_kind.map(|(kind, _)| colocation::Holder { kind, share })
+            })
+            .collect();
+        let Some(holders) = holders else {
+            let k = on.len() as f64;
+            return on.into_iter().map(|i| (i, 1.0 / k, 1.0 / k)).collect();
+        };
+        let speeds = colocation::speeds(&holders);
+        let used = colocation::used(&holders, &speeds);
+        on.into_iter().zip(speeds).zip(used).map(|((i, s), u)| (i, s, u)).collect()
+    }
+
+    /// Job `i`'s speed on its GPUs as a fraction of alone: on the slowest of them (1 without).
+    pub(super) fn gpu_speed(&self, i: usize) -> f64 {
+        let speed_on =
+            |g: &GpuSlot| self.gpu_use(*g).into_iter().find(|&(k, _, _)| k == i).map_or(1.0, |(_, speed, _)| speed);
+        self.jobs[i].gpus.iter().map(speed_on).fold(1.0, f64::min)
+    }
+
+    /// Why job `i` cannot join the jobs holding its GPUs `gpus`: the GPU memory would not
+    /// hold them all (Gavel could not run the pair, or the footprints add up to more).
+    pub(super) fn memory_refusal(&self, i: usize, gpus: &[GpuSlot]) -> Option<String> {
+        let (kind, mine) = self.jobs[i].gpu_kind?;
+        for &g in gpus {
+            let others: Vec<usize> = self.holders_of(g).into_iter().filter(|&k| k != i).collect();
+            let capacity = self.nodes.get(g.node as usize)?.gpu_memory_bytes;
+            let mut held = 0;
+            for &k in &others {
+                let Some((theirs, bytes)) = self.jobs[k].gpu_kind else { continue };
+                held += bytes;
+                if !colocation::measured_to_fit(kind, theirs) {
+                    return Some(format!(
+                        "GPU {} of node {} holds {} ({}), which ran out of memory beside {} when measured",
+                        g.index,
+                        g.node,
+                        self.jobs[k].plan.name,
+                        colocation::type_name(theirs),
+                        colocation::type_name(kind)
+                    ));
+                }
+            }
+            if !others.is_empty() && held + mine > capacity {
+                let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+                return Some(format!(
+                    "GPU {} of node {} has {:.1} GiB of memory: {:.1} GiB held and {:.1} GiB asked do not fit",
+                    g.index,
+                    g.node,
+                    gib(capacity),
+                    gib(held),
+                    gib(mine)
+                ));
+            }
+        }
+        None
     }
 
     /// The first `n` GPUs of `node` that no running job holds.

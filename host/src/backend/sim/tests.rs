@@ -102,7 +102,8 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let queued: Vec<u32> = world.queue().map(|(s, _)| s.handle).collect();
     assert_eq!(queued, [2, 3], "c waits for a GPU, and the CPU job behind it waits its turn");
     let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
-    assert_eq!(used, [100.0, 100.0], "nobody shares");
+    let alone = (100.0 * super::colocation::demand(sim.jobs[0].gpu_kind.unwrap().0)) as f32;
+    assert_eq!(used, [alone, alone], "nobody shares: each uses what it uses alone");
     let snapshot = world.snapshot_for(&mut crate::snapshot::Cursor::fresh());
     assert_eq!(snapshot.gpus.utilisation_percent, [100.0, 100.0]);
     assert_eq!(snapshot.queue.handle, [2, 3]);
@@ -184,9 +185,64 @@ fn jobs_placed_to_share_a_gpu_time_slice_it() {
     sim.observe(&mut world, 121_000);
     sim.observe(&mut world, 181_000);
     let shared = (world.state(1).unwrap().cpu_used_millicores, sim.jobs[1].speed);
-    assert_eq!(world.state(1).unwrap().gpu_used_percent, 50.0);
+    let demand = (100.0 * super::colocation::demand(sim.jobs[1].gpu_kind.unwrap().0)) as f32;
+    assert_eq!(world.state(1).unwrap().gpu_used_percent, demand / 2.0, "half its time on the GPU");
     assert!(shared.0 * 2 <= alone.0 + 2, "half the CPU on a GPU held by two: {alone:?} then {shared:?}");
     assert!((shared.1 * 2.0 - alone.1).abs() < 1e-9 * alone.1, "and half the steps: {alone:?} then {shared:?}");
+}
+
+/// Two one-GPU jobs of `models` (batch 64 each) placed on GPU 0 of one node by the policy.
+fn two_on_one_gpu(models: [Model; 2], gpu_memory: u64) -> (Simulator, Telemetry, Vec<String>) {
+    let gpu_node = NodeSpec { gpus: 1, gpu_memory_bytes: gpu_memory, ..node("g", 16) };
+    let jobs = models
+        .iter()
+        .enumerate()
+        .map(|(k, &m)| JobPlan {
+            gpus: 1,
+            batch_size: 64,
+            max_epochs: Some(50),
+            ..JobPlan::training(&format!("j{k}"), m, 0.0)
+        })
+        .collect();
+    let mut sim = Simulator::new(&Workload::of("t", vec![gpu_node], jobs), quiet());
+    sim.set_placement(Placement::Policy);
+    let mut world = Telemetry::new();
+    sim.observe(&mut world, 1_000);
+    let errors = sim.apply(&[place(0, &[(0, &[0])], false), place(1, &[(0, &[0])], true)], &mut world);
+    sim.observe(&mut world, 61_000);
+    (sim, world, errors.into_iter().map(|e| e.reason).collect())
+}
+
+#[test]
+fn jobs_with_shares_on_one_gpu_share_it_in_space_at_their_measured_speeds() {
+    let (mut sim, mut world, errors) = two_on_one_gpu([Model::Cifar10, Model::Ncf], 16 << 30);
+    assert!(errors.is_empty(), "{errors:?}");
+    let sliced = [sim.gpu_speed(0), sim.gpu_speed(1)];
+    assert_eq!(sliced, [0.5, 0.5], "no shares: they time-slice");
+    let share = |job, percent| wit::Action {
+        job,
+        kind: ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent }),
+        reason: String::new(),
+    };
+    assert!(sim.apply(&[share(0, 100), share(1, 100)], &mut world).is_empty());
+    let kinds = [sim.jobs[0].gpu_kind.unwrap().0, sim.jobs[1].gpu_kind.unwrap().0];
+    let holders = kinds.map(|kind| super::colocation::Holder { kind, share: Some(1.0) });
+    let measured = super::colocation::speeds(&holders);
+    assert_eq!([sim.gpu_speed(0), sim.gpu_speed(1)], [measured[0], measured[1]]);
+    assert!(measured[0] + measured[1] > 1.1, "this pair gains from space sharing: {measured:?}");
+    sim.observe(&mut world, 121_000);
+    let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
+    assert!(used.iter().all(|&u| u > 0.0), "{used:?}");
+    // Capping one below its demand slows it and frees the GPU for the other.
+    assert!(sim.apply(&[share(1, 5)], &mut world).is_empty());
+    assert!(sim.gpu_speed(1) < measured[1] && sim.gpu_speed(0) >= measured[0]);
+}
+
+#[test]
+fn a_job_is_not_placed_beside_another_when_their_gpu_memory_does_not_fit() {
+    let (_, world, errors) = two_on_one_gpu([Model::Imagenet, Model::Imagenet], 8 << 30);
+    assert!(errors.len() == 1 && errors[0].contains("do not fit"), "{errors:?}");
+    assert_eq!(world.queue_len(), 1, "the second waits");
 }
 
 #[test]
