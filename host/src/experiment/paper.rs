@@ -33,6 +33,9 @@ pub enum Figure {
     MeanJobT2,
     /// Jobs that met their QoE target, as a multiple of the baseline's count.
     SatisfiedRatio,
+    /// Aggregate throughput as a multiple of the baseline's: the same jobs finish in both runs,
+    /// so it is the baseline's makespan over ours.
+    Throughput,
 }
 
 impl std::str::FromStr for Figure {
@@ -58,11 +61,12 @@ impl Figure {
             Figure::BestJobT2 => "best job, time to T2",
             Figure::MeanJobT2 => "per-job time to T2, mean",
             Figure::SatisfiedRatio => "QoE satisfied, ratio",
+            Figure::Throughput => "aggregate throughput",
         }
     }
 
     fn is_ratio(self) -> bool {
-        self == Figure::SatisfiedRatio
+        matches!(self, Figure::SatisfiedRatio | Figure::Throughput)
     }
 
     /// This figure for `run` against `base` (the baseline's run of the same seed). None when
@@ -82,6 +86,8 @@ impl Figure {
             Figure::BestJobT2 => best(changes(target(1))),
             Figure::MeanJobT2 => mean(changes(target(1))),
             Figure::SatisfiedRatio => (base.satisfied > 0).then(|| run.satisfied as f64 / base.satisfied as f64),
+            Figure::Throughput => (run.makespan_s > 0.0 && finished(run) == finished(base) && finished(run) > 0)
+                .then(|| base.makespan_s / run.makespan_s),
         }
     }
 
@@ -111,12 +117,13 @@ impl Figure {
             Figure::BestJobT2 => best(pairs(target(1))).map(|b| b.1),
             Figure::MeanJobT2 => means(pairs(target(1))),
             Figure::SatisfiedRatio => Some((base.satisfied as f64, run.satisfied as f64)),
+            Figure::Throughput => Some((base.makespan_s, run.makespan_s)),
         }
     }
 
     /// A value of [`Figure::values`] for a person: a time, or a count of jobs.
     pub fn format_value(self, value: f64) -> String {
-        if self.is_ratio() { format!("{value:.1} jobs") } else { format_seconds(value) }
+        if self == Figure::SatisfiedRatio { format!("{value:.1} jobs") } else { format_seconds(value) }
     }
 
     /// A measured figure for a person: `+12.3 %`, or `2.50×` for a ratio.
@@ -141,11 +148,12 @@ impl Figure {
             Figure::BestJobT2 => "best-job-t2",
             Figure::MeanJobT2 => "mean-job-t2",
             Figure::SatisfiedRatio => "satisfied-ratio",
+            Figure::Throughput => "throughput",
         }
     }
 
     /// Every figure.
-    pub const ALL: [Figure; 9] = [
+    pub const ALL: [Figure; 10] = [
         Figure::Makespan,
         Figure::MeanJct,
         Figure::BestJobJct,
@@ -155,6 +163,7 @@ impl Figure {
         Figure::BestJobT2,
         Figure::MeanJobT2,
         Figure::SatisfiedRatio,
+        Figure::Throughput,
     ];
 
     /// Whether a lower value is better (every time); a ratio of satisfied jobs is better
@@ -182,6 +191,11 @@ fn target(tier: usize) -> fn(&JobOutcome) -> Option<f64> {
         0 => |j| j.targets_reached_s.first().copied().flatten(),
         _ => |j| j.targets_reached_s.get(1).copied().flatten(),
     }
+}
+
+/// Jobs of a run that finished (not stopped, not left waiting).
+fn finished(run: &RunReport) -> usize {
+    run.jobs.iter().filter(|j| j.finish_s.is_some()).count()
 }
 
 fn change(ours: f64, base: f64) -> Option<f64> {
@@ -212,6 +226,10 @@ pub struct Claim {
     pub value: Option<f64>,
     /// Where the paper reports it.
     pub source: String,
+    /// What it is measured against, as given to `--policy` (`gacer:regulate=false`); absent:
+    /// the comparison's baseline. `compare` runs it too when it was not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
 }
 
 /// A policy's own objective in a workload: the first `[[paper]]` figure about it.
@@ -291,7 +309,8 @@ impl Comparison {
     /// `claim`'s figure measured on every seed where both `claim.policy` and the baseline ran
     /// and it can be measured; None when it cannot be measured on any.
     pub fn measure(&self, claim: &Claim) -> Option<Measured> {
-        Measured::over(claim, self.baseline(), self.paired(&claim.policy))
+        let baseline = self.baseline_of(claim);
+        Measured::over(claim, baseline, self.paired_with(&claim.policy, baseline))
     }
 
     /// Why [`Comparison::measure`] gives nothing for `claim`, for a person.
@@ -305,7 +324,15 @@ impl Comparison {
 
     /// The runs of `policy` paired with the baseline's runs of the same seeds.
     fn paired<'a>(&'a self, policy: &'a str) -> impl Iterator<Item = (&'a RunReport, &'a RunReport)> + 'a {
-        let baseline = self.baseline();
+        self.paired_with(policy, self.baseline())
+    }
+
+    /// The runs of `policy` paired with `baseline`'s runs of the same seeds.
+    fn paired_with<'a>(
+        &'a self,
+        policy: &'a str,
+        baseline: &'a str,
+    ) -> impl Iterator<Item = (&'a RunReport, &'a RunReport)> + 'a {
         self.runs.iter().filter(move |r| r.policy == policy).filter_map(move |run| {
             self.runs.iter().find(|b| b.policy == baseline && b.seed == run.seed).map(|base| (run, base))
         })
@@ -330,7 +357,10 @@ impl Comparison {
                 out,
                 "{:<12} {:<26} {:>10} {:>30}  {}",
                 claim.policy,
-                claim.figure.label(),
+                claim
+                    .baseline
+                    .as_ref()
+                    .map_or_else(|| claim.figure.label().to_string(), |b| format!("{}, vs {b}", claim.figure.label())),
                 claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v)),
                 ours,
                 claim.source
@@ -442,6 +472,7 @@ mod tests {
             figure: Figure::BestJobJct,
             value: Some(-0.4206),
             source: "FlowCon, ICPP 2019".into(),
+            baseline: None,
         };
         let missing = Claim { policy: "specon".into(), ..claim.clone() };
         let table = comparison.paper_table(&[claim, missing]);

@@ -44,11 +44,32 @@ pub enum ChoiceError {
     /// Its config beside it is broken.
     #[error(transparent)]
     Config(#[from] admission::AdmissionError),
+    /// Config keys after the name that are not `KEY=VALUE` pairs.
+    #[error("{0:?}: config keys after the policy go as NAME:KEY=VALUE,KEY=VALUE")]
+    Keys(String),
 }
 
 impl PolicyChoice {
-    /// A shipped policy by name, or a component by path (with the `NAME.toml` beside it).
+    /// A shipped policy by name, or a component by path (with the `NAME.toml` beside it);
+    /// either may end in `:KEY=VALUE,KEY=VALUE` to set config keys over its config (each
+    /// value JSON, else a string): `gacer:regulate=false`. The label is the whole spec.
     pub fn resolve(rt: &Runtime, spec: &str) -> Result<PolicyChoice, ChoiceError> {
+        if let Some((base, keys)) = spec.rsplit_once(':').filter(|(_, keys)| keys.contains('='))
+            && !Path::new(spec).is_file()
+        {
+            let mut choice = PolicyChoice::resolve(rt, base)?;
+            let mut config: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&choice.config_json).unwrap_or_default();
+            for pair in keys.split(',') {
+                let (key, value) = pair.split_once('=').ok_or_else(|| ChoiceError::Keys(spec.into()))?;
+                let value = value.trim();
+                let value = serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.into()));
+                config.insert(key.trim().into(), value);
+            }
+            choice.label = spec.into();
+            choice.config_json = serde_json::Value::Object(config).to_string();
+            return Ok(choice);
+        }
         let path = Path::new(spec);
         if spec.ends_with(".wasm") || path.is_file() {
             let policy = rt.load_file(path)?;
@@ -281,6 +302,11 @@ impl Comparison {
             }
         }
         seen
+    }
+
+    /// `claim`'s baseline: the policy it names, else [`Comparison::baseline`].
+    pub fn baseline_of<'a>(&'a self, claim: &'a super::paper::Claim) -> &'a str {
+        claim.baseline.as_deref().unwrap_or_else(|| self.baseline())
     }
 
     /// What every other policy is compared with: fair-share if it ran, else the first policy.

@@ -278,6 +278,7 @@ pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + 
                 figure: spec.figure,
                 value: spec.paper,
                 source: String::new(),
+                baseline: None,
             };
             let measured = Measured::over(&claim, &spec.baseline.label, pairs.into_iter().flatten());
             Point { at, config, measured, per_seed, error }

@@ -241,7 +241,9 @@ pub fn fit_error() -> FitError {
 /// A job of type `kind` at per-GPU batch `local_bsz`: its GPU memory, an assumption of ours.
 pub fn footprint_bytes(kind: usize, local_bsz: u32) -> u64 {
     let t = &TABLE.types[kind];
-    let batch = f64::from(t.batch.map_or(local_bsz, |_| local_bsz.max(1)));
+    // A batch beyond the family's largest measured one counts as that (Gavel's largest ran).
+    let largest = TABLE.types.iter().filter(|o| o.family == t.family).filter_map(|o| o.batch).max();
+    let batch = f64::from(largest.map_or(local_bsz, |b| local_bsz.clamp(1, b)));
     let gib = match t.family.as_str() {
         "ResNet-18" => 1.0 + 0.02 * batch,
         "ResNet-50" => 1.5 + 0.09 * batch,

@@ -129,6 +129,7 @@ fn objective_of(s: &Section, policy: &str) -> Claim {
         figure: Figure::MeanJct,
         value: None,
         source: "no [[paper]] figure about it: mean JCT shown".into(),
+        baseline: None,
     })
 }
 

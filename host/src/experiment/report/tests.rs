@@ -26,6 +26,7 @@ fn workload(names: &[&str]) -> Workload {
         figure: Figure::MeanJct,
         value: Some(-0.1),
         source: "FlowCon <paper> & co".into(),
+        baseline: None,
     }];
     w
 }
