@@ -354,12 +354,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare { workload, mut policies, seeds, out, runtime } => {
             let (rt, limits) = runtime.runtime()?;
             let plan = workload.load()?;
+            // A config variant of an asked-for policy that a [[paper]] figure names runs too.
             for claim in &plan.paper {
-                if let Some(b) = claim.baseline.as_ref().filter(|b| !policies.contains(b))
-                    && policies.contains(&claim.policy)
-                {
-                    eprintln!("also running {b}: {}'s {} is measured against it", claim.policy, claim.figure.key());
-                    policies.push(b.clone());
+                for named in std::iter::once(&claim.policy).chain(&claim.baseline) {
+                    let variant_of = named.split_once(':').map(|(base, _)| base.to_string());
+                    if !policies.contains(named) && variant_of.is_some_and(|base| policies.contains(&base)) {
+                        eprintln!("also running {named}: the scenario's {} figure names it", claim.figure.key());
+                        policies.push(named.clone());
+                    }
                 }
             }
             let runs = Runs { workload: &plan, policies: &policies, seeds: 0..seeds, tick: workload.tick, limits };

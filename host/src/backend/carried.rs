@@ -15,6 +15,9 @@ pub const ARRIVED: &str = "wasmsched.arrived-unix-ms";
 pub const RUN_MS: &str = "wasmsched.run-ms";
 /// The GPU time the job had attained when this copy was made, milliseconds.
 pub const GPU_MS: &str = "wasmsched.gpu-ms";
+/// The job's share of its GPUs in percent, set by `set-gpu-share` (Docker: its MPS active
+/// thread percentage).
+pub const GPU_SHARE: &str = "wasmsched.gpu-share";
 
 /// The job's service before this copy, from its keys, plus the time this copy has run (since
 /// `started_unix_ms`, when it runs): (run ms, GPU ms).

@@ -28,7 +28,9 @@
 //! A migration, and a placement after a preemption, restart the job from its checkpoint after
 //! a restart cost: a CPU job's last completed epoch (the epoch in progress is lost), a GPU
 //! job's last step. An inference service needs `request_rate` × 20 ms
-//! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to.
+//! of one core per second; its latency follows an M/M/1 queue on the CPU it is entitled to,
+//! or, for a service that asks for GPUs, its p99 latency on the GPU it shares
+//! ([`colocation::p99_ms`]).
 //! A seed perturbs each job's work per epoch and each epoch's length by a few per cent, so
 //! several seeds give a spread; the same seed gives the same run, bit for bit.
 
@@ -274,9 +276,11 @@ impl Simulator {
                     epochs_total,
                     work_per_epoch,
                     gpu,
-                    gpu_kind: gpu.map(|g| {
-                        let kind = colocation::job_type(plan.model, g.local_bsz);
-                        (kind, colocation::footprint_bytes(kind, g.local_bsz))
+                    // A training job at its per-GPU batch; a GPU service at its batch.
+                    gpu_kind: (plan.gpus > 0 && plan.profile.is_none()).then(|| {
+                        let batch = gpu.map_or(plan.batch_size, |g| g.local_bsz);
+                        let kind = colocation::job_type(plan.model, batch);
+                        (kind, colocation::footprint_bytes(kind, batch))
                     }),
                     step_s: 0.0,
                     speed: 0.0,
@@ -521,11 +525,19 @@ impl Simulator {
     fn service_window(&mut self, i: usize, world: &mut Telemetry) {
         self.catch_up(i);
         let now = self.now_s;
+        let on_gpu =
+            self.jobs[i].gpu_kind.filter(|_| !self.jobs[i].gpus.is_empty()).map(|(k, _)| (k, self.gpu_speed(i)));
         let j = &mut self.jobs[i];
         let rate = j.plan.request_rate.unwrap_or(0.0);
-        let service_ms = 1000.0 * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
-        let load = rate * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
-        let latency_ms = if load < 0.99 { service_ms / (1.0 - load) } else { service_ms * 100.0 };
+        let latency_ms = match on_gpu {
+            // On a GPU: its p99 at the speed its GPU gives it.
+            Some((kind, speed)) => colocation::p99_ms(kind, speed, rate),
+            None => {
+                let service_ms = 1000.0 * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
+                let load = rate * REQUEST_COST_CORE_S / j.entitled.max(1e-6);
+                if load < 0.99 { service_ms / (1.0 - load) } else { service_ms * 100.0 }
+            }
+        };
         j.windows += 1;
         j.latency_sum_ms += latency_ms;
         if let Some(h) = j.handle {

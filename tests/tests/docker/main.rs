@@ -129,6 +129,13 @@ fn limits_are_in_force_as_docker_reports_them() {
     let errors = docker.apply(&[action(handle, wit::ActionKind::SetMemory(Some(1 << 20)))], &mut world);
     assert_eq!(errors.len(), 1);
     assert!(errors[0].reason.contains("Minimum memory limit"), "{errors:?}");
+
+    // A GPU share needs a GPU: without one it is refused with the reason, and nothing moves.
+    let share = wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 });
+    let errors = docker.apply(&[action(handle, share)], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("holds no GPU to share"), "{errors:?}");
+    let state = world.state(handle).unwrap();
+    assert!(state.is_running() && state.gpu_share_percent.is_none(), "{state:?}");
 }
 
 #[test]

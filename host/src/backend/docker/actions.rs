@@ -38,6 +38,11 @@ pub(super) enum Effect {
     },
     /// A queued container was removed (stopped before it ever ran again).
     Removed,
+    /// A running container was re-created as `new_id` with its GPU share at `percent`.
+    Shared {
+        new_id: String,
+        percent: u8,
+    },
 }
 
 /// One action on its way.
@@ -118,6 +123,8 @@ impl Docker {
                     gpus: (m.gpus_asked > 0).then(Vec::new),
                     preempted: true,
                     service: Some((state.run_ms, state.gpu_ms)),
+                    // It leaves its GPUs, and its share with them.
+                    gpu_share: state.gpu_share_percent.map(|_| 100),
                 };
                 Box::pin(async move {
                     let Some(checkpoint) = checkpoint else {
@@ -179,12 +186,50 @@ impl Docker {
                     Ok(Effect::Moved { to, new_id: copy.run().await? })
                 })
             }
-            wit::ActionKind::SetGpuShare(_) => Box::pin(async move {
-                Err(refused("Docker cannot cap a container's GPU share; use a GPU-sharing runtime".into()))
-            }),
+            wit::ActionKind::SetGpuShare(share) => {
+                allowed = copying;
+                let (holds_gpus, now) = (!state.gpus.is_empty(), state.gpu_share_percent);
+                Box::pin(async move {
+                    if !holds_gpus {
+                        return Err(refused("the container holds no GPU to share".into()));
+                    }
+                    if now == Some(share.percent) {
+                        return Ok(Effect::Done);
+                    }
+                    // MPS reads the percentage once, when the CUDA process starts: a new share
+                    // is a new container, resumed from the checkpoint, like a migration.
+                    let changes = Changes { gpu_share: Some(share.percent), ..Changes::default() };
+                    let copy = Copy {
+                        from: &client,
+                        to: &client,
+                        moves: false,
+                        id: &id,
+                        checkpoint: checkpoint.as_deref(),
+                        changes,
+                        stop: true,
+                        start: true,
+                    };
+                    Ok(Effect::Shared { new_id: copy.run().await?, percent: share.percent })
+                })
+            }
         };
         let places = matches!(action.kind, wit::ActionKind::Place(_));
         Ask { id: key, job: m.handle, places, limit: allowed, fut }
+    }
+
+    /// Container `id`'s running copy `new_id` carries its job on, on engine `to` (None: the
+    /// same); false when the job is gone.
+    fn resumed_copy(&mut self, id: &Arc<str>, new_id: &str, to: Option<usize>, world: &mut Telemetry) -> bool {
+        let Some(mut m) = self.hand_over(id, new_id, world) else { return false };
+        let job = m.handle;
+        m.engine = to.unwrap_or(m.engine);
+        m.last_line_ns = Arc::default();
+        m.follower = self.follow(m.engine, new_id, &m);
+        if let Some(s) = world.state_mut(job) {
+            s.node = m.engine as u32;
+        }
+        self.jobs.insert(Arc::from(new_id), m);
+        true
     }
 
     pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut Telemetry) {
@@ -201,14 +246,16 @@ impl Docker {
             }
             Effect::Done => {}
             Effect::Moved { to, new_id } => {
-                let Some(mut m) = self.hand_over(id, &new_id, world) else { return };
-                tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
-                m.engine = to;
-                m.last_line_ns = Arc::default();
-                m.follower = self.follow(to, &new_id, &m);
-                self.jobs.insert(Arc::from(new_id.as_str()), m);
-                if let Some(s) = world.state_mut(job) {
-                    s.node = to as u32;
+                if self.resumed_copy(id, &new_id, Some(to), world) {
+                    tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
+                }
+            }
+            Effect::Shared { new_id, percent } => {
+                if self.resumed_copy(id, &new_id, None, world) {
+                    tracing::info!(job, from = %short(id), to = %short(&new_id), percent, "GPU share set: re-created from its checkpoint");
+                    if let Some(s) = world.state_mut(job) {
+                        s.gpu_share_percent = Some(percent).filter(|&p| p < 100);
+                    }
                 }
             }
             Effect::Started { engine, gpus, new_id } => {

@@ -17,13 +17,18 @@ use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceReque
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-pub(super) use crate::backend::carried::{ARRIVED, GPU_MS, REPLACES, RUN_MS, WAIT, attained, unix_ms_of};
+pub(super) use crate::backend::carried::{ARRIVED, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, attained, unix_ms_of};
 
 /// How long a container may take to stop (and write a last checkpoint) before it is killed.
 pub(super) const STOP_GRACE_S: i32 = 30;
 
 /// The environment variable the NVIDIA runtime reads to choose a container's GPUs.
 const VISIBLE_DEVICES: &str = "NVIDIA_VISIBLE_DEVICES";
+
+/// The environment variable a CUDA process reads once, when it starts, to cap the share of a
+/// GPU's threads it may use under MPS (the host must run the MPS control daemon, and the
+/// container share its pipe directory).
+pub(super) const MPS_PERCENTAGE: &str = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
 
 /// How a copy differs from its original.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -36,6 +41,9 @@ pub(super) struct Changes {
     pub preempted: bool,
     /// The run and GPU time attained so far, milliseconds, when they are to be written.
     pub service: Option<(u64, u64)>,
+    /// Its share of its GPUs in percent (the [`MPS_PERCENTAGE`] it starts with, and the
+    /// [`GPU_SHARE`] label); None keeps the original's.
+    pub gpu_share: Option<u8>,
 }
 
 /// The create body of a copy of `info` with `changes`: the same image, command, environment,
@@ -60,6 +68,14 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
         labels.insert(GPU_MS.into(), gpu_ms.to_string());
     }
     let mut env = config.env;
+    if let Some(percent) = changes.gpu_share {
+        labels.insert(GPU_SHARE.into(), percent.to_string());
+        let vars = env.get_or_insert_with(Vec::new);
+        vars.retain(|v| !v.starts_with(&format!("{MPS_PERCENTAGE}=")));
+        if percent < 100 {
+            vars.push(format!("{MPS_PERCENTAGE}={percent}"));
+        }
+    }
     let mut host_config = info.host_config.clone();
     if let Some(gpus) = &changes.gpus {
         // Under the NVIDIA runtime this variable (CUDA images set it to `all`) chooses the

@@ -104,6 +104,8 @@ impl Docker {
             }
             state.gpus = gpus;
             (state.run_ms, state.gpu_ms) = (run_ms, gpu_ms);
+            state.gpu_share_percent =
+                labels.get(copy::GPU_SHARE).and_then(|v| v.trim().parse::<u8>().ok()).filter(|p| (1..100).contains(p));
         }
         let mut m = Managed {
             handle,

@@ -26,6 +26,10 @@
 //! measured batch size nearest its per-GPU batch (in log scale); yolov3 is CycleGAN (both
 //! convolutional on large images; one measured batch).
 //!
+//! **Services.** A GPU inference service is a job of its model's type at its batch size: it
+//! presses on the jobs beside it and is slowed by them like any other, and its p99 latency
+//! follows from the speed it gets ([`p99_ms`]).
+//!
 //! **Memory.** A pair Gavel could not run together (out of memory) never fits. Otherwise the
 //! jobs' footprints must add up to at most the GPU's memory; a footprint is an assumption of
 //! ours ([`footprint_bytes`]): weights, optimiser state and activations growing with the
@@ -54,6 +58,8 @@ struct Table {
     measured: HashMap<(usize, usize), f64>,
     /// Pairs that did not fit in memory, both orders.
     oom: HashSet<(usize, usize)>,
+    /// Steps per second alone.
+    alone: Vec<f64>,
     error: FitError,
 }
 
@@ -108,6 +114,7 @@ impl Table {
             pressure,
             measured,
             oom,
+            alone,
             error: FitError { speeds: 0, mean_abs: 0.0, max_abs: 0.0 },
         };
         let errors: Vec<f64> = speeds.iter().map(|&(a, b, x)| (1.0 / (1.0 + table.fitted(a, b)) - x).abs()).collect();
@@ -231,6 +238,21 @@ pub fn type_name(kind: usize) -> String {
 /// The share of a GPU a job of type `kind` uses alone, in 0.05..=1.
 pub fn demand(kind: usize) -> f64 {
     TABLE.demand(kind)
+}
+
+/// Seconds a GPU service of type `kind` takes per request alone: a forward pass of one batch
+/// of the type's size, taken as a third of its measured training step (an assumption of ours).
+pub fn request_s(kind: usize) -> f64 {
+    1.0 / (3.0 * TABLE.alone[kind])
+}
+
+/// A GPU service's p99 latency in ms: an M/M/1 queue of `rate` requests per second served at
+/// `speed` times its speed alone ([`request_s`]); its sojourn time's 99th percentile is
+/// `ln 100 / (μ − λ)`. An overloaded service (load 0.99 and more) reads 100 service times.
+pub fn p99_ms(kind: usize, speed: f64, rate: f64) -> f64 {
+    let service_s = request_s(kind) / speed.max(1e-6);
+    let mu = 1.0 / service_s;
+    if rate < 0.99 * mu { 1000.0 * 100f64.ln() / (mu - rate) } else { 1000.0 * 100.0 * service_s }
 }
 
 /// How the fitted model compares with the measured speeds.

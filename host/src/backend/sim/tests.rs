@@ -239,6 +239,43 @@ fn jobs_with_shares_on_one_gpu_share_it_in_space_at_their_measured_speeds() {
 }
 
 #[test]
+fn a_gpu_service_keeps_its_latency_beside_a_trainer_only_with_shares() {
+    let gpu_node = NodeSpec { gpus: 1, gpu_memory_bytes: 16 << 30, ..node("g", 16) };
+    let service = JobPlan {
+        gpus: 1,
+        batch_size: 16,
+        request_rate: Some(50.0),
+        duration_s: Some(600.0),
+        kind: wit::JobKind::Inference,
+        ..JobPlan::training("serve", Model::Cifar10, 0.0)
+    };
+    let trainer = JobPlan { gpus: 1, max_epochs: Some(50), ..JobPlan::training("lm", Model::Deepspeech2, 0.0) };
+    let mut sim = Simulator::new(&Workload::of("t", vec![gpu_node], vec![service, trainer]), quiet());
+    sim.set_placement(Placement::Policy);
+    let mut world = Telemetry::new();
+    sim.observe(&mut world, 1_000);
+    assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
+    let p99 = |sim: &mut Simulator, world: &mut Telemetry| {
+        let until = world.time_ms() + 60_000;
+        sim.observe(world, until);
+        world.history(0).last().unwrap().values[0]
+    };
+    let alone = p99(&mut sim, &mut world);
+    assert!(alone < 150.0, "alone: {alone} ms");
+    assert!(sim.apply(&[place(1, &[(0, &[0])], true)], &mut world).is_empty());
+    let sliced = p99(&mut sim, &mut world);
+    assert!(sliced > 1000.0, "time-sliced, half the GPU cannot serve 50/s: {sliced} ms");
+    let share = |job, percent| wit::Action {
+        job,
+        kind: ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent }),
+        reason: String::new(),
+    };
+    assert!(sim.apply(&[share(0, 80), share(1, 20)], &mut world).is_empty());
+    let regulated = p99(&mut sim, &mut world);
+    assert!(regulated < 150.0 && regulated >= alone, "side by side: {alone} ms alone, {regulated} ms shared");
+}
+
+#[test]
 fn a_job_is_not_placed_beside_another_when_their_gpu_memory_does_not_fit() {
     let (_, world, errors) = two_on_one_gpu([Model::Imagenet, Model::Imagenet], 8 << 30);
     assert!(errors.len() == 1 && errors[0].contains("do not fit"), "{errors:?}");

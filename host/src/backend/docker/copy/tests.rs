@@ -54,7 +54,8 @@ fn a_preempted_copy_waits_without_gpus_and_carries_its_service_and_arrival() {
     let mut info = recorded();
     let labels = info.config.as_mut().unwrap().labels.as_mut().unwrap();
     labels.insert(ARRIVED.into(), "1700000000000".into());
-    let changes = Changes { gpus: Some(Vec::new()), preempted: true, service: Some((61_000, 122_000)) };
+    let changes =
+        Changes { gpus: Some(Vec::new()), preempted: true, service: Some((61_000, 122_000)), gpu_share: None };
     let body = copy_body(&info, &changes);
     assert_eq!(body.host_config.as_ref().unwrap().device_requests, None);
     assert!(visible(&body).is_empty());
@@ -110,4 +111,22 @@ fn docker_times_are_read_to_the_millisecond_and_the_zero_time_is_none() {
     assert_eq!(unix_ms_of("2026-11-23T15:30:54Z"), Some(1_795_447_854_000));
     assert_eq!(unix_ms_of("0001-01-01T00:00:00Z"), None);
     assert_eq!(unix_ms_of("yesterday"), None);
+}
+
+#[test]
+fn a_copy_with_a_gpu_share_starts_with_that_mps_percentage_and_says_so_in_a_label() {
+    let info = recorded();
+    let mps = |body: &ContainerCreateBody| -> Vec<String> {
+        body.env.iter().flatten().filter(|v| v.starts_with("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=")).cloned().collect()
+    };
+    let body = copy_body(&info, &Changes { gpu_share: Some(40), ..Changes::default() });
+    assert_eq!(mps(&body), ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40"]);
+    assert_eq!(label(&body, GPU_SHARE), Some("40"));
+    assert_eq!(body.host_config.as_ref().unwrap().device_requests, info.host_config.as_ref().unwrap().device_requests);
+    // A copy of that copy at 100 % runs uncapped again; one with no change keeps 40 %.
+    let mut again = info.clone();
+    again.config.as_mut().unwrap().env = body.env.clone();
+    let whole = copy_body(&again, &Changes { gpu_share: Some(100), ..Changes::default() });
+    assert!(mps(&whole).is_empty() && label(&whole, GPU_SHARE) == Some("100"));
+    assert_eq!(mps(&copy_body(&again, &Changes::default())), ["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=40"]);
 }
