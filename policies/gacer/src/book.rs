@@ -24,14 +24,16 @@ pub struct Entry<'a> {
     pub vacated: bool,
 }
 
-/// Who could join `job` on a GPU, and what the two add up to.
+/// Where `job` could join others on a GPU, and what they all add up to.
 pub struct Partner<'a> {
     /// The GPU.
     pub slot: GpuSlot,
-    /// The job that holds it alone.
-    pub holder: Job<'a>,
-    /// The holder's profile.
-    pub profile: &'a Profile,
+    /// The jobs that hold it.
+    pub holders: Vec<Job<'a>>,
+    /// The holders' demands, added up, percent of a GPU.
+    pub demand: f64,
+    /// The holders' memory, added up.
+    pub memory: Bytes,
     /// The GPU's memory.
     pub memory_total: Bytes,
 }
@@ -103,11 +105,13 @@ impl<'a> Book<'a> {
         }
     }
 
-    /// Where the single-GPU `job`, whose model has `profile`, may join another job when no GPU
-    /// is free: a GPU held by exactly one single-GPU job with a trusted profile, not both
-    /// services, not kept apart, not a pair of models seen to get less than `min-pair-gain`
-    /// together, whose demands add up to at most the pack limit and whose memory fits the
-    /// GPU's allowed fraction. Of those, the pair of models seen to gain most (one not seen
+    /// Where the single-GPU `job`, whose model has `profile`, may join others when no GPU is
+    /// free: a GPU held by one single-GPU job with a trusted profile, or by fewer than
+    /// `max-per-gpu` such trainers when `job` is a trainer (a service shares with one trainer
+    /// only), none kept apart from it, whose models with its own were not seen to get less
+    /// than `min-pair-gain` together (nor any one of them with its own), whose demands add up
+    /// to at most the pack limit and whose memory fits the GPU's allowed fraction. Of those,
+    /// the GPU with the fewest holders, then the set of models seen to gain most (one not seen
     /// counts as 1), then the lowest combined demand, then the first in node and GPU order.
     pub fn partner_for(
         &self,
@@ -118,33 +122,51 @@ impl<'a> Book<'a> {
         bans: &BTreeSet<(u32, u32)>,
     ) -> Option<Partner<'a>> {
         let samples = Config::count(config.profile_samples);
-        let mut best: Option<(f64, f64, Partner<'a>)> = None;
+        let seen = Config::count(config.protect_after);
+        let most = Config::count(config.max_per_gpu) as usize;
+        let mut best: Option<((usize, f64, f64), Partner<'a>)> = None;
         for entry in self.entries.iter().filter(|e| !e.vacated) {
-            let &[holder] = entry.holders.as_slice() else { continue };
-            if holder.gpus_asked() != 1
-                || holder.kind() == JobKind::Inference && job.kind() == JobKind::Inference
-                || banned(bans, holder.id(), job.id())
-            {
+            let holders = &entry.holders;
+            let services = std::iter::once(job).chain(holders).filter(|h| h.kind() == JobKind::Inference).count();
+            if holders.is_empty() || holders.len() >= most || services > 1 || services == 1 && holders.len() > 1 {
                 continue;
             }
-            let Some(theirs) = profiles.trusted(holder.model(), samples) else { continue };
-            if pairs.poor(job.model(), holder.model(), config.min_pair_gain, Config::count(config.protect_after)) {
+            if holders.iter().any(|h| h.gpus_asked() != 1 || banned(bans, h.id(), job.id())) {
                 continue;
             }
-            let demand = profile.demand_percent + theirs.demand_percent;
-            let memory = profile.memory_bytes.saturating_add(theirs.memory_bytes) as f64;
-            if demand > config.pack_limit_percent || memory > config.memory_fraction * entry.memory_total.0 as f64 {
+            let Some(theirs) = holders.iter().map(|h| profiles.trusted(h.model(), samples)).collect::<Option<Vec<_>>>()
+            else {
+                continue;
+            };
+            let mut models: Vec<&str> = holders.iter().map(Job::model).collect();
+            models.push(job.model());
+            let poor = |set: &[&str]| pairs.poor(set, config.min_pair_gain, seen);
+            if poor(&models) || holders.iter().any(|h| poor(&[h.model(), job.model()])) {
                 continue;
             }
-            // A pair seen to gain comes first, the best first; one not seen yet counts as
-            // taking turns would (1).
-            let seen = Config::count(config.protect_after);
-            let gain = pairs.get(job.model(), holder.model()).filter(|p| p.samples >= seen).map_or(1.0, |p| p.gain);
-            if best.as_ref().is_none_or(|(g, d, _)| gain > *g || gain == *g && demand < *d) {
-                let partner = Partner { slot: entry.slot, holder, profile: theirs, memory_total: entry.memory_total };
-                best = Some((gain, demand, partner));
+            let demand: f64 = theirs.iter().map(|p| p.demand_percent).sum();
+            let memory = theirs.iter().fold(0u64, |m, p| m.saturating_add(p.memory_bytes));
+            let fits_memory = memory.saturating_add(profile.memory_bytes) as f64
+                <= config.memory_fraction * entry.memory_total.0 as f64;
+            if demand + profile.demand_percent > config.pack_limit_percent || !fits_memory {
+                continue;
+            }
+            let gain = pairs.get(&models).filter(|p| p.samples >= seen).map_or(1.0, |p| p.gain);
+            let rank = (holders.len(), -gain, demand);
+            let better = |(n, g, d): &(usize, f64, f64)| {
+                rank.0 < *n || rank.0 == *n && (rank.1 < *g || rank.1 == *g && rank.2 < *d)
+            };
+            if best.as_ref().is_none_or(|(r, _)| better(r)) {
+                let partner = Partner {
+                    slot: entry.slot,
+                    holders: holders.clone(),
+                    demand,
+                    memory: Bytes(memory),
+                    memory_total: entry.memory_total,
+                };
+                best = Some((rank, partner));
             }
         }
-        best.map(|(_, _, p)| p)
+        best.map(|(_, p)| p)
     }
 }

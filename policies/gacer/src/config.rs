@@ -12,10 +12,10 @@ pub struct Config {
     /// Set GPU shares and protect services; false places the same way and sets no shares
     /// (the unregulated, time-sliced baseline).
     pub regulate: bool,
-    /// Two jobs share a GPU only when their demands, in percent of a GPU, add up to at most
+    /// Jobs share a GPU only when their demands, in percent of a GPU, add up to at most
     /// this (1 to 200).
     pub pack_limit_percent: f64,
-    /// Two jobs share a GPU only when their memory adds up to at most this fraction of it
+    /// Jobs share a GPU only when their memory adds up to at most this fraction of it
     /// (above 0, at most 1).
     pub memory_fraction: f64,
     /// Two trainers whose demands fit in one GPU each get their demand plus this (0 to 100).
@@ -47,10 +47,13 @@ pub struct Config {
     /// Weight of the newest interval in a model's demand, an exponentially weighted mean
     /// (above 0, at most 1).
     pub ewma_weight: f64,
-    /// Two models whose pair, regulated, gets less than this much of a GPU in all (each one's
-    /// speed beside the other, added up; 1 is what one alone gets) no longer share: the
-    /// later of a running pair is preempted and they are never paired again (0 to 2; 0 off).
+    /// Models that, regulated on one GPU, get less than this much of it in all (each one's
+    /// speed there, added up; 1 is what one alone gets) no longer share: the latest of them
+    /// is preempted and they are never put together again (0 to 2; 0 off).
     pub min_pair_gain: f64,
+    /// Trainers on one GPU at most (a whole number, 2 to 4); a service shares its GPU with one
+    /// trainer only.
+    pub max_per_gpu: f64,
 }
 
 impl Default for Config {
@@ -72,6 +75,7 @@ impl Default for Config {
             profile_samples: 3.0,
             ewma_weight: 0.3,
             min_pair_gain: 1.0,
+            max_per_gpu: 3.0,
         }
     }
 }
@@ -116,6 +120,7 @@ impl Config {
         shaped("ewma-weight", w, "above 0 and at most 1", w > 0.0 && w <= 1.0)?;
         let g = self.min_pair_gain;
         shaped("min-pair-gain", g, "from 0 (off) to 2", (0.0..=2.0).contains(&g))?;
+        whole("max-per-gpu", self.max_per_gpu, 2.0, 4.0)?;
         if self.max_service_percent + self.min_share_percent > 100.0 {
             return Err(PolicyError::InvalidConfig(format!(
                 "max-service-percent ({}) and min-share-percent ({}) add up to more than 100: lower one, so \

@@ -4,7 +4,7 @@
 //! GACER itself works inside a deep-learning runtime: it regulates, at a granularity finer
 //! than whole models (their operators), how heterogeneous co-located models share one GPU, in
 //! space (how much of the GPU each gets) and in time (what runs when). A container host cannot
-//! reach operators, so this policy is GACER-*style*: it acts on whole jobs. It chooses which two
+//! reach operators, so this policy is GACER-*style*: it acts on whole jobs. It chooses which
 //! jobs share a GPU (temporal: who runs together), sets each one's share of it (spatial: an
 //! MPS-style percentage of the compute), and keeps inference services within their p99
 //! latency targets. The paper's abstract gives no speed-up figure; its authors' predecessor
@@ -22,35 +22,38 @@
 //!    `min-move-interval-s` per trainer), which never joins that service again; a p99 below
 //!    `relax-below` × target for `relax-after` checks gives `relax-step-percent` back, never
 //!    below the service's start. A service is never capped below its start or moved.
-//! 3. Pairs (with `regulate`): two regulated trainers on a GPU each run at their GPU use over
-//!    their demand; the two speeds added up are what the pair of models gets from the GPU (an
-//!    exponentially weighted mean per pair of models). A pair seen `protect-after` times to
-//!    get less than `min-pair-gain` is parted (the one that arrived later goes back to the
-//!    queue, at most once per `min-move-interval-s`) and those models never share again.
+//! 3. Sets (with `regulate`): regulated trainers sharing a GPU each run at their GPU use over
+//!    their demand; the speeds added up are what that set of models gets from the GPU (an
+//!    exponentially weighted mean per set). A set seen `protect-after` times to get less than
+//!    `min-pair-gain` is parted (the one that arrived last goes back to the queue, at most once
+//!    per `min-move-interval-s`) and those models are never put together again.
 //! 4. Placement, queued jobs in arrival order, each independently (no reservation: a job that
 //!    waits does not hold back those behind it): a CPU job goes where the SDK's first fit puts
 //!    it; a multi-GPU job takes free GPUs by first fit and never shares; a single-GPU job takes
 //!    a free GPU alone if there is one (an unprofiled model always runs alone, to be learnt);
-//!    otherwise a profiled job joins the GPU of exactly one profiled single-GPU job, never two
-//!    services together, when demands add up to at most `pack-limit-percent` and memory to at
-//!    most `memory-fraction` of the GPU, and the two models were not seen to get less than
-//!    `min-pair-gain` together, the lowest combined demand first; else it waits.
+//!    otherwise a profiled job joins profiled single-GPU jobs on a GPU: a trainer joins up to
+//!    `max-per-gpu` − 1 trainers or one service, a service joins one trainer, when demands add
+//!    up to at most `pack-limit-percent` and memory to at most `memory-fraction` of the GPU,
+//!    and the models were not seen to get less than `min-pair-gain` together; the GPU with the
+//!    fewest holders first, then the set seen to gain most, then the lowest demand; else it
+//!    waits. A GPU still free after that, with no job waiting for GPUs, takes one trainer off
+//!    the most crowded GPU (the one that arrived last; it runs alone from the next call).
 //! 5. Shares (with `regulate`), on GPUs whose holders all run (a job placed this round gets
-//!    its share on the next call, once it runs): two trainers whose demands fit one GPU get
-//!    their demand plus `margin-percent` each, otherwise 100 split by demand (each at least
+//!    its share on the next call, once it runs): trainers whose demands fit one GPU get their
+//!    demand plus `margin-percent` each, otherwise 100 split by demand (each at least
 //!    `min-share-percent`); a service beside a trainer starts at its demand plus
 //!    `service-margin-percent` (at most `max-service-percent`) and the trainer gets the rest;
 //!    a job left alone with a share below 100 gets 100. A share is set only when it changes.
 //!
-//! With `regulate = false` it places the same way, sets no share, parts no pair and protects
-//! nothing: two jobs on a GPU time-slice it, the unregulated baseline.
+//! With `regulate = false` it places the same way, sets no share, parts no set and protects
+//! nothing: jobs on one GPU time-slice it, the unregulated baseline.
 //!
 //! Reads: each job's kind, model, GPUs asked, replicas, arrival, QoE target and newest latency
 //! records; each running job's GPUs, share and GPU use; each GPU's memory and memory in use.
 //!
 //! Config (kebab-case keys, all optional; our reading, as the paper works below containers):
 //! - `regulate` (true): set shares and protect services; false is the time-sliced baseline;
-//! - `pack-limit-percent` (130): two jobs share a GPU when their demands add up to at most this;
+//! - `pack-limit-percent` (130): jobs share a GPU when their demands add up to at most this;
 //! - `memory-fraction` (0.9): and their memory to at most this fraction of the GPU's;
 //! - `margin-percent` (10): two light trainers each get their demand plus this;
 //! - `service-margin-percent` (20): a service starts at its demand plus this;
@@ -63,8 +66,9 @@
 //! - `min-move-interval-s` (600): a trainer is preempted at most once in this long;
 //! - `profile-samples` (3), `ewma-weight` (0.3): intervals alone before a model's profile is
 //!   trusted, and the weight of the newest one in its demand (and in a pair's gain);
-//! - `min-pair-gain` (1.0): a pair of models that gets less of a GPU together is parted (0
-//!   turns it off).
+//! - `min-pair-gain` (1.0): models that get less of a GPU together are parted (0 turns it
+//!   off);
+//! - `max-per-gpu` (3): trainers on one GPU at most (2 to 4).
 //!
 //! Paper: Y. Yu, F. Yu, M. Zhang, D. Wang, T. Soyata, C. Liu, X. Chen, "GACER: Granularity-Aware
 //! ConcurrEncy Regulation for Multi-Tenant Deep Learning", arXiv 2304.11745, 2023.
@@ -132,9 +136,9 @@ impl Gacer {
         self.state.profiles.get(model)
     }
 
-    /// What the policy has learnt about models `a` and `b` sharing a GPU.
-    pub fn pair(&self, a: &str, b: &str) -> Option<&Pair> {
-        self.state.pairs.get(a, b)
+    /// What the policy has learnt about `models` sharing a GPU.
+    pub fn set(&self, models: &[&str]) -> Option<&Pair> {
+        self.state.pairs.get(models)
     }
 
     /// Whether `trainer` is kept away from `service`.
@@ -236,33 +240,81 @@ impl Gacer {
         let now = s.time().0;
         let readings = self.state.pairs.learn(book.entries(), &self.state.profiles, c.ewma_weight);
         for r in readings {
-            let [a, b] = r.jobs;
-            if !self.state.pairs.poor(a.model(), b.model(), c.min_pair_gain, Config::count(c.protect_after)) {
+            let models: Vec<&str> = r.jobs.iter().map(Job::model).collect();
+            if !self.state.pairs.poor(&models, c.min_pair_gain, Config::count(c.protect_after)) {
                 continue;
             }
-            let later = if (b.arrival().0, b.id()) > (a.arrival().0, a.id()) { b } else { a };
-            let other = if later.id() == a.id() { b } else { a };
+            let Some(&later) =
+                r.jobs.iter().max_by(|x, y| x.arrival().0.total_cmp(&y.arrival().0).then(x.id().cmp(&y.id())))
+            else {
+                continue;
+            };
             if self.state.moved_s.get(&later.id().0).is_some_and(|t| now - t < c.min_move_interval_s) {
                 continue;
             }
+            let jobs: Vec<String> = r.jobs.iter().map(|j| format!("{} ({})", named(j), j.model())).collect();
             let why = format!(
-                "gacer: {} ({}) and {} ({}) get {:.2} of {} together, less than {:.2}: {} goes back to the queue and \
-                 these models no longer share a GPU",
-                named(&a),
-                a.model(),
-                named(&b),
-                b.model(),
+                "gacer: {} get {:.2} of {} together, less than {:.2}: {} goes back to the queue and these models no \
+                 longer share a GPU",
+                jobs.join(" and "),
                 r.gain,
                 gpu_name(s, r.slot),
                 c.min_pair_gain,
                 named(&later)
             );
-            info!("{why}; {} stays", named(&other));
+            info!("{why}");
             d.push(Action::preempt(later.id()).because(why));
             self.state.moved_s.insert(later.id().0, now);
             book.release(&later);
             free.release(&later);
         }
+    }
+
+    /// With a GPU still free after placement and no job waiting for GPUs, move one trainer off the
+    /// GPU shared by the most: the one that arrived last, at most once per
+    /// `min-move-interval-s`. It goes back to the queue and takes the free GPU on the next call.
+    fn spread<'a>(&mut self, s: &Snapshot<'a>, book: &mut Book<'a>, free: &mut sched::FreeGpus, d: &mut Decision) {
+        let now = s.time().0;
+        let Some(idle) = book.entries().iter().find(|e| e.holders.is_empty() && !e.vacated).map(|e| e.slot) else {
+            return;
+        };
+        let placed: BTreeSet<JobId> =
+            book.entries().iter().flat_map(|e| &e.holders).filter(|j| j.is_queued()).map(|j| j.id()).collect();
+        if s.queue().any(|j| j.gpus_asked() > 0 && !placed.contains(&j.id())) {
+            return; // a job that waits for GPUs (several, say) may need it
+        }
+        let movable = |j: &Job| {
+            j.kind() == JobKind::Training
+                && !j.is_queued()
+                && j.gpus_asked() == 1
+                && self.state.moved_s.get(&j.id().0).is_none_or(|t| now - t >= self.config.min_move_interval_s)
+        };
+        let crowded = book
+            .entries()
+            .iter()
+            .filter(|e| {
+                e.holders.len() > 1 && e.holders.iter().all(|j| j.kind() == JobKind::Training && !j.is_queued())
+            })
+            .max_by_key(|e| e.holders.len());
+        let Some(entry) = crowded else { return };
+        let latest = entry
+            .holders
+            .iter()
+            .filter(|j| movable(j))
+            .max_by(|x, y| x.arrival().0.total_cmp(&y.arrival().0).then(x.id().cmp(&y.id())));
+        let Some(&job) = latest else { return };
+        let why = format!(
+            "gacer: {} is free and nothing waits for it: {} leaves the {} on {} to run alone",
+            gpu_name(s, idle),
+            named(&job),
+            entry.holders.len(),
+            gpu_name(s, entry.slot)
+        );
+        info!("{why}");
+        d.push(Action::preempt(job.id()).because(why));
+        self.state.moved_s.insert(job.id().0, now);
+        book.release(&job);
+        free.release(&job);
     }
 
     /// Place the queued jobs, in arrival order; see the crate's docs, step 4.
@@ -306,15 +358,16 @@ impl Gacer {
             let Some(partner) = book.partner_for(&job, profile, known, &self.config, &self.state.bans) else {
                 continue;
             };
+            let others: Vec<String> = partner.holders.iter().map(named).collect();
             let why = format!(
                 "gacer: co-located with {} on {}: demands {:.0} % + {:.0} % ≤ {:.0} %, memory {:.1} + {:.1} GiB ≤ {:.1} GiB",
-                named(&partner.holder),
+                others.join(" and "),
                 gpu_name(s, partner.slot),
                 profile.demand_percent,
-                partner.profile.demand_percent,
+                partner.demand,
                 self.config.pack_limit_percent,
                 gib(profile.memory()),
-                gib(partner.profile.memory()),
+                gib(partner.memory),
                 self.config.memory_fraction * gib(partner.memory_total),
             );
             book.hold(&[partner.slot], job);
@@ -365,23 +418,23 @@ impl Gacer {
                 set(d, &trainer, gpu, rest, trainer_why);
                 continue;
             }
-            let [a, b] = entry.holders.as_slice() else { continue };
-            if a.gpus_asked() != 1
-                || b.gpus_asked() != 1
-                || a.kind() != JobKind::Training
-                || b.kind() != JobKind::Training
-            {
+            let holders = &entry.holders;
+            if holders.iter().any(|j| j.gpus_asked() != 1 || j.kind() != JobKind::Training) {
                 continue;
             }
-            let (Some(da), Some(db)) = (profile(a), profile(b)) else { continue };
-            let (sa, sb) = share::trainer_pair(c, da, db);
-            let rule = if da + db <= 100.0 {
-                format!("demands {da:.0} % + {db:.0} % ≤ 100 %: each its demand + {:.0} %", c.margin_percent)
+            let Some(demands) = holders.iter().map(profile).collect::<Option<Vec<f64>>>() else { continue };
+            let shares = share::trainers(c, &demands);
+            let listed = demands.iter().map(|d| format!("{d:.0} %")).collect::<Vec<_>>().join(" + ");
+            let rule = if demands.iter().sum::<f64>() <= 100.0 {
+                format!("demands {listed} ≤ 100 %: each its demand + {:.0} %", c.margin_percent)
             } else {
-                format!("demands {da:.0} % + {db:.0} % > 100 %: the GPU split by demand")
+                format!("demands {listed} > 100 %: the GPU split by demand")
             };
-            set(d, a, gpu, sa, format!("gacer: beside {} on {place}, {rule}: {sa} %", named(b)));
-            set(d, b, gpu, sb, format!("gacer: beside {} on {place}, {rule}: {sb} %", named(a)));
+            for (k, job) in holders.iter().enumerate() {
+                let beside: Vec<String> = holders.iter().filter(|o| o.id() != job.id()).map(named).collect();
+                let why = format!("gacer: beside {} on {place}, {rule}: {} %", beside.join(" and "), shares[k]);
+                set(d, job, gpu, shares[k], why);
+            }
         }
     }
 }
@@ -422,6 +475,7 @@ impl Policy for Gacer {
             self.part_poor_pairs(s, &mut book, &mut free, &mut d);
         }
         self.place(s, &mut book, &mut free, &mut d);
+        self.spread(s, &mut book, &mut free, &mut d);
         if self.config.regulate {
             self.share(s, &book, &planned, &mut d);
         }
@@ -572,7 +626,7 @@ mod tests {
         assert_eq!(shares(&d), [(a, 100)], "a gets the whole GPU back at once");
         let why = reason_of(&d, b);
         assert!(why.contains("get 0.40 of n0/gpu0 together, less than 1.00"), "{why}");
-        let pair = r.policy().pair("ncf", "cifar10").copied().unwrap();
+        let pair = r.policy().set(&["ncf", "cifar10"]).copied().unwrap();
         assert!(pair.samples == 3 && (pair.gain - 0.4).abs() < 1e-9, "{pair:?}");
         // b waits rather than rejoin a.
         let d = r.tick(30.0);
@@ -586,7 +640,7 @@ mod tests {
         for _ in 0..5 {
             assert!(preempted(&r.tick(30.0)).is_empty());
         }
-        let gain = r.policy().pair("cifar10", "ncf").unwrap().gain;
+        let gain = r.policy().set(&["cifar10", "ncf"]).unwrap().gain;
         assert!((gain - (40.0 / 45.0 + 36.0 / 40.0)).abs() < 1e-6, "{gain}");
         // Unregulated, nothing is learnt or parted.
         let mut w = TestWorld::gpu_cluster(&[1]);
@@ -596,7 +650,7 @@ mod tests {
         for _ in 0..5 {
             assert!(r.tick(30.0).is_empty());
         }
-        assert!(r.policy().pair("cifar10", "ncf").is_none());
+        assert!(r.policy().set(&["cifar10", "ncf"]).is_none());
     }
 
     #[test]
@@ -622,7 +676,7 @@ mod tests {
     }
 
     #[test]
-    fn a_job_joins_the_gpu_with_the_lowest_combined_demand_never_a_third_and_never_service_with_service() {
+    fn a_job_joins_the_gpu_with_the_fewest_holders_then_the_lowest_demand_and_never_service_with_service() {
         let mut w = TestWorld::gpu_cluster(&[3]);
         trainer_on(&mut w, "a", "imagenet", 0);
         trainer_on(&mut w, "b", "cifar10", 1);
@@ -647,6 +701,45 @@ mod tests {
         let mut r = Rig::new("{}", &[("bert", 20.0, 2)], w);
         assert!(placed(&r.tick(30.0)).is_empty(), "two services never share");
         assert!(r.queued(g));
+    }
+
+    #[test]
+    fn a_third_light_trainer_joins_two_up_to_max_per_gpu_and_the_three_get_shares() {
+        let world = || {
+            let mut w = TestWorld::gpu_cluster(&[1]);
+            let a = trainer_on(&mut w, "a", "cifar10", 0);
+            let b = trainer_on(&mut w, "b", "deepspeech2", 0);
+            let c = w.queue_job(job("c", "ncf").gpus(1));
+            (w, [a, b, c])
+        };
+        let profiles = [("cifar10", 20.0, 3), ("deepspeech2", 15.0, 2), ("ncf", 25.0, 1)];
+        let (w, [a, b, c]) = world();
+        let mut r = Rig::new("{}", &profiles, w);
+        let d = r.tick(30.0);
+        assert_eq!(placed(&d), [(c, vec![(0, vec![0])])]);
+        let why = reason_of(&d, c);
+        assert!(
+            why.contains(&format!("co-located with {a} (a) and {b} (b)")) && why.contains("25 % + 35 % ≤ 130 %"),
+            "{why}"
+        );
+        assert_eq!(shares(&r.tick(30.0)), [(a, 30), (b, 25), (c, 35)], "20 + 15 + 25 ≤ 100: each its demand + 10");
+        let (w, [.., c]) = world();
+        let mut r = Rig::new(r#"{"max-per-gpu": 2}"#, &profiles, w);
+        assert!(placed(&r.tick(30.0)).is_empty() && r.queued(c), "two at most");
+    }
+
+    #[test]
+    fn a_gpu_left_free_with_nothing_waiting_takes_the_last_arrival_off_the_most_crowded() {
+        let mut w = TestWorld::gpu_cluster(&[2]);
+        let a = trainer_on(&mut w, "a", "cifar10", 0);
+        let b = trainer_on(&mut w, "b", "deepspeech2", 0);
+        let profiles = [("cifar10", 20.0, 3), ("deepspeech2", 15.0, 2)];
+        let mut r = Rig::new("{}", &profiles, w);
+        let d = r.tick(30.0);
+        assert_eq!(preempted(&d), [b]);
+        assert!(reason_of(&d, b).contains("n0/gpu1 is free and nothing waits for it"), "{d:?}");
+        assert_eq!(placed(&r.tick(30.0)), [(b, vec![(0, vec![1])])], "alone on the free GPU");
+        assert!(preempted(&r.tick(30.0)).is_empty() && !r.queued(a));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The share arithmetic, pure: what two trainers on one GPU get, where a service beside a
+//! The share arithmetic, pure: what the trainers on one GPU get, where a service beside a
 //! trainer starts, and how its share follows its latency ([`Watch`]).
 
 use serde::{Deserialize, Serialize};
@@ -11,17 +11,21 @@ fn share(percent: f64) -> u8 {
     Config::percent(percent.round().clamp(1.0, 100.0))
 }
 
-/// The shares of two trainers with demands `a` and `b` (percent of a GPU): each its demand plus
-/// the margin (at most 100) when both fit in one GPU; otherwise 100 split in proportion to the
-/// demands, each at least the floor.
-pub fn trainer_pair(config: &Config, a: f64, b: f64) -> (u8, u8) {
-    if a + b <= 100.0 {
-        return (share(a + config.margin_percent), share(b + config.margin_percent));
+/// The shares of trainers on one GPU with `demands` (percent of a GPU): each its demand plus
+/// the margin (at most 100) when all fit in one GPU; otherwise 100 split in proportion to the
+/// demands, each at least the floor (the last takes what the rounding of the others leaves).
+pub fn trainers(config: &Config, demands: &[f64]) -> Vec<u8> {
+    if demands.iter().sum::<f64>() <= 100.0 {
+        return demands.iter().map(|d| share(d + config.margin_percent)).collect();
     }
     let floor = config.min_share_percent;
-    let split = stats::proportional_split(100.0, &[a, b], &[floor, floor], &[100.0, 100.0]);
-    let first = split[0].round().clamp(floor, 100.0 - floor);
-    (share(first), share(100.0 - first))
+    let n = demands.len();
+    let split = stats::proportional_split(100.0, demands, &vec![floor; n], &vec![100.0; n]);
+    let mut shares: Vec<f64> = split.iter().map(|s| s.round().max(floor)).collect();
+    if let Some((last, rest)) = shares.split_last_mut() {
+        *last = (100.0 - rest.iter().sum::<f64>()).max(floor);
+    }
+    shares.into_iter().map(share).collect()
 }
 
 /// Where a service with `demand` starts beside a trainer: its demand plus the service margin,
@@ -106,15 +110,17 @@ mod tests {
     #[test]
     fn two_light_trainers_each_get_their_demand_plus_the_margin() {
         let c = Config::default();
-        assert_eq!(trainer_pair(&c, 45.0, 40.0), (55, 50));
-        assert_eq!(trainer_pair(&c, 95.0, 5.0), (100, 15), "capped at the whole GPU");
+        assert_eq!(trainers(&c, &[45.0, 40.0]), [55, 50]);
+        assert_eq!(trainers(&c, &[95.0, 5.0]), [100, 15], "capped at the whole GPU");
+        assert_eq!(trainers(&c, &[20.0, 30.0, 40.0]), [30, 40, 50], "three that fit");
     }
 
     #[test]
     fn two_heavy_trainers_split_the_gpu_by_demand_above_the_floor() {
         let c = Config::default();
-        assert_eq!(trainer_pair(&c, 70.0, 55.0), (56, 44));
-        assert_eq!(trainer_pair(&c, 100.0, 4.0), (90, 10), "the lighter keeps its floor");
+        assert_eq!(trainers(&c, &[70.0, 55.0]), [56, 44]);
+        assert_eq!(trainers(&c, &[100.0, 4.0]), [90, 10], "the lighter keeps its floor");
+        assert_eq!(trainers(&c, &[60.0, 30.0, 30.0]), [50, 25, 25], "three that do not");
     }
 
     #[test]
