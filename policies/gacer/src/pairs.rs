@@ -77,7 +77,7 @@ impl Pairs {
             let models: Vec<&str> = entry.holders.iter().map(Job::model).collect();
             let set = self.pairs.entry(key(&models)).or_default();
             set.gain = if set.samples == 0 { gain } else { weight * gain + (1.0 - weight) * set.gain };
-            set.samples += 1;
+            set.samples = set.samples.saturating_add(1);
             readings.push(Reading { slot: entry.slot, jobs: entry.holders.clone(), gain: set.gain });
         }
         readings

@@ -29,7 +29,7 @@ impl Profile {
         self.demand_percent =
             if self.samples == 0 { used } else { weight * used + (1.0 - weight) * self.demand_percent };
         self.memory_bytes = self.memory_bytes.max(memory.0);
-        self.samples += 1;
+        self.samples = self.samples.saturating_add(1);
     }
 }
 

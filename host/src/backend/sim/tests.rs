@@ -201,7 +201,7 @@ fn two_on_one_gpu(models: [Model; 2], gpu_memory: u64) -> (Simulator, Telemetry,
             gpus: 1,
             batch_size: 64,
             max_epochs: Some(50),
-            ..JobPlan::training(&format!("j{k}"), m, 0.0)
+            ..JobPlan::training(format!("j{k}"), m, 0.0)
         })
         .collect();
     let mut sim = Simulator::new(&Workload::of("t", vec![gpu_node], jobs), quiet());
