@@ -191,3 +191,68 @@ fn a_delay_asked_by_one_version_does_not_outlive_a_swap() {
         "the new version is asked on the first tick after the swap"
     );
 }
+
+#[test]
+fn gacer_as_a_component_moves_both_its_figures_and_time_slicing_does_not() {
+    use wasmsched::experiment::paper::Figure;
+    let rt = runtime();
+    let resolve = |spec| PolicyChoice::resolve(rt, spec).unwrap();
+    let (fifo, gacer, unregulated) = (resolve("fifo"), resolve("gacer"), resolve("gacer:regulate=false"));
+    let throughput = scenario("gacer-throughput.toml");
+    let [base, run, sliced] = [&fifo, &gacer, &unregulated].map(|p| simulate(rt, p, &throughput, &options(0)));
+    assert_eq!((run.fallbacks, run.rejected_actions), (0, 0), "every call served, every action valid");
+    let vs_fifo = Figure::Throughput.measure(&run, &base).unwrap();
+    let vs_sliced = Figure::Throughput.measure(&run, &sliced).unwrap();
+    assert!(vs_fifo > 1.15 && vs_sliced > 1.1, "{vs_fifo:.2}x one job per GPU, {vs_sliced:.2}x time-sliced");
+
+    let latency = scenario("gacer-latency.toml");
+    let [base, run, sliced] = [&fifo, &gacer, &unregulated].map(|p| simulate(rt, p, &latency, &options(0)));
+    assert_eq!((run.fallbacks, run.rejected_actions), (0, 0));
+    assert_eq!((base.satisfied, run.satisfied, sliced.satisfied), (2, 2, 0), "services within their p99 target");
+    assert!(run.mean_jct_s < base.mean_jct_s, "the trainers gain from sharing");
+}
+
+#[test]
+fn gacer_protects_a_service_by_raising_its_share_and_at_last_moving_the_trainer() {
+    // A BERT service (15 requests/s, p99 target 400 ms) is slowed beside an LM trainer more
+    // than any share can help: its share rises to the maximum, then the trainer is moved.
+    let text = r#"
+        name = "protect"
+        [[node]]
+        name = "v100"
+        cores = 32
+        memory = "128GiB"
+        gpus = 2
+        gpu-memory = "16GiB"
+        [[job]]
+        name = "serve"
+        model = "bert"
+        kind = "inference"
+        gpus = 1
+        batch-size = 16
+        request-rate = 15.0
+        duration = "1h"
+        qoe-target = 400.0
+        [[job]]
+        name = "lm"
+        model = "deepspeech2"
+        arrival = "1s"
+        gpus = 1
+        max-epochs = 8
+        count = 3
+        every = "1s"
+        [budget]
+        enabled = false
+    "#;
+    let workload = Workload::from_scenario_str("protect", text).unwrap();
+    let rt = runtime();
+    let run = simulate(rt, &PolicyChoice::resolve(rt, "gacer").unwrap(), &workload, &options(0));
+    assert_eq!((run.fallbacks, run.rejected_actions), (0, 0));
+    let serve = &run.jobs[0];
+    assert_eq!(serve.satisfied, Some(true), "p99 {:?} ms, target 400 ms", serve.qoe);
+    // lm-0 runs alone first (to be learnt); lm-1 joins the service and is moved away; lm-2
+    // may later leave the three on the other GPU for the service's, once the service ends.
+    let moved: Vec<&str> = run.jobs.iter().filter(|j| j.preemptions > 0).map(|j| j.name.as_str()).collect();
+    assert!(moved.contains(&"lm-1") && !moved.contains(&"serve"), "the trainer beside the service moved: {moved:?}");
+    assert!(run.jobs.iter().all(|j| j.jct_s.is_some()), "every job ends");
+}
