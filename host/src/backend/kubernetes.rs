@@ -23,8 +23,10 @@
 //!   and a fresh list whenever the watch breaks), never a poll of every pod per tick. Progress
 //!   from each running pod's log stream (its first container), in Docker's line formats,
 //!   with the apiserver's timestamps; a stream is followed again from after the last line read
-//!   when it ends, when it was quiet for half a minute, and after a resize (containerd may
-//!   start the log file afresh then, and a stream left on the old file hears nothing more).
+//!   when it ends, when it was quiet for half a minute, and after a resize: a log file started
+//!   afresh under a stream leaves it hearing nothing more (the test cluster does this, as one
+//!   node's kubelet removes the other's log directories), and it resumes from an absolute
+//!   time, as an apiserver may take seconds to answer.
 //!   CPU and memory use from each node's kubelet summary (`/stats/summary`: one request per
 //!   node per tick, through the apiserver's node proxy, or from the kubelet directly where the
 //!   apiserver will not proxy to it). A tick waits at most a quarter second for them: a

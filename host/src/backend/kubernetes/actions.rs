@@ -271,8 +271,8 @@ impl Kubernetes {
     }
 
     /// Stop following pod `uid`'s log; the next observation follows it again from after the
-    /// last line read. A resize can make the runtime start the container's log file afresh
-    /// (containerd does here), and a follower left on the old one may hear nothing more.
+    /// last line read: cheap insurance after a resize, should the runtime start the container's
+    /// log file afresh then (a follower left on the old file would hear nothing more).
     fn follow_anew(&mut self, uid: &Arc<str>) {
         if let Some(f) = self.jobs.get_mut(uid).and_then(|m| m.follower.take()) {
             f.abort();
