@@ -210,21 +210,27 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         let p = c.pod(name)?;
         wasmsched::backend::kubernetes::pod::limits(&p).0
     };
-    // Run on for five seconds after the cap: the epochs of both keep coming from their logs
-    // (resizing a pod must not cut its log stream).
+    // Run on after the cap: the epochs of both keep coming from their logs (resizing a pod
+    // must not cut its log stream).
     let last_epochs = |w: &Telemetry| {
         let last = |name: &str| job_named(w, name).and_then(|h| w.history(h).last()).map_or(0, |r| r.epoch);
         (last(&learning), last(&flat))
     };
+    // A cap is a limit below the flat pod's fair share: FlowCon may first lift limits (a
+    // limit of the node's whole CPU here) while the epochs of both are still few.
+    let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let (mut at_cap, mut at_end) = (None, (0, 0));
     let capped = |w: &Telemetry| match at_cap {
         None => {
-            at_cap = limit(&flat).is_some().then(|| (w.time_ms(), last_epochs(w)));
+            at_cap = limit(&flat).is_some_and(|l| l < node_millicores / 2).then(|| (w.time_ms(), last_epochs(w)));
             false
         }
-        Some((t, _)) => {
+        // Five seconds on, once both have moved on; at most 40 s (a log file the cluster
+        // starts afresh stalls a stream for about 10 s: `Cluster::assert_no_kept_epoch_lost`).
+        Some((t, (learning, flat))) => {
             at_end = last_epochs(w);
-            w.time_ms() >= t + 5000
+            let flowed = at_end.0 > learning && at_end.1 > flat;
+            flowed && w.time_ms() >= t + 5000 || w.time_ms() >= t + 40_000
         }
     };
     let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 150_000 };
@@ -238,7 +244,6 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         at_end.1
     );
     let flat_limit = limit(&flat).expect("the flat pod is capped");
-    let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     assert!(flat_limit < node_millicores / 2, "the flat pod is capped below its fair share: {flat_limit}m");
     assert!(limit(&learning).is_none_or(|l| l > flat_limit), "the learning pod keeps more");
     // In force: the kubelet wrote the container's CFS quota, with no restart.
