@@ -167,27 +167,8 @@ fn job_type_of(key: &str) -> Result<JobType, String> {
 fn fit(n: usize, speeds: &[(usize, usize, f64)]) -> (Vec<f64>, Vec<f64>) {
     let (mut s, mut p) = (vec![1.0; n], vec![0.5; n]);
     for _ in 0..100 {
-        let mut num = vec![0.0; n];
-        let mut den = vec![0.0; n];
-        for &(a, b, x) in speeds {
-            num[a] += (1.0 / x - 1.0) * p[b];
-            den[a] += p[b] * p[b];
-        }
-        for a in 0..n {
-            if den[a] > 0.0 {
-                s[a] = (num[a] / den[a]).max(0.0);
-            }
-        }
-        let (mut num, mut den) = (vec![0.0; n], vec![0.0; n]);
-        for &(a, b, x) in speeds {
-            num[b] += (1.0 / x - 1.0) * s[a];
-            den[b] += s[a] * s[a];
-        }
-        for b in 0..n {
-            if den[b] > 0.0 {
-                p[b] = (num[b] / den[b]).max(0.0);
-            }
-        }
+        s = least_squares(&s, &p, speeds, |a, b| (a, b));
+        p = least_squares(&p, &s, speeds, |a, b| (b, a));
     }
     let loss = |s: &[f64], p: &[f64]| speeds.iter().map(|&(a, b, x)| (1.0 / (1.0 + s[a] * p[b]) - x).powi(2)).sum();
     let mut current: f64 = loss(&s, &p);
@@ -214,6 +195,24 @@ fn fit(n: usize, speeds: &[(usize, usize, f64)]) -> (Vec<f64>, Vec<f64>) {
     }
     let top = p.iter().copied().fold(0.0, f64::max).max(1e-9);
     (s.iter().map(|v| v * top).collect(), p.iter().map(|v| v / top).collect())
+}
+
+/// One half of alternating least squares on `1/speed − 1 = s_a p_b`: each value of `fitted`
+/// (the index `side(a, b).0` of a measured speed) refitted with the other side `fixed` (the
+/// index `side(a, b).1`); a value without data keeps its own.
+fn least_squares(
+    fitted: &[f64],
+    fixed: &[f64],
+    speeds: &[(usize, usize, f64)],
+    side: impl Fn(usize, usize) -> (usize, usize),
+) -> Vec<f64> {
+    let (mut num, mut den) = (vec![0.0; fitted.len()], vec![0.0; fitted.len()]);
+    for &(a, b, x) in speeds {
+        let (i, j) = side(a, b);
+        num[i] += (1.0 / x - 1.0) * fixed[j];
+        den[i] += fixed[j] * fixed[j];
+    }
+    fitted.iter().zip(num.iter().zip(&den)).map(|(&v, (&n, &d))| if d > 0.0 { (n / d).max(0.0) } else { v }).collect()
 }
 
 /// The measured job type a job of `model` at per-GPU batch `local_bsz` runs as.
