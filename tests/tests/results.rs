@@ -55,6 +55,25 @@ fn csv_rows(results: &Results) -> Vec<csv::StringRecord> {
 }
 
 #[test]
+fn a_comparison_against_a_config_variant_as_json_follows_the_schema() {
+    let rt = runtime();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/gacer-throughput.toml");
+    let workload = Workload::load(std::path::Path::new(path), &Default::default()).unwrap();
+    let runs = ["fifo", "gacer", "gacer:regulate=false"]
+        .map(|spec| simulate(rt, &PolicyChoice::resolve(rt, spec).unwrap(), &workload, &options(0, false)));
+    let comparison = Comparison { workload: workload.name.clone(), runs: runs.to_vec() };
+    let json = to_json(&Results::Compare(CompareResults::new(&comparison, &workload)));
+    assert_follows_schema(&json);
+    let measured: Vec<(&str, &str)> = json["paper"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["figure"].as_str().unwrap(), m["baseline"].as_str().unwrap()))
+        .collect();
+    assert_eq!(measured, [("throughput", "fifo"), ("throughput", "gacer:regulate=false")]);
+}
+
+#[test]
 fn a_comparison_as_json_follows_the_schema_and_as_csv_has_a_row_per_run() {
     let rt = runtime();
     let workload = flowcon_paper();
