@@ -65,7 +65,7 @@
 //!   fraction of the target for that many checks gives that much share back (0 turns it off);
 //! - `min-move-interval-s` (600): a trainer is preempted at most once in this long;
 //! - `profile-samples` (3), `ewma-weight` (0.3): intervals alone before a model's profile is
-//!   trusted, and the weight of the newest one in its demand (and in a pair's gain);
+//!   trusted, and the weight of the newest one in its demand (and in a set's gain);
 //! - `min-pair-gain` (1.0): models that get less of a GPU together are parted (0 turns it
 //!   off);
 //! - `max-per-gpu` (3): trainers on one GPU at most (2 to 4).
@@ -105,7 +105,7 @@ struct State {
     bans: BTreeSet<(u32, u32)>,
     /// Per trainer (job handle): when it was last preempted, in seconds.
     moved_s: BTreeMap<u32, f64>,
-    /// Per pair of models: what they get from a GPU together.
+    /// Per set of models (two or more): what they get from a GPU together.
     #[serde(default)]
     pairs: Pairs,
 }
@@ -221,10 +221,10 @@ impl Gacer {
         }
     }
 
-    /// Learn what each regulated pair of trainers gets from its GPU, and part a pair that gets
-    /// less than `min-pair-gain`: the one that arrived later goes back to the queue (at most
-    /// once per `min-move-interval-s`), and the two models are not paired again.
-    fn part_poor_pairs<'a>(
+    /// Learn what each regulated set of trainers gets from its GPU, and part a set that gets
+    /// less than `min-pair-gain`: the one that arrived last goes back to the queue (at most
+    /// once per `min-move-interval-s`), and those models are not put together again.
+    fn part_poor_sets<'a>(
         &mut self,
         s: &Snapshot<'a>,
         book: &mut Book<'a>,
@@ -477,7 +477,7 @@ impl Policy for Gacer {
         let mut planned = Planned::new();
         if self.config.regulate {
             self.protect(s, &mut book, &mut free, &mut planned, &mut d);
-            self.part_poor_pairs(s, &mut book, &mut free, &mut d);
+            self.part_poor_sets(s, &mut book, &mut free, &mut d);
         }
         self.place(s, &mut book, &mut free, &mut d);
         self.spread(s, &mut book, &mut free, &mut d);

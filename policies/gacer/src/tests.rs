@@ -114,22 +114,24 @@ fn two_complementary_jobs_share_a_gpu_when_none_is_free() {
     assert_eq!(shares(&r.tick(30.0)), [(a, 43), (b, 57)], "45 + 60 > 100: split by demand");
 }
 
-/// Two regulated trainers (cifar10 then ncf) on the one GPU, using `used` percent each.
-fn regulated_pair(used: [f32; 2]) -> (Rig, JobId, JobId) {
+/// Two trainers (cifar10 then ncf, demands 45 % and 40 %) on the one GPU, and the first
+/// decision, which sets their shares.
+fn regulated_pair() -> (Rig, JobId, JobId, Decision) {
     let mut w = TestWorld::gpu_cluster(&[1]);
     let a = trainer_on(&mut w, "a", "cifar10", 0);
     let b = trainer_on(&mut w, "b", "ncf", 0);
     let mut r = Rig::new("{}", &[("cifar10", 45.0, 2), ("ncf", 40.0, 2)], w);
-    assert_eq!(shares(&r.tick(30.0)), [(a, 55), (b, 50)]);
-    r.used(a, used[0]);
-    r.used(b, used[1]);
-    (r, a, b)
+    let d = r.tick(30.0);
+    assert_eq!(shares(&d), [(a, 55), (b, 50)]);
+    (r, a, b, d)
 }
 
 #[test]
 fn a_pair_that_gets_less_than_one_gpu_together_is_parted_and_never_paired_again() {
     // Each runs at a fifth of its speed alone: 0.2 + 0.2 of a GPU together.
-    let (mut r, a, b) = regulated_pair([9.0, 8.0]);
+    let (mut r, a, b, _) = regulated_pair();
+    r.used(a, 9.0);
+    r.used(b, 8.0);
     assert!(r.tick(30.0).is_empty() && r.tick(30.0).is_empty(), "seen twice: not yet");
     let d = r.tick(30.0);
     assert_eq!(preempted(&d), [b], "the one that arrived later");
@@ -146,7 +148,9 @@ fn a_pair_that_gets_less_than_one_gpu_together_is_parted_and_never_paired_again(
 #[test]
 fn a_pair_that_gains_stays_and_is_preferred() {
     // 0.89 + 0.9 of a GPU together.
-    let (mut r, _, _) = regulated_pair([40.0, 36.0]);
+    let (mut r, a, b, _) = regulated_pair();
+    r.used(a, 40.0);
+    r.used(b, 36.0);
     for _ in 0..5 {
         assert!(preempted(&r.tick(30.0)).is_empty());
     }
@@ -268,12 +272,7 @@ fn multi_gpu_jobs_take_free_gpus_by_first_fit_and_cpu_jobs_a_node() {
 
 #[test]
 fn two_light_trainers_get_their_demand_plus_the_margin_and_nothing_more_while_nothing_changes() {
-    let mut w = TestWorld::gpu_cluster(&[1]);
-    let a = trainer_on(&mut w, "a", "cifar10", 0);
-    let b = trainer_on(&mut w, "b", "ncf", 0);
-    let mut r = Rig::new("{}", &[("cifar10", 45.0, 2), ("ncf", 40.0, 2)], w);
-    let d = r.tick(30.0);
-    assert_eq!(shares(&d), [(a, 55), (b, 50)]);
+    let (mut r, a, _, d) = regulated_pair();
     assert!(reason_of(&d, a).contains("demands 45 % + 40 % ≤ 100 %: each its demand + 10 %: 55 %"), "{d:?}");
     for _ in 0..3 {
         assert!(r.tick(30.0).is_empty(), "no churn");
