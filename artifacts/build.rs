@@ -1,11 +1,14 @@
 //! Builds every policy crate under `policies/` to a wasm32-wasip2 component, in one cargo
-//! call with a target directory of its own (so it never waits on the outer build's lock),
-//! and the training job (`jobs/trainer`) as a static Linux binary, and writes
-//! `artifacts.rs`: the shipped policies' bytes, every component's path, the trainer's path.
+//! call with a target directory of its own (so it never waits on the outer build's lock);
+//! the policies in other languages (`policies/python/*`, `policies/js/*`) with the toolchains
+//! `toolchains/install` puts under `target/toolchains`; the training job (`jobs/trainer`) as a
+//! static Linux binary; and writes `artifacts.rs`: the shipped policies' bytes, every
+//! component's path, the trainer's path.
 
 use std::env;
 use std::fmt::Write as _;
 use std::fs;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,7 +24,7 @@ struct Crate {
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
-    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "Cargo.lock"] {
+    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "toolchains", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
@@ -54,6 +57,28 @@ fn main() {
         .unwrap();
     }
     code.push_str("];\n\n");
+    let (foreign, unbuilt) = build_foreign(&root);
+    code.push_str("/// The policies in other languages that were built: name, language, source, path.\n");
+    code.push_str("pub const FOREIGN: &[Foreign] = &[\n");
+    for f in &foreign {
+        writeln!(
+            code,
+            "    Foreign {{ name: {:?}, language: {:?}, source: {:?}, path: {:?} }},",
+            f.name,
+            f.language.name(),
+            f.source.display().to_string(),
+            f.wasm.display().to_string()
+        )
+        .unwrap();
+    }
+    code.push_str("];\n\n/// The languages whose policies were not built, and why.\n");
+    writeln!(code, "pub const UNBUILT: &[(&str, &str)] = &{unbuilt:?};").unwrap();
+    writeln!(
+        code,
+        "/// Where `toolchains/install` put the toolchains.\npub const TOOLCHAINS: &str = {:?};\n",
+        root.join("target").join("toolchains").display().to_string()
+    )
+    .unwrap();
     let trainer = build_trainer(&root);
     code.push_str("/// The statically linked training job, where this host could build one.\n");
     writeln!(code, "pub const TRAINER: Option<&str> = {:?};", trainer.map(|p| p.display().to_string())).unwrap();
@@ -103,6 +128,162 @@ fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {
              `rustup target add {TARGET}` and build again."
         );
     }
+}
+
+/// A language other than Rust that policies are written in.
+#[derive(Clone, Copy, PartialEq)]
+enum Language {
+    Python,
+    Js,
+}
+
+impl Language {
+    fn name(self) -> &'static str {
+        match self {
+            Language::Python => "python",
+            Language::Js => "js",
+        }
+    }
+
+    /// The file that makes a folder under `policies/<language>/` a policy.
+    fn entry(self) -> &'static str {
+        match self {
+            Language::Python => "app.py",
+            Language::Js => "policy.js",
+        }
+    }
+
+    /// The SDK its policies build against.
+    fn sdk(self, root: &Path) -> PathBuf {
+        root.join("sdk").join(match self {
+            Language::Python => "python",
+            Language::Js => "js",
+        })
+    }
+
+    /// The toolchain's command, once installed.
+    fn tool(self, toolchains: &Path) -> PathBuf {
+        match self {
+            Language::Python => toolchains.join("python").join("bin").join("componentize-py"),
+            Language::Js => toolchains.join("js").join("node_modules").join(".bin").join("componentize-qjs"),
+        }
+    }
+
+    /// The command that builds the policy in `dir` to `out`.
+    fn command(self, root: &Path, toolchains: &Path, dir: &Path, out: &Path) -> Command {
+        let wit = root.join("wit").join("policy.wit");
+        let mut cmd = Command::new(self.tool(toolchains));
+        cmd.current_dir(root);
+        match self {
+            Language::Python => {
+                cmd.arg("-d").arg(&wit).args(["-w", "policy-plugin", "componentize", "-p"]).arg(dir);
+                cmd.arg("-p").arg(self.sdk(root)).arg("app").arg("-o").arg(out);
+            }
+            Language::Js => {
+                cmd.arg("--wit").arg(&wit).args(["--world", "policy-plugin", "--sync", "--js"]);
+                cmd.arg(dir.join(self.entry())).arg("--module-root").arg(root).arg("-o").arg(out);
+            }
+        }
+        cmd
+    }
+}
+
+/// A policy in another language, built.
+struct Foreign {
+    name: String,
+    language: Language,
+    source: PathBuf,
+    wasm: PathBuf,
+}
+
+/// Installs the toolchains (`toolchains/install`) and builds every policy under
+/// `policies/python/` and `policies/js/`, each as `<folder>-py` or `<folder>-js`. A component is
+/// rebuilt only when its sources, its SDK, the contract or the toolchain changed (a stamp of
+/// their contents beside it). A language whose toolchain cannot be installed, or whose build
+/// fails, is left out with the reason (a warning here; its tests skip and say so).
+fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
+    let toolchains = root.join("target").join("toolchains");
+    let install = Command::new("bash").arg(root.join("toolchains").join("install")).arg(&toolchains).status();
+    if !install.as_ref().is_ok_and(|s| s.success()) {
+        println!("cargo:warning=toolchains/install did not install every toolchain (see above)");
+    }
+    let mut built = Vec::new();
+    let mut unbuilt = Vec::new();
+    for (language, suffix) in [(Language::Python, "py"), (Language::Js, "js")] {
+        let dirs = policy_dirs(&root.join("policies").join(language.name()), language.entry());
+        if dirs.is_empty() {
+            continue;
+        }
+        if !language.tool(&toolchains).exists() {
+            unbuilt.push((language.name(), "its toolchain is not installed (run toolchains/install)".to_string()));
+            continue;
+        }
+        let out_dir = root.join("target").join("policies").join(language.name());
+        fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
+        for dir in dirs {
+            let name = format!("{}-{suffix}", dir.file_name().unwrap().to_string_lossy());
+            let wasm = out_dir.join(format!("{name}.wasm"));
+            let stamp_path = out_dir.join(format!("{name}.stamp"));
+            let stamp = stamp(&[
+                &dir,
+                &language.sdk(root),
+                &root.join("wit").join("policy.wit"),
+                &toolchains.join(language.name()).join(".wasmsched-stamp"),
+            ]);
+            let fresh = wasm.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp);
+            if !fresh {
+                let _ = fs::remove_file(&wasm);
+                let status = language.command(root, &toolchains, &dir, &wasm).status();
+                if !status.as_ref().is_ok_and(|s| s.success()) || !wasm.is_file() {
+                    println!("cargo:warning=building {} failed (see above); its tests skip", dir.display());
+                    unbuilt.push((language.name(), format!("building {} failed", dir.display())));
+                    continue;
+                }
+                fs::write(&stamp_path, &stamp).unwrap_or_else(|e| panic!("cannot write {}: {e}", stamp_path.display()));
+            }
+            built.push(Foreign { name, language, source: dir, wasm });
+        }
+    }
+    (built, unbuilt)
+}
+
+/// The folders directly under `dir` that hold `entry`, sorted.
+fn policy_dirs(dir: &Path, entry: &str) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
+    let mut dirs: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join(entry).is_file()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// A digest of every file under `paths` (names and contents, in a fixed order), leaving out
+/// caches and tests, which do not go into a component. `DefaultHasher` is stable within one
+/// Rust toolchain, which is all a stamp beside a build output needs.
+fn stamp(paths: &[&Path]) -> String {
+    fn visit(path: &Path, hasher: &mut DefaultHasher) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let hidden = name.starts_with('.') && name != ".wasmsched-stamp";
+        let test = name == "test" || name == "tests" || name.starts_with("test_") || name.ends_with(".test.js");
+        if hidden || test || name == "__pycache__" || name == "node_modules" {
+            return;
+        }
+        if path.is_dir() {
+            let mut entries: Vec<PathBuf> =
+                fs::read_dir(path).map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
+            entries.sort();
+            for entry in entries {
+                visit(&entry, hasher);
+            }
+        } else if let Ok(bytes) = fs::read(path) {
+            path.hash(hasher);
+            bytes.hash(hasher);
+        }
+    }
+    let mut hasher = DefaultHasher::new();
+    for path in paths {
+        visit(path, &mut hasher);
+    }
+    format!("{:016x}", hasher.finish())
 }
 
 /// Builds the training job (`jobs/trainer`) for the machine's own Linux target, statically

@@ -24,7 +24,33 @@ pub struct Artifact {
     pub hostile: bool,
 }
 
+/// A policy written in another language (Python, JavaScript), built by its toolchain.
+#[derive(Clone, Copy, Debug)]
+pub struct Foreign {
+    /// Its folder's name under `policies/<language>/`, with `-py` or `-js` after it.
+    pub name: &'static str,
+    /// `"python"` or `"js"`.
+    pub language: &'static str,
+    /// Its source folder.
+    pub source: &'static str,
+    /// Where the component file is.
+    pub path: &'static str,
+}
+
 include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+
+/// The policy in another language named `name`, or why it was not built (its toolchain could
+/// not be installed here, or its build failed): a test that needs it says so and skips.
+pub fn foreign(name: &str) -> Result<&'static Foreign, String> {
+    if let Some(f) = FOREIGN.iter().find(|f| f.name == name) {
+        return Ok(f);
+    }
+    let language = if name.ends_with("-py") { "python" } else { "js" };
+    Err(match UNBUILT.iter().find(|(l, _)| *l == language) {
+        Some((_, why)) => format!("{name} was not built: {why}"),
+        None => format!("no policy named {name} under policies/{language}/"),
+    })
+}
 
 /// The shipped policy named `name`.
 pub fn shipped(name: &str) -> Option<&'static Shipped> {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::bindings;
 use crate::runtime::instance::timed;
+use crate::runtime::producers::Producers;
 use crate::runtime::{CallError, Limits, LoadError, LoadedPolicy, Runtime};
 use crate::snapshot::Telemetry;
 use crate::validate::{self, Oversized, Rejection};
@@ -62,6 +63,8 @@ pub struct Admitted {
     pub actions: usize,
     /// Whether it places queued jobs itself (it said so at `init`).
     pub places: bool,
+    /// Which toolchain built it, where the component says.
+    pub toolchain: Producers,
 }
 
 impl fmt::Display for Admitted {
@@ -74,7 +77,7 @@ impl fmt::Display for Admitted {
         };
         write!(
             f,
-            "ok {}: world wasmsched:policy/policy-plugin, contract {}{}, sha256 {}, init ok, dry-run decide {:.2} ms ({} actions), {compiled}",
+            "ok {}: world wasmsched:policy/policy-plugin, contract {}{}, sha256 {}, built with {}, init ok, dry-run decide {:.2} ms ({} actions), {compiled}",
             p.name(),
             p.contract(),
             match (p.contract(), self.places) {
@@ -83,6 +86,7 @@ impl fmt::Display for Admitted {
                 (_, false) => "",
             },
             p.digest(),
+            self.toolchain,
             self.dry_run.as_secs_f64() * 1e3,
             self.actions,
         )
@@ -106,7 +110,13 @@ pub fn admit(
     if !checked.rejected.is_empty() {
         return Err(AdmissionError::InvalidActions { rejected: checked.rejected });
     }
-    Ok(Admitted { policy, dry_run, actions: checked.accepted.len(), places: instance.abilities().places })
+    Ok(Admitted {
+        policy,
+        dry_run,
+        actions: checked.accepted.len(),
+        places: instance.abilities().places,
+        toolchain: Producers::of(bytes),
+    })
 }
 
 /// The policy's own config: `NAME.toml` beside `NAME.wasm`, as JSON; `{}` when absent.

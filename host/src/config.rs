@@ -32,7 +32,8 @@
 //!
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
-//! deadline = "50ms"
+//! deadline = "50ms"                 # per call
+//! instantiate-deadline = "1s"       # making an instance and its init, apart from calls
 //! memory = "64MiB"
 //! fallback = "keep-limits"          # or "fair-share"
 //! config = { }                      # the policy's own table, handed to it as JSON
@@ -389,6 +390,10 @@ pub struct PolicyConfig {
     /// Wall-clock deadline per call (`"50ms"`).
     #[serde(default = "default_deadline", deserialize_with = "duration")]
     pub deadline: Duration,
+    /// Budget for making an instance and its `init` (`"1s"`), apart from the per-call
+    /// deadline: a component that bundles an interpreter needs more for its first start.
+    #[serde(default = "default_instantiate", deserialize_with = "duration")]
+    pub instantiate_deadline: Duration,
     /// Memory cap of an instance (`"64MiB"`).
     #[serde(default = "default_memory", deserialize_with = "bytes")]
     pub memory: u64,
@@ -408,6 +413,10 @@ fn default_deadline() -> Duration {
     Limits::default().deadline
 }
 
+fn default_instantiate() -> Duration {
+    Limits::default().instantiate
+}
+
 fn default_memory() -> u64 {
     Limits::default().memory_bytes
 }
@@ -419,7 +428,12 @@ fn default_quarantine_after() -> u32 {
 impl PolicyConfig {
     /// The limits every call runs under.
     pub fn limits(&self) -> Limits {
-        Limits { deadline: self.deadline, memory_bytes: self.memory, ..Limits::default() }
+        Limits {
+            deadline: self.deadline,
+            instantiate: self.instantiate_deadline,
+            memory_bytes: self.memory,
+            ..Limits::default()
+        }
     }
 
     /// When failures quarantine a version.

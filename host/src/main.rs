@@ -277,6 +277,10 @@ struct RuntimeArgs {
     /// Deadline per policy call, in milliseconds.
     #[arg(long, default_value_t = 50)]
     deadline_ms: u64,
+    /// Budget for making an instance and its `init`, in milliseconds (apart from the per-call
+    /// deadline: a component that bundles an interpreter needs more for its first start).
+    #[arg(long, default_value_t = 1000)]
+    instantiate_ms: u64,
     /// Memory cap per policy instance, in MiB.
     #[arg(long, default_value_t = 64)]
     memory_mib: u64,
@@ -302,6 +306,7 @@ impl RuntimeArgs {
             .context("cannot start the WebAssembly engine")?;
         let limits = Limits {
             deadline: Duration::from_millis(self.deadline_ms),
+            instantiate: Duration::from_millis(self.instantiate_ms),
             memory_bytes: self.memory_mib << 20,
             ..Limits::default()
         };

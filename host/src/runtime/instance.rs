@@ -169,16 +169,21 @@ impl LoadedPolicy {
     ) -> Result<PolicyInstance, CallError> {
         let mut store = Store::new(rt.engine(), StoreState::new(self.name.clone(), &limits));
         store.limiter(|s| &mut s.memory);
-        let guard = Guard {
+        let mut guard = Guard {
             name: self.name.clone(),
-            deadline_ticks: rt.deadline_ticks(limits.deadline),
+            deadline: limits.instantiate,
+            deadline_ticks: rt.deadline_ticks(limits.instantiate),
             limits,
             fuel: rt.config().fuel,
         };
+        // Instantiation and `init` share the instantiation budget, once; every call after them
+        // runs under the per-call deadline.
+        let started = rt.epoch();
         let (plugin, _) = guard.run(&mut store, "instantiate", |store| match &self.pre {
             Pre::Current(pre) => pre.instantiate(store).map(Plugin::Current),
             Pre::V0_1(pre) => pre.instantiate(store).map(|p| Plugin::V0_1(p, v0_1::Adapter::default())),
         })?;
+        guard.deadline_ticks = guard.deadline_ticks.saturating_sub(rt.epoch() - started).max(1);
         let no_abilities = wit::Abilities { places: false };
         let mut instance =
             PolicyInstance { guard, store, plugin, cursor: Cursor::fresh(), last_fuel: 0, abilities: no_abilities };
@@ -189,6 +194,8 @@ impl LoadedPolicy {
                 .call_init(store, config_json, saved_state)
                 .map(|r| r.map(|()| no_abilities).map_err(v0_1::error)),
         })?;
+        instance.guard.deadline = limits.deadline;
+        instance.guard.deadline_ticks = rt.deadline_ticks(limits.deadline);
         Ok(instance)
     }
 }
@@ -255,6 +262,8 @@ impl PolicyInstance {
 /// What every call into one instance runs under.
 struct Guard {
     name: Arc<str>,
+    /// The deadline its calls run under now (the instantiation budget until `init` returns).
+    deadline: Duration,
     deadline_ticks: u64,
     limits: Limits,
     fuel: bool,
@@ -293,7 +302,7 @@ impl Guard {
             }
         };
         let mut detail = match (kind, e.downcast_ref::<Trap>()) {
-            (TrapKind::Deadline, _) => format!("no answer within {} ms", self.limits.deadline.as_millis()),
+            (TrapKind::Deadline, _) => format!("no answer within {} ms", self.deadline.as_millis()),
             (_, Some(trap)) => trap.to_string(),
             (_, None) => e.root_cause().to_string(),
         };

@@ -24,6 +24,11 @@ const STDERR_BYTES: usize = 4096;
 pub struct Limits {
     /// Wall-clock deadline per call, enforced by epoch interruption.
     pub deadline: Duration,
+    /// The instantiation budget: wall-clock deadline for making an instance and its `init`,
+    /// apart from the per-call deadline, so that a large component (a bundled interpreter:
+    /// CPython, QuickJS) has room for its first instantiation while every `decide` keeps the
+    /// tight per-call deadline.
+    pub instantiate: Duration,
     /// Cap on the instance's linear memory.
     pub memory_bytes: u64,
     /// Fuel per call when the runtime counts fuel.
@@ -32,7 +37,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { deadline: Duration::from_millis(50), memory_bytes: 64 << 20, fuel: u64::MAX / 2 }
+        Limits {
+            deadline: Duration::from_millis(50),
+            instantiate: Duration::from_secs(1),
+            memory_bytes: 64 << 20,
+            fuel: u64::MAX / 2,
+        }
     }
 }
 
@@ -69,8 +79,9 @@ pub struct StoreState {
 }
 
 impl StoreState {
-    /// A store for `policy` under `limits`: no files, network, environment or arguments; a
-    /// clock stuck at zero and randomness from a fixed seed, so that calls replay bit for bit.
+    /// A store for `policy` under `limits`: no files, network, environment or arguments;
+    /// clocks stuck at a fixed, non-zero instant and randomness from a fixed seed, so
+    /// that calls replay bit for bit.
     pub fn new(policy: Arc<str>, limits: &Limits) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_BYTES);
         let wasi = WasiCtxBuilder::new()
@@ -154,15 +165,24 @@ impl Host for StoreState {
     }
 }
 
-/// A clock that always reads zero: a policy's only clock is the snapshot's.
+/// Clocks that never move: a policy's only clock is the snapshot's. They read a fixed,
+/// non-zero instant, because some language runtimes take a monotonic clock that reads zero for
+/// one that is missing and abort (Go's does).
 struct FrozenClock;
+
+impl FrozenClock {
+    /// What the wall clock reads: 2020-01-01T00:00:00Z, in seconds since the Unix epoch.
+    const WALL_SECS: u64 = 1_577_836_800;
+    /// What the monotonic clock reads: one second, in nanoseconds.
+    const MONOTONIC_NANOS: u64 = 1_000_000_000;
+}
 
 impl wasmtime_wasi::HostWallClock for FrozenClock {
     fn resolution(&self) -> Duration {
         Duration::from_secs(1)
     }
     fn now(&self) -> Duration {
-        Duration::ZERO
+        Duration::from_secs(Self::WALL_SECS)
     }
 }
 
@@ -171,6 +191,6 @@ impl wasmtime_wasi::HostMonotonicClock for FrozenClock {
         1_000_000_000
     }
     fn now(&self) -> u64 {
-        0
+        Self::MONOTONIC_NANOS
     }
 }
