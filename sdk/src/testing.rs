@@ -288,6 +288,9 @@ impl TestWorld {
         let interval_ms = self.last_call_ms.map_or(0, |t| self.time_ms - t);
         let resync = self.last_call_ms.is_none();
         self.last_call_ms = Some(self.time_ms);
+        // Nodes cross when they changed since the last call (a node added after it), as the
+        // host sends them.
+        let nodes_changed = resync || self.nodes_sent != self.nodes.len();
         self.nodes_sent = self.nodes.len();
         let mut jobs = no_states();
         let mut queue = no_queue();
@@ -312,7 +315,7 @@ impl TestWorld {
             time_ms: self.time_ms,
             interval_ms,
             resync,
-            nodes: (resync || self.nodes_sent != self.nodes.len()).then(|| self.nodes.clone()),
+            nodes: nodes_changed.then(|| self.nodes.clone()),
             gpus: wit::GpuStates {
                 utilisation_percent: self.gpu_use.iter().flatten().map(|g| g.0).collect(),
                 memory_used_bytes: self.gpu_use.iter().flatten().map(|g| g.1).collect(),

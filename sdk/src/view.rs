@@ -467,6 +467,17 @@ mod tests {
     }
 
     #[test]
+    fn a_node_added_after_the_first_call_reaches_the_policy() {
+        let mut w = world();
+        let mut r = Runner::from_policy(Inspect);
+        r.decide(w.snapshot()).unwrap();
+        w.node("n1", Millicores(4000), crate::Bytes::gib(8));
+        r.decide(w.snapshot()).unwrap();
+        let names: Vec<&str> = r.view().nodes().map(|n| n.name()).collect();
+        assert_eq!(names, ["n0", "n1"]);
+    }
+
+    #[test]
     fn removed_jobs_leave_and_late_jobs_join_in_handle_order() {
         let mut w = world();
         let a = w.add_job(job("a", "ncf"));
