@@ -57,10 +57,13 @@ pub fn shipped(name: &str) -> Option<&'static Shipped> {
     SHIPPED.iter().find(|s| s.name == name)
 }
 
-/// The path of the component named `name` (shipped or hostile).
+/// The path of the component named `name` (shipped, hostile, or in another language).
 ///
 /// # Panics
-/// When no component has that name: a test asked for a fixture that does not exist.
+/// When no component has that name: a test asked for a fixture that does not exist, or for a
+/// policy in another language that was not built (ask [`foreign`] first).
 pub fn path(name: &str) -> &'static str {
-    ALL.iter().find(|a| a.name == name).map(|a| a.path).unwrap_or_else(|| panic!("no policy component named {name:?}"))
+    let rust = ALL.iter().find(|a| a.name == name).map(|a| a.path);
+    rust.or_else(|| FOREIGN.iter().find(|f| f.name == name).map(|f| f.path))
+        .unwrap_or_else(|| panic!("no policy component named {name:?}"))
 }

@@ -97,7 +97,10 @@ fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig
     let workload = Workload::from_scenario_str("hostile", CLUSTER).expect("the scenario parses");
     let budget = workload.budget;
     let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
-    let limits = Limits { deadline: Duration::from_millis(200), ..Limits::default() };
+    // Instantiation gets the same budget as a call: init-spin is retried on every tick that
+    // quarantine allows, and a second each would make this test minutes long.
+    let limits =
+        Limits { deadline: Duration::from_millis(200), instantiate: Duration::from_millis(200), ..Limits::default() };
     let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
     let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget };
     let mut seen = Vec::new();

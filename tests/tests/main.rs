@@ -3,6 +3,7 @@
 mod api;
 mod browser;
 mod hostile;
+mod languages;
 mod parsers;
 mod reload;
 mod replay;

@@ -46,6 +46,23 @@ fn an_endless_loop_is_stopped_within_two_epoch_ticks_of_its_deadline() {
 }
 
 #[test]
+fn init_runs_under_the_instantiation_budget_and_decide_under_the_per_call_deadline() {
+    let rt = runtime();
+    let limits = Limits { deadline: TICK * 2, instantiate: TICK * 20, ..Limits::default() };
+    let before = rt.epoch();
+    let spin = r#"{"behaviour": "init-spin"}"#;
+    let err = loaded("misbehave").instantiate(rt, limits, spin, None).err().expect("init never returns");
+    let ticks = rt.epoch() - before;
+    assert_eq!(err.trap_kind(), Some(TrapKind::Deadline), "{err}");
+    assert!(ticks >= 19, "init was stopped after {ticks} ticks, before its instantiation budget of 20");
+    assert!(err.to_string().contains(&format!("no answer within {} ms", limits.instantiate.as_millis())), "{err}");
+    // A call after a slow start still has only the per-call deadline.
+    let mut instance = loaded("spin").instantiate(rt, limits, "{}", None).unwrap();
+    let err = instance.decide(&sample::world(1, 2, 1)).unwrap_err();
+    assert!(err.to_string().contains(&format!("no answer within {} ms", limits.deadline.as_millis())), "{err}");
+}
+
+#[test]
 fn unbounded_allocation_hits_the_memory_cap() {
     let (kind, msg) = trap_kind("hog");
     assert_eq!(kind, TrapKind::MemoryCap, "{msg}");

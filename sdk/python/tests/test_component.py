@@ -1,0 +1,177 @@
+"""The component glue against the bindings componentize-py generates from wit/policy.wit
+(skipped when componentize-py is not installed beside this Python or on PATH)."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wasmsched import Action, Decision, Failed, InvalidConfig, Policy, Snapshot, log
+from wasmsched.component import export
+from wasmsched.testing import TestWorld, job
+
+WIT = Path(__file__).resolve().parents[3] / "wit" / "policy.wit"
+
+
+def _componentize_py() -> str | None:
+    beside = Path(sys.executable).parent / "componentize-py"
+    return str(beside) if beside.exists() else shutil.which("componentize-py")
+
+
+@pytest.fixture(scope="module")
+def wit(tmp_path_factory):
+    """The generated modules: (types, host, Err)."""
+    tool = _componentize_py()
+    if tool is None or not WIT.exists():
+        pytest.skip("componentize-py or wit/policy.wit not found")
+    out = tmp_path_factory.mktemp("bindings")
+    subprocess.run([tool, "-d", str(WIT), "-w", "policy-plugin", "bindings", str(out)], check=True, capture_output=True)
+    sys.path.insert(0, str(out))
+    try:
+        types = importlib.import_module("wit_world.imports.types")
+        host = importlib.import_module("wit_world.imports.host")
+        err = importlib.import_module("componentize_py_types").Err
+        yield types, host, err
+    finally:
+        sys.path.remove(str(out))
+        for name in [m for m in sys.modules if m.startswith(("wit_world", "componentize_py"))]:
+            del sys.modules[name]
+        log.set_sink(None)
+
+
+class Limits(Policy):
+    """Caps every job at 1 core, logs, and counts its calls in its state."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def decide(self, s: Snapshot) -> Decision:
+        self.calls += 1
+        log.info(f"call {self.calls}")
+        d = Decision().call_again_in(2.5)
+        for j in s.jobs():
+            d.push(Action.set_cpu(j.id, 1000).because("capped"))
+            d.push(Action.place_on(j.id, [(0, [1])], share=True))
+        if s.job_count == 0:
+            raise Failed("no jobs")
+        return d
+
+    def save_state(self) -> bytes:
+        return str(self.calls).encode()
+
+    def restore_state(self, saved: bytes) -> None:
+        self.calls = int(saved)
+
+
+def generated_snapshot(types, world: TestWorld):
+    """The harness's snapshot rebuilt from the generated classes, as the host sends it."""
+    s = world.snapshot()
+    spec = [
+        types.JobSpec(a.handle, a.name, a.model, types.JobKind(a.kind.value), [], None, None, None, [], a.arrival_ms,
+                      a.gpus, a.replicas)
+        for a in s.added
+    ]
+    nodes = [types.Node(n.name, n.cpu_millicores, n.memory_bytes, n.gpu_memory_bytes) for n in s.nodes or []]
+    j = s.jobs
+    jobs = types.JobStates(j.handle, j.node, j.cpu_limit_millicores, j.memory_limit_bytes, j.cpu_used_millicores,
+                           j.memory_used_bytes, j.gpu_count, j.gpu_node, j.gpu_index, bytes(j.gpu_share_percent),
+                           j.gpu_used_percent, j.run_ms, j.gpu_ms)
+    return types.Snapshot(
+        s.time_ms, s.interval_ms, s.resync, nodes if s.nodes is not None else None,
+        types.GpuStates(s.gpus.utilisation_percent, s.gpus.memory_used_bytes), spec, s.removed, jobs,
+        types.QueueStates([], [], [], [], []), types.ProgressRecords([], [], [], b"", []),
+    )
+
+
+def test_a_decision_crosses_as_the_generated_types(wit, monkeypatch):
+    types, host, _ = wit
+    lines = []
+    monkeypatch.setattr(host, "log", lambda level, message: lines.append((level, message)))
+    exported = export(Limits)
+    assert exported.__name__ == "Policy"
+    abilities = exported().init("", b"41")
+    assert abilities == types.Abilities(places=False)
+    w = TestWorld()
+    w.node("n0", 8000, 1 << 30, [1 << 30, 1 << 30])
+    a = w.add_job(job("a", "cifar10"))
+    # A new object per call, as componentize-py makes: the runner lives at module level.
+    raw = exported().decide(generated_snapshot(types, w))
+    assert raw == types.Decision(
+        [
+            types.Action(a, types.ActionKind_SetCpu(1000), "capped"),
+            types.Action(a, types.ActionKind_Place(types.Placement([types.NodePlacement(0, [1])], True)), ""),
+        ],
+        2500,
+    )
+    assert lines == [(host.Level.INFO, "call 42")]
+    assert exported().save_state() == b"42"
+
+
+def test_errors_cross_as_policy_errors(wit, monkeypatch):
+    types, host, err = wit
+    monkeypatch.setattr(host, "log", lambda level, message: None)
+    exported = export(Limits)
+    with pytest.raises(err) as e:
+        exported().decide(None)
+    assert e.value.value == types.PolicyError_Failed("decide called before init")
+    assert exported().save_state() == b""
+    exported().init("{}", None)
+    with pytest.raises(err) as e:
+        exported().decide(generated_snapshot(types, TestWorld()))
+    assert e.value.value == types.PolicyError_Failed("no jobs")
+    with pytest.raises(err) as e:
+        exported().init('{"alpha": 1}', None)
+    assert e.value.value == types.PolicyError_InvalidConfig("unknown field `alpha`, there are no fields")
+    bad = generated_snapshot(types, TestWorld())
+    bad.jobs.handle.append(3)
+    with pytest.raises(err) as e:
+        exported().decide(bad)
+    assert e.value.value.value.startswith("the host sent a malformed snapshot")
+
+
+def test_every_action_kind_converts(wit):
+    from wasmsched.component import to_wit_error, to_wit_kind
+
+    types = wit[0]
+    kinds = [
+        (Action.lift_memory(1), types.ActionKind_SetMemory(None)),
+        (Action.migrate(1, 2), types.ActionKind_Migrate(2)),
+        (Action.deliver(1), types.ActionKind_Deliver()),
+        (Action.stop(1), types.ActionKind_Stop()),
+        (Action.set_gpu_share(1, 0, 30), types.ActionKind_SetGpuShare(types.GpuShare(0, 30))),
+        (Action.preempt(1), types.ActionKind_Preempt()),
+    ]
+    for action, expected in kinds:
+        assert to_wit_kind(action.kind, types) == expected
+    assert to_wit_error(InvalidConfig("k"), types) == types.PolicyError_InvalidConfig("k")
+
+
+class Buggy(Policy):
+    def decide(self, s: Snapshot) -> Decision:
+        raise ZeroDivisionError("oops")
+
+
+def test_a_bug_is_logged_to_the_host_and_then_traps(wit, monkeypatch):
+    types, host, _ = wit
+    lines = []
+    monkeypatch.setattr(host, "log", lambda level, message: lines.append((level, message)))
+    exported = export(Buggy)
+    exported().init("", None)
+    with pytest.raises(ZeroDivisionError):
+        exported().decide(generated_snapshot(types, TestWorld()))
+    assert lines[0][0] == host.Level.ERROR and "ZeroDivisionError: oops" in lines[0][1]
+
+
+def test_a_number_the_contract_cannot_carry_is_a_policy_error_not_a_trap(wit):
+    from wasmsched.component import to_wit_decision
+
+    types = wit[0]
+    for bad in [Action.set_cpu(1, -5), Action.set_cpu(1, 1.5), Action.set_gpu_share(1, 0, 300), Action.stop(-1)]:
+        with pytest.raises(Failed, match="the policy's decision holds"):
+            to_wit_decision(Decision().push(bad), types)
+    assert to_wit_decision(Decision().push(Action.set_cpu(1, 2**64 - 1)), types).actions[0].kind.value == 2**64 - 1

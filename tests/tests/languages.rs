@@ -1,0 +1,143 @@
+//! Policies in Python (componentize-py) and JavaScript (componentize-qjs), built by the
+//! artifacts build with the toolchains `toolchains/install` puts under `target/toolchains`: their
+//! SDKs' and their own native tests pass, `validate` admits them and names their toolchain, and
+//! they make the same decisions as the Rust versions on the same run, reasons included. Where
+//! a toolchain could not be installed, these tests say so and skip.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use wasmsched::admission;
+use wasmsched::backend::replay::Replay;
+use wasmsched::bindings::wit::{Action, ActionKind};
+use wasmsched::replay::{self, ReplayReport};
+use wasmsched::runtime::Limits;
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::snapshot::sample;
+use wasmsched_artifacts::{Foreign, TOOLCHAINS};
+
+use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::{Running, Setup, component};
+
+/// The built policy, or None after saying loudly why it is missing.
+fn foreign(name: &str) -> Option<&'static Foreign> {
+    match wasmsched_artifacts::foreign(name) {
+        Ok(f) => Some(f),
+        Err(why) => {
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+    }
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository")
+}
+
+/// Runs a native test command in the repository; None (said loudly) when `program` is absent.
+fn native_tests(program: &Path, args: &[&str]) -> Option<String> {
+    let out = match Command::new(program).args(args).current_dir(repo()).output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: cannot run {}: {e}", program.display());
+            return None;
+        }
+    };
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{} {args:?} failed:\n{text}", program.display());
+    Some(text)
+}
+
+#[test]
+fn the_python_sdk_and_policies_pass_their_native_tests() {
+    let python = Path::new(TOOLCHAINS).join("python/bin/python");
+    if !python.exists() {
+        eprintln!("SKIPPED: no Python toolchain at {} (toolchains/install could not make it)", python.display());
+        return;
+    }
+    let Some(out) =
+        native_tests(&python, &["-m", "pytest", "-q", "-p", "no:cacheprovider", "sdk/python", "policies/python"])
+    else {
+        return;
+    };
+    let last = out.lines().rev().find(|l| l.contains("passed")).unwrap_or_default();
+    assert!(!last.contains("skipped") && !last.contains(" 0 passed"), "{out}");
+    println!("pytest: {last}");
+}
+
+#[test]
+fn the_js_sdk_and_policies_pass_their_native_tests() {
+    let Some(out) = native_tests(Path::new("node"), &["--test", "sdk/js/test/", "policies/js/"]) else { return };
+    let pass = out.lines().find(|l| l.starts_with("# pass")).unwrap_or_default();
+    let fail = out.lines().find(|l| l.starts_with("# fail")).unwrap_or_default();
+    assert!(fail == "# fail 0" && pass != "# pass 0", "{out}");
+    println!("node --test: {pass}, {fail}");
+}
+
+#[test]
+fn validate_admits_every_policy_in_another_language_and_names_its_toolchain() {
+    let world = sample::world(2, 8, 3);
+    for (name, says) in [("fair-share-py", "Python 3."), ("flowcon-py", "Python 3."), ("fair-share-js", "JavaScript")] {
+        let Some(f) = foreign(name) else { continue };
+        // The default limits: the per-call deadline and memory cap every policy gets.
+        let admitted = admission::admit_file(runtime(), Path::new(f.path), Limits::default(), &world)
+            .unwrap_or_else(|e| panic!("{name} was not admitted: {e:#}"));
+        let line = admitted.to_string();
+        assert!(line.contains(&format!("built with {says}")), "{line}");
+        println!("{line}");
+    }
+}
+
+/// A replay of `name` over the recording: its decisions beside the recorded ones.
+fn replayed(recording: &Path, name: &str) -> ReplayReport {
+    let limits = Limits { deadline: Duration::from_secs(2), ..Limits::default() };
+    let mut policy = Supervised::new(loaded(name), "{}".into(), limits, Fallback::KeepLimits, Quarantine::default());
+    let mut backend = Replay::open(recording).unwrap();
+    replay::replay(runtime(), &mut backend, &mut policy)
+}
+
+/// FlowCon (Rust) live on the simulator with FlowCon's paper workload, recorded: jobs arrive,
+/// learn, get capped and lifted, and end (about 95 ticks of 30 s).
+fn flowcon_run() -> Setup {
+    let setup = Setup::new();
+    std::fs::copy(repo().join("scenarios/flowcon-paper.toml"), setup.dir.path().join("workload.toml")).unwrap();
+    setup.land("flowcon", &component("flowcon"));
+    let running = Running::start(setup.config("30s", "\"max\"", "[policy.flowcon]\ndeadline = \"2s\"\n"));
+    running.wait("the workload's end", |s| s.ticks > 0 && !s.running);
+    running.stop();
+    setup
+}
+
+fn cpu_actions(report: &ReplayReport) -> usize {
+    let actions = report.differences.iter().flat_map(|d| d.replayed.iter().flatten());
+    actions.filter(|a: &&Action| matches!(a.kind, ActionKind::SetCpu(_))).count()
+}
+
+#[test]
+fn the_python_and_javascript_policies_decide_exactly_as_the_rust_ones() {
+    let names = ["flowcon-py", "fair-share-py", "fair-share-js"];
+    if names.iter().map(|n| foreign(n)).any(|f| f.is_none()) {
+        return;
+    }
+    let setup = flowcon_run();
+    let recording = setup.recording();
+
+    // FlowCon in Python over FlowCon's own run: not one tick differs, reasons included.
+    let rust = replayed(&recording, "flowcon");
+    assert!(rust.is_identical(), "the Rust FlowCon replays itself: {:?}", rust.differences.first());
+    let python = replayed(&recording, "flowcon-py");
+    assert!(python.is_identical(), "first difference: {:?}", python.differences.first());
+    assert_eq!((python.ticks, python.compared), (rust.ticks, rust.compared));
+    println!("flowcon-py: {} of {} ticks compared, all identical", python.identical, python.compared);
+
+    // fair-share differs from FlowCon on the ticks where it lifts FlowCon's caps: in Python and
+    // in JavaScript exactly where and how the Rust one does.
+    let rust = replayed(&recording, "fair-share");
+    assert!(cpu_actions(&rust) > 0, "fair-share lifts the caps FlowCon set");
+    for name in ["fair-share-py", "fair-share-js"] {
+        let other = replayed(&recording, name);
+        assert_eq!(other.differences, rust.differences, "{name} against fair-share (Rust)");
+        println!("{name}: {} ticks differ from FlowCon, as Rust fair-share's do", other.differences.len());
+    }
+}
