@@ -24,7 +24,7 @@ struct Crate {
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
-    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "toolchains", "Cargo.lock"] {
+    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "toolchains", "templates", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 
@@ -79,6 +79,7 @@ fn main() {
         root.join("target").join("toolchains").display().to_string()
     )
     .unwrap();
+    embed_scaffold_files(&root, &mut code);
     let trainer = build_trainer(&root);
     code.push_str("/// The statically linked training job, where this host could build one.\n");
     writeln!(code, "pub const TRAINER: Option<&str> = {:?};", trainer.map(|p| p.display().to_string())).unwrap();
@@ -284,6 +285,49 @@ fn stamp(paths: &[&Path]) -> String {
         visit(path, &mut hasher);
     }
     format!("{:016x}", hasher.finish())
+}
+
+/// What `wasmsched new` writes, embedded so that an installed binary needs no source tree:
+/// the templates (`templates/new/<language>/`), the contract, the toolchains' pins, and the
+/// Python and JavaScript SDKs, which a new project carries a copy of.
+fn embed_scaffold_files(root: &Path, code: &mut String) {
+    let mut files = Vec::new();
+    collect_files(root, &root.join("templates").join("new"), &mut files);
+    collect_files(root, &root.join("sdk").join("python").join("wasmsched"), &mut files);
+    for file in [
+        "wit/policy.wit",
+        "toolchains/requirements.txt",
+        "toolchains/package.json",
+        "sdk/js/wasmsched.js",
+        "sdk/js/testing.js",
+    ] {
+        files.push(file.to_string());
+    }
+    code.push_str("/// Files `wasmsched new` writes from: path from the repository root, and contents.\n");
+    code.push_str("pub const SCAFFOLD_FILES: &[(&str, &str)] = &[\n");
+    for file in files {
+        let path = root.join(&file);
+        writeln!(code, "    ({file:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+    }
+    code.push_str("];\n\n");
+}
+
+/// Every file under `dir` (caches and hidden files left out), as paths from `root`, sorted.
+fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        let name = path.file_name().unwrap().to_string_lossy();
+        if name.starts_with('.') && name != ".gitignore" || name == "__pycache__" {
+            continue;
+        }
+        if path.is_dir() {
+            collect_files(root, &path, out);
+        } else {
+            out.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+        }
+    }
 }
 
 /// Builds the training job (`jobs/trainer`) for the machine's own Linux target, statically

@@ -67,6 +67,7 @@ pub mod record;
 pub mod reload;
 pub mod replay;
 pub mod runtime;
+pub mod scaffold;
 pub mod shadow;
 pub mod shipped;
 pub mod snapshot;

@@ -25,6 +25,7 @@ use wasmsched::host::{self, Host};
 use wasmsched::replay;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmsched::scaffold::{self, Lang};
 use wasmsched::{api, experiment, shipped, snapshot};
 
 /// A WebAssembly policy-plugin host for the schedulers of deep-learning containers.
@@ -128,6 +129,21 @@ enum Command {
         files: Vec<PathBuf>,
         #[command(flatten)]
         runtime: RuntimeArgs,
+    },
+    /// Write a new policy project (a policy, a native test, its build, a README) that builds,
+    /// passes its test and passes `validate` as written.
+    New {
+        /// The policy's name: lowercase letters, digits and '-' (`my-policy`).
+        name: String,
+        /// Its language.
+        #[arg(long, value_enum, default_value_t = Lang::Rust)]
+        lang: Lang,
+        /// Where to write it (default: ./NAME); it must not exist or be empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The Rust SDK's folder (a wasmsched checkout's `sdk/`), for a Rust project.
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
     /// Run the host: the configured policies on the backend, hot-reloading the policies
     /// directory, with the control API on loopback. Ctrl-C stops it cleanly.
@@ -447,6 +463,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
             let failed = print_admissions(results);
             Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        Command::New { name, lang, dir, sdk } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let project = scaffold::create(&name, lang, &dir, &sdk.unwrap_or_else(scaffold::default_sdk))?;
+            let [install, test, build] = project.commands();
+            println!("wrote a {lang} policy project in {}; next, in that folder:", project.dir.display());
+            println!(
+                "  {install:<64} # the toolchain, once\n  {test:<64} # the native tests\n  {build:<64} # the component"
+            );
+            println!("  wasmsched validate {}", project.wasm.display());
+            Ok(ExitCode::SUCCESS)
         }
         Command::Run { config } => run_host(&config),
         Command::Replay { recording, policy, show, runtime } => {

@@ -1,8 +1,9 @@
 //! Policies in Python (componentize-py) and JavaScript (componentize-qjs), built by the
 //! artifacts build with the toolchains `toolchains/install` puts under `target/toolchains`: their
 //! SDKs' and their own native tests pass, `validate` admits them and names their toolchain, and
-//! they make the same decisions as the Rust versions on the same run, reasons included. Where
-//! a toolchain could not be installed, these tests say so and skip.
+//! they make the same decisions as the Rust versions on the same run, reasons included; and a
+//! project `wasmsched new` writes, in each language, builds, passes its test and validates.
+//! Where a toolchain could not be installed, these tests say so and skip.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,6 +15,7 @@ use wasmsched::bindings::wit::{Action, ActionKind};
 use wasmsched::replay::{self, ReplayReport};
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::scaffold::{self, Lang};
 use wasmsched::snapshot::sample;
 use wasmsched_artifacts::{Foreign, TOOLCHAINS};
 
@@ -140,4 +142,70 @@ fn the_python_and_javascript_policies_decide_exactly_as_the_rust_ones() {
         assert_eq!(other.differences, rust.differences, "{name} against fair-share (Rust)");
         println!("{name}: {} ticks differ from FlowCon, as Rust fair-share's do", other.differences.len());
     }
+}
+
+/// Runs `command` with `sh` in `dir`; panics with its output when it fails.
+fn shell(dir: &Path, command: &str, env: &[(&str, String)]) {
+    let out = Command::new("sh").arg("-c").arg(command).current_dir(dir).envs(env.iter().cloned()).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "`{command}` failed in {}:\n{text}", dir.display());
+}
+
+/// `wasmsched new` in `lang`, then the project's own test and build commands, as its README
+/// gives them, and `validate` on what they built. The toolchain comes from this checkout's
+/// (`.venv` and `node_modules` are links to it), and a Rust project builds into a target
+/// folder of this checkout's, so that the dependencies compile once.
+fn scaffold_builds_tests_and_validates(lang: Lang) {
+    let dir = tempfile::tempdir().unwrap();
+    let project = scaffold::create("my-policy", lang, &dir.path().join("my-policy"), &scaffold::default_sdk()).unwrap();
+    let toolchains = Path::new(TOOLCHAINS);
+    let mut env = Vec::new();
+    let mut wasm = project.dir.join(&project.wasm);
+    match lang {
+        Lang::Rust => {
+            let target = repo().join("target").join("scaffold");
+            env.push(("CARGO_TARGET_DIR", target.display().to_string()));
+            // The workspace's versions: nothing new to resolve or fetch.
+            std::fs::copy(repo().join("Cargo.lock"), project.dir.join("Cargo.lock")).unwrap();
+            wasm = target.join(project.wasm.strip_prefix("target").unwrap());
+        }
+        Lang::Python | Lang::Js => {
+            let (installed, link) = match lang {
+                Lang::Python => (toolchains.join("python"), ".venv"),
+                _ => (toolchains.join("js").join("node_modules"), "node_modules"),
+            };
+            if !installed.exists() {
+                eprintln!(
+                    "SKIPPED: no {lang} toolchain at {} (toolchains/install could not make it)",
+                    installed.display()
+                );
+                return;
+            }
+            std::os::unix::fs::symlink(&installed, project.dir.join(link)).unwrap();
+        }
+    }
+    let [_install, test, build] = project.commands();
+    shell(&project.dir, test, &env);
+    let _ = std::fs::remove_file(&wasm);
+    shell(&project.dir, build, &env);
+    let world = sample::world(2, 6, 2);
+    let admitted = admission::admit_file(runtime(), &wasm, Limits::default(), &world)
+        .unwrap_or_else(|e| panic!("the new {lang} policy was not admitted: {e:#}"));
+    assert!(admitted.actions > 0, "the equal share caps the sample's jobs: {admitted}");
+    println!("{admitted}");
+}
+
+#[test]
+fn a_new_rust_policy_builds_passes_its_test_and_validates_as_written() {
+    scaffold_builds_tests_and_validates(Lang::Rust);
+}
+
+#[test]
+fn a_new_python_policy_builds_passes_its_test_and_validates_as_written() {
+    scaffold_builds_tests_and_validates(Lang::Python);
+}
+
+#[test]
+fn a_new_javascript_policy_builds_passes_its_test_and_validates_as_written() {
+    scaffold_builds_tests_and_validates(Lang::Js);
 }

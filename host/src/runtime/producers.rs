@@ -25,7 +25,7 @@ pub struct Producers {
 /// name only the interpreter's own build (rustc, clang), which says nothing to an author.
 const BUNDLED: &[(&str, &str, &str)] = &[
     ("componentize_py_runtime", "Python", "componentize-py"),
-    ("componentize_qjs_runtime", "JavaScript", "componentize-qjs (QuickJS)"),
+    ("componentize_qjs_runtime", "JavaScript", "componentize-qjs, QuickJS"),
 ];
 
 /// Tools that every component of any language passes through: they say nothing of the
@@ -51,10 +51,10 @@ impl Producers {
                     _ => continue,
                 };
                 for value in field.values.into_iter().flatten() {
-                    let entry = if value.version.is_empty() {
-                        value.name.to_string()
-                    } else {
-                        format!("{} {}", value.name, value.version)
+                    // "1.95.0 (59807616e 2026-04-14)": the version is the first word.
+                    let entry = match value.version.split_whitespace().next() {
+                        Some(version) => format!("{} {version}", value.name),
+                        None => value.name.to_string(),
                     };
                     if !list.contains(&entry) {
                         list.push(entry);
@@ -133,7 +133,7 @@ mod tests {
         let names = b"\x00libc.so\x01componentize_py_runtime\x02libpython3.14.so\x03";
         assert_eq!(bundled_toolchain(names), Some(("Python 3.14".to_string(), "componentize-py")));
         let js = b"\x05componentize_qjs_runtime.wasm";
-        assert_eq!(bundled_toolchain(js), Some(("JavaScript".to_string(), "componentize-qjs (QuickJS)")));
+        assert_eq!(bundled_toolchain(js), Some(("JavaScript".to_string(), "componentize-qjs, QuickJS")));
         assert_eq!(bundled_toolchain(b"\x00libc.so"), None);
     }
 
