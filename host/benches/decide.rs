@@ -2,6 +2,13 @@
 //! snapshots, called as a Wasm component (`wasm/<policy>/<jobs>`) and as plain Rust through
 //! the SDK's runner (`native/<policy>/<jobs>`).
 //!
+//! The cost of a language (`language/…`): the same policies written in Rust, Python
+//! (componentize-py) and JavaScript (componentize-qjs), each as a component: making an
+//! instance and its `init` (`language/instantiate/<policy>`), the first tick with every job
+//! (`language/first-tick/<policy>/<jobs>`), and a steady-state tick
+//! (`language/decide/<policy>/<jobs>`); their sizes are printed first. A policy whose
+//! toolchain was not installed is left out, with a line that says so.
+//!
 //! Each benchmark replays a sequence of per-tick deltas as the host sends them in steady
 //! state: every job's numbers, a queue a tenth as long as the job list (half of it asking for
 //! a GPU), and a new progress record from a quarter of the jobs.
@@ -80,11 +87,61 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
     }
 }
 
+/// The languages' costs, on the same snapshots; `policies` are (name, component path).
+fn bench_languages(c: &mut Criterion, rt: &Runtime) {
+    let mut policies: Vec<(&str, Vec<u8>)> = Vec::new();
+    for name in ["fair-share", "fair-share-py", "fair-share-js", "flowcon", "flowcon-py"] {
+        let bytes = match wasmsched::shipped::by_name(name) {
+            Some(shipped) => Ok(shipped.wasm.to_vec()),
+            None => wasmsched_artifacts::foreign(name).map(|f| std::fs::read(f.path).expect("the built component")),
+        };
+        match bytes {
+            Ok(bytes) => {
+                eprintln!("language: {name} is {:.2} MB", bytes.len() as f64 / 1e6);
+                policies.push((name, bytes));
+            }
+            Err(why) => eprintln!("language: left out: {why}"),
+        }
+    }
+    let mut group = c.benchmark_group("language");
+    group.sample_size(20);
+    for (name, bytes) in &policies {
+        let loaded = rt.load(name, bytes).expect("the component loads");
+        group.bench_function(BenchmarkId::new("instantiate", name), |b| {
+            b.iter(|| black_box(loaded.instantiate(rt, Limits::default(), "{}", None).unwrap()))
+        });
+        for jobs in [100usize, 1000] {
+            let (first, mut ticks) = deltas(jobs);
+            group.bench_function(BenchmarkId::new(format!("first-tick/{name}"), jobs), |b| {
+                b.iter_batched(
+                    || loaded.instantiate(rt, Limits::default(), "{}", None).unwrap(),
+                    |mut instance| black_box(instance.decide_raw(&first).unwrap()),
+                    criterion::BatchSize::PerIteration,
+                )
+            });
+            let mut instance = loaded.instantiate(rt, Limits::default(), "{}", None).unwrap();
+            instance.decide_raw(&first).unwrap();
+            let mut time = first.time_ms;
+            let mut i = 0;
+            group.bench_function(BenchmarkId::new(format!("decide/{name}"), jobs), |b| {
+                b.iter(|| {
+                    time += 30_000;
+                    let s = &mut ticks[i % TICKS];
+                    s.time_ms = time;
+                    i += 1;
+                    black_box(instance.decide_raw(s).unwrap())
+                })
+            });
+        }
+    }
+}
+
 fn decide(c: &mut Criterion) {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
     bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share", "{}");
     bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon", "{}");
     bench_policy::<policy_tiresias::Tiresias>(c, &rt, "tiresias", r#"{"interval-s": 0}"#);
+    bench_languages(c, &rt);
 }
 
 criterion_group!(benches, decide);

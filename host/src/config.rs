@@ -33,7 +33,7 @@
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
 //! deadline = "50ms"                 # per call
-//! instantiate-deadline = "1s"       # making an instance and its init, apart from calls
+//! instantiate-deadline = "1s"       # starting an instance: init, then its first decide
 //! memory = "64MiB"
 //! fallback = "keep-limits"          # or "fair-share"
 //! config = { }                      # the policy's own table, handed to it as JSON
@@ -390,8 +390,9 @@ pub struct PolicyConfig {
     /// Wall-clock deadline per call (`"50ms"`).
     #[serde(default = "default_deadline", deserialize_with = "duration")]
     pub deadline: Duration,
-    /// Budget for making an instance and its `init` (`"1s"`), apart from the per-call
-    /// deadline: a component that bundles an interpreter needs more for its first start.
+    /// Budget for starting an instance (`"1s"`): making it with its `init`, and again its first
+    /// `decide` (a resync with every job), apart from the per-call deadline: a component that
+    /// bundles an interpreter needs more to start.
     #[serde(default = "default_instantiate", deserialize_with = "duration")]
     pub instantiate_deadline: Duration,
     /// Memory cap of an instance (`"64MiB"`).

@@ -293,8 +293,9 @@ struct RuntimeArgs {
     /// Deadline per policy call, in milliseconds.
     #[arg(long, default_value_t = 50)]
     deadline_ms: u64,
-    /// Budget for making an instance and its `init`, in milliseconds (apart from the per-call
-    /// deadline: a component that bundles an interpreter needs more for its first start).
+    /// Budget for starting an instance, in milliseconds: making it with its `init`, and again
+    /// its first decide (apart from the per-call deadline: a component that bundles an
+    /// interpreter needs more to start).
     #[arg(long, default_value_t = 1000)]
     instantiate_ms: u64,
     /// Memory cap per policy instance, in MiB.

@@ -176,8 +176,9 @@ impl LoadedPolicy {
             limits,
             fuel: rt.config().fuel,
         };
-        // Instantiation and `init` share the instantiation budget, once; every call after them
-        // runs under the per-call deadline.
+        // Instantiation and `init` share the instantiation budget, and the first `decide` (a
+        // resync that carries every job, which the instance folds into its tables) gets it
+        // afresh; every call after it runs under the per-call deadline.
         let started = rt.epoch();
         let (plugin, _) = guard.run(&mut store, "instantiate", |store| match &self.pre {
             Pre::Current(pre) => pre.instantiate(store).map(Plugin::Current),
@@ -185,8 +186,15 @@ impl LoadedPolicy {
         })?;
         guard.deadline_ticks = guard.deadline_ticks.saturating_sub(rt.epoch() - started).max(1);
         let no_abilities = wit::Abilities { places: false };
-        let mut instance =
-            PolicyInstance { guard, store, plugin, cursor: Cursor::fresh(), last_fuel: 0, abilities: no_abilities };
+        let mut instance = PolicyInstance {
+            guard,
+            store,
+            plugin,
+            cursor: Cursor::fresh(),
+            last_fuel: 0,
+            abilities: no_abilities,
+            per_call: (limits.deadline, rt.deadline_ticks(limits.deadline)),
+        };
         instance.abilities = instance.call("init", |store, plugin| match plugin {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_init(store, config_json, saved_state),
             Plugin::V0_1(p, _) => p
@@ -194,8 +202,7 @@ impl LoadedPolicy {
                 .call_init(store, config_json, saved_state)
                 .map(|r| r.map(|()| no_abilities).map_err(v0_1::error)),
         })?;
-        instance.guard.deadline = limits.deadline;
-        instance.guard.deadline_ticks = rt.deadline_ticks(limits.deadline);
+        instance.guard.deadline_ticks = rt.deadline_ticks(limits.instantiate);
         Ok(instance)
     }
 }
@@ -208,6 +215,8 @@ pub struct PolicyInstance {
     cursor: Cursor,
     last_fuel: u64,
     abilities: wit::Abilities,
+    /// The per-call deadline, and in epoch ticks, in force once the first `decide` returned.
+    per_call: (Duration, u64),
 }
 
 impl PolicyInstance {
@@ -225,13 +234,16 @@ impl PolicyInstance {
 
     /// Ask for a decision on a snapshot built by the caller.
     pub fn decide_raw(&mut self, snapshot: &wit::Snapshot) -> Result<wit::Decision, CallError> {
-        self.call("decide", |store, plugin| match plugin {
+        let result = self.call("decide", |store, plugin| match plugin {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_decide(store, snapshot),
             Plugin::V0_1(p, adapter) => {
                 let old = adapter.snapshot(snapshot);
                 p.wasmsched_policy_policy().call_decide(store, &old).map(|r| r.map(v0_1::decision).map_err(v0_1::error))
             }
-        })
+        });
+        // Warm from now on: the per-call deadline.
+        (self.guard.deadline, self.guard.deadline_ticks) = self.per_call;
+        result
     }
 
     /// Ask for the state a newer version should start from.
@@ -262,7 +274,8 @@ impl PolicyInstance {
 /// What every call into one instance runs under.
 struct Guard {
     name: Arc<str>,
-    /// The deadline its calls run under now (the instantiation budget until `init` returns).
+    /// The deadline its calls run under now (the instantiation budget until the first
+    /// `decide` returns).
     deadline: Duration,
     deadline_ticks: u64,
     limits: Limits,

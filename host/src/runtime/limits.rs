@@ -24,10 +24,10 @@ const STDERR_BYTES: usize = 4096;
 pub struct Limits {
     /// Wall-clock deadline per call, enforced by epoch interruption.
     pub deadline: Duration,
-    /// The instantiation budget: wall-clock deadline for making an instance and its `init`,
-    /// apart from the per-call deadline, so that a large component (a bundled interpreter:
-    /// CPython, QuickJS) has room for its first instantiation while every `decide` keeps the
-    /// tight per-call deadline.
+    /// The instantiation budget: wall-clock deadline for making an instance and its `init`
+    /// together, and again for its first `decide` (a resync that carries every job), apart
+    /// from the per-call deadline, so that a large component (a bundled interpreter: CPython,
+    /// QuickJS) has room to start while every later call keeps the tight per-call deadline.
     pub instantiate: Duration,
     /// Cap on the instance's linear memory.
     pub memory_bytes: u64,
