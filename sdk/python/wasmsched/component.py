@@ -13,6 +13,7 @@ the first call, so this module (and the SDK) imports natively without them.
 
 from __future__ import annotations
 
+import gc
 import sys
 import traceback
 from typing import Any
@@ -149,6 +150,13 @@ def export(policy_type: type[Policy]) -> type:
             except Exception:
                 bug("decide")
                 raise
+            finally:
+                # What outlives a call (the job table, the histories) is set aside from the
+                # cyclic collector, which then scans only one call's garbage: a full scan of a
+                # 1,000-job table paused a call for about 100 ms, past a 50 ms deadline.
+                # Reference counting still frees it; only a cycle kept past a call is never
+                # collected.
+                gc.freeze()
 
         def save_state(self) -> bytes:
             runner = slot.get("runner")
