@@ -120,6 +120,9 @@ fn camel(name: &str) -> String {
         .collect()
 }
 
+/// What the templates leave to fill.
+const PLACEHOLDERS: [&str; 5] = ["{{name}}", "{{module}}", "{{type}}", "{{sdk}}", "{{componentize_qjs}}"];
+
 /// The embedded file at `path`.
 fn embedded(path: &str) -> &'static str {
     SCAFFOLD_FILES
@@ -153,6 +156,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path, sdk: &Path) -> Result<Project,
     } else {
         PathBuf::new()
     };
+    // Fills every one of PLACEHOLDERS.
     let fill = |text: &str| {
         text.replace("{{name}}", name)
             .replace("{{module}}", &module)
@@ -262,7 +266,9 @@ mod tests {
             for file in must {
                 let path = project.dir.join(file);
                 let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{lang}: {file}: {e}"));
-                assert!(!text.contains("{{"), "{lang}: {file} has a placeholder left");
+                for placeholder in PLACEHOLDERS {
+                    assert!(!text.contains(placeholder), "{lang}: {file} has {placeholder} left");
+                }
             }
             let readme = std::fs::read_to_string(project.dir.join("README.md")).unwrap();
             for command in project.commands().iter().skip(1) {
