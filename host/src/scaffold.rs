@@ -120,7 +120,8 @@ fn camel(name: &str) -> String {
         .collect()
 }
 
-/// What the templates leave to fill.
+/// What the templates leave to fill: the name, the name with `_` for `-`, the name in
+/// CamelCase, the Rust SDK's folder, the pinned componentize-qjs version.
 const PLACEHOLDERS: [&str; 5] = ["{{name}}", "{{module}}", "{{type}}", "{{sdk}}", "{{componentize_qjs}}"];
 
 /// The embedded file at `path`.
@@ -156,14 +157,8 @@ pub fn create(name: &str, lang: Lang, dir: &Path, sdk: &Path) -> Result<Project,
     } else {
         PathBuf::new()
     };
-    // Fills every one of PLACEHOLDERS.
-    let fill = |text: &str| {
-        text.replace("{{name}}", name)
-            .replace("{{module}}", &module)
-            .replace("{{type}}", &camel(name))
-            .replace("{{sdk}}", &sdk.display().to_string())
-            .replace("{{componentize_qjs}}", &componentize_qjs_version())
-    };
+    let values = [name.to_string(), module.clone(), camel(name), sdk.display().to_string(), componentize_qjs_version()];
+    let fill = |text: &str| PLACEHOLDERS.iter().zip(&values).fold(text.to_string(), |t, (p, v)| t.replace(p, v));
     let template = format!("templates/new/{}/", lang.folder());
     let mut files: Vec<(String, String)> = SCAFFOLD_FILES
         .iter()
