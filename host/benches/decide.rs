@@ -44,6 +44,27 @@ fn deltas(jobs: usize) -> (wit::Snapshot, Vec<wit::Snapshot>) {
     (first, ticks)
 }
 
+/// The steady-state deltas in turn, each stamped 30 s after the one before.
+struct Steady {
+    ticks: Vec<wit::Snapshot>,
+    time_ms: u64,
+    next: usize,
+}
+
+impl Steady {
+    fn new(first: &wit::Snapshot, ticks: Vec<wit::Snapshot>) -> Steady {
+        Steady { ticks, time_ms: first.time_ms, next: 0 }
+    }
+
+    fn tick(&mut self) -> &wit::Snapshot {
+        self.time_ms += 30_000;
+        let s = &mut self.ticks[self.next % TICKS];
+        s.time_ms = self.time_ms;
+        self.next += 1;
+        s
+    }
+}
+
 /// The same snapshot in the SDK's generated types.
 fn to_sdk(s: &wit::Snapshot) -> wasmsched_sdk::bindings::wasmsched::policy::types::Snapshot {
     serde_json::from_value(serde_json::to_value(s).unwrap()).unwrap()
@@ -54,23 +75,16 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
     let wasm = wasmsched::shipped::by_name(name).expect("a shipped policy");
     let loaded = rt.load(name, wasm.wasm).expect("the shipped policy loads");
     for jobs in [10usize, 100, 1000] {
-        let (first, mut ticks) = deltas(jobs);
+        let (first, ticks) = deltas(jobs);
+        let sdk_ticks: Vec<_> = ticks.iter().map(to_sdk).collect();
 
         let mut instance = loaded.instantiate(rt, Limits::default(), config, None).unwrap();
         instance.decide_raw(&first).unwrap();
-        let mut time = first.time_ms;
-        let mut i = 0;
+        let mut steady = Steady::new(&first, ticks);
         c.benchmark_group("wasm").bench_function(BenchmarkId::new(name, jobs), |b| {
-            b.iter(|| {
-                time += 30_000;
-                let s = &mut ticks[i % TICKS];
-                s.time_ms = time;
-                i += 1;
-                black_box(instance.decide_raw(s).unwrap())
-            })
+            b.iter(|| black_box(instance.decide_raw(steady.tick()).unwrap()))
         });
 
-        let sdk_ticks: Vec<_> = ticks.iter().map(to_sdk).collect();
         let mut runner = Runner::<P>::init(config, None).unwrap();
         runner.decide_raw(to_sdk(&first)).unwrap();
         let mut time = first.time_ms;
@@ -87,7 +101,7 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
     }
 }
 
-/// The languages' costs, on the same snapshots; `policies` are (name, component path).
+/// The languages' costs, on the same snapshots: fair-share and FlowCon in each language built.
 fn bench_languages(c: &mut Criterion, rt: &Runtime) {
     let mut policies: Vec<(&str, Vec<u8>)> = Vec::new();
     for name in ["fair-share", "fair-share-py", "fair-share-js", "flowcon", "flowcon-py"] {
@@ -114,7 +128,7 @@ fn bench_languages(c: &mut Criterion, rt: &Runtime) {
             b.iter(|| black_box(loaded.instantiate(rt, limits, "{}", None).unwrap()))
         });
         for jobs in [100usize, 1000] {
-            let (first, mut ticks) = deltas(jobs);
+            let (first, ticks) = deltas(jobs);
             group.bench_function(BenchmarkId::new(format!("first-tick/{name}"), jobs), |b| {
                 b.iter_batched(
                     || loaded.instantiate(rt, limits, "{}", None).unwrap(),
@@ -124,23 +138,14 @@ fn bench_languages(c: &mut Criterion, rt: &Runtime) {
             });
             let mut instance = loaded.instantiate(rt, limits, "{}", None).unwrap();
             instance.decide_raw(&first).unwrap();
-            let mut time = first.time_ms;
-            let mut i = 0;
+            let mut steady = Steady::new(&first, ticks);
             group.bench_function(BenchmarkId::new(format!("decide/{name}"), jobs), |b| {
-                b.iter(|| {
-                    time += 30_000;
-                    let s = &mut ticks[i % TICKS];
-                    s.time_ms = time;
-                    i += 1;
-                    black_box(instance.decide_raw(s).unwrap())
-                })
+                b.iter(|| black_box(instance.decide_raw(steady.tick()).unwrap()))
             });
             // The tail, which a deadline meets and a mean hides (a garbage collector's pause).
             let mut took: Vec<f64> = (0..200)
-                .map(|k| {
-                    time += 30_000;
-                    let s = &mut ticks[k % TICKS];
-                    s.time_ms = time;
+                .map(|_| {
+                    let s = steady.tick();
                     let started = std::time::Instant::now();
                     black_box(instance.decide_raw(s).unwrap());
                     started.elapsed().as_secs_f64() * 1e3
