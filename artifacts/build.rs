@@ -99,11 +99,8 @@ fn find_crates(policies: &Path) -> Vec<Crate> {
 
 /// The policy crates directly under `dir`; `hostile` marks them as test fixtures, not shipped.
 fn find_crates_in(dir: &Path, hostile: bool) -> Vec<Crate> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut dirs: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join("Cargo.toml").is_file()).collect();
-    dirs.sort();
-    dirs.into_iter()
+    dirs_with(dir, "Cargo.toml")
+        .into_iter()
         .map(|d| {
             let manifest = fs::read_to_string(d.join("Cargo.toml")).unwrap_or_default();
             let package = manifest
@@ -211,7 +208,7 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
     let mut built = Vec::new();
     let mut unbuilt = Vec::new();
     for (language, suffix) in [(Language::Python, "py"), (Language::Js, "js")] {
-        let dirs = policy_dirs(&root.join("policies").join(language.name()), language.entry());
+        let dirs = dirs_with(&root.join("policies").join(language.name()), language.entry());
         if dirs.is_empty() {
             continue;
         }
@@ -248,41 +245,53 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
     (built, unbuilt)
 }
 
-/// The folders directly under `dir` that hold `entry`, sorted.
-fn policy_dirs(dir: &Path, entry: &str) -> Vec<PathBuf> {
+/// What `dir` holds, sorted; nothing when it cannot be read.
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut dirs: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.join(entry).is_file()).collect();
-    dirs.sort();
-    dirs
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    paths
+}
+
+/// The folders directly under `dir` that hold `file`, sorted.
+fn dirs_with(dir: &Path, file: &str) -> Vec<PathBuf> {
+    sorted_entries(dir).into_iter().filter(|p| p.join(file).is_file()).collect()
+}
+
+/// Every file under `path` (or `path` itself), in a fixed order, leaving out what `skip` says
+/// of a file's or a folder's name.
+fn files_under(path: &Path, skip: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) {
+    if path.file_name().is_some_and(|n| skip(&n.to_string_lossy())) {
+        return;
+    }
+    if path.is_dir() {
+        for entry in sorted_entries(path) {
+            files_under(&entry, skip, out);
+        }
+    } else if path.is_file() {
+        out.push(path.to_path_buf());
+    }
 }
 
 /// A digest of every file under `paths` (names and contents, in a fixed order), leaving out
 /// caches and tests, which do not go into a component. `DefaultHasher` is stable within one
 /// Rust toolchain, which is all a stamp beside a build output needs.
 fn stamp(paths: &[&Path]) -> String {
-    fn visit(path: &Path, hasher: &mut DefaultHasher) {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let skip = |name: &str| {
         let hidden = name.starts_with('.') && name != ".wasmsched-stamp";
         let test = name == "test" || name == "tests" || name.starts_with("test_") || name.ends_with(".test.js");
-        if hidden || test || name == "__pycache__" || name == "node_modules" {
-            return;
-        }
-        if path.is_dir() {
-            let mut entries: Vec<PathBuf> =
-                fs::read_dir(path).map(|r| r.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
-            entries.sort();
-            for entry in entries {
-                visit(&entry, hasher);
-            }
-        } else if let Ok(bytes) = fs::read(path) {
-            path.hash(hasher);
-            bytes.hash(hasher);
-        }
+        hidden || test || name == "__pycache__" || name == "node_modules"
+    };
+    let mut files = Vec::new();
+    for path in paths {
+        files_under(path, &skip, &mut files);
     }
     let mut hasher = DefaultHasher::new();
-    for path in paths {
-        visit(path, &mut hasher);
+    for file in files {
+        if let Ok(bytes) = fs::read(&file) {
+            file.hash(&mut hasher);
+            bytes.hash(&mut hasher);
+        }
     }
     format!("{:016x}", hasher.finish())
 }
@@ -291,9 +300,12 @@ fn stamp(paths: &[&Path]) -> String {
 /// the templates (`templates/new/<language>/`), the contract, the toolchains' pins, and the
 /// Python and JavaScript SDKs, which a new project carries a copy of.
 fn embed_scaffold_files(root: &Path, code: &mut String) {
-    let mut files = Vec::new();
-    collect_files(root, &root.join("templates").join("new"), &mut files);
-    collect_files(root, &root.join("sdk").join("python").join("wasmsched"), &mut files);
+    let skip = |name: &str| name.starts_with('.') && name != ".gitignore" || name == "__pycache__";
+    let mut found = Vec::new();
+    files_under(&root.join("templates").join("new"), &skip, &mut found);
+    files_under(&root.join("sdk").join("python").join("wasmsched"), &skip, &mut found);
+    let mut files: Vec<String> =
+        found.iter().map(|p| p.strip_prefix(root).unwrap().to_string_lossy().into_owned()).collect();
     for file in [
         "wit/policy.wit",
         "toolchains/requirements.txt",
@@ -310,24 +322,6 @@ fn embed_scaffold_files(root: &Path, code: &mut String) {
         writeln!(code, "    ({file:?}, include_str!({:?})),", path.display().to_string()).unwrap();
     }
     code.push_str("];\n\n");
-}
-
-/// Every file under `dir` (caches and hidden files left out), as paths from `root`, sorted.
-fn collect_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    for path in paths {
-        let name = path.file_name().unwrap().to_string_lossy();
-        if name.starts_with('.') && name != ".gitignore" || name == "__pycache__" {
-            continue;
-        }
-        if path.is_dir() {
-            collect_files(root, &path, out);
-        } else {
-            out.push(path.strip_prefix(root).unwrap().to_string_lossy().into_owned());
-        }
-    }
 }
 
 /// Builds the training job (`jobs/trainer`) for the machine's own Linux target, statically

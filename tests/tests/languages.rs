@@ -37,18 +37,20 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository")
 }
 
+/// Runs `cmd`; its output, or an error when it could not be started. Panics with the output
+/// when it fails.
+fn checked(mut cmd: Command) -> std::io::Result<String> {
+    let out = cmd.output()?;
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{cmd:?} failed:\n{text}");
+    Ok(text)
+}
+
 /// Runs a native test command in the repository; None (said loudly) when `program` is absent.
 fn native_tests(program: &Path, args: &[&str]) -> Option<String> {
-    let out = match Command::new(program).args(args).current_dir(repo()).output() {
-        Ok(out) => out,
-        Err(e) => {
-            eprintln!("SKIPPED: cannot run {}: {e}", program.display());
-            return None;
-        }
-    };
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{} {args:?} failed:\n{text}", program.display());
-    Some(text)
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(repo());
+    checked(cmd).map_err(|e| eprintln!("SKIPPED: cannot run {}: {e}", program.display())).ok()
 }
 
 #[test]
@@ -146,9 +148,9 @@ fn the_python_and_javascript_policies_decide_exactly_as_the_rust_ones() {
 
 /// Runs `command` with `sh` in `dir`; panics with its output when it fails.
 fn shell(dir: &Path, command: &str, env: &[(&str, String)]) {
-    let out = Command::new("sh").arg("-c").arg(command).current_dir(dir).envs(env.iter().cloned()).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "`{command}` failed in {}:\n{text}", dir.display());
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).current_dir(dir).envs(env.iter().cloned());
+    checked(cmd).unwrap_or_else(|e| panic!("cannot run sh: {e}"));
 }
 
 /// `wasmsched new` in `lang`, then the project's own test and build commands, as its README
