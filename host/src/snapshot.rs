@@ -313,24 +313,20 @@ impl Telemetry {
         self.gpu_utilisation.len()
     }
 
-    /// How many jobs hold each GPU, in node order then GPU order (as the GPU columns).
-    pub fn gpu_holders(&self) -> Vec<u32> {
-        let mut held = vec![0u32; self.gpu_count()];
+    /// Who holds each GPU: every running job holds its GPUs, in handle order.
+    pub fn gpu_book(&self) -> wasmsched_rules::GpuBook {
+        let mut book = wasmsched_rules::GpuBook::new(self.nodes.iter().map(|n| n.gpu_memory_bytes.len() as u32));
         for (_, s) in self.jobs() {
             for g in &s.gpus {
-                if let Some(i) = self.gpu_position(*g) {
-                    held[i] += 1;
-                }
+                book.hold(g.node, g.index, s.handle);
             }
         }
-        held
+        book
     }
 
     /// Node `node`'s GPUs that no running job holds, in index order.
     pub fn free_gpus(&self, node: u32) -> Vec<u32> {
-        let held = self.gpu_holders();
-        let count = self.nodes.get(node as usize).map_or(0, |n| n.gpu_memory_bytes.len() as u32);
-        (0..count).filter(|&index| self.gpu_position(GpuSlot { node, index }).is_some_and(|p| held[p] == 0)).collect()
+        self.gpu_book().free_on(node).collect()
     }
 
     /// Where `gpu` sits in the GPU columns; None when it does not exist.

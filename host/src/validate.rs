@@ -1,29 +1,18 @@
 //! Every action a policy returns is checked before it is applied: an unknown job or node, a
 //! value out of range, more than the node has. A rejected action carries its reason; the
 //! rest of the decision still applies. A decision far larger than the job count is refused
-//! whole.
+//! whole. The rules themselves are the contract's, written once in `wasmsched-rules` and
+//! shared with the backends and the SDK; this module reads the telemetry for them.
+
+use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, World};
+pub use wasmsched_rules::check::{Oversized, Problem};
+pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
 
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::snapshot::Telemetry;
 
-/// Docker refuses CPU limits below a hundredth of a core.
-pub const MIN_CPU_MILLICORES: u64 = 10;
-/// Docker refuses memory limits below 6 MiB.
-pub const MIN_MEMORY_BYTES: u64 = 6 << 20;
 /// The longest reason kept in the audit log, in bytes.
 pub const MAX_REASON_BYTES: usize = 256;
-
-/// The most actions a decision may hold for `jobs` live jobs.
-pub fn max_actions(jobs: usize) -> usize {
-    64 + 8 * jobs
-}
-
-/// How many GPUs each piece of a job of `gpus` GPUs in `replicas` pieces takes on a node:
-/// `gpus / replicas`, or single GPUs when that does not divide.
-pub fn gpus_per_piece(gpus: u32, replicas: u32) -> u32 {
-    let pieces = replicas.max(1);
-    if gpus.is_multiple_of(pieces) { (gpus / pieces).max(1) } else { 1 }
-}
 
 /// An action that will not be applied, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,98 +32,76 @@ pub struct Checked {
     pub rejected: Vec<Rejection>,
 }
 
-/// Why a whole decision was refused.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("decision has {actions} actions; at most {limit} are accepted for {jobs} jobs")]
-pub struct Oversized {
-    /// How many it held.
-    pub actions: usize,
-    /// How many are accepted.
-    pub limit: usize,
-    /// How many jobs were live.
-    pub jobs: usize,
-}
-
 /// Check a decision against the world it was made for. Actions are checked in order against
 /// the world as the earlier accepted ones leave it: a preemption frees GPUs that a later
 /// placement in the same decision may take.
 pub fn check(decision: wit::Decision, world: &Telemetry) -> Result<Checked, Oversized> {
-    let jobs = world.job_count() + world.queue_len();
-    let limit = max_actions(jobs);
-    if decision.actions.len() > limit {
-        return Err(Oversized { actions: decision.actions.len(), limit, jobs });
-    }
+    wasmsched_rules::check::size(decision.actions.len(), world.job_count() + world.queue_len())?;
     let mut checked = Checked::default();
-    let mut scratch = Scratch::new(world);
+    let mut checker = Checker::new(world.gpu_book());
     for mut action in decision.actions {
         truncate_marked(&mut action.reason, MAX_REASON_BYTES);
-        match problem(&action, world, &scratch) {
-            None => {
-                scratch.commit(&action, world);
-                checked.accepted.push(action);
-            }
-            Some(reason) => checked.rejected.push(Rejection { action, reason }),
+        match checker.check(world, action.job, &act(&action.kind)) {
+            Ok(()) => checked.accepted.push(action),
+            Err(problem) => checked.rejected.push(Rejection { action, reason: problem.to_string() }),
         }
     }
     Ok(checked)
 }
 
-/// The GPUs held and the jobs moved as the decision's accepted actions so far leave them.
-struct Scratch {
-    /// Per GPU (in the columns' order), a job that holds it, and how many do.
-    holder: Vec<(Option<u32>, u32)>,
-    /// Jobs placed, preempted or stopped by this decision.
-    moved: Vec<u32>,
+/// An action as the rules see it.
+fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
+    match kind {
+        ActionKind::SetCpu(m) => Act::SetCpu(*m),
+        ActionKind::SetMemory(b) => Act::SetMemory(*b),
+        ActionKind::Migrate(to) => Act::Migrate(*to),
+        ActionKind::Deliver => Act::Deliver,
+        ActionKind::Stop => Act::Stop,
+        ActionKind::SetGpuShare(s) => Act::SetGpuShare { gpu: s.gpu, percent: s.percent },
+        ActionKind::Place(p) => Act::Place { nodes: &p.nodes, share: p.share },
+        ActionKind::Preempt => Act::Preempt,
+    }
 }
 
-impl Scratch {
-    fn new(world: &Telemetry) -> Self {
-        let mut holder = vec![(None, 0); world.gpu_count()];
-        for (_, s) in world.jobs() {
-            for g in &s.gpus {
-                if let Some(i) = world.gpu_position(*g) {
-                    holder[i].0.get_or_insert(s.handle);
-                    holder[i].1 += 1;
-                }
-            }
-        }
-        Scratch { holder, moved: Vec::new() }
+impl Entry for wit::NodePlacement {
+    fn node(&self) -> u32 {
+        self.node
+    }
+    fn gpus(&self) -> &[u32] {
+        &self.gpus
+    }
+}
+
+impl World for Telemetry {
+    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
+        self.nodes().get(node as usize).map(|n| NodeCap {
+            name: &n.name,
+            cpu_millicores: n.cpu_millicores,
+            memory_bytes: n.memory_bytes,
+            gpus: n.gpu_memory_bytes.len() as u32,
+        })
     }
 
-    fn commit(&mut self, action: &wit::Action, world: &Telemetry) {
-        match &action.kind {
-            ActionKind::Place(p) => {
-                for entry in &p.nodes {
-                    for &index in &entry.gpus {
-                        if let Some(i) = world.gpu_position(GpuSlot { node: entry.node, index }) {
-                            self.holder[i].0.get_or_insert(action.job);
-                            self.holder[i].1 += 1;
-                        }
-                    }
-                }
-            }
-            ActionKind::Preempt | ActionKind::Stop => {
-                for g in world.state(action.job).map(|s| s.gpus.as_slice()).unwrap_or_default() {
-                    if let Some(i) = world.gpu_position(*g) {
-                        let h = &mut self.holder[i];
-                        h.1 = h.1.saturating_sub(1);
-                        if h.0 == Some(action.job) || h.1 == 0 {
-                            h.0 = None;
-                        }
-                    }
-                }
-            }
-            _ => return,
-        }
-        self.moved.push(action.job);
+    fn node_count(&self) -> usize {
+        self.nodes().len()
     }
 
-    fn free_on(&self, world: &Telemetry, node: u32) -> usize {
-        let count = world.nodes().get(node as usize).map_or(0, |n| n.gpu_memory_bytes.len());
-        (0..count as u32)
-            .filter_map(|index| world.gpu_position(GpuSlot { node, index }))
-            .filter(|&i| self.holder[i].1 == 0)
-            .count()
+    fn job(&self, job: u32) -> Option<JobNow> {
+        let (spec, state) = (self.spec(job)?, self.state(job)?);
+        Some(JobNow {
+            gpus: spec.gpus,
+            replicas: spec.replicas,
+            node: state.is_running().then_some(state.node),
+            memory_used_bytes: state.memory_used_bytes,
+        })
+    }
+
+    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
+        self.state(job).map(|s| s.gpus.iter().map(|g| (g.node, g.index)).collect()).unwrap_or_default()
+    }
+
+    fn memory_used_on(&self, node: u32) -> u64 {
+        self.jobs().filter(|(_, s)| s.node == node).map(|(_, s)| s.memory_used_bytes).sum()
     }
 }
 
@@ -150,131 +117,10 @@ pub(crate) fn truncate_marked(text: &mut String, max: usize) {
     }
 }
 
-fn problem(action: &wit::Action, world: &Telemetry, scratch: &Scratch) -> Option<String> {
-    let job = action.job;
-    let (Some(spec), Some(state)) = (world.spec(job), world.state(job)) else {
-        return Some(format!("job {job} does not exist or has ended"));
-    };
-    if scratch.moved.contains(&job) {
-        return Some(format!("job {job} was already placed, preempted or stopped by this decision"));
-    }
-    if !state.is_running() {
-        return match &action.kind {
-            ActionKind::Place(p) => placement_problem(spec, p, world, scratch),
-            ActionKind::Stop => None,
-            _ => Some(format!("job {job} is queued, not running: place it first")),
-        };
-    }
-    let node = &world.nodes()[state.node as usize];
-    match &action.kind {
-        ActionKind::SetCpu(Some(m)) if *m < MIN_CPU_MILLICORES => Some(format!(
-            "a CPU limit of {m} millicores is below the minimum of {MIN_CPU_MILLICORES}; lift the limit or give more"
-        )),
-        ActionKind::SetCpu(Some(m)) if *m > node.cpu_millicores => {
-            Some(format!("a CPU limit of {m} millicores is more than node {} has ({})", node.name, node.cpu_millicores))
-        }
-        ActionKind::SetMemory(Some(b)) if *b < MIN_MEMORY_BYTES => {
-            Some(format!("a memory limit of {b} bytes is below the minimum of {MIN_MEMORY_BYTES}"))
-        }
-        ActionKind::SetMemory(Some(b)) if *b > node.memory_bytes => {
-            Some(format!("a memory limit of {b} bytes is more than node {} has ({})", node.name, node.memory_bytes))
-        }
-        ActionKind::Migrate(to) => {
-            let to = *to;
-            let Some(dest) = world.nodes().get(to as usize) else {
-                return Some(format!("node {to} does not exist ({} nodes)", world.nodes().len()));
-            };
-            if to == state.node {
-                return Some(format!("job {job} already runs on node {}", dest.name));
-            }
-            if state.gpus.iter().any(|g| g.node != state.node) {
-                return Some(format!("job {job} spans several nodes; preempt it and place it instead"));
-            }
-            let free = scratch.free_on(world, to);
-            if free < state.gpus.len() {
-                return Some(format!("node {} has {free} free GPUs; job {job} holds {}", dest.name, state.gpus.len()));
-            }
-            let used: u64 = world.jobs().filter(|(_, s)| s.node == to).map(|(_, s)| s.memory_used_bytes).sum();
-            (used + state.memory_used_bytes > dest.memory_bytes).then(|| {
-                format!(
-                    "node {} is full: {} of {} bytes in use, the job needs {}",
-                    dest.name, used, dest.memory_bytes, state.memory_used_bytes
-                )
-            })
-        }
-        ActionKind::SetGpuShare(wit::GpuShare { gpu, percent }) => {
-            if *gpu as usize >= node.gpu_memory_bytes.len() {
-                Some(format!("node {} has no GPU {gpu} ({} GPUs)", node.name, node.gpu_memory_bytes.len()))
-            } else if *percent == 0 || *percent > 100 {
-                Some(format!("a GPU share of {percent} % is outside 1–100"))
-            } else {
-                None
-            }
-        }
-        ActionKind::Place(_) => {
-            Some(format!("job {job} already runs on node {}; migrate it, or preempt it first", node.name))
-        }
-        ActionKind::SetCpu(_) | ActionKind::SetMemory(_) | ActionKind::Deliver | ActionKind::Stop => None,
-        ActionKind::Preempt => None,
-    }
-}
-
-/// Why a queued job cannot start where `p` says, if it cannot.
-fn placement_problem(spec: &wit::JobSpec, p: &wit::Placement, world: &Telemetry, scratch: &Scratch) -> Option<String> {
-    let job = spec.handle;
-    let pieces = spec.replicas.max(1) as usize;
-    if p.nodes.is_empty() {
-        return Some(format!("the placement of job {job} names no node"));
-    }
-    if p.nodes.len() > pieces {
-        return Some(format!(
-            "job {job} runs on at most {pieces} node(s) ({} replicas); the placement names {}",
-            spec.replicas,
-            p.nodes.len()
-        ));
-    }
-    let per_piece = gpus_per_piece(spec.gpus, spec.replicas) as usize;
-    for (k, entry) in p.nodes.iter().enumerate() {
-        let Some(node) = world.nodes().get(entry.node as usize) else {
-            return Some(format!("node {} does not exist ({} nodes)", entry.node, world.nodes().len()));
-        };
-        if p.nodes[..k].iter().any(|e| e.node == entry.node) {
-            return Some(format!("the placement names node {} twice", node.name));
-        }
-        let count = node.gpu_memory_bytes.len();
-        if entry.gpus.len() > count {
-            return Some(format!("node {} has {count} GPUs; the placement asks for {}", node.name, entry.gpus.len()));
-        }
-        if p.nodes.len() > 1 && (entry.gpus.is_empty() || !entry.gpus.len().is_multiple_of(per_piece)) {
-            return Some(format!(
-                "each node of a spread placement takes whole replicas of {per_piece} GPU(s); node {} gets {}",
-                node.name,
-                entry.gpus.len()
-            ));
-        }
-        for (g, &index) in entry.gpus.iter().enumerate() {
-            let Some(i) = world.gpu_position(GpuSlot { node: entry.node, index }) else {
-                return Some(format!("node {} has no GPU {index} ({count} GPUs)", node.name));
-            };
-            if entry.gpus[..g].contains(&index) {
-                return Some(format!("the placement names GPU {index} of node {} twice", node.name));
-            }
-            if let (Some(holder), false) = (scratch.holder[i].0, p.share) {
-                return Some(format!(
-                    "GPU {index} of node {} is held by job {holder}; name a free GPU, or place with share",
-                    node.name
-                ));
-            }
-        }
-    }
-    let given: usize = p.nodes.iter().map(|e| e.gpus.len()).sum();
-    (given != spec.gpus as usize).then(|| format!("job {job} asks for {} GPUs; the placement gives {given}", spec.gpus))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::sample;
+    use crate::snapshot::{GpuSlot, sample};
 
     fn act(job: u32, kind: ActionKind) -> wit::Action {
         wit::Action { job, kind, reason: "r".into() }

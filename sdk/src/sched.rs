@@ -4,17 +4,27 @@
 //!
 //! Plan a round on the book: `release` the jobs you mean to preempt, `fit` the jobs you mean
 //! to start (each fit takes its GPUs, so the next one sees what is left), and push the
-//! actions, preemptions first. [`check`] says whether a decision's placements and
-//! preemptions would pass the host's validation; policy tests run it on every decision.
+//! actions, preemptions first. [`check`] says whether a decision would pass the host's
+//! validation, with the host's own words; policy tests run it on every decision.
 //!
-//! First fit, as the host's default placement: one node with enough free GPUs, nodes in
-//! index order, its lowest free GPUs; else, for a job that may be split (`replicas` > 1), over
-//! the nodes in index order in whole replicas. A CPU job (no GPUs) goes to the node with the
-//! fewest running jobs per core, the lowest index on a tie.
+//! The book, first fit and the checks are the host's own (`wasmsched-rules`): first fit puts a
+//! job on the first node with enough free GPUs, its lowest free ones, else, for a job that may
+//! be split (`replicas` > 1), over the nodes in whole replicas on at most `replicas` nodes.
+//! Only the order in which the nodes are tried is the policy's ([`NodeOrder`]): index order
+//! by default. Each backend's own default placement tries them in its own order (the
+//! simulator: least loaded first; Kubernetes: Ready nodes with room, by name). A CPU job (no
+//! GPUs) goes to the node with the fewest running jobs per core, the lowest index on a tie.
+
+use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, World};
+use wasmsched_rules::{Ask, GpuBook, first_fit};
 
 use crate::decision::{Action, ActionKind, Decision};
 use crate::units::{JobId, Millicores, NodeId};
 use crate::view::{GpuSlot, Job, Snapshot};
+
+/// The holder the book records for GPUs a round's plan takes (the job is named only when the
+/// placement becomes an action).
+const PLANNED: u32 = u32::MAX;
 
 /// Where a queued job starts: its GPUs on each node it uses, its first node first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,33 +55,6 @@ impl Placement {
     }
 }
 
-/// One node's page of the book.
-#[derive(Clone, Debug)]
-struct NodePage {
-    id: NodeId,
-    cpu: Millicores,
-    /// How many jobs hold each GPU; 0 is free.
-    holders: Vec<u32>,
-    /// Running jobs whose (first) node it is.
-    jobs: u32,
-}
-
-impl NodePage {
-    /// Its free GPUs, lowest index first.
-    fn free(&self) -> impl Iterator<Item = u32> + '_ {
-        self.holders.iter().enumerate().filter(|(_, h)| **h == 0).map(|(i, _)| i as u32)
-    }
-
-    fn free_count(&self) -> usize {
-        self.holders.iter().filter(|h| **h == 0).count()
-    }
-
-    /// Running jobs per core, for a CPU job's choice of node.
-    fn load(&self) -> f64 {
-        f64::from(self.jobs) / self.cpu.cores().max(1e-3)
-    }
-}
-
 /// The order in which first fit tries the nodes for a GPU job.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NodeOrder {
@@ -86,34 +69,34 @@ pub enum NodeOrder {
 /// Per node, which GPUs are free and how many jobs run there, as a round's plan leaves them.
 #[derive(Clone, Debug)]
 pub struct FreeGpus {
-    nodes: Vec<NodePage>,
+    book: GpuBook,
+    /// Per node, its CPU and the running jobs whose (first) node it is.
+    nodes: Vec<(Millicores, u32)>,
     order: NodeOrder,
 }
 
 impl FreeGpus {
     /// The cluster as the snapshot has it: a GPU is free when no running job holds it.
     pub fn of(s: &Snapshot<'_>) -> Self {
-        let mut book = Self::idle(s);
+        let mut free = Self::idle(s);
         for job in s.jobs() {
-            if let Some(page) = book.nodes.get_mut(job.node().0 as usize) {
-                page.jobs += 1;
+            if let Some(node) = free.nodes.get_mut(job.node().0 as usize) {
+                node.1 += 1;
             }
             for g in job.gpus() {
-                if let Some(h) = book.holder(*g) {
-                    *h += 1;
-                }
+                free.book.hold(g.node.0, g.index, job.id().0);
             }
         }
-        book
+        free
     }
 
     /// The cluster with every GPU free and nothing running: what a job could ever get.
     pub fn idle(s: &Snapshot<'_>) -> Self {
-        let nodes = s
-            .nodes()
-            .map(|n| NodePage { id: n.id(), cpu: n.cpu(), holders: vec![0; n.gpus().len()], jobs: 0 })
-            .collect();
-        FreeGpus { nodes, order: NodeOrder::Index }
+        FreeGpus {
+            book: GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32)),
+            nodes: s.nodes().map(|n| (n.cpu(), 0)).collect(),
+            order: NodeOrder::Index,
+        }
     }
 
     /// The same book, trying the nodes in `order`.
@@ -122,32 +105,35 @@ impl FreeGpus {
         self
     }
 
-    /// The pages in the order first fit tries them.
-    fn in_order(&self) -> Vec<&NodePage> {
-        let mut pages: Vec<&NodePage> = self.nodes.iter().collect();
-        if self.order == NodeOrder::MostFree {
-            pages.sort_by_key(|p| std::cmp::Reverse(p.free_count()));
+    /// The nodes in the order first fit tries them for a job of `gpus` GPUs.
+    fn order_for(&self, gpus: u32) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
+        if gpus == 0 {
+            // Running jobs per core, fewest first.
+            let load = |n: &u32| {
+                let (cpu, jobs) = self.nodes[*n as usize];
+                f64::from(jobs) / cpu.cores().max(1e-3)
+            };
+            order.sort_by(|a, b| load(a).total_cmp(&load(b)));
+        } else if self.order == NodeOrder::MostFree {
+            order.sort_by_key(|&n| std::cmp::Reverse(self.book.free_count(n)));
         }
-        pages
-    }
-
-    fn holder(&mut self, g: GpuSlot) -> Option<&mut u32> {
-        self.nodes.get_mut(g.node.0 as usize)?.holders.get_mut(g.index as usize)
+        order
     }
 
     /// Every GPU of the cluster, free or not.
     pub fn gpu_count(&self) -> u32 {
-        self.nodes.iter().map(|n| n.holders.len() as u32).sum()
+        self.book.gpu_count()
     }
 
     /// The GPUs free now.
     pub fn free_count(&self) -> u32 {
-        self.nodes.iter().map(|n| n.free_count() as u32).sum()
+        self.book.free_total()
     }
 
     /// The free GPUs of `node`, lowest index first (none for a node that does not exist).
     pub fn free_on(&self, node: NodeId) -> Vec<u32> {
-        self.nodes.get(node.0 as usize).map(|n| n.free().collect()).unwrap_or_default()
+        self.book.free_on(node.0).collect()
     }
 
     /// Plan a running job's preemption: its GPUs become free and its node has one job less.
@@ -157,50 +143,18 @@ impl FreeGpus {
             return;
         }
         for g in job.gpus() {
-            if let Some(h) = self.holder(*g) {
-                *h = h.saturating_sub(1);
-            }
+            self.book.release(g.node.0, g.index, job.id().0);
         }
-        if let Some(page) = self.nodes.get_mut(job.node().0 as usize) {
-            page.jobs = page.jobs.saturating_sub(1);
+        if let Some(node) = self.nodes.get_mut(job.node().0 as usize) {
+            node.1 = node.1.saturating_sub(1);
         }
     }
 
     /// Where a job of `gpus` GPUs in at most `replicas` pieces would start, by first fit;
     /// None when it does not fit now. Takes nothing ([`Self::fit`] does).
     pub fn find(&self, gpus: u32, replicas: u32) -> Option<Placement> {
-        if gpus == 0 {
-            let page = self.nodes.iter().min_by(|a, b| a.load().total_cmp(&b.load()))?;
-            return Some(Placement { nodes: vec![(page.id, Vec::new())] });
-        }
-        let ask = gpus as usize;
-        let pages = self.in_order();
-        if let Some(page) = pages.iter().find(|n| n.free_count() >= ask) {
-            return Some(Placement { nodes: vec![(page.id, page.free().take(ask).collect())] });
-        }
-        let pieces = replicas.max(1);
-        if pieces == 1 {
-            return None;
-        }
-        // Each node takes whole replicas; an uneven split (the host's rule) counts single GPUs.
-        let per = if gpus.is_multiple_of(pieces) { (gpus / pieces) as usize } else { 1 };
-        let mut nodes = Vec::new();
-        let mut left = ask;
-        for page in pages {
-            if nodes.len() == pieces as usize {
-                break;
-            }
-            let free = page.free_count();
-            let take = (free - free % per).min(left);
-            if take > 0 {
-                nodes.push((page.id, page.free().take(take).collect()));
-                left -= take;
-            }
-            if left == 0 {
-                return Some(Placement { nodes });
-            }
-        }
-        None
+        let entries = first_fit(&self.book, Ask { gpus, replicas }, &self.order_for(gpus))?;
+        Some(Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect() })
     }
 
     /// Like [`Self::find`], and takes what it returns.
@@ -223,91 +177,83 @@ impl FreeGpus {
     /// Book a placement: its GPUs are held and its first node has one job more.
     pub fn take(&mut self, placement: &Placement) {
         for g in placement.gpus() {
-            if let Some(h) = self.holder(g) {
-                *h += 1;
-            }
+            self.book.hold(g.node.0, g.index, PLANNED);
         }
-        if let Some(page) = self.nodes.get_mut(placement.node().0 as usize) {
-            page.jobs += 1;
+        if let Some(node) = self.nodes.get_mut(placement.node().0 as usize) {
+            node.1 += 1;
         }
     }
 }
 
-/// Whether the host would accept every placement and preemption of `d`, made on `s`: checked
-/// in order against the world as the earlier actions leave it, as the host does. A placement
-/// gives a queued job exactly the GPUs it asks for, on at most `replicas` nodes, each node of a
-/// spread taking whole replicas, every GPU existing and free (unless shared), no node or GPU
-/// twice; a preemption is of a running job and frees its GPUs; a job is placed, preempted or
-/// stopped once at most. The first problem, in words.
+/// Whether the host would accept every action of `d`, made on `s`: checked in order against
+/// the world as the earlier actions leave it, by the host's own rules. A placement gives a
+/// queued job exactly the GPUs it asks for, on at most `replicas` nodes, each node of a spread
+/// taking whole replicas, every GPU existing and free (unless shared), no node or GPU twice; a
+/// preemption is of a running job and frees its GPUs; a job placed, preempted or stopped is
+/// not acted on again in the same decision; limits stay within the node. The first problem,
+/// as `action N: ` and the host's words.
 pub fn check(s: &Snapshot<'_>, d: &Decision) -> Result<(), String> {
-    let mut book = FreeGpus::of(s);
-    let mut moved: Vec<JobId> = Vec::new();
+    let world = Seen(s);
+    let mut checker = Checker::new(FreeGpus::of(s).book);
     for (i, action) in d.actions().iter().enumerate() {
-        let id = action.job();
-        let Some(job) = s.job(id) else { return Err(format!("action {i}: {id} does not exist")) };
-        let acts_once = matches!(action.kind(), ActionKind::Place(_) | ActionKind::Preempt | ActionKind::Stop);
-        if acts_once && moved.contains(&id) {
-            return Err(format!("action {i}: {id} was already placed, preempted or stopped"));
-        }
-        match action.kind() {
-            ActionKind::Place(p) => {
-                if !job.is_queued() {
-                    return Err(format!("action {i}: {id} runs; only a queued job is placed"));
-                }
-                let pieces = job.replicas() as usize;
-                let given: usize = p.nodes.iter().map(|e| e.gpus.len()).sum();
-                if p.nodes.is_empty() || p.nodes.len() > pieces {
-                    return Err(format!("action {i}: {id} placed on {} nodes, may use 1 to {pieces}", p.nodes.len()));
-                }
-                if given != job.gpus_asked() as usize {
-                    return Err(format!("action {i}: {id} asks for {} GPUs, gets {given}", job.gpus_asked()));
-                }
-                let per = if job.gpus_asked().is_multiple_of(job.replicas()) {
-                    (job.gpus_asked() / job.replicas()) as usize
-                } else {
-                    1
-                };
-                let mut taken = Vec::new();
-                for (k, entry) in p.nodes.iter().enumerate() {
-                    let node = NodeId(entry.node);
-                    if s.node(node).is_none() || p.nodes[..k].iter().any(|e| e.node == entry.node) {
-                        return Err(format!("action {i}: {id} names {node}, which is missing or named twice"));
-                    }
-                    if p.nodes.len() > 1 && (entry.gpus.is_empty() || !entry.gpus.len().is_multiple_of(per.max(1))) {
-                        return Err(format!(
-                            "action {i}: {id} gets {} GPUs of {node}, not whole replicas",
-                            entry.gpus.len()
-                        ));
-                    }
-                    let free = book.free_on(node);
-                    let count = s.node(node).map_or(0, |n| n.gpus().len());
-                    for (g, &index) in entry.gpus.iter().enumerate() {
-                        if index as usize >= count || entry.gpus[..g].contains(&index) {
-                            return Err(format!("action {i}: {id} names GPU {index} of {node}: missing or twice"));
-                        }
-                        if !p.share && !free.contains(&index) {
-                            return Err(format!("action {i}: {id} names GPU {index} of {node}, which is held"));
-                        }
-                    }
-                    taken.push((node, entry.gpus.clone()));
-                }
-                book.take(&Placement { nodes: taken });
-            }
-            ActionKind::Preempt => {
-                if job.is_queued() {
-                    return Err(format!("action {i}: {id} is queued; only a running job is preempted"));
-                }
-                book.release(&job);
-            }
-            ActionKind::Stop => book.release(&job),
-            _ if job.is_queued() => return Err(format!("action {i}: {id} is queued; place it first")),
-            _ => {}
-        }
-        if acts_once {
-            moved.push(id);
-        }
+        let act = match action.kind() {
+            ActionKind::SetCpu(m) => Act::SetCpu(*m),
+            ActionKind::SetMemory(b) => Act::SetMemory(*b),
+            ActionKind::Migrate(to) => Act::Migrate(*to),
+            ActionKind::Deliver => Act::Deliver,
+            ActionKind::Stop => Act::Stop,
+            ActionKind::SetGpuShare(g) => Act::SetGpuShare { gpu: g.gpu, percent: g.percent },
+            ActionKind::Place(p) => Act::Place { nodes: &p.nodes[..], share: p.share },
+            ActionKind::Preempt => Act::Preempt,
+        };
+        checker.check(&world, action.job().0, &act).map_err(|problem| format!("action {i}: {problem}"))?;
     }
     Ok(())
+}
+
+/// The snapshot, as the rules read it.
+struct Seen<'s, 'a>(&'s Snapshot<'a>);
+
+impl World for Seen<'_, '_> {
+    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
+        self.0.node(NodeId(node)).map(|n| NodeCap {
+            name: n.name(),
+            cpu_millicores: n.cpu().0,
+            memory_bytes: n.memory().0,
+            gpus: n.gpus().len() as u32,
+        })
+    }
+
+    fn node_count(&self) -> usize {
+        self.0.nodes().len()
+    }
+
+    fn job(&self, job: u32) -> Option<JobNow> {
+        let j = self.0.job(JobId(job))?;
+        Some(JobNow {
+            gpus: j.gpus_asked(),
+            replicas: j.replicas(),
+            node: (!j.is_queued()).then(|| j.node().0),
+            memory_used_bytes: j.memory_use().0,
+        })
+    }
+
+    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
+        self.0.job(JobId(job)).map(|j| j.gpus().iter().map(|g| (g.node.0, g.index)).collect()).unwrap_or_default()
+    }
+
+    fn memory_used_on(&self, node: u32) -> u64 {
+        self.0.jobs_on(NodeId(node)).filter(|j| !j.is_queued()).map(|j| j.memory_use().0).sum()
+    }
+}
+
+impl Entry for crate::bindings::wasmsched::policy::types::NodePlacement {
+    fn node(&self) -> u32 {
+        self.node
+    }
+    fn gpus(&self) -> &[u32] {
+        &self.gpus
+    }
 }
 
 #[cfg(test)]
@@ -458,9 +404,10 @@ mod tests {
             (Decision::new().with(Action::place(b, NodeId(0), &[0, 1])), "held"),
             (Decision::new().with(Action::place(b, NodeId(1), &[0])), "asks for 2"),
             (Decision::new().with(Action::place(b, NodeId(1), &[0, 0])), "twice"),
-            (Decision::new().with(Action::place(b, NodeId(1), &[0, 2])), "missing"),
-            (Decision::new().with(Action::place(a, NodeId(1), &[0, 1])), "only a queued job"),
-            (Decision::new().with(Action::preempt(b)), "only a running job"),
+            (Decision::new().with(Action::place(b, NodeId(1), &[0, 2])), "has no GPU 2"),
+            (Decision::new().with(Action::place(a, NodeId(1), &[0, 1])), "already runs on node"),
+            (Decision::new().with(Action::preempt(b)), "is queued, not running"),
+            (Decision::new().with(Action::preempt(a)).with(Action::set_cpu(a, Millicores(500))), "already"),
             (Decision::new().with(Action::preempt(a)).with(Action::preempt(a)), "already"),
             (Decision::new().with(Action::place(JobId(9), NodeId(1), &[])), "does not exist"),
         ];
@@ -474,8 +421,8 @@ mod tests {
         let r = seen(&mut w);
         let view = r.view();
         let spread = Action::place_on(c, &[(NodeId(0), vec![0]), (NodeId(1), vec![0])], false);
-        assert!(check(&view, &Decision::new().with(spread)).unwrap_err().contains("may use 1 to 1"));
-        let split = Action::place_on(d, &[(NodeId(0), vec![0, 1, 1]), (NodeId(1), vec![0])], false);
-        assert!(check(&view, &Decision::new().with(split)).unwrap_err().contains("not whole replicas"));
+        assert!(check(&view, &Decision::new().with(spread)).unwrap_err().contains("runs on at most 1 node(s)"));
+        let split = Action::place_on(d, &[(NodeId(0), vec![0]), (NodeId(1), vec![0, 1])], false);
+        assert!(check(&view, &Decision::new().with(split)).unwrap_err().contains("takes whole replicas of 2 GPU(s)"));
     }
 }

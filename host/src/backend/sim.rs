@@ -54,6 +54,7 @@ use crate::backend::Placement;
 use crate::bindings::wit;
 use crate::snapshot::{GpuSlot, Telemetry};
 pub use outcome::JobOutcome;
+use wasmsched_rules::GpuBook;
 
 /// CPU one inference request costs, in core-seconds.
 pub const REQUEST_COST_CORE_S: f64 = 0.02;
@@ -240,16 +241,14 @@ pub struct Simulator {
     ended: Vec<u32>,
     rng: Rng,
     busy_core_s: f64,
-    /// Per GPU (node order, then GPU order; node n's GPUs start at `first_gpu[n]`), how many
-    /// running jobs hold it.
-    gpu_holders: Vec<u32>,
+    /// Who holds each GPU: the running jobs, by index into `jobs`.
+    book: GpuBook,
     /// Who starts queued jobs.
     placement: Placement,
     /// Queued jobs, in arrival order (handle order).
     queue: Vec<usize>,
     /// When a job last ran or the queue last changed.
     last_activity_s: f64,
-    first_gpu: Vec<usize>,
 }
 
 impl Simulator {
@@ -332,18 +331,10 @@ impl Simulator {
             ended: Vec::new(),
             rng,
             busy_core_s: 0.0,
-            gpu_holders: vec![0; workload.nodes.iter().map(|n| n.gpus as usize).sum()],
+            book: GpuBook::new(workload.nodes.iter().map(|n| n.gpus)),
             placement: Placement::Backend,
             queue: Vec::new(),
             last_activity_s: 0.0,
-            first_gpu: workload
-                .nodes
-                .iter()
-                .scan(0, |next, n| {
-                    *next += n.gpus as usize;
-                    Some(*next - n.gpus as usize)
-                })
-                .collect(),
         }
     }
 

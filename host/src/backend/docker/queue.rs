@@ -6,6 +6,9 @@
 //! is gone, its command does not exist): that is reported once, and only a policy's `place`
 //! tries it again.
 
+use wasmsched_rules::GpuBook;
+use wasmsched_rules::fit::{self as rules, Ask, could_ever_fit};
+
 use super::Docker;
 use crate::backend::Backend;
 use crate::bindings::wit;
@@ -29,10 +32,9 @@ impl Docker {
         if waiting.is_empty() {
             return;
         }
-        let count: Vec<u32> = world.nodes().iter().map(|n| n.gpu_memory_bytes.len() as u32).collect();
-        let free: Vec<Vec<u32>> = (0..count.len() as u32).map(|node| world.free_gpus(node)).collect();
+        let book = world.gpu_book();
         let mut actions = Vec::new();
-        for turn in first_fit(waiting, free, &count) {
+        for turn in first_fit(waiting, book) {
             match turn {
                 Turn::Start { handle, engine, gpus } => actions.push(wit::Action {
                     job: handle,
@@ -45,7 +47,8 @@ impl Docker {
                 Turn::Never { handle, engine } => {
                     let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
                     let asked = world.spec(handle).map_or(0, |s| s.gpus);
-                    let (endpoint, has) = (self.engines[engine].endpoint.clone(), count[engine]);
+                    let endpoint = self.engines[engine].endpoint.clone();
+                    let has = world.nodes().get(engine).map_or(0, |n| n.gpu_memory_bytes.len());
                     self.log_once(format!("never:{handle}"), || {
                         format!(
                             "job {name} asks for {asked} GPUs and its engine {endpoint} has {has}: the default \
@@ -99,19 +102,20 @@ pub(super) enum Turn {
     },
 }
 
-/// Strict FCFS first fit. `free[e]` lists engine e's free GPUs in index order and
-/// `count[e]` how many it has in all.
-pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut free: Vec<Vec<u32>>, count: &[u32]) -> Vec<Turn> {
+/// Strict FCFS first fit, each container on its own engine, over the GPUs `book` says are
+/// free.
+pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut book: GpuBook) -> Vec<Turn> {
     waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
     let mut turns = Vec::new();
     for w in waiting {
-        let (have, ask) = (count.get(w.engine).copied().unwrap_or(0), w.gpus as usize);
-        if w.gpus > have {
+        let (ask, engine) = (Ask { gpus: w.gpus, replicas: 1 }, [w.engine as u32]);
+        if !could_ever_fit(&book, ask, &engine) {
             turns.push(Turn::Never { handle: w.handle, engine: w.engine });
             continue;
         }
-        let Some(left) = free.get_mut(w.engine).filter(|f| f.len() >= ask) else { break };
-        let gpus: Vec<u32> = left.drain(..ask).collect();
+        let Some(mut placed) = rules::first_fit(&book, ask, &engine) else { break };
+        book.take(&placed, w.handle);
+        let (_, gpus) = placed.swap_remove(0);
         turns.push(Turn::Start { handle: w.handle, engine: w.engine, gpus });
     }
     turns
@@ -123,6 +127,17 @@ mod tests {
 
     fn job(handle: u32, engine: usize, gpus: u32, arrived_unix_ms: u64) -> Waiting {
         Waiting { handle, engine, gpus, arrived_unix_ms }
+    }
+
+    /// Engines of `count` GPUs each, those not in `free` held.
+    fn book(count: &[u32], free: &[&[u32]]) -> GpuBook {
+        let mut book = GpuBook::new(count.iter().copied());
+        for (engine, free) in free.iter().enumerate() {
+            for index in (0..count[engine]).filter(|i| !free.contains(i)) {
+                book.hold(engine as u32, index, u32::MAX);
+            }
+        }
+        book
     }
 
     fn started(turns: &[Turn]) -> Vec<(u32, Vec<u32>)> {
@@ -138,28 +153,28 @@ mod tests {
     #[test]
     fn jobs_start_in_arrival_order_on_the_first_free_gpus() {
         let waiting = vec![job(7, 0, 1, 300), job(3, 0, 2, 100), job(5, 0, 0, 200)];
-        let turns = first_fit(waiting, vec![vec![1, 2, 3, 5]], &[6]);
+        let turns = first_fit(waiting, book(&[6], &[&[1, 2, 3, 5]]));
         assert_eq!(started(&turns), [(3, vec![1, 2]), (5, vec![]), (7, vec![3])]);
     }
 
     #[test]
     fn the_oldest_job_that_does_not_fit_holds_up_the_younger_ones() {
         let waiting = vec![job(0, 0, 3, 100), job(1, 0, 1, 200), job(2, 1, 0, 300)];
-        let turns = first_fit(waiting, vec![vec![0, 1], vec![]], &[4, 0]);
+        let turns = first_fit(waiting, book(&[4, 0], &[&[0, 1], &[]]));
         assert!(turns.is_empty(), "strict FCFS: {turns:?}");
     }
 
     #[test]
     fn a_job_its_engine_can_never_hold_is_reported_and_does_not_block() {
         let waiting = vec![job(0, 1, 2, 100), job(1, 1, 0, 200), job(2, 0, 2, 300)];
-        let turns = first_fit(waiting, vec![vec![0, 1], vec![]], &[2, 0]);
+        let turns = first_fit(waiting, book(&[2, 0], &[&[0, 1], &[]]));
         assert_eq!(turns[0], Turn::Never { handle: 0, engine: 1 });
         assert_eq!(started(&turns), [(1, vec![]), (2, vec![0, 1])]);
     }
 
     #[test]
     fn arrival_ties_go_to_the_older_handle() {
-        let turns = first_fit(vec![job(4, 0, 1, 100), job(2, 0, 1, 100)], vec![vec![0]], &[1]);
+        let turns = first_fit(vec![job(4, 0, 1, 100), job(2, 0, 1, 100)], book(&[1], &[&[0]]));
         assert_eq!(started(&turns), [(2, vec![0])]);
     }
 }

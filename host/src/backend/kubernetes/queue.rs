@@ -5,6 +5,9 @@
 //! node could ever hold is reported once and skipped, as is one whose binding the apiserver
 //! refused (only a policy's `place` tries that one again).
 
+use wasmsched_rules::GpuBook;
+use wasmsched_rules::fit::{self as rules, Ask};
+
 use super::Kubernetes;
 use crate::backend::Backend;
 use crate::bindings::wit;
@@ -21,12 +24,12 @@ pub(super) struct Waiting {
     pub arrived_unix_ms: u64,
 }
 
-/// A node's room: CPU and memory left unrequested, its free GPUs, and whether it is Ready.
+/// A node's room: CPU and memory left unrequested, and whether it is Ready (its free GPUs are
+/// in the GPU book).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Room {
     pub cpu: u64,
     pub memory: u64,
-    pub free_gpus: Vec<u32>,
     /// Its whole allocatable (CPU, memory, GPUs): what no pod may ask beyond.
     pub all: (u64, u64, u32),
     pub ready: bool,
@@ -41,8 +44,9 @@ pub(super) enum Turn {
     Never { handle: u32 },
 }
 
-/// Strict FCFS first fit over `rooms`.
-pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>) -> Vec<Turn> {
+/// Strict FCFS first fit over the Ready nodes with room, in name order, and the GPUs `book`
+/// says are free.
+pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut book: GpuBook) -> Vec<Turn> {
     waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
     let mut turns = Vec::new();
     for w in waiting {
@@ -51,15 +55,15 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>) -> Vec<
             turns.push(Turn::Never { handle: w.handle });
             continue;
         }
-        let fits = |r: &Room| {
-            r.ready && w.requests.0 <= r.cpu && w.requests.1 <= r.memory && w.gpus as usize <= r.free_gpus.len()
-        };
-        let Some(node) = rooms.iter().position(fits) else { break };
-        let room = &mut rooms[node];
+        let with_room = |(_, r): &(usize, &Room)| r.ready && w.requests.0 <= r.cpu && w.requests.1 <= r.memory;
+        let order: Vec<u32> = rooms.iter().enumerate().filter(with_room).map(|(i, _)| i as u32).collect();
+        let Some(mut placed) = rules::first_fit(&book, Ask { gpus: w.gpus, replicas: 1 }, &order) else { break };
+        book.take(&placed, w.handle);
+        let (node, gpus) = placed.swap_remove(0);
+        let room = &mut rooms[node as usize];
         room.cpu -= w.requests.0;
         room.memory -= w.requests.1;
-        let gpus: Vec<u32> = room.free_gpus.drain(..w.gpus as usize).collect();
-        turns.push(Turn::Bind { handle: w.handle, node, gpus });
+        turns.push(Turn::Bind { handle: w.handle, node: node as usize, gpus });
     }
     turns
 }
@@ -84,11 +88,9 @@ impl Kubernetes {
         let mut rooms: Vec<Room> = self
             .nodes
             .iter()
-            .enumerate()
-            .map(|(i, n)| Room {
+            .map(|n| Room {
                 cpu: n.cpu_millicores,
                 memory: n.memory_bytes,
-                free_gpus: world.free_gpus(i as u32),
                 all: (n.cpu_millicores, n.memory_bytes, n.gpus),
                 ready: n.ready,
             })
@@ -102,7 +104,7 @@ impl Kubernetes {
             }
         }
         let mut actions = Vec::new();
-        for turn in first_fit(waiting, rooms) {
+        for turn in first_fit(waiting, rooms, world.gpu_book()) {
             match turn {
                 Turn::Bind { handle, node, gpus } => actions.push(wit::Action {
                     job: handle,
@@ -141,13 +143,18 @@ mod tests {
     }
 
     fn room(cpu: u64, gpus: u32, ready: bool) -> Room {
-        Room { cpu, memory: u64::MAX, free_gpus: (0..gpus).collect(), all: (cpu, u64::MAX, gpus), ready }
+        Room { cpu, memory: u64::MAX, all: (cpu, u64::MAX, gpus), ready }
+    }
+
+    /// Every GPU of the rooms free.
+    fn book(rooms: &[Room]) -> GpuBook {
+        GpuBook::new(rooms.iter().map(|r| r.all.2))
     }
 
     #[test]
     fn pods_are_bound_in_arrival_order_to_the_first_node_with_room() {
-        let turns =
-            first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], vec![room(2000, 1, true), room(2000, 0, true)]);
+        let rooms = vec![room(2000, 1, true), room(2000, 0, true)];
+        let turns = first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms));
         assert_eq!(
             turns,
             [Turn::Bind { handle: 1, node: 0, gpus: vec![0] }, Turn::Bind { handle: 2, node: 1, gpus: vec![] }]
@@ -156,14 +163,15 @@ mod tests {
 
     #[test]
     fn a_not_ready_node_gets_nothing_and_the_oldest_pod_holds_up_the_rest() {
-        let turns =
-            first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], vec![room(4000, 0, false), room(2000, 0, true)]);
+        let rooms = vec![room(4000, 0, false), room(2000, 0, true)];
+        let turns = first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], rooms.clone(), book(&rooms));
         assert!(turns.is_empty(), "{turns:?}");
     }
 
     #[test]
     fn a_pod_no_node_could_hold_is_reported_and_does_not_block() {
-        let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], vec![room(1000, 2, true)]);
+        let rooms = vec![room(1000, 2, true)];
+        let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms));
         assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Bind { handle: 2, node: 0, gpus: vec![0] }]);
     }
 }

@@ -141,8 +141,7 @@ impl Backend for Simulator {
                     self.release(i);
                     let gpus = self.free_gpus(to, held);
                     for g in &gpus {
-                        let at = self.gpu_at(*g);
-                        self.gpu_holders[at] += 1;
+                        self.book.hold(g.node, g.index, i as u32);
                     }
                     self.on_node[to as usize].push(i);
                     if let Some(s) = world.state_mut(action.job) {

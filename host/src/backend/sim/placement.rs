@@ -2,6 +2,8 @@
 //! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
 //! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
 
+use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
+
 use super::colocation;
 use super::throughput::shape_of;
 use super::workload::JobPlan;
@@ -10,14 +12,9 @@ use crate::bindings::wit;
 use crate::snapshot::{GpuSlot, Telemetry};
 
 impl Simulator {
-    /// Where `gpu` sits in the per-GPU vectors.
-    pub(super) fn gpu_at(&self, gpu: GpuSlot) -> usize {
-        self.first_gpu[gpu.node as usize] + gpu.index as usize
-    }
-
     /// The running jobs that hold `gpu`, in the order they started.
     pub(super) fn holders_of(&self, gpu: GpuSlot) -> Vec<usize> {
-        if self.gpu_holders[self.gpu_at(gpu)] == 0 {
+        if self.book.holders(gpu.node, gpu.index).is_empty() {
             return Vec::new();
         }
         self.running().filter(|&i| self.jobs[i].gpus.contains(&gpu)).collect()
@@ -92,11 +89,7 @@ impl Simulator {
 
     /// The first `n` GPUs of `node` that no running job holds.
     pub(super) fn free_gpus(&self, node: u32, n: usize) -> Vec<GpuSlot> {
-        (0..self.nodes[node as usize].gpus)
-            .map(|index| GpuSlot { node, index })
-            .filter(|g| self.gpu_holders[self.gpu_at(*g)] == 0)
-            .take(n)
-            .collect()
+        self.book.free_on(node).take(n).map(|index| GpuSlot { node, index }).collect()
     }
 
     /// The nodes in the order the default placement tries them: the pinned node alone, or
@@ -114,31 +107,14 @@ impl Simulator {
         order.into_iter().map(|(_, n)| n).collect()
     }
 
-    /// First fit for job `i`: its first node and GPUs, on one node if one has enough free
-    /// GPUs, else spread in whole replicas over the nodes in order; None when it does not fit
-    /// now.
+    /// First fit for job `i` over the nodes in [`Self::node_order`]: its first node and GPUs;
+    /// None when it does not fit now.
     pub(super) fn fit(&self, i: usize) -> Option<(u32, Vec<GpuSlot>)> {
         let plan = &self.jobs[i].plan;
-        let order = self.node_order(plan);
-        let ask = plan.gpus as usize;
-        if let Some((n, gpus)) = order.iter().map(|&n| (n, self.free_gpus(n, ask))).find(|(_, g)| g.len() == ask) {
-            return Some((n, gpus));
-        }
-        let pieces = plan.replicas.max(1) as usize;
-        if pieces == 1 {
-            return None;
-        }
-        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas) as usize;
-        let mut gpus = Vec::with_capacity(ask);
-        for n in order {
-            let mut free = self.free_gpus(n, ask - gpus.len());
-            free.truncate(free.len() - free.len() % per);
-            gpus.extend(free);
-            if gpus.len() == ask {
-                return Some((gpus[0].node, gpus));
-            }
-        }
-        None
+        let ask = Ask { gpus: plan.gpus, replicas: plan.replicas };
+        let entries = first_fit(&self.book, ask, &self.node_order(plan))?;
+        let gpus = entries.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index }));
+        Some((entries[0].0, gpus.collect()))
     }
 
     /// The default placement: start queued jobs in arrival order while the first one fits. A
@@ -159,13 +135,8 @@ impl Simulator {
     /// Whether job `i` fits the cluster with every GPU free.
     pub(super) fn could_ever_fit(&self, i: usize) -> bool {
         let plan = &self.jobs[i].plan;
-        let gpus_on = |n: u32| self.nodes[n as usize].gpus;
         let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
-        let best = nodes.iter().map(|&n| gpus_on(n)).max().unwrap_or(0);
-        let pieces = plan.replicas.max(1);
-        let per = crate::validate::gpus_per_piece(plan.gpus, plan.replicas);
-        let spread: u32 = nodes.iter().map(|&n| gpus_on(n) - gpus_on(n) % per).sum();
-        plan.gpus <= best || (pieces > 1 && plan.gpus <= spread)
+        could_ever_fit(&self.book, Ask { gpus: plan.gpus, replicas: plan.replicas }, &nodes)
     }
 
     /// A job arrives: it waits in the queue (and the default placement may start it now).
@@ -195,8 +166,7 @@ impl Simulator {
     pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
-            let at = self.gpu_at(*g);
-            self.gpu_holders[at] += 1;
+            self.book.hold(g.node, g.index, i as u32);
         }
         if let Some(h) = self.jobs[i].handle {
             world.start_job(h, node, gpus.clone());
@@ -246,8 +216,7 @@ impl Simulator {
         let node = self.jobs[i].node;
         self.on_node[node as usize].retain(|&k| k != i);
         for g in std::mem::take(&mut self.jobs[i].gpus) {
-            let at = self.gpu_at(g);
-            self.gpu_holders[at] = self.gpu_holders[at].saturating_sub(1);
+            self.book.release(g.node, g.index, i as u32);
         }
         self.jobs[i].cores = 0.0;
         self.jobs[i].speed = 0.0;
@@ -282,7 +251,7 @@ impl Simulator {
     /// time-slice of a shared GPU changed).
     pub(super) fn reshare_around(&mut self, node: u32, gpus: &[GpuSlot]) {
         let mut nodes = vec![node];
-        if gpus.iter().any(|g| self.gpu_holders[self.gpu_at(*g)] > 0) {
+        if gpus.iter().any(|g| !self.book.holders(g.node, g.index).is_empty()) {
             for k in self.running().collect::<Vec<_>>() {
                 if self.jobs[k].gpus.iter().any(|g| gpus.contains(g)) {
                     nodes.push(self.jobs[k].node);

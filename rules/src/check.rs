@@ -1,0 +1,401 @@
+//! The checks every action passes before it applies, in the order the host makes them, each
+//! refusal a typed [`Problem`] whose text is what the log and the audit trail show.
+//!
+//! A decision is checked action by action against the world as its earlier accepted actions
+//! leave it ([`Checker`]): a preemption frees GPUs that a later placement in the same
+//! decision may take, and a job placed, preempted or stopped by the decision is not acted on
+//! again in it. The world is read through [`World`], so the host (its telemetry) and a policy
+//! (the SDK's snapshot) run the same checks.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use crate::book::GpuBook;
+use crate::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, gpus_per_piece, max_actions};
+
+/// A node's capacity, as the checks need it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeCap<'a> {
+    /// Its name, for messages.
+    pub name: &'a str,
+    /// CPU, millicores.
+    pub cpu_millicores: u64,
+    /// Memory, bytes.
+    pub memory_bytes: u64,
+    /// How many GPUs it has.
+    pub gpus: u32,
+}
+
+/// A live job, as the checks need it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobNow {
+    /// The GPUs it asks for.
+    pub gpus: u32,
+    /// Into how many pieces it may be split.
+    pub replicas: u32,
+    /// Where it runs (its first node); None while it waits in the queue.
+    pub node: Option<u32>,
+    /// The memory it uses now, bytes.
+    pub memory_used_bytes: u64,
+}
+
+/// What the checks read of the world a decision was made for.
+pub trait World {
+    /// Node `node`; None when there is no such node.
+    fn node(&self, node: u32) -> Option<NodeCap<'_>>;
+    /// How many nodes there are.
+    fn node_count(&self) -> usize;
+    /// Live job `job` (running or queued); None when it does not exist or has ended.
+    fn job(&self, job: u32) -> Option<JobNow>;
+    /// The GPUs running job `job` holds, as (node, index).
+    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)>;
+    /// The memory the jobs running on `node` use, bytes.
+    fn memory_used_on(&self, node: u32) -> u64;
+}
+
+/// One node of a placement: the node and the indices of its GPUs the job gets.
+pub trait Entry {
+    /// The node.
+    fn node(&self) -> u32;
+    /// Its GPUs the job gets.
+    fn gpus(&self) -> &[u32];
+}
+
+impl<G: AsRef<[u32]>> Entry for (u32, G) {
+    fn node(&self) -> u32 {
+        self.0
+    }
+    fn gpus(&self) -> &[u32] {
+        self.1.as_ref()
+    }
+}
+
+/// An action, as the checks see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act<'a, E> {
+    /// Cap the CPU (None lifts the cap), millicores.
+    SetCpu(Option<u64>),
+    /// Cap the memory (None lifts the cap), bytes.
+    SetMemory(Option<u64>),
+    /// Restart on another node.
+    Migrate(u32),
+    /// Hand the model over.
+    Deliver,
+    /// End the job.
+    Stop,
+    /// Set its share of GPU `gpu` of its node.
+    SetGpuShare {
+        /// The GPU's index on the job's node.
+        gpu: u32,
+        /// The share, percent.
+        percent: u8,
+    },
+    /// Start a queued job.
+    Place {
+        /// One entry per node.
+        nodes: &'a [E],
+        /// Whether it may share GPUs others hold.
+        share: bool,
+    },
+    /// Send a running job back to the queue.
+    Preempt,
+}
+
+/// Why an action is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[allow(missing_docs, reason = "each field is named for what it holds; the variant's text says the rest")]
+pub enum Problem {
+    /// The job is not live.
+    NoSuchJob { job: u32 },
+    /// The decision already placed, preempted or stopped it.
+    AlreadyMoved { job: u32 },
+    /// Only a place or a stop acts on a queued job.
+    Queued { job: u32 },
+    /// A CPU cap below what a container runtime accepts.
+    CpuBelowMinimum { millicores: u64 },
+    /// A CPU cap above the node's CPU.
+    CpuAboveNode { millicores: u64, node: String, has: u64 },
+    /// A memory cap below what a container runtime accepts.
+    MemoryBelowMinimum { bytes: u64 },
+    /// A memory cap above the node's memory.
+    MemoryAboveNode { bytes: u64, node: String, has: u64 },
+    /// A node that does not exist.
+    NoSuchNode { node: u32, nodes: usize },
+    /// A migration to the node the job runs on.
+    AlreadyOn { job: u32, node: String },
+    /// A migration of a job that spans several nodes.
+    SpansNodes { job: u32 },
+    /// A migration to a node without as many free GPUs as the job holds.
+    TooFewFreeGpus { node: String, free: u32, job: u32, holds: usize },
+    /// A migration to a node whose memory is used up.
+    NodeFull { node: String, used: u64, capacity: u64, needs: u64 },
+    /// A GPU the node does not have.
+    NoSuchGpu { node: String, gpu: u32, count: u32 },
+    /// A GPU share outside 1–100 %.
+    ShareOutOfRange { percent: u8 },
+    /// A placement of a job that runs.
+    PlaceRunning { job: u32, node: String },
+    /// A placement that names no node.
+    NoNodeNamed { job: u32 },
+    /// A placement on more nodes than the job has replicas.
+    TooManyNodes { job: u32, pieces: u32, replicas: u32, named: usize },
+    /// A placement that names a node twice.
+    NodeTwice { node: String },
+    /// A placement asking more GPUs of a node than it has.
+    TooManyGpus { node: String, count: u32, asked: usize },
+    /// A spread placement giving a node part of a replica.
+    NotWholeReplicas { per_piece: u32, node: String, got: usize },
+    /// A placement that names a GPU twice.
+    GpuTwice { gpu: u32, node: String },
+    /// A placement, not shared, on a GPU another job holds.
+    GpuHeld { gpu: u32, node: String, holder: u32 },
+    /// A placement giving the job another number of GPUs than it asks for.
+    WrongGpuCount { job: u32, asks: u32, given: usize },
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Problem::*;
+        match self {
+            NoSuchJob { job } => write!(f, "job {job} does not exist or has ended"),
+            AlreadyMoved { job } => write!(f, "job {job} was already placed, preempted or stopped by this decision"),
+            Queued { job } => write!(f, "job {job} is queued, not running: place it first"),
+            CpuBelowMinimum { millicores } => write!(
+                f,
+                "a CPU limit of {millicores} millicores is below the minimum of {MIN_CPU_MILLICORES}; lift the \
+                 limit or give more"
+            ),
+            CpuAboveNode { millicores, node, has } => {
+                write!(f, "a CPU limit of {millicores} millicores is more than node {node} has ({has})")
+            }
+            MemoryBelowMinimum { bytes } => {
+                write!(f, "a memory limit of {bytes} bytes is below the minimum of {MIN_MEMORY_BYTES}")
+            }
+            MemoryAboveNode { bytes, node, has } => {
+                write!(f, "a memory limit of {bytes} bytes is more than node {node} has ({has})")
+            }
+            NoSuchNode { node, nodes } => write!(f, "node {node} does not exist ({nodes} nodes)"),
+            AlreadyOn { job, node } => write!(f, "job {job} already runs on node {node}"),
+            SpansNodes { job } => write!(f, "job {job} spans several nodes; preempt it and place it instead"),
+            TooFewFreeGpus { node, free, job, holds } => {
+                write!(f, "node {node} has {free} free GPUs; job {job} holds {holds}")
+            }
+            NodeFull { node, used, capacity, needs } => {
+                write!(f, "node {node} is full: {used} of {capacity} bytes in use, the job needs {needs}")
+            }
+            NoSuchGpu { node, gpu, count } => write!(f, "node {node} has no GPU {gpu} ({count} GPUs)"),
+            ShareOutOfRange { percent } => write!(f, "a GPU share of {percent} % is outside 1–100"),
+            PlaceRunning { job, node } => {
+                write!(f, "job {job} already runs on node {node}; migrate it, or preempt it first")
+            }
+            NoNodeNamed { job } => write!(f, "the placement of job {job} names no node"),
+            TooManyNodes { job, pieces, replicas, named } => write!(
+                f,
+                "job {job} runs on at most {pieces} node(s) ({replicas} replicas); the placement names {named}"
+            ),
+            NodeTwice { node } => write!(f, "the placement names node {node} twice"),
+            TooManyGpus { node, count, asked } => {
+                write!(f, "node {node} has {count} GPUs; the placement asks for {asked}")
+            }
+            NotWholeReplicas { per_piece, node, got } => write!(
+                f,
+                "each node of a spread placement takes whole replicas of {per_piece} GPU(s); node {node} gets {got}"
+            ),
+            GpuTwice { gpu, node } => write!(f, "the placement names GPU {gpu} of node {node} twice"),
+            GpuHeld { gpu, node, holder } => {
+                write!(f, "GPU {gpu} of node {node} is held by job {holder}; name a free GPU, or place with share")
+            }
+            WrongGpuCount { job, asks, given } => {
+                write!(f, "job {job} asks for {asks} GPUs; the placement gives {given}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Problem {}
+
+/// Why a whole decision is refused: it holds more actions than any world of its size needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Oversized {
+    /// How many it held.
+    pub actions: usize,
+    /// How many are accepted.
+    pub limit: usize,
+    /// How many jobs were live.
+    pub jobs: usize,
+}
+
+impl fmt::Display for Oversized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "decision has {} actions; at most {} are accepted for {} jobs", self.actions, self.limit, self.jobs)
+    }
+}
+
+impl std::error::Error for Oversized {}
+
+/// Refuse a decision of `actions` actions for `jobs` live jobs when it is larger than
+/// [`max_actions`] allows.
+pub fn size(actions: usize, jobs: usize) -> Result<(), Oversized> {
+    let limit = max_actions(jobs);
+    if actions > limit { Err(Oversized { actions, limit, jobs }) } else { Ok(()) }
+}
+
+/// Checks a decision's actions in order, against the world as the accepted ones leave it.
+#[derive(Clone, Debug)]
+pub struct Checker {
+    book: GpuBook,
+    moved: HashSet<u32>,
+}
+
+impl Checker {
+    /// Start on a world whose GPUs are held as `book` says (every running job's GPUs).
+    pub fn new(book: GpuBook) -> Self {
+        Checker { book, moved: HashSet::new() }
+    }
+
+    /// The GPUs as the accepted actions so far leave them.
+    pub fn book(&self) -> &GpuBook {
+        &self.book
+    }
+
+    /// Check `act` on `job`; when it passes, the world moves on as it says (a placement takes
+    /// its GPUs, a preemption or a stop frees them).
+    pub fn check<W: World + ?Sized, E: Entry>(&mut self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
+        self.problem(world, job, act)?;
+        match act {
+            Act::Place { nodes, .. } => {
+                for entry in *nodes {
+                    for &index in entry.gpus() {
+                        self.book.hold(entry.node(), index, job);
+                    }
+                }
+            }
+            Act::Preempt | Act::Stop => {
+                for (node, index) in world.gpus_of(job) {
+                    self.book.release(node, index, job);
+                }
+            }
+            _ => return Ok(()),
+        }
+        self.moved.insert(job);
+        Ok(())
+    }
+
+    fn problem<W: World + ?Sized, E: Entry>(&self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
+        let Some(now) = world.job(job) else { return Err(Problem::NoSuchJob { job }) };
+        if self.moved.contains(&job) {
+            return Err(Problem::AlreadyMoved { job });
+        }
+        let Some(on) = now.node else {
+            return match act {
+                Act::Place { nodes, share } => self.placement(world, job, &now, nodes, *share),
+                Act::Stop => Ok(()),
+                _ => Err(Problem::Queued { job }),
+            };
+        };
+        let nodes = world.node_count();
+        let node = world.node(on).ok_or(Problem::NoSuchNode { node: on, nodes })?;
+        let name = || node.name.to_string();
+        match *act {
+            Act::SetCpu(Some(millicores)) if millicores < MIN_CPU_MILLICORES => {
+                Err(Problem::CpuBelowMinimum { millicores })
+            }
+            Act::SetCpu(Some(millicores)) if millicores > node.cpu_millicores => {
+                Err(Problem::CpuAboveNode { millicores, node: name(), has: node.cpu_millicores })
+            }
+            Act::SetMemory(Some(bytes)) if bytes < MIN_MEMORY_BYTES => Err(Problem::MemoryBelowMinimum { bytes }),
+            Act::SetMemory(Some(bytes)) if bytes > node.memory_bytes => {
+                Err(Problem::MemoryAboveNode { bytes, node: name(), has: node.memory_bytes })
+            }
+            Act::Migrate(to) => {
+                let dest = world.node(to).ok_or(Problem::NoSuchNode { node: to, nodes })?;
+                if to == on {
+                    return Err(Problem::AlreadyOn { job, node: dest.name.to_string() });
+                }
+                let held = world.gpus_of(job);
+                if held.iter().any(|&(n, _)| n != on) {
+                    return Err(Problem::SpansNodes { job });
+                }
+                let free = self.book.free_count(to);
+                if (free as usize) < held.len() {
+                    return Err(Problem::TooFewFreeGpus { node: dest.name.to_string(), free, job, holds: held.len() });
+                }
+                let used = world.memory_used_on(to);
+                if used + now.memory_used_bytes > dest.memory_bytes {
+                    return Err(Problem::NodeFull {
+                        node: dest.name.to_string(),
+                        used,
+                        capacity: dest.memory_bytes,
+                        needs: now.memory_used_bytes,
+                    });
+                }
+                Ok(())
+            }
+            Act::SetGpuShare { gpu, percent } => {
+                if gpu >= node.gpus {
+                    Err(Problem::NoSuchGpu { node: name(), gpu, count: node.gpus })
+                } else if percent == 0 || percent > 100 {
+                    Err(Problem::ShareOutOfRange { percent })
+                } else {
+                    Ok(())
+                }
+            }
+            Act::Place { .. } => Err(Problem::PlaceRunning { job, node: name() }),
+            Act::SetCpu(_) | Act::SetMemory(_) | Act::Deliver | Act::Stop | Act::Preempt => Ok(()),
+        }
+    }
+
+    /// Why queued job `job` cannot start where `nodes` say, if it cannot.
+    fn placement<W: World + ?Sized, E: Entry>(
+        &self,
+        world: &W,
+        job: u32,
+        now: &JobNow,
+        nodes: &[E],
+        share: bool,
+    ) -> Result<(), Problem> {
+        let pieces = now.replicas.max(1);
+        if nodes.is_empty() {
+            return Err(Problem::NoNodeNamed { job });
+        }
+        if nodes.len() > pieces as usize {
+            return Err(Problem::TooManyNodes { job, pieces, replicas: now.replicas, named: nodes.len() });
+        }
+        let per_piece = gpus_per_piece(now.gpus, now.replicas);
+        for (k, entry) in nodes.iter().enumerate() {
+            let Some(node) = world.node(entry.node()) else {
+                return Err(Problem::NoSuchNode { node: entry.node(), nodes: world.node_count() });
+            };
+            let name = || node.name.to_string();
+            if nodes[..k].iter().any(|e| e.node() == entry.node()) {
+                return Err(Problem::NodeTwice { node: name() });
+            }
+            let gpus = entry.gpus();
+            if gpus.len() > node.gpus as usize {
+                return Err(Problem::TooManyGpus { node: name(), count: node.gpus, asked: gpus.len() });
+            }
+            if nodes.len() > 1 && (gpus.is_empty() || !gpus.len().is_multiple_of(per_piece as usize)) {
+                return Err(Problem::NotWholeReplicas { per_piece, node: name(), got: gpus.len() });
+            }
+            for (g, &index) in gpus.iter().enumerate() {
+                if index >= node.gpus || !self.book.exists(entry.node(), index) {
+                    return Err(Problem::NoSuchGpu { node: name(), gpu: index, count: node.gpus });
+                }
+                if gpus[..g].contains(&index) {
+                    return Err(Problem::GpuTwice { gpu: index, node: name() });
+                }
+                if let (Some(&holder), false) = (self.book.holders(entry.node(), index).first(), share) {
+                    return Err(Problem::GpuHeld { gpu: index, node: name(), holder });
+                }
+            }
+        }
+        let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
+        if given != now.gpus as usize {
+            return Err(Problem::WrongGpuCount { job, asks: now.gpus, given });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

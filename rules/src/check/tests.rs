@@ -1,0 +1,148 @@
+use super::*;
+
+/// Nodes (name, CPU, memory, GPUs) and jobs (GPUs asked, replicas, where it runs with its
+/// GPUs, memory used).
+struct Plain {
+    nodes: Vec<(String, u64, u64, u32)>,
+    jobs: Vec<(u32, u32, Option<(u32, Vec<(u32, u32)>)>, u64)>,
+}
+
+impl World for Plain {
+    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
+        self.nodes.get(node as usize).map(|(name, cpu, memory, gpus)| NodeCap {
+            name,
+            cpu_millicores: *cpu,
+            memory_bytes: *memory,
+            gpus: *gpus,
+        })
+    }
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+    fn job(&self, job: u32) -> Option<JobNow> {
+        self.jobs.get(job as usize).map(|(gpus, replicas, at, memory)| JobNow {
+            gpus: *gpus,
+            replicas: *replicas,
+            node: at.as_ref().map(|(n, _)| *n),
+            memory_used_bytes: *memory,
+        })
+    }
+    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
+        self.jobs.get(job as usize).and_then(|j| j.2.as_ref()).map(|(_, g)| g.clone()).unwrap_or_default()
+    }
+    fn memory_used_on(&self, node: u32) -> u64 {
+        self.jobs.iter().filter(|j| j.2.as_ref().is_some_and(|(n, _)| *n == node)).map(|j| j.3).sum()
+    }
+}
+
+impl Plain {
+    fn book(&self) -> GpuBook {
+        let mut book = GpuBook::new(self.nodes.iter().map(|n| n.3));
+        for (job, (_, _, at, _)) in self.jobs.iter().enumerate() {
+            for &(node, index) in at.as_ref().map(|(_, g)| g.as_slice()).unwrap_or_default() {
+                book.hold(node, index, job as u32);
+            }
+        }
+        book
+    }
+}
+
+/// Two nodes of 4 GPUs, 8 cores and 64 GiB; job 0 runs on node 0 holding GPU 0; jobs 1 (2
+/// GPUs, 2 replicas) and 2 (1 GPU) wait.
+fn gpu_world() -> Plain {
+    let node = |n: u32| (format!("node-{n}"), 8000, 64 << 30, 4);
+    Plain {
+        nodes: vec![node(0), node(1)],
+        jobs: vec![(1, 1, Some((0, vec![(0, 0)])), 1 << 30), (2, 2, None, 0), (1, 1, None, 0)],
+    }
+}
+
+type Entries = Vec<(u32, Vec<u32>)>;
+
+fn place(nodes: &[(u32, &[u32])]) -> Entries {
+    nodes.iter().map(|(n, g)| (*n, g.to_vec())).collect()
+}
+
+fn one(world: &Plain, job: u32, act: Act<'_, (u32, Vec<u32>)>) -> Result<(), String> {
+    Checker::new(world.book()).check(world, job, &act).map_err(|p| p.to_string())
+}
+
+#[test]
+fn every_placement_error_is_refused_with_its_reason() {
+    let w = gpu_world();
+    let cases: Vec<(u32, Entries, &str)> = vec![
+        (9, place(&[(0, &[1])]), "job 9 does not exist"),
+        (1, place(&[]), "names no node"),
+        (1, place(&[(5, &[0, 1])]), "node 5 does not exist (2 nodes)"),
+        (1, place(&[(0, &[1, 7])]), "node node-0 has no GPU 7 (4 GPUs)"),
+        (1, place(&[(0, &[0, 1])]), "GPU 0 of node node-0 is held by job 0"),
+        (1, place(&[(0, &[1, 1])]), "names GPU 1 of node node-0 twice"),
+        (1, place(&[(0, &[1, 2, 3, 0, 1])]), "node node-0 has 4 GPUs; the placement asks for 5"),
+        (1, place(&[(0, &[1])]), "job 1 asks for 2 GPUs; the placement gives 1"),
+        (2, place(&[(0, &[1]), (1, &[])]), "job 2 runs on at most 1 node(s) (1 replicas); the placement names 2"),
+        (1, place(&[(0, &[1, 2]), (1, &[])]), "whole replicas of 1 GPU(s); node node-1 gets 0"),
+        (1, place(&[(1, &[0]), (1, &[1])]), "names node node-1 twice"),
+        (0, place(&[(1, &[0])]), "job 0 already runs on node node-0; migrate it, or preempt it first"),
+    ];
+    for (job, nodes, why) in cases {
+        let got = one(&w, job, Act::Place { nodes: &nodes, share: false }).unwrap_err();
+        assert!(got.contains(why), "{nodes:?}: expected {why:?}, got {got:?}");
+    }
+    for act in [Act::Preempt, Act::SetCpu(Some(1000)), Act::Migrate(1)] {
+        assert_eq!(one(&w, 2, act).unwrap_err(), "job 2 is queued, not running: place it first");
+    }
+    assert_eq!(one(&w, 2, Act::Stop), Ok(()), "a queued job may be stopped");
+}
+
+#[test]
+fn limits_shares_and_migrations_are_held_to_the_node() {
+    let mut w = gpu_world();
+    let refused = |w: &Plain, act| one(w, 0, act).unwrap_err();
+    assert!(refused(&w, Act::SetCpu(Some(0))).contains("below the minimum of 10"));
+    assert!(refused(&w, Act::SetCpu(Some(u64::MAX))).contains("more than node node-0 has (8000)"));
+    assert!(refused(&w, Act::SetMemory(Some(1))).contains("below the minimum of 6291456"));
+    assert!(refused(&w, Act::Migrate(7)).contains("node 7 does not exist"));
+    assert!(refused(&w, Act::Migrate(0)).contains("already runs on node node-0"));
+    assert!(refused(&w, Act::SetGpuShare { gpu: 4, percent: 50 }).contains("has no GPU 4"));
+    assert!(refused(&w, Act::SetGpuShare { gpu: 0, percent: 101 }).contains("outside 1–100"));
+    assert_eq!(one(&w, 0, Act::SetCpu(None)), Ok(()));
+    assert_eq!(one(&w, 0, Act::Migrate(1)), Ok(()));
+    w.jobs[0].3 = 70 << 30;
+    assert!(refused(&w, Act::Migrate(1)).contains("node node-1 is full"));
+}
+
+#[test]
+fn a_preemption_frees_gpus_for_a_later_placement_and_the_job_is_not_acted_on_again() {
+    let w = gpu_world();
+    let mut c = Checker::new(w.book());
+    let none: &[(u32, Vec<u32>)] = &[];
+    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    let onto_freed = place(&[(0, &[0])]);
+    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto_freed, share: false }), Ok(()));
+    let again = c.check(&w, 0, &Act::Place { nodes: &place(&[(0, &[1])]), share: false }).unwrap_err();
+    assert_eq!(again, Problem::AlreadyMoved { job: 0 });
+    let after = c.check(&w, 0, &Act::Place { nodes: none, share: false });
+    assert_eq!(after, Err(Problem::AlreadyMoved { job: 0 }));
+    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::SetCpu(Some(1000))), Err(Problem::AlreadyMoved { job: 0 }));
+    let held = c.check(&w, 1, &Act::Place { nodes: &place(&[(0, &[0, 1])]), share: false });
+    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 2 }));
+}
+
+#[test]
+fn a_shared_gpu_stays_held_while_any_holder_is_left() {
+    let mut w = gpu_world();
+    w.jobs.push((1, 1, Some((0, vec![(0, 0)])), 0));
+    let mut c = Checker::new(w.book());
+    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    let onto = place(&[(0, &[0])]);
+    let held = c.check(&w, 2, &Act::Place { nodes: &onto, share: false });
+    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 3 }));
+    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto, share: true }), Ok(()));
+}
+
+#[test]
+fn a_decision_larger_than_the_world_needs_is_refused_whole() {
+    assert_eq!(size(max_actions(3), 3), Ok(()));
+    let e = size(1000, 2).unwrap_err();
+    assert_eq!(e.to_string(), "decision has 1000 actions; at most 80 are accepted for 2 jobs");
+}
