@@ -15,22 +15,22 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmsched::backend::Backend;
-use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::backend::sim::{SimConfig, Simulator};
 use wasmsched::experiment::paper::Figure;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Spec};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmsched::scenario::{LoadOptions, Scenario};
 use wasmsched::snapshot::Telemetry;
 
 const TICK: Duration = Duration::from_secs(30);
 
-fn load(path: &Path) -> Workload {
-    Workload::load(path, &LoadOptions::default()).unwrap().with_default_targets()
+fn load(path: &Path) -> Scenario {
+    Scenario::load(path, &LoadOptions::default()).unwrap().with_default_targets()
 }
 
-fn simulator_only(workload: &Workload) -> u64 {
-    let mut sim = Simulator::new(workload, SimConfig::default());
+fn simulator_only(scenario: &Scenario) -> u64 {
+    let mut sim = Simulator::new(&scenario.workload, SimConfig::default());
     let mut world = Telemetry::new();
     let mut until = 0;
     while sim.observe(&mut world, until + TICK.as_millis() as u64) {

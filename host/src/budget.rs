@@ -32,11 +32,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::bindings::wit::{self, ActionKind};
+use crate::declare::{OPT_OUT_LABEL, opted_out};
 use crate::snapshot::Telemetry;
 use crate::validate::{self, Rejection};
-
-/// The label by which a job opts out of disruption: `wasmsched.disruptible=false`.
-pub const OPT_OUT_LABEL: &str = "wasmsched.disruptible";
 
 /// Whether an action disrupts its job: ends it, or restarts it from its checkpoint.
 pub fn disruptive(kind: &ActionKind) -> bool {
@@ -46,11 +44,6 @@ pub fn disruptive(kind: &ActionKind) -> bool {
 /// How many of `actions` disrupt their jobs.
 pub fn disruptions(actions: &[wit::Action]) -> u64 {
     actions.iter().filter(|a| disruptive(&a.kind)).count() as u64
-}
-
-/// Whether a job declared itself out of the budget's reach (`wasmsched.disruptible=false`).
-pub fn opted_out(spec: &wit::JobSpec) -> bool {
-    spec.labels.iter().any(|(k, v)| k == OPT_OUT_LABEL && v.trim().eq_ignore_ascii_case("false"))
 }
 
 /// How many disruptions a policy may cause, and how often.
@@ -103,7 +96,7 @@ mod humantime_text {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        crate::config::duration(d)
+        crate::units::duration(d)
     }
 }
 

@@ -89,7 +89,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HostConfig {
     /// Time between observations, on the backend's clock (`"30s"`).
-    #[serde(deserialize_with = "duration")]
+    #[serde(deserialize_with = "crate::units::duration")]
     pub tick: Duration,
     /// The directory watched for policy components (`NAME.wasm`, and `NAME.toml` beside).
     pub policies_dir: PathBuf,
@@ -301,7 +301,7 @@ pub struct ReloadConfig {
     #[serde(default = "yes")]
     pub watch: bool,
     /// How long a file must stay quiet before it is looked at (default `"50ms"`).
-    #[serde(default = "default_debounce", deserialize_with = "duration")]
+    #[serde(default = "default_debounce", deserialize_with = "crate::units::duration")]
     pub debounce: Duration,
 }
 
@@ -388,15 +388,15 @@ pub struct PolicyConfig {
     #[serde(default)]
     pub role: Role,
     /// Wall-clock deadline per call (`"50ms"`).
-    #[serde(default = "default_deadline", deserialize_with = "duration")]
+    #[serde(default = "default_deadline", deserialize_with = "crate::units::duration")]
     pub deadline: Duration,
     /// Budget for starting an instance (`"1s"`): making it with its `init`, and again its first
     /// `decide` (a resync with every job), apart from the per-call deadline: a component that
     /// bundles an interpreter needs more to start.
-    #[serde(default = "default_instantiate", deserialize_with = "duration")]
+    #[serde(default = "default_instantiate", deserialize_with = "crate::units::duration")]
     pub instantiate_deadline: Duration,
     /// Memory cap of an instance (`"64MiB"`).
-    #[serde(default = "default_memory", deserialize_with = "bytes")]
+    #[serde(default = "default_memory", deserialize_with = "crate::units::bytes")]
     pub memory: u64,
     /// What a tick does when the policy fails: `"keep-limits"` or `"fair-share"`.
     #[serde(default)]
@@ -514,18 +514,6 @@ impl HostConfig {
     pub fn active(&self) -> Option<&str> {
         self.policy.iter().find(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str())
     }
-}
-
-pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let text = String::deserialize(d)?;
-    humantime::parse_duration(&text).map_err(|e| {
-        serde::de::Error::custom(format!("\"{text}\" is not a duration ({e}): write e.g. \"30s\" or \"50ms\""))
-    })
-}
-
-fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    let text = String::deserialize(d)?;
-    crate::backend::sim::workload::parse_bytes(&text).map_err(serde::de::Error::custom)
 }
 
 #[cfg(test)]

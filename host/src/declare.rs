@@ -30,6 +30,15 @@ use crate::bindings::wit;
 /// The label prefix every declaration uses.
 pub const PREFIX: &str = "wasmsched.";
 
+/// The label by which a job opts out of disruption: `wasmsched.disruptible=false`.
+pub const OPT_OUT_LABEL: &str = "wasmsched.disruptible";
+
+/// Whether a job declared itself out of the disruption budget's reach
+/// (`wasmsched.disruptible=false`).
+pub fn opted_out(spec: &wit::JobSpec) -> bool {
+    spec.labels.iter().any(|(k, v)| k == OPT_OUT_LABEL && v.trim().eq_ignore_ascii_case("false"))
+}
+
 /// Check that T1 is the easier target for a metric's direction; the message says why not.
 pub fn tier_order(direction: wit::Direction, t1: f64, t2: f64) -> Result<(), &'static str> {
     if !t1.is_finite() || !t2.is_finite() {

@@ -66,7 +66,7 @@ pub const DEMO: [DemoScenario; 6] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::sim::workload::Workload;
+    use crate::scenario::Scenario;
 
     #[test]
     fn the_demo_shows_every_shipped_policy_with_its_own_objective() {
@@ -75,9 +75,9 @@ mod tests {
             assert!(!shown.is_empty(), "{name} is not in the demo");
             // A scenario's baseline (its first policy) is measured against, not judged.
             for demo in shown.into_iter().filter(|d| d.policies[0] != name) {
-                let workload = Workload::from_scenario_str(demo.name, demo.text).unwrap();
+                let scenario = Scenario::from_toml_str(demo.name, demo.text).unwrap();
                 assert!(
-                    paper::objective(&workload.paper, name).is_some(),
+                    paper::objective(&scenario.claims, name).is_some(),
                     "{} gives {name} no objective: add a [[paper]] figure for it",
                     demo.name
                 );

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::Backend;
 use crate::backend::docker::Docker;
-use crate::backend::sim::workload::{LoadOptions, Workload, WorkloadError};
+use crate::backend::sim::workload::Workload;
 use crate::backend::sim::{SimConfig, Simulator};
 use crate::budget;
 use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
@@ -28,6 +28,7 @@ use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refu
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
+use crate::scenario::{LoadOptions, Scenario, WorkloadError};
 use crate::shadow::{self, Agreement};
 use crate::snapshot::Telemetry;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
@@ -175,7 +176,7 @@ impl Host {
         }
         let (jobs, backend) = match (config.backend.kind, &config.backend.workload) {
             (BackendKind::Sim, Some(path)) => {
-                let workload = Workload::load(path, &LoadOptions::default()).map_err(HostError::Workload)?;
+                let workload = Scenario::load(path, &LoadOptions::default()).map_err(HostError::Workload)?.workload;
                 let workload = workload.with_default_targets();
                 let name = format!("sim ({})", workload.name);
                 (Jobs::Sim(Box::new(workload)), name)

@@ -68,9 +68,11 @@ pub mod reload;
 pub mod replay;
 pub mod runtime;
 pub mod scaffold;
+pub mod scenario;
 pub mod shadow;
 pub mod shipped;
 pub mod snapshot;
+pub mod units;
 pub mod validate;
 
 /// An error and its sources on one line, `: `-separated, for logs and the command line.

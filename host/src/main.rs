@@ -13,11 +13,10 @@ use tracing_subscriber::EnvFilter;
 use wasmsched::admission;
 use wasmsched::backend::replay::Replay;
 use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::bindings::wit::Direction;
 use wasmsched::config::{DEFAULT_API, HostConfig};
 use wasmsched::experiment::paper::{self, Figure};
-use wasmsched::experiment::report::{self, Scenario};
+use wasmsched::experiment::report::{self, Compared};
 use wasmsched::experiment::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::experiment::sweep::{self, Axis};
@@ -26,6 +25,7 @@ use wasmsched::replay;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::scaffold::{self, Lang};
+use wasmsched::scenario::{LoadOptions, Scenario};
 use wasmsched::{api, experiment, shipped, snapshot};
 
 /// A WebAssembly policy-plugin host for the schedulers of deep-learning containers.
@@ -281,10 +281,10 @@ struct WorkloadArgs {
 }
 
 impl WorkloadArgs {
-    fn load(&self) -> anyhow::Result<Workload> {
+    fn load(&self) -> anyhow::Result<Scenario> {
         let opts = LoadOptions { nodes: self.nodes, limit: self.limit };
-        let workload = Workload::load(&self.workload, &opts).context("cannot use the workload")?;
-        Ok(if self.no_default_targets { workload } else { workload.with_default_targets() })
+        let scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
+        Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }
 }
 
@@ -377,7 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let (rt, limits) = runtime.runtime()?;
             let plan = workload.load()?;
             // A config variant of an asked-for policy that a [[paper]] figure names runs too.
-            for claim in &plan.paper {
+            for claim in &plan.claims {
                 for named in std::iter::once(&claim.policy).chain(&claim.baseline) {
                     let variant_of = named.split_once(':').map(|(base, _)| base.to_string());
                     if !policies.contains(named) && variant_of.is_some_and(|base| policies.contains(&base)) {
@@ -389,13 +389,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let runs = Runs { workload: &plan, policies: &policies, seeds: 0..seeds, tick: workload.tick, limits };
             let comparison = runs.run(&rt, out.report.is_some())?;
             println!("{}", comparison.table());
-            if !plan.paper.is_empty() {
-                println!("{}", comparison.paper_table(&plan.paper));
+            if !plan.claims.is_empty() {
+                println!("{}", comparison.paper_table(&plan.claims));
             }
             out.write(&Results::Compare(CompareResults::new(&comparison, &plan)))?;
             if let Some(dir) = &out.report {
-                let title = format!("Policies on {}", plan.name);
-                let page = report::write_html(&title, &[Scenario { comparison: &comparison, workload: &plan }], dir)
+                let title = format!("Policies on {}", plan.name());
+                let page = report::write_html(&title, &[Compared { comparison: &comparison, scenario: &plan }], dir)
                     .with_context(|| format!("cannot write the report into {}", dir.display()))?;
                 println!("report: {}", page.display());
             }
@@ -404,11 +404,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep { workload, policy, axes, fixed, baseline, figure, seeds, threads, out, runtime } => {
             let (rt, limits) = runtime.runtime()?;
             let plan = workload.load()?;
-            let claim = paper::objective(&plan.paper, &policy);
+            let claim = paper::objective(&plan.claims, &policy);
             let figure = figure.or(claim.map(|c| c.figure)).with_context(|| {
                 format!(
                     "{} gives {policy} no objective of its own: say what to measure with --figure ({})",
-                    plan.name,
+                    plan.name(),
                     Figure::ALL.map(Figure::key).join(", ")
                 )
             })?;
@@ -629,7 +629,7 @@ const DEMO_TICK: Duration = Duration::from_secs(30);
 
 /// Every policy on every seed of one workload.
 struct Runs<'a> {
-    workload: &'a Workload,
+    workload: &'a Scenario,
     policies: &'a [String],
     seeds: Range<u64>,
     tick: Duration,
@@ -641,7 +641,7 @@ impl Runs<'_> {
     /// takes longer than a second. `timeline` keeps each policy's first run's CPU over time.
     fn run(&self, rt: &Runtime, timeline: bool) -> anyhow::Result<Comparison> {
         let choices = self.policies.iter().map(|p| PolicyChoice::resolve(rt, p)).collect::<Result<Vec<_>, _>>()?;
-        let jobs = self.workload.jobs.len() as u64;
+        let jobs = self.workload.workload.jobs.len() as u64;
         let seeds = self.seeds.clone().count() as u64;
         let bar =
             ProgressBar::with_draw_target(Some(choices.len() as u64 * seeds * jobs), ProgressDrawTarget::hidden());
@@ -672,7 +672,7 @@ impl Runs<'_> {
             }
         }
         bar.finish_and_clear();
-        Ok(Comparison { workload: self.workload.name.clone(), runs })
+        Ok(Comparison { workload: self.workload.name().to_string(), runs })
     }
 }
 
@@ -701,7 +701,7 @@ fn demo(seeds: u64, report_dir: &std::path::Path, runtime: &RuntimeArgs) -> anyh
     }
     let mut done = Vec::new();
     for demo in &experiment::DEMO {
-        let workload = Workload::from_scenario_str(demo.name, demo.text)?.with_default_targets();
+        let workload = Scenario::from_toml_str(demo.name, demo.text)?.with_default_targets();
         let policies: Vec<String> = demo.policies.iter().map(|p| p.to_string()).collect();
         let runs = Runs { workload: &workload, policies: &policies, seeds: 0..seeds, tick: DEMO_TICK, limits };
         let comparison = runs.run(&rt, true)?;
@@ -716,7 +716,7 @@ fn demo(seeds: u64, report_dir: &std::path::Path, runtime: &RuntimeArgs) -> anyh
     );
     for (workload, comparison) in &done {
         for policy in comparison.policies().into_iter().filter(|p| *p != comparison.baseline()) {
-            let Some(claim) = paper::objective(&workload.paper, policy) else { continue };
+            let Some(claim) = paper::objective(&workload.claims, policy) else { continue };
             let row = match comparison.measure(claim) {
                 Some(m) => (m.figure.format_value(m.baseline_value), m.figure.format_value(m.value), m.summary()),
                 None => ("—".into(), "—".into(), "not measured".into()),
@@ -724,7 +724,7 @@ fn demo(seeds: u64, report_dir: &std::path::Path, runtime: &RuntimeArgs) -> anyh
             let paper = claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v));
             println!(
                 "{policy:<10} {:<16} {:<22} {:>12} {:>12} {:>12} {:>20} {paper:>10}",
-                workload.name,
+                workload.name(),
                 claim.figure.name(),
                 comparison.baseline_of(claim),
                 row.0,
@@ -733,7 +733,7 @@ fn demo(seeds: u64, report_dir: &std::path::Path, runtime: &RuntimeArgs) -> anyh
             );
         }
     }
-    let scenarios: Vec<Scenario> = done.iter().map(|(w, c)| Scenario { comparison: c, workload: w }).collect();
+    let scenarios: Vec<Compared> = done.iter().map(|(w, c)| Compared { comparison: c, scenario: w }).collect();
     let page = report::write_html("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
         .with_context(|| format!("cannot write the report into {}", report_dir.display()))?;
     println!(

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::Workload;
 use wasmsched::experiment::paper::{Figure, Measured};
-use wasmsched::experiment::report::{Scenario, write_html, write_sweep_html};
+use wasmsched::experiment::report::{Compared, write_html, write_sweep_html};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{Axis, Point, Sweep};
+use wasmsched::scenario::Scenario;
 use wasmsched_tests::common::runtime;
 
 /// How long one Chromium run may take before the test fails.
@@ -223,13 +223,13 @@ fn assert_page_works(seen: &Value, min_svgs: u64) {
 }
 
 /// A scenario from `scenarios/`, with its default targets.
-fn scenario(name: &str) -> Workload {
+fn scenario(name: &str) -> Scenario {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name);
-    Workload::load(&path, &Default::default()).unwrap().with_default_targets()
+    Scenario::load(&path, &Default::default()).unwrap().with_default_targets()
 }
 
 /// `policies` on `workload` over seeds 0 and 1, the first keeping its timeline.
-fn compare(workload: &Workload, policies: &[&str]) -> Comparison {
+fn compare(workload: &Scenario, policies: &[&str]) -> Comparison {
     let rt = runtime();
     let mut runs = Vec::new();
     for policy in policies {
@@ -244,7 +244,7 @@ fn compare(workload: &Workload, policies: &[&str]) -> Comparison {
             runs.push(simulate(rt, &choice, workload, &options));
         }
     }
-    Comparison { workload: workload.name.clone(), runs }
+    Comparison { workload: workload.name().to_string(), runs }
 }
 
 #[test]
@@ -256,7 +256,7 @@ fn the_comparison_report_fits_1280_px_and_its_tables_sort_and_filter_in_chromium
     let on_gpus = compare(&gpu, &["fair-share", "fifo", "tiresias"]);
     let dir = out_dir("comparison");
     let scenarios =
-        [Scenario { comparison: &on_cpu, workload: &flowcon }, Scenario { comparison: &on_gpus, workload: &gpu }];
+        [Compared { comparison: &on_cpu, scenario: &flowcon }, Compared { comparison: &on_gpus, scenario: &gpu }];
     let page = write_html("Policies on their scenarios", &scenarios, &dir).unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("CPU limit per job: flowcon"), "flowcon sets limits");

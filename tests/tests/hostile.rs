@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use wasmsched::backend::sim::workload::Workload;
 use wasmsched::backend::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::budget::{BudgetConfig, disruptive};
@@ -17,6 +16,7 @@ use wasmsched::host::status::PolicyState;
 use wasmsched::record::AuditLine;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::scenario::Scenario;
 
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
@@ -94,9 +94,9 @@ struct Seen {
 
 /// `policy` with `config` through the simulator's loop on [`CLUSTER`] for two hours.
 fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
-    let workload = Workload::from_scenario_str("hostile", CLUSTER).expect("the scenario parses");
+    let workload = Scenario::from_toml_str("hostile", CLUSTER).expect("the scenario parses");
     let budget = workload.budget;
-    let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let mut sim = Simulator::new(&workload.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
     // Instantiation gets the same budget as a call: init-spin is retried on every tick that
     // quarantine allows, and a second each would make this test minutes long.
     let limits =
@@ -259,9 +259,9 @@ fn the_budget_refuses_what_stop_everything_asks_beyond_it_and_says_why() {
     let first_tick = &seen[0];
     assert_eq!(first_tick.applied.iter().filter(|a| disruptive(&a.1)).count(), budget.max_per_window as usize);
     // Off, the same policy stops everything at once.
-    let mut off = Workload::from_scenario_str("hostile", CLUSTER).unwrap();
+    let mut off = Scenario::from_toml_str("hostile", CLUSTER).unwrap();
     off.budget = BudgetConfig::off();
-    let mut sim = Simulator::new(&off, SimConfig { noise: 0.0, ..SimConfig::default() });
+    let mut sim = Simulator::new(&off.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
     let mut sup = Supervised::new(
         loaded("misbehave"),
         r#"{"behaviour": "stop-everything"}"#.into(),

@@ -6,18 +6,18 @@ use std::time::Duration;
 
 use serde_json::Value;
 use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::Workload;
 use wasmsched::experiment::paper::{self, Figure};
 use wasmsched::experiment::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Axis};
 use wasmsched::runtime::Limits;
+use wasmsched::scenario::Scenario;
 
 use wasmsched_tests::common::runtime;
 
-fn flowcon_paper() -> Workload {
+fn flowcon_paper() -> Scenario {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/flowcon-paper.toml");
-    Workload::load(std::path::Path::new(path), &Default::default()).unwrap().with_default_targets()
+    Scenario::load(std::path::Path::new(path), &Default::default()).unwrap().with_default_targets()
 }
 
 fn options(seed: u64, timeline: bool) -> RunOptions {
@@ -58,10 +58,10 @@ fn csv_rows(results: &Results) -> Vec<csv::StringRecord> {
 fn a_comparison_against_a_config_variant_as_json_follows_the_schema() {
     let rt = runtime();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/gacer-throughput.toml");
-    let workload = Workload::load(std::path::Path::new(path), &Default::default()).unwrap();
+    let workload = Scenario::load(std::path::Path::new(path), &Default::default()).unwrap();
     let runs = ["fifo", "gacer", "gacer:regulate=false"]
         .map(|spec| simulate(rt, &PolicyChoice::resolve(rt, spec).unwrap(), &workload, &options(0, false)));
-    let comparison = Comparison { workload: workload.name.clone(), runs: runs.to_vec() };
+    let comparison = Comparison { workload: workload.name().to_string(), runs: runs.to_vec() };
     let json = to_json(&Results::Compare(CompareResults::new(&comparison, &workload)));
     assert_follows_schema(&json);
     let measured: Vec<(&str, &str)> = json["paper"]
@@ -82,7 +82,7 @@ fn a_comparison_as_json_follows_the_schema_and_as_csv_has_a_row_per_run() {
         let choice = PolicyChoice::resolve(rt, policy).unwrap();
         runs.extend((0..2).map(|seed| simulate(rt, &choice, &workload, &options(seed, seed == 0))));
     }
-    let comparison = Comparison { workload: workload.name.clone(), runs };
+    let comparison = Comparison { workload: workload.name().to_string(), runs };
     let results = Results::Compare(CompareResults::new(&comparison, &workload));
     let json = to_json(&results);
     assert_follows_schema(&json);
@@ -108,7 +108,7 @@ fn a_sweep_reports_every_point_refuses_bad_configs_and_matches_runs_made_one_by_
     let workload = flowcon_paper();
     let flowcon = PolicyChoice::resolve(rt, "flowcon").unwrap();
     let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
-    let claim = paper::objective(&workload.paper, "flowcon").unwrap();
+    let claim = paper::objective(&workload.claims, "flowcon").unwrap();
     let spec = sweep::Spec {
         policy: &flowcon,
         baseline: &fair,

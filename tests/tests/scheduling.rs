@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::Workload;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
+use wasmsched::scenario::Scenario;
 use wasmsched_tests::common::runtime;
 
 /// One node with two GPUs; four one-GPU jobs arrive together, and a CPU job after them: two
@@ -46,7 +46,7 @@ fn a_component_of_the_older_contract_runs_unchanged_and_its_queued_jobs_are_plac
     let path = wasmsched_artifacts::path("contract-0-1");
     let old = PolicyChoice::resolve(rt, path).unwrap();
     assert_eq!(old.policy.contract(), wasmsched::bindings::Contract::V0_1);
-    let workload = Workload::from_scenario_str("contended", CONTENDED).unwrap();
+    let workload = Scenario::from_toml_str("contended", CONTENDED).unwrap();
     let run = simulate(rt, &old, &workload, &RunOptions { timeline: true, ..options() });
     // The fixture fails the call if it is shown a job twice or a record of a job it does not
     // know, so no fallback also means the adapter hid the queue.
@@ -65,7 +65,7 @@ fn a_component_of_the_older_contract_runs_unchanged_and_its_queued_jobs_are_plac
 fn fifo_and_tiresias_run_as_components_on_a_pollux_workload_and_tiresias_cuts_mean_jct() {
     let rt = runtime();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/workloads/workload-1.csv");
-    let workload = Workload::load(&path, &Default::default()).unwrap();
+    let workload = Scenario::load(&path, &Default::default()).unwrap();
     let run = |name: &str| simulate(rt, &PolicyChoice::resolve(rt, name).unwrap(), &workload, &options());
     let (fifo, tiresias) = (run("fifo"), run("tiresias"));
     for r in [&fifo, &tiresias] {

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::Workload;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
+use wasmsched::scenario::Scenario;
 
 use wasmsched_tests::common::runtime;
 
-fn demo() -> Workload {
-    Workload::from_scenario_str("demo", wasmsched::experiment::DEMO_SCENARIO).unwrap().with_default_targets()
+fn demo() -> Scenario {
+    Scenario::from_toml_str("demo", wasmsched::experiment::DEMO_SCENARIO).unwrap().with_default_targets()
 }
 
 fn options(seed: u64) -> RunOptions {
@@ -40,7 +40,7 @@ fn every_training_job_of_the_demo_finishes_and_reports_its_targets() {
     let choice = PolicyChoice::resolve(rt, "fair-share").unwrap();
     let workload = demo();
     let r = simulate(rt, &choice, &workload, &options(0));
-    assert_eq!(r.jobs.len(), workload.jobs.len());
+    assert_eq!(r.jobs.len(), workload.workload.jobs.len());
     for job in &r.jobs {
         let jct = job.jct_s.unwrap_or_else(|| panic!("{} never ended", job.name));
         assert!(jct > 0.0);
@@ -59,9 +59,9 @@ fn an_unknown_policy_name_lists_the_shipped_ones() {
 }
 
 /// A paper scenario from `scenarios/`, with its default targets.
-fn scenario(name: &str) -> Workload {
+fn scenario(name: &str) -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(name);
-    Workload::load(&path, &Default::default()).unwrap().with_default_targets()
+    Scenario::load(&path, &Default::default()).unwrap().with_default_targets()
 }
 
 #[test]
@@ -127,7 +127,7 @@ fn a_policy_asking_never_to_be_called_again_is_asked_once_an_hour_and_the_host_d
     let mut choice = PolicyChoice::resolve(rt, "tiresias").unwrap();
     // 1e300 s crosses the contract as `next-call-ms` = u64::MAX.
     choice.config_json = r#"{"interval-s": 1e300}"#.into();
-    let queue = Workload::from_scenario_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
+    let queue = Scenario::from_toml_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
     let r = simulate(rt, &choice, &queue, &options(0));
     assert_eq!(r.fallbacks, 0, "every call was decided");
     let hours = r.makespan_s / 3600.0;
@@ -174,8 +174,8 @@ fn a_delay_asked_by_one_version_does_not_outlive_a_swap() {
         let choice = PolicyChoice::resolve(rt, name).unwrap();
         Supervised::new(choice.policy, config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default())
     };
-    let queue = Workload::from_scenario_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
-    let mut sim = wasmsched::backend::sim::Simulator::new(&queue, SimConfig::default());
+    let queue = Scenario::from_toml_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
+    let mut sim = wasmsched::backend::sim::Simulator::new(&queue.workload, SimConfig::default());
     let mut driver = Swap {
         first: supervised("tiresias", r#"{"interval-s": 1e300}"#),
         second: supervised("fifo", "{}"),
@@ -244,7 +244,7 @@ fn gacer_protects_a_service_by_raising_its_share_and_at_last_moving_the_trainer(
         [budget]
         enabled = false
     "#;
-    let workload = Workload::from_scenario_str("protect", text).unwrap();
+    let workload = Scenario::from_toml_str("protect", text).unwrap();
     let rt = runtime();
     let run = simulate(rt, &PolicyChoice::resolve(rt, "gacer").unwrap(), &workload, &options(0));
     assert_eq!((run.fallbacks, run.rejected_actions), (0, 0));

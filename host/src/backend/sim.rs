@@ -633,7 +633,11 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         tiers: plan.tiers.map(|(deliverable, final_)| wit::Tiers { deliverable, final_ }),
         qoe_target: plan.qoe_target,
         max_epochs: plan.max_epochs,
-        labels: if plan.disruptible { Vec::new() } else { vec![(crate::budget::OPT_OUT_LABEL.into(), "false".into())] },
+        labels: if plan.disruptible {
+            Vec::new()
+        } else {
+            vec![(crate::declare::OPT_OUT_LABEL.into(), "false".into())]
+        },
         arrival_ms: secs_to_ms(plan.arrival_s),
         gpus: plan.gpus,
         replicas: plan.replicas.max(1),

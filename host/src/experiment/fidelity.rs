@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use super::run::{PolicyChoice, RunOptions, mean, simulate, std_dev};
 use crate::backend::sim::SimConfig;
-use crate::backend::sim::workload::{LoadOptions, Workload, WorkloadError};
 use crate::runtime::{Limits, Runtime};
+use crate::scenario::{LoadOptions, Scenario, WorkloadError};
 
 /// The largest relative gap between our mean JCT and the reference's that still passes.
 pub const TOLERANCE: f64 = 0.10;
@@ -113,8 +113,8 @@ pub fn against_pollux(rt: &Runtime, seeds: Range<u64>, limits: Limits) -> anyhow
 }
 
 /// The workload of `r`, as `simulate --workload data/workloads/<name>.csv` loads it.
-pub fn pollux_workload(r: &Reference) -> Result<Workload, WorkloadError> {
-    Ok(Workload::from_pollux_csv(r.workload, r.csv, &LoadOptions::default())?.with_default_targets())
+pub fn pollux_workload(r: &Reference) -> Result<Scenario, WorkloadError> {
+    Ok(Scenario::from_pollux_csv(r.workload, r.csv, &LoadOptions::default())?.with_default_targets())
 }
 
 /// The rows as a text table, one line per workload, ending with the verdict.
@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn the_references_load_as_160_jobs_on_64_gpus() {
         for r in &POLLUX_TIRESIAS {
-            let w = pollux_workload(r).unwrap();
+            let w = pollux_workload(r).unwrap().workload;
             assert_eq!(w.jobs.len(), 160, "{}", r.workload);
             assert_eq!(w.nodes.iter().map(|n| n.gpus).sum::<u32>(), 64, "{}", r.workload);
         }

@@ -1,7 +1,7 @@
 //! HTML reports: one self-contained page (inline SVG, CSS and a few lines of JavaScript,
 //! nothing fetched) that a person opens in a browser or prints.
 //!
-//! [`write_html`] draws one or more [`Scenario`]s (a workload and the comparison of policies
+//! [`write_html`] draws one or more [`Compared`] scenarios (a scenario and the comparison of policies
 //! on it). The page opens with each policy's own objective (its first `[[paper]]` figure,
 //! measured against the baseline on the same seeds), then per scenario: the paper's figures,
 //! the summary metrics, a JCT CDF, each job's progress toward its target normalised to 0..1,
@@ -24,6 +24,7 @@ use super::run::{Comparison, RunReport};
 use super::sweep::Sweep;
 use crate::backend::sim::JobOutcome;
 use crate::backend::sim::workload::Workload;
+use crate::scenario::{Claim, Scenario};
 
 mod charts;
 mod heatmap;
@@ -33,19 +34,19 @@ mod tables;
 
 use svg::*;
 
-/// One workload's comparison, one section of a page.
+/// One scenario's comparison, one section of a page.
 #[derive(Clone, Copy, Debug)]
-pub struct Scenario<'a> {
-    /// Every run of every policy on the workload, over the same seeds.
+pub struct Compared<'a> {
+    /// Every run of every policy on the scenario, over the same seeds.
     pub comparison: &'a Comparison,
-    /// The workload they ran: its jobs' names, models and targets, its nodes and GPUs, and
+    /// The scenario they ran: its jobs' names, models and targets, its nodes and GPUs, and
     /// the paper's figures.
-    pub workload: &'a Workload,
+    pub scenario: &'a Scenario,
 }
 
 /// Write `dir/index.html` (creating `dir`): one self-contained page with a section per
 /// scenario; returns its path.
-pub fn write_html(title: &str, scenarios: &[Scenario<'_>], dir: &Path) -> std::io::Result<PathBuf> {
+pub fn write_html(title: &str, scenarios: &[Compared<'_>], dir: &Path) -> std::io::Result<PathBuf> {
     write_page(dir, &render(title, scenarios))
 }
 
@@ -138,7 +139,7 @@ fn page(title: &str, body: &str) -> String {
 }
 
 /// The comparison page.
-fn render(title: &str, scenarios: &[Scenario<'_>]) -> String {
+fn render(title: &str, scenarios: &[Compared<'_>]) -> String {
     let sections: Vec<Section> = scenarios.iter().enumerate().map(|(i, s)| Section::new(i, s)).collect();
     let mut out = String::new();
     let _ = writeln!(out, "<h1>{}</h1>", escape(title));
@@ -207,6 +208,8 @@ struct Section<'a> {
     index: usize,
     comparison: &'a Comparison,
     workload: &'a Workload,
+    /// The paper's figures for it.
+    claims: &'a [Claim],
     policies: Vec<&'a str>,
     /// The run shown in the charts over time and the job table for each policy, in
     /// `policies` order.
@@ -220,14 +223,15 @@ struct Section<'a> {
 }
 
 impl<'a> Section<'a> {
-    fn new(index: usize, scenario: &Scenario<'a>) -> Section<'a> {
-        let (comparison, workload) = (scenario.comparison, scenario.workload);
+    fn new(index: usize, compared: &Compared<'a>) -> Section<'a> {
+        let (comparison, workload, claims) =
+            (compared.comparison, &compared.scenario.workload, compared.scenario.claims.as_slice());
         let policies = comparison.policies();
         let first: Vec<&RunReport> = policies.iter().filter_map(|p| first_run(comparison, p)).collect();
         let job_count = comparison.runs.iter().map(|r| r.jobs.len()).fold(workload.jobs.len(), usize::max);
         let drawn = busiest_jobs(&first, job_count, MAX_JOBS_DRAWN);
         let max_t = first.iter().flat_map(|r| &r.timeline).map(|s| finite(s.time_s)).fold(0.0, f64::max);
-        Section { index, comparison, workload, policies, first, job_count, drawn, max_t }
+        Section { index, comparison, workload, claims, policies, first, job_count, drawn, max_t }
     }
 
     fn name(&self) -> &str {

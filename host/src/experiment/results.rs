@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::paper::{self, Measured};
 use super::run::{Comparison, RunReport};
 use super::sweep::{Sweep, show};
-use crate::backend::sim::workload::Workload;
+use crate::scenario::Scenario;
 
 /// What every results file says it is.
 pub const FORMAT: &str = "wasmsched-results";
@@ -40,15 +40,15 @@ pub struct CompareResults<'a> {
 
 impl<'a> CompareResults<'a> {
     /// The comparison's results on `workload`.
-    pub fn new(comparison: &'a Comparison, workload: &Workload) -> CompareResults<'a> {
+    pub fn new(comparison: &'a Comparison, scenario: &Scenario) -> CompareResults<'a> {
         let policies = comparison.policies();
         let objectives =
-            policies.iter().filter_map(|p| paper::objective(&workload.paper, p)).filter_map(|c| comparison.measure(c));
+            policies.iter().filter_map(|p| paper::objective(&scenario.claims, p)).filter_map(|c| comparison.measure(c));
         CompareResults {
             workload: &comparison.workload,
             baseline: comparison.baseline(),
             objectives: objectives.collect(),
-            paper: workload.paper.iter().filter_map(|c| comparison.measure(c)).collect(),
+            paper: scenario.claims.iter().filter_map(|c| comparison.measure(c)).collect(),
             policies,
             runs: &comparison.runs,
         }

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::admission;
-use crate::backend::sim::workload::Workload;
 use crate::backend::sim::{JobOutcome, SimConfig, Simulator};
 use crate::control::{self, LoopConfig};
 use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
 use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};
+use crate::scenario::Scenario;
 use crate::shipped;
 use crate::snapshot::Telemetry;
 
@@ -181,8 +181,8 @@ pub struct RunReport {
 }
 
 /// Run one policy on one workload with one seed.
-pub fn simulate(rt: &Runtime, choice: &PolicyChoice, workload: &Workload, options: &RunOptions) -> RunReport {
-    simulate_watched(rt, choice, workload, options, |_| {})
+pub fn simulate(rt: &Runtime, choice: &PolicyChoice, scenario: &Scenario, options: &RunOptions) -> RunReport {
+    simulate_watched(rt, choice, scenario, options, |_| {})
 }
 
 /// [`simulate`], calling `watch` after every decision with the world as it stands (for a
@@ -190,11 +190,12 @@ pub fn simulate(rt: &Runtime, choice: &PolicyChoice, workload: &Workload, option
 pub fn simulate_watched(
     rt: &Runtime,
     choice: &PolicyChoice,
-    workload: &Workload,
+    scenario: &Scenario,
     options: &RunOptions,
     mut watch: impl FnMut(&Telemetry),
 ) -> RunReport {
     let started = Instant::now();
+    let workload = &scenario.workload;
     let mut sim = Simulator::new(workload, SimConfig { keep_progress: options.timeline, ..options.sim });
     let mut supervised = Supervised::new(
         choice.policy.clone(),
@@ -206,7 +207,7 @@ pub fn simulate_watched(
     let mut timeline = Vec::new();
     let names: std::collections::HashMap<&str, u32> =
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
-    let config = LoopConfig { tick: options.tick, horizon: None, budget: workload.budget };
+    let config = LoopConfig { tick: options.tick, horizon: None, budget: scenario.budget };
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
         watch(world);
         if options.timeline {

@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 use super::paper::{Claim, Figure, Measured};
 use super::run::{PolicyChoice, RunOptions, RunReport, simulate};
 use crate::backend::sim::SimConfig;
-use crate::backend::sim::workload::Workload;
 use crate::runtime::{Limits, Runtime};
+use crate::scenario::Scenario;
 
 /// One swept config key and the values it takes, in the order given.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -204,7 +204,7 @@ impl Spec<'_> {
 }
 
 /// Run the sweep on `workload`, `spec.threads` runs at a time, calling `done` after each run.
-pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + Sync)) -> Sweep {
+pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, done: &(dyn Fn() + Sync)) -> Sweep {
     let grid = spec.grid();
     let seeds: Vec<u64> = spec.seeds.clone().collect();
     // A point whose config the policy refuses at init is reported, not run.
@@ -246,7 +246,7 @@ pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + 
                         limits: spec.limits,
                         timeline: false,
                     };
-                    let report = simulate(rt, &choice, workload, &options);
+                    let report = simulate(rt, &choice, scenario, &options);
                     results.lock().expect("no run panics while holding it")[i] = Some(report);
                     done();
                 }
@@ -285,7 +285,7 @@ pub fn sweep(rt: &Runtime, workload: &Workload, spec: &Spec, done: &(dyn Fn() + 
         })
         .collect();
     Sweep {
-        workload: workload.name.clone(),
+        workload: scenario.workload.name.clone(),
         policy: spec.policy.label.clone(),
         baseline: spec.baseline.label.clone(),
         figure: spec.figure,

@@ -27,7 +27,7 @@ pub struct WatchdogConfig {
     pub enabled: bool,
     /// How long the active policy may fail on every call before it is benched (default
     /// `"30s"`).
-    #[serde(deserialize_with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::units::duration")]
     pub after: Duration,
     /// What runs while it is benched: `"keep-limits"` (default) or `"fair-share"`.
     pub safe: Fallback,

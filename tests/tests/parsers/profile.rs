@@ -4,9 +4,9 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use wasmsched::backend::sim::profile::Profile;
-use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
+use wasmsched::scenario::{LoadOptions, Scenario};
 
 use super::workload::check_loaded;
 use super::{Checked, apply, bytes, cases, edits, file, finite, names, positive, toml_lines, toml_values};
@@ -119,7 +119,7 @@ proptest! {
                             [[job]]\nname = \"a\"\nmodel = \"mine\"\n";
             let at = dir.path().join("s.toml");
             std::fs::write(&at, scenario).expect("the scenario is written");
-            check_loaded(Workload::load(&at, &LoadOptions::default()), &at.display().to_string(), scenario)?;
+            check_loaded(Scenario::load(&at, &LoadOptions::default()), &at.display().to_string(), scenario)?;
         }
         match Profile::load(&path) {
             Ok(p) => check_profile(&p)?,

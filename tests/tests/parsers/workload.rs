@@ -4,9 +4,10 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use wasmsched::backend::sim::model::Model;
-use wasmsched::backend::sim::workload::{LoadOptions, Workload};
+use wasmsched::backend::sim::workload::Workload;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
+use wasmsched::scenario::{LoadOptions, Scenario};
 
 use super::{Checked, apply, bytes, cases, csv_lines, csv_values, edits, file, names, toml_lines, toml_values};
 
@@ -41,9 +42,9 @@ fn check_workload(w: &Workload) -> Checked {
 }
 
 /// A workload that loads is valid; an error names the input, and any line it gives is one.
-pub(super) fn check_loaded(result: Result<Workload, impl std::error::Error>, input: &str, text: &str) -> Checked {
+pub(super) fn check_loaded(result: Result<Scenario, impl std::error::Error>, input: &str, text: &str) -> Checked {
     match result {
-        Ok(w) => check_workload(&w),
+        Ok(s) => check_workload(&s.workload),
         Err(e) => names(&e, input, text.lines().count()),
     }
 }
@@ -302,13 +303,13 @@ proptest! {
     ) {
         let (_dir, path) = file(name, &bytes);
         let label = path.display().to_string();
-        check_loaded(Workload::load(&path, &LoadOptions::default()), &label, &String::from_utf8_lossy(&bytes))?;
+        check_loaded(Scenario::load(&path, &LoadOptions::default()), &label, &String::from_utf8_lossy(&bytes))?;
         if let Ok(text) = std::str::from_utf8(&bytes) {
-            check_loaded(Workload::from_scenario_str("input-7", text), "input-7", text)?;
-            check_loaded(Workload::from_pollux_csv("input-7", text, &LoadOptions::default()), "input-7", text)?;
+            check_loaded(Scenario::from_toml_str("input-7", text), "input-7", text)?;
+            check_loaded(Scenario::from_pollux_csv("input-7", text, &LoadOptions::default()), "input-7", text)?;
         }
         let lossy = String::from_utf8_lossy(&bytes);
-        check_loaded(Workload::from_philly_csv("input-7", &bytes[..], &LoadOptions::default()), "input-7", &lossy)?;
+        check_loaded(Scenario::from_philly_csv("input-7", &bytes[..], &LoadOptions::default()), "input-7", &lossy)?;
     }
 
     #[test]
@@ -317,7 +318,7 @@ proptest! {
         (nodes, jobs) in scenario(),
     ) {
         let text = scenario_text(name.as_deref(), &nodes, &jobs);
-        let w = Workload::from_scenario_str("gen-1", &text).map_err(|e| TestCaseError::fail(format!("{}\n{text}", error_chain(&e))))?;
+        let w = Scenario::from_toml_str("gen-1", &text).map_err(|e| TestCaseError::fail(format!("{}\n{text}", error_chain(&e))))?.workload;
         prop_assert_eq!(w.name.as_str(), name.as_deref().unwrap_or("gen-1"));
         check_scenario(&w, &nodes, &jobs)?;
         check_workload(&w)?;
@@ -330,14 +331,14 @@ proptest! {
         edits in edits(toml_values(), toml_lines()),
     ) {
         let text = apply(&scenario_text(None, &nodes, &jobs), &edits, false);
-        check_loaded(Workload::from_scenario_str(&input, &text), &input, &text)?;
+        check_loaded(Scenario::from_toml_str(&input, &text), &input, &text)?;
     }
 
     #[test]
     fn a_valid_pollux_csv_gives_its_jobs_whatever_the_column_order((order, rows) in pollux()) {
         let text = pollux_text(&order, &rows);
         let (_dir, path) = file("workload-gen.csv", text.as_bytes());
-        let w = Workload::load(&path, &LoadOptions::default()).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
+        let w = Scenario::load(&path, &LoadOptions::default()).map_err(|e| TestCaseError::fail(error_chain(&e)))?.workload;
         prop_assert_eq!((w.name.as_str(), w.nodes.len(), w.jobs.len()), ("workload-gen", 16, rows.len()));
         for (i, r) in rows.iter().enumerate() {
             let job = w.jobs.iter().find(|j| j.name == format!("job-{i}")).expect("every row is a job");
@@ -353,18 +354,18 @@ proptest! {
         edits in edits(csv_values(), csv_lines()),
     ) {
         let text = apply(&pollux_text(&order, &rows), &edits, true);
-        check_loaded(Workload::from_pollux_csv("input-3", &text, &LoadOptions::default()), "input-3", &text)?;
+        check_loaded(Scenario::from_pollux_csv("input-3", &text, &LoadOptions::default()), "input-3", &text)?;
         let (_dir, path) = file("w.csv", text.as_bytes());
-        check_loaded(Workload::load(&path, &LoadOptions::default()), &path.display().to_string(), &text)?;
+        check_loaded(Scenario::load(&path, &LoadOptions::default()), &path.display().to_string(), &text)?;
     }
 
     #[test]
     fn a_valid_philly_trace_keeps_and_maps_its_rows_as_documented((order, rows) in philly()) {
         let text = philly_text(&order, &rows);
-        match Workload::from_philly_csv("trace-9", text.as_bytes(), &LoadOptions::default()) {
-            Ok(w) => {
-                check_philly(&w, &rows)?;
-                check_workload(&w)?;
+        match Scenario::from_philly_csv("trace-9", text.as_bytes(), &LoadOptions::default()) {
+            Ok(s) => {
+                check_philly(&s.workload, &rows)?;
+                check_workload(&s.workload)?;
             }
             Err(e) => {
                 prop_assert!(rows.iter().all(|r| r.duration_s < 60 || r.gpu_time_s >= 3_600_000), "{}", error_chain(&e));
@@ -379,6 +380,6 @@ proptest! {
         edits in edits(csv_values(), csv_lines()),
     ) {
         let text = apply(&philly_text(&order, &rows), &edits, true);
-        check_loaded(Workload::from_philly_csv("trace-2", text.as_bytes(), &LoadOptions::default()), "trace-2", &text)?;
+        check_loaded(Scenario::from_philly_csv("trace-2", text.as_bytes(), &LoadOptions::default()), "trace-2", &text)?;
     }
 }

@@ -48,8 +48,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::model::Curve;
-use super::workload::parse_bytes;
 use crate::bindings::wit;
+use crate::units::parse_bytes;
 
 /// A job kind measured on a real engine: its curve, its CPU cost and its start-up.
 #[derive(Clone, Debug, PartialEq)]
@@ -521,7 +521,7 @@ mod tests {
 
     #[test]
     fn a_scenario_names_its_profiles_in_model_and_refuses_what_does_not_fit() {
-        use crate::backend::sim::workload::{LoadOptions, Workload};
+        use crate::scenario::{LoadOptions, Scenario};
         let dir = tempfile::tempdir().expect("a temp dir");
         std::fs::create_dir(dir.path().join("profiles")).expect("mkdir");
         std::fs::write(dir.path().join("profiles/learner.toml"), sample().to_toml()).expect("write");
@@ -530,7 +530,7 @@ mod tests {
         let load = |body: &str| {
             let path = dir.path().join("s.toml");
             std::fs::write(&path, format!("{node}{profile}{body}")).expect("write");
-            Workload::load(&path, &LoadOptions::default())
+            Scenario::load(&path, &LoadOptions::default()).map(|s| s.workload)
         };
         let w = load("[[job]]\nname = \"a\"\nmodel = \"small\"\ncount = 2\n[[job]]\nname = \"b\"\nmodel = \"ncf\"\n")
             .expect("loads");

@@ -1,38 +1,8 @@
 //! What the simulator runs: a [`Workload`] of nodes ([`NodeSpec`]) and planned jobs
-//! ([`JobPlan`]), loaded from one of three formats, each validated with an error that names the
-//! file, the line and what to change ([`WorkloadError`]).
-//!
-//! **TOML scenario** (`.toml`, our own format, documented field by field in
-//! `scenarios/README.md`): `[[node]]` and `[[job]]` tables, durations as `"30s"`, memory as
-//! `"64GiB"`, a `count`/`every` shortcut for repeated jobs. Unknown keys are refused.
-//!
-//! **Pollux workload** (`.csv` with header `name,time,application,num_replicas,batch_size`, the
-//! `workload-*.csv` of the Pollux OSDI'21 artifact): one training job per row, arriving `time`
-//! seconds in, of model `application`, asking for `num_replicas` GPUs at global batch size
-//! `batch_size`. Default cluster: [`POLLUX_NODES`] nodes of 64 cores, 256 GiB, 4 GPUs of 32 GiB
-//! each, the 16 × 4-GPU shape of Pollux's testbed (its CPU and memory figures are ours).
-//!
-//! **Philly trace** (`.csv` with header `timestamp,duration,num_gpus,gpu_time,cluster`, the
-//! Pollux authors' extract of Microsoft's Philly trace, 82,247 jobs). Mapped as Pollux's
-//! `workload.py` does, without its 8-hour window and sampling:
-//! - rows with `duration < 60 s` or `gpu_time ≥ 1000` GPU-hours are dropped;
-//! - arrival = seconds since the earliest `timestamp` kept (`YYYY-MM-DD HH:MM:SS`, no zone);
-//! - the model follows the GPU time: under 1 GPU-hour cifar10 on odd data rows and ncf on even
-//!   ones; under 10, deepspeech2 on odd rows and bert on even ones; under 100, yolov3; else
-//!   imagenet;
-//! - `gpus = num_gpus`, the model's default batch size, and a `work_scale` such that the job,
-//!   alone on its GPUs packed on the fewest nodes, walks its whole curve in `duration` seconds
-//!   at the measured step times (a CPU job, `num_gpus = 0`: alone with
-//!   [`Model::max_parallelism_cores`] cores);
-//! - the job is named `philly-<row>`, `<row>` being its 1-based data row in the file.
-//!
-//! Default cluster: [`PHILLY_NODES`] nodes of 64 cores, 512 GiB, 8 GPUs of 32 GiB.
-//!
-//! Whatever the format, jobs are sorted by arrival (stably), names are unique, and
-//! [`LoadOptions`] may resize a CSV workload's cluster and keep only its first jobs.
+//! ([`JobPlan`]). The files they come from (TOML scenarios, Pollux workloads, the Philly
+//! trace) are read by the scenario layer above the backends (`crate::scenario`); the
+//! simulator takes a `Workload` and nothing else.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -40,22 +10,6 @@ use serde::Serialize;
 use super::model::Model;
 use super::profile::{JobCurve, Profile};
 use crate::bindings::wit;
-use crate::budget::BudgetConfig;
-use crate::experiment::paper::Claim;
-
-mod scenario;
-mod trace;
-
-pub(crate) use scenario::parse_bytes;
-use scenario::scenario;
-use trace::{CsvFormat, detect, philly, pollux};
-
-const GIB: u64 = 1 << 30;
-
-/// Nodes in the default cluster of a Pollux workload.
-pub const POLLUX_NODES: usize = 16;
-/// Nodes in the default cluster of the Philly trace.
-pub const PHILLY_NODES: usize = 256;
 
 /// Nodes and planned jobs, ready for the simulator.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -66,13 +20,6 @@ pub struct Workload {
     pub nodes: Vec<NodeSpec>,
     /// The jobs, at least one, sorted by `arrival_s` (stable: ties keep the file's order).
     pub jobs: Vec<JobPlan>,
-    /// What a paper reports for this workload (scenarios' `[[paper]]` tables), to print
-    /// beside our figures.
-    pub paper: Vec<Claim>,
-    /// The disruption budget its runs go under: a scenario's `[budget]` table, the cautious
-    /// default when it has none; off for Pollux's workloads and the Philly trace, which
-    /// reproduce published set-ups.
-    pub budget: BudgetConfig,
 }
 
 /// One node of the simulated cluster.
@@ -214,257 +161,10 @@ fn profile_name<S: serde::Serializer>(profile: &Option<Arc<Profile>>, s: S) -> R
     serde::Serialize::serialize(&profile.as_ref().map(|p| p.name.as_str()), s)
 }
 
-/// How to load a workload file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LoadOptions {
-    /// Overrides the default cluster size of a CSV workload (refused for a scenario, which
-    /// lists its own nodes).
-    pub nodes: Option<usize>,
-    /// Keeps only the first N jobs by arrival.
-    pub limit: Option<usize>,
-}
-
-/// Why a workload could not be loaded. Every message names the file (or the name it was given)
-/// and, where known, the 1-based line, then says what to change.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// The file could not be read.
-    #[error("cannot read workload {path}: check that the file exists and is readable")]
-    Read {
-        /// The file.
-        path: String,
-        /// What the operating system said.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file's extension is neither `.toml` nor `.csv`.
-    #[error("{path}: unknown workload format: use a .toml scenario or a .csv workload (Pollux or Philly)")]
-    UnknownFormat {
-        /// The file.
-        path: String,
-    },
-    /// A CSV file whose header is neither format's.
-    #[error(
-        "{path}:1: header `{found}` is neither a Pollux workload (`name,time,application,num_replicas,batch_size`) \
-         nor the Philly trace (`timestamp,duration,num_gpus,gpu_time,cluster`): fix the header row"
-    )]
-    UnknownHeader {
-        /// The file.
-        path: String,
-        /// The header row found.
-        found: String,
-    },
-    /// A CSV header lacks a column.
-    #[error("{path}:{line}: missing column `{column}`: the header must be `{expected}`")]
-    MissingColumn {
-        /// The file.
-        path: String,
-        /// The header's line.
-        line: usize,
-        /// The missing column.
-        column: String,
-        /// The header the format needs.
-        expected: &'static str,
-    },
-    /// A CSV header has a column the format does not know.
-    #[error("{path}:{line}: unknown column `{column}`: the header must be `{expected}`")]
-    UnknownColumn {
-        /// The file.
-        path: String,
-        /// The header's line.
-        line: usize,
-        /// The unexpected column.
-        column: String,
-        /// The header the format needs.
-        expected: &'static str,
-    },
-    /// The CSV itself is malformed (e.g. a row with too few fields).
-    #[error("{}: malformed CSV ({message}): give every row the header's columns", at(.path, .line))]
-    Csv {
-        /// The file.
-        path: String,
-        /// Where, when known.
-        line: Option<usize>,
-        /// What the CSV reader said.
-        message: String,
-    },
-    /// A scenario is not valid TOML, has an unknown key or a value of the wrong type.
-    #[error("{}: {message} (the scenario format is in scenarios/README.md)", at_column(.path, .line, .column))]
-    Toml {
-        /// The file.
-        path: String,
-        /// Where, when known.
-        line: Option<usize>,
-        /// The column (1-based, in characters), when known.
-        column: Option<usize>,
-        /// What the TOML parser said, naming the key.
-        message: String,
-    },
-    /// A value that is out of range, malformed or inconsistent with the job's other fields.
-    #[error("{}: `{field}`: {message}", at(.path, .line))]
-    Field {
-        /// The file.
-        path: String,
-        /// Where, when known.
-        line: Option<usize>,
-        /// The key or column.
-        field: String,
-        /// What is wrong and what to write instead.
-        message: String,
-    },
-    /// A model name that is none of the six, nor a profile's.
-    #[error(
-        "{}: `{field}`: unknown model `{found}`: use one of bert, cifar10, deepspeech2, imagenet, ncf, yolov3, \
-         or the name of a [[profile]] of the scenario",
-        at(.path, .line)
-    )]
-    UnknownModel {
-        /// The file.
-        path: String,
-        /// Where, when known.
-        line: Option<usize>,
-        /// The key or column.
-        field: String,
-        /// The name found.
-        found: String,
-    },
-    /// Two jobs with the same name.
-    #[error("{}: duplicate job name `{name}`{}: give every job its own name", at(.path, .line), first(.first_line))]
-    DuplicateJob {
-        /// The file.
-        path: String,
-        /// Where the second one is, when known.
-        line: Option<usize>,
-        /// The name.
-        name: String,
-        /// Where the first one is, when known.
-        first_line: Option<usize>,
-    },
-    /// A job pinned to a node that is not in the workload.
-    #[error("{}: job `{job}` names node `{node}`, which does not exist: use one of {known}", at(.path, .line))]
-    UnknownNode {
-        /// The file.
-        path: String,
-        /// Where, when known.
-        line: Option<usize>,
-        /// The job.
-        job: String,
-        /// The node name it gave.
-        node: String,
-        /// The nodes there are, comma-separated.
-        known: String,
-    },
-    /// No jobs at all (or none left after filtering and `limit`).
-    #[error("{path}: the workload has no jobs: {hint}")]
-    Empty {
-        /// The file.
-        path: String,
-        /// What to do.
-        hint: &'static str,
-    },
-    /// No nodes at all.
-    #[error("{path}: the workload has no nodes: {hint}")]
-    NoNodes {
-        /// The file.
-        path: String,
-        /// What to do.
-        hint: &'static str,
-    },
-}
-
-/// `path:line`, or `path` alone when the line is unknown.
-fn at(path: &str, line: &Option<usize>) -> String {
-    match line {
-        Some(line) => format!("{path}:{line}"),
-        None => path.to_string(),
-    }
-}
-
-/// `path:line:column`, dropping what is unknown.
-fn at_column(path: &str, line: &Option<usize>, column: &Option<usize>) -> String {
-    match (line, column) {
-        (Some(line), Some(column)) => format!("{path}:{line}:{column}"),
-        _ => at(path, line),
-    }
-}
-
-/// ` (first at line N)`, or nothing.
-fn first(line: &Option<usize>) -> String {
-    line.map_or_else(String::new, |l| format!(" (first at line {l})"))
-}
-
 impl Workload {
-    /// A workload of `nodes` and `jobs` (sorted by arrival by the caller), with no paper
-    /// figures and no disruption budget: what a trace or a test builds.
+    /// A workload of `nodes` and `jobs` (sorted by arrival by the caller).
     pub fn of(name: impl Into<String>, nodes: Vec<NodeSpec>, jobs: Vec<JobPlan>) -> Workload {
-        Workload { name: name.into(), nodes, jobs, paper: Vec::new(), budget: BudgetConfig::off() }
-    }
-
-    /// Loads `path` by its extension: `.toml` is a scenario; `.csv` is the Philly trace if its
-    /// header is `timestamp,duration,num_gpus,gpu_time,cluster`, a Pollux workload if it is
-    /// `name,time,application,num_replicas,batch_size`. A header close to one of them gets that
-    /// format's missing/unknown-column error; one sharing no column with either is refused
-    /// naming both. The workload is named after the file's stem (a scenario's `name` wins).
-    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Workload, WorkloadError> {
-        let label = path.display().to_string();
-        let stem = path.file_stem().map_or_else(|| label.clone(), |s| s.to_string_lossy().into_owned());
-        let read_err = |source| WorkloadError::Read { path: label.clone(), source };
-        let extension = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
-        match extension.as_deref() {
-            Some("toml") => {
-                if opts.nodes.is_some() {
-                    return Err(WorkloadError::Field {
-                        path: label,
-                        line: None,
-                        field: "nodes".into(),
-                        message: "a scenario lists its own [[node]] tables; the node count applies to CSV \
-                                  workloads only: drop it or edit the scenario"
-                            .into(),
-                    });
-                }
-                let text = std::fs::read_to_string(path).map_err(read_err)?;
-                let workload = scenario(&label, &stem, &text, path.parent())?;
-                finish(&label, workload, opts.limit)
-            }
-            Some("csv") => {
-                let file = std::fs::File::open(path).map_err(read_err)?;
-                let mut reader = BufReader::new(file);
-                let header = {
-                    let buf = reader.fill_buf().map_err(read_err)?;
-                    let end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-                    String::from_utf8_lossy(&buf[..end]).into_owned()
-                };
-                match detect(&label, &header)? {
-                    CsvFormat::Philly => philly(&label, &stem, reader, opts),
-                    CsvFormat::Pollux => {
-                        let mut text = String::new();
-                        reader.read_to_string(&mut text).map_err(read_err)?;
-                        pollux(&label, &stem, &text, opts)
-                    }
-                }
-            }
-            _ => Err(WorkloadError::UnknownFormat { path: label }),
-        }
-    }
-
-    /// Parses a TOML scenario; `name` names the workload (unless the scenario has its own) and
-    /// stands for the file in errors. Its `[[profile]]` files are read relative to the current
-    /// directory.
-    pub fn from_scenario_str(name: &str, text: &str) -> Result<Workload, WorkloadError> {
-        let workload = scenario(name, name, text, None)?;
-        finish(name, workload, None)
-    }
-
-    /// Parses a Pollux workload CSV; `name` names the workload and stands for the file in
-    /// errors.
-    pub fn from_pollux_csv(name: &str, text: &str, opts: &LoadOptions) -> Result<Workload, WorkloadError> {
-        pollux(name, name, text, opts)
-    }
-
-    /// Streams the Philly trace CSV from `reader`; `name` names the workload and stands for the
-    /// file in errors.
-    pub fn from_philly_csv(name: &str, reader: impl Read, opts: &LoadOptions) -> Result<Workload, WorkloadError> {
-        philly(name, name, reader, opts)
+        Workload { name: name.into(), nodes, jobs }
     }
 
     /// Gives every training job without tiers the default tiers of its curve
@@ -478,20 +178,3 @@ impl Workload {
         self
     }
 }
-
-/// Sorts the jobs by arrival (stable), applies `limit` and refuses an empty result.
-fn finish(path: &str, mut workload: Workload, limit: Option<usize>) -> Result<Workload, WorkloadError> {
-    workload.jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
-    if let Some(limit) = limit {
-        workload.jobs.truncate(limit);
-    }
-    if workload.jobs.is_empty() {
-        let hint =
-            if limit == Some(0) { "the job limit is 0: ask for at least one job" } else { "add at least one job" };
-        return Err(WorkloadError::Empty { path: path.into(), hint });
-    }
-    Ok(workload)
-}
-
-#[cfg(test)]
-mod tests;

@@ -124,7 +124,7 @@ pub(super) fn verdict(figure: Figure, value: f64) -> &'static str {
 /// The figure each policy other than the baseline is judged by: its own first `[[paper]]`
 /// figure, else the mean JCT (said so in its source).
 fn objective_of(s: &Section, policy: &str) -> Claim {
-    paper::objective(&s.workload.paper, policy).cloned().unwrap_or_else(|| Claim {
+    paper::objective(s.claims, policy).cloned().unwrap_or_else(|| Claim {
         policy: policy.into(),
         figure: Figure::MeanJct,
         value: None,
@@ -192,7 +192,7 @@ fn measured_cells(m: &Measured, values: bool) -> Vec<Cell> {
 /// Every `[[paper]]` figure beside ours, then each policy's per-job JCT changes.
 pub(super) fn paper(s: &Section, out: &mut String) {
     out.push_str("<h3>Beside the paper</h3>\n");
-    if s.workload.paper.is_empty() {
+    if s.claims.is_empty() {
         out.push_str("<p class=\"note\">The workload lists no paper figures.</p>\n");
     } else {
         let _ = writeln!(
@@ -203,7 +203,7 @@ pub(super) fn paper(s: &Section, out: &mut String) {
         );
         let columns = ["policy", "figure", "paper", "ours", "lowest", "highest", "seeds", "source"];
         let mut table = Table::new(&s.id("paper"), "the paper's figures beside ours", &columns);
-        for claim in &s.workload.paper {
+        for claim in s.claims {
             let f = claim.figure;
             let mut row = vec![Cell::text(&claim.policy), Cell::text(f.name())];
             row.push(Cell::maybe(claim.value, |v| f.format(v)));

@@ -18,10 +18,10 @@ fn plan(name: &str, arrival_s: f64) -> JobPlan {
     JobPlan { max_epochs: Some(5), tiers: Some((0.5, 0.8)), ..JobPlan::training(name, Model::Cifar10, arrival_s) }
 }
 
-fn workload(names: &[&str]) -> Workload {
+fn workload(names: &[&str]) -> Scenario {
     let jobs = names.iter().enumerate().map(|(i, n)| plan(n, 10.0 * i as f64)).collect();
-    let mut w = Workload::of("tiny & <odd>", vec![node("n0", 0), node("n1", 0)], jobs);
-    w.paper = vec![Claim {
+    let mut w = Scenario::of(Workload::of("tiny & <odd>", vec![node("n0", 0), node("n1", 0)], jobs));
+    w.claims = vec![Claim {
         policy: "flowcon".into(),
         figure: Figure::MeanJct,
         value: Some(-0.1),
@@ -91,7 +91,7 @@ fn timeline(jobs: u32, limits: bool) -> Vec<Sample> {
 }
 
 /// fair-share (no limits) and flowcon (limits) over two seeds, the first with timelines.
-fn two_policies() -> (Comparison, Workload) {
+fn two_policies() -> (Comparison, Scenario) {
     let w = workload(&["a<b", "plain"]);
     let jobs = |scale: f64| {
         vec![
@@ -105,18 +105,18 @@ fn two_policies() -> (Comparison, Workload) {
         run("flowcon", 0, jobs(0.8), timeline(2, true)),
         run("flowcon", 1, jobs(0.9), Vec::new()),
     ];
-    (Comparison { workload: w.name.clone(), runs }, w)
+    (Comparison { workload: w.workload.name.clone(), runs }, w)
 }
 
-fn write(title: &str, scenarios: &[Scenario<'_>]) -> String {
+fn write(title: &str, scenarios: &[Compared<'_>]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = write_html(title, scenarios, dir.path()).unwrap();
     assert_eq!(path, dir.path().join("index.html"));
     std::fs::read_to_string(path).unwrap()
 }
 
-fn page_of(comparison: &Comparison, workload: &Workload) -> String {
-    write("Report", &[Scenario { comparison, workload }])
+fn page_of(comparison: &Comparison, scenario: &Scenario) -> String {
+    write("Report", &[Compared { comparison, scenario }])
 }
 
 /// Every number in an SVG attribute or a sort key parses as a finite float.
@@ -241,7 +241,7 @@ fn progress_of_a_falling_loss_and_a_rising_accuracy_both_run_from_0_to_1() {
 
     // On the page: one axis from 0 to 1 for a yolov3 (loss) job and a cifar10 (accuracy) one.
     let mut w = workload(&["yolo", "cifar"]);
-    w.jobs[0] = JobPlan { tiers: Some((15.0, 13.0)), ..JobPlan::training("yolo", Model::Yolov3, 0.0) };
+    w.workload.jobs[0] = JobPlan { tiers: Some((15.0, 13.0)), ..JobPlan::training("yolo", Model::Yolov3, 0.0) };
     let jobs = vec![
         outcome("yolo", Some(30.0), vec![(0.0, 25.0), (30.0, 13.0)]),
         outcome("cifar", Some(30.0), vec![(0.0, 0.1), (30.0, 0.8)]),
@@ -314,7 +314,7 @@ fn the_gpu_section_appears_only_when_the_workload_has_gpus() {
     let html = page_of(&comparison, &workload);
     assert!(!html.contains("<h3>GPUs</h3>"));
 
-    workload.nodes = vec![node("g0", 2)];
+    workload.workload.nodes = vec![node("g0", 2)];
     let held = |job: u32, gpu: u32, used: f32| JobSample {
         gpus: vec![(0, gpu)],
         gpu_share: Some(50),
@@ -350,9 +350,9 @@ fn hostile_names_are_escaped_everywhere() {
             r.policy = "<script>alert('x')</script>".into();
         }
     }
-    workload.paper[0].policy = "<script>alert('x')</script>".into();
-    workload.name = "\"quoted\" & <b>bold</b>".into();
-    let html = write("<title> & \"more\"", &[Scenario { comparison: &comparison, workload: &workload }]);
+    workload.claims[0].policy = "<script>alert('x')</script>".into();
+    workload.workload.name = "\"quoted\" & <b>bold</b>".into();
+    let html = write("<title> & \"more\"", &[Compared { comparison: &comparison, scenario: &workload }]);
     assert!(!html.contains("<script>alert"));
     assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
     assert!(html.contains("&quot;quoted&quot; &amp; &lt;b&gt;bold&lt;/b&gt;"));
@@ -366,12 +366,12 @@ fn hostile_names_are_escaped_everywhere() {
 fn several_scenarios_get_a_section_each_and_one_objective_table_on_top() {
     let (comparison, workload) = two_policies();
     let mut other = workload.clone();
-    other.name = "second".into();
+    other.workload.name = "second".into();
     let html = write(
         "Demo",
         &[
-            Scenario { comparison: &comparison, workload: &workload },
-            Scenario { comparison: &comparison, workload: &other },
+            Compared { comparison: &comparison, scenario: &workload },
+            Compared { comparison: &comparison, scenario: &other },
         ],
     );
     assert!(html.contains("<section id=\"s0\">") && html.contains("<section id=\"s1\">"));
@@ -408,7 +408,7 @@ fn unfinished_jobs_single_points_and_non_finite_inputs_draw_no_nan() {
 #[test]
 fn zero_runs_and_zero_scenarios_still_write_a_page() {
     let workload = workload(&["x<y"]);
-    let html = page_of(&Comparison { workload: workload.name.clone(), runs: Vec::new() }, &workload);
+    let html = page_of(&Comparison { workload: workload.workload.name.clone(), runs: Vec::new() }, &workload);
     assert!(html.contains("no runs"));
     assert!(html.contains("1 jobs on 2 nodes"));
     assert_clean(&html);

@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use super::{GIB, JobPlan, LoadOptions, NodeSpec, PHILLY_NODES, POLLUX_NODES, Workload, WorkloadError, finish};
+use super::{GIB, LoadOptions, PHILLY_NODES, POLLUX_NODES, WorkloadError, finish};
 use crate::backend::sim::model::Model;
 use crate::backend::sim::throughput::{GpuConfig, packed, run_s};
+use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
 
 /// The columns of a Pollux workload CSV, in the artifact's order.
 const POLLUX_COLUMNS: [&str; 5] = ["name", "time", "application", "num_replicas", "batch_size"];

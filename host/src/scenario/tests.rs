@@ -1,18 +1,21 @@
 use super::trace::{PHILLY_HEADER, POLLUX_HEADER};
 use super::*;
+use crate::backend::sim::model::Model;
 use crate::backend::sim::throughput::{GpuConfig, run_s};
+use crate::backend::sim::workload::{JobPlan, NodeSpec};
+use crate::bindings::wit;
 
 const NODE: &str = "[[node]]\ncores = 8\nmemory = \"32GiB\"\n";
 
 fn scenario_err(text: &str) -> WorkloadError {
-    match Workload::from_scenario_str("t.toml", text) {
+    match Scenario::from_toml_str("t.toml", text) {
         Ok(w) => panic!("expected an error, got {w:?}"),
         Err(e) => e,
     }
 }
 
 fn pollux_err(text: &str) -> WorkloadError {
-    match Workload::from_pollux_csv("w.csv", text, &LoadOptions::default()) {
+    match Scenario::from_pollux_csv("w.csv", text, &LoadOptions::default()) {
         Ok(w) => panic!("expected an error, got {w:?}"),
         Err(e) => e,
     }
@@ -65,9 +68,10 @@ figure = "best-job-jct"
 value = -0.42
 source = "a paper"
 "#;
-    let w = Workload::from_scenario_str("t.toml", text).expect("loads");
+    let scenario = Scenario::from_toml_str("t.toml", text).expect("loads");
+    assert_eq!((scenario.claims.len(), scenario.claims[0].figure), (1, Figure::BestJobJct));
+    let w = scenario.workload;
     assert_eq!(w.name, "full");
-    assert_eq!((w.paper.len(), w.paper[0].figure), (1, crate::experiment::paper::Figure::BestJobJct));
     assert_eq!(
         w.nodes,
         vec![NodeSpec {
@@ -102,7 +106,7 @@ source = "a paper"
 fn count_and_every_expand_into_numbered_jobs() {
     let text =
         format!("{NODE}[[job]]\nname = \"c\"\nmodel = \"cifar10\"\narrival = \"10s\"\ncount = 3\nevery = \"1m\"\n");
-    let w = Workload::from_scenario_str("t.toml", &text).expect("loads");
+    let w = Scenario::from_toml_str("t.toml", &text).expect("loads").workload;
     let got: Vec<(&str, f64)> = w.jobs.iter().map(|j| (j.name.as_str(), j.arrival_s)).collect();
     assert_eq!(got, [("c-0", 10.0), ("c-1", 70.0), ("c-2", 130.0)]);
     assert_eq!(w.name, "t.toml", "no name in the scenario: the given one");
@@ -111,7 +115,7 @@ fn count_and_every_expand_into_numbered_jobs() {
 #[test]
 fn jobs_are_sorted_by_arrival_and_ties_keep_the_file_order() {
     let csv = "name,time,application,num_replicas,batch_size\nb,50,ncf,1,256\na,10,ncf,1,256\nc,50,ncf,1,256\nd,0,ncf,1,256\n";
-    let w = Workload::from_pollux_csv("w.csv", csv, &LoadOptions::default()).expect("loads");
+    let w = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions::default()).expect("loads").workload;
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["d", "a", "b", "c"]);
 }
@@ -172,10 +176,10 @@ fn negative_or_non_numeric_times_durations_and_counts_are_refused() {
     assert!(matches!(&e, WorkloadError::Field { field, line: Some(2), .. } if field == "time"), "{e:?}");
     assert!(e.to_string().starts_with("w.csv:2: `time`"), "{e}");
     let text = philly_csv(&["2017-10-09 07:01:55,-66.0,1,66.0,x"]);
-    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
     assert!(matches!(&e, WorkloadError::Field { field, line: Some(2), .. } if field == "duration"), "{e:?}");
     let text = philly_csv(&["yesterday,66.0,1,66.0,x"]);
-    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
     assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "timestamp"), "{e:?}");
 }
 
@@ -186,10 +190,10 @@ fn an_empty_workload_is_refused() {
     assert!(matches!(pollux_err(""), WorkloadError::Empty { .. }));
     assert!(matches!(detect("e.csv", ""), Err(WorkloadError::Empty { .. })));
     let only_short = philly_csv(&["2017-10-09 07:01:55,10.0,1,10.0,x"]);
-    let e = Workload::from_philly_csv("p.csv", only_short.as_bytes(), &LoadOptions::default());
+    let e = Scenario::from_philly_csv("p.csv", only_short.as_bytes(), &LoadOptions::default());
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Workload::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(0) });
+    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(0) });
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
 }
 
@@ -237,8 +241,8 @@ fn tiers_in_the_wrong_order_for_the_direction_are_refused() {
     assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "tiers"), "{e:?}");
     let e = scenario_err(&job("ncf", "[0.6, 0.6]"));
     assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "tiers"), "{e:?}");
-    assert!(Workload::from_scenario_str("t", &job("deepspeech2", "[40, 30]")).is_ok());
-    assert!(Workload::from_scenario_str("t", &job("cifar10", "[0.8, 0.9]")).is_ok());
+    assert!(Scenario::from_toml_str("t", &job("deepspeech2", "[40, 30]")).is_ok());
+    assert!(Scenario::from_toml_str("t", &job("cifar10", "[0.8, 0.9]")).is_ok());
     let e = scenario_err(&job("yolov3", "[0.8, 0.9, 1.0]"));
     assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "tiers"), "three tiers: {e:?}");
 }
@@ -248,7 +252,7 @@ fn zero_nodes_are_refused() {
     let e = scenario_err("[[job]]\nname = \"a\"\nmodel = \"ncf\"\n");
     assert!(matches!(&e, WorkloadError::NoNodes { .. }), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Workload::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: Some(0), limit: None });
+    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: Some(0), limit: None });
     assert!(matches!(e, Err(WorkloadError::NoNodes { .. })), "{e:?}");
 }
 
@@ -271,7 +275,7 @@ fn missing_and_unknown_columns_are_refused() {
     assert!(matches!(&e, WorkloadError::UnknownColumn { column, .. } if column == "user"), "{e:?}");
     assert!(e.to_string().contains(POLLUX_HEADER), "{e}");
     let text = "timestamp,duration,num_gpus,cluster\n2017-10-09 07:01:55,66.0,1,x\n";
-    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
     assert!(matches!(&e, WorkloadError::MissingColumn { column, .. } if column == "gpu_time"), "{e:?}");
     let e = pollux_err("name,time,application,num_replicas,batch_size\na,0,ncf,1\n");
     assert!(matches!(&e, WorkloadError::Csv { line: Some(2), .. }), "short row: {e:?}");
@@ -280,7 +284,7 @@ fn missing_and_unknown_columns_are_refused() {
 #[test]
 fn columns_may_come_in_any_order() {
     let csv = "application,batch_size,name,num_replicas,time\nncf,512,x,2,7\n";
-    let w = Workload::from_pollux_csv("w.csv", csv, &LoadOptions::default()).expect("loads");
+    let w = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions::default()).expect("loads").workload;
     let j = &w.jobs[0];
     assert_eq!((j.name.as_str(), j.model, j.batch_size, j.gpus, j.arrival_s), ("x", Model::Ncf, 512, 2, 7.0));
 }
@@ -302,21 +306,21 @@ fn load_refuses_unknown_extensions_missing_files_and_node_counts_for_scenarios()
     let dir = tempfile::tempdir().expect("temp dir");
     let yaml = dir.path().join("w.yaml");
     std::fs::write(&yaml, "jobs: []").expect("write");
-    assert!(matches!(Workload::load(&yaml, &LoadOptions::default()), Err(WorkloadError::UnknownFormat { .. })));
+    assert!(matches!(Scenario::load(&yaml, &LoadOptions::default()), Err(WorkloadError::UnknownFormat { .. })));
     let missing = dir.path().join("absent.csv");
-    assert!(matches!(Workload::load(&missing, &LoadOptions::default()), Err(WorkloadError::Read { .. })));
+    assert!(matches!(Scenario::load(&missing, &LoadOptions::default()), Err(WorkloadError::Read { .. })));
     let odd = dir.path().join("odd.csv");
     std::fs::write(&odd, "when,what\n1,2\n").expect("write");
-    assert!(matches!(Workload::load(&odd, &LoadOptions::default()), Err(WorkloadError::UnknownHeader { .. })));
+    assert!(matches!(Scenario::load(&odd, &LoadOptions::default()), Err(WorkloadError::UnknownHeader { .. })));
     let demo = repo_root().join("scenarios/demo.toml");
-    let e = Workload::load(&demo, &LoadOptions { nodes: Some(3), limit: None });
+    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None });
     assert!(matches!(&e, Err(WorkloadError::Field { field, .. }) if field == "nodes"), "{e:?}");
 }
 
 #[test]
 fn pollux_rows_map_to_plans_on_the_default_cluster() {
     let csv = "name,time,application,num_replicas,batch_size\ncifar10-0,107,cifar10,6,2048\n";
-    let w = Workload::from_pollux_csv("w", csv, &LoadOptions::default()).expect("loads");
+    let w = Scenario::from_pollux_csv("w", csv, &LoadOptions::default()).expect("loads").workload;
     assert_eq!(w.nodes.len(), POLLUX_NODES);
     assert_eq!(
         w.nodes[3],
@@ -337,7 +341,7 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
             ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0)
         }]
     );
-    let w = Workload::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None }).expect("loads");
+    let w = Scenario::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None }).expect("loads").workload;
     assert_eq!(w.nodes.len(), 2);
 }
 
@@ -353,7 +357,7 @@ fn philly_rows_map_to_models_by_gpu_time() {
         "2017-10-09 06:59:00,30.0,1,30.0,a",           // row 7: too short, dropped
         "2017-10-09 07:01:00,1000000.0,4,4000000.0,a", // row 8: ≥ 1000 GPU-h, dropped
     ]);
-    let w = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect("loads");
+    let w = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect("loads").workload;
     let got: Vec<(&str, Model, f64, u32)> =
         w.jobs.iter().map(|j| (j.name.as_str(), j.model, j.arrival_s, j.gpus)).collect();
     assert_eq!(
@@ -378,7 +382,7 @@ fn a_philly_job_alone_on_its_packed_gpus_lasts_its_duration() {
         "2017-10-09 08:00:00,7200.0,1,7200.0,a",
         "2017-10-09 09:00:00,3600.0,12,43200.0,a",
     ]);
-    let w = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect("loads");
+    let w = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect("loads").workload;
     for (job, duration_s, shape) in
         w.jobs.iter().zip([1800.0, 7200.0, 3600.0]).zip([vec![1], vec![1], vec![8, 4]]).map(|((j, d), s)| (j, d, s))
     {
@@ -393,7 +397,8 @@ fn a_philly_job_alone_on_its_packed_gpus_lasts_its_duration() {
 #[test]
 fn limit_keeps_the_first_jobs_by_arrival() {
     let csv = "name,time,application,num_replicas,batch_size\nb,50,ncf,1,256\na,10,ncf,1,256\nc,70,ncf,1,256\n";
-    let w = Workload::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(2) }).expect("loads");
+    let w =
+        Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(2) }).expect("loads").workload;
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
 }
@@ -404,7 +409,7 @@ fn default_targets_fill_only_missing_training_tiers() {
         "{NODE}[[job]]\nname = \"a\"\nmodel = \"cifar10\"\n[[job]]\nname = \"b\"\nmodel = \"ncf\"\ntiers = [0.6, 0.65]\n\
              [[job]]\nname = \"s\"\nmodel = \"bert\"\nkind = \"inference\"\nrequest-rate = 5\nduration = \"10m\"\n"
     );
-    let w = Workload::from_scenario_str("t", &text).expect("loads").with_default_targets();
+    let w = Scenario::from_toml_str("t", &text).expect("loads").with_default_targets().workload;
     assert_eq!(w.jobs[0].tiers, Some(Model::Cifar10.curve(Model::Cifar10.default_batch_size()).default_tiers()));
     assert_eq!(w.jobs[1].tiers, Some((0.6, 0.65)));
     assert_eq!(w.jobs[2].tiers, None);
@@ -420,21 +425,23 @@ fn every_example_scenario_and_bundled_workload_loads() {
             if !matches!(path.extension().and_then(|e| e.to_str()), Some("toml" | "csv")) {
                 continue;
             }
-            let w = Workload::load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+            let w = Scenario::load(&path, &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}")).workload;
             assert!(w.jobs.windows(2).all(|p| p[0].arrival_s <= p[1].arrival_s), "{}", path.display());
             assert!(!w.nodes.is_empty());
             loaded += 1;
         }
     }
     assert!(loaded >= 6, "two scenarios and four Pollux workloads, found {loaded}");
-    let demo = Workload::load(&repo_root().join("scenarios/demo.toml"), &LoadOptions::default()).expect("loads");
+    let demo =
+        Scenario::load(&repo_root().join("scenarios/demo.toml"), &LoadOptions::default()).expect("loads").workload;
     assert_eq!(demo.nodes.len(), 1);
     assert_eq!(demo.nodes[0].cpu_millicores, 16_000);
     let training: Vec<&JobPlan> = demo.jobs.iter().filter(|j| j.kind == wit::JobKind::Training).collect();
     assert_eq!(training.len(), 6);
     assert!(training.iter().all(|j| j.arrival_s <= 120.0));
     assert_eq!(demo.jobs.iter().filter(|j| j.kind == wit::JobKind::Inference).count(), 1);
-    let two = Workload::load(&repo_root().join("scenarios/two-nodes.toml"), &LoadOptions::default()).expect("loads");
+    let two =
+        Scenario::load(&repo_root().join("scenarios/two-nodes.toml"), &LoadOptions::default()).expect("loads").workload;
     assert_eq!((two.nodes.len(), two.jobs.len()), (2, 8));
 }
 
@@ -456,7 +463,7 @@ fn a_count_whose_last_job_would_never_arrive_is_refused() {
 #[test]
 fn a_philly_row_asking_for_more_gpus_than_a_job_holds_is_refused_at_once() {
     let text = philly_csv(&["2017-10-09 07:01:55,100,4294967295,10,c"]);
-    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
     let e = e.to_string();
     assert!(e.starts_with("p.csv:2: `num_gpus`: 4294967295") && e.contains("65535"), "{e}");
 }
@@ -464,7 +471,7 @@ fn a_philly_row_asking_for_more_gpus_than_a_job_holds_is_refused_at_once() {
 #[test]
 fn a_philly_row_too_long_to_simulate_is_refused_not_given_an_infinite_work_scale() {
     let text = philly_csv(&["2017-10-09 07:01:55,1e308,0,10,c"]);
-    let e = Workload::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
+    let e = Scenario::from_philly_csv("p.csv", text.as_bytes(), &LoadOptions::default()).expect_err("refused");
     let e = e.to_string();
     assert!(e.starts_with("p.csv:2: `duration`") && e.contains("too long"), "{e}");
 }
@@ -476,14 +483,14 @@ fn the_philly_trace_loads_whole() {
         eprintln!("SKIPPED: ../shared/data/philly_jobs_pollux.csv absent");
         return;
     }
-    let w = Workload::load(&path, &LoadOptions::default()).expect("the trace loads");
+    let w = Scenario::load(&path, &LoadOptions::default()).expect("the trace loads").workload;
     assert!(w.jobs.len() > 60_000, "{} jobs after filtering", w.jobs.len());
     assert!(w.jobs.windows(2).all(|p| p[0].arrival_s <= p[1].arrival_s), "sorted by arrival");
     assert_eq!(w.jobs[0].arrival_s, 0.0);
     for model in Model::ALL {
         assert!(w.jobs.iter().any(|j| j.model == model), "{model:?} present");
     }
-    let limited = Workload::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100) }).expect("loads");
+    let limited = Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100) }).expect("loads").workload;
     assert_eq!((limited.jobs.len(), limited.nodes.len()), (100, 4));
     assert_eq!(limited.jobs[..], w.jobs[..100]);
 }

@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{GIB, JobPlan, NodeSpec, Workload, WorkloadError};
+use super::{Claim, Scenario, WorkloadError};
 use crate::backend::sim::model::{Curve, Model};
 use crate::backend::sim::profile::Profile;
+use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
 use crate::bindings::wit;
 use crate::budget::BudgetConfig;
-use crate::experiment::paper::Claim;
+use crate::units::{parse_bytes, parse_duration_s};
 
 /// A scenario file: see `scenarios/README.md`.
 #[derive(Deserialize)]
@@ -200,7 +201,7 @@ pub(super) fn scenario(
     default_name: &str,
     text: &str,
     folder: Option<&Path>,
-) -> Result<Workload, WorkloadError> {
+) -> Result<Scenario, WorkloadError> {
     let file: ScenarioFile = toml::from_str(text).map_err(|e| {
         let (line, column) = e.span().map_or((None, None), |span| {
             let (line, column) = line_column(text, span.start);
@@ -436,13 +437,8 @@ pub(super) fn scenario(
             });
         }
     }
-    Ok(Workload {
-        name: file.name.unwrap_or_else(|| default_name.to_string()),
-        nodes,
-        jobs,
-        paper: file.paper,
-        budget: file.budget,
-    })
+    let name = file.name.unwrap_or_else(|| default_name.to_string());
+    Ok(Scenario { workload: Workload { name, nodes, jobs }, claims: file.paper, budget: file.budget })
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.
@@ -484,106 +480,5 @@ fn positive(key: &str, value: f64) -> Result<f64, String> {
         Ok(value)
     } else {
         Err(format!("{value} is out of range: `{key}` must be a positive number"))
-    }
-}
-
-/// Parses a duration such as `"30s"`, `"2m"`, `"1h30m"`, `"1.5h"`, `"500ms"` or `"0"` into
-/// seconds. Units: `ms`, `s`, `m`, `h`, `d`.
-fn parse_duration_s(text: &str) -> Result<f64, String> {
-    let s = text.trim();
-    let example = "write a duration such as \"30s\", \"2m\", \"1h30m\"";
-    if s.starts_with('-') {
-        return Err(format!("\"{text}\" is negative: {example} (zero or more)"));
-    }
-    if s.is_empty() {
-        return Err(format!("the duration is empty: {example}"));
-    }
-    if s == "0" {
-        return Ok(0.0);
-    }
-    let mut total_s = 0.0;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let number: f64 = rest[..number_len].parse().map_err(|_| format!("\"{text}\" is not a duration: {example}"))?;
-        rest = rest[number_len..].trim_start();
-        let unit_len = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
-        let unit_s = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "d" => 86_400.0,
-            "" => return Err(format!("\"{text}\" lacks a unit: {example} (units ms, s, m, h, d)")),
-            other => return Err(format!("\"{text}\" has unknown unit `{other}`: use ms, s, m, h or d")),
-        };
-        total_s += number * unit_s;
-        rest = rest[unit_len..].trim_start();
-    }
-    if total_s.is_finite() { Ok(total_s) } else { Err(format!("\"{text}\" is too long: {example}")) }
-}
-
-/// Parses a memory size such as `"64GiB"`, `"512 MiB"`, `"1.5TiB"` or `"64GB"` into bytes.
-/// Binary units `KiB MiB GiB TiB`, decimal `kB MB GB TB`, and `B`; case-insensitive.
-pub(crate) fn parse_bytes(text: &str) -> Result<u64, String> {
-    let s = text.trim();
-    let example = "write a size such as \"64GiB\" or \"512MiB\"";
-    if s.starts_with('-') {
-        return Err(format!("\"{text}\" is negative: {example}"));
-    }
-    let number_len = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
-    let number: f64 = s[..number_len].parse().map_err(|_| format!("\"{text}\" is not a size: {example}"))?;
-    let unit = s[number_len..].trim().to_ascii_lowercase();
-    let scale: f64 = match unit.as_str() {
-        "b" => 1.0,
-        "kib" => 1024.0,
-        "mib" => 1024.0 * 1024.0,
-        "gib" => GIB as f64,
-        "tib" => GIB as f64 * 1024.0,
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        "" => return Err(format!("\"{text}\" lacks a unit: {example}")),
-        other => {
-            return Err(format!("\"{text}\" has unknown unit `{other}`: use B, KiB, MiB, GiB, TiB, kB, MB, GB or TB"));
-        }
-    };
-    let bytes = (number * scale).round();
-    if bytes.is_finite() && bytes < u64::MAX as f64 {
-        Ok(bytes as u64)
-    } else {
-        Err(format!("\"{text}\" is too large"))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_refuse_negative_or_non_numeric_values() {
-        assert_eq!(parse_duration_s("30s"), Ok(30.0));
-        assert_eq!(parse_duration_s("2m"), Ok(120.0));
-        assert_eq!(parse_duration_s("1h"), Ok(3600.0));
-        assert_eq!(parse_duration_s("1h30m"), Ok(5400.0));
-        assert_eq!(parse_duration_s(" 1.5 h "), Ok(5400.0));
-        assert_eq!(parse_duration_s("250ms"), Ok(0.25));
-        assert_eq!(parse_duration_s("0"), Ok(0.0));
-        for bad in ["-5s", "", "soon", "30", "5y", "1..2s"] {
-            assert!(parse_duration_s(bad).is_err(), "{bad:?}");
-        }
-        assert!(parse_duration_s("-5s").is_err_and(|m| m.contains("negative")));
-    }
-
-    #[test]
-    fn memory_sizes_parse_with_binary_and_decimal_units() {
-        assert_eq!(parse_bytes("64GiB"), Ok(64 * GIB));
-        assert_eq!(parse_bytes("512 MiB"), Ok(512 << 20));
-        assert_eq!(parse_bytes("1.5gib"), Ok(3 * GIB / 2));
-        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
-        for bad in ["64", "-1GiB", "lots", "3 parsecs"] {
-            assert!(parse_bytes(bad).is_err(), "{bad:?}");
-        }
     }
 }
