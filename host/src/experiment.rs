@@ -7,6 +7,14 @@
 //! against Pollux's own. [`sweep`] runs one policy over a grid of its config, and [`results`]
 //! writes any of it as data (JSON of a versioned schema, CSV).
 
+use std::fmt::Write as _;
+
+use run::Comparison;
+
+use crate::scenario::Scenario;
+use crate::scenario::claim::objective;
+
+pub mod batch;
 pub mod fidelity;
 pub mod paper;
 pub mod report;
@@ -62,6 +70,40 @@ pub const DEMO: [DemoScenario; 6] = [
         policies: &["fifo", "gacer", "gacer:regulate=false"],
     },
 ];
+
+/// The demo's table: for every policy but each scenario's baseline, its own objective for the
+/// baseline, for it and in the paper, and the change, over `seeds` seeds.
+pub fn demo_table(done: &[(Scenario, Comparison)], seeds: u64) -> String {
+    let mut out = format!(
+        "each policy on the scenario that shows its own objective, against its baseline; mean over {seeds} seed(s)\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<10} {:<16} {:<22} {:>12} {:>12} {:>12} {:>20} {:>10}",
+        "policy", "scenario", "objective", "baseline", "theirs", "ours", "change ± sd", "paper"
+    );
+    for (scenario, comparison) in done {
+        for policy in comparison.policies().into_iter().filter(|p| *p != comparison.baseline()) {
+            let Some(claim) = objective(&scenario.claims, policy) else { continue };
+            let row = match comparison.measure(claim) {
+                Some(m) => (m.figure.format_value(m.baseline_value), m.figure.format_value(m.value), m.summary()),
+                None => ("—".into(), "—".into(), "not measured".into()),
+            };
+            let paper = claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v));
+            let _ = writeln!(
+                out,
+                "{policy:<10} {:<16} {:<22} {:>12} {:>12} {:>12} {:>20} {paper:>10}",
+                scenario.name(),
+                claim.figure.name(),
+                comparison.baseline_of(claim),
+                row.0,
+                row.1,
+                row.2
+            );
+        }
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {

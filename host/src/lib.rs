@@ -64,6 +64,7 @@ pub mod experiment;
 pub mod gpu;
 pub mod host;
 pub mod record;
+pub mod recording;
 pub mod reload;
 pub mod replay;
 pub mod runtime;

@@ -3,11 +3,35 @@
 //! is a pure function of its snapshots, so the same policy gives the same decisions, bit for
 //! bit.
 
+use std::path::Path;
+use std::time::Duration;
+
 use crate::backend::replay::Replay;
 use crate::bindings::wit;
+use crate::budget::BudgetConfig;
 use crate::control::{self, Driver, LoopConfig, Policies, Tick};
+use crate::record::{self, RecordError};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
+
+/// A recording opened for playback: its ticks as a backend, and the loop it was made with.
+pub struct Recording {
+    /// The ticks, played back through the loop.
+    pub backend: Replay,
+    /// The recorded loop's tick, and the disruption budget it went under (none for a
+    /// recording made before hosts had one), so that a replay refuses what the run refused.
+    pub config: LoopConfig,
+}
+
+impl Recording {
+    /// Read the recording at `path`.
+    pub fn open(path: &Path) -> Result<Recording, RecordError> {
+        let (header, ticks) = record::read_recording(path)?;
+        let budget = header.budget.unwrap_or_else(BudgetConfig::off);
+        let config = LoopConfig { tick: Duration::from_millis(header.tick_ms), horizon: None, budget };
+        Ok(Recording { backend: Replay::new(ticks), config })
+    }
+}
 
 /// One tick whose decisions differ.
 #[derive(Clone, Debug, PartialEq)]
@@ -59,10 +83,10 @@ impl Driver for Collect<'_> {
 
 /// Run `policy` over the recording through the one loop and diff its decisions against the
 /// recorded ones.
-pub fn replay(rt: &Runtime, replay: &mut Replay, policy: &mut Supervised) -> ReplayReport {
+pub fn replay(rt: &Runtime, recording: &mut Recording, policy: &mut Supervised) -> ReplayReport {
     let mut driver = Collect { policy, decided: Vec::new() };
-    let config = LoopConfig { tick: replay.tick(), horizon: None, budget: replay.budget() };
-    let summary = control::drive(replay, &mut driver, rt, &config);
+    let replay = &mut recording.backend;
+    let summary = control::drive(replay, &mut driver, rt, &recording.config);
     let mut report = ReplayReport { ticks: summary.ticks, ..ReplayReport::default() };
     for (i, (recorded, replayed)) in replay.recorded().iter().zip(driver.decided).enumerate() {
         let recorded_actions = recorded.as_ref().map(|d| d.actions.clone());

@@ -10,7 +10,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use wasmsched::admission;
-use wasmsched::backend::replay::Replay;
 use wasmsched::bindings::wit::{Action, ActionKind};
 use wasmsched::replay::{self, ReplayReport};
 use wasmsched::runtime::Limits;
@@ -97,7 +96,7 @@ fn validate_admits_every_policy_in_another_language_and_names_its_toolchain() {
 fn replayed(recording: &Path, name: &str) -> ReplayReport {
     let limits = Limits { deadline: Duration::from_secs(2), ..Limits::default() };
     let mut policy = Supervised::new(loaded(name), "{}".into(), limits, Fallback::KeepLimits, Quarantine::default());
-    let mut backend = Replay::open(recording).unwrap();
+    let mut backend = replay::Recording::open(recording).unwrap();
     replay::replay(runtime(), &mut backend, &mut policy)
 }
 

@@ -3,7 +3,6 @@
 
 use std::io::Write;
 
-use wasmsched::backend::replay::Replay;
 use wasmsched::replay;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
@@ -29,8 +28,8 @@ fn recorded_run() -> Setup {
 #[test]
 fn replaying_a_recording_with_the_same_policy_gives_identical_decisions() {
     let setup = recorded_run();
-    let mut backend = Replay::open(&setup.recording()).unwrap();
-    assert_eq!(backend.tick(), std::time::Duration::from_secs(10));
+    let mut backend = replay::Recording::open(&setup.recording()).unwrap();
+    assert_eq!(backend.config.tick, std::time::Duration::from_secs(10));
     let report = replay::replay(runtime(), &mut backend, &mut supervised("counter"));
     assert!(report.ticks >= 60, "{report:?}");
     assert!(report.compared >= 60);
@@ -41,7 +40,7 @@ fn replaying_a_recording_with_the_same_policy_gives_identical_decisions() {
 #[test]
 fn replaying_another_policy_shows_where_its_decisions_differ() {
     let setup = recorded_run();
-    let mut backend = Replay::open(&setup.recording()).unwrap();
+    let mut backend = replay::Recording::open(&setup.recording()).unwrap();
     let report = replay::replay(runtime(), &mut backend, &mut supervised("fair-share"));
     assert!(!report.is_identical());
     let first = &report.differences[0];

@@ -1,42 +1,23 @@
-//! The replay backend: a telemetry recording ([`crate::record`]) played back through the
-//! one loop. Observing rebuilds the world tick by tick from the recorded deltas; applying
-//! changes nothing. [`crate::replay`] runs a policy over it and diffs its decisions against
-//! the recorded ones.
-
-use std::path::Path;
-use std::time::Duration;
+//! The replay backend: a telemetry recording's ticks ([`crate::recording`]) played back
+//! through the one loop. Observing rebuilds the world tick by tick from the recorded deltas;
+//! applying changes nothing. [`crate::replay`] opens a recording and runs a policy over it,
+//! diffing its decisions against the recorded ones.
 
 use crate::backend::{ApplyError, Backend};
 use crate::bindings::wit;
-use crate::budget::BudgetConfig;
-use crate::record::{self, RecordError, RecordedDecision, RecordedTick};
+use crate::recording::{RecordedDecision, RecordedTick};
 use crate::snapshot::{GpuSlot, Telemetry};
 
 /// A recording being played back.
 pub struct Replay {
-    tick: Duration,
-    budget: BudgetConfig,
     ticks: std::vec::IntoIter<RecordedTick>,
     played: Vec<Option<RecordedDecision>>,
 }
 
 impl Replay {
-    /// Open a recording.
-    pub fn open(path: &Path) -> Result<Replay, RecordError> {
-        let (header, ticks) = record::read_recording(path)?;
-        let budget = header.budget.unwrap_or_else(BudgetConfig::off);
-        Ok(Replay { tick: Duration::from_millis(header.tick_ms), budget, ticks: ticks.into_iter(), played: Vec::new() })
-    }
-
-    /// The disruption budget the recorded run went under (none for a recording made before
-    /// hosts had one), so that a replay refuses what the run refused.
-    pub fn budget(&self) -> BudgetConfig {
-        self.budget
-    }
-
-    /// The tick the recording was made with.
-    pub fn tick(&self) -> Duration {
-        self.tick
+    /// Play `ticks` back, in order.
+    pub fn new(ticks: Vec<RecordedTick>) -> Replay {
+        Replay { ticks: ticks.into_iter(), played: Vec::new() }
     }
 
     /// The recorded decisions of the ticks played so far, in order.

@@ -13,7 +13,8 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use super::run::{PolicyChoice, RunOptions, mean, simulate, std_dev};
+use super::batch::{self, Task};
+use super::run::{PolicyChoice, RunOptions, mean, std_dev};
 use crate::backend::sim::SimConfig;
 use crate::runtime::{Limits, Runtime};
 use crate::scenario::{LoadOptions, Scenario, WorkloadError};
@@ -92,24 +93,33 @@ impl Row {
 }
 
 /// Runs `tiresias` (shipped, default config) on each of [`POLLUX_TIRESIAS`] with `seeds`, on
-/// the workloads' default cluster (16 nodes of 4 GPUs), at a 30 s tick.
-pub fn against_pollux(rt: &Runtime, seeds: Range<u64>, limits: Limits) -> anyhow::Result<Vec<Row>> {
+/// the workloads' default cluster (16 nodes of 4 GPUs), at a 30 s tick, `threads` runs at a
+/// time.
+pub fn against_pollux(rt: &Runtime, seeds: Range<u64>, limits: Limits, threads: usize) -> anyhow::Result<Vec<Row>> {
     let choice = PolicyChoice::resolve(rt, "tiresias")?;
-    POLLUX_TIRESIAS
+    let scenarios = POLLUX_TIRESIAS.iter().map(pollux_workload).collect::<Result<Vec<_>, _>>()?;
+    let tasks: Vec<Task> = scenarios
         .iter()
-        .map(|r| {
-            let workload = pollux_workload(r)?;
-            let (mut ours_s, mut wall_ms) = (Vec::new(), Vec::new());
-            for seed in seeds.clone() {
-                let options =
-                    RunOptions { sim: SimConfig { seed, ..SimConfig::default() }, limits, ..Default::default() };
-                let report = simulate(rt, &choice, &workload, &options);
-                ours_s.push(report.mean_jct_s);
-                wall_ms.push(report.wall_ms);
-            }
-            Ok(Row { workload: r.workload.into(), ours_s, reference_s: r.mean_jct_s, wall_ms })
+        .flat_map(|scenario| {
+            seeds.clone().map(|seed| Task {
+                scenario,
+                choice: choice.clone(),
+                options: RunOptions { sim: SimConfig { seed, ..SimConfig::default() }, limits, ..Default::default() },
+            })
         })
-        .collect()
+        .collect();
+    let reports = batch::run(rt, &tasks, threads, &|_| {});
+    let per = seeds.count().max(1);
+    Ok(POLLUX_TIRESIAS
+        .iter()
+        .zip(reports.chunks(per))
+        .map(|(r, runs)| Row {
+            workload: r.workload.into(),
+            ours_s: runs.iter().map(|run| run.mean_jct_s).collect(),
+            reference_s: r.mean_jct_s,
+            wall_ms: runs.iter().map(|run| run.wall_ms).collect(),
+        })
+        .collect())
 }
 
 /// The workload of `r`, as `simulate --workload data/workloads/<name>.csv` loads it.

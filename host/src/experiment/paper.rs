@@ -12,6 +12,23 @@ use super::run::{Comparison, RunReport, mean, std_dev};
 use crate::backend::sim::JobOutcome;
 pub use crate::scenario::claim::{Claim, Figure, format_seconds, objective};
 
+/// The config variants of the `asked` policies that a figure of `claims` names (as the
+/// policy or its baseline: `gacer:regulate=false` when `gacer` was asked for), which a
+/// comparison runs too; each with the figure that names it.
+pub fn named_variants(claims: &[Claim], asked: &[String]) -> Vec<(String, Figure)> {
+    let mut variants: Vec<(String, Figure)> = Vec::new();
+    for claim in claims {
+        for named in std::iter::once(&claim.policy).chain(&claim.baseline) {
+            let variant_of = named.split_once(':').map(|(base, _)| base);
+            let known = asked.contains(named) || variants.iter().any(|(v, _)| v == named);
+            if !known && variant_of.is_some_and(|base| asked.iter().any(|a| a == base)) {
+                variants.push((named.clone(), claim.figure));
+            }
+        }
+    }
+    variants
+}
+
 impl Figure {
     /// This figure for `run` against `base` (the baseline's run of the same seed). None when
     /// it cannot be measured: no job reached the target in both runs, the baseline satisfied

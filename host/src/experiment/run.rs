@@ -306,7 +306,7 @@ impl Comparison {
     }
 
     /// `claim`'s baseline: the policy it names, else [`Comparison::baseline`].
-    pub fn baseline_of<'a>(&'a self, claim: &'a super::paper::Claim) -> &'a str {
+    pub fn baseline_of<'a>(&'a self, claim: &'a crate::scenario::Claim) -> &'a str {
         claim.baseline.as_deref().unwrap_or_else(|| self.baseline())
     }
 

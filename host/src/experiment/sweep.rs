@@ -4,15 +4,14 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::batch::{self, Task};
 use super::paper::{Claim, Figure, Measured};
-use super::run::{PolicyChoice, RunOptions, RunReport, simulate};
+use super::run::{PolicyChoice, RunOptions, RunReport};
 use crate::backend::sim::SimConfig;
 use crate::runtime::{Limits, Runtime};
 use crate::scenario::Scenario;
@@ -201,10 +200,18 @@ impl Spec<'_> {
         let points: usize = self.axes.iter().map(|a| a.values.len()).product();
         (points + 1) * self.seeds.clone().count()
     }
+
+    /// How many jobs its runs hold in all on `scenario`: what [`sweep`]'s progress counts up
+    /// to.
+    pub fn jobs(&self, scenario: &Scenario) -> u64 {
+        self.runs() as u64 * scenario.workload.jobs.len() as u64
+    }
 }
 
-/// Run the sweep on `workload`, `spec.threads` runs at a time, calling `done` after each run.
-pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, done: &(dyn Fn() + Sync)) -> Sweep {
+/// Run the sweep on `scenario`, `spec.threads` runs at a time. `progress` hears how many
+/// jobs have ended over all the runs, up to [`Spec::jobs`] (a point whose config the policy
+/// refuses counts as ended at once).
+pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, progress: &(dyn Fn(u64) + Sync)) -> Sweep {
     let grid = spec.grid();
     let seeds: Vec<u64> = spec.seeds.clone().collect();
     // A point whose config the policy refuses at init is reported, not run.
@@ -220,40 +227,32 @@ pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, done: &(dyn Fn() + 
     for (p, error) in errors.iter().enumerate() {
         if error.is_none() {
             tasks.extend(seeds.iter().map(|&s| (Some(p), s)));
-        } else {
-            (0..seeds.len()).for_each(|_| done());
         }
     }
-    let results: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; tasks.len()]);
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..spec.threads.clamp(1, tasks.len().max(1)) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(point, seed)) = tasks.get(i) else { break };
-                    let choice = match point {
-                        None => spec.baseline.clone(),
-                        Some(p) => PolicyChoice {
-                            label: label(&spec.policy.label, &spec.axes, &grid[p].1),
-                            policy: spec.policy.policy.clone(),
-                            config_json: Value::Object(grid[p].1.clone()).to_string(),
-                        },
-                    };
-                    let options = RunOptions {
-                        sim: SimConfig { seed, ..SimConfig::default() },
-                        tick: spec.tick,
-                        limits: spec.limits,
-                        timeline: false,
-                    };
-                    let report = simulate(rt, &choice, scenario, &options);
-                    results.lock().expect("no run panics while holding it")[i] = Some(report);
-                    done();
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().expect("every run ended");
+    let runs: Vec<Task> = tasks
+        .iter()
+        .map(|&(point, seed)| Task {
+            scenario,
+            choice: match point {
+                None => spec.baseline.clone(),
+                Some(p) => PolicyChoice {
+                    label: label(&spec.policy.label, &spec.axes, &grid[p].1),
+                    policy: spec.policy.policy.clone(),
+                    config_json: Value::Object(grid[p].1.clone()).to_string(),
+                },
+            },
+            options: RunOptions {
+                sim: SimConfig { seed, ..SimConfig::default() },
+                tick: spec.tick,
+                limits: spec.limits,
+                timeline: false,
+            },
+        })
+        .collect();
+    let skipped = (spec.runs() - runs.len()) as u64 * scenario.workload.jobs.len() as u64;
+    progress(skipped);
+    let mut results: Vec<Option<RunReport>> =
+        batch::run(rt, &runs, spec.threads, &|ended| progress(skipped + ended)).into_iter().map(Some).collect();
     let baseline: Vec<RunReport> = results[..seeds.len()].iter_mut().filter_map(Option::take).collect();
     let mut by_point: Vec<Vec<RunReport>> = vec![Vec::new(); grid.len()];
     for ((point, _), report) in tasks.iter().zip(results).skip(seeds.len()) {

@@ -7,7 +7,6 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
 use wasmsched::backend::Backend;
-use wasmsched::backend::replay::Replay;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::record::{self, AuditLine, RECORDING_FORMAT};
@@ -208,9 +207,10 @@ fn recording_lines(g: &RecordingGen) -> (Vec<String>, Vec<wit::Snapshot>, Teleme
 fn check_recording(path: &Path, lines: usize) -> Checked {
     match record::read_recording(path) {
         Ok(_) => {
-            let mut replay = Replay::open(path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
+            let mut replay =
+                wasmsched::replay::Recording::open(path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
             let mut world = Telemetry::new();
-            replay.observe(&mut world, u64::MAX);
+            replay.backend.observe(&mut world, u64::MAX);
             let _ = world.snapshot_for(&mut Cursor::fresh());
             prop_assert_eq!(world.job_count() + world.queue_len(), world.all_jobs().len());
         }
@@ -275,9 +275,9 @@ proptest! {
             prop_assert_eq!((t.tick, &t.snapshot), (n as u64 + 1, s));
             prop_assert_eq!(t.decision.as_ref().map(|d| d.actions.len()), g.ticks[n].1.then_some(1));
         }
-        let mut replay = Replay::open(&path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
+        let mut replay = wasmsched::replay::Recording::open(&path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
         let mut replayed = Telemetry::new();
-        replay.observe(&mut replayed, u64::MAX);
+        replay.backend.observe(&mut replayed, u64::MAX);
         let handles = |w: &Telemetry| -> (Vec<u32>, Vec<u32>) {
             (w.jobs().map(|(s, _)| s.handle).collect(), w.queue().map(|(s, _)| s.handle).collect())
         };
@@ -340,7 +340,7 @@ fn recording_with(change: impl FnOnce(&mut serde_json::Value)) -> (tempfile::Tem
 fn a_recording_whose_columns_do_not_line_up_is_refused_naming_its_line_not_replayed_into_a_panic() {
     for (group, column) in [("jobs", "node"), ("jobs", "run_ms"), ("queue", "reason"), ("progress", "epoch")] {
         let (_dir, path) = recording_with(|s| drop(s[group][column].as_array_mut().expect("a column").pop()));
-        let e = Replay::open(&path).err().map(|e| error_chain(&e)).unwrap_or_default();
+        let e = wasmsched::replay::Recording::open(&path).err().map(|e| error_chain(&e)).unwrap_or_default();
         assert!(e.contains(&format!("{}, line 2: the {group} columns", path.display())), "{group}.{column}: {e}");
     }
 }
@@ -348,6 +348,6 @@ fn a_recording_whose_columns_do_not_line_up_is_refused_naming_its_line_not_repla
 #[test]
 fn a_recording_that_adds_the_last_possible_job_handle_is_refused_not_replayed_into_an_overflow() {
     let (_dir, path) = recording_with(|s| s["added"][0]["handle"] = u32::MAX.into());
-    let e = Replay::open(&path).err().map(|e| error_chain(&e)).unwrap_or_default();
+    let e = wasmsched::replay::Recording::open(&path).err().map(|e| error_chain(&e)).unwrap_or_default();
     assert!(e.contains(&format!("{}, line 2: a job handle is 4294967295", path.display())), "{e}");
 }

@@ -238,16 +238,15 @@ impl Model {
         CURVE_FILES[self as usize][0].0
     }
 
+    /// The per-GPU batch Pollux's simulator caps this model at, if it does
+    /// ([`Model::max_local_batch`] takes the smaller of it and the measured one).
+    pub(super) fn local_batch_cap(self) -> Option<u32> {
+        self.spec().max_local_batch
+    }
+
     /// The largest global batch size with a measured curve.
     pub fn max_batch_size(self) -> u32 {
         CURVE_FILES[self as usize].last().map_or(1, |&(b, _)| b)
-    }
-
-    /// The most samples one GPU holds in one pass (the largest measured per-GPU batch, or
-    /// less where Pollux's simulator set less).
-    pub fn max_local_batch(self) -> u32 {
-        let measured = super::throughput::measured_local_max(self);
-        self.spec().max_local_batch.map_or(measured, |m| m.min(measured)).max(1)
     }
 
     /// Optimiser steps of epoch `epoch` (1-based) at global batch size `batch_size`: the

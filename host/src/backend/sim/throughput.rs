@@ -268,8 +268,17 @@ pub fn packed(gpus: u32, per_node: u32) -> Vec<u32> {
     shape
 }
 
+impl Model {
+    /// The most samples one GPU holds in one pass (the largest measured per-GPU batch, or
+    /// less where Pollux's simulator set less).
+    pub fn max_local_batch(self) -> u32 {
+        let measured = measured_local_max(self);
+        self.local_batch_cap().map_or(measured, |m| m.min(measured)).max(1)
+    }
+}
+
 /// The largest per-GPU batch measured for `model`.
-pub(super) fn measured_local_max(model: Model) -> u32 {
+fn measured_local_max(model: Model) -> u32 {
     TABLES[model as usize].local_range.1
 }
 

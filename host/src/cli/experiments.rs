@@ -1,0 +1,213 @@
+//! The experiments: `demo`, `simulate`, `compare`, `sweep` and `fidelity`, every run through
+//! one batch runner ([`wasmsched::experiment::batch`]), several at a time, with one progress
+//! bar.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use wasmsched::experiment::batch::{self, Task};
+use wasmsched::experiment::paper::{self, Figure};
+use wasmsched::experiment::report::{self, Compared};
+use wasmsched::experiment::results::{CompareResults, Results};
+use wasmsched::experiment::run::{Comparison, PolicyChoice};
+use wasmsched::experiment::sweep::{self, Axis};
+use wasmsched::runtime::{Limits, Runtime};
+use wasmsched::scenario::Scenario;
+use wasmsched::{admission, experiment, shipped, snapshot};
+
+use super::{OutputArgs, RuntimeArgs, WorkloadArgs, print_admissions, progress_bar, write_file};
+
+/// How often the demo calls its policies, on the simulator's clock.
+const DEMO_TICK: Duration = Duration::from_secs(30);
+
+/// Every policy on every seed of `scenario`, through the batch runner: one comparison.
+fn compare_on(
+    rt: &Runtime,
+    scenario: &Scenario,
+    policies: &[String],
+    seeds: std::ops::Range<u64>,
+    tick: Duration,
+    limits: Limits,
+    timeline: bool,
+) -> anyhow::Result<Comparison> {
+    let choices = policies.iter().map(|p| PolicyChoice::resolve(rt, p)).collect::<Result<Vec<_>, _>>()?;
+    let tasks = batch::grid(scenario, &choices, seeds, tick, limits, timeline);
+    Ok(batch::comparison(scenario, run(rt, &tasks)))
+}
+
+/// Run `tasks` on every core with a progress bar in jobs ended.
+fn run(rt: &Runtime, tasks: &[Task<'_>]) -> Vec<experiment::run::RunReport> {
+    batch::run(rt, tasks, batch::default_threads(), &progress_bar(batch::jobs_in(tasks), "jobs ended"))
+}
+
+/// `wasmsched simulate`: one policy, one seed.
+pub fn simulate(
+    workload: &WorkloadArgs,
+    policy: String,
+    seed: u64,
+    json: Option<&Path>,
+    runtime: &RuntimeArgs,
+) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let scenario = workload.load()?;
+    let comparison = compare_on(&rt, &scenario, &[policy], seed..seed + 1, workload.tick, limits, false)?;
+    println!("{}", comparison.table());
+    if let Some(path) = json {
+        let results = Results::Compare(CompareResults::new(&comparison, &scenario));
+        write_file(path, |w| results.write_json(w).map_err(anyhow::Error::from))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched compare`: several policies on the same scenario and seeds; the config variants
+/// its paper figures name run too.
+pub fn compare(
+    workload: &WorkloadArgs,
+    mut policies: Vec<String>,
+    seeds: u64,
+    out: &OutputArgs,
+    runtime: &RuntimeArgs,
+) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let scenario = workload.load()?;
+    for (named, figure) in paper::named_variants(&scenario.claims, &policies) {
+        eprintln!("also running {named}: the scenario's {} figure names it", figure.key());
+        policies.push(named);
+    }
+    let comparison = compare_on(&rt, &scenario, &policies, 0..seeds, workload.tick, limits, out.report.is_some())?;
+    println!("{}", comparison.table());
+    if !scenario.claims.is_empty() {
+        println!("{}", comparison.paper_table(&scenario.claims));
+    }
+    out.write(&Results::Compare(CompareResults::new(&comparison, &scenario)))?;
+    if let Some(dir) = &out.report {
+        let title = format!("Policies on {}", scenario.name());
+        let page = report::write_html(&title, &[Compared { comparison: &comparison, scenario: &scenario }], dir)
+            .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+        println!("report: {}", page.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `wasmsched sweep` sweeps, beside the workload and the outputs.
+pub struct SweepArgs {
+    /// The policy swept.
+    pub policy: String,
+    /// The config keys swept and their values.
+    pub axes: Vec<Axis>,
+    /// The config keys held at one value.
+    pub fixed: Vec<Axis>,
+    /// What every point is compared with.
+    pub baseline: String,
+    /// The figure measured; the policy's own objective when None.
+    pub figure: Option<Figure>,
+    /// Seeds per point.
+    pub seeds: u64,
+    /// Runs at once; one per core when None.
+    pub threads: Option<usize>,
+}
+
+/// `wasmsched sweep`: one policy over a grid of its config against a baseline.
+pub fn sweep(
+    workload: &WorkloadArgs,
+    args: SweepArgs,
+    out: &OutputArgs,
+    runtime: &RuntimeArgs,
+) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let scenario = workload.load()?;
+    let policy = &args.policy;
+    let claim = paper::objective(&scenario.claims, policy);
+    let figure = args.figure.or(claim.map(|c| c.figure)).with_context(|| {
+        format!(
+            "{} gives {policy} no objective of its own: say what to measure with --figure ({})",
+            scenario.name(),
+            Figure::ALL.map(Figure::key).join(", ")
+        )
+    })?;
+    let paper = claim.filter(|c| c.figure == figure).and_then(|c| c.value);
+    let mut set = serde_json::Map::new();
+    for axis in args.fixed {
+        let [value] = &axis.values[..] else {
+            anyhow::bail!("--set {} takes one value (a list is a --grid)", axis.key);
+        };
+        set.insert(axis.key, value.clone());
+    }
+    let (choice, base) = (PolicyChoice::resolve(&rt, policy)?, PolicyChoice::resolve(&rt, &args.baseline)?);
+    let spec = sweep::Spec {
+        policy: &choice,
+        baseline: &base,
+        figure,
+        paper,
+        fixed: set,
+        axes: args.axes,
+        seeds: 0..args.seeds,
+        tick: workload.tick,
+        limits,
+        threads: args.threads.unwrap_or_else(batch::default_threads),
+    };
+    let done = sweep::sweep(&rt, &scenario, &spec, &progress_bar(spec.jobs(&scenario), "jobs ended"));
+    println!("{}", done.table());
+    out.write(&Results::Sweep(&done))?;
+    if let Some(dir) = &out.report {
+        let page = report::write_sweep_html(&done, dir)
+            .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+        println!("report: {}", page.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched fidelity`: the simulator against Pollux's published figures.
+pub fn fidelity(seeds: u64, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let rows = experiment::fidelity::against_pollux(&rt, 0..seeds, limits, batch::default_threads())?;
+    println!("{}", experiment::fidelity::table(&rows));
+    Ok(if rows.iter().all(|r| r.within()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `wasmsched demo`: admit every shipped policy, run each on its own scenario beside its
+/// baseline (every run of every scenario in one batch), print its objective, write the report.
+pub fn demo(seeds: u64, report_dir: &Path, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let world = snapshot::sample::with_queue(2, 6, 2, 5);
+    let results = shipped::all()
+        .iter()
+        .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));
+    if print_admissions(results) > 0 {
+        return Ok(ExitCode::FAILURE);
+    }
+    let scenarios = experiment::DEMO
+        .iter()
+        .map(|demo| Ok(Scenario::from_toml_str(demo.name, demo.text)?.with_default_targets()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let choices = experiment::DEMO
+        .iter()
+        .map(|demo| demo.policies.iter().map(|p| PolicyChoice::resolve(&rt, p)).collect::<Result<Vec<_>, _>>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let grids: Vec<Vec<Task>> =
+        scenarios.iter().zip(&choices).map(|(s, c)| batch::grid(s, c, 0..seeds, DEMO_TICK, limits, true)).collect();
+    let mut reports = run(&rt, &grids.concat()).into_iter();
+    let sizes: Vec<usize> = grids.iter().map(Vec::len).collect();
+    drop(grids);
+    let done: Vec<(Scenario, Comparison)> = scenarios
+        .into_iter()
+        .zip(sizes)
+        .map(|(scenario, runs)| {
+            let comparison = batch::comparison(&scenario, reports.by_ref().take(runs).collect());
+            (scenario, comparison)
+        })
+        .collect();
+    println!("\n{}", experiment::demo_table(&done, seeds));
+    let scenarios: Vec<Compared> = done.iter().map(|(s, c)| Compared { comparison: c, scenario: s }).collect();
+    let page = report::write_html("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
+        .with_context(|| format!("cannot write the report into {}", report_dir.display()))?;
+    println!(
+        "report: {}  (every table, the JCT distribution, placements and limits over time)\n\
+         next: wasmsched compare --workload scenarios/specon-paper.toml --policy fair-share --policy specon --seeds 5 \
+         --report report/   (docs/results.md has every paper's set-up)",
+        page.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

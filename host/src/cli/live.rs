@@ -1,0 +1,104 @@
+//! The live host's commands: `run` (the host), `status` and `rollback` (its control API),
+//! and `replay` (a policy over a recording, diffed against what was done).
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use wasmsched::config::HostConfig;
+use wasmsched::experiment::run::PolicyChoice;
+use wasmsched::host::{self, Host};
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::runtime::{Runtime, RuntimeConfig};
+use wasmsched::{api, replay};
+
+use super::{ApiArgs, RuntimeArgs};
+
+pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
+    let config = HostConfig::load(path)?;
+    let mut runtime_config = RuntimeConfig::default();
+    if let Some(dir) = &config.cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    let rt = Runtime::new(runtime_config)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .context("cannot start the WebAssembly engine")?;
+    let host = Host::new(config.clone()).context("cannot start the host")?;
+    let handle = host.handle();
+    host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
+    let _api = if config.api.enabled {
+        let server = api::serve(handle.clone(), config.api.listen, config.api.token.clone())?;
+        println!("control API on http://{}", server.addr());
+        Some(server)
+    } else {
+        None
+    };
+    let summary = host.run(&rt)?;
+    let status = handle.board().get();
+    println!(
+        "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
+        summary.ticks,
+        summary.end_ms as f64 / 1000.0,
+        summary.decisions,
+        summary.applied,
+        status.swaps,
+        status.refused,
+        status.late_ticks
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Actions on one line, for a person.
+fn actions(list: &Option<Vec<wasmsched::bindings::wit::Action>>) -> String {
+    match list {
+        None => "not asked".into(),
+        Some(list) if list.is_empty() => "no actions".into(),
+        Some(list) => {
+            list.iter().map(|a| format!("job {} {:?} ({})", a.job, a.kind, a.reason)).collect::<Vec<_>>().join("; ")
+        }
+    }
+}
+
+/// `wasmsched replay`: run `policy` over the recording and print how its decisions differ.
+pub fn replay(recording: &Path, policy: &str, show: usize, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let choice = PolicyChoice::resolve(&rt, policy)?;
+    let mut supervised =
+        Supervised::new(choice.policy, choice.config_json, limits, Fallback::KeepLimits, Quarantine::default());
+    let mut opened =
+        replay::Recording::open(recording).with_context(|| format!("cannot replay {}", recording.display()))?;
+    let report = replay::replay(&rt, &mut opened, &mut supervised);
+    println!(
+        "replayed {} ticks of {} with {policy}: {} decided, {} identical, {} differ",
+        report.ticks,
+        recording.display(),
+        report.compared,
+        report.identical,
+        report.differences.len()
+    );
+    if report.recorded_fallbacks > 0 {
+        println!("({} recorded ticks fell back; a deadline on the live host may not recur)", report.recorded_fallbacks);
+    }
+    for d in report.differences.iter().take(show) {
+        println!("tick {}:\n  recorded: {}\n  replayed: {}", d.tick, actions(&d.recorded), actions(&d.replayed));
+    }
+    Ok(if report.is_identical() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `wasmsched status`: a running host's status, as text or JSON.
+pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
+    let status = api::client::status(api.addr, api.token.as_deref())?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", status.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched rollback`: bring back a policy's previous version on a running host.
+pub fn rollback(policy: &str, api: &ApiArgs) -> anyhow::Result<ExitCode> {
+    let done = api::client::rollback(api.addr, policy, api.token.as_deref())?;
+    println!("{} rolled back: {} serves again", done.policy, done.sha256);
+    Ok(ExitCode::SUCCESS)
+}
