@@ -90,7 +90,7 @@ fn sweep(c: &mut Criterion) {
             threads,
         };
         group.bench_function(format!("flowcon-4x4/threads-{threads}"), |b| {
-            b.iter(|| sweep::sweep(&rt, &workload, &spec, &|| {}))
+            b.iter(|| sweep::sweep(&rt, &workload, &spec, &|_| {}))
         });
     }
     group.finish();

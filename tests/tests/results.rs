@@ -121,11 +121,11 @@ fn a_sweep_reports_every_point_refuses_bad_configs_and_matches_runs_made_one_by_
         limits: Limits::default(),
         threads: 2,
     };
-    let ticks = std::sync::atomic::AtomicUsize::new(0);
-    let done = sweep::sweep(rt, &workload, &spec, &|| {
-        ticks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ended = std::sync::atomic::AtomicU64::new(0);
+    let done = sweep::sweep(rt, &workload, &spec, &|jobs| {
+        ended.fetch_max(jobs, std::sync::atomic::Ordering::Relaxed);
     });
-    assert_eq!(ticks.into_inner(), spec.runs(), "the progress callback counts every run, refused ones too");
+    assert_eq!(ended.into_inner(), spec.jobs(&workload), "the progress counts every run's jobs, refused ones too");
     assert_eq!(done.points.len(), 6);
     for point in &done.points {
         let refused = point.config["interval-s"] == 0;

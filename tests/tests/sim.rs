@@ -104,7 +104,7 @@ fn tradl_delivers_each_job_once_at_t1_and_specon_migrates() {
 #[test]
 fn tiresias_on_pollux_workloads_1_to_4_stays_within_ten_percent_of_pollux_simulator() {
     use wasmsched::experiment::fidelity;
-    let rows = fidelity::against_pollux(runtime(), 0..3, Default::default()).unwrap();
+    let rows = fidelity::against_pollux(runtime(), 0..3, Default::default(), 2).unwrap();
     eprintln!("{}", fidelity::table(&rows));
     assert_eq!(rows.len(), 4);
     for r in &rows {
