@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so wasmtime is linked once.
 
 mod api;
+mod architecture;
 mod browser;
 mod hostile;
 mod languages;
