@@ -8,7 +8,7 @@ pub mod carried;
 pub mod docker;
 pub mod kubernetes;
 pub mod progress;
-pub mod replay;
+pub mod playback;
 pub mod sim;
 
 use crate::bindings::wit;

@@ -19,12 +19,16 @@
 //! runtime. The simulator ([`backend::sim::Simulator`], a deterministic discrete-event model
 //! on a virtual clock, with its models and workloads) is the default; [`backend::docker`]
 //! manages real containers on Docker Engines (labels declare their targets: [`declare`]; GPUs
-//! come through NVML: [`gpu`]); [`backend::replay`] plays back a recording.
+//! come through NVML: [`gpu`]); [`backend::playback`] plays back a recording.
 //!
-//! **Above the loop.** What drives it: [`experiment`] runs and compares policies on the
-//! simulator over seeds and draws the HTML report (`simulate`, `compare`, `demo`); [`replay`]
-//! runs a policy over a recording and diffs its decisions; [`host`] is the long-running host.
-//! [`calibrate`] measures a real job on a Docker Engine into a profile the simulator runs.
+//! **Above the loop.** What drives it: a [`scenario`] is what an experiment runs (the
+//! simulator's workload, the paper's figures, the disruption budget), read from TOML or a
+//! trace; [`experiment`] runs policies on scenarios over seeds through one batch runner
+//! ([`experiment::batch`]), compares them and draws the HTML report (`simulate`, `compare`,
+//! `demo`, `sweep`, `fidelity`); [`replay`] runs a policy over a recording and diffs its
+//! decisions; [`host`] is the long-running host. [`calibrate`] measures a real job on a Docker
+//! Engine into a profile the simulator runs. `docs/architecture.md` has the layers and what
+//! each may import (checked by `tests/tests/architecture.rs`).
 //!
 //! **The runtime.** [`runtime::Runtime`] owns one wasmtime engine with epoch interruption and
 //! a cache of compiled components on disk. A policy file becomes a
@@ -32,7 +36,8 @@
 //! deadline and a memory cap, with no filesystem, network, environment, clock or randomness
 //! of their own. [`runtime::supervise::Supervised`] keeps the loop going through any
 //! failure: a fallback for the tick, a fresh instance after a trap, quarantine after N
-//! failures in a row. [`validate`] checks every action before it is applied; the loop then
+//! failures in a row. [`validate`] checks every action before it is applied, by the
+//! contract's rules written once in the `wasmsched-rules` crate; the loop then
 //! holds the active policy's stops, migrations and preemptions to a [`budget`] (per window,
 //! per node, per job, and never a job that opted out).
 //!
@@ -45,7 +50,7 @@
 //! never applied), configured by [`config`]. [`reload`] watches the policies directory and
 //! admits new versions off to the side; the host swaps them in at a tick boundary with the old
 //! version's saved state, and can roll back. [`record`] keeps the audit log and the telemetry
-//! recording that [`backend::replay`] plays back to any policy. [`api`] serves status,
+//! recording that [`backend::playback`] plays back to any policy. [`api`] serves status,
 //! metrics and rollback on loopback. Its [`host::watchdog`] benches an active policy that has
 //! failed on every call for too long, and runs a safe one until a new version or a rollback.
 //!

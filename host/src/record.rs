@@ -1,7 +1,7 @@
 //! What the host writes down: the audit log (one JSON line per decided tick: who decided, on
 //! which version, what was applied and refused and why, how long it took, whether it fell
 //! back) and the telemetry recording (every tick's snapshot and the decision taken) that
-//! [`crate::backend::replay`] runs policies over again (its lines are [`crate::recording`]'s).
+//! [`crate::backend::playback`] runs policies over again (its lines are [`crate::recording`]'s).
 //!
 //! Both are JSON lines written with one `write` each, so a host killed mid-write leaves at
 //! most a torn last line: readers skip it, and opening the log again cuts it off.

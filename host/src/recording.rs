@@ -1,5 +1,5 @@
 //! The telemetry recording's lines, a leaf that both the writer above the loop
-//! ([`crate::record`]) and the playback backend ([`crate::backend::replay`]) read: each tick's
+//! ([`crate::record`]) and the playback backend ([`crate::backend::playback`]) read: each tick's
 //! snapshot delta as the host encoded it, and the decision that was applied.
 
 use serde::{Deserialize, Serialize};

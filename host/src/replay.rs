@@ -1,4 +1,4 @@
-//! Replay above the loop: run any policy over a recording ([`crate::backend::replay`] plays
+//! Replay above the loop: run any policy over a recording ([`crate::backend::playback`] plays
 //! it back as a backend) and diff its decisions against the ones that were taken. A policy
 //! is a pure function of its snapshots, so the same policy gives the same decisions, bit for
 //! bit.
@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::replay::Replay;
+use crate::backend::playback::Playback;
 use crate::bindings::wit;
 use crate::budget::BudgetConfig;
 use crate::control::{self, Driver, LoopConfig, Policies, Tick};
@@ -17,7 +17,7 @@ use crate::runtime::supervise::Supervised;
 /// A recording opened for playback: its ticks as a backend, and the loop it was made with.
 pub struct Recording {
     /// The ticks, played back through the loop.
-    pub backend: Replay,
+    pub backend: Playback,
     /// The recorded loop's tick, and the disruption budget it went under (none for a
     /// recording made before hosts had one), so that a replay refuses what the run refused.
     pub config: LoopConfig,
@@ -29,7 +29,7 @@ impl Recording {
         let (header, ticks) = record::read_recording(path)?;
         let budget = header.budget.unwrap_or_else(BudgetConfig::off);
         let config = LoopConfig { tick: Duration::from_millis(header.tick_ms), horizon: None, budget };
-        Ok(Recording { backend: Replay::new(ticks), config })
+        Ok(Recording { backend: Playback::new(ticks), config })
     }
 }
 

@@ -1,4 +1,4 @@
-//! Telemetry recordings (`record::read_recording`, `Replay::open`) and audit logs
+//! Telemetry recordings (`record::read_recording`, `replay::Recording::open`) and audit logs
 //! (`record::read_all`): JSON lines.
 
 use std::path::Path;

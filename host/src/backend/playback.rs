@@ -9,15 +9,15 @@ use crate::recording::{RecordedDecision, RecordedTick};
 use crate::snapshot::{GpuSlot, Telemetry};
 
 /// A recording being played back.
-pub struct Replay {
+pub struct Playback {
     ticks: std::vec::IntoIter<RecordedTick>,
     played: Vec<Option<RecordedDecision>>,
 }
 
-impl Replay {
+impl Playback {
     /// Play `ticks` back, in order.
-    pub fn new(ticks: Vec<RecordedTick>) -> Replay {
-        Replay { ticks: ticks.into_iter(), played: Vec::new() }
+    pub fn new(ticks: Vec<RecordedTick>) -> Playback {
+        Playback { ticks: ticks.into_iter(), played: Vec::new() }
     }
 
     /// The recorded decisions of the ticks played so far, in order.
@@ -26,7 +26,7 @@ impl Replay {
     }
 }
 
-impl Backend for Replay {
+impl Backend for Playback {
     fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
         let mut any = false;
         while self.ticks.as_slice().first().is_some_and(|t| t.snapshot.time_ms <= until_ms) {
