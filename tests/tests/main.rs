@@ -2,6 +2,7 @@
 
 mod api;
 mod browser;
+mod conformance;
 mod hostile;
 mod languages;
 mod parsers;
