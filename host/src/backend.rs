@@ -7,8 +7,8 @@
 pub mod carried;
 pub mod docker;
 pub mod kubernetes;
-pub mod progress;
 pub mod playback;
+pub mod progress;
 pub mod sim;
 
 use crate::bindings::wit;

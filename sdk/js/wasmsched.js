@@ -295,7 +295,8 @@ export class JobTable {
   }
 
   /**
-   * Checks a tick's columns: an error message for columns that disagree (a host bug), or null.
+   * Checks a tick's columns: an error message for columns that disagree or a handle no host
+   * gives (host bugs), or null.
    * @param {any} raw a `snapshot` as the binding hands it over
    */
   static check(raw) {
@@ -322,6 +323,9 @@ export class JobTable {
     const queued = q.handle.length;
     if (q.reason.length !== queued || q.sinceMs.length !== queued || q.runMs.length !== queued || q.gpuMs.length !== queued) {
       return "queue columns differ in length";
+    }
+    if (Array.from(raw.added).some((s) => s.handle === 0xffff_ffff)) {
+      return `a job handle is ${0xffff_ffff}, past the last one a host gives`;
     }
     return null;
   }

@@ -5,7 +5,9 @@
 //! Plan a round on the book: `release` the jobs you mean to preempt, `fit` the jobs you mean
 //! to start (each fit takes its GPUs, so the next one sees what is left), and push the
 //! actions, preemptions first. [`check`] says whether a decision would pass the host's
-//! validation, with the host's own words; policy tests run it on every decision.
+//! validation, with the host's own words; policy tests run it on every decision. [`verdicts`]
+//! gives each action's outcome, as the host's audit log would (the conformance vectors in
+//! `wit/conformance/checks.json` hold the host's outcomes, and this SDK's tests compare).
 //!
 //! The book, first fit and the checks are the host's own (`wasmsched-rules`): first fit puts a
 //! job on the first node with enough free GPUs, its lowest free ones, else, for a job that may
@@ -190,12 +192,22 @@ impl FreeGpus {
 /// queued job exactly the GPUs it asks for, on at most `replicas` nodes, each node of a spread
 /// taking whole replicas, every GPU existing and free (unless shared), no node or GPU twice; a
 /// preemption is of a running job and frees its GPUs; a job placed, preempted or stopped is
-/// not acted on again in the same decision; limits stay within the node. The first problem,
-/// as `action N: ` and the host's words.
+/// not acted on again in the same decision; limits stay within the node; the decision holds no
+/// more actions than the host accepts for the jobs there are. The first problem, as
+/// `action N: ` and the host's words (the host's words alone for a decision too large).
 pub fn check(s: &Snapshot<'_>, d: &Decision) -> Result<(), String> {
+    let first = verdicts(s, d)?.into_iter().enumerate().find_map(|(i, v)| v.err().map(|p| format!("action {i}: {p}")));
+    first.map_or(Ok(()), Err)
+}
+
+/// What the host's validation makes of each action of `d`, made on `s`, in order: accepted, or
+/// refused with the host's words; a refused action changes nothing for the actions after it.
+/// Err, with the host's words, when the decision is refused whole for its size.
+pub fn verdicts(s: &Snapshot<'_>, d: &Decision) -> Result<Vec<Result<(), String>>, String> {
+    wasmsched_rules::check::size(d.actions().len(), s.job_count() + s.queue_len()).map_err(|e| e.to_string())?;
     let world = Seen(s);
     let mut checker = Checker::new(FreeGpus::of(s).book);
-    for (i, action) in d.actions().iter().enumerate() {
+    let verdict = |action: &Action| {
         let act = match action.kind() {
             ActionKind::SetCpu(m) => Act::SetCpu(*m),
             ActionKind::SetMemory(b) => Act::SetMemory(*b),
@@ -206,9 +218,9 @@ pub fn check(s: &Snapshot<'_>, d: &Decision) -> Result<(), String> {
             ActionKind::Place(p) => Act::Place { nodes: &p.nodes[..], share: p.share },
             ActionKind::Preempt => Act::Preempt,
         };
-        checker.check(&world, action.job().0, &act).map_err(|problem| format!("action {i}: {problem}"))?;
-    }
-    Ok(())
+        checker.check(&world, action.job().0, &act).map_err(|problem| problem.to_string())
+    };
+    Ok(d.actions().iter().map(verdict).collect())
 }
 
 /// The snapshot, as the rules read it.
@@ -232,7 +244,7 @@ impl World for Seen<'_, '_> {
         let j = self.0.job(JobId(job))?;
         Some(JobNow {
             gpus: j.gpus_asked(),
-            replicas: j.replicas(),
+            replicas: j.declared_replicas(),
             node: (!j.is_queued()).then(|| j.node().0),
             memory_used_bytes: j.memory_use().0,
         })

@@ -332,6 +332,11 @@ impl<'a> Job<'a> {
         self.entry.spec.replicas.max(1)
     }
 
+    /// Its replicas as declared, 0 included: the host's checks name the declared number.
+    pub(crate) fn declared_replicas(&self) -> u32 {
+        self.entry.spec.replicas
+    }
+
     /// When it arrived.
     pub fn arrival(&self) -> Seconds {
         Seconds::from_millis(self.entry.spec.arrival_ms)

@@ -17,7 +17,9 @@ fn layer(file: &str) -> (u8, &'static str) {
         "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" => (4, "the loop"),
         "scenario" | "experiment" | "replay" | "calibrate" => (5, "scenarios and experiments"),
         "api" | "scaffold" => (6, "the face"),
-        other => panic!("host/src/{other}.rs is in no layer: add it to tests/tests/architecture.rs and docs/architecture.md"),
+        other => {
+            panic!("host/src/{other}.rs is in no layer: add it to tests/tests/architecture.rs and docs/architecture.md")
+        }
     }
 }
 
@@ -27,9 +29,7 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let mut texts = BTreeMap::new();
     collect(&src, &src, &mut texts);
     let modules: BTreeMap<Vec<String>, String> = texts.keys().map(|f| (module_path(f), f.clone())).collect();
-    let resolve = |segments: &[String]| {
-        (1..=segments.len()).rev().find_map(|n| modules.get(&segments[..n]).cloned())
-    };
+    let resolve = |segments: &[String]| (1..=segments.len()).rev().find_map(|n| modules.get(&segments[..n]).cloned());
     texts
         .iter()
         .map(|(file, text)| {

@@ -3,6 +3,7 @@
 mod api;
 mod architecture;
 mod browser;
+mod conformance;
 mod hostile;
 mod languages;
 mod parsers;

@@ -7,11 +7,12 @@ changed crosses from the host, yet ``decide`` sees complete, typed jobs (:class:
 :class:`Job`). Times are float seconds, CPU int millicores, memory int bytes.
 
 Start at :class:`Policy`, then :mod:`wasmsched.view` and :mod:`wasmsched.decision`. The
-computations several papers share are in :mod:`wasmsched.stats`; :mod:`wasmsched.testing`
+computations several papers share are in :mod:`wasmsched.stats`; the host's checks of a
+decision, word for word, in :mod:`wasmsched.rules`; :mod:`wasmsched.testing`
 builds snapshots natively so a policy is unit-tested with plain ``pytest``.
 """
 
-from . import log, numeric, stats, units
+from . import log, numeric, rules, stats, units
 from .config import U8, U32, U64
 from .decision import (
     Action,
@@ -76,6 +77,7 @@ __all__ = [
     "log",
     "mib",
     "numeric",
+    "rules",
     "stats",
     "units",
 ]

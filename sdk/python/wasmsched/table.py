@@ -15,6 +15,8 @@ from .units import from_millis
 
 #: How many progress records the SDK keeps per job (the oldest are dropped first).
 HISTORY_LIMIT = 512
+#: The largest u32, a handle no host gives.
+_NO_HANDLE = 0xFFFF_FFFF
 
 
 class MalformedSnapshot(ValueError):
@@ -165,7 +167,8 @@ class JobTable:
 
     def apply(self, raw: Any) -> tuple[float, float]:
         """Folds one tick's delta into the table and returns (time, interval) in seconds.
-        Refuses columns of unequal length (a host bug) without touching the table."""
+        Refuses columns of unequal length and a handle no host gives (host bugs) without
+        touching the table."""
         now = from_millis(raw.time_ms)
         jobs = raw.jobs
         if not _columns_agree(jobs):
@@ -185,6 +188,8 @@ class JobTable:
             or len(q.gpu_ms) != queued
         ):
             raise MalformedSnapshot("queue columns differ in length")
+        if any(spec.handle == _NO_HANDLE for spec in raw.added):
+            raise MalformedSnapshot(f"a job handle is {_NO_HANDLE}, past the last one a host gives")
 
         entries = self.entries
         changed = False

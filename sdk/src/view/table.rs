@@ -156,7 +156,8 @@ pub(crate) struct JobTable {
 
 impl JobTable {
     /// Folds one tick's delta into the table and returns the rest of the snapshot. Refuses
-    /// columns of unequal length (a host bug) without touching the table's numbers.
+    /// columns of unequal length and a handle no host gives (host bugs) without touching the
+    /// table's numbers.
     pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds), String> {
         let now = Seconds::from_millis(raw.time_ms);
         let jobs = &raw.jobs;
@@ -179,6 +180,10 @@ impl JobTable {
             || q.gpu_ms.len() != queued
         {
             return Err("queue columns differ in length".into());
+        }
+
+        if raw.added.iter().any(|spec| spec.handle == u32::MAX) {
+            return Err(format!("a job handle is {}, past the last one a host gives", u32::MAX));
         }
 
         if raw.resync {

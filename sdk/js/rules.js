@@ -1,0 +1,364 @@
+// @ts-check
+/**
+ * The contract's rules, as the host applies them: the GPU book (who holds which GPU) and the
+ * checks every action passes before it applies, each refusal a {@link Problem} whose message is
+ * the host's text, word for word. A port of the Rust crate `wasmsched-rules`
+ * (`rules/src/book.rs` and `rules/src/check.rs`), step for step; the vectors in
+ * `wit/conformance/checks.json`, which the host writes, hold its outcomes, and this SDK's tests
+ * compare.
+ *
+ * {@link check} says whether the host would accept every action of a decision made on a
+ * {@link Snapshot}; {@link verdicts} gives each action's outcome. Actions are checked in order
+ * against the world as the earlier accepted ones leave it: a preemption frees GPUs that a later
+ * placement may take, and a job placed, preempted or stopped by the decision is not acted on
+ * again in it.
+ *
+ * ```js
+ * import { check } from "wasmsched-sdk-js/rules";
+ * assert.equal(check(harness.view(), decision), null);
+ * ```
+ * @module wasmsched/rules
+ */
+
+/** @typedef {import("./wasmsched.js").Snapshot} Snapshot */
+/** @typedef {import("./wasmsched.js").Decision} Decision */
+/** @typedef {import("./wasmsched.js").ActionKind} ActionKind */
+
+/** Docker refuses CPU limits below a hundredth of a core. */
+export const MIN_CPU_MILLICORES = 10;
+/** Docker refuses memory limits below 6 MiB. */
+export const MIN_MEMORY_BYTES = 6 * 2 ** 20;
+
+/** The most actions a decision may hold for `jobs` live jobs (running or queued). @param {number} jobs */
+export const maxActions = (jobs) => 64 + 8 * jobs;
+
+/**
+ * How many GPUs each piece of a job of `gpus` GPUs in `replicas` pieces takes on a node:
+ * `gpus / replicas`, or single GPUs when that does not divide.
+ * @param {number} gpus @param {number} replicas
+ */
+export function gpusPerPiece(gpus, replicas) {
+  const pieces = Math.max(replicas, 1);
+  return gpus % pieces === 0 ? Math.max(gpus / pieces, 1) : 1;
+}
+
+/** Who holds each GPU of each node; a GPU is free when nobody holds it, shared when several do. */
+export class GpuBook {
+  /** A book of nodes with these many GPUs each, all free. @param {Iterable<number>} gpusPerNode */
+  constructor(gpusPerNode) {
+    /** Where each node's GPUs start in `holders`; one more entry than nodes. */
+    this.offsets = [0];
+    for (const gpus of gpusPerNode) this.offsets.push(this.offsets[this.offsets.length - 1] + gpus);
+    /** Per GPU, in node order then index order, the jobs that hold it. @type {number[][]} */
+    this.holdersOf = Array.from({ length: this.offsets[this.offsets.length - 1] }, () => []);
+  }
+
+  /** How many nodes it has. */
+  nodeCount() {
+    return this.offsets.length - 1;
+  }
+
+  /** How many GPUs `node` has; null when there is no such node. @param {number} node */
+  gpusOn(node) {
+    return Number.isInteger(node) && node >= 0 && node + 1 < this.offsets.length ? this.offsets[node + 1] - this.offsets[node] : null;
+  }
+
+  /** @param {number} node @param {number} index @returns {number | null} */
+  at(node, index) {
+    const gpus = this.gpusOn(node);
+    return gpus !== null && Number.isInteger(index) && index >= 0 && index < gpus ? this.offsets[node] + index : null;
+  }
+
+  /** Whether GPU `index` of `node` exists. @param {number} node @param {number} index */
+  exists(node, index) {
+    return this.at(node, index) !== null;
+  }
+
+  /** The jobs holding GPU `index` of `node`, the first to take it first. @param {number} node @param {number} index */
+  holders(node, index) {
+    const i = this.at(node, index);
+    return i === null ? [] : [...this.holdersOf[i]];
+  }
+
+  /** Whether GPU `index` of `node` exists and nobody holds it. @param {number} node @param {number} index */
+  isFree(node, index) {
+    const i = this.at(node, index);
+    return i !== null && this.holdersOf[i].length === 0;
+  }
+
+  /** `job` holds GPU `index` of `node` (nothing happens for a GPU that does not exist). @param {number} node @param {number} index @param {number} job */
+  hold(node, index, job) {
+    const i = this.at(node, index);
+    if (i !== null) this.holdersOf[i].push(job);
+  }
+
+  /** `job` lets go of GPU `index` of `node`, if it held it. @param {number} node @param {number} index @param {number} job */
+  release(node, index, job) {
+    const i = this.at(node, index);
+    if (i === null) return;
+    const k = this.holdersOf[i].indexOf(job);
+    if (k >= 0) this.holdersOf[i].splice(k, 1);
+  }
+
+  /** The free GPUs of `node`, lowest index first. @param {number} node @returns {number[]} */
+  freeOn(node) {
+    const gpus = this.gpusOn(node) ?? 0;
+    return Array.from({ length: gpus }, (_, i) => i).filter((i) => this.isFree(node, i));
+  }
+
+  /** How many GPUs of `node` are free. @param {number} node */
+  freeCount(node) {
+    return this.freeOn(node).length;
+  }
+}
+
+/** Each problem's text, as the host's `Display` writes it. @type {Record<string, (f: any) => string>} */
+const TEXTS = {
+  NoSuchJob: (f) => `job ${f.job} does not exist or has ended`,
+  AlreadyMoved: (f) => `job ${f.job} was already placed, preempted or stopped by this decision`,
+  Queued: (f) => `job ${f.job} is queued, not running: place it first`,
+  CpuBelowMinimum: (f) =>
+    `a CPU limit of ${f.millicores} millicores is below the minimum of ${MIN_CPU_MILLICORES}; lift the limit or give more`,
+  CpuAboveNode: (f) => `a CPU limit of ${f.millicores} millicores is more than node ${f.node} has (${f.has})`,
+  MemoryBelowMinimum: (f) => `a memory limit of ${f.bytes} bytes is below the minimum of ${MIN_MEMORY_BYTES}`,
+  MemoryAboveNode: (f) => `a memory limit of ${f.bytes} bytes is more than node ${f.node} has (${f.has})`,
+  NoSuchNode: (f) => `node ${f.node} does not exist (${f.nodes} nodes)`,
+  AlreadyOn: (f) => `job ${f.job} already runs on node ${f.node}`,
+  SpansNodes: (f) => `job ${f.job} spans several nodes; preempt it and place it instead`,
+  TooFewFreeGpus: (f) => `node ${f.node} has ${f.free} free GPUs; job ${f.job} holds ${f.holds}`,
+  NodeFull: (f) => `node ${f.node} is full: ${f.used} of ${f.capacity} bytes in use, the job needs ${f.needs}`,
+  NoSuchGpu: (f) => `node ${f.node} has no GPU ${f.gpu} (${f.count} GPUs)`,
+  ShareOutOfRange: (f) => `a GPU share of ${f.percent} % is outside 1–100`,
+  PlaceRunning: (f) => `job ${f.job} already runs on node ${f.node}; migrate it, or preempt it first`,
+  NoNodeNamed: (f) => `the placement of job ${f.job} names no node`,
+  TooManyNodes: (f) => `job ${f.job} runs on at most ${f.pieces} node(s) (${f.replicas} replicas); the placement names ${f.named}`,
+  NodeTwice: (f) => `the placement names node ${f.node} twice`,
+  TooManyGpus: (f) => `node ${f.node} has ${f.count} GPUs; the placement asks for ${f.asked}`,
+  NotWholeReplicas: (f) =>
+    `each node of a spread placement takes whole replicas of ${f.perPiece} GPU(s); node ${f.node} gets ${f.got}`,
+  GpuTwice: (f) => `the placement names GPU ${f.gpu} of node ${f.node} twice`,
+  GpuHeld: (f) => `GPU ${f.gpu} of node ${f.node} is held by job ${f.holder}; name a free GPU, or place with share`,
+  WrongGpuCount: (f) => `job ${f.job} asks for ${f.asks} GPUs; the placement gives ${f.given}`,
+};
+
+/** Why an action is refused: `kind` names the case (as the Rust `Problem` variant), `message` is the host's text. */
+export class Problem extends Error {
+  /** @param {string} kind @param {Record<string, unknown>} fields */
+  constructor(kind, fields) {
+    super(TEXTS[kind](fields));
+    this.name = "Problem";
+    this.kind = kind;
+    this.fields = fields;
+  }
+}
+
+/** Why a whole decision is refused: it holds more actions than any world of its size needs. */
+export class Oversized extends Error {
+  /** @param {number} actions @param {number} limit @param {number} jobs */
+  constructor(actions, limit, jobs) {
+    super(`decision has ${actions} actions; at most ${limit} are accepted for ${jobs} jobs`);
+    this.name = "Oversized";
+    Object.assign(this, { actions, limit, jobs });
+  }
+}
+
+/** Throws {@link Oversized} for a decision of `actions` actions for `jobs` live jobs larger than {@link maxActions} allows. @param {number} actions @param {number} jobs */
+export function size(actions, jobs) {
+  const limit = maxActions(jobs);
+  if (actions > limit) throw new Oversized(actions, limit, jobs);
+}
+
+/**
+ * @typedef {object} World What the checks read of the world a decision was made for.
+ * @property {(node: number) => { name: string, cpu: number, memory: number, gpus: number } | null} node
+ * @property {() => number} nodeCount
+ * @property {(job: number) => { gpus: number, replicas: number, node: number | null, memoryUsed: number } | null} job
+ *   a live job: the GPUs it asks for, its replicas as declared, its node (null while queued), its memory use
+ * @property {(job: number) => [number, number][]} gpusOf the GPUs a running job holds, as [node, index]
+ * @property {(node: number) => number} memoryUsedOn the memory the jobs running on `node` use
+ */
+
+/** Checks a decision's actions in order, against the world as the accepted ones leave it. */
+export class Checker {
+  /** Start on a world whose GPUs are held as `book` says (every running job's). @param {GpuBook} book */
+  constructor(book) {
+    /** The GPUs as the accepted actions so far leave them. */
+    this.book = book;
+    /** @private @type {Set<number>} */
+    this.moved = new Set();
+  }
+
+  /**
+   * Check `kind` on `job` (throws {@link Problem}); when it passes, the world moves on as it
+   * says (a placement takes its GPUs, a preemption or a stop frees them).
+   * @param {World} world @param {number} job @param {ActionKind} kind
+   */
+  check(world, job, kind) {
+    this.problem(world, job, kind);
+    if (kind.tag === "place") {
+      for (const entry of kind.val.nodes) for (const index of entry.gpus) this.book.hold(entry.node, index, job);
+    } else if (kind.tag === "preempt" || kind.tag === "stop") {
+      for (const [node, index] of world.gpusOf(job)) this.book.release(node, index, job);
+    } else {
+      return;
+    }
+    this.moved.add(job);
+  }
+
+  /** @private @param {World} world @param {number} job @param {ActionKind} kind */
+  problem(world, job, kind) {
+    const now = world.job(job);
+    if (now === null) throw new Problem("NoSuchJob", { job });
+    if (this.moved.has(job)) throw new Problem("AlreadyMoved", { job });
+    const on = now.node;
+    if (on === null) {
+      if (kind.tag === "place") this.placement(world, job, now, kind.val.nodes, kind.val.share);
+      else if (kind.tag !== "stop") throw new Problem("Queued", { job });
+      return;
+    }
+    const nodes = world.nodeCount();
+    const node = world.node(on);
+    if (node === null) throw new Problem("NoSuchNode", { node: on, nodes });
+    switch (kind.tag) {
+      case "set-cpu": {
+        const m = kind.val;
+        if (m !== null && m < MIN_CPU_MILLICORES) throw new Problem("CpuBelowMinimum", { millicores: m });
+        if (m !== null && m > node.cpu) throw new Problem("CpuAboveNode", { millicores: m, node: node.name, has: node.cpu });
+        return;
+      }
+      case "set-memory": {
+        const b = kind.val;
+        if (b !== null && b < MIN_MEMORY_BYTES) throw new Problem("MemoryBelowMinimum", { bytes: b });
+        if (b !== null && b > node.memory) throw new Problem("MemoryAboveNode", { bytes: b, node: node.name, has: node.memory });
+        return;
+      }
+      case "migrate": {
+        const to = kind.val;
+        const dest = world.node(to);
+        if (dest === null) throw new Problem("NoSuchNode", { node: to, nodes });
+        if (to === on) throw new Problem("AlreadyOn", { job, node: dest.name });
+        const held = world.gpusOf(job);
+        if (held.some(([n]) => n !== on)) throw new Problem("SpansNodes", { job });
+        const free = this.book.freeCount(to);
+        if (free < held.length) throw new Problem("TooFewFreeGpus", { node: dest.name, free, job, holds: held.length });
+        const used = world.memoryUsedOn(to);
+        if (used + now.memoryUsed > dest.memory) {
+          throw new Problem("NodeFull", { node: dest.name, used, capacity: dest.memory, needs: now.memoryUsed });
+        }
+        return;
+      }
+      case "set-gpu-share": {
+        const { gpu, percent } = kind.val;
+        if (gpu >= node.gpus) throw new Problem("NoSuchGpu", { node: node.name, gpu, count: node.gpus });
+        if (percent === 0 || percent > 100) throw new Problem("ShareOutOfRange", { percent });
+        return;
+      }
+      case "place":
+        throw new Problem("PlaceRunning", { job, node: node.name });
+      default:
+        return;
+    }
+  }
+
+  /**
+   * Why queued job `job` cannot start where `nodes` say, if it cannot.
+   * @private @param {World} world @param {number} job @param {{ gpus: number, replicas: number }} now
+   * @param {{ node: number, gpus: number[] }[]} nodes @param {boolean} share
+   */
+  placement(world, job, now, nodes, share) {
+    const pieces = Math.max(now.replicas, 1);
+    if (nodes.length === 0) throw new Problem("NoNodeNamed", { job });
+    if (nodes.length > pieces) throw new Problem("TooManyNodes", { job, pieces, replicas: now.replicas, named: nodes.length });
+    const perPiece = gpusPerPiece(now.gpus, now.replicas);
+    nodes.forEach((entry, k) => {
+      const node = world.node(entry.node);
+      if (node === null) throw new Problem("NoSuchNode", { node: entry.node, nodes: world.nodeCount() });
+      if (nodes.slice(0, k).some((e) => e.node === entry.node)) throw new Problem("NodeTwice", { node: node.name });
+      const gpus = entry.gpus;
+      if (gpus.length > node.gpus) throw new Problem("TooManyGpus", { node: node.name, count: node.gpus, asked: gpus.length });
+      if (nodes.length > 1 && (gpus.length === 0 || gpus.length % perPiece !== 0)) {
+        throw new Problem("NotWholeReplicas", { perPiece, node: node.name, got: gpus.length });
+      }
+      gpus.forEach((index, g) => {
+        if (index >= node.gpus || !this.book.exists(entry.node, index)) {
+          throw new Problem("NoSuchGpu", { node: node.name, gpu: index, count: node.gpus });
+        }
+        if (gpus.slice(0, g).includes(index)) throw new Problem("GpuTwice", { gpu: index, node: node.name });
+        const holders = this.book.holders(entry.node, index);
+        if (holders.length > 0 && !share) throw new Problem("GpuHeld", { gpu: index, node: node.name, holder: holders[0] });
+      });
+    });
+    const given = nodes.reduce((n, e) => n + e.gpus.length, 0);
+    if (given !== now.gpus) throw new Problem("WrongGpuCount", { job, asks: now.gpus, given });
+  }
+}
+
+/** A snapshot, as the rules read it. @param {Snapshot} s @returns {World} */
+function seen(s) {
+  return {
+    node(n) {
+      const node = s.node(n);
+      return node === null ? null : { name: node.name, cpu: node.cpu, memory: node.memory, gpus: node.gpuCount };
+    },
+    nodeCount: () => s.nodes().length,
+    job(j) {
+      const job = s.job(j);
+      if (job === null) return null;
+      // The declared replicas, 0 included: the host's texts name the declared number.
+      const replicas = /** @type {any} */ (job)._e.spec.replicas;
+      return { gpus: job.gpusAsked, replicas, node: job.isQueued ? null : job.node, memoryUsed: job.memoryUse };
+    },
+    gpusOf(j) {
+      const job = s.job(j);
+      return job === null ? [] : job.gpus.map((g) => /** @type {[number, number]} */ ([g.node, g.index]));
+    },
+    memoryUsedOn: (n) => s.jobsOn(n).reduce((sum, j) => sum + j.memoryUse, 0),
+  };
+}
+
+/** Who holds each GPU: every running job its GPUs, in handle order. @param {Snapshot} s */
+function bookOf(s) {
+  const book = new GpuBook(s.nodes().map((n) => n.gpuCount));
+  for (const job of s.jobs()) for (const g of job.gpus) book.hold(g.node, g.index, job.id);
+  return book;
+}
+
+/**
+ * What the host's validation makes of each action of `decision`, made on `snapshot`, in order:
+ * null when it is accepted, else the {@link Problem} (its message is the host's words); a
+ * refused action changes nothing for the actions after it. Throws {@link Oversized} when the
+ * decision is refused whole for its size.
+ * @param {Snapshot} snapshot @param {Decision} decision @returns {(Problem | null)[]}
+ */
+export function verdicts(snapshot, decision) {
+  size(decision.actions.length, snapshot.jobCount + snapshot.queueLength);
+  const world = seen(snapshot);
+  const checker = new Checker(bookOf(snapshot));
+  return decision.actions.map((action) => {
+    try {
+      checker.check(world, action.job, action.kind);
+      return null;
+    } catch (e) {
+      if (e instanceof Problem) return e;
+      throw e;
+    }
+  });
+}
+
+/**
+ * Whether the host would accept every action of `decision`, made on `snapshot`: null when it
+ * would, else the first problem as `action N: ` and the host's words (the host's words alone for
+ * a decision too large). Policy tests run it on every decision.
+ * @param {Snapshot} snapshot @param {Decision} decision @returns {string | null}
+ */
+export function check(snapshot, decision) {
+  let found;
+  try {
+    found = verdicts(snapshot, decision);
+  } catch (e) {
+    if (e instanceof Oversized) return e.message;
+    throw e;
+  }
+  const i = found.findIndex((p) => p !== null);
+  return i < 0 ? null : `action ${i}: ${found[i]?.message}`;
+}

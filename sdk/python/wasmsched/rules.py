@@ -1,0 +1,426 @@
+"""The contract's rules, as the host applies them: the GPU book (who holds which GPU) and the
+checks every action passes before it applies, each refusal a :class:`Problem` whose text is
+the host's, word for word. A port of the Rust crate ``wasmsched-rules`` (``rules/src/book.rs``
+and ``rules/src/check.rs``), step for step; the vectors in ``wit/conformance/checks.json``,
+which the host writes, hold its outcomes, and this SDK's tests compare.
+
+:func:`check` says whether the host would accept every action of a decision made on a
+:class:`~wasmsched.view.Snapshot`; :func:`verdicts` gives each action's outcome. Actions are
+checked in order against the world as the earlier accepted ones leave it: a preemption frees
+GPUs that a later placement may take, and a job placed, preempted or stopped by the decision
+is not acted on again in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from . import decision as d
+
+if TYPE_CHECKING:
+    from .view import Snapshot
+
+__all__ = [
+    "MIN_CPU_MILLICORES",
+    "MIN_MEMORY_BYTES",
+    "Checker",
+    "GpuBook",
+    "JobNow",
+    "NodeCap",
+    "Oversized",
+    "Problem",
+    "World",
+    "check",
+    "gpus_per_piece",
+    "max_actions",
+    "size",
+    "verdicts",
+]
+
+#: Docker refuses CPU limits below a hundredth of a core.
+MIN_CPU_MILLICORES = 10
+#: Docker refuses memory limits below 6 MiB.
+MIN_MEMORY_BYTES = 6 << 20
+
+
+def max_actions(jobs: int) -> int:
+    """The most actions a decision may hold for ``jobs`` live jobs (running or queued); a
+    larger decision is refused whole."""
+    return 64 + 8 * jobs
+
+
+def gpus_per_piece(gpus: int, replicas: int) -> int:
+    """How many GPUs each piece of a job of ``gpus`` GPUs in ``replicas`` pieces takes on a
+    node: ``gpus / replicas``, or single GPUs when that does not divide."""
+    pieces = max(replicas, 1)
+    return max(gpus // pieces, 1) if gpus % pieces == 0 else 1
+
+
+class GpuBook:
+    """Who holds each GPU of each node. A GPU is free when nobody holds it; several holders
+    share it (a placement with ``share``)."""
+
+    __slots__ = ("_offsets", "_holders")
+
+    def __init__(self, gpus_per_node: Iterable[int]) -> None:
+        """A book of nodes with these many GPUs each, all free."""
+        offsets = [0]
+        for gpus in gpus_per_node:
+            offsets.append(offsets[-1] + gpus)
+        self._offsets = offsets
+        self._holders: list[list[int]] = [[] for _ in range(offsets[-1])]
+
+    def node_count(self) -> int:
+        """How many nodes it has."""
+        return len(self._offsets) - 1
+
+    def gpus_on(self, node: int) -> int | None:
+        """How many GPUs ``node`` has; None when there is no such node."""
+        if not 0 <= node < len(self._offsets) - 1:
+            return None
+        return self._offsets[node + 1] - self._offsets[node]
+
+    def _at(self, node: int, index: int) -> int | None:
+        gpus = self.gpus_on(node)
+        return self._offsets[node] + index if gpus is not None and 0 <= index < gpus else None
+
+    def exists(self, node: int, index: int) -> bool:
+        """Whether GPU ``index`` of ``node`` exists."""
+        return self._at(node, index) is not None
+
+    def holders(self, node: int, index: int) -> Sequence[int]:
+        """The jobs holding GPU ``index`` of ``node``, the first to take it first (empty for a
+        GPU that does not exist)."""
+        i = self._at(node, index)
+        return () if i is None else tuple(self._holders[i])
+
+    def is_free(self, node: int, index: int) -> bool:
+        """Whether GPU ``index`` of ``node`` exists and nobody holds it."""
+        i = self._at(node, index)
+        return i is not None and not self._holders[i]
+
+    def hold(self, node: int, index: int, job: int) -> None:
+        """``job`` holds GPU ``index`` of ``node`` (nothing happens for a GPU that does not
+        exist)."""
+        i = self._at(node, index)
+        if i is not None:
+            self._holders[i].append(job)
+
+    def release(self, node: int, index: int, job: int) -> None:
+        """``job`` lets go of GPU ``index`` of ``node``, if it held it."""
+        i = self._at(node, index)
+        if i is not None and job in self._holders[i]:
+            self._holders[i].remove(job)
+
+    def take(self, placement: Iterable[tuple[int, Iterable[int]]], job: int) -> None:
+        """``job`` holds every GPU of a placement: per node, the indices of its GPUs there."""
+        for node, gpus in placement:
+            for index in gpus:
+                self.hold(node, index, job)
+
+    def free_on(self, node: int) -> list[int]:
+        """The free GPUs of ``node``, lowest index first (none for a node that does not
+        exist)."""
+        return [index for index in range(self.gpus_on(node) or 0) if self.is_free(node, index)]
+
+    def free_count(self, node: int) -> int:
+        """How many GPUs of ``node`` are free."""
+        return len(self.free_on(node))
+
+    def gpu_count(self) -> int:
+        """Every GPU of the cluster, free or not."""
+        return len(self._holders)
+
+    def free_total(self) -> int:
+        """The GPUs nobody holds."""
+        return sum(1 for h in self._holders if not h)
+
+
+#: Each problem's text, as the host's ``Display`` writes it.
+_TEXTS = {
+    "NoSuchJob": "job {job} does not exist or has ended",
+    "AlreadyMoved": "job {job} was already placed, preempted or stopped by this decision",
+    "Queued": "job {job} is queued, not running: place it first",
+    "CpuBelowMinimum": (
+        "a CPU limit of {millicores} millicores is below the minimum of "
+        f"{MIN_CPU_MILLICORES}; lift the limit or give more"
+    ),
+    "CpuAboveNode": "a CPU limit of {millicores} millicores is more than node {node} has ({has})",
+    "MemoryBelowMinimum": f"a memory limit of {{bytes}} bytes is below the minimum of {MIN_MEMORY_BYTES}",
+    "MemoryAboveNode": "a memory limit of {bytes} bytes is more than node {node} has ({has})",
+    "NoSuchNode": "node {node} does not exist ({nodes} nodes)",
+    "AlreadyOn": "job {job} already runs on node {node}",
+    "SpansNodes": "job {job} spans several nodes; preempt it and place it instead",
+    "TooFewFreeGpus": "node {node} has {free} free GPUs; job {job} holds {holds}",
+    "NodeFull": "node {node} is full: {used} of {capacity} bytes in use, the job needs {needs}",
+    "NoSuchGpu": "node {node} has no GPU {gpu} ({count} GPUs)",
+    "ShareOutOfRange": "a GPU share of {percent} % is outside 1\u2013100",
+    "PlaceRunning": "job {job} already runs on node {node}; migrate it, or preempt it first",
+    "NoNodeNamed": "the placement of job {job} names no node",
+    "TooManyNodes": "job {job} runs on at most {pieces} node(s) ({replicas} replicas); the placement names {named}",
+    "NodeTwice": "the placement names node {node} twice",
+    "TooManyGpus": "node {node} has {count} GPUs; the placement asks for {asked}",
+    "NotWholeReplicas": (
+        "each node of a spread placement takes whole replicas of {per_piece} GPU(s); node {node} gets {got}"
+    ),
+    "GpuTwice": "the placement names GPU {gpu} of node {node} twice",
+    "GpuHeld": "GPU {gpu} of node {node} is held by job {holder}; name a free GPU, or place with share",
+    "WrongGpuCount": "job {job} asks for {asks} GPUs; the placement gives {given}",
+}
+
+
+class Problem(Exception):
+    """Why an action is refused: ``kind`` names the case (as the Rust ``Problem`` variant),
+    ``fields`` carries what its text names; ``str()`` is the host's text."""
+
+    def __init__(self, kind: str, **fields: object) -> None:
+        super().__init__(_TEXTS[kind].format(**fields))
+        self.kind = kind
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Problem) and (self.kind, self.fields) == (other.kind, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, str(self)))
+
+    def __repr__(self) -> str:
+        return f"Problem({self.kind!r}, {str(self)!r})"
+
+
+class Oversized(Exception):
+    """Why a whole decision is refused: it holds more actions than any world of its size
+    needs."""
+
+    def __init__(self, actions: int, limit: int, jobs: int) -> None:
+        super().__init__(f"decision has {actions} actions; at most {limit} are accepted for {jobs} jobs")
+        self.actions = actions
+        self.limit = limit
+        self.jobs = jobs
+
+
+def size(actions: int, jobs: int) -> None:
+    """Raise :class:`Oversized` for a decision of ``actions`` actions for ``jobs`` live jobs
+    when it is larger than :func:`max_actions` allows."""
+    limit = max_actions(jobs)
+    if actions > limit:
+        raise Oversized(actions, limit, jobs)
+
+
+class NodeCap(NamedTuple):
+    """A node's capacity, as the checks need it."""
+
+    name: str
+    cpu_millicores: int
+    memory_bytes: int
+    #: How many GPUs it has.
+    gpus: int
+
+
+class JobNow(NamedTuple):
+    """A live job, as the checks need it."""
+
+    #: The GPUs it asks for.
+    gpus: int
+    #: Into how many pieces it may be split, as declared (0 reads as 1).
+    replicas: int
+    #: Where it runs (its first node); None while it waits in the queue.
+    node: int | None
+    memory_used_bytes: int
+
+
+class World(Protocol):
+    """What the checks read of the world a decision was made for."""
+
+    def node(self, node: int) -> NodeCap | None: ...
+    def node_count(self) -> int: ...
+    def job(self, job: int) -> JobNow | None: ...
+    def gpus_of(self, job: int) -> list[tuple[int, int]]: ...
+    def memory_used_on(self, node: int) -> int: ...
+
+
+class Checker:
+    """Checks a decision's actions in order, against the world as the accepted ones leave
+    it."""
+
+    __slots__ = ("book", "_moved")
+
+    def __init__(self, book: GpuBook) -> None:
+        """Start on a world whose GPUs are held as ``book`` says (every running job's)."""
+        #: The GPUs as the accepted actions so far leave them.
+        self.book = book
+        self._moved: set[int] = set()
+
+    def check(self, world: World, job: int, kind: d.ActionKind) -> None:
+        """Check ``kind`` on ``job`` (raises :class:`Problem`); when it passes, the world moves
+        on as it says (a placement takes its GPUs, a preemption or a stop frees them)."""
+        self._problem(world, job, kind)
+        if isinstance(kind, d.Place):
+            for node, gpus in kind.nodes:
+                for index in gpus:
+                    self.book.hold(node, index, job)
+        elif isinstance(kind, (d.Preempt, d.Stop)):
+            for node, index in world.gpus_of(job):
+                self.book.release(node, index, job)
+        else:
+            return
+        self._moved.add(job)
+
+    def _problem(self, world: World, job: int, kind: d.ActionKind) -> None:
+        now = world.job(job)
+        if now is None:
+            raise Problem("NoSuchJob", job=job)
+        if job in self._moved:
+            raise Problem("AlreadyMoved", job=job)
+        on = now.node
+        if on is None:
+            if isinstance(kind, d.Place):
+                self._placement(world, job, now, kind.nodes, kind.share)
+            elif not isinstance(kind, d.Stop):
+                raise Problem("Queued", job=job)
+            return
+        nodes = world.node_count()
+        node = world.node(on)
+        if node is None:
+            raise Problem("NoSuchNode", node=on, nodes=nodes)
+        if isinstance(kind, d.SetCpu) and kind.limit is not None:
+            if kind.limit < MIN_CPU_MILLICORES:
+                raise Problem("CpuBelowMinimum", millicores=kind.limit)
+            if kind.limit > node.cpu_millicores:
+                raise Problem("CpuAboveNode", millicores=kind.limit, node=node.name, has=node.cpu_millicores)
+        elif isinstance(kind, d.SetMemory) and kind.limit is not None:
+            if kind.limit < MIN_MEMORY_BYTES:
+                raise Problem("MemoryBelowMinimum", bytes=kind.limit)
+            if kind.limit > node.memory_bytes:
+                raise Problem("MemoryAboveNode", bytes=kind.limit, node=node.name, has=node.memory_bytes)
+        elif isinstance(kind, d.Migrate):
+            self._migration(world, job, now, on, kind.node, nodes)
+        elif isinstance(kind, d.SetGpuShare):
+            if kind.gpu >= node.gpus:
+                raise Problem("NoSuchGpu", node=node.name, gpu=kind.gpu, count=node.gpus)
+            if kind.percent == 0 or kind.percent > 100:
+                raise Problem("ShareOutOfRange", percent=kind.percent)
+        elif isinstance(kind, d.Place):
+            raise Problem("PlaceRunning", job=job, node=node.name)
+
+    def _migration(self, world: World, job: int, now: JobNow, on: int, to: int, nodes: int) -> None:
+        dest = world.node(to)
+        if dest is None:
+            raise Problem("NoSuchNode", node=to, nodes=nodes)
+        if to == on:
+            raise Problem("AlreadyOn", job=job, node=dest.name)
+        held = world.gpus_of(job)
+        if any(n != on for n, _ in held):
+            raise Problem("SpansNodes", job=job)
+        free = self.book.free_count(to)
+        if free < len(held):
+            raise Problem("TooFewFreeGpus", node=dest.name, free=free, job=job, holds=len(held))
+        used = world.memory_used_on(to)
+        if used + now.memory_used_bytes > dest.memory_bytes:
+            raise Problem(
+                "NodeFull", node=dest.name, used=used, capacity=dest.memory_bytes, needs=now.memory_used_bytes
+            )
+
+    def _placement(
+        self, world: World, job: int, now: JobNow, nodes: Sequence[tuple[int, Sequence[int]]], share: bool
+    ) -> None:
+        pieces = max(now.replicas, 1)
+        if not nodes:
+            raise Problem("NoNodeNamed", job=job)
+        if len(nodes) > pieces:
+            raise Problem("TooManyNodes", job=job, pieces=pieces, replicas=now.replicas, named=len(nodes))
+        per_piece = gpus_per_piece(now.gpus, now.replicas)
+        for k, (n, gpus) in enumerate(nodes):
+            node = world.node(n)
+            if node is None:
+                raise Problem("NoSuchNode", node=n, nodes=world.node_count())
+            if any(earlier == n for earlier, _ in nodes[:k]):
+                raise Problem("NodeTwice", node=node.name)
+            if len(gpus) > node.gpus:
+                raise Problem("TooManyGpus", node=node.name, count=node.gpus, asked=len(gpus))
+            if len(nodes) > 1 and (not gpus or len(gpus) % per_piece != 0):
+                raise Problem("NotWholeReplicas", per_piece=per_piece, node=node.name, got=len(gpus))
+            for g, index in enumerate(gpus):
+                if index >= node.gpus or not self.book.exists(n, index):
+                    raise Problem("NoSuchGpu", node=node.name, gpu=index, count=node.gpus)
+                if index in gpus[:g]:
+                    raise Problem("GpuTwice", gpu=index, node=node.name)
+                holders = self.book.holders(n, index)
+                if holders and not share:
+                    raise Problem("GpuHeld", gpu=index, node=node.name, holder=holders[0])
+        given = sum(len(gpus) for _, gpus in nodes)
+        if given != now.gpus:
+            raise Problem("WrongGpuCount", job=job, asks=now.gpus, given=given)
+
+
+class _Seen:
+    """A snapshot, as the rules read it."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._s = snapshot
+
+    def node(self, node: int) -> NodeCap | None:
+        n = self._s.node(node)
+        return None if n is None else NodeCap(n.name, n.cpu, n.memory, len(n.gpus))
+
+    def node_count(self) -> int:
+        return len(self._s.nodes())
+
+    def job(self, job: int) -> JobNow | None:
+        j = self._s.job(job)
+        if j is None:
+            return None
+        # The declared replicas, 0 included: the host's texts name the declared number.
+        replicas = j._entry.spec.replicas
+        return JobNow(j.gpus_asked, replicas, None if j.is_queued else j.node, j.memory_use)
+
+    def gpus_of(self, job: int) -> list[tuple[int, int]]:
+        j = self._s.job(job)
+        return [] if j is None else [(g.node, g.index) for g in j.gpus]
+
+    def memory_used_on(self, node: int) -> int:
+        return sum(j.memory_use for j in self._s.jobs_on(node))
+
+
+def _book(snapshot: Snapshot) -> GpuBook:
+    """Who holds each GPU: every running job its GPUs, in handle order."""
+    book = GpuBook(len(n.gpus) for n in snapshot.nodes())
+    for job in snapshot.jobs():
+        for g in job.gpus:
+            book.hold(g.node, g.index, job.id)
+    return book
+
+
+def verdicts(snapshot: Snapshot, decision: d.Decision) -> list[Problem | None]:
+    """What the host's validation makes of each action of ``decision``, made on
+    ``snapshot``, in order: None when it is accepted, else the :class:`Problem` (``str()`` of
+    it is the host's words); a refused action changes nothing for the actions after it. Raises
+    :class:`Oversized` when the decision is refused whole for its size."""
+    size(len(decision.actions), snapshot.job_count + snapshot.queue_len)
+    world = _Seen(snapshot)
+    checker = Checker(_book(snapshot))
+    out: list[Problem | None] = []
+    for action in decision.actions:
+        try:
+            checker.check(world, action.job, action.kind)
+            out.append(None)
+        except Problem as problem:
+            out.append(problem)
+    return out
+
+
+def check(snapshot: Snapshot, decision: d.Decision) -> str | None:
+    """Whether the host would accept every action of ``decision``, made on ``snapshot``: None
+    when it would, else the first problem as ``action N: `` and the host's words (the host's
+    words alone for a decision too large). Policy tests run it on every decision."""
+    try:
+        found = verdicts(snapshot, decision)
+    except Oversized as e:
+        return str(e)
+    for i, problem in enumerate(found):
+        if problem is not None:
+            return f"action {i}: {problem}"
+    return None
