@@ -27,11 +27,9 @@ fn main() {
     let crates = shipped_policies(&root);
     // What a shipped component is built from: its folder, the SDK and the rules it calls, the
     // contract, the workspace's manifest (a new policy joins its members) and lock file.
-    let policy_dirs: Vec<String> = crates.iter().map(|c| format!("policies/{}", c.name)).collect();
-    watch(&root, &policy_dirs.iter().map(String::as_str).collect::<Vec<_>>());
-    watch(&root, &["sdk/Cargo.toml", "sdk/src", "rules", "wit", "Cargo.toml", "Cargo.lock"]);
-    watch(&root, &SCAFFOLD_FOLDERS);
-    watch(&root, &SCAFFOLD_SINGLE_FILES);
+    watch(&root, crates.iter().map(|c| Path::new("policies").join(&c.name)));
+    watch(&root, ["sdk/Cargo.toml", "sdk/src", "rules", "wit", "Cargo.toml", "Cargo.lock"]);
+    watch(&root, SCAFFOLD_FOLDERS.iter().chain(&SCAFFOLD_SINGLE_FILES));
 
     build_components(&root, &crates);
 

@@ -33,7 +33,7 @@ pub fn workspace_root() -> PathBuf {
 
 /// Tells cargo to run the build script again when anything under these paths (relative to
 /// `root`) changes.
-pub fn watch(root: &Path, paths: &[&str]) {
+pub fn watch(root: &Path, paths: impl IntoIterator<Item = impl AsRef<Path>>) {
     for path in paths {
         println!("cargo:rerun-if-changed={}", root.join(path).display());
     }

@@ -20,11 +20,23 @@ use wasmsched_build_support::{
 fn main() {
     let root = wasmsched_build_support::workspace_root();
     // Not the shipped policies' folders: wasmsched-shipped builds those, and only the list of
-    // them (the workspace's members) goes into what this script writes.
-    let sources =
-        ["policies/hostile", "policies/python", "policies/js", "tests/fixtures", "sdk", "rules", "wit", "jobs"];
-    watch(&root, &sources);
-    watch(&root, &["toolchains", "Cargo.toml", "Cargo.lock"]);
+    // them (the workspace's members, in Cargo.toml) goes into what this script writes.
+    watch(
+        &root,
+        [
+            "policies/hostile",
+            "policies/python",
+            "policies/js",
+            "tests/fixtures",
+            "sdk",
+            "rules",
+            "wit",
+            "jobs",
+            "toolchains",
+            "Cargo.toml",
+            "Cargo.lock",
+        ],
+    );
 
     let mut fixtures = policy_crates(&root.join("policies").join("hostile"));
     // Test-only fixtures that are not hostile (a policy with state, say) live with the tests.
