@@ -107,7 +107,9 @@ fn bench_languages(c: &mut Criterion, rt: &Runtime) {
     for name in ["fair-share", "fair-share-py", "fair-share-js", "flowcon", "flowcon-py"] {
         let bytes = match wasmsched::shipped::by_name(name) {
             Some(shipped) => Ok(shipped.wasm.to_vec()),
-            None => wasmsched_artifacts::foreign(name).map(|f| std::fs::read(f.path).expect("the built component")),
+            None => {
+                wasmsched_test_artifacts::foreign(name).map(|f| std::fs::read(f.path).expect("the built component"))
+            }
         };
         match bytes {
             Ok(bytes) => {

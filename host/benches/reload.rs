@@ -23,7 +23,7 @@ const WORKLOAD: &str = "name = \"bench\"\n[[node]]\nname = \"n0\"\ncores = 16\nm
 
 /// The fair-share component with a custom section appended: another sha256, the same code.
 fn variant(n: u64) -> Vec<u8> {
-    let mut bytes = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let mut bytes = std::fs::read(wasmsched_test_artifacts::path("fair-share")).unwrap();
     let name = b"wasmsched-bench-variant";
     let mut body = vec![name.len() as u8];
     body.extend_from_slice(name);

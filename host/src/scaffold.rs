@@ -2,13 +2,13 @@
 //! JavaScript — the policy (an equal CPU share per node, to start from), a native test, its
 //! build command and a README — that builds, passes its test and passes `validate` as written.
 //! The templates (`templates/new/`), the contract and the Python and JavaScript SDKs are
-//! embedded in the binary ([`wasmsched_artifacts::SCAFFOLD_FILES`]); a Rust project depends on
+//! embedded in the binary ([`wasmsched_shipped::SCAFFOLD_FILES`]); a Rust project depends on
 //! a checkout's `sdk/` by path.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use wasmsched_artifacts::SCAFFOLD_FILES;
+use wasmsched_shipped::SCAFFOLD_FILES;
 
 /// The language of a new policy project.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -130,7 +130,7 @@ fn embedded(path: &str) -> &'static str {
         .iter()
         .find(|(p, _)| *p == path)
         .map(|(_, text)| *text)
-        .unwrap_or_else(|| panic!("{path} is not embedded: the artifacts build embeds it (artifacts/build.rs)"))
+        .unwrap_or_else(|| panic!("{path} is not embedded: the shipped build embeds it (shipped/build.rs)"))
 }
 
 /// The componentize-qjs version the project's toolchains pin.

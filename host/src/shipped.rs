@@ -1,15 +1,15 @@
 //! The policies built from this workspace and embedded in the binary, by name.
 
-pub use wasmsched_artifacts::Shipped;
+pub use wasmsched_shipped::Shipped;
 
 /// Every shipped policy.
 pub fn all() -> &'static [Shipped] {
-    wasmsched_artifacts::SHIPPED
+    wasmsched_shipped::SHIPPED
 }
 
 /// The shipped policy named `name`.
 pub fn by_name(name: &str) -> Option<&'static Shipped> {
-    wasmsched_artifacts::shipped(name)
+    wasmsched_shipped::by_name(name)
 }
 
 /// The names of the shipped policies, for error messages.

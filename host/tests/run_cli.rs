@@ -12,7 +12,8 @@ fn setup(policies: &[(&str, &str)], extra: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("policies")).unwrap();
     for (name, artifact) in policies {
-        std::fs::copy(wasmsched_artifacts::path(artifact), dir.path().join(format!("policies/{name}.wasm"))).unwrap();
+        std::fs::copy(wasmsched_test_artifacts::path(artifact), dir.path().join(format!("policies/{name}.wasm")))
+            .unwrap();
     }
     let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/demo.toml");
     let config = format!(
@@ -99,7 +100,7 @@ fn replay_says_whether_a_policy_decides_as_the_recorded_run_did() {
         "--recording",
         recording,
         "--policy",
-        wasmsched_artifacts::path("counter"),
+        wasmsched_test_artifacts::path("counter"),
         "--deadline-ms",
         "2000",
         "--cache-dir",

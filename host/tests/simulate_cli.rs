@@ -29,7 +29,7 @@ fn compare_prints_one_table_and_writes_json_and_a_report() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("runs.json");
     let report = dir.path().join("report");
-    let by_path = wasmsched_artifacts::path("fair-share");
+    let by_path = wasmsched_test_artifacts::path("fair-share");
     let workload = scenario("two-nodes.toml");
     let args = [
         "compare",

@@ -24,7 +24,7 @@ fn stdout(o: &Output) -> String {
 #[test]
 fn a_good_policy_passes_with_one_summary_line() {
     let cache = tempfile::tempdir().unwrap();
-    let out = validate(&[Path::new(wasmsched_artifacts::path("fair-share"))], cache.path());
+    let out = validate(&[Path::new(wasmsched_test_artifacts::path("fair-share"))], cache.path());
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
@@ -37,7 +37,7 @@ fn a_good_policy_passes_with_one_summary_line() {
 #[test]
 fn a_component_of_the_older_contract_passes_and_says_which_it_speaks() {
     let cache = tempfile::tempdir().unwrap();
-    let out = validate(&[Path::new(wasmsched_artifacts::path("contract-0-1"))], cache.path());
+    let out = validate(&[Path::new(wasmsched_test_artifacts::path("contract-0-1"))], cache.path());
     let text = stdout(&out);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("contract wasmsched:policy@0.1.0 (adapted: no queue; the host places its jobs)"), "{text}");
@@ -57,7 +57,7 @@ fn every_hostile_fixture_fails_with_a_reason() {
         ("spin", "deadline"),
     ];
     for (name, reason) in expected {
-        let out = validate(&[Path::new(wasmsched_artifacts::path(name))], cache.path());
+        let out = validate(&[Path::new(wasmsched_test_artifacts::path(name))], cache.path());
         let text = stdout(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {text}");
         assert!(text.starts_with("FAILED") && text.contains(reason), "{name}: expected {reason:?} in {text}");
@@ -67,7 +67,7 @@ fn every_hostile_fixture_fails_with_a_reason() {
 #[test]
 fn broken_files_fail_with_a_reason_a_person_understands() {
     let dir = tempfile::tempdir().unwrap();
-    let good = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let good = std::fs::read(wasmsched_test_artifacts::path("fair-share")).unwrap();
     let cases: [(&str, Vec<u8>, &str); 4] = [
         ("empty", Vec::new(), "is empty"),
         ("truncated", good[..good.len() / 2].to_vec(), "not a WebAssembly component"),
@@ -91,7 +91,7 @@ fn broken_files_fail_with_a_reason_a_person_understands() {
 fn a_broken_config_beside_the_policy_is_reported_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("fair-share.wasm");
-    std::fs::copy(wasmsched_artifacts::path("fair-share"), &wasm).unwrap();
+    std::fs::copy(wasmsched_test_artifacts::path("fair-share"), &wasm).unwrap();
     std::fs::write(dir.path().join("fair-share.toml"), "alpha = [").unwrap();
     let text = stdout(&validate(&[&wasm], dir.path()));
     assert!(text.contains("fair-share.toml is not valid TOML"), "{text}");

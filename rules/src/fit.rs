@@ -12,7 +12,7 @@ pub struct Ask {
     /// GPUs in all (0 for a CPU job).
     pub gpus: u32,
     /// Into how many pieces it may be split across nodes (each of
-    /// [`gpus_per_piece`](crate::gpus_per_piece) GPUs); 1 keeps it on one node.
+    /// [`gpus_per_piece`] GPUs); 1 keeps it on one node.
     pub replicas: u32,
 }
 

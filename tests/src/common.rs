@@ -33,7 +33,7 @@ pub fn loaded(name: &str) -> LoadedPolicy {
         return p.clone();
     }
     let p = runtime()
-        .load_file(std::path::Path::new(wasmsched_artifacts::path(name)))
+        .load_file(std::path::Path::new(wasmsched_test_artifacts::path(name)))
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     map.lock().unwrap().insert(name.into(), p.clone());
     p

@@ -116,7 +116,7 @@ impl Setup {
 
 /// The component built from `policies/<name>` (or a fixture), as bytes.
 pub fn component(name: &str) -> Vec<u8> {
-    std::fs::read(wasmsched_artifacts::path(name)).unwrap()
+    std::fs::read(wasmsched_test_artifacts::path(name)).unwrap()
 }
 
 /// The same component with a custom section appended: another file, another sha256, the same

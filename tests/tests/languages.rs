@@ -1,9 +1,9 @@
-//! Policies in Python (componentize-py) and JavaScript (componentize-qjs), built by the
-//! artifacts build with the toolchains `toolchains/install` puts under `target/toolchains`: their
-//! SDKs' and their own native tests pass, `validate` admits them and names their toolchain, and
-//! they make the same decisions as the Rust versions on the same run, reasons included; and a
-//! project `wasmsched new` writes, in each language, builds, passes its test and validates.
-//! Where a toolchain could not be installed, these tests say so and skip.
+//! Policies in Python (componentize-py) and JavaScript (componentize-qjs), built by the test
+//! artifacts build (`tests/artifacts/`) with the toolchains `toolchains/install` puts under
+//! `target/toolchains`: their SDKs' and their own native tests pass, `validate` admits them and
+//! names their toolchain, and they make the same decisions as the Rust versions on the same run,
+//! reasons included; and a project `wasmsched new` writes, in each language, builds, passes its
+//! test and validates. Where a toolchain could not be installed, these tests say so and skip.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,14 +16,14 @@ use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scaffold::{self, Lang};
 use wasmsched::snapshot::sample;
-use wasmsched_artifacts::{Foreign, TOOLCHAINS};
+use wasmsched_test_artifacts::{Foreign, TOOLCHAINS};
 
 use wasmsched_tests::common::{loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, component};
 
 /// The built policy, or None after saying loudly why it is missing.
 fn foreign(name: &str) -> Option<&'static Foreign> {
-    match wasmsched_artifacts::foreign(name) {
+    match wasmsched_test_artifacts::foreign(name) {
         Ok(f) => Some(f),
         Err(why) => {
             eprintln!("SKIPPED: {why}");

@@ -7,7 +7,7 @@ use wasmsched_tests::common::{cache_dir, loaded, runtime};
 
 #[test]
 fn a_second_load_of_the_same_file_comes_from_the_cache() {
-    let bytes = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let bytes = std::fs::read(wasmsched_test_artifacts::path("fair-share")).unwrap();
     let first = runtime().load("fair-share-cache-test", &bytes).unwrap();
     let second = runtime().load("fair-share-cache-test", &bytes).unwrap();
     assert_eq!(first.digest(), second.digest());
@@ -19,7 +19,7 @@ fn a_second_load_of_the_same_file_comes_from_the_cache() {
 fn a_corrupt_cache_entry_is_compiled_again() {
     let dir = tempfile::tempdir().unwrap();
     let rt = Runtime::new(RuntimeConfig { cache_dir: Some(dir.path().into()), ..RuntimeConfig::default() }).unwrap();
-    let bytes = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let bytes = std::fs::read(wasmsched_test_artifacts::path("fair-share")).unwrap();
     rt.load("fs", &bytes).unwrap();
     for entry in dir.path().read_dir().unwrap() {
         std::fs::write(entry.unwrap().path(), b"not a compiled component").unwrap();
@@ -56,7 +56,7 @@ fn fuel_gives_the_same_cost_for_the_same_snapshot() {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let bytes = std::fs::read(wasmsched_artifacts::path("fair-share")).unwrap();
+    let bytes = std::fs::read(wasmsched_test_artifacts::path("fair-share")).unwrap();
     let policy = rt.load("fair-share", &bytes).unwrap();
     let cost = || {
         let world = sample::world(2, 50, 5);

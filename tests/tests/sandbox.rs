@@ -144,7 +144,7 @@ fn a_refused_config_is_a_policy_error_not_a_trap() {
 
 #[test]
 fn a_component_of_another_world_is_refused_with_what_to_do() {
-    let path = wasmsched_artifacts::path("alien");
+    let path = wasmsched_test_artifacts::path("alien");
     let err = runtime().load_file(std::path::Path::new(path)).unwrap_err();
     assert!(matches!(err, LoadError::WrongWorld { .. }), "{err}");
     let msg = err.to_string();

@@ -43,7 +43,7 @@ fn options() -> RunOptions {
 #[test]
 fn a_component_of_the_older_contract_runs_unchanged_and_its_queued_jobs_are_placed_for_it() {
     let rt = runtime();
-    let path = wasmsched_artifacts::path("contract-0-1");
+    let path = wasmsched_test_artifacts::path("contract-0-1");
     let old = PolicyChoice::resolve(rt, path).unwrap();
     assert_eq!(old.policy.contract(), wasmsched::bindings::Contract::V0_1);
     let workload = Scenario::from_toml_str("contended", CONTENDED).unwrap();

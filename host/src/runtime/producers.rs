@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_shipped_rust_policy_says_it_is_rust() {
-        let fair_share = wasmsched_artifacts::SHIPPED.iter().find(|s| s.name == "fair-share").unwrap();
+        let fair_share = crate::shipped::by_name("fair-share").unwrap();
         let p = Producers::of(fair_share.wasm);
         assert!(p.languages.iter().any(|l| l.starts_with("Rust")), "{p:?}");
         assert!(p.to_string().starts_with("Rust") && p.to_string().contains("(rustc 1."), "{p}");

@@ -4,8 +4,11 @@ use super::*;
 /// GPUs, memory used).
 struct Plain {
     nodes: Vec<(String, u64, u64, u32)>,
-    jobs: Vec<(u32, u32, Option<(u32, Vec<(u32, u32)>)>, u64)>,
+    jobs: Vec<PlainJob>,
 }
+
+/// GPUs asked, replicas, where it runs with the (node, index) of its GPUs, memory used.
+type PlainJob = (u32, u32, Option<(u32, Vec<(u32, u32)>)>, u64);
 
 impl World for Plain {
     fn node(&self, node: u32) -> Option<NodeCap<'_>> {

@@ -141,11 +141,11 @@ pub fn serial() -> MutexGuard<'static, ()> {
 
 impl Engine {
     /// The training job's image (`wasmsched-trainer:<digest>`), imported once from the static
-    /// binary the artifacts build made; None (said loudly) when there is no such binary.
+    /// binary the test artifacts build made; None (said loudly) when there is no such binary.
     pub fn trainer_image(&self) -> Option<&str> {
         self.image
             .get_or_init(|| {
-                let Some(path) = wasmsched_artifacts::TRAINER else {
+                let Some(path) = wasmsched_test_artifacts::TRAINER else {
                     eprintln!("SKIPPED: no static trainer binary was built on this host");
                     return None;
                 };

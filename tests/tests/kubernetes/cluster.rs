@@ -86,12 +86,12 @@ pub fn script() -> PathBuf {
 
 impl Cluster {
     /// The trainer's image (`local/wasmsched-trainer:<digest>`), packed by
-    /// `jobs/trainer/image.sh` from the static binary the artifacts build made and imported
+    /// `jobs/trainer/image.sh` from the static binary the test artifacts build made and imported
     /// into every node once; None (said loudly) where that cannot be done.
     pub fn trainer_image(&self) -> Option<&str> {
         self.image
             .get_or_init(|| {
-                let Some(binary) = wasmsched_artifacts::TRAINER else {
+                let Some(binary) = wasmsched_test_artifacts::TRAINER else {
                     eprintln!("SKIPPED: no static trainer binary was built on this host");
                     return None;
                 };

@@ -1,9 +1,9 @@
-//! Builds every policy crate under `policies/` to a wasm32-wasip2 component, in one cargo
-//! call with a target directory of its own (so it never waits on the outer build's lock);
+//! Builds what only the tests use: the hostile fixtures (`policies/hostile/*`) and the
+//! test-only policies (`tests/fixtures/*`) to wasm32-wasip2 components, in one cargo call
+//! under `target/policies` (the shipped policies are `wasmsched-shipped`'s: never built here);
 //! the policies in other languages (`policies/python/*`, `policies/js/*`) with the toolchains
 //! `toolchains/install` puts under `target/toolchains`; the training job (`jobs/trainer`) as a
-//! static Linux binary; and writes `artifacts.rs`: the shipped policies' bytes, every
-//! component's path, the trainer's path.
+//! static Linux binary; and writes `artifacts.rs`: every component's path, the trainer's path.
 
 use std::env;
 use std::fmt::Write as _;
@@ -12,49 +12,44 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TARGET: &str = "wasm32-wasip2";
-
-struct Crate {
-    package: String,
-    /// The policy's name: its folder under `policies/` (or `policies/hostile/`).
-    name: String,
-    hostile: bool,
-}
+use wasmsched_build_support::{
+    build_components, components_dir, dirs_with, files_under, nested_cargo, policy_crates, shipped_policies, wasm_path,
+    watch, write_generated,
+};
 
 fn main() {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let root = manifest_dir.parent().expect("artifacts/ lives in the workspace root").to_path_buf();
-    for watched in ["policies", "tests/fixtures", "sdk", "wit", "jobs", "toolchains", "templates", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", root.join(watched).display());
-    }
+    let root = wasmsched_build_support::workspace_root();
+    // Not the shipped policies' folders: wasmsched-shipped builds those, and only the list of
+    // them (the workspace's members, in Cargo.toml) goes into what this script writes.
+    watch(
+        &root,
+        [
+            "policies/hostile",
+            "policies/python",
+            "policies/js",
+            "tests/fixtures",
+            "sdk",
+            "rules",
+            "wit",
+            "jobs",
+            "toolchains",
+            "Cargo.toml",
+            "Cargo.lock",
+        ],
+    );
 
-    let mut crates = find_crates(&root.join("policies"));
+    let mut fixtures = policy_crates(&root.join("policies").join("hostile"));
     // Test-only fixtures that are not hostile (a policy with state, say) live with the tests.
-    crates.extend(find_crates_in(&root.join("tests").join("fixtures"), true));
-    let target_dir = root.join("target").join("policies");
-    build(&root, &target_dir, &crates);
+    fixtures.extend(policy_crates(&root.join("tests").join("fixtures")));
+    build_components(&root, &fixtures);
 
-    let out = target_dir.join(TARGET).join("release");
     let mut code = String::new();
-    code.push_str("/// The shipped policies, embedded: name and component bytes.\n");
-    code.push_str("pub const SHIPPED: &[Shipped] = &[\n");
-    for c in crates.iter().filter(|c| !c.hostile) {
-        let path = wasm_path(&out, c);
-        writeln!(code, "    Shipped {{ name: {:?}, wasm: include_bytes!({:?}) }},", c.name, path.display().to_string())
-            .unwrap();
-    }
-    code.push_str("];\n\n/// Every component built here (shipped and hostile fixtures): name and path.\n");
+    code.push_str("/// Every Rust component the tests can ask for (shipped and test fixtures): name and path.\n");
     code.push_str("pub const ALL: &[Artifact] = &[\n");
-    for c in &crates {
-        let path = wasm_path(&out, c);
-        writeln!(
-            code,
-            "    Artifact {{ name: {:?}, path: {:?}, hostile: {} }},",
-            c.name,
-            path.display().to_string(),
-            c.hostile
-        )
-        .unwrap();
+    let all = shipped_policies(&root).into_iter().map(|c| (c, false)).chain(fixtures.into_iter().map(|c| (c, true)));
+    for (c, hostile) in all {
+        let path = wasm_path(&root, &c).display().to_string();
+        writeln!(code, "    Artifact {{ name: {:?}, path: {path:?}, hostile: {hostile} }},", c.name).unwrap();
     }
     code.push_str("];\n\n");
     let (foreign, unbuilt) = build_foreign(&root);
@@ -79,53 +74,10 @@ fn main() {
         root.join("target").join("toolchains").display().to_string()
     )
     .unwrap();
-    embed_scaffold_files(&root, &mut code);
     let trainer = build_trainer(&root);
     code.push_str("/// The statically linked training job, where this host could build one.\n");
     writeln!(code, "pub const TRAINER: Option<&str> = {:?};", trainer.map(|p| p.display().to_string())).unwrap();
-    let dest = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("artifacts.rs");
-    fs::write(&dest, code).unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
-}
-
-fn wasm_path(out: &Path, c: &Crate) -> PathBuf {
-    out.join(format!("{}.wasm", c.package.replace('-', "_")))
-}
-
-fn find_crates(policies: &Path) -> Vec<Crate> {
-    let mut crates = find_crates_in(policies, false);
-    crates.extend(find_crates_in(&policies.join("hostile"), true));
-    crates
-}
-
-/// The policy crates directly under `dir`; `hostile` marks them as test fixtures, not shipped.
-fn find_crates_in(dir: &Path, hostile: bool) -> Vec<Crate> {
-    dirs_with(dir, "Cargo.toml")
-        .into_iter()
-        .map(|d| {
-            let manifest = fs::read_to_string(d.join("Cargo.toml")).unwrap_or_default();
-            let package = manifest
-                .lines()
-                .find_map(|l| l.trim().strip_prefix("name = \"").and_then(|r| r.strip_suffix('"')))
-                .unwrap_or_else(|| panic!("{}: no `name = \"…\"` line in [package]", d.display()))
-                .to_string();
-            let name = d.file_name().unwrap().to_string_lossy().into_owned();
-            Crate { package, name, hostile }
-        })
-        .collect()
-}
-
-fn build(root: &Path, target_dir: &Path, crates: &[Crate]) {
-    let mut args = vec!["build", "--release", "--target", TARGET];
-    for c in crates {
-        args.extend(["-p", &c.package]);
-    }
-    let status = nested_cargo(root, target_dir, &args, None);
-    if !status.success() {
-        panic!(
-            "building the policies for {TARGET} failed (see above). If the target is missing, run \
-             `rustup target add {TARGET}` and build again."
-        );
-    }
+    write_generated("artifacts.rs", &code);
 }
 
 /// A language other than Rust that policies are written in.
@@ -216,7 +168,7 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
             unbuilt.push((language.name(), "its toolchain is not installed (run toolchains/install)".to_string()));
             continue;
         }
-        let out_dir = root.join("target").join("policies").join(language.name());
+        let out_dir = components_dir(root).join(language.name());
         fs::create_dir_all(&out_dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", out_dir.display()));
         for dir in dirs {
             let name = format!("{}-{suffix}", dir.file_name().unwrap().to_string_lossy());
@@ -245,34 +197,6 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
     (built, unbuilt)
 }
 
-/// What `dir` holds, sorted; nothing when it cannot be read.
-fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = fs::read_dir(dir) else { return Vec::new() };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    paths.sort();
-    paths
-}
-
-/// The folders directly under `dir` that hold `file`, sorted.
-fn dirs_with(dir: &Path, file: &str) -> Vec<PathBuf> {
-    sorted_entries(dir).into_iter().filter(|p| p.join(file).is_file()).collect()
-}
-
-/// Every file under `path` (or `path` itself), in a fixed order, leaving out what `skip` says
-/// of a file's or a folder's name.
-fn files_under(path: &Path, skip: &dyn Fn(&str) -> bool, out: &mut Vec<PathBuf>) {
-    if path.file_name().is_some_and(|n| skip(&n.to_string_lossy())) {
-        return;
-    }
-    if path.is_dir() {
-        for entry in sorted_entries(path) {
-            files_under(&entry, skip, out);
-        }
-    } else if path.is_file() {
-        out.push(path.to_path_buf());
-    }
-}
-
 /// A digest of every file under `paths` (names and contents, in a fixed order), leaving out
 /// caches and tests, which do not go into a component. `DefaultHasher` is stable within one
 /// Rust toolchain, which is all a stamp beside a build output needs.
@@ -296,34 +220,6 @@ fn stamp(paths: &[&Path]) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-/// What `wasmsched new` writes, embedded so that an installed binary needs no source tree:
-/// the templates (`templates/new/<language>/`), the contract, the toolchains' pins, and the
-/// Python and JavaScript SDKs, which a new project carries a copy of.
-fn embed_scaffold_files(root: &Path, code: &mut String) {
-    let skip = |name: &str| name.starts_with('.') && name != ".gitignore" || name == "__pycache__";
-    let mut found = Vec::new();
-    files_under(&root.join("templates").join("new"), &skip, &mut found);
-    files_under(&root.join("sdk").join("python").join("wasmsched"), &skip, &mut found);
-    let mut files: Vec<String> =
-        found.iter().map(|p| p.strip_prefix(root).unwrap().to_string_lossy().into_owned()).collect();
-    for file in [
-        "wit/policy.wit",
-        "toolchains/requirements.txt",
-        "toolchains/package.json",
-        "sdk/js/wasmsched.js",
-        "sdk/js/testing.js",
-    ] {
-        files.push(file.to_string());
-    }
-    code.push_str("/// Files `wasmsched new` writes from: path from the repository root, and contents.\n");
-    code.push_str("pub const SCAFFOLD_FILES: &[(&str, &str)] = &[\n");
-    for file in files {
-        let path = root.join(&file);
-        writeln!(code, "    ({file:?}, include_str!({:?})),", path.display().to_string()).unwrap();
-    }
-    code.push_str("];\n\n");
-}
-
 /// Builds the training job (`jobs/trainer`) for the machine's own Linux target, statically
 /// linked so that it runs alone in an image built FROM scratch. None where that cannot be done
 /// (another OS): the tests that need it say so and skip.
@@ -341,31 +237,4 @@ fn build_trainer(root: &Path) -> Option<PathBuf> {
         return None;
     }
     Some(target_dir.join(&host).join("release").join("wasmsched-trainer"))
-}
-
-/// Runs cargo on this workspace with its own target dir and without the outer build's
-/// host-only settings; `rustflags` are the nested build's own.
-fn nested_cargo(root: &Path, target_dir: &Path, args: &[&str], rustflags: Option<&str>) -> std::process::ExitStatus {
-    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(args).arg("--target-dir").arg(target_dir);
-    // The outer build's settings are for its own target: drop them.
-    for (key, _) in env::vars_os() {
-        let key = key.to_string_lossy();
-        let host_only = key.starts_with("CARGO_ENCODED_RUSTFLAGS")
-            || key == "RUSTFLAGS"
-            || key == "RUSTC_WORKSPACE_WRAPPER"
-            || key == "CARGO_TARGET_DIR"
-            || key.starts_with("CARGO_BUILD_")
-            || key.starts_with("CARGO_PROFILE_")
-            || key == "CARGO_LLVM_COV"
-            || key.starts_with("__CARGO");
-        if host_only {
-            cmd.env_remove(key.as_ref());
-        }
-    }
-    if let Some(flags) = rustflags {
-        cmd.env("CARGO_ENCODED_RUSTFLAGS", flags);
-    }
-    cmd.status().unwrap_or_else(|e| panic!("cannot run cargo: {e}"))
 }

@@ -1,22 +1,19 @@
-//! wasmsched-artifacts: the policy components built from this workspace's `policies/`.
+//! wasmsched-test-artifacts: what only the tests use, built from this workspace's source — the
+//! hostile fixtures (`policies/hostile/`) and the test-only policies (`tests/fixtures/`) as
+//! wasm32-wasip2 components, the policies in Python and JavaScript (`policies/python/`,
+//! `policies/js/`) with their toolchains, and the statically linked training job.
 //!
-//! Its build script compiles every policy crate (and the hostile fixtures under
-//! `policies/hostile/`) to a wasm32-wasip2 component. The host embeds [`SHIPPED`]; tests
-//! find any component by name through [`path`].
+//! Its build script (`build.rs`) builds them; the shipped policies are built once, by
+//! `wasmsched-shipped`, which this crate depends on and re-exports. Tests find any component
+//! by name through [`path`], and a policy in another language through [`foreign`], which says
+//! why it is missing where its toolchain could not be installed.
 
-/// A shipped policy, embedded in the binary.
-#[derive(Clone, Copy, Debug)]
-pub struct Shipped {
-    /// Its name: its folder under `policies/`.
-    pub name: &'static str,
-    /// The component.
-    pub wasm: &'static [u8],
-}
+pub use wasmsched_shipped::{SHIPPED, Shipped};
 
-/// A component built from this workspace.
+/// A Rust component built from this workspace.
 #[derive(Clone, Copy, Debug)]
 pub struct Artifact {
-    /// Its folder's name under `policies/` or `policies/hostile/`.
+    /// Its folder's name under `policies/`, `policies/hostile/` or `tests/fixtures/`.
     pub name: &'static str,
     /// Where the component file is.
     pub path: &'static str,
@@ -52,12 +49,7 @@ pub fn foreign(name: &str) -> Result<&'static Foreign, String> {
     })
 }
 
-/// The shipped policy named `name`.
-pub fn shipped(name: &str) -> Option<&'static Shipped> {
-    SHIPPED.iter().find(|s| s.name == name)
-}
-
-/// The path of the component named `name` (shipped, hostile, or in another language).
+/// The path of the component named `name` (shipped, test fixture, or in another language).
 ///
 /// # Panics
 /// When no component has that name: a test asked for a fixture that does not exist, or for a
