@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::config::HostConfig;
 use wasmsched::host::status::StatusBoard;
 use wasmsched::host::{Host, HostHandle};
@@ -81,7 +82,8 @@ fn reload(c: &mut Criterion) {
         Runtime::new(RuntimeConfig { cache_dir: Some(tmp.path().join("cache")), ..RuntimeConfig::default() }).unwrap(),
     ));
     land(&dir, &variant(0));
-    let host = Host::new(HostConfig::load(&config_path).unwrap()).unwrap();
+    let load = |path: &Path| Workload::load(path, &LoadOptions::default()).map(Workload::with_default_targets);
+    let host = Host::new(HostConfig::load(&config_path).unwrap(), load).unwrap();
     let handle: HostHandle = host.handle();
     let board: Arc<StatusBoard> = handle.board().clone();
     let thread = std::thread::spawn(move || host.run(rt));

@@ -14,7 +14,6 @@ use wasmsched::admission;
 use wasmsched::backend::replay::Replay;
 use wasmsched::backend::sim::SimConfig;
 use wasmsched::backend::sim::workload::{LoadOptions, Workload};
-use wasmsched::bindings::wit::Direction;
 use wasmsched::config::{DEFAULT_API, HostConfig};
 use wasmsched::experiment::paper::{self, Figure};
 use wasmsched::experiment::report::{self, Scenario};
@@ -189,6 +188,7 @@ enum Command {
 }
 
 #[derive(Args)]
+#[cfg_attr(not(feature = "docker"), allow(dead_code, reason = "read only by a host built with the docker feature"))]
 struct CalibrateArgs {
     /// The job's image, already on the engine.
     #[arg(long)]
@@ -527,7 +527,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+#[cfg(not(feature = "docker"))]
+fn calibrate(_: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this wasmsched was built without the docker backend, which calibrate runs on: rebuild with --features docker"
+    )
+}
+
+#[cfg(feature = "docker")]
 fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    use wasmsched::bindings::wit::Direction;
     let spec = wasmsched::calibrate::Spec {
         endpoint: args.engine.unwrap_or_else(wasmsched::backend::docker::default_endpoint),
         image: args.image,
@@ -588,7 +597,9 @@ fn run_host(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     let rt = Runtime::new(runtime_config)
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .context("cannot start the WebAssembly engine")?;
-    let host = Host::new(config.clone()).context("cannot start the host")?;
+    let load =
+        |path: &std::path::Path| Workload::load(path, &LoadOptions::default()).map(Workload::with_default_targets);
+    let host = Host::new(config.clone(), load).context("cannot start the host")?;
     let handle = host.handle();
     host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
     let _api = if config.api.enabled {

@@ -1,10 +1,11 @@
 //! Helpers for the tests of the long-running host: a temp dir with a policies directory and a
 //! workload, a config, and the host running on a thread of its own.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use wasmsched::backend::sim::workload::{LoadOptions, Workload};
 use wasmsched::config::HostConfig;
 use wasmsched::control::LoopSummary;
 use wasmsched::host::status::Status;
@@ -161,9 +162,11 @@ pub struct Running {
 }
 
 impl Running {
-    /// Start a host with `config` on a new thread.
+    /// Start a host with `config` on a new thread; a simulator's workload loads as `run`
+    /// loads it.
     pub fn start(config: HostConfig) -> Running {
-        let host = Host::new(config).unwrap();
+        let load = |path: &Path| Workload::load(path, &LoadOptions::default()).map(Workload::with_default_targets);
+        let host = Host::new(config, load).unwrap();
         let handle = host.handle();
         let thread = std::thread::spawn(move || host.run(runtime()));
         Running { handle, thread: Some(thread) }
