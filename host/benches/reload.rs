@@ -16,6 +16,7 @@ use wasmsched::config::HostConfig;
 use wasmsched::host::status::StatusBoard;
 use wasmsched::host::{Host, HostHandle};
 use wasmsched::runtime::{Runtime, RuntimeConfig};
+use wasmsched::scenario::Scenario;
 
 const WORKLOAD: &str = "name = \"bench\"\n[[node]]\nname = \"n0\"\ncores = 16\nmemory = \"64GiB\"\n\
                         [[job]]\nname = \"svc\"\nmodel = \"bert\"\nkind = \"inference\"\narrival = \"0s\"\n\
@@ -81,7 +82,7 @@ fn reload(c: &mut Criterion) {
         Runtime::new(RuntimeConfig { cache_dir: Some(tmp.path().join("cache")), ..RuntimeConfig::default() }).unwrap(),
     ));
     land(&dir, &variant(0));
-    let host = Host::new(HostConfig::load(&config_path).unwrap()).unwrap();
+    let host = Host::new(HostConfig::load(&config_path).unwrap(), Scenario::load_workload).unwrap();
     let handle: HostHandle = host.handle();
     let board: Arc<StatusBoard> = handle.board().clone();
     let thread = std::thread::spawn(move || host.run(rt));

@@ -1,9 +1,10 @@
 //! GPU telemetry from NVML, mapped to containers by process.
 //!
-//! [`GpuProbe`] is the I/O edge: [`GpuProbe::open`] loads NVML once (on a machine without the
-//! NVIDIA driver it fails with a [`GpuUnavailable`] that says so, and the host goes on without
-//! GPUs), and [`GpuProbe::sample`] reads each GPU's utilisation and memory and every process
-//! using a GPU. The rest is pure and tested on recorded samples (`gpu/fixtures/`):
+//! [`GpuProbe`] is the I/O edge (`gpu/nvml.rs`): [`GpuProbe::open`] loads NVML once (on a
+//! machine without the NVIDIA driver it fails with a [`GpuUnavailable`] that says so, and the
+//! host goes on without GPUs; so it does in a host built without the `nvml` feature), and
+//! [`GpuProbe::sample`] reads each GPU's utilisation and memory and every process using a
+//! GPU. The rest is pure and tested on recorded samples (`gpu/fixtures/`):
 //! [`container_of`] reads the Docker container id out of a process's `/proc/<pid>/cgroup`,
 //! [`ProcCgroups`] finds that file, and [`attribute`] turns a [`GpuSample`] into each
 //! container's use of its GPU.
@@ -11,15 +12,17 @@
 //! NVML reports process ids in the host's pid namespace, so the host must read the host's
 //! `/proc`: run it with `--pid=host`, or mount the host's `/proc` and point [`ProcCgroups`] at it.
 
+#[cfg(feature = "nvml")]
+mod nvml;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use nvml_wrapper::enums::device::UsedGpuMemory;
+#[cfg(feature = "nvml")]
+pub use nvml::GpuProbe;
+#[cfg(feature = "nvml")]
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
-use nvml_wrapper::{Device, Nvml};
 use serde::{Deserialize, Serialize};
-use tracing::debug;
 
 /// Why the host sees no GPUs, or stopped seeing one.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +58,12 @@ pub enum GpuUnavailable {
     /// The driver runs, but there is no GPU.
     #[error("the NVIDIA driver is running but reports no GPU; check `nvidia-smi -L`")]
     NoGpu,
+    /// This host was built without NVML (the `nvml` feature).
+    #[cfg(not(feature = "nvml"))]
+    #[error("this wasmsched was built without NVML: rebuild with --features nvml to read GPUs")]
+    NotBuilt,
     /// An NVML call failed while opening.
+    #[cfg(feature = "nvml")]
     #[error(
         "NVML failed while {during}: {error}; check that `nvidia-smi` works for this user and that the \
          driver is R510 or newer"
@@ -67,6 +75,7 @@ pub enum GpuUnavailable {
         error: NvmlError,
     },
     /// A GPU that was there at open stopped answering during a sample.
+    #[cfg(feature = "nvml")]
     #[error(
         "GPU {gpu}: reading its {what} failed: {error}; check it with `nvidia-smi` (it may have fallen off the bus)"
     )]
@@ -78,19 +87,6 @@ pub enum GpuUnavailable {
         /// NVML's error.
         error: NvmlError,
     },
-}
-
-impl GpuUnavailable {
-    fn from_init(error: NvmlError) -> Self {
-        match error {
-            NvmlError::LibloadingError(e) => GpuUnavailable::NoLibrary { reason: e.to_string() },
-            NvmlError::LibraryNotFound => GpuUnavailable::NoLibrary { reason: error.to_string() },
-            NvmlError::DriverNotLoaded => GpuUnavailable::NoDriver,
-            NvmlError::LibRmVersionMismatch => GpuUnavailable::DriverMismatch,
-            NvmlError::NoPermission => GpuUnavailable::NoPermission,
-            error => GpuUnavailable::Nvml { during: "initialising".into(), error },
-        }
-    }
 }
 
 /// A GPU as found at open; fixed while the probe lives.
@@ -141,138 +137,28 @@ pub struct GpuSample {
     pub processes: Vec<GpuProcess>,
 }
 
-/// The NVIDIA GPUs of this machine, opened once through NVML.
+/// Without NVML built in there are no GPUs to open: [`GpuProbe::open`] says so, and no
+/// probe can exist.
+#[cfg(not(feature = "nvml"))]
 #[derive(Debug)]
-pub struct GpuProbe {
-    nvml: Nvml,
-    gpus: Vec<GpuInfo>,
-    /// Per GPU, the newest per-process utilisation timestamp read (µs, 0 before the first);
-    /// None once the GPU said it keeps none.
-    process_samples_seen: Vec<Option<u64>>,
-}
+pub struct GpuProbe(std::convert::Infallible);
 
+#[cfg(not(feature = "nvml"))]
 impl GpuProbe {
-    /// Load NVML and list the GPUs. An error says what a person can do about it; the caller
-    /// logs it once and runs without GPUs.
+    /// Always [`GpuUnavailable::NotBuilt`]; the caller logs it once and runs without GPUs.
     pub fn open() -> Result<GpuProbe, GpuUnavailable> {
-        let nvml = Nvml::init().map_err(GpuUnavailable::from_init)?;
-        let during = |what: String| move |error| GpuUnavailable::Nvml { during: what, error };
-        let count = nvml.device_count().map_err(during("counting the GPUs".into()))?;
-        if count == 0 {
-            return Err(GpuUnavailable::NoGpu);
-        }
-        let mut gpus = Vec::with_capacity(count as usize);
-        for index in 0..count {
-            let what = format!("reading GPU {index}'s name, UUID and memory");
-            let info = nvml.device_by_index(index).and_then(|device| {
-                Ok(GpuInfo {
-                    index,
-                    name: device.name()?,
-                    uuid: device.uuid()?,
-                    memory_total_bytes: device.memory_info()?.total,
-                })
-            });
-            gpus.push(info.map_err(during(what))?);
-        }
-        debug!(gpus = gpus.len(), "NVML opened");
-        let process_samples_seen = vec![Some(0); gpus.len()];
-        Ok(GpuProbe { nvml, gpus, process_samples_seen })
+        Err(GpuUnavailable::NotBuilt)
     }
 
-    /// The GPUs found at open, in index order.
+    /// The GPUs found at open: none can be.
     pub fn gpus(&self) -> &[GpuInfo] {
-        &self.gpus
+        match self.0 {}
     }
 
-    /// Read every GPU's utilisation and memory, and every process on a GPU (compute and
-    /// graphics). Per-process SM utilisation is read where the GPU keeps it; its absence fails
-    /// nothing. Fails when a GPU stops answering.
+    /// A sample of the GPUs: none can be taken.
     pub fn sample(&mut self) -> Result<GpuSample, GpuUnavailable> {
-        let mut sample = GpuSample::default();
-        for (info, seen) in self.gpus.iter().zip(&mut self.process_samples_seen) {
-            let gpu = info.index;
-            let read = |what| move |error| GpuUnavailable::Read { gpu, what, error };
-            let device = self.nvml.device_by_index(gpu).map_err(read("handle"))?;
-            let utilisation = device.utilization_rates().map_err(read("utilisation"))?;
-            let memory = device.memory_info().map_err(read("memory"))?;
-            let compute = optional(device.running_compute_processes()).map_err(read("compute processes"))?;
-            let graphics = optional(device.running_graphics_processes()).map_err(read("graphics processes"))?;
-            let sm = process_sm_percent(&device, gpu, seen);
-            sample.gpus.push(GpuState {
-                index: gpu,
-                utilisation_percent: utilisation.gpu,
-                memory_used_bytes: memory.used,
-            });
-            sample.processes.extend(merge_processes(gpu, compute.into_iter().chain(graphics), &sm));
-        }
-        Ok(sample)
+        match self.0 {}
     }
-}
-
-/// A process list the GPU does not keep is an empty one.
-fn optional(list: Result<Vec<ProcessInfo>, NvmlError>) -> Result<Vec<ProcessInfo>, NvmlError> {
-    match list {
-        Err(NvmlError::NotSupported) => Ok(Vec::new()),
-        list => list,
-    }
-}
-
-/// Each pid's SM utilisation on `device` (GPU `gpu`) from the driver's per-process samples newer than
-/// `seen`, which moves on to the newest read. Empty where there are none; None in `seen` once
-/// the GPU said it keeps none, so it is not asked again.
-fn process_sm_percent(device: &Device, gpu: u32, seen: &mut Option<u64>) -> BTreeMap<u32, u32> {
-    let Some(since) = *seen else { return BTreeMap::new() };
-    match device.process_utilization_stats(since) {
-        Ok(samples) => {
-            *seen = samples.iter().map(|s| s.timestamp).max().or(*seen);
-            newest_per_pid(&samples)
-        }
-        // No process ran a kernel since the last read.
-        Err(NvmlError::NotFound) => BTreeMap::new(),
-        Err(NvmlError::NotSupported) => {
-            debug!(gpu, "no per-process utilisation on this GPU; splitting its use by memory");
-            *seen = None;
-            BTreeMap::new()
-        }
-        Err(error) => {
-            debug!(gpu, %error, "per-process utilisation unreadable; splitting the GPU's use by memory");
-            BTreeMap::new()
-        }
-    }
-}
-
-/// Each pid's SM utilisation from its newest per-process sample.
-fn newest_per_pid(samples: &[ProcessUtilizationSample]) -> BTreeMap<u32, u32> {
-    let mut newest: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
-    for s in samples {
-        let entry = newest.entry(s.pid).or_insert((s.timestamp, s.sm_util));
-        if s.timestamp >= entry.0 {
-            *entry = (s.timestamp, s.sm_util);
-        }
-    }
-    newest.into_iter().map(|(pid, (_, sm))| (pid, sm)).collect()
-}
-
-/// One record per pid on a GPU from its compute and graphics lists (a process with both
-/// contexts is in both), by pid.
-fn merge_processes(
-    gpu: u32,
-    listed: impl IntoIterator<Item = ProcessInfo>,
-    sm: &BTreeMap<u32, u32>,
-) -> Vec<GpuProcess> {
-    let mut memory: BTreeMap<u32, Option<u64>> = BTreeMap::new();
-    for process in listed {
-        let used = match process.used_gpu_memory {
-            UsedGpuMemory::Used(bytes) => Some(bytes),
-            UsedGpuMemory::Unavailable => None,
-        };
-        let entry = memory.entry(process.pid).or_insert(used);
-        *entry = (*entry).max(used);
-    }
-    memory
-        .into_iter()
-        .map(|(pid, memory_used_bytes)| GpuProcess { pid, gpu, memory_used_bytes, sm_percent: sm.get(&pid).copied() })
-        .collect()
 }
 
 /// The Docker container a process runs in, from the text of its `/proc/<pid>/cgroup`: the

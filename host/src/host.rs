@@ -13,22 +13,20 @@ pub mod status;
 pub mod watchdog;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use crate::backend::Backend;
-use crate::backend::docker::Docker;
 use crate::backend::sim::workload::Workload;
-use crate::backend::sim::{SimConfig, Simulator};
+use crate::backend::{Backend, BackendError, Built};
 use crate::budget;
-use crate::config::{BackendKind, HostConfig, PolicyConfig, Role};
+use crate::config::{HostConfig, PolicyConfig, Role};
 use crate::control::{self, Decided, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
-use crate::scenario::{LoadOptions, Scenario, WorkloadError};
 use crate::shadow::{self, Agreement};
 use crate::snapshot::Telemetry;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
@@ -37,9 +35,9 @@ use watchdog::Watchdog;
 /// Why the host could not start or run.
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    /// The workload did not load.
-    #[error("cannot load the workload")]
-    Workload(#[source] WorkloadError),
+    /// The backend could not be built.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
     /// The audit log or the recording could not be opened.
     #[error(transparent)]
     Record(#[from] RecordError),
@@ -49,22 +47,6 @@ pub enum HostError {
     /// The policies directory does not exist.
     #[error("the policies directory {0} does not exist: create it, or fix `policies-dir` in the config")]
     NoPoliciesDir(std::path::PathBuf),
-    /// The sim backend was given nothing to run.
-    #[error("the sim backend needs a workload: set [backend] workload = \"scenarios/demo.toml\"")]
-    NoWorkload,
-    /// The Docker backend could not be set up.
-    #[error(transparent)]
-    Docker(#[from] crate::backend::docker::DockerSetupError),
-    /// The Kubernetes backend could not be set up.
-    #[error(transparent)]
-    Kubernetes(#[from] crate::backend::kubernetes::KubernetesSetupError),
-}
-
-/// Where the host's jobs live, as configured.
-enum Jobs {
-    Sim(Box<Workload>),
-    Docker(crate::backend::docker::DockerConfig),
-    Kubernetes(crate::backend::kubernetes::KubernetesConfig),
 }
 
 /// What the host is told to do.
@@ -163,40 +145,30 @@ pub fn stop_on_signal(handle: HostHandle) -> std::io::Result<()> {
 /// The host, configured and ready to run.
 pub struct Host {
     config: HostConfig,
-    jobs: Jobs,
+    backend: Box<dyn Backend + Send>,
     commands: Receiver<Command>,
     handle: HostHandle,
 }
 
 impl Host {
-    /// Check the config's files and set up; nothing runs yet.
-    pub fn new(config: HostConfig) -> Result<Host, HostError> {
+    /// Check the config's files and build the backend; nothing runs yet. The simulator runs
+    /// the workload `load_workload` reads from the configured path (`main` hands it the
+    /// scenario parser): the host knows no backend and parses no workload.
+    pub fn new<E>(
+        config: HostConfig,
+        load_workload: impl FnOnce(&Path) -> Result<Workload, E>,
+    ) -> Result<Host, HostError>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
         if !config.policies_dir.is_dir() {
             return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
         }
-        let (jobs, backend) = match (config.backend.kind, &config.backend.workload) {
-            (BackendKind::Sim, Some(path)) => {
-                let workload = Scenario::load(path, &LoadOptions::default()).map_err(HostError::Workload)?.workload;
-                let workload = workload.with_default_targets();
-                let name = format!("sim ({})", workload.name);
-                (Jobs::Sim(Box::new(workload)), name)
-            }
-            (BackendKind::Sim, None) => return Err(HostError::NoWorkload),
-            (BackendKind::Docker, _) => {
-                let docker = config.backend.docker();
-                let name = format!("docker ({})", docker.engines.join(", "));
-                (Jobs::Docker(docker), name)
-            }
-            (BackendKind::Kubernetes, _) => {
-                let kubernetes = config.backend.kubernetes();
-                let name = format!("kubernetes (namespace {}, {})", kubernetes.namespace, kubernetes.selector);
-                (Jobs::Kubernetes(kubernetes), name)
-            }
-        };
+        let Built { backend, name } = config.backend.build(load_workload)?;
         let status = Status {
             started_wall_ms: record::wall_ms(),
-            backend,
-            speed: config.backend.speed.to_string(),
+            backend: name,
+            speed: config.backend.speed().to_string(),
             tick_ms: config.tick.as_millis() as u64,
             running: true,
             policies: config.policy.iter().map(|(name, p)| PolicyStatus::new(name, p.role)).collect(),
@@ -204,7 +176,7 @@ impl Host {
         };
         let (tx, commands) = mpsc::channel();
         let handle = HostHandle { commands: tx, board: Arc::new(StatusBoard::new(status)) };
-        Ok(Host { config, jobs, commands, handle })
+        Ok(Host { config, backend, commands, handle })
     }
 
     /// A handle for the API and signal handlers.
@@ -215,18 +187,11 @@ impl Host {
     /// Load the policies, watch their directory, and run the loop until the backend has
     /// nothing left or a stop is asked for.
     pub fn run(self, rt: &Runtime) -> Result<LoopSummary, HostError> {
-        let Host { config, jobs, commands, handle } = self;
+        let Host { config, mut backend, commands, handle } = self;
         let latest = LatestWorld::default();
         let mut reloader =
             Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
         let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
-        let mut backend: Box<dyn Backend> = match jobs {
-            Jobs::Sim(workload) => {
-                Box::new(Simulator::new(&workload, SimConfig { seed: config.backend.seed, ..SimConfig::default() }))
-            }
-            Jobs::Docker(docker) => Box::new(Docker::new(docker)?),
-            Jobs::Kubernetes(kubernetes) => Box::new(crate::backend::kubernetes::Kubernetes::new(kubernetes)?),
-        };
         let loop_config = LoopConfig { tick: config.tick, horizon: None, budget: config.budget };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
@@ -256,7 +221,7 @@ impl Host {
                     let _ = commands.send(Command::Change(change));
                 })
             });
-            tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed, "host running");
+            tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed(), "host running");
             let summary = control::drive(backend.as_mut(), &mut driver, rt, &loop_config);
             drop(watcher);
             Ok(summary)
@@ -359,7 +324,7 @@ impl HostDriver {
             seen: None,
             audit,
             recorder,
-            pacer: Pacer { speed: config.backend.speed, tick: config.tick, anchor: None },
+            pacer: Pacer { speed: config.backend.speed(), tick: config.tick, anchor: None },
             write_errors: 0,
             watchdog: Watchdog::new(config.watchdog),
         })

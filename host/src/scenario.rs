@@ -328,6 +328,12 @@ impl Scenario {
         philly(name, name, reader, opts).map(Scenario::of)
     }
 
+    /// The workload of the file at `path`, its jobs given their default targets: what the
+    /// long-running host's simulator runs (`Host::new` takes this as its workload loader).
+    pub fn load_workload(path: &Path) -> Result<Workload, WorkloadError> {
+        Ok(Scenario::load(path, &LoadOptions::default())?.with_default_targets().workload)
+    }
+
     /// Gives every training job without tiers the default tiers of its curve
     /// ([`Workload::with_default_targets`]).
     pub fn with_default_targets(mut self) -> Scenario {

@@ -44,6 +44,23 @@ fn run_refuses_unknown_config_keys_with_the_key_name() {
 }
 
 #[test]
+fn run_with_a_missing_workload_fails_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    let config = dir.path().join("host.toml");
+    std::fs::write(
+        &config,
+        "tick = \"30s\"\npolicies-dir = \"policies\"\n[backend]\nkind = \"sim\"\nworkload = \"gone.toml\"\n",
+    )
+    .unwrap();
+    let out = wasmsched(&["run", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("cannot start the host: cannot load the workload: cannot read workload"), "{err}");
+    assert!(err.contains("gone.toml") && !text(&out.stdout).contains("control API"), "{err}");
+}
+
+#[test]
 fn run_serves_its_status_and_stops_cleanly_on_ctrl_c() {
     let extra = "speed = 1\n[api]\nlisten = \"127.0.0.1:0\"\n[policy.fs]\ndeadline = \"2s\"\n";
     let dir = setup(&[("fs", "fair-share")], extra);

@@ -10,6 +10,7 @@ use wasmsched::control::LoopSummary;
 use wasmsched::host::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
+use wasmsched::scenario::Scenario;
 use wasmsched::snapshot::Record;
 
 use crate::common::runtime;
@@ -161,9 +162,10 @@ pub struct Running {
 }
 
 impl Running {
-    /// Start a host with `config` on a new thread.
+    /// Start a host with `config` on a new thread; a simulator's workload loads as `run`
+    /// loads it.
     pub fn start(config: HostConfig) -> Running {
-        let host = Host::new(config).unwrap();
+        let host = Host::new(config, Scenario::load_workload).unwrap();
         let handle = host.handle();
         let thread = std::thread::spawn(move || host.run(runtime()));
         Running { handle, thread: Some(thread) }

@@ -47,25 +47,34 @@ use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
+use serde::Deserialize;
 
-use crate::backend::{ApplyError, Backend, Placement, progress};
+use crate::backend::{ApplyError, Backend, Built, Placement, Settings, filled, progress};
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
 
 /// The label that marks managed containers when none is configured.
 pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
 
-/// How the backend reaches its engines.
-#[derive(Clone, Debug)]
+/// `kind = "docker"`: how the backend reaches its engines. The `[backend]` table of
+/// `wasmsched run`; every key is optional.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DockerConfig {
-    /// One endpoint per engine (`unix:///run/docker.sock`, `tcp://10.0.0.2:2375`); engine i
-    /// is node i.
+    /// One endpoint per engine (`"unix:///var/run/docker.sock"`, `"tcp://10.0.0.2:2375"`);
+    /// engine i is node i. Default, and in place of an empty list: `DOCKER_HOST`, else the
+    /// system socket.
+    #[serde(deserialize_with = "engines")]
     pub engines: Vec<String>,
-    /// The label (`KEY=VALUE` or `KEY`) that marks the containers to manage.
+    /// The label (`KEY=VALUE` or `KEY`) that marks the containers to manage (default
+    /// `"wasmsched.managed=true"`).
     pub selector: String,
-    /// How long one request may take before its engine counts as unreachable.
+    /// How long one request may take before its engine counts as unreachable (5 s; not a key
+    /// of the table).
+    #[serde(skip)]
     pub timeout: Duration,
-    /// Read GPUs through NVML on the first engine's node.
+    /// Read GPUs through NVML on the first engine's node (default true; without a driver, or
+    /// in a host built without the `nvml` feature, the host says once that it runs without).
     pub gpus: bool,
 }
 
@@ -78,6 +87,29 @@ impl Default for DockerConfig {
             gpus: true,
         }
     }
+}
+
+impl Settings for DockerConfig {
+    const KIND: &'static str = "docker";
+    const DOES: &'static str = "runs real containers in real time";
+
+    fn check(&self) -> Result<(), String> {
+        filled(&self.selector, "selector is a label, KEY=VALUE or KEY, e.g. \"wasmsched.managed=true\"")
+    }
+}
+
+impl DockerConfig {
+    /// The Docker backend on these engines ([`Docker::new`]).
+    pub fn build(&self) -> Result<Built, DockerSetupError> {
+        let docker = Docker::new(self.clone())?;
+        Ok(Built { backend: Box::new(docker), name: format!("docker ({})", self.engines.join(", ")) })
+    }
+}
+
+/// The engines as written; none written is the default one.
+fn engines<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let engines = Vec::<String>::deserialize(d)?;
+    Ok(if engines.is_empty() { vec![default_endpoint()] } else { engines })
 }
 
 /// `DOCKER_HOST` if set, else the system socket.

@@ -59,9 +59,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use serde::Deserialize;
 
 use crate::backend::progress;
-use crate::backend::{ApplyError, Backend, Endpoint, Placement};
+use crate::backend::{ApplyError, Backend, Built, Endpoint, Placement, Settings, filled};
 use crate::bindings::wit;
 use crate::snapshot::Telemetry;
 
@@ -71,19 +72,25 @@ pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
 /// The scheduler name that queued pods give (`spec.schedulerName`) when none is configured.
 pub const DEFAULT_SCHEDULER: &str = "wasmsched";
 
-/// How the backend reaches its cluster.
-#[derive(Clone, Debug)]
+/// `kind = "kubernetes"`: how the backend reaches its cluster. The `[backend]` table of
+/// `wasmsched run`; every key is optional.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct KubernetesConfig {
-    /// A kubeconfig file; None: `KUBECONFIG`, `~/.kube/config`, or the pod's service account
-    /// when the host runs in the cluster.
+    /// A kubeconfig file, relative to the config file; default `KUBECONFIG`,
+    /// `~/.kube/config`, or the pod's service account when the host runs in the cluster.
     pub kubeconfig: Option<PathBuf>,
-    /// The namespace whose pods are managed.
+    /// The namespace whose pods are managed (default `"default"`).
     pub namespace: String,
-    /// The label selector of managed pods (`wasmsched.managed=true`).
+    /// The label selector of managed pods (default `"wasmsched.managed=true"`).
     pub selector: String,
-    /// The scheduler name of the pods the host places.
+    /// The `schedulerName` of the pods the host queues and binds (key `scheduler-name`,
+    /// default `"wasmsched"`).
+    #[serde(rename = "scheduler-name")]
     pub scheduler: String,
-    /// How long one request may take before the apiserver counts as unreachable.
+    /// How long one request may take before the apiserver counts as unreachable (5 s; not a
+    /// key of the table).
+    #[serde(skip)]
     pub timeout: Duration,
 }
 
@@ -96,6 +103,25 @@ impl Default for KubernetesConfig {
             scheduler: DEFAULT_SCHEDULER.into(),
             timeout: Duration::from_secs(5),
         }
+    }
+}
+
+impl Settings for KubernetesConfig {
+    const KIND: &'static str = "kubernetes";
+    const DOES: &'static str = "runs pods on a cluster in real time";
+
+    fn check(&self) -> Result<(), String> {
+        filled(&self.selector, "selector is a label selector, e.g. \"wasmsched.managed=true\"")?;
+        filled(&self.namespace, "namespace is a namespace's name, e.g. \"default\"")
+    }
+}
+
+impl KubernetesConfig {
+    /// The Kubernetes backend on this cluster ([`Kubernetes::new`]).
+    pub fn build(&self) -> Result<Built, KubernetesSetupError> {
+        let kubernetes = Kubernetes::new(self.clone())?;
+        let name = format!("kubernetes (namespace {}, {})", self.namespace, self.selector);
+        Ok(Built { backend: Box::new(kubernetes), name })
     }
 }
 

@@ -43,6 +43,7 @@ pub mod model;
 mod outcome;
 mod placement;
 pub mod profile;
+mod settings;
 pub mod throughput;
 pub mod workload;
 
@@ -54,6 +55,7 @@ use crate::backend::Placement;
 use crate::bindings::wit;
 use crate::snapshot::{GpuSlot, Telemetry};
 pub use outcome::JobOutcome;
+pub use settings::SimSettings;
 use wasmsched_rules::GpuBook;
 
 /// CPU one inference request costs, in core-seconds.

@@ -4,11 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Args;
-use wasmsched::bindings::wit::Direction;
 
 #[derive(Args)]
+#[cfg_attr(not(feature = "docker"), allow(dead_code, reason = "read only by a host built with the docker feature"))]
 pub struct CalibrateArgs {
     /// The job's image, already on the engine.
     #[arg(long)]
@@ -45,7 +44,19 @@ pub struct CalibrateArgs {
     pub command: Vec<String>,
 }
 
+/// `wasmsched calibrate` in a host built without Docker: say how to get one.
+#[cfg(not(feature = "docker"))]
+pub fn calibrate(_: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this wasmsched was built without the docker backend, which calibrate runs on: rebuild with --features docker"
+    )
+}
+
+/// `wasmsched calibrate`: run the job under a few CPU limits and write its profile.
+#[cfg(feature = "docker")]
 pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    use wasmsched::bindings::wit::Direction;
     let spec = wasmsched::calibrate::Spec {
         endpoint: args.engine.unwrap_or_else(wasmsched::backend::docker::default_endpoint),
         image: args.image,

@@ -10,6 +10,7 @@ use wasmsched::experiment::run::PolicyChoice;
 use wasmsched::host::{self, Host};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Runtime, RuntimeConfig};
+use wasmsched::scenario::Scenario;
 use wasmsched::{api, replay};
 
 use super::{ApiArgs, RuntimeArgs};
@@ -23,7 +24,7 @@ pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
     let rt = Runtime::new(runtime_config)
         .map_err(|e| anyhow::anyhow!("{e:#}"))
         .context("cannot start the WebAssembly engine")?;
-    let host = Host::new(config.clone()).context("cannot start the host")?;
+    let host = Host::new(config.clone(), Scenario::load_workload).context("cannot start the host")?;
     let handle = host.handle();
     host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
     let _api = if config.api.enabled {

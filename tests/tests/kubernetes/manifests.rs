@@ -16,7 +16,7 @@ use wasmsched::snapshot::Telemetry;
 
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
 use crate::{CHECKPOINTED, action, backend_with, job_named, place, step, test_label};
-use wasmsched::config::HostConfig;
+use wasmsched::config::{BackendConfig, HostConfig};
 use wasmsched_tests::live::{Running, Setup, component};
 
 /// Who the host runs as in the cluster (`examples/kubernetes/rbac.yaml`).
@@ -64,8 +64,8 @@ fn the_deployments_host_config_parses() {
     let text = map["data"]["host.toml"].as_str().expect("host.toml in the ConfigMap");
     let config = wasmsched::config::HostConfig::parse(std::path::Path::new("/etc/wasmsched/host.toml"), text)
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.backend.kind, wasmsched::config::BackendKind::Kubernetes);
-    assert_eq!(config.backend.kubeconfig, None, "in the cluster: its ServiceAccount");
+    let BackendConfig::Kubernetes(backend) = &config.backend else { panic!("not kind = \"kubernetes\": {config:?}") };
+    assert_eq!(backend.kubeconfig, None, "in the cluster: its ServiceAccount");
     assert_eq!(config.active(), Some("flowcon"));
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
@@ -178,8 +178,9 @@ fn the_example_config_and_pods_run_as_documented() {
     let path = setup.dir.path().join("kubernetes.toml");
     std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes.toml"), &path).unwrap();
     let mut config = HostConfig::load(&path).unwrap();
-    config.backend.kubeconfig = Some(c.kubeconfig.clone());
-    config.backend.selector = Some(format!("wasmsched.test={label}"));
+    let BackendConfig::Kubernetes(backend) = &mut config.backend else { panic!("not kind = \"kubernetes\"") };
+    backend.kubeconfig = Some(c.kubeconfig.clone());
+    backend.selector = format!("wasmsched.test={label}");
     config.api.enabled = false;
     std::fs::create_dir_all(&config.policies_dir).unwrap();
     for policy in ["flowcon", "fair-share"] {

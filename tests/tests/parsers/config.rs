@@ -6,7 +6,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use wasmsched::config::{HostConfig, Role, Speed};
+use wasmsched::config::{BackendConfig, HostConfig, Role, Speed};
 use wasmsched::error_chain;
 
 use super::{Checked, apply, bytes, cases, edits, file, names, positive, toml_lines, toml_values};
@@ -97,13 +97,15 @@ fn config_text(g: &ConfigGen) -> String {
 /// What a config that parses must be: a host can be built from it without a panic.
 fn check_config(c: &HostConfig) -> Checked {
     prop_assert!(!c.tick.is_zero());
-    let _ = c.backend.speed.wall(c.tick);
+    let _ = c.backend.speed().wall(c.tick);
     prop_assert!(c.policy.values().filter(|p| p.role == Role::Active).count() <= 1);
     for (name, p) in &c.policy {
         prop_assert!(!name.is_empty() && !name.contains('/') && !name.starts_with('.'), "{name:?}");
         let _ = (p.limits(), p.quarantine());
     }
-    let _ = c.backend.docker();
+    if let BackendConfig::Docker(d) = &c.backend {
+        prop_assert!(!d.engines.is_empty() && !d.selector.trim().is_empty(), "{d:?}");
+    }
     Ok(())
 }
 
@@ -124,8 +126,11 @@ proptest! {
         let text = config_text(&g);
         let c = HostConfig::parse(Path::new("gen.toml"), &text).map_err(|e| TestCaseError::fail(format!("{}\n{text}", error_chain(&e))))?;
         prop_assert_eq!(c.tick, g.tick.1);
-        prop_assert_eq!(c.backend.speed, g.speed.as_ref().map_or(Speed::RealTime, |s| s.1));
-        prop_assert_eq!(c.backend.docker().engines.len(), if g.docker { 2 } else { 1 });
+        prop_assert_eq!(c.backend.speed(), g.speed.as_ref().map_or(Speed::RealTime, |s| s.1));
+        match &c.backend {
+            BackendConfig::Docker(d) => prop_assert!(g.docker && d.engines.len() == 2, "{d:?}"),
+            other => prop_assert!(!g.docker, "{other:?}"),
+        }
         prop_assert_eq!(c.api.listen.port(), g.port.unwrap_or(7878));
         prop_assert_eq!(c.policy.len(), g.policies.len());
         for p in &g.policies {
@@ -161,6 +166,6 @@ fn a_tiny_speed_factor_or_a_huge_tick_gives_the_longest_wall_time_not_a_panic() 
             "tick = \"{tick}\"\npolicies-dir = \"p\"\n[backend]\nkind = \"sim\"\nworkload = \"w.toml\"\nspeed = {speed}\n"
         );
         let c = HostConfig::parse(Path::new("host.toml"), &text).expect("a valid config");
-        assert_eq!(c.backend.speed.wall(c.tick), Some(Duration::MAX), "tick {tick} at speed {speed}");
+        assert_eq!(c.backend.speed().wall(c.tick), Some(Duration::MAX), "tick {tick} at speed {speed}");
     }
 }
