@@ -18,14 +18,14 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::snapshot::{Cursor, Telemetry, sample};
+use wasmsched::world::{Cursor, World, sample};
 use wasmsched_sdk::Runner;
 
 const TICKS: usize = 16;
 
 /// The first snapshot (a full resync) and `TICKS` steady-state deltas after it.
 fn deltas(jobs: usize) -> (wit::Snapshot, Vec<wit::Snapshot>) {
-    let mut world: Telemetry = sample::with_queue(jobs.div_ceil(50), jobs, jobs / 10, 20);
+    let mut world: World = sample::with_queue(jobs.div_ceil(50), jobs, jobs / 10, 20);
     let mut cursor = Cursor::fresh();
     let first = world.snapshot_for(&mut cursor);
     let handles: Vec<u32> = world.jobs().map(|(_, s)| s.handle).collect();

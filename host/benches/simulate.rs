@@ -21,7 +21,7 @@ use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Spec};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::scenario::{LoadOptions, Scenario};
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 const TICK: Duration = Duration::from_secs(30);
 
@@ -31,7 +31,7 @@ fn load(path: &Path) -> Scenario {
 
 fn simulator_only(scenario: &Scenario) -> u64 {
     let mut sim = Simulator::new(&scenario.workload, SimConfig::default());
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let mut until = 0;
     while sim.observe(&mut world, until + TICK.as_millis() as u64) {
         until += TICK.as_millis() as u64;

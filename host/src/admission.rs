@@ -11,8 +11,8 @@ use crate::bindings;
 use crate::runtime::instance::timed;
 use crate::runtime::producers::Producers;
 use crate::runtime::{CallError, Limits, LoadError, LoadedPolicy, Runtime};
-use crate::snapshot::Telemetry;
 use crate::validate::{self, Oversized, Rejection};
+use crate::world::World;
 
 /// Why a policy was not admitted.
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +100,7 @@ pub fn admit(
     bytes: &[u8],
     config_json: &str,
     limits: Limits,
-    world: &Telemetry,
+    world: &World,
 ) -> Result<Admitted, AdmissionError> {
     let policy = rt.load(name, bytes)?;
     let mut instance = policy.instantiate(rt, limits, config_json, None).map_err(AdmissionError::Init)?;
@@ -129,7 +129,7 @@ pub fn config_beside(wasm: &Path) -> Result<String, AdmissionError> {
 }
 
 /// Admit a file on disk, with the config beside it.
-pub fn admit_file(rt: &Runtime, path: &Path, limits: Limits, world: &Telemetry) -> Result<Admitted, AdmissionError> {
+pub fn admit_file(rt: &Runtime, path: &Path, limits: Limits, world: &World) -> Result<Admitted, AdmissionError> {
     let bytes = std::fs::read(path).map_err(|source| LoadError::Read { path: path.to_path_buf(), source })?;
     let name = path.file_stem().map_or_else(|| path.display().to_string(), |s| s.to_string_lossy().into_owned());
     let config = config_beside(path)?;

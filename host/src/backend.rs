@@ -1,7 +1,7 @@
-//! Where containers live. A backend observes them into the host's [`Telemetry`] and applies
+//! Where containers live. A backend observes them into the host's [`World`] and applies
 //! validated actions to them; the loop in [`crate::control`] is the same for every backend.
-//! Backends know the telemetry types and never the policy runtime: [`sim`] (the simulator),
-//! [`docker`] (real containers), [`kubernetes`] (pods on a cluster) and [`replay`] (a recording
+//! Backends know the world's types and never the policy runtime: [`sim`] (the simulator),
+//! `docker` (real containers), `kubernetes` (pods on a cluster) and [`playback`] (a recording
 //! played back).
 //!
 //! `wasmsched run` picks one with its `[backend]` table, a [`BackendConfig`]: each backend
@@ -29,7 +29,7 @@ use serde::de::{DeserializeOwned, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 use sim::workload::Workload;
 
 /// How fast the backend's clock runs against the wall clock.
@@ -111,7 +111,7 @@ pub struct Endpoint {
 
 /// Who starts queued jobs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Placement {
+pub enum Placer {
     /// The backend's default placement: first come, first served, first fit, as soon as a
     /// job fits (for a policy that does not place, or one that is failing).
     #[default]
@@ -120,19 +120,19 @@ pub enum Placement {
     Policy,
 }
 
-/// A place where jobs run: the simulator, real containers ([`docker`]), a replayed recording
-/// ([`replay`]).
+/// A place where jobs run: the simulator ([`sim`]), real containers, pods, a recording played
+/// back ([`playback`]).
 pub trait Backend {
     /// Who starts queued jobs from now on; the loop says so before every observation.
-    fn set_placement(&mut self, _by: Placement) {}
+    fn set_placer(&mut self, _by: Placer) {}
 
     /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
     /// use, progress records. Returns false once nothing is left to run.
-    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool;
+    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool;
 
     /// Put validated actions into force at the world's current time. Returns the ones that
     /// failed (a container that vanished, say); the rest took effect.
-    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError>;
+    fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError>;
 
     /// The places it reaches and whether they answer, for the status; none for a backend that
     /// reaches nothing outside the process.

@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::bindings::wit::{self, ActionKind};
 use crate::declare::{OPT_OUT_LABEL, opted_out};
-use crate::snapshot::Telemetry;
 use crate::validate::{self, Rejection};
+use crate::world::World;
 
 /// Whether an action disrupts its job: ends it, or restarts it from its checkpoint.
 pub fn disruptive(kind: &ActionKind) -> bool {
@@ -133,7 +133,7 @@ impl Budget {
 
     /// Split validated `actions` for `world` into those that apply and those over budget;
     /// what applies is validated again when anything was refused (module docs).
-    pub fn admit(&mut self, actions: Vec<wit::Action>, world: &Telemetry) -> (Vec<wit::Action>, Vec<Rejection>) {
+    pub fn admit(&mut self, actions: Vec<wit::Action>, world: &World) -> (Vec<wit::Action>, Vec<Rejection>) {
         if !self.config.enabled || !actions.iter().any(|a| disruptive(&a.kind)) {
             return (actions, Vec::new());
         }
@@ -177,7 +177,7 @@ impl Budget {
     }
 
     /// Why `action`, on a job running on `nodes`, is over budget at `now`, if it is.
-    fn problem(&self, action: &wit::Action, nodes: &[u32], world: &Telemetry, now: u64) -> Option<String> {
+    fn problem(&self, action: &wit::Action, nodes: &[u32], world: &World, now: u64) -> Option<String> {
         let c = &self.config;
         if world.spec(action.job).is_some_and(opted_out) {
             return Some(format!("job {} opted out of disruption ({OPT_OUT_LABEL}=false)", action.job));
@@ -215,7 +215,7 @@ impl Budget {
 }
 
 /// The nodes a job runs on (none while it waits), each once.
-fn nodes_of(world: &Telemetry, job: u32) -> Vec<u32> {
+fn nodes_of(world: &World, job: u32) -> Vec<u32> {
     let Some(state) = world.state(job).filter(|s| s.is_running()) else { return Vec::new() };
     let mut nodes: Vec<u32> = std::iter::once(state.node).chain(state.gpus.iter().map(|g| g.node)).collect();
     nodes.sort_unstable();
@@ -226,13 +226,13 @@ fn nodes_of(world: &Telemetry, job: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::sample;
+    use crate::world::sample;
 
     fn act(job: u32, kind: ActionKind) -> wit::Action {
         wit::Action { job, kind, reason: "test".into() }
     }
 
-    fn at(mut world: Telemetry, s: u64) -> Telemetry {
+    fn at(mut world: World, s: u64) -> World {
         world.set_time_ms(s * 1000);
         world
     }
@@ -329,7 +329,7 @@ mod tests {
         // One node with one GPU: a job holds it, another waits for it.
         let mut world = sample::with_queue(1, 0, 0, 2);
         let holder = world.enqueue_job(sample::job_spec(0));
-        assert!(world.start_job(holder, 0, vec![crate::snapshot::GpuSlot { node: 0, index: 0 }]));
+        assert!(world.start_job(holder, 0, vec![crate::world::GpuSlot { node: 0, index: 0 }]));
         let mut spec = sample::job_spec(1);
         spec.gpus = 1;
         let waiting = world.enqueue_job(spec);

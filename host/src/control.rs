@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{ApplyError, Backend, Placement};
+use crate::backend::{ApplyError, Backend, Placer};
 use crate::budget::{Budget, BudgetConfig, disruptions};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// How the loop runs.
 #[derive(Clone, Copy, Debug)]
@@ -82,7 +82,7 @@ pub struct Decided {
 }
 
 impl Decided {
-    fn ask(policy: &mut Supervised, rt: &Runtime, world: &Telemetry) -> Decided {
+    fn ask(policy: &mut Supervised, rt: &Runtime, world: &World) -> Decided {
         let outcome = policy.tick(rt, world);
         Decided { policy: Arc::from(policy.policy().name()), digest: policy.policy().digest().into(), outcome }
     }
@@ -94,7 +94,7 @@ pub struct Tick<'a> {
     /// The tick's number, from 1.
     pub number: u64,
     /// The world after the active policy's actions were applied.
-    pub world: &'a Telemetry,
+    pub world: &'a World,
     /// Whether the policies were asked on this tick.
     pub asked: bool,
     /// The active policy's answer, when it was asked.
@@ -115,7 +115,7 @@ pub trait Driver {
 
     /// The world as just observed, before any policy sees it (every tick), and the places the
     /// backend reaches.
-    fn observed(&mut self, _world: &Telemetry, _endpoints: Vec<crate::backend::Endpoint>) {}
+    fn observed(&mut self, _world: &World, _endpoints: Vec<crate::backend::Endpoint>) {}
 
     /// The policies to ask on this tick.
     fn policies(&mut self) -> Policies<'_>;
@@ -131,7 +131,7 @@ pub fn run(
     policy: &mut Supervised,
     rt: &Runtime,
     config: &LoopConfig,
-    record: impl FnMut(&Telemetry, &TickOutcome),
+    record: impl FnMut(&World, &TickOutcome),
 ) -> LoopSummary {
     drive(backend, &mut Single { policy, record }, rt, config)
 }
@@ -142,7 +142,7 @@ struct Single<'a, F> {
     record: F,
 }
 
-impl<F: FnMut(&Telemetry, &TickOutcome)> Driver for Single<'_, F> {
+impl<F: FnMut(&World, &TickOutcome)> Driver for Single<'_, F> {
     fn policies(&mut self) -> Policies<'_> {
         Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
     }
@@ -165,7 +165,7 @@ pub const MAX_NEXT_CALL_MS: u64 = 3_600_000;
 pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, config: &LoopConfig) -> LoopSummary {
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let mut summary = LoopSummary::default();
     let mut budget = Budget::new(config.budget);
     let mut next_call_ms = 0;
@@ -185,7 +185,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         if swapped {
             next_call_ms = 0;
         }
-        backend.set_placement(if placing { Placement::Policy } else { Placement::Backend });
+        backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
         if !backend.observe(&mut world, until) {
             break;
         }

@@ -28,7 +28,7 @@ use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
-use crate::snapshot::Telemetry;
+use crate::world::World;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
 use watchdog::Watchdog;
 
@@ -281,7 +281,7 @@ struct HostDriver {
     commands: Receiver<Command>,
     board: Arc<StatusBoard>,
     latest: LatestWorld,
-    seen: Option<Arc<Telemetry>>,
+    seen: Option<Arc<World>>,
     audit: Option<JsonLines>,
     recorder: Option<TelemetryRecorder>,
     pacer: Pacer,
@@ -529,7 +529,7 @@ impl Driver for HostDriver {
         true
     }
 
-    fn observed(&mut self, world: &Telemetry, endpoints: Vec<crate::backend::Endpoint>) {
+    fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>) {
         let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);

@@ -3,8 +3,8 @@
 //!
 //! **The loop.** Everything the host does is one loop, whatever the backend: observe →
 //! snapshot → decide → validate → apply → record. The backend's observations land in a
-//! [`snapshot::Telemetry`]; each policy instance receives from it only what changed since its
-//! previous call ([`snapshot::Cursor`]): a job's strings once, nodes when they change,
+//! [`world::World`]; each policy instance receives from it only what changed since its
+//! previous call ([`world::Cursor`]): a job's strings once, nodes when they change,
 //! numbers every tick (in columns), progress as new records. [`control::run`] is the loop.
 //!
 //! **Scheduling.** From contract 0.2.0 a live job either runs or waits in the queue. A policy
@@ -12,7 +12,7 @@
 //! and an explicit list of GPUs, or one entry per node) and sends running ones back with
 //! `preempt`; for any other policy (every 0.1.0 component, adapted in one place,
 //! `runtime::v0_1`), or one that is failing, the loop hands placement to the backend
-//! ([`backend::Placement`]), which starts jobs first come, first served, first fit.
+//! ([`backend::Placer`]), which starts jobs first come, first served, first fit.
 //!
 //! **Backends.** A [`backend::Backend`] is where jobs run: it observes them into the
 //! telemetry and applies validated actions; backends know the telemetry types and never the
@@ -85,9 +85,9 @@ pub mod scaffold;
 pub mod scenario;
 pub mod shadow;
 pub mod shipped;
-pub mod snapshot;
 pub mod units;
 pub mod validate;
+pub mod world;
 
 /// An error and its sources on one line, `: `-separated, for logs and the command line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

@@ -18,7 +18,7 @@ use crate::budget::BudgetConfig;
 use crate::control::{Decided, Tick};
 use crate::recording::{RecordedDecision, RecordedTick, check_snapshot};
 use crate::runtime::supervise::Fallback;
-use crate::snapshot::{Cursor, Telemetry};
+use crate::world::{Cursor, World};
 
 /// Why a log could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -247,7 +247,7 @@ impl TelemetryRecorder {
     }
 
     /// The world as observed, before the policies see it.
-    pub fn observed(&mut self, world: &Telemetry) {
+    pub fn observed(&mut self, world: &World) {
         self.pending = Some(world.snapshot_for(&mut self.cursor));
     }
 

@@ -101,11 +101,11 @@ pub fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Cursor;
+    use crate::world::Cursor;
 
     #[test]
     fn a_missing_metric_recorded_as_null_reads_back_as_nan() {
-        let mut world = crate::snapshot::sample::world(1, 1, 0);
+        let mut world = crate::world::sample::world(1, 1, 0);
         world.record(0, 1, vec![f64::NAN, 0.5]);
         let tick = RecordedTick { tick: 1, snapshot: world.snapshot_for(&mut Cursor::fresh()), decision: None };
         let line = serde_json::to_string(&tick).unwrap();
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn a_snapshot_no_host_writes_is_refused_with_what_is_wrong() {
-        let world = crate::snapshot::sample::world(1, 2, 1);
+        let world = crate::world::sample::world(1, 2, 1);
         let good = world.snapshot_for(&mut Cursor::fresh());
         assert_eq!(check_snapshot(&good), Ok(()));
         let mut held = good.clone();

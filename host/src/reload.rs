@@ -27,7 +27,7 @@ use crate::config::PolicyConfig;
 use crate::host::status::{ReloadOutcome, ReloadResult, StatusBoard};
 use crate::record::wall_ms;
 use crate::runtime::{LoadError, LoadedPolicy, Runtime};
-use crate::snapshot::{Telemetry, sample};
+use crate::world::{World, sample};
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -66,16 +66,16 @@ pub enum Change {
 
 /// The world as last observed, published by the loop for the dry runs.
 #[derive(Clone, Debug, Default)]
-pub struct LatestWorld(Arc<Mutex<Option<Arc<Telemetry>>>>);
+pub struct LatestWorld(Arc<Mutex<Option<Arc<World>>>>);
 
 impl LatestWorld {
     /// Publish the world just observed.
-    pub fn publish(&self, world: Arc<Telemetry>) {
+    pub fn publish(&self, world: Arc<World>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(world);
     }
 
     /// The world to dry-run on: the latest one when it has jobs, else a small sample.
-    pub fn for_dry_run(&self) -> Arc<Telemetry> {
+    pub fn for_dry_run(&self) -> Arc<World> {
         let latest = self.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
         latest.filter(|w| w.job_count() + w.queue_len() > 0).unwrap_or_else(|| Arc::new(sample::with_queue(2, 6, 2, 5)))
     }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// One tick's comparison.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,7 +18,7 @@ pub struct TickDiff {
 }
 
 /// Compare the actions of the active policy and of a shadow on the world both saw.
-pub fn compare(active: &[wit::Action], shadow: &[wit::Action], world: &Telemetry) -> TickDiff {
+pub fn compare(active: &[wit::Action], shadow: &[wit::Action], world: &World) -> TickDiff {
     let key = |a: &wit::Action| (a.job, format!("{:?}", a.kind));
     let mut a: Vec<_> = active.iter().map(key).collect();
     let mut s: Vec<_> = shadow.iter().map(key).collect();
@@ -85,7 +85,7 @@ impl Agreement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::sample;
+    use crate::world::sample;
 
     fn cpu(job: u32, m: Option<u64>, reason: &str) -> wit::Action {
         wit::Action { job, kind: ActionKind::SetCpu(m), reason: reason.into() }

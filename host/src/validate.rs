@@ -4,12 +4,12 @@
 //! whole. The rules themselves are the contract's, written once in `wasmsched-rules` and
 //! shared with the backends and the SDK; this module reads the telemetry for them.
 
-use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, World};
+use wasmsched_rules::check::{self as rules, Act, Checker, Entry, JobNow, NodeCap};
 pub use wasmsched_rules::check::{Oversized, Problem};
 pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
 
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// The longest reason kept in the audit log, in bytes.
 pub const MAX_REASON_BYTES: usize = 256;
@@ -35,7 +35,7 @@ pub struct Checked {
 /// Check a decision against the world it was made for. Actions are checked in order against
 /// the world as the earlier accepted ones leave it: a preemption frees GPUs that a later
 /// placement in the same decision may take.
-pub fn check(decision: wit::Decision, world: &Telemetry) -> Result<Checked, Oversized> {
+pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversized> {
     wasmsched_rules::check::size(decision.actions.len(), world.job_count() + world.queue_len())?;
     let mut checked = Checked::default();
     let mut checker = Checker::new(world.gpu_book());
@@ -72,7 +72,7 @@ impl Entry for wit::NodePlacement {
     }
 }
 
-impl World for Telemetry {
+impl rules::World for World {
     fn node(&self, node: u32) -> Option<NodeCap<'_>> {
         self.nodes().get(node as usize).map(|n| NodeCap {
             name: &n.name,
@@ -120,7 +120,7 @@ pub(crate) fn truncate_marked(text: &mut String, max: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{GpuSlot, sample};
+    use crate::world::{GpuSlot, sample};
 
     fn act(job: u32, kind: ActionKind) -> wit::Action {
         wit::Action { job, kind, reason: "r".into() }
@@ -174,7 +174,7 @@ mod tests {
 
     /// Two nodes of 4 GPUs; job 0 runs on node 0 holding GPU 0; jobs 1 (2 GPUs, 2 replicas) and
     /// 2 (1 GPU) wait.
-    fn gpu_world() -> Telemetry {
+    fn gpu_world() -> World {
         let mut w = sample::world(2, 1, 0);
         for n in 0..2 {
             let wider = wit::Node { gpu_memory_bytes: vec![16 << 30; 4], ..w.nodes()[n].clone() };
@@ -192,7 +192,7 @@ mod tests {
         act(job, ActionKind::Place(wit::Placement { nodes, share }))
     }
 
-    fn refused(world: &Telemetry, action: wit::Action) -> String {
+    fn refused(world: &World, action: wit::Action) -> String {
         let c = check(decision(vec![action]), world).unwrap();
         assert!(c.accepted.is_empty(), "accepted: {:?}", c.accepted);
         c.rejected[0].reason.clone()

@@ -11,7 +11,7 @@ use wasmsched::host::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
 use wasmsched::scenario::Scenario;
-use wasmsched::snapshot::Record;
+use wasmsched::world::Record;
 
 use crate::common::runtime;
 

@@ -1,5 +1,5 @@
 //! The conformance vectors in `wit/conformance/`, which every SDK runs in its own test suite:
-//! per-tick deltas exactly as the host's encoder (`Telemetry::snapshot_for`) cuts them from
+//! per-tick deltas exactly as the host's encoder (`World::snapshot_for`) cuts them from
 //! scripted worlds, with the job table a decoder must end up with ([`snapshots`]), and
 //! decisions on small worlds with the outcome the host's validator gives each action
 //! ([`checks`]). The files are generated here and committed; this test fails when they differ

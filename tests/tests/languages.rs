@@ -15,7 +15,7 @@ use wasmsched::replay::{self, ReplayReport};
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scaffold::{self, Lang};
-use wasmsched::snapshot::sample;
+use wasmsched::world::sample;
 use wasmsched_test_artifacts::{Foreign, TOOLCHAINS};
 
 use wasmsched_tests::common::{loaded, runtime};

@@ -1,7 +1,7 @@
 //! The runtime with a good policy: the cache, state handoff, and the cost rule.
 
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::snapshot::sample;
+use wasmsched::world::sample;
 
 use wasmsched_tests::common::{cache_dir, loaded, runtime};
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::runtime::supervise::{Failure, Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{CallError, Limits, LoadError, TrapKind};
-use wasmsched::snapshot::sample;
+use wasmsched::world::sample;
 
 use wasmsched_tests::common::{TICK, loaded, runtime};
 

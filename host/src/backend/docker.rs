@@ -16,7 +16,7 @@
 //!   has the steps, and how a half-made copy is settled). Without a placing policy, the
 //!   default placement starts queued containers first come, first served on their own engine
 //!   (`docker/queue.rs`).
-//! - **Telemetry.** CPU use from the stats API's cumulative CPU time, differenced between
+//! - **World.** CPU use from the stats API's cumulative CPU time, differenced between
 //!   ticks; memory use from the same call; progress from the container's log stream, followed
 //!   with Docker's timestamps so each record carries the time its line was written
 //!   ([`progress`] has the line formats); GPUs through NVML on the local engine's node
@@ -49,9 +49,9 @@ use bollard::query_parameters as q;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use crate::backend::{ApplyError, Backend, Built, Placement, Settings, filled, progress};
+use crate::backend::{ApplyError, Backend, Built, Placer, Settings, filled, progress};
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// The label that marks managed containers when none is configured.
 pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
@@ -191,7 +191,7 @@ pub struct Docker {
     logged: HashSet<String>,
     gpus: Option<crate::gpu::GpuProbe>,
     /// Who starts queued containers.
-    placement: Placement,
+    placer: Placer,
 }
 
 impl Docker {
@@ -232,7 +232,7 @@ impl Docker {
             origin: None,
             logged: HashSet::new(),
             gpus,
-            placement: Placement::Backend,
+            placer: Placer::Backend,
         })
     }
 
@@ -267,7 +267,7 @@ impl Docker {
     }
 
     /// Contact engine `i` if it is due; true when it is up.
-    fn reach(&mut self, i: usize, world: &mut Telemetry) -> bool {
+    fn reach(&mut self, i: usize, world: &mut World) -> bool {
         let now = Instant::now();
         if self.engines[i].down.as_ref().is_some_and(|d| now < d.retry_at) {
             return false;
@@ -346,7 +346,7 @@ impl Docker {
     }
 
     /// Read every managed container's CPU and memory use on the engines that are up.
-    fn measure(&mut self, up: &[bool], world: &mut Telemetry) {
+    fn measure(&mut self, up: &[bool], world: &mut World) {
         let timeout = self.config.timeout;
         let asks: Vec<_> = self
             .jobs
@@ -381,7 +381,7 @@ impl Docker {
     }
 
     /// Put the GPUs' use and each container's share of them into the world.
-    fn measure_gpus(&mut self, world: &mut Telemetry) {
+    fn measure_gpus(&mut self, world: &mut World) {
         let Some(probe) = &mut self.gpus else { return };
         let sample = match probe.sample() {
             Ok(s) => s,
@@ -400,7 +400,7 @@ impl Docker {
             let Some(state) = world.state_mut(m.handle) else { continue };
             match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
                 Some(use_) => {
-                    let slot = crate::snapshot::GpuSlot { node: 0, index: use_.gpu };
+                    let slot = crate::world::GpuSlot { node: 0, index: use_.gpu };
                     if !state.gpus.contains(&slot) {
                         state.gpus.push(slot);
                     }
@@ -412,7 +412,7 @@ impl Docker {
     }
 
     /// Hand the lines the followers read to the world, in order.
-    fn deliver_progress(&mut self, world: &mut Telemetry, until_ms: u64) {
+    fn deliver_progress(&mut self, world: &mut World, until_ms: u64) {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
         for incoming in self.inbox.take() {
             let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
@@ -428,11 +428,11 @@ impl Docker {
 }
 
 impl Backend for Docker {
-    fn set_placement(&mut self, by: Placement) {
-        self.placement = by;
+    fn set_placer(&mut self, by: Placer) {
+        self.placer = by;
     }
 
-    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool {
         // The backend's clock is the wall clock: wait until `until_ms` is due (the host's
         // pacer usually has already), so any driver can run this backend.
         let elapsed = Duration::from_millis(until_ms);
@@ -487,7 +487,7 @@ impl Backend for Docker {
             }
         }
         world.set_time_ms(until_ms);
-        if self.placement == Placement::Backend {
+        if self.placer == Placer::Backend {
             self.place_queued(&up, world);
         }
         true
@@ -507,7 +507,7 @@ impl Backend for Docker {
             .collect()
     }
 
-    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+    fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         // Preemptions and stops go first: a placement in the same decision may take the GPUs
         // they free, and must not start before they are free.
         let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
@@ -520,7 +520,7 @@ impl Backend for Docker {
 
 impl Docker {
     /// Put `actions` into force at once (concurrently); the ones that failed.
-    fn apply_some(&mut self, actions: &[&wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+    fn apply_some(&mut self, actions: &[&wit::Action], world: &mut World) -> Vec<ApplyError> {
         let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.handle, id.clone())).collect();
         let mut errors = Vec::new();
         let mut asks = Vec::new();

@@ -19,7 +19,7 @@
 //!   a copy a stopped host left half-made is settled by the next: while its original still
 //!   runs it is deleted. Without a placing policy the default placement binds queued pods
 //!   first come, first served, first fit on a Ready node.
-//! - **Telemetry.** Pods and nodes through watches (a reflector each: one list, then changes,
+//! - **World.** Pods and nodes through watches (a reflector each: one list, then changes,
 //!   and a fresh list whenever the watch breaks), never a poll of every pod per tick. Progress
 //!   from each running pod's log stream (its first container), in Docker's line formats,
 //!   with the apiserver's timestamps; a stream is followed again from after the last line read
@@ -62,9 +62,9 @@ use kube::{Api, Client};
 use serde::Deserialize;
 
 use crate::backend::progress;
-use crate::backend::{ApplyError, Backend, Built, Endpoint, Placement, Settings, filled};
+use crate::backend::{ApplyError, Backend, Built, Endpoint, Placer, Settings, filled};
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// The label that marks managed pods when none is configured.
 pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
@@ -219,7 +219,7 @@ pub struct Kubernetes {
     origin: Option<(Instant, u64)>,
     /// Causes already logged, so each is logged once.
     logged: HashSet<String>,
-    placement: Placement,
+    placer: Placer,
 }
 
 impl Kubernetes {
@@ -255,7 +255,7 @@ impl Kubernetes {
             inbox: progress::Inbox::default(),
             origin: None,
             logged: HashSet::new(),
-            placement: Placement::Backend,
+            placer: Placer::Backend,
         })
     }
 
@@ -295,16 +295,16 @@ impl Kubernetes {
 }
 
 impl Backend for Kubernetes {
-    fn set_placement(&mut self, by: Placement) {
-        self.placement = by;
+    fn set_placer(&mut self, by: Placer) {
+        self.placer = by;
     }
 
-    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool {
         self.observe_at(world, until_ms);
         true
     }
 
-    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+    fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         // Preemptions and stops go first: a placement in the same decision may take what they
         // free.
         let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =

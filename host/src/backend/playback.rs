@@ -6,7 +6,7 @@
 use crate::backend::{ApplyError, Backend};
 use crate::bindings::wit;
 use crate::recording::{RecordedDecision, RecordedTick};
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 
 /// A recording being played back.
 pub struct Playback {
@@ -27,7 +27,7 @@ impl Playback {
 }
 
 impl Backend for Playback {
-    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool {
         let mut any = false;
         while self.ticks.as_slice().first().is_some_and(|t| t.snapshot.time_ms <= until_ms) {
             let t = self.ticks.next().expect("just peeked");
@@ -39,13 +39,13 @@ impl Backend for Playback {
         any
     }
 
-    fn apply(&mut self, _actions: &[wit::Action], _world: &mut Telemetry) -> Vec<ApplyError> {
+    fn apply(&mut self, _actions: &[wit::Action], _world: &mut World) -> Vec<ApplyError> {
         Vec::new()
     }
 }
 
 /// Fold one recorded snapshot into the world it was cut from.
-pub fn apply_delta(world: &mut Telemetry, s: &wit::Snapshot) {
+pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     world.set_time_ms(s.time_ms);
     if let Some(nodes) = &s.nodes {
         for (n, node) in nodes.iter().enumerate() {

@@ -222,7 +222,7 @@ impl Inbox {
 /// as what the backend logs once: its key (per job and cause) and the message, naming the job
 /// by its spec or else by `fallback_name` (asked only then).
 pub fn hand(
-    world: &mut crate::snapshot::Telemetry,
+    world: &mut crate::world::World,
     handle: u32,
     epochs: &mut u32,
     incoming: Incoming,

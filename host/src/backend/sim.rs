@@ -51,9 +51,9 @@ use self::model::meets;
 use self::profile::JobCurve;
 use self::throughput::GpuConfig;
 use self::workload::{JobPlan, NodeSpec, Workload};
-use crate::backend::Placement;
+use crate::backend::Placer;
 use crate::bindings::wit;
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 pub use outcome::JobOutcome;
 pub use settings::SimSettings;
 use wasmsched_rules::GpuBook;
@@ -246,7 +246,7 @@ pub struct Simulator {
     /// Who holds each GPU: the running jobs, by index into `jobs`.
     book: GpuBook,
     /// Who starts queued jobs.
-    placement: Placement,
+    placer: Placer,
     /// Queued jobs, in arrival order (handle order).
     queue: Vec<usize>,
     /// When a job last ran or the queue last changed.
@@ -334,7 +334,7 @@ impl Simulator {
             rng,
             busy_core_s: 0.0,
             book: GpuBook::new(workload.nodes.iter().map(|n| n.gpus)),
-            placement: Placement::Backend,
+            placer: Placer::Backend,
             queue: Vec::new(),
             last_activity_s: 0.0,
         }
@@ -446,7 +446,7 @@ impl Simulator {
         self.events.push(Event { time_s, job: i, version: j.version });
     }
 
-    fn finish(&mut self, i: usize, stopped: bool, world: &mut Telemetry) {
+    fn finish(&mut self, i: usize, stopped: bool, world: &mut World) {
         let was_running = self.jobs[i].phase == Phase::Running;
         let gpus = self.jobs[i].gpus.clone();
         if was_running {
@@ -466,13 +466,13 @@ impl Simulator {
         if was_running {
             self.reshare_around(node, &gpus);
         }
-        if self.placement == Placement::Backend {
+        if self.placer == Placer::Backend {
             self.place_queued(world);
         }
     }
 
     /// Handle job `i`'s due event.
-    fn fire(&mut self, i: usize, world: &mut Telemetry) {
+    fn fire(&mut self, i: usize, world: &mut World) {
         let now = self.now_s;
         if self.jobs[i].paused_until > 0.0 {
             // A restart after a migration is over: the job runs again.
@@ -515,7 +515,7 @@ impl Simulator {
         }
     }
 
-    fn service_window(&mut self, i: usize, world: &mut Telemetry) {
+    fn service_window(&mut self, i: usize, world: &mut World) {
         self.catch_up(i);
         let now = self.now_s;
         let on_gpu =
@@ -547,7 +547,7 @@ impl Simulator {
     }
 
     /// Run the clock to `until_s`.
-    fn advance(&mut self, until_s: f64, world: &mut Telemetry) {
+    fn advance(&mut self, until_s: f64, world: &mut World) {
         loop {
             let arrival = self.jobs.get(self.next_arrival).map(|j| j.plan.arrival_s);
             while self.events.peek().is_some_and(|e| self.jobs[e.job].version != e.version) {

@@ -15,7 +15,7 @@ use wasmsched::experiment::run::{Comparison, PolicyChoice};
 use wasmsched::experiment::sweep::{self, Axis};
 use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::scenario::Scenario;
-use wasmsched::{admission, experiment, shipped, snapshot};
+use wasmsched::{admission, experiment, shipped, world};
 
 use super::{OutputArgs, RuntimeArgs, WorkloadArgs, print_admissions, progress_bar, write_file};
 
@@ -171,7 +171,7 @@ pub fn fidelity(seeds: u64, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
 /// baseline (every run of every scenario in one batch), print its objective, write the report.
 pub fn demo(seeds: u64, report_dir: &Path, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
     let (rt, limits) = runtime.runtime()?;
-    let world = snapshot::sample::with_queue(2, 6, 2, 5);
+    let world = world::sample::with_queue(2, 6, 2, 5);
     let results = shipped::all()
         .iter()
         .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));

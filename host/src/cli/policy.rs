@@ -5,14 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use wasmsched::scaffold::{self, Lang};
-use wasmsched::{admission, snapshot};
+use wasmsched::{admission, world};
 
 use super::{RuntimeArgs, print_admissions};
 
 /// `wasmsched validate`: one line per file; a failure for any file that would not serve.
 pub fn validate(files: &[PathBuf], runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
     let (rt, limits) = runtime.runtime()?;
-    let world = snapshot::sample::with_queue(2, 6, 2, 5);
+    let world = world::sample::with_queue(2, 6, 2, 5);
     let results = files.iter().map(|f| (f.display().to_string(), admission::admit_file(&rt, f, limits, &world)));
     let failed = print_admissions(results);
     Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })

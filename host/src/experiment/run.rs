@@ -14,7 +14,7 @@ use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
 use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};
 use crate::scenario::Scenario;
 use crate::shipped;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// A policy to run: a shipped one by name, or any component by path.
 #[derive(Clone, Debug)]
@@ -186,13 +186,13 @@ pub fn simulate(rt: &Runtime, choice: &PolicyChoice, scenario: &Scenario, option
 }
 
 /// [`simulate`], calling `watch` after every decision with the world as it stands (for a
-/// progress bar: [`Telemetry::jobs_seen`] less [`Telemetry::job_count`] jobs have ended).
+/// progress bar: [`World::jobs_seen`] less [`World::job_count`] jobs have ended).
 pub fn simulate_watched(
     rt: &Runtime,
     choice: &PolicyChoice,
     scenario: &Scenario,
     options: &RunOptions,
-    mut watch: impl FnMut(&Telemetry),
+    mut watch: impl FnMut(&World),
 ) -> RunReport {
     let started = Instant::now();
     let workload = &scenario.workload;

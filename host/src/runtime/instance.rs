@@ -12,7 +12,7 @@ use super::Runtime;
 use super::limits::{Limits, StoreState};
 use super::v0_1;
 use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
-use crate::snapshot::{Cursor, Telemetry};
+use crate::world::{Cursor, World};
 
 /// A linked component of one contract version, ready to instantiate.
 #[derive(Clone)]
@@ -227,7 +227,7 @@ impl PolicyInstance {
 
     /// Ask for a decision on the current telemetry (only what changed since this instance's
     /// previous call crosses).
-    pub fn decide(&mut self, telemetry: &Telemetry) -> Result<wit::Decision, CallError> {
+    pub fn decide(&mut self, telemetry: &World) -> Result<wit::Decision, CallError> {
         let snapshot = telemetry.snapshot_for(&mut self.cursor);
         self.decide_raw(&snapshot)
     }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use super::instance::timed;
 use super::{CallError, Limits, LoadedPolicy, PolicyInstance, Runtime};
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::Telemetry;
 use crate::validate::{self, Oversized, Rejection};
+use crate::world::World;
 
 /// The largest state one version may hand the next (16 MiB): a larger one is dropped.
 pub const MAX_SAVED_STATE_BYTES: usize = 16 << 20;
@@ -290,7 +290,7 @@ impl Supervised {
     }
 
     /// Call the policy on `world`, validate its decision, and fall back on any failure.
-    pub fn tick(&mut self, rt: &Runtime, world: &Telemetry) -> TickOutcome {
+    pub fn tick(&mut self, rt: &Runtime, world: &World) -> TickOutcome {
         let now = world.time_ms();
         if let Some((failing_ms, safe)) = self.benched {
             let failure = Failure::Benched { policy: self.name(), failing_ms, safe };
@@ -349,7 +349,7 @@ impl Supervised {
         Arc::from(self.policy.name())
     }
 
-    fn call(&mut self, rt: &Runtime, world: &Telemetry) -> Result<wit::Decision, CallError> {
+    fn call(&mut self, rt: &Runtime, world: &World) -> Result<wit::Decision, CallError> {
         if self.instance.is_none() {
             self.counters.instantiations += 1;
             let state = self.saved_state.as_deref();
@@ -358,7 +358,7 @@ impl Supervised {
         self.instance.as_mut().expect("just made").decide(world)
     }
 
-    fn failed(&mut self, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
+    fn failed(&mut self, world: &World, failure: Failure, latency: Duration) -> TickOutcome {
         self.failures_in_row += 1;
         tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %crate::error_chain(&failure), "policy failed; falling back");
         if self.failures_in_row >= self.quarantine.after {
@@ -378,7 +378,7 @@ impl Supervised {
     }
 
     /// A tick that runs `fallback` instead of the policy, because of `failure`.
-    fn fall_back(&mut self, fallback: Fallback, world: &Telemetry, failure: Failure, latency: Duration) -> TickOutcome {
+    fn fall_back(&mut self, fallback: Fallback, world: &World, failure: Failure, latency: Duration) -> TickOutcome {
         self.counters.fallbacks += 1;
         TickOutcome {
             actions: fallback_actions(fallback, world),
@@ -391,7 +391,7 @@ impl Supervised {
 }
 
 /// The actions a fallback takes on `world`.
-pub fn fallback_actions(fallback: Fallback, world: &Telemetry) -> Vec<wit::Action> {
+pub fn fallback_actions(fallback: Fallback, world: &World) -> Vec<wit::Action> {
     match fallback {
         Fallback::KeepLimits => Vec::new(),
         Fallback::FairShare => {

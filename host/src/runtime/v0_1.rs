@@ -177,7 +177,7 @@ pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{Cursor, GpuSlot, sample};
+    use crate::world::{Cursor, GpuSlot, sample};
 
     #[test]
     fn a_queued_job_is_hidden_until_it_runs_and_then_added_once() {

@@ -8,8 +8,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 use wasmsched::bindings::wit::{self, ActionKind};
-use wasmsched::snapshot::{Cursor, GpuSlot, Telemetry, sample};
 use wasmsched::validate::{self, Problem};
+use wasmsched::world::{Cursor, GpuSlot, World, sample};
 use wasmsched_rules::check::{Act, Checker};
 
 const GIB: u64 = 1 << 30;
@@ -106,7 +106,7 @@ struct JobDecl {
 /// Where a running job runs: its node, the GPUs it holds (node, index), the memory it uses.
 struct Running(u32, Vec<(u32, u32)>, u64);
 
-struct World {
+struct Cluster {
     nodes: Vec<NodeDecl>,
     jobs: Vec<JobDecl>,
 }
@@ -119,10 +119,10 @@ fn running(gpus: u32, replicas: u32, node: u32, holds: &[(u32, u32)], memory_gib
     JobDecl { gpus, replicas, running: Some(Running(node, holds.to_vec(), memory_gib * GIB)) }
 }
 
-impl World {
+impl Cluster {
     /// The world as the host's telemetry: jobs take handles 0, 1, 2… in order.
-    fn telemetry(&self) -> Telemetry {
-        let mut t = Telemetry::new();
+    fn to_world(&self) -> World {
+        let mut t = World::new();
         for &NodeDecl(name, cpu_millicores, memory_gib, gpus) in &self.nodes {
             t.add_node(wit::Node {
                 name: name.into(),
@@ -178,8 +178,8 @@ impl World {
 
 /// One case: the host's verdict on each action (each action's reason is its index, so a
 /// verdict finds its action), checked again with the rules' own checker for the variant.
-fn case(name: &str, world: &World, decision: Vec<Value>, problems: &mut BTreeSet<&'static str>) -> Value {
-    let t = world.telemetry();
+fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeSet<&'static str>) -> Value {
+    let t = world.to_world();
     let actions: Vec<wit::Action> = decision
         .iter()
         .enumerate()
@@ -322,8 +322,8 @@ fn place(job: u32, nodes: &[(u32, &[u32])], share: bool) -> Value {
 /// | 10 | no GPU | queued |
 ///
 /// Free: n0's GPUs 3 to 7, n1's GPUs 4 and 5.
-fn cluster() -> World {
-    World {
+fn cluster() -> Cluster {
+    Cluster {
         nodes: vec![NodeDecl("n0", 16_000, 64, 8), NodeDecl("n1", 8_000, 32, 6), NodeDecl("n2", 4_000, 8, 0)],
         jobs: vec![
             running(1, 1, 0, &[(0, 0)], 8),
@@ -341,7 +341,7 @@ fn cluster() -> World {
     }
 }
 
-fn cases_on_the_cluster() -> Vec<(&'static str, World, Vec<Value>)> {
+fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
     let mib6 = 6 << 20;
     vec![
         (
@@ -480,8 +480,8 @@ fn cases_on_the_cluster() -> Vec<(&'static str, World, Vec<Value>)> {
 }
 
 /// One node and one job: a decision may hold `64 + 8 × jobs` actions, 72 here.
-fn size_cases() -> Vec<(&'static str, World, Vec<Value>)> {
-    let small = || World { nodes: vec![NodeDecl("n0", 4_000, 16, 1)], jobs: vec![running(1, 1, 0, &[(0, 0)], 1)] };
+fn size_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
+    let small = || Cluster { nodes: vec![NodeDecl("n0", 4_000, 16, 1)], jobs: vec![running(1, 1, 0, &[(0, 0)], 1)] };
     vec![
         ("a decision of as many actions as the limit is checked action by action", small(), vec![deliver(0); 72]),
         ("a decision of more actions than the limit is refused whole", small(), vec![deliver(0); 73]),

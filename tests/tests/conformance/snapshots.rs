@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use wasmsched::backend::playback::apply_delta;
 use wasmsched::bindings::wit;
 use wasmsched::recording::{RecordedTick, check_snapshot};
-use wasmsched::snapshot::{Cursor, GpuSlot, Telemetry, sample};
+use wasmsched::world::{Cursor, GpuSlot, World, sample};
 
 const GIB: u64 = 1 << 30;
 
@@ -23,7 +23,7 @@ pub fn vectors() -> Value {
     ];
     let malformed = malformed();
     json!({
-        "about": "Per-tick deltas exactly as the host's encoder (Telemetry::snapshot_for) produces them for \
+        "about": "Per-tick deltas exactly as the host's encoder (World::snapshot_for) produces them for \
                   one policy instance, and the table a decoder holds after each. See README.md.",
         "cases": cases.into_iter().chain(malformed).collect::<Vec<_>>(),
     })
@@ -32,17 +32,17 @@ pub fn vectors() -> Value {
 /// A world being scripted, and the ticks cut from it so far.
 struct Script {
     name: &'static str,
-    world: Telemetry,
+    world: World,
     cursor: Cursor,
     ticks: Vec<Value>,
     /// The host's replay backend, folding the same deltas while they are a recording's: one
     /// instance's, whose only resync is the first (a recorder's cursor is never replaced).
-    replayed: Option<Telemetry>,
+    replayed: Option<World>,
 }
 
 impl Script {
-    fn new(name: &'static str, world: Telemetry) -> Self {
-        Script { name, world, cursor: Cursor::fresh(), ticks: Vec::new(), replayed: Some(Telemetry::new()) }
+    fn new(name: &'static str, world: World) -> Self {
+        Script { name, world, cursor: Cursor::fresh(), ticks: Vec::new(), replayed: Some(World::new()) }
     }
 
     /// The instance is called: the delta, and the table it leaves.
@@ -84,7 +84,7 @@ fn read_back(recorded: &Value) -> Result<wit::Snapshot, serde_json::Error> {
 
 /// The table a decoder holds after `delta`: the world's nodes with their GPUs' use, and every
 /// live job in handle order, running or queued, with its history.
-fn table(world: &Telemetry, delta: &wit::Snapshot) -> Value {
+fn table(world: &World, delta: &wit::Snapshot) -> Value {
     let gpus = world.snapshot_for(&mut Cursor::fresh()).gpus;
     let mut k = 0;
     let nodes: Vec<Value> = world
@@ -116,7 +116,7 @@ fn table(world: &Telemetry, delta: &wit::Snapshot) -> Value {
     json!({ "time_ms": world.time_ms(), "interval_ms": delta.interval_ms, "nodes": nodes, "jobs": jobs })
 }
 
-fn job(world: &Telemetry, spec: &wit::JobSpec, s: &wasmsched::snapshot::JobState, delta: &wit::Snapshot) -> Value {
+fn job(world: &World, spec: &wit::JobSpec, s: &wasmsched::world::JobState, delta: &wit::Snapshot) -> Value {
     let direction = |d: wit::Direction| match d {
         wit::Direction::HigherIsBetter => "higher-is-better",
         wit::Direction::LowerIsBetter => "lower-is-better",
@@ -191,13 +191,13 @@ fn slots(gpus: &[(u32, u32)]) -> Vec<GpuSlot> {
 }
 
 /// Run time and GPU time accrue, the clock moves on.
-fn advance(t: &mut Telemetry, ms: u64) {
+fn advance(t: &mut World, ms: u64) {
     t.set_time_ms(t.time_ms() + ms);
     t.accrue_service(ms);
 }
 
 fn jobs_come_run_report_and_go() -> Value {
-    let mut t = Telemetry::new();
+    let mut t = World::new();
     t.add_node(node("n0", 16_000, 64, 2));
     t.add_node(node("n1", 8_000, 32, 4));
     t.set_gpu_use(0, 0, 40.0, 4 * GIB);
@@ -259,7 +259,7 @@ fn jobs_come_run_report_and_go() -> Value {
 }
 
 fn a_fresh_instance_resyncs() -> Value {
-    let mut t = Telemetry::new();
+    let mut t = World::new();
     t.add_node(node("n0", 16_000, 64, 1));
     let jobs: Vec<u32> = (0..3).map(|i| t.add_job(spec(i, 0, 1, 0), 0)).collect();
     for (i, &j) in jobs.iter().enumerate() {
@@ -285,7 +285,7 @@ fn a_fresh_instance_resyncs() -> Value {
 }
 
 fn a_node_whose_capacity_becomes_known() -> Value {
-    let mut t = Telemetry::new();
+    let mut t = World::new();
     t.add_node(node("n0", 0, 0, 0));
     t.add_node(node("n1", 8_000, 32, 1));
     t.set_gpu_use(1, 0, 25.0, GIB);
@@ -310,7 +310,7 @@ fn a_node_whose_capacity_becomes_known() -> Value {
 }
 
 fn records_with_several_metrics_and_missing_values() -> Value {
-    let mut t = Telemetry::new();
+    let mut t = World::new();
     t.add_node(node("n0", 16_000, 64, 0));
     let metric = |name: &str, direction| wit::MetricSpec { name: name.into(), direction };
     let mut many = spec(0, 0, 1, 0);
@@ -343,7 +343,7 @@ type Break = fn(&mut wit::Snapshot);
 /// a small world, broken; the host's reader refuses each (its reason is kept).
 fn malformed() -> Vec<Value> {
     let world = || {
-        let mut t = Telemetry::new();
+        let mut t = World::new();
         t.add_node(node("n0", 16_000, 64, 2));
         let a = t.add_job(spec(0, 1, 1, 0), 0);
         t.state_mut(a).unwrap().gpus = slots(&[(0, 1)]);

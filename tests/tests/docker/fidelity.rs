@@ -18,7 +18,7 @@ use wasmsched::calibrate::{self, Spec};
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 use crate::engine::{Container, Engine, trainer_engine_or_skip};
 use crate::{backend, test_label};
@@ -71,7 +71,7 @@ struct Outcome {
 }
 
 /// One line per action of a tick: when, on which job, what and why.
-fn actions_of(world: &Telemetry, actions: &[wit::Action], into: &mut Vec<String>) {
+fn actions_of(world: &World, actions: &[wit::Action], into: &mut Vec<String>) {
     for a in actions {
         let name = world.spec(a.job).map_or("", |s| s.name.as_str());
         let job = JOBS.iter().find(|j| name.ends_with(j.0)).map_or("?", |j| j.0);
@@ -221,7 +221,7 @@ impl Driver for Live<'_> {
         !self.done
     }
 
-    fn observed(&mut self, world: &Telemetry, _: Vec<wasmsched::backend::Endpoint>) {
+    fn observed(&mut self, world: &World, _: Vec<wasmsched::backend::Endpoint>) {
         for (spec, _) in world.all_jobs() {
             if let Some(k) = self.containers.iter().position(|c| spec.name.trim_start_matches('/') == c.name) {
                 self.arrivals_ms.entry(k).or_insert(spec.arrival_ms);

@@ -9,12 +9,12 @@ mod proxy;
 use std::time::{Duration, Instant};
 
 use wasmsched::backend::docker::{Docker, DockerConfig};
-use wasmsched::backend::{Backend, Placement};
+use wasmsched::backend::{Backend, Placer};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
@@ -40,7 +40,7 @@ fn test_label(test: &str) -> String {
 }
 
 /// Observe once more, `tick_ms` after the last observation.
-fn step(docker: &mut Docker, world: &mut Telemetry, tick_ms: u64) {
+fn step(docker: &mut Docker, world: &mut World, tick_ms: u64) {
     let next = world.time_ms() + tick_ms;
     docker.observe(world, next);
 }
@@ -66,7 +66,7 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
         None,
     );
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut docker, &mut world, 200);
     // Just started: managed, with no progress yet, and nothing fails for it.
     let (spec, _) = world.jobs().next().expect("the labelled container is managed");
@@ -96,7 +96,7 @@ fn limits_are_in_force_as_docker_reports_them() {
     let label = test_label("limits");
     let c = e.start_trainer("limits", &[("test", &label)], QUICK, Some(1.5));
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
     assert_eq!(world.state(handle).unwrap().cpu_limit_millicores, Some(1500), "a limit set at start is read");
@@ -146,7 +146,7 @@ fn deliver_runs_the_declared_command_in_the_container() {
     let deliver = "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered";
     let _c = e.start_trainer("deliver", &[("test", &label), ("deliver", deliver)], &args, None);
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
     // Before the first epoch there is no model: the command fails, and says why.
@@ -173,7 +173,7 @@ fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() 
     let label = test_label("vanish");
     let c = e.start_trainer("vanish", &[("test", &label)], QUICK, None);
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut docker, &mut world, 100);
     let handle = world.jobs().next().unwrap().0.handle;
     c.remove();
@@ -196,7 +196,7 @@ fn flowcon_format_lines_are_progress_and_a_bad_label_is_dropped() {
         None,
     );
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut docker, &mut world, 100);
     let (spec, _) = world.jobs().next().unwrap();
     assert_eq!(spec.tiers, None, "a bad label is dropped, the job kept");
@@ -223,7 +223,7 @@ fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
         exec sleep 600"#;
     let _c = e.start_shell("garbage", &[("test", &label), ("metric", "accuracy")], script);
     let mut docker = backend(&e.endpoint, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = eventually("two records", Duration::from_secs(30), || {
         step(&mut docker, &mut world, 300);
         let (spec, _) = world.jobs().next()?;
@@ -250,7 +250,7 @@ fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
         gpus: false,
     })
     .unwrap();
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = eventually("three epochs on the first engine", Duration::from_secs(60), || {
         step(&mut docker, &mut world, 300);
         let (spec, _) = world.jobs().next()?;
@@ -296,8 +296,8 @@ fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_
     let _sweep = e.sweep(&label);
     let c = e.create_trainer("queue", &[("test", &label), ("checkpoint", "/ckpt")], CHECKPOINTED);
     let mut docker = backend(&e.endpoint, &label);
-    docker.set_placement(Placement::Policy);
-    let mut world = Telemetry::new();
+    docker.set_placer(Placer::Policy);
+    let mut world = World::new();
     for _ in 0..3 {
         step(&mut docker, &mut world, 300);
     }
@@ -346,8 +346,8 @@ fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_
 
     // A host started now finds it waiting as preempted, with the service it had.
     let mut restarted = backend(&e.endpoint, &label);
-    restarted.set_placement(Placement::Policy);
-    let mut fresh = Telemetry::new();
+    restarted.set_placer(Placer::Policy);
+    let mut fresh = World::new();
     step(&mut restarted, &mut fresh, 300);
     let (_, again) = fresh.queue().next().expect("still queued after a host restart");
     assert_eq!((again.queued, again.run_ms), (Some(wit::WaitReason::Preempted), run_before));
@@ -398,8 +398,8 @@ fn a_copy_a_host_left_half_made_is_finished_by_the_next_one() {
     let copy = e.create_trainer("half-made-copy", &labels, CHECKPOINTED);
 
     let mut docker = backend(&e.endpoint, &label);
-    docker.set_placement(Placement::Policy);
-    let mut world = Telemetry::new();
+    docker.set_placer(Placer::Policy);
+    let mut world = World::new();
     step(&mut docker, &mut world, 300);
     assert_eq!((world.queue_len(), world.job_count()), (1, 0), "one job, not two");
     let listed = e.labelled(&label);
@@ -428,15 +428,15 @@ fn the_default_placement_starts_created_containers_and_a_placing_policy_leaves_t
     std::thread::sleep(Duration::from_millis(20));
     let cpu = e.create_trainer("cpu-only", &[("test", &label)], QUICK);
     let mut docker = backend(&e.endpoint, &label);
-    docker.set_placement(Placement::Policy);
-    let mut world = Telemetry::new();
+    docker.set_placer(Placer::Policy);
+    let mut world = World::new();
     for _ in 0..3 {
         step(&mut docker, &mut world, 300);
     }
     assert_eq!((world.queue_len(), world.job_count()), (2, 0), "a placing policy starts them, or nothing does");
     assert!(e.labelled(&label).iter().all(|c| c.state == "created"));
 
-    docker.set_placement(Placement::Backend);
+    docker.set_placer(Placer::Backend);
     step(&mut docker, &mut world, 300);
     let running: Vec<&str> = world.jobs().map(|(s, _)| s.name.as_str()).collect();
     let queued: Vec<&str> = world.queue().map(|(s, _)| s.name.as_str()).collect();
@@ -464,7 +464,7 @@ struct Until<'a, F> {
     ticks: u64,
 }
 
-impl<F: FnMut(&Telemetry) -> bool> Driver for Until<'_, F> {
+impl<F: FnMut(&World) -> bool> Driver for Until<'_, F> {
     fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
         next_ms <= self.limit_ms
     }
@@ -496,7 +496,7 @@ fn flowcon_moves_real_cpu_between_two_real_training_containers() {
     let mut policy =
         Supervised::new(loaded("flowcon"), config, Default::default(), Fallback::KeepLimits, Quarantine::default());
     let flat_id = flat.id.clone();
-    let capped = |_: &Telemetry| e.cpus(&flat_id) > 0.0;
+    let capped = |_: &World| e.cpus(&flat_id) > 0.0;
     let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 120_000, ticks: 0 };
     let summary = control::drive(&mut docker, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
     assert!(summary.applied > 0, "FlowCon set limits: {summary:?}");
@@ -542,7 +542,7 @@ fn the_engine_going_away_and_coming_back_is_survived() {
     let label = test_label("outage");
     let _c = e.start_trainer("outage", &[("test", &label)], QUICK, None);
     let mut docker = backend(&proxy.endpoint(), &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = eventually("the job and two epochs", Duration::from_secs(60), || {
         step(&mut docker, &mut world, 500);
         let (spec, _) = world.jobs().next()?;
@@ -654,7 +654,7 @@ fn overhead_of_twenty_containers_at_a_one_second_tick() {
     let mut policy =
         Supervised::new(loaded("flowcon"), config, Default::default(), Fallback::KeepLimits, Quarantine::default());
     let mut jobs = 0;
-    let count = |w: &Telemetry| {
+    let count = |w: &World| {
         jobs = w.job_count();
         false
     };

@@ -208,7 +208,7 @@ impl Cluster {
     pub fn assert_no_kept_epoch_lost<'a>(
         &self,
         name: &str,
-        records: impl IntoIterator<Item = &'a wasmsched::snapshot::Record>,
+        records: impl IntoIterator<Item = &'a wasmsched::world::Record>,
         what: &str,
     ) {
         let epochs: Vec<u32> = records.into_iter().map(|r| r.epoch).collect();

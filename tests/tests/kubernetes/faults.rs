@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use wasmsched::backend::Backend;
 use wasmsched::bindings::wit;
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 use crate::cluster::{Cluster, TrainerPod, eventually, trainer_cluster_or_skip};
 use crate::{QUICK, action, backend, job_named, place, step, test_label};
@@ -83,7 +83,7 @@ fn the_apiserver_restarted_mid_run_is_survived() {
     let pod = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("outage", &label, QUICK) });
     let name = pod.metadata.name.unwrap();
     let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = c.wait(&label, "the job and two epochs", Duration::from_secs(90), || {
         step(&mut k, &mut world, 500);
         let h = job_named(&world, &name)?;
@@ -157,8 +157,8 @@ fn a_node_going_not_ready_keeps_its_pods_and_gets_nothing_new() {
     let running = c.trainer(&image, TrainerPod { node: Some("vm"), ..TrainerPod::new("on-vm", &label, QUICK) });
     let running = running.metadata.name.unwrap();
     let mut k = backend(c, &label);
-    k.set_placement(wasmsched::backend::Placement::Policy);
-    let mut world = Telemetry::new();
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    let mut world = World::new();
     let on_vm = c.wait(&label, "the pod on vm as a job", Duration::from_secs(60), || {
         step(&mut k, &mut world, 300);
         job_named(&world, &running).filter(|&h| world.state(h).is_some_and(|s| s.is_running()))
@@ -182,7 +182,7 @@ fn a_node_going_not_ready_keeps_its_pods_and_gets_nothing_new() {
         let errors = k.apply(&[place(waiting, 0)], &mut world);
         assert!(errors.len() == 1 && errors[0].reason.contains("NotReady"), "{errors:?}");
         assert!(world.state(on_vm).is_some_and(|s| s.is_running() && s.node == 0), "the pod on vm is kept");
-        k.set_placement(wasmsched::backend::Placement::Backend);
+        k.set_placer(wasmsched::backend::Placer::Backend);
         step(&mut k, &mut world, 300);
         let bound = c.pod(&queued).and_then(|p| p.spec?.node_name);
         assert_eq!(bound.as_deref(), Some("vm2"), "the default placement skips the NotReady node");
@@ -195,7 +195,7 @@ fn a_node_going_not_ready_keeps_its_pods_and_gets_nothing_new() {
         let ready = node.status?.conditions?.into_iter().find(|c| c.type_ == "Ready")?;
         (ready.status == "True").then_some(())
     });
-    k.set_placement(wasmsched::backend::Placement::Policy);
+    k.set_placer(wasmsched::backend::Placer::Policy);
     let later = c.trainer(&image, TrainerPod::new("later", &label, QUICK)).metadata.name.unwrap();
     let later = c.wait(&label, "the next queued pod", Duration::from_secs(30), || {
         step(&mut k, &mut world, 300);

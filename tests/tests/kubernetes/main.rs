@@ -16,7 +16,7 @@ use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, cgroup_cpu_used_ns, poll, trainer_cluster_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
@@ -52,7 +52,7 @@ fn test_label(test: &str) -> String {
 }
 
 /// Observe once more, `tick_ms` after the last observation.
-fn step(k: &mut Kubernetes, world: &mut Telemetry, tick_ms: u64) {
+fn step(k: &mut Kubernetes, world: &mut World, tick_ms: u64) {
     let next = world.time_ms() + tick_ms;
     k.observe(world, next);
 }
@@ -69,7 +69,7 @@ fn place(job: u32, node: u32) -> wit::Action {
 }
 
 /// The job of the pod whose job name is `name`.
-fn job_named(world: &Telemetry, name: &str) -> Option<u32> {
+fn job_named(world: &World, name: &str) -> Option<u32> {
     world.all_jobs().find(|(s, _)| s.name == name).map(|(s, _)| s.handle)
 }
 
@@ -85,7 +85,7 @@ struct Until<'a, F> {
     limit_ms: u64,
 }
 
-impl<F: FnMut(&Telemetry) -> bool> Driver for Until<'_, F> {
+impl<F: FnMut(&World) -> bool> Driver for Until<'_, F> {
     fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
         next_ms <= self.limit_ms
     }
@@ -116,7 +116,7 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     let mut k = backend(c, &label);
     let mut policy =
         Supervised::new(loaded("fifo"), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
-    let bound = |_: &Telemetry| c.pod(&name).and_then(|p| p.spec?.node_name).is_some();
+    let bound = |_: &World| c.pod(&name).and_then(|p| p.spec?.node_name).is_some();
     let mut driver = Until { policy: &mut policy, done: bound, limit_ms: 60_000 };
     let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_millis(500)));
     assert!(summary.applied > 0, "fifo placed the pod: {summary:?}\n{}", c.describe(&label));
@@ -125,7 +125,7 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
 
     // Its declaration came from labels and annotations, and its epochs come from its log.
     let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = c.wait(&label, "the pod's job and three epochs", Duration::from_secs(90), || {
         step(&mut k, &mut world, 500);
         let handle = job_named(&world, &name)?;
@@ -148,7 +148,7 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     // Bind latency: from the decision handed to the backend to the binding accepted, and on to
     // the container running. The policy places from here on (the backend's default placement
     // binds nothing).
-    k.set_placement(wasmsched::backend::Placement::Policy);
+    k.set_placer(wasmsched::backend::Placer::Policy);
     let (mut binds, mut starts) = (Vec::new(), Vec::new());
     for i in 0..4 {
         let pod = c.trainer(&image, TrainerPod::new(&format!("bind-{i}"), &label, QUICK));
@@ -190,7 +190,7 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     // The kubelet measures a new pod's CPU only after its first housekeeping (about 10 s);
     // until then a job's CPU use reads 0 and FlowCon, at Δ = 3 s, would judge both jobs idle.
     let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     c.wait(&label, "both pods' CPU use from the kubelet", Duration::from_secs(60), || {
         step(&mut k, &mut world, 500);
         let measured = |name: &str| {
@@ -212,7 +212,7 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     };
     // Run on after the cap: the epochs of both keep coming from their logs (resizing a pod
     // must not cut its log stream).
-    let last_epochs = |w: &Telemetry| {
+    let last_epochs = |w: &World| {
         let last = |name: &str| job_named(w, name).and_then(|h| w.history(h).last()).map_or(0, |r| r.epoch);
         (last(&learning), last(&flat))
     };
@@ -220,7 +220,7 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     // limit of the node's whole CPU here) while the epochs of both are still few.
     let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
     let (mut at_cap, mut at_end) = (None, (0, 0));
-    let capped = |w: &Telemetry| match at_cap {
+    let capped = |w: &World| match at_cap {
         None => {
             at_cap = limit(&flat).is_some_and(|l| l < node_millicores / 2).then(|| (w.time_ms(), last_epochs(w)));
             false
@@ -284,7 +284,7 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
 
     // Decision to limit in force: the resize accepted, then the kubelet writing the quota.
     let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     step(&mut k, &mut world, 500);
     let handle = job_named(&world, &flat).unwrap();
     let (mut accepted, mut in_force) = (Vec::new(), Vec::new());
@@ -323,8 +323,8 @@ fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
     let pod = c.trainer(&image, TrainerPod { gpus: 1, ..TrainerPod::new("gpu", &label, QUICK) });
     let name = pod.metadata.name.unwrap();
     let mut k = backend(c, &label);
-    k.set_placement(wasmsched::backend::Placement::Policy);
-    let mut world = Telemetry::new();
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    let mut world = World::new();
     let job = c.wait(&label, "the queued GPU pod", Duration::from_secs(30), || {
         step(&mut k, &mut world, 300);
         job_named(&world, &name).filter(|_| world.nodes().get(1).is_some_and(|n| n.gpu_memory_bytes.len() == 2))
@@ -333,7 +333,7 @@ fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
     assert!(world.nodes()[0].gpu_memory_bytes.is_empty(), "vm has none");
     // A placement on a node without GPUs is the validator's to refuse; the default placement
     // binds the pod where its GPU is.
-    k.set_placement(wasmsched::backend::Placement::Backend);
+    k.set_placer(wasmsched::backend::Placer::Backend);
     step(&mut k, &mut world, 300);
     assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name).as_deref(), Some("vm2"));
     let state = world.state(job).unwrap();
@@ -361,7 +361,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     );
     let name = pod.metadata.name.unwrap();
     let mut k = backend(c, &label);
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let handle = c.wait(&label, "three epochs on vm", Duration::from_secs(90), || {
         step(&mut k, &mut world, 500);
         let h = job_named(&world, &name)?;
@@ -389,7 +389,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
 
     // A preemption sends it back to the queue as an unbound copy; placing it resumes it. The
     // policy places from here on (the default placement would bind it again at once).
-    k.set_placement(wasmsched::backend::Placement::Policy);
+    k.set_placer(wasmsched::backend::Placer::Policy);
     let errors = k.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
@@ -476,7 +476,7 @@ fn overhead_of_twenty_pods_at_a_one_second_tick() {
     for (i, n) in names.iter().enumerate() {
         c.trainer(&image, TrainerPod { node: Some(["vm", "vm2"][i % 2]), ..TrainerPod::new(n, &label, &args) });
     }
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let mut k = backend(c, &label);
     c.wait(&label, "20 pods running", Duration::from_secs(120), || {
         step(&mut k, &mut world, 1000);
@@ -491,7 +491,7 @@ fn overhead_of_twenty_pods_at_a_one_second_tick() {
         Quarantine::default(),
     );
     let mut jobs = 0;
-    let count = |w: &Telemetry| {
+    let count = |w: &World| {
         jobs = w.job_count();
         false
     };

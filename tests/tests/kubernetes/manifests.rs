@@ -12,7 +12,7 @@ use serde_json::json;
 use wasmsched::backend::Backend;
 use wasmsched::backend::kubernetes::Kubernetes;
 use wasmsched::bindings::wit;
-use wasmsched::snapshot::Telemetry;
+use wasmsched::world::World;
 
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
 use crate::{CHECKPOINTED, action, backend_with, job_named, place, step, test_label};
@@ -118,14 +118,14 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
     );
     let name = pod.metadata.name.unwrap();
     let mut k = backend_with(kubeconfig, &label);
-    k.set_placement(wasmsched::backend::Placement::Policy);
-    let mut world = Telemetry::new();
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    let mut world = World::new();
     // Watch pods and nodes: the queued pod is a job.
     let handle = c.wait(&label, "the queued pod as a job", Duration::from_secs(30), || {
         step(&mut k, &mut world, 300);
         job_named(&world, &name)
     });
-    let act = |k: &mut Kubernetes, world: &mut Telemetry, what: &str, a: wit::Action| {
+    let act = |k: &mut Kubernetes, world: &mut World, what: &str, a: wit::Action| {
         let errors = k.apply(&[a], world);
         assert!(errors.is_empty(), "{what} as the ServiceAccount: {errors:?}\n{}", c.describe(&label));
     };

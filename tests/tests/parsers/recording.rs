@@ -1,4 +1,4 @@
-//! Telemetry recordings (`record::read_recording`, `replay::Recording::open`) and audit logs
+//! World recordings (`record::read_recording`, `replay::Recording::open`) and audit logs
 //! (`record::read_all`): JSON lines.
 
 use std::path::Path;
@@ -10,7 +10,7 @@ use wasmsched::backend::Backend;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::record::{self, AuditLine, RECORDING_FORMAT};
-use wasmsched::snapshot::{Cursor, Telemetry, sample};
+use wasmsched::world::{Cursor, World, sample};
 
 use super::{Checked, Edit, apply, bytes, cases, file, list, names};
 
@@ -176,7 +176,7 @@ fn recording() -> impl Strategy<Value = RecordingGen> {
 }
 
 /// A recording's lines as a host writes them, each tick's snapshot, and the world at the end.
-fn recording_lines(g: &RecordingGen) -> (Vec<String>, Vec<wit::Snapshot>, Telemetry) {
+fn recording_lines(g: &RecordingGen) -> (Vec<String>, Vec<wit::Snapshot>, World) {
     let mut world = sample::with_queue(g.nodes, g.jobs, g.queued, g.epochs);
     let mut cursor = Cursor::fresh();
     let mut lines = vec![serde_json::json!({ "format": RECORDING_FORMAT, "tick_ms": g.tick_ms }).to_string()];
@@ -209,7 +209,7 @@ fn check_recording(path: &Path, lines: usize) -> Checked {
         Ok(_) => {
             let mut replay =
                 wasmsched::replay::Recording::open(path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
-            let mut world = Telemetry::new();
+            let mut world = World::new();
             replay.backend.observe(&mut world, u64::MAX);
             let _ = world.snapshot_for(&mut Cursor::fresh());
             prop_assert_eq!(world.job_count() + world.queue_len(), world.all_jobs().len());
@@ -276,9 +276,9 @@ proptest! {
             prop_assert_eq!(t.decision.as_ref().map(|d| d.actions.len()), g.ticks[n].1.then_some(1));
         }
         let mut replay = wasmsched::replay::Recording::open(&path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
-        let mut replayed = Telemetry::new();
+        let mut replayed = World::new();
         replay.backend.observe(&mut replayed, u64::MAX);
-        let handles = |w: &Telemetry| -> (Vec<u32>, Vec<u32>) {
+        let handles = |w: &World| -> (Vec<u32>, Vec<u32>) {
             (w.jobs().map(|(s, _)| s.handle).collect(), w.queue().map(|(s, _)| s.handle).collect())
         };
         prop_assert_eq!(handles(&replayed), handles(&world));

@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use super::copy::{Changes, Copy, STOP_GRACE_S};
 use super::{Docker, Managed, short};
 use crate::bindings::wit;
-use crate::snapshot::{GpuSlot, JobState, Telemetry};
+use crate::world::{GpuSlot, JobState, World};
 
 /// What an action did, for the world's bookkeeping.
 pub(super) enum Effect {
@@ -219,7 +219,7 @@ impl Docker {
 
     /// Container `id`'s running copy `new_id` carries its job on, on engine `to` (None: the
     /// same); false when the job is gone.
-    fn resumed_copy(&mut self, id: &Arc<str>, new_id: &str, to: Option<usize>, world: &mut Telemetry) -> bool {
+    fn resumed_copy(&mut self, id: &Arc<str>, new_id: &str, to: Option<usize>, world: &mut World) -> bool {
         let Some(mut m) = self.hand_over(id, new_id, world) else { return false };
         let job = m.handle;
         m.engine = to.unwrap_or(m.engine);
@@ -232,7 +232,7 @@ impl Docker {
         true
     }
 
-    pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut Telemetry) {
+    pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut World) {
         match effect {
             Effect::Cpu(limit) => {
                 if let Some(s) = world.state_mut(job) {
@@ -287,7 +287,7 @@ impl Docker {
     /// Container `id` has stopped and `new_id` carries its job on: its follower reads to the
     /// end of its log, and those last records are handed over before the job changes id.
     /// Returns the job's entry, taken out under the old id.
-    fn hand_over(&mut self, id: &Arc<str>, new_id: &str, world: &mut Telemetry) -> Option<Managed> {
+    fn hand_over(&mut self, id: &Arc<str>, new_id: &str, world: &mut World) -> Option<Managed> {
         if let Some(f) = self.jobs.get_mut(id).and_then(|m| m.follower.take()) {
             let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
         }

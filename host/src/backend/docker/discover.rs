@@ -13,11 +13,11 @@ use super::copy::{self, ARRIVED, REPLACES, WAIT};
 use super::{Docker, Managed, short, unix_ms, within};
 use crate::bindings::wit;
 use crate::declare;
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 
 impl Docker {
     /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
-    pub(super) fn discover(&mut self, i: usize, world: &mut Telemetry) -> Result<Vec<Arc<str>>, DockerError> {
+    pub(super) fn discover(&mut self, i: usize, world: &mut World) -> Result<Vec<Arc<str>>, DockerError> {
         let Some(client) = self.engines[i].client.clone() else { return Ok(Vec::new()) };
         let (key_value, timeout) = (self.config.selector.clone(), self.config.timeout);
         let filters = HashMap::from([
@@ -57,13 +57,13 @@ impl Docker {
     }
 
     /// The GPUs of engine `i` that a container's device requests give it, as world slots.
-    fn gpu_slots(&self, i: usize, hc: Option<&bollard::models::HostConfig>, world: &Telemetry) -> Vec<GpuSlot> {
+    fn gpu_slots(&self, i: usize, hc: Option<&bollard::models::HostConfig>, world: &World) -> Vec<GpuSlot> {
         let count = world.nodes().get(i).map_or(0, |n| n.gpu_memory_bytes.len() as u32);
         copy::gpus_of(hc, count).into_iter().map(|index| GpuSlot { node: i as u32, index }).collect()
     }
 
     /// Start managing a container found on engine `i`: a running job, or a queued one.
-    fn adopt(&mut self, i: usize, client: &Client, summary: &ContainerSummary, world: &mut Telemetry) {
+    fn adopt(&mut self, i: usize, client: &Client, summary: &ContainerSummary, world: &mut World) {
         let Some(id) = summary.id.as_deref() else { return };
         let name = summary.names.as_ref().and_then(|n| n.first()).map_or(id, String::as_str);
         let empty = HashMap::new();
@@ -137,7 +137,7 @@ impl Docker {
         i: usize,
         client: &Client,
         listed: &mut Vec<ContainerSummary>,
-        world: &mut Telemetry,
+        world: &mut World,
     ) -> Result<(), DockerError> {
         let ids: HashSet<&str> = listed.iter().filter_map(|c| c.id.as_deref()).collect();
         let mut todo = Vec::new();

@@ -12,11 +12,11 @@ use wasmsched_rules::fit::{self as rules, Ask, could_ever_fit};
 use super::Docker;
 use crate::backend::Backend;
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 impl Docker {
     /// Start what the default placement starts now, on the engines that are `up`.
-    pub(super) fn place_queued(&mut self, up: &[bool], world: &mut Telemetry) {
+    pub(super) fn place_queued(&mut self, up: &[bool], world: &mut World) {
         let waiting: Vec<Waiting> = self
             .jobs
             .values()

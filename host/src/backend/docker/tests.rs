@@ -27,7 +27,7 @@ fn an_engine_that_is_not_there_leaves_its_node_empty_and_is_retried_later() {
         ..DockerConfig::default()
     })
     .unwrap();
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     assert!(docker.observe(&mut world, 0));
     assert_eq!(world.nodes().len(), 1, "the node exists, its capacity unknown");
     assert_eq!(world.nodes()[0].cpu_millicores, 0);

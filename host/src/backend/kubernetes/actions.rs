@@ -15,7 +15,7 @@ use super::pod::{self, Resource};
 use super::{Kubernetes, within};
 use crate::backend::ApplyError;
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// What an action did, for the world's bookkeeping.
 enum Effect {
@@ -64,7 +64,7 @@ type Ask = BoxFuture<'static, Result<Effect, Failure>>;
 
 impl Kubernetes {
     /// Put `actions` into force at once (concurrently); the ones that failed.
-    pub(super) fn apply_some(&mut self, actions: &[&wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+    pub(super) fn apply_some(&mut self, actions: &[&wit::Action], world: &mut World) -> Vec<ApplyError> {
         let mut errors = Vec::new();
         let mut asks = Vec::new();
         for action in actions {
@@ -98,7 +98,7 @@ impl Kubernetes {
     }
 
     /// The request that puts one action into force on pod `p`, job `state`.
-    fn act(&self, p: &Pod, action: &wit::Action, state: &crate::snapshot::JobState) -> Ask {
+    fn act(&self, p: &Pod, action: &wit::Action, state: &crate::world::JobState) -> Ask {
         let api = self.pods_api();
         let name = p.metadata.name.clone().unwrap_or_default();
         let limit = self.config.timeout;
@@ -221,7 +221,7 @@ impl Kubernetes {
         }
     }
 
-    fn took_effect(&mut self, uid: &Arc<str>, job: u32, effect: Effect, world: &mut Telemetry) {
+    fn took_effect(&mut self, uid: &Arc<str>, job: u32, effect: Effect, world: &mut World) {
         match effect {
             Effect::Cpu(limit) => {
                 if let Some(s) = world.state_mut(job) {
@@ -240,7 +240,7 @@ impl Kubernetes {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 m.refused = None;
                 tracing::info!(job, pod = %m.name, node = %self.nodes[node].name, ?gpus, "bound");
-                let slots = gpus.iter().map(|&index| crate::snapshot::GpuSlot { node: node as u32, index }).collect();
+                let slots = gpus.iter().map(|&index| crate::world::GpuSlot { node: node as u32, index }).collect();
                 world.start_job(job, node as u32, slots);
             }
             Effect::Moved { node, uid: new_uid, name } => {
@@ -281,7 +281,7 @@ impl Kubernetes {
 
     /// Pod `uid` is gone and a copy carries its job on: its follower reads to the end of its
     /// log, those last records are handed over, and the job's entry is taken out.
-    fn hand_over(&mut self, uid: &Arc<str>, world: &mut Telemetry) -> Option<super::Managed> {
+    fn hand_over(&mut self, uid: &Arc<str>, world: &mut World) -> Option<super::Managed> {
         if let Some(f) = self.jobs.get_mut(uid).and_then(|m| m.follower.take()) {
             let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
         }

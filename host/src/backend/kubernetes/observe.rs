@@ -14,10 +14,10 @@ use super::{Kubernetes, Managed, NodeEntry, STATS_WAIT, StatsRoute, stats, unix_
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
 use crate::backend::progress;
 use crate::bindings::wit;
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 
 impl Kubernetes {
-    pub(super) fn observe_at(&mut self, world: &mut Telemetry, until_ms: u64) {
+    pub(super) fn observe_at(&mut self, world: &mut World, until_ms: u64) {
         // The backend's clock is the wall clock: wait until `until_ms` is due.
         let elapsed = Duration::from_millis(until_ms);
         let first = self.origin.is_none();
@@ -64,7 +64,7 @@ impl Kubernetes {
             }
         }
         world.set_time_ms(until_ms);
-        if self.placement == crate::backend::Placement::Backend && self.apiserver_up() {
+        if self.placer == crate::backend::Placer::Backend && self.apiserver_up() {
             self.place_queued(world);
         }
     }
@@ -91,7 +91,7 @@ impl Kubernetes {
     }
 
     /// Nodes in name order get handles as they appear; capacity and readiness follow them.
-    fn observe_nodes(&mut self, world: &mut Telemetry) {
+    fn observe_nodes(&mut self, world: &mut World) {
         let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| (pod::node_capacity(n), n.clone())).collect();
         nodes.sort_by(|a, b| a.0.0.cmp(&b.0.0));
         for ((name, cpu, memory, gpus, ready), _) in nodes {
@@ -137,7 +137,7 @@ impl Kubernetes {
     }
 
     /// Make the world's jobs match the managed pods; the uids of jobs whose pods are gone.
-    fn discover(&mut self, world: &mut Telemetry) -> Vec<Arc<str>> {
+    fn discover(&mut self, world: &mut World) -> Vec<Arc<str>> {
         let pods = self.pods.state();
         let live: HashMap<&str, &Pod> = pods
             .iter()
@@ -192,7 +192,7 @@ impl Kubernetes {
     }
 
     /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable).
-    fn read_limits(&self, handle: u32, p: &Pod, node: Option<usize>, world: &mut Telemetry) {
+    fn read_limits(&self, handle: u32, p: &Pod, node: Option<usize>, world: &mut World) {
         let (cpu, memory) = pod::limits(p);
         let (all_cpu, all_memory) = node.map_or((u64::MAX, u64::MAX), |i| {
             let n = &self.nodes[i];
@@ -205,7 +205,7 @@ impl Kubernetes {
     }
 
     /// Start managing pod `uid`: a running job on node `node`, or a queued one.
-    fn adopt(&mut self, uid: &str, p: &Pod, node: Option<usize>, world: &mut Telemetry) {
+    fn adopt(&mut self, uid: &str, p: &Pod, node: Option<usize>, world: &mut World) {
         let mut declared = pod::declared(p);
         let pod_name = p.metadata.name.clone().unwrap_or_default();
         for (key, why) in &declared.problems {
@@ -337,7 +337,7 @@ impl Kubernetes {
     /// The asks run on the runtime and the tick waits for them briefly ([`STATS_WAIT`]): an
     /// answer that takes longer (a hung kubelet) is read at a later tick and never holds the
     /// loop up; a node is not asked again while its last ask is out.
-    fn measure(&mut self, world: &mut Telemetry) {
+    fn measure(&mut self, world: &mut World) {
         let mut wanted: Vec<usize> = Vec::new();
         for m in self.jobs.values() {
             if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
@@ -405,7 +405,7 @@ impl Kubernetes {
     }
 
     /// Node `i`'s kubelet summary (or why there is none) into its pods' use.
-    fn read_summary(&mut self, i: usize, answer: Result<(String, StatsRoute), String>, world: &mut Telemetry) {
+    fn read_summary(&mut self, i: usize, answer: Result<(String, StatsRoute), String>, world: &mut World) {
         let name = self.nodes[i].name.clone();
         let (text, route) = match answer {
             Ok(a) => a,
@@ -478,7 +478,7 @@ impl Kubernetes {
     }
 
     /// Hand the lines the followers read to the world, in order.
-    pub(super) fn deliver_progress(&mut self, world: &mut Telemetry, until_ms: u64) {
+    pub(super) fn deliver_progress(&mut self, world: &mut World, until_ms: u64) {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
         for incoming in self.inbox.take() {
             let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
@@ -497,6 +497,6 @@ const FOLLOW_QUIET: Duration = Duration::from_secs(30);
 
 /// The first `count` free GPUs of node `node`, as world slots (the host's bookkeeping: the
 /// device plugin chooses the devices).
-pub(super) fn free_slots(world: &Telemetry, node: u32, count: u32) -> Vec<GpuSlot> {
+pub(super) fn free_slots(world: &World, node: u32, count: u32) -> Vec<GpuSlot> {
     world.free_gpus(node).into_iter().take(count as usize).map(|index| GpuSlot { node, index }).collect()
 }

@@ -11,7 +11,7 @@ use wasmsched_rules::fit::{self as rules, Ask};
 use super::Kubernetes;
 use crate::backend::Backend;
 use crate::bindings::wit;
-use crate::snapshot::Telemetry;
+use crate::world::World;
 
 /// A queued pod, as the default placement sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,7 +70,7 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut boo
 
 impl Kubernetes {
     /// Bind what the default placement binds now.
-    pub(super) fn place_queued(&mut self, world: &mut Telemetry) {
+    pub(super) fn place_queued(&mut self, world: &mut World) {
         let waiting: Vec<Waiting> = self
             .jobs
             .values()

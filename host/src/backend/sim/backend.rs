@@ -2,16 +2,16 @@
 //! running job and GPU, and how a policy's actions take effect.
 
 use super::{Phase, Simulator, secs_to_ms};
-use crate::backend::{ApplyError, Backend, Placement};
+use crate::backend::{ApplyError, Backend, Placer};
 use crate::bindings::wit::{self, ActionKind};
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 
 impl Backend for Simulator {
-    fn set_placement(&mut self, by: Placement) {
-        self.placement = by;
+    fn set_placer(&mut self, by: Placer) {
+        self.placer = by;
     }
 
-    fn observe(&mut self, world: &mut Telemetry, until_ms: u64) -> bool {
+    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool {
         if world.nodes().is_empty() {
             for n in &self.nodes {
                 world.add_node(wit::Node {
@@ -24,7 +24,7 @@ impl Backend for Simulator {
         }
         let from_s = self.now_s;
         let until_s = until_ms as f64 / 1000.0;
-        if self.placement == Placement::Backend {
+        if self.placer == Placer::Backend {
             // The policy may have stopped placing (it failed, or was swapped): start what fits.
             world.set_time_ms(secs_to_ms(self.now_s));
             self.place_queued(world);
@@ -81,7 +81,7 @@ impl Backend for Simulator {
         !self.over()
     }
 
-    fn apply(&mut self, actions: &[wit::Action], world: &mut Telemetry) -> Vec<ApplyError> {
+    fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         let mut errors = Vec::new();
         let mut touched: Vec<u32> = Vec::new();
         for action in actions {
@@ -183,7 +183,7 @@ impl Backend for Simulator {
         for h in self.ended.drain(..) {
             world.remove_job(h);
         }
-        if self.placement == Placement::Backend {
+        if self.placer == Placer::Backend {
             self.place_queued(world);
         }
         for action in actions {

@@ -7,9 +7,9 @@ use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
 use super::colocation;
 use super::throughput::shape_of;
 use super::workload::JobPlan;
-use super::{Phase, Placement, Simulator, job_spec, secs_to_ms};
+use super::{Phase, Placer, Simulator, job_spec, secs_to_ms};
 use crate::bindings::wit;
-use crate::snapshot::{GpuSlot, Telemetry};
+use crate::world::{GpuSlot, World};
 
 impl Simulator {
     /// The running jobs that hold `gpu`, in the order they started.
@@ -119,7 +119,7 @@ impl Simulator {
 
     /// The default placement: start queued jobs in arrival order while the first one fits. A
     /// job that could not fit even on the empty cluster never blocks the ones behind it.
-    pub(super) fn place_queued(&mut self, world: &mut Telemetry) {
+    pub(super) fn place_queued(&mut self, world: &mut World) {
         let mut k = 0;
         while let Some(&i) = self.queue.get(k) {
             if let Some((node, gpus)) = self.fit(i) {
@@ -140,7 +140,7 @@ impl Simulator {
     }
 
     /// A job arrives: it waits in the queue (and the default placement may start it now).
-    pub(super) fn arrive(&mut self, i: usize, world: &mut Telemetry) {
+    pub(super) fn arrive(&mut self, i: usize, world: &mut World) {
         let spec = job_spec(&self.jobs[i].plan);
         let handle = world.enqueue_job(spec);
         if let Some(s) = world.state_mut(handle) {
@@ -154,7 +154,7 @@ impl Simulator {
         j.work_left = j.epoch_work(1) * self.rng.around_one(self.config.noise / 2.0);
         self.queue.push(i);
         self.last_activity_s = self.now_s;
-        if self.placement == Placement::Backend {
+        if self.placer == Placer::Backend {
             self.place_queued(world);
         }
     }
@@ -163,7 +163,7 @@ impl Simulator {
     /// preemption, the restart cost; a GPU job, its start-up every time; a calibrated job, on
     /// its first start, its measured time from creation to its first epoch (none for a
     /// built-in CPU model).
-    pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut Telemetry) {
+    pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut World) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
             self.book.hold(g.node, g.index, i as u32);
@@ -226,7 +226,7 @@ impl Simulator {
     /// (it checkpoints at epoch ends, like our trainer); a GPU job keeps every step (it
     /// checkpoints when told to stop, as elastic DL frameworks do and Pollux's simulator
     /// assumes).
-    pub(super) fn preempt(&mut self, i: usize, world: &mut Telemetry) {
+    pub(super) fn preempt(&mut self, i: usize, world: &mut World) {
         let gpus = self.jobs[i].gpus.clone();
         self.release(i);
         let j = &mut self.jobs[i];

@@ -502,7 +502,7 @@ mod tests {
         );
         let w = Workload::of("w", vec![node], vec![job]);
         let mut sim = Simulator::new(&w, SimConfig { noise: 0.0, keep_progress: true, ..SimConfig::default() });
-        let mut world = crate::snapshot::Telemetry::new();
+        let mut world = crate::world::World::new();
         let mut t = 0;
         while sim.observe(&mut world, t + 100) {
             t += 100;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::backend::{Backend, Placement};
+use crate::backend::{Backend, Placer};
 use crate::bindings::wit::ActionKind;
 
 #[test]
@@ -30,7 +30,7 @@ fn quiet() -> SimConfig {
 fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
     let w = Workload::of("t", vec![node("n0", 4)], vec![plan("a", 0.0), plan("b", 0.0)]);
     let mut sim = Simulator::new(&w, quiet());
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     assert!(sim.observe(&mut world, 10_000));
     let fair = 2.0f64.min(Model::Cifar10.max_parallelism_cores()) * 1000.0;
     assert!((world.state(0).unwrap().cpu_used_millicores as f64 - fair).abs() <= 1.0);
@@ -47,7 +47,7 @@ fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
 fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
     let w = Workload::of("t", vec![node("n0", 8)], vec![plan("a", 5.0)]);
     let mut sim = Simulator::new(&w, quiet());
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     let mut t = 0;
     while sim.observe(&mut world, t + 60_000) {
         t += 60_000;
@@ -65,7 +65,7 @@ fn jobs_report_real_curve_values_each_epoch_and_leave_when_done() {
 fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
     let w = Workload::of("t", vec![node("n0", 8), node("n1", 8)], vec![plan("a", 0.0)]);
     let mut sim = Simulator::new(&w, quiet());
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     sim.observe(&mut world, 1_000);
     let from = world.state(0).unwrap().node;
     let to = 1 - from;
@@ -80,12 +80,12 @@ fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
 }
 
 /// Observe `ms` further on.
-fn step(sim: &mut Simulator, world: &mut Telemetry, ms: u64) -> bool {
+fn step(sim: &mut Simulator, world: &mut World, ms: u64) -> bool {
     let until = world.time_ms() + ms;
     sim.observe(world, until)
 }
 
-fn gpus(world: &Telemetry, h: u32) -> Vec<u32> {
+fn gpus(world: &World, h: u32) -> Vec<u32> {
     world.state(h).unwrap().gpus.iter().map(|g| g.index).collect()
 }
 
@@ -96,7 +96,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let jobs = vec![gpu_plan("a"), gpu_plan("b"), gpu_plan("c"), plan("cpu", 0.0)];
     let w = Workload::of("t", vec![gpu_node], jobs);
     let mut sim = Simulator::new(&w, quiet());
-    let mut world = Telemetry::new();
+    let mut world = World::new();
     sim.observe(&mut world, 40_000);
     assert_eq!((gpus(&world, 0), gpus(&world, 1)), (vec![0], vec![1]));
     let queued: Vec<u32> = world.queue().map(|(s, _)| s.handle).collect();
@@ -104,7 +104,7 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
     let alone = (100.0 * super::colocation::demand(sim.jobs[0].gpu_kind.unwrap().0)) as f32;
     assert_eq!(used, [alone, alone], "nobody shares: each uses what it uses alone");
-    let snapshot = world.snapshot_for(&mut crate::snapshot::Cursor::fresh());
+    let snapshot = world.snapshot_for(&mut crate::world::Cursor::fresh());
     assert_eq!(snapshot.gpus.utilisation_percent, [100.0, 100.0]);
     assert_eq!(snapshot.queue.handle, [2, 3]);
     while step(&mut sim, &mut world, 10_000) {}
@@ -115,15 +115,15 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     );
 }
 
-fn gpu_world(policy_places: bool) -> (Simulator, Telemetry) {
+fn gpu_world(policy_places: bool) -> (Simulator, World) {
     let gpu_node = |name: &str| NodeSpec { gpus: 2, gpu_memory_bytes: 32 << 30, ..node(name, 16) };
     let jobs = vec![JobPlan { gpus: 2, replicas: 2, ..plan("a", 0.0) }, JobPlan { gpus: 1, ..plan("b", 0.0) }];
     let w = Workload::of("t", vec![gpu_node("g0"), gpu_node("g1")], jobs);
     let mut sim = Simulator::new(&w, quiet());
     if policy_places {
-        sim.set_placement(Placement::Policy);
+        sim.set_placer(Placer::Policy);
     }
-    let world = Telemetry::new();
+    let world = World::new();
     (sim, world)
 }
 
@@ -192,7 +192,7 @@ fn jobs_placed_to_share_a_gpu_time_slice_it() {
 }
 
 /// Two one-GPU jobs of `models` (batch 64 each) placed on GPU 0 of one node by the policy.
-fn two_on_one_gpu(models: [Model; 2], gpu_memory: u64) -> (Simulator, Telemetry, Vec<String>) {
+fn two_on_one_gpu(models: [Model; 2], gpu_memory: u64) -> (Simulator, World, Vec<String>) {
     let gpu_node = NodeSpec { gpus: 1, gpu_memory_bytes: gpu_memory, ..node("g", 16) };
     let jobs = models
         .iter()
@@ -205,8 +205,8 @@ fn two_on_one_gpu(models: [Model; 2], gpu_memory: u64) -> (Simulator, Telemetry,
         })
         .collect();
     let mut sim = Simulator::new(&Workload::of("t", vec![gpu_node], jobs), quiet());
-    sim.set_placement(Placement::Policy);
-    let mut world = Telemetry::new();
+    sim.set_placer(Placer::Policy);
+    let mut world = World::new();
     sim.observe(&mut world, 1_000);
     let errors = sim.apply(&[place(0, &[(0, &[0])], false), place(1, &[(0, &[0])], true)], &mut world);
     sim.observe(&mut world, 61_000);
@@ -251,11 +251,11 @@ fn a_gpu_service_keeps_its_latency_beside_a_trainer_only_with_shares() {
     };
     let trainer = JobPlan { gpus: 1, max_epochs: Some(50), ..JobPlan::training("lm", Model::Deepspeech2, 0.0) };
     let mut sim = Simulator::new(&Workload::of("t", vec![gpu_node], vec![service, trainer]), quiet());
-    sim.set_placement(Placement::Policy);
-    let mut world = Telemetry::new();
+    sim.set_placer(Placer::Policy);
+    let mut world = World::new();
     sim.observe(&mut world, 1_000);
     assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
-    let p99 = |sim: &mut Simulator, world: &mut Telemetry| {
+    let p99 = |sim: &mut Simulator, world: &mut World| {
         let until = world.time_ms() + 60_000;
         sim.observe(world, until);
         world.history(0).last().unwrap().values[0]
@@ -302,10 +302,10 @@ fn noise_is_the_same_for_the_same_seed() {
     assert!(xs.iter().all(|x| (0.9..=1.1).contains(x)));
 }
 
-fn gpu_job_world(jobs: Vec<JobPlan>, gpus: u32) -> (Simulator, Telemetry) {
+fn gpu_job_world(jobs: Vec<JobPlan>, gpus: u32) -> (Simulator, World) {
     let gpu_node = NodeSpec { gpus, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
     let w = Workload::of("t", vec![gpu_node], jobs);
-    (Simulator::new(&w, quiet()), Telemetry::new())
+    (Simulator::new(&w, quiet()), World::new())
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn a_gpu_job_preempted_mid_epoch_keeps_its_steps() {
         sim.outcomes()[0].jct_s.unwrap()
     };
     let (mut sim, mut world) = gpu_job_world(vec![job], 1);
-    sim.set_placement(Placement::Policy);
+    sim.set_placer(Placer::Policy);
     sim.observe(&mut world, 0);
     assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
     let half = ((alone + SimConfig::default().gpu_start_s) / 2.0 * 1000.0) as u64;

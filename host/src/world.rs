@@ -1,4 +1,4 @@
-//! The host's view of the world ([`Telemetry`]) and the per-instance [`Cursor`] that turns it
+//! The host's view of the world ([`World`]) and the per-instance [`Cursor`] that turns it
 //! into the delta a policy instance receives: strings once, numbers every tick (in columns),
 //! progress as new records only. A live job either runs (on a node, with GPUs) or waits in
 //! the queue ([`JobState::queued`]); its declaration crosses once either way.
@@ -12,7 +12,7 @@ pub const HISTORY_KEPT: usize = 256;
 
 /// Every live job and node, as the backend last observed them.
 #[derive(Debug, Default, Clone)]
-pub struct Telemetry {
+pub struct World {
     time_ms: u64,
     nodes: Vec<wit::Node>,
     /// Bumped whenever the node list changes, so a cursor knows when to resend it.
@@ -130,7 +130,7 @@ impl Cursor {
     }
 }
 
-impl Telemetry {
+impl World {
     /// An empty world at time zero.
     pub fn new() -> Self {
         Self::default()
@@ -536,7 +536,7 @@ pub mod sample {
 
     /// [`world`] with `queued` jobs waiting as well, every other one asking for a GPU: the
     /// world a dry run and the benchmarks give a policy that places.
-    pub fn with_queue(nodes: usize, jobs: usize, queued: usize, epochs: u32) -> Telemetry {
+    pub fn with_queue(nodes: usize, jobs: usize, queued: usize, epochs: u32) -> World {
         let mut t = world(nodes, jobs, epochs);
         for i in 0..queued {
             let spec =
@@ -548,8 +548,8 @@ pub mod sample {
 
     /// `nodes` nodes of 16 cores and 64 GiB (one GPU each), `jobs` jobs spread over them, each
     /// with `epochs` progress records one minute apart, and the clock just after the last.
-    pub fn world(nodes: usize, jobs: usize, epochs: u32) -> Telemetry {
-        let mut t = Telemetry::new();
+    pub fn world(nodes: usize, jobs: usize, epochs: u32) -> World {
+        let mut t = World::new();
         for n in 0..nodes.max(1) {
             let handle = t.add_node(wit::Node {
                 name: format!("node-{n}"),
@@ -594,7 +594,7 @@ mod tests {
 
     #[test]
     fn a_fresh_cursor_gets_a_full_resync_with_history() {
-        let mut t = Telemetry::new();
+        let mut t = World::new();
         t.add_node(sample::world(1, 0, 0).nodes()[0].clone());
         let a = t.add_job(spec("a"), 0);
         t.record(a, 1, vec![0.5]);
