@@ -1,8 +1,8 @@
 //! Where containers live. A backend observes them into the host's [`World`] and applies
-//! validated actions to them; the loop in [`crate::control`] is the same for every backend.
-//! Backends know the world's types and never the policy runtime: [`sim`] (the simulator),
-//! `docker` (real containers), `kubernetes` (pods on a cluster) and [`playback`] (a recording
-//! played back).
+//! validated actions to them; the loop (`control.rs`, above the backends) is the same for every
+//! backend. Backends know the world's types and never the policy runtime: [`sim`] (the
+//! simulator), `docker` (real containers), `kubernetes` (pods on a cluster) and [`playback`] (a
+//! recording played back).
 //!
 //! `wasmsched run` picks one with its `[backend]` table, a [`BackendConfig`]: each backend
 //! defines the type of its own table (its keys, their defaults, what it refuses: [`Settings`])

@@ -390,10 +390,11 @@ impl Deref for JobCurve {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> Profile {
+    /// A calibrated profile of three epochs, for tests here and in the scenario layer.
+    pub(crate) fn sample() -> Profile {
         let mut p = Profile::new(
             "p",
             "learner".into(),
@@ -517,40 +518,6 @@ mod tests {
         assert_eq!(out.model, "learner");
         let t1 = out.targets_reached_s[0].expect("T1 = 0.4 is reached at the second epoch");
         assert!((t1 - (0.4 + 2.0 * 1.25 / 1.8)).abs() < 1e-6, "{t1}");
-    }
-
-    #[test]
-    fn a_scenario_names_its_profiles_in_model_and_refuses_what_does_not_fit() {
-        use crate::scenario::{LoadOptions, Scenario};
-        let dir = tempfile::tempdir().expect("a temp dir");
-        std::fs::create_dir(dir.path().join("profiles")).expect("mkdir");
-        std::fs::write(dir.path().join("profiles/learner.toml"), sample().to_toml()).expect("write");
-        let node = "[[node]]\ncores = 2\nmemory = \"4GiB\"\n";
-        let profile = "[[profile]]\nfile = \"profiles/learner.toml\"\nname = \"small\"\n";
-        let load = |body: &str| {
-            let path = dir.path().join("s.toml");
-            std::fs::write(&path, format!("{node}{profile}{body}")).expect("write");
-            Scenario::load(&path, &LoadOptions::default()).map(|s| s.workload)
-        };
-        let w = load("[[job]]\nname = \"a\"\nmodel = \"small\"\ncount = 2\n[[job]]\nname = \"b\"\nmodel = \"ncf\"\n")
-            .expect("loads");
-        let names: Vec<&str> = w.jobs.iter().map(|j| j.model_name()).collect();
-        assert_eq!(names, ["small", "small", "ncf"]);
-        assert!(w.jobs[0].profile.is_some() && w.jobs[2].profile.is_none());
-        let targets = w.clone().with_default_targets();
-        assert_eq!(targets.jobs[0].tiers, Some(sample().curve().default_tiers()));
-        let refused = [
-            ("[[job]]\nname = \"a\"\nmodel = \"small\"\nbatch-size = 64\n", "has one measured curve"),
-            ("[[job]]\nname = \"a\"\nmodel = \"learner\"\n", "or the name of a [[profile]]"),
-            ("[[job]]\nname = \"a\"\nmodel = \"small\"\ntiers = [0.6, 0.4]\n", "wrong order"),
-        ];
-        for (body, says) in refused {
-            let err = load(body).expect_err(body).to_string();
-            assert!(err.contains(says), "{body}: {err}");
-        }
-        std::fs::remove_file(dir.path().join("profiles/learner.toml")).expect("rm");
-        let err = load("[[job]]\nname = \"a\"\nmodel = \"small\"\n").expect_err("no file").to_string();
-        assert!(err.contains("`file`") && err.contains("wasmsched calibrate --out"), "{err}");
     }
 
     #[test]

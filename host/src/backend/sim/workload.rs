@@ -1,6 +1,6 @@
 //! What the simulator runs: a [`Workload`] of nodes ([`NodeSpec`]) and planned jobs
 //! ([`JobPlan`]). The files they come from (TOML scenarios, Pollux workloads, the Philly
-//! trace) are read by the scenario layer above the backends (`crate::scenario`); the
+//! trace) are read by the scenario layer above the backends (`scenario.rs`); the
 //! simulator takes a `Workload` and nothing else.
 
 use std::sync::Arc;
