@@ -49,8 +49,8 @@ pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversize
     Ok(checked)
 }
 
-/// An action as the rules see it.
-fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
+/// An action as the rules see it (`wasmsched_rules::check`).
+pub fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
     match kind {
         ActionKind::SetCpu(m) => Act::SetCpu(*m),
         ActionKind::SetMemory(b) => Act::SetMemory(*b),

@@ -271,19 +271,8 @@ impl Entry for crate::bindings::wasmsched::policy::types::NodePlacement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{TestWorld, job};
-    use crate::{Bytes, NoConfig, Policy, PolicyError, Runner};
-
-    struct Inspect;
-    impl Policy for Inspect {
-        type Config = NoConfig;
-        fn new(_: NoConfig) -> Result<Self, PolicyError> {
-            Ok(Inspect)
-        }
-        fn decide(&mut self, _: &Snapshot) -> Result<Decision, PolicyError> {
-            Ok(Decision::new())
-        }
-    }
+    use crate::testing::{Inspect, TestWorld, job};
+    use crate::{Bytes, Runner};
 
     /// The world as a policy sees it.
     fn seen(world: &mut TestWorld) -> Runner<Inspect> {

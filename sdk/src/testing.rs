@@ -358,6 +358,21 @@ impl TestWorld {
     }
 }
 
+/// A policy that decides nothing: to see a world as a policy sees it, run
+/// `Runner::from_policy(Inspect)` on its snapshot and read `runner.view()`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Inspect;
+
+impl Policy for Inspect {
+    type Config = crate::NoConfig;
+    fn new(_: crate::NoConfig) -> Result<Self, crate::PolicyError> {
+        Ok(Inspect)
+    }
+    fn decide(&mut self, _: &crate::Snapshot) -> Result<Decision, crate::PolicyError> {
+        Ok(Decision::new())
+    }
+}
+
 /// A policy and a [`TestWorld`], ticked together.
 pub struct Harness<P> {
     runner: Runner<P>,

@@ -431,19 +431,8 @@ impl<'a> Job<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{TestWorld, job};
+    use crate::testing::{Inspect, TestWorld, job};
     use crate::{Direction, Millicores, Runner, Seconds};
-
-    struct Inspect;
-    impl crate::Policy for Inspect {
-        type Config = crate::NoConfig;
-        fn new(_: crate::NoConfig) -> Result<Self, crate::PolicyError> {
-            Ok(Inspect)
-        }
-        fn decide(&mut self, _: &crate::Snapshot) -> Result<crate::Decision, crate::PolicyError> {
-            Ok(crate::Decision::new())
-        }
-    }
 
     fn world() -> TestWorld {
         let mut w = TestWorld::new();

@@ -7,23 +7,11 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use wasmsched_sdk::bindings::wasmsched::policy::types as wit;
+use wasmsched_sdk::testing::Inspect;
 use wasmsched_sdk::{
-    Action, Bytes, Decision, Direction, JobId, JobKind, Millicores, NoConfig, NodeId, Policy, PolicyError, Runner,
-    Seconds, Snapshot, WaitReason, sched,
+    Action, Bytes, Decision, Direction, JobId, JobKind, Millicores, NodeId, PolicyError, Runner, Seconds, Snapshot,
+    WaitReason, sched,
 };
-
-/// A policy that only looks.
-struct Inspect;
-
-impl Policy for Inspect {
-    type Config = NoConfig;
-    fn new(_: NoConfig) -> Result<Self, PolicyError> {
-        Ok(Inspect)
-    }
-    fn decide(&mut self, _: &Snapshot) -> Result<Decision, PolicyError> {
-        Ok(Decision::new())
-    }
-}
 
 fn vectors(file: &str) -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/conformance").join(file);

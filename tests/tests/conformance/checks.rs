@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use wasmsched::bindings::wit::{self, ActionKind};
 use wasmsched::validate::{self, Problem};
 use wasmsched::world::{Cursor, GpuSlot, World, sample};
-use wasmsched_rules::check::{Act, Checker};
+use wasmsched_rules::check::Checker;
 
 const GIB: u64 = 1 << 30;
 
@@ -202,7 +202,7 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
             }
             let mut checker = Checker::new(t.gpu_book());
             for (a, outcome) in actions.iter().zip(&outcomes) {
-                match checker.check(&t, a.job, &act(&a.kind)) {
+                match checker.check(&t, a.job, &validate::act(&a.kind)) {
                     Ok(()) => assert_eq!(outcome, "accepted", "{name}: {a:?}"),
                     Err(p) => {
                         assert_eq!(outcome.as_str(), Some(p.to_string().as_str()), "{name}: {a:?}");
@@ -255,20 +255,6 @@ fn kind(a: &Value) -> ActionKind {
         }),
         "preempt" => ActionKind::Preempt,
         other => panic!("no action kind {other}"),
-    }
-}
-
-/// An action as the rules see it (as the host's validator makes it).
-fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
-    match kind {
-        ActionKind::SetCpu(m) => Act::SetCpu(*m),
-        ActionKind::SetMemory(b) => Act::SetMemory(*b),
-        ActionKind::Migrate(to) => Act::Migrate(*to),
-        ActionKind::Deliver => Act::Deliver,
-        ActionKind::Stop => Act::Stop,
-        ActionKind::SetGpuShare(s) => Act::SetGpuShare { gpu: s.gpu, percent: s.percent },
-        ActionKind::Place(p) => Act::Place { nodes: &p.nodes, share: p.share },
-        ActionKind::Preempt => Act::Preempt,
     }
 }
 
