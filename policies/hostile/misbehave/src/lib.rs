@@ -1,4 +1,4 @@
-//! Hostile fixture: one misbehaviour of fourteen, picked by the config's `behaviour`, so the
+//! Hostile fixture: one misbehaviour of twenty-nine, picked by the config's `behaviour`, so the
 //! host's sandbox, validation and audit meet each without a fixture crate apiece.
 //!
 //! Behaviours, on every call and deterministically:
@@ -23,8 +23,31 @@
 //! - `fail-after`: answers its first three calls of an instance with nothing and every later
 //!   one with its own error (not a trap: the instance lives on, so it never recovers).
 //!
-//! Every behaviour but `duplicate`, `contradictory` and `stop-everything` also starts queued
-//! jobs, first fit: the fixture says it places, so nothing would run otherwise.
+//! The queue's abusers, each of them on every call and none also starting the queue:
+//! - `never-place`: says it places, and places nothing.
+//! - `place-missing-node`: places every queued job on the node one past the last.
+//! - `place-missing-gpu`: places every queued job on node 0 with GPU indices past its last.
+//! - `place-no-nodes`: places every queued job naming no node.
+//! - `place-gpu-repeated`: places every queued job on GPU 0 of node 0, named four times.
+//! - `place-wrong-count`: places every queued job on one GPU more than it asks for.
+//! - `place-running`: places every running job again, on the next node.
+//! - `pile-on`: places every queued job on GPUs `0..n` of node 0, not shared, whoever holds
+//!   them.
+//! - `place-twice`: places every queued job twice, on node 0 and on node 1, each on the
+//!   node's first free GPUs.
+//! - `preempt-for-head`: preempts the first running job and places the queue's head on the
+//!   GPUs that frees, in one decision.
+//! - `preempt-replace-all`: preempts every running job and places every queued job, first fit
+//!   over the GPUs that frees.
+//! - `huge-placement`: places the queue's head with one placement naming a million node
+//!   entries.
+//! - `preempt-protected`: preempts every running job that opted out of disruption
+//!   (`wasmsched.disruptible=false`).
+//! - `place-preempted`: preempts every running job and places it again on its own GPUs, in
+//!   one decision.
+//!
+//! Every other behaviour but `duplicate`, `contradictory` and `stop-everything` also starts
+//! queued jobs, first fit: the fixture says it places, so nothing would run otherwise.
 //!
 //! Config (kebab-case keys; a key the chosen behaviour does not use is refused):
 //! - `behaviour` (required): one of the names above.
@@ -87,6 +110,34 @@ pub enum Behaviour {
     PreemptChurn,
     /// Its own error on every call after the third.
     FailAfter,
+    /// Places nothing.
+    NeverPlace,
+    /// Places on a node that does not exist.
+    PlaceMissingNode,
+    /// Places on GPUs node 0 does not have.
+    PlaceMissingGpu,
+    /// Places naming no node.
+    PlaceNoNodes,
+    /// Places on one GPU named four times.
+    PlaceGpuRepeated,
+    /// Places on one GPU more than asked.
+    PlaceWrongCount,
+    /// Places running jobs again.
+    PlaceRunning,
+    /// Places everything on node 0's first GPUs, not shared.
+    PileOn,
+    /// Places everything twice.
+    PlaceTwice,
+    /// Preempts a running job for the queue's head.
+    PreemptForHead,
+    /// Preempts everything and places the queue back.
+    PreemptReplaceAll,
+    /// One placement of a million node entries.
+    HugePlacement,
+    /// Preempts the jobs that opted out of disruption.
+    PreemptProtected,
+    /// Preempts every running job and places it back, in one decision.
+    PlacePreempted,
 }
 
 impl Behaviour {
@@ -94,6 +145,28 @@ impl Behaviour {
     /// to run: every behaviour but those whose point is the actions they send.
     fn places_the_queue(self) -> bool {
         !matches!(self, Behaviour::Duplicate | Behaviour::Contradictory | Behaviour::StopEverything)
+            && !self.abuses_the_queue()
+    }
+
+    /// Whether it is one of the queue's abusers (the crate's doc lists them).
+    fn abuses_the_queue(self) -> bool {
+        matches!(
+            self,
+            Behaviour::NeverPlace
+                | Behaviour::PlaceMissingNode
+                | Behaviour::PlaceMissingGpu
+                | Behaviour::PlaceNoNodes
+                | Behaviour::PlaceGpuRepeated
+                | Behaviour::PlaceWrongCount
+                | Behaviour::PlaceRunning
+                | Behaviour::PileOn
+                | Behaviour::PlaceTwice
+                | Behaviour::PreemptForHead
+                | Behaviour::PreemptReplaceAll
+                | Behaviour::HugePlacement
+                | Behaviour::PreemptProtected
+                | Behaviour::PlacePreempted
+        )
     }
 
     /// Its name in the config.
@@ -114,6 +187,20 @@ impl Behaviour {
             Behaviour::MigrateChurn => "migrate-churn",
             Behaviour::PreemptChurn => "preempt-churn",
             Behaviour::FailAfter => "fail-after",
+            Behaviour::NeverPlace => "never-place",
+            Behaviour::PlaceMissingNode => "place-missing-node",
+            Behaviour::PlaceMissingGpu => "place-missing-gpu",
+            Behaviour::PlaceNoNodes => "place-no-nodes",
+            Behaviour::PlaceGpuRepeated => "place-gpu-repeated",
+            Behaviour::PlaceWrongCount => "place-wrong-count",
+            Behaviour::PlaceRunning => "place-running",
+            Behaviour::PileOn => "pile-on",
+            Behaviour::PlaceTwice => "place-twice",
+            Behaviour::PreemptForHead => "preempt-for-head",
+            Behaviour::PreemptReplaceAll => "preempt-replace-all",
+            Behaviour::HugePlacement => "huge-placement",
+            Behaviour::PreemptProtected => "preempt-protected",
+            Behaviour::PlacePreempted => "place-preempted",
         }
     }
 }
@@ -303,6 +390,8 @@ impl Policy for Misbehave {
                 return Err(PolicyError::Failed(format!("misbehave fail-after: call {} fails", self.calls)));
             }
             Behaviour::FailAfter => {}
+            b if b.abuses_the_queue() => abuse_the_queue(b, s, &mut d),
+            _ => unreachable!("every behaviour has its arm above"),
         }
         if self.behaviour.places_the_queue() {
             // It says it places, so nothing starts unless it does: the rest of the queue, first fit
@@ -382,6 +471,121 @@ fn place_queue(s: &Snapshot, skip: Option<JobId>, d: &mut Decision) {
 /// GPUs `0..n` of a node for a queued job that asks for `n`.
 fn first_gpus(job: &Job) -> Vec<u32> {
     (0..job.gpus_asked()).collect()
+}
+
+/// How many node entries `huge-placement` names.
+const HUGE_ENTRIES: u32 = 1_000_000;
+/// The opt-out label `preempt-protected` looks for, and its value.
+const OPT_OUT: (&str, &str) = ("wasmsched.disruptible", "false");
+
+/// The queue's abusers: what behaviour `b` decides on `s`.
+fn abuse_the_queue(b: Behaviour, s: &Snapshot, d: &mut Decision) {
+    let why = format!("misbehave {}", b.name());
+    let nodes = s.nodes().len() as u32;
+    let mut push = |a: Action| {
+        d.push(a.because(why.clone()));
+    };
+    match b {
+        Behaviour::PlaceMissingNode => {
+            for job in s.queue() {
+                push(Action::place(job.id(), NodeId(nodes), &first_gpus(&job)));
+            }
+        }
+        Behaviour::PlaceMissingGpu => {
+            let past = s.nodes().next().map_or(0, |n| n.gpus().len() as u32);
+            for job in s.queue() {
+                let gpus: Vec<u32> = (past..past + job.gpus_asked().max(1)).collect();
+                push(Action::place(job.id(), NodeId(0), &gpus));
+            }
+        }
+        Behaviour::PlaceNoNodes => {
+            for job in s.queue() {
+                push(Action::place_on(job.id(), &[], false));
+            }
+        }
+        Behaviour::PlaceGpuRepeated => {
+            for job in s.queue() {
+                push(Action::place(job.id(), NodeId(0), &[0; 4]));
+            }
+        }
+        Behaviour::PlaceWrongCount => {
+            for job in s.queue() {
+                let gpus: Vec<u32> = (0..=job.gpus_asked()).collect();
+                push(Action::place(job.id(), NodeId(0), &gpus));
+            }
+        }
+        Behaviour::PlaceRunning => {
+            for job in s.jobs() {
+                let next = NodeId((job.node().0 + 1) % nodes.max(1));
+                push(Action::place(job.id(), next, &first_gpus(&job)));
+            }
+        }
+        Behaviour::PileOn => {
+            for job in s.queue() {
+                push(Action::place(job.id(), NodeId(0), &first_gpus(&job)));
+            }
+        }
+        Behaviour::PlaceTwice => {
+            let free = wasmsched_sdk::sched::FreeGpus::of(s);
+            for job in s.queue() {
+                for node in [NodeId(0), NodeId(1)] {
+                    let gpus: Vec<u32> = free.free_on(node).into_iter().take(job.gpus_asked() as usize).collect();
+                    push(Action::place(job.id(), node, &gpus));
+                }
+            }
+        }
+        Behaviour::PreemptForHead => {
+            if let (Some(running), Some(head)) = (s.jobs().next(), s.queue().next()) {
+                push(Action::preempt(running.id()));
+                let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
+                free.release(&running);
+                if let Some(p) = free.fit_job(&head) {
+                    push(p.action(head.id()));
+                }
+            }
+        }
+        Behaviour::PreemptReplaceAll => {
+            let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
+            for job in s.jobs() {
+                push(Action::preempt(job.id()));
+                free.release(&job);
+            }
+            for job in s.queue() {
+                if let Some(p) = free.fit_job(&job) {
+                    push(p.action(job.id()));
+                }
+            }
+        }
+        Behaviour::HugePlacement => {
+            if let Some(head) = s.queue().next() {
+                let entries: Vec<(NodeId, Vec<u32>)> = (0..HUGE_ENTRIES).map(|n| (NodeId(n % nodes.max(1)), vec![0])).collect();
+                push(Action::place_on(head.id(), &entries, false));
+            }
+        }
+        Behaviour::PreemptProtected => {
+            for job in s.jobs().filter(|j| j.label(OPT_OUT.0) == Some(OPT_OUT.1)) {
+                push(Action::preempt(job.id()));
+            }
+        }
+        Behaviour::PlacePreempted => {
+            for job in s.jobs() {
+                push(Action::preempt(job.id()));
+                let mut entries: Vec<(NodeId, Vec<u32>)> = Vec::new();
+                for g in job.gpus() {
+                    match entries.iter_mut().find(|(n, _)| *n == g.node) {
+                        Some((_, gpus)) => gpus.push(g.index),
+                        None => entries.push((g.node, vec![g.index])),
+                    }
+                }
+                if entries.is_empty() {
+                    entries.push((job.node(), Vec::new()));
+                }
+                push(Action::place_on(job.id(), &entries, false));
+            }
+        }
+        Behaviour::NeverPlace => {}
+        _ => unreachable!("{} is not one of the queue's abusers", b.name()),
+    }
 }
 
 /// `duplicate`: every valid action twice.
@@ -582,6 +786,51 @@ mod tests {
         assert_eq!(kinds(&h.tick(Seconds(30.0)).unwrap()), [(a, ActionKind::Preempt), (q, ActionKind::Preempt)]);
     }
 
+    /// The decision of abuser `behaviour` on [`world`]'s first call.
+    fn abuse(behaviour: &str) -> (Decision, JobId, JobId, JobId) {
+        let (w, a, b, q) = world();
+        let d = misbehave(&format!(r#"{{"behaviour": "{behaviour}"}}"#), w).tick(Seconds(30.0)).unwrap();
+        assert_reasons_name(&d, behaviour);
+        (d, a, b, q)
+    }
+
+    #[test]
+    fn the_queues_abusers_place_as_their_names_say_and_start_nothing_else() {
+        let (d, _, _, q) = abuse("never-place");
+        assert!(d.actions().is_empty());
+        assert_eq!(placed(&abuse("place-missing-node").0), [(q, vec![(3, vec![0, 1])])]);
+        assert_eq!(placed(&abuse("place-missing-gpu").0), [(q, vec![(0, vec![2, 3])])]);
+        assert_eq!(placed(&abuse("place-no-nodes").0), [(q, vec![])]);
+        assert_eq!(placed(&abuse("place-gpu-repeated").0), [(q, vec![(0, vec![0, 0, 0, 0])])]);
+        assert_eq!(placed(&abuse("place-wrong-count").0), [(q, vec![(0, vec![0, 1, 2])])]);
+        assert_eq!(placed(&abuse("pile-on").0), [(q, vec![(0, vec![0, 1])])]);
+        assert_eq!(placed(&abuse("place-twice").0), [(q, vec![(0, vec![0, 1])]), (q, vec![(1, vec![0, 1])])]);
+        let (d, a, b, _) = abuse("place-running");
+        assert_eq!(placed(&d), [(a, vec![(1, vec![])]), (b, vec![(1, vec![])])]);
+        let (d, _, _, _) = abuse("huge-placement");
+        assert_eq!(placed(&d)[0].1.len(), HUGE_ENTRIES as usize);
+    }
+
+    #[test]
+    fn the_preempting_abusers_preempt_and_place_in_one_decision() {
+        let (d, a, b, q) = abuse("preempt-replace-all");
+        assert_eq!(kinds(&d)[..2], [(a, ActionKind::Preempt), (b, ActionKind::Preempt)]);
+        assert_eq!(placed(&d), [(q, vec![(0, vec![0, 1])])]);
+        let (d, a, _, q) = abuse("preempt-for-head");
+        assert_eq!(kinds(&d)[0], (a, ActionKind::Preempt));
+        assert_eq!(placed(&d).len(), 1);
+        assert_eq!(placed(&d)[0].0, q);
+        let (d, a, b, _) = abuse("place-preempted");
+        let k = kinds(&d);
+        assert_eq!((k[0].clone(), k[2].0), ((a, ActionKind::Preempt), b));
+        assert_eq!(placed(&d).len(), 2);
+        let mut w = TestWorld::gpu_cluster(&[2]);
+        let keep = w.add_job(job("keep", "cifar10").label("wasmsched.disruptible", "false"));
+        w.add_job(job("other", "cifar10"));
+        let d = misbehave(r#"{"behaviour": "preempt-protected"}"#, w).tick(Seconds(30.0)).unwrap();
+        assert_eq!(kinds(&d), [(keep, ActionKind::Preempt)]);
+    }
+
     #[test]
     fn trap_every_other_panics_on_even_calls_and_caps_every_job_on_odd_ones() {
         let (w, a, b, q) = world();
@@ -669,6 +918,20 @@ mod tests {
             "migrate-churn",
             "preempt-churn",
             "fail-after",
+            "never-place",
+            "place-missing-node",
+            "place-missing-gpu",
+            "place-no-nodes",
+            "place-gpu-repeated",
+            "place-wrong-count",
+            "place-running",
+            "pile-on",
+            "place-twice",
+            "preempt-for-head",
+            "preempt-replace-all",
+            "huge-placement",
+            "preempt-protected",
+            "place-preempted",
         ] {
             let h = misbehave(&format!(r#"{{"behaviour": "{name}"}}"#), TestWorld::new());
             assert_eq!(h.policy().behaviour.name(), name);
