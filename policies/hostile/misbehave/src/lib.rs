@@ -23,7 +23,8 @@
 //! - `fail-after`: answers its first three calls of an instance with nothing and every later
 //!   one with its own error (not a trap: the instance lives on, so it never recovers).
 //!
-//! The queue's abusers, each of them on every call and none also starting the queue:
+//! The queue's abusers, each of them on every call, and only the last two also starting the
+//! queue:
 //! - `never-place`: says it places, and places nothing.
 //! - `place-missing-node`: places every queued job on the node one past the last.
 //! - `place-missing-gpu`: places every queued job on node 0 with GPU indices past its last.
@@ -36,7 +37,7 @@
 //! - `place-twice`: places every queued job twice, on node 0 and on node 1, each on the
 //!   node's first free GPUs.
 //! - `preempt-for-head`: preempts the first running job and places the queue's head on the
-//!   GPUs that frees, in one decision.
+//!   GPUs that frees, in one decision (with nothing running, places the head first fit).
 //! - `preempt-replace-all`: preempts every running job and places every queued job, first fit
 //!   over the GPUs that frees.
 //! - `huge-placement`: places the queue's head with one placement naming a million node
@@ -46,8 +47,8 @@
 //! - `place-preempted`: preempts every running job and places it again on its own GPUs, in
 //!   one decision.
 //!
-//! Every other behaviour but `duplicate`, `contradictory` and `stop-everything` also starts
-//! queued jobs, first fit: the fixture says it places, so nothing would run otherwise.
+//! Every behaviour before them but `duplicate`, `contradictory` and `stop-everything` also
+//! starts queued jobs, first fit: the fixture says it places, so nothing would run otherwise.
 //!
 //! Config (kebab-case keys; a key the chosen behaviour does not use is refused):
 //! - `behaviour` (required): one of the names above.
@@ -145,7 +146,7 @@ impl Behaviour {
     /// to run: every behaviour but those whose point is the actions they send.
     fn places_the_queue(self) -> bool {
         !matches!(self, Behaviour::Duplicate | Behaviour::Contradictory | Behaviour::StopEverything)
-            && !self.abuses_the_queue()
+            && (!self.abuses_the_queue() || matches!(self, Behaviour::PreemptProtected | Behaviour::PlacePreempted))
     }
 
     /// Whether it is one of the queue's abusers (the crate's doc lists them).
@@ -535,10 +536,12 @@ fn abuse_the_queue(b: Behaviour, s: &Snapshot, d: &mut Decision) {
             }
         }
         Behaviour::PreemptForHead => {
-            if let (Some(running), Some(head)) = (s.jobs().next(), s.queue().next()) {
-                push(Action::preempt(running.id()));
+            if let Some(head) = s.queue().next() {
                 let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
-                free.release(&running);
+                if let Some(running) = s.jobs().next() {
+                    push(Action::preempt(running.id()));
+                    free.release(&running);
+                }
                 if let Some(p) = free.fit_job(&head) {
                     push(p.action(head.id()));
                 }
@@ -823,7 +826,8 @@ mod tests {
         let (d, a, b, _) = abuse("place-preempted");
         let k = kinds(&d);
         assert_eq!((k[0].clone(), k[2].0), ((a, ActionKind::Preempt), b));
-        assert_eq!(placed(&d).len(), 2);
+        let again: Vec<JobId> = placed(&d).into_iter().map(|(j, _)| j).collect();
+        assert_eq!(again[..2], [a, b], "the preempted jobs are placed again, then the queue starts");
         let mut w = TestWorld::gpu_cluster(&[2]);
         let keep = w.add_job(job("keep", "cifar10").label("wasmsched.disruptible", "false"));
         w.add_job(job("other", "cifar10"));
