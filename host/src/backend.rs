@@ -139,6 +139,33 @@ pub trait Backend {
     fn endpoints(&self) -> Vec<Endpoint> {
         Vec::new()
     }
+
+    /// The queued jobs its default placement would start now, in the order it would start
+    /// them, without starting any: what a placing policy is judged against (the watchdog's
+    /// stall rule). None for a backend that starts nothing of its own.
+    fn startable(&self, _world: &World) -> Vec<u32> {
+        Vec::new()
+    }
+
+    /// Start queued `jobs` now with the default placement, in the order given, each where it
+    /// fits (the watchdog's rescue of jobs a placing policy left waiting). Returns those
+    /// started; the others stay queued.
+    fn rescue(&mut self, _jobs: &[u32], _world: &mut World) -> Vec<u32> {
+        Vec::new()
+    }
+
+    /// When any job last did work, on the backend's clock (ms), where the backend can tell
+    /// (the simulator can; a live one cannot tell a container at work from one stuck). The
+    /// watchdog benches a policy under which jobs run but none progresses.
+    fn last_progress_ms(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is
+    /// made anew): then it counts against the disruption budget like a migration.
+    fn gpu_share_restarts(&self) -> bool {
+        false
+    }
 }
 
 /// The `[backend]` table of `wasmsched run`: which backend (`kind`), with that backend's own

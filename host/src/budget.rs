@@ -1,7 +1,8 @@
 //! The disruption budget: how much harm a valid policy may do to the jobs it manages.
 //!
 //! Validation refuses what cannot be done; the budget refuses what may be done but too often.
-//! A disruptive action ([`disruptive`]: `stop`, `migrate`, `preempt`) costs a running job its
+//! A disruptive action ([`disruptive`]: `stop`, `migrate`, `preempt`, and `set-gpu-share` on
+//! a backend that makes the container anew for it, as Docker does) costs a running job its
 //! work since its last checkpoint, or ends it. The loop ([`crate::control::drive`]) hands the
 //! active policy's validated actions to a [`Budget`] before the backend sees them, for every
 //! backend. In the policy's order, a disruptive action is refused when:
@@ -118,12 +119,37 @@ pub struct Budget {
     /// Each job's last admitted disruption.
     last: HashMap<u32, u64>,
     counters: BudgetCounters,
+    /// Whether a `set-gpu-share` restarts its job on this backend.
+    share_restarts: bool,
 }
 
 impl Budget {
     /// A budget with nothing spent.
     pub fn new(config: BudgetConfig) -> Self {
-        Budget { config, recent: VecDeque::new(), last: HashMap::new(), counters: BudgetCounters::default() }
+        Budget {
+            config,
+            recent: VecDeque::new(),
+            last: HashMap::new(),
+            counters: BudgetCounters::default(),
+            share_restarts: false,
+        }
+    }
+
+    /// On a backend where a `set-gpu-share` restarts its job (`yes`), count it as a
+    /// disruption.
+    pub fn share_restarts(mut self, yes: bool) -> Self {
+        self.share_restarts = yes;
+        self
+    }
+
+    /// Whether `kind` disrupts its job on this budget's backend.
+    pub fn disrupts(&self, kind: &ActionKind) -> bool {
+        disruptive(kind) || (self.share_restarts && matches!(kind, ActionKind::SetGpuShare(_)))
+    }
+
+    /// How many of `actions` disrupt their jobs on this budget's backend.
+    pub fn disruptions(&self, actions: &[wit::Action]) -> u64 {
+        actions.iter().filter(|a| self.disrupts(&a.kind)).count() as u64
     }
 
     /// What it has admitted and refused.
@@ -134,7 +160,7 @@ impl Budget {
     /// Split validated `actions` for `world` into those that apply and those over budget;
     /// what applies is validated again when anything was refused (module docs).
     pub fn admit(&mut self, actions: Vec<wit::Action>, world: &World) -> (Vec<wit::Action>, Vec<Rejection>) {
-        if !self.config.enabled || !actions.iter().any(|a| disruptive(&a.kind)) {
+        if !self.config.enabled || !actions.iter().any(|a| self.disrupts(&a.kind)) {
             return (actions, Vec::new());
         }
         let now = world.time_ms();
@@ -145,7 +171,7 @@ impl Budget {
         let mut kept = Vec::with_capacity(actions.len());
         let mut refused = Vec::new();
         for action in actions {
-            if !disruptive(&action.kind) {
+            if !self.disrupts(&action.kind) {
                 kept.push(action);
                 continue;
             }
@@ -245,6 +271,20 @@ mod tests {
             max_per_node: 2,
             job_min_interval: Duration::from_secs(30),
         }
+    }
+
+    #[test]
+    fn a_gpu_share_is_a_disruption_where_the_backend_restarts_the_job_for_it() {
+        let world = at(sample::world(2, 4, 0), 100);
+        let share = |job| act(job, ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 }));
+        let shares: Vec<_> = (0..4).map(share).collect();
+        let (kept, refused) = Budget::new(tight()).admit(shares.clone(), &world);
+        assert_eq!((kept.len(), refused.len()), (4, 0), "where a share applies in place, it costs nothing");
+        let mut b = Budget::new(BudgetConfig { max_per_node: 10, ..tight() }).share_restarts(true);
+        assert_eq!(b.disruptions(&shares), 4);
+        let (kept, refused) = b.admit(shares, &world);
+        assert_eq!((kept.len(), refused.len()), (3, 1));
+        assert!(refused[0].reason.contains("budget.max-per-window"), "{}", refused[0].reason);
     }
 
     #[test]

@@ -59,7 +59,7 @@ use serde::Deserialize;
 pub use crate::backend::BackendConfig;
 pub use crate::backend::Speed;
 use crate::budget::BudgetConfig;
-use crate::host::watchdog::WatchdogConfig;
+use crate::watchdog::WatchdogConfig;
 use crate::runtime::Limits;
 use crate::runtime::supervise::{Fallback, Quarantine};
 

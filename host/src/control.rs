@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend, Placer};
-use crate::budget::{Budget, BudgetConfig, disruptions};
+use crate::budget::{Budget, BudgetConfig};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
+use crate::validate;
+use crate::watchdog::{self, Benched, Stalls, Watchdog, WatchdogConfig};
 use crate::world::World;
 
 /// How the loop runs.
@@ -24,20 +26,28 @@ pub struct LoopConfig {
     pub horizon: Option<Duration>,
     /// How many disruptions the active policy may cause ([`crate::budget`]).
     pub budget: BudgetConfig,
+    /// When the active policy is benched, and when queued jobs are rescued from it
+    /// ([`crate::watchdog`]).
+    pub watchdog: WatchdogConfig,
 }
 
 impl LoopConfig {
-    /// A loop ticking every `tick` with no horizon and no disruption budget: every valid
-    /// action applies.
+    /// A loop ticking every `tick` with no horizon and no disruption budget (every valid
+    /// action applies), under the default watchdog.
     pub fn unbudgeted(tick: Duration) -> Self {
-        LoopConfig { tick, horizon: None, budget: BudgetConfig::off() }
+        LoopConfig { tick, budget: BudgetConfig::off(), ..LoopConfig::default() }
     }
 }
 
 impl Default for LoopConfig {
-    /// A 30 s tick, no horizon, the cautious default budget.
+    /// A 30 s tick, no horizon, the cautious default budget, the default watchdog.
     fn default() -> Self {
-        LoopConfig { tick: Duration::from_secs(30), horizon: None, budget: BudgetConfig::default() }
+        LoopConfig {
+            tick: Duration::from_secs(30),
+            horizon: None,
+            budget: BudgetConfig::default(),
+            watchdog: WatchdogConfig::default(),
+        }
     }
 }
 
@@ -57,6 +67,11 @@ pub struct LoopSummary {
     pub disruptions: u64,
     /// Actions refused over the disruption budget.
     pub over_budget: u64,
+    /// Queued jobs the host started itself, because the policy that places left them waiting
+    /// ([`crate::watchdog`]).
+    pub rescues: u64,
+    /// Times the watchdog benched the active version.
+    pub benchings: u64,
     /// The backend's clock at the end, milliseconds.
     pub end_ms: u64,
 }
@@ -103,6 +118,15 @@ pub struct Tick<'a> {
     pub shadows: Vec<Decided>,
     /// The active policy's actions the backend could not apply.
     pub apply_errors: Vec<ApplyError>,
+    /// How many of the applied actions disrupted their jobs.
+    pub disruptions: u64,
+    /// Queued jobs the host started itself on this tick: the policy that places had left them
+    /// waiting for `stall-after` although they fit ([`crate::watchdog`]).
+    pub rescued: Vec<u32>,
+    /// The version the watchdog benches, while it does.
+    pub benched: Option<&'a Benched>,
+    /// Whether the watchdog benched it on this tick.
+    pub benched_now: bool,
 }
 
 /// Whoever runs the loop: the policies, the work at tick boundaries, where ticks go.
@@ -161,13 +185,16 @@ pub const MAX_NEXT_CALL_MS: u64 = 3_600_000;
 /// The loop: until the backend has nothing left, the horizon, or the driver says stop.
 ///
 /// A policy's `next-call-ms` holds only for the version that asked: a swap or a rollback to
-/// another digest is asked on the next tick.
+/// another digest is asked on the next tick. Policies are asked at most once a tick and the
+/// clock moves on by a tick every time round, so no decision can hold time still.
 pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, config: &LoopConfig) -> LoopSummary {
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
     let mut world = World::new();
     let mut summary = LoopSummary::default();
-    let mut budget = Budget::new(config.budget);
+    let mut budget = Budget::new(config.budget).share_restarts(backend.gpu_share_restarts());
+    let mut dog = Watchdog::new(config.watchdog);
+    let mut stalls = Stalls::new();
     let mut next_call_ms = 0;
     // The digest of the version whose `next-call-ms` holds.
     let mut delayed_by: Option<String> = None;
@@ -178,12 +205,20 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         }
         // Whether the active policy places, and whether it is another version than the one
         // whose `next-call-ms` holds (then it is asked now).
-        let (placing, swapped) = match driver.policies().active {
-            Some(p) => (p.places(rt, summary.end_ms), delayed_by.as_deref() != Some(p.policy().digest())),
-            None => (false, delayed_by.is_some()),
+        let (placing, swapped, active_digest) = match driver.policies().active {
+            Some(p) => {
+                let digest = p.policy().digest().to_string();
+                (p.places(rt, summary.end_ms), delayed_by.as_deref() != Some(&digest), Some(digest))
+            }
+            None => (false, delayed_by.is_some(), None),
         };
         if swapped {
             next_call_ms = 0;
+        }
+        if dog.benched().is_some_and(|b| active_digest.as_deref() != Some(&b.sha256))
+            && let Some(b) = dog.release()
+        {
+            tracing::warn!(policy = %b.policy, sha256 = %b.sha256, "watchdog: another version is active; control goes back to the policy");
         }
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
         if !backend.observe(&mut world, until) {
@@ -193,7 +228,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         summary.ticks += 1;
         driver.observed(&world, backend.endpoints());
         let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
-        let (mut active, mut shadows, mut apply_errors) = (None, Vec::new(), Vec::new());
+        let (mut active, mut shadows, mut apply_errors, mut disrupted) = (None, Vec::new(), Vec::new(), 0);
         if asked {
             summary.decisions += 1;
             let policies = driver.policies();
@@ -201,16 +236,18 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &world)).collect();
             if let Some(a) = &mut active {
                 let (admitted, refused) = budget.admit(std::mem::take(&mut a.outcome.actions), &world);
-                for r in &refused {
-                    tracing::warn!(policy = %a.policy, job = r.action.job, reason = %r.reason, "action over the disruption budget");
+                let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
+                if let Some(summary) = validate::summary(over) {
+                    tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
                 }
                 a.outcome.actions = admitted;
                 a.outcome.over_budget = refused;
-                summary.disruptions += disruptions(&a.outcome.actions);
+                disrupted = budget.disruptions(&a.outcome.actions);
+                summary.disruptions += disrupted;
                 summary.over_budget += a.outcome.over_budget.len() as u64;
                 apply_errors = backend.apply(&a.outcome.actions, &mut world);
-                for e in &apply_errors {
-                    tracing::warn!(policy = %a.policy, job = e.job, reason = %e.reason, "action could not be applied");
+                if let Some(summary) = validate::summary(apply_errors.iter().map(|e| (e.job, None, &e.reason[..]))) {
+                    tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
                 }
                 summary.applied += (a.outcome.actions.len() - apply_errors.len()) as u64;
                 summary.apply_errors += apply_errors.len() as u64;
@@ -219,7 +256,90 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
             delayed_by = active.as_ref().map(|a| a.digest.clone());
         }
-        driver.record(Tick { number: summary.ticks, world: &world, asked, active, shadows, apply_errors });
+        let rescued = if placing && config.watchdog.enabled {
+            rescue(backend, &mut world, &mut stalls, config.watchdog.stall_after)
+        } else {
+            stalls.clear();
+            Vec::new()
+        };
+        summary.rescues += rescued.len() as u64;
+        let benched_now = watch(&mut dog, driver, backend, &world, active.as_ref(), &rescued);
+        summary.benchings += u64::from(benched_now);
+        driver.record(Tick {
+            number: summary.ticks,
+            world: &world,
+            asked,
+            active,
+            shadows,
+            apply_errors,
+            disruptions: disrupted,
+            rescued,
+            benched: dog.benched(),
+            benched_now,
+        });
     }
     summary
+}
+
+/// The watchdog's stall rule: start the queued jobs the default placement would have started
+/// `stall_after` ago and the policy that places has left waiting since. Returns those started.
+fn rescue(backend: &mut dyn Backend, world: &mut World, stalls: &mut Stalls, stall_after: Duration) -> Vec<u32> {
+    if world.queue_len() == 0 {
+        stalls.clear();
+        return Vec::new();
+    }
+    let overdue = stalls.overdue(&backend.startable(world), world.time_ms(), stall_after);
+    if overdue.is_empty() {
+        return Vec::new();
+    }
+    let started = backend.rescue(&overdue, world);
+    stalls.started(&started);
+    if !started.is_empty() {
+        let name = |job: &u32| world.spec(*job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
+        let names: Vec<String> = started.iter().take(5).map(name).collect();
+        let more = started.len().saturating_sub(names.len());
+        tracing::warn!(
+            jobs = %names.join(", "),
+            more,
+            waited_s = stall_after.as_secs(),
+            "watchdog: the policy that places left these jobs waiting although they fit; the host started them with the default placement"
+        );
+    }
+    started
+}
+
+/// Show the watchdog the tick; when it benches the active version, bench it. True when it did.
+fn watch(
+    dog: &mut Watchdog,
+    driver: &mut dyn Driver,
+    backend: &dyn Backend,
+    world: &World,
+    active: Option<&Decided>,
+    rescued: &[u32],
+) -> bool {
+    let Some(p) = driver.policies().active else { return false };
+    let (policy, digest) = (p.policy().name().to_string(), p.policy().digest().to_string());
+    // Jobs run and none has progressed: judged only where the backend can tell, and only while
+    // the policy itself answers (a failing one is the other rule's).
+    let idle_ms = backend
+        .last_progress_ms()
+        .filter(|_| world.job_count() > 0 && active.is_none_or(|a| a.outcome.failure.is_none()))
+        .map(|at| world.time_ms().saturating_sub(at));
+    let seen = watchdog::Seen {
+        policy: &policy,
+        sha256: &digest,
+        failed: active.map(|a| a.outcome.failure.is_some()),
+        rescued: rescued.len(),
+        idle_ms,
+    };
+    let Some(b) = dog.observe(seen, world.time_ms()) else { return false };
+    tracing::error!(
+        policy = %b.policy,
+        sha256 = %b.sha256,
+        why = %b.why,
+        safe = %b.safe,
+        "watchdog: the active policy is benched; the safe policy runs until a new version is admitted or an operator rolls back"
+    );
+    p.bench(&b.why, b.safe);
+    true
 }

@@ -30,6 +30,43 @@ use crate::bindings::wit;
 /// The label prefix every declaration uses.
 pub const PREFIX: &str = "wasmsched.";
 
+/// Every `wasmsched.*` key the host reads: those a job declares (above), and those the host
+/// writes itself on what it makes (a migrated or preempted container's carried state, a pod's
+/// job name, a calibration run). Any other is a misspelling, reported with the nearest of these.
+pub const KNOWN_KEYS: &[&str] = &[
+    "managed",
+    "model",
+    "kind",
+    "metric",
+    "direction",
+    "metrics",
+    "tiers",
+    "qoe-target",
+    "max-epochs",
+    "gpus",
+    "replicas",
+    "deliver",
+    "checkpoint",
+    "disruptible",
+    // Written by the host.
+    "replaces",
+    "wait",
+    "arrived-unix-ms",
+    "run-ms",
+    "gpu-ms",
+    "gpu-share",
+    "job-name",
+    "calibrate",
+];
+
+/// The key nearest to `key` (without the prefix) among [`KNOWN_KEYS`], when one is close
+/// enough to be what was meant.
+fn nearest(key: &str) -> Option<&'static str> {
+    let (best, distance) =
+        KNOWN_KEYS.iter().map(|k| (*k, strsim::levenshtein(key, k))).min_by_key(|&(_, d)| d)?;
+    (distance <= 3.max(key.len() / 3)).then_some(best)
+}
+
 /// The label by which a job opts out of disruption: `wasmsched.disruptible=false`.
 pub const OPT_OUT_LABEL: &str = "wasmsched.disruptible";
 
@@ -165,6 +202,16 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
             None
         }
     });
+    let mut unknown: Vec<&str> =
+        labels.keys().filter_map(|k| k.strip_prefix(PREFIX)).filter(|k| !KNOWN_KEYS.contains(k)).collect();
+    unknown.sort_unstable();
+    for key in unknown {
+        let hint = match nearest(key) {
+            Some(near) => format!("not a key wasmsched reads: did you mean {PREFIX}{near}?"),
+            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..14].join(", ")),
+        };
+        problem(key, hint);
+    }
     let model = get("model").filter(|m| !m.is_empty()).unwrap_or(image).to_string();
     let mut kept: Vec<(String, String)> =
         labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -261,6 +308,22 @@ mod tests {
             assert_eq!(d.problems[0].0, "wasmsched.checkpoint");
         }
         assert_eq!(from_labels("j", "i", &labels(&[("checkpoint", "/ckpt//")])).checkpoint.as_deref(), Some("/ckpt"));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_reported_with_the_nearest_one_and_the_hosts_own_keys_are_not() {
+        let d = from_labels(
+            "/x",
+            "trainer:1",
+            &labels(&[("managed", "true"), ("disruptable", "false"), ("max-epoch", "3"), ("zzzzzzzzzzzz", "1")]),
+        );
+        let problems: HashMap<&str, &str> = d.problems.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(problems["wasmsched.disruptable"], "not a key wasmsched reads: did you mean wasmsched.disruptible?");
+        assert_eq!(problems["wasmsched.max-epoch"], "not a key wasmsched reads: did you mean wasmsched.max-epochs?");
+        assert!(problems["wasmsched.zzzzzzzzzzzz"].starts_with("not a key wasmsched reads (they are"), "{problems:?}");
+        assert_eq!(problems.len(), 3);
+        let own = labels(&[("managed", "true"), ("replaces", "abc"), ("run-ms", "5"), ("gpu-share", "50")]);
+        assert!(from_labels("/x", "t", &own).problems.is_empty());
     }
 
     #[test]

@@ -10,7 +10,6 @@
 //! or a rollback does not wait for the tick.
 
 pub mod status;
-pub mod watchdog;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -20,9 +19,8 @@ use std::time::{Duration, Instant};
 
 use crate::backend::sim::workload::Workload;
 use crate::backend::{Backend, BackendError, Built};
-use crate::budget;
 use crate::config::{HostConfig, PolicyConfig, Role};
-use crate::control::{self, Decided, Driver, LoopConfig, LoopSummary, Policies, Tick};
+use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::runtime::Runtime;
@@ -30,7 +28,6 @@ use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
 use crate::world::World;
 use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
-use watchdog::Watchdog;
 
 /// Why the host could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -192,7 +189,8 @@ impl Host {
         let mut reloader =
             Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
         let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
-        let loop_config = LoopConfig { tick: config.tick, horizon: None, budget: config.budget };
+        let loop_config =
+            LoopConfig { tick: config.tick, horizon: None, budget: config.budget, watchdog: config.watchdog };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
             let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
@@ -286,7 +284,6 @@ struct HostDriver {
     recorder: Option<TelemetryRecorder>,
     pacer: Pacer,
     write_errors: u64,
-    watchdog: Watchdog,
 }
 
 impl HostDriver {
@@ -326,7 +323,6 @@ impl HostDriver {
             recorder,
             pacer: Pacer { speed: config.backend.speed(), tick: config.tick, anchor: None },
             write_errors: 0,
-            watchdog: Watchdog::new(config.watchdog),
         })
     }
 
@@ -353,9 +349,6 @@ impl HostDriver {
                 let digest = gone.sup.policy().digest().to_string();
                 tracing::info!(policy = %name, sha256 = %digest, "policy file deleted; policy unloaded (a rollback brings it back)");
                 slot.previous = Some(gone);
-                if slot.config.role == Role::Active {
-                    self.watchdog.release();
-                }
                 self.report(&name, ReloadOutcome::Unloaded, Some(digest), "file deleted".into(), noticed);
             }
         }
@@ -383,9 +376,6 @@ impl HostDriver {
                 if old.is_some() {
                     slot.previous = old;
                 }
-                if slot.config.role == Role::Active && self.watchdog.release().is_some() {
-                    tracing::warn!(policy = %c.name, sha256 = %digest, version, "watchdog: a new version is admitted; control goes back to the policy");
-                }
                 tracing::info!(policy = %c.name, sha256 = %digest, version, state_bytes = carried, "policy version swapped in");
                 self.report(&c.name, ReloadOutcome::Swapped, Some(digest), detail, c.noticed);
             }
@@ -404,9 +394,6 @@ impl HostDriver {
         let slot = self.slots.iter_mut().find(|s| s.name == name).ok_or_else(|| RollbackError::Unknown(name.into()))?;
         let mut back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
         back.sup.unbench();
-        if slot.config.role == Role::Active && self.watchdog.release().is_some() {
-            tracing::warn!(policy = name, "watchdog: rolled back by the operator; control goes back to the policy");
-        }
         let sha256 = back.sup.policy().digest().to_string();
         let replaced = slot.current.replace(back);
         let replaced_sha = replaced.as_ref().map(|r| r.sup.policy().digest().to_string());
@@ -427,9 +414,13 @@ impl HostDriver {
         };
         let slot = self.slot(name);
         let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
-        let watchdog = self.watchdog.benched().cloned();
+        // Another version of the active policy: the loop's watchdog lets go of the benched one
+        // on the next tick.
+        let released = slot.is_some_and(|s| s.config.role == Role::Active) && outcome != ReloadOutcome::Refused;
         self.board.update(|s| {
-            s.watchdog = watchdog;
+            if released {
+                s.watchdog = None;
+            }
             if outcome == ReloadOutcome::Refused {
                 s.refused += 1;
             } else {
@@ -440,27 +431,6 @@ impl HostDriver {
                 p.last_reload = Some(result);
             }
         });
-    }
-
-    /// Show the watchdog the active policy's answer; true when it benches the version now.
-    fn watch(&mut self, active: &Decided, now_ms: u64) -> bool {
-        let failed = active.outcome.failure.is_some();
-        let Some(b) = self.watchdog.observe(&active.policy, &active.digest, failed, now_ms) else { return false };
-        let failing_ms = b.benched_at_ms - b.failing_since_ms;
-        tracing::error!(
-            policy = %b.policy,
-            sha256 = %b.sha256,
-            failing_s = failing_ms as f64 / 1000.0,
-            safe = %b.safe,
-            "watchdog: the active policy has failed on every call for too long; it is benched and the safe policy \
-             runs until a new version is admitted or an operator rolls back"
-        );
-        let safe = b.safe;
-        let slot = self.slots.iter_mut().find(|s| s.config.role == Role::Active && *s.name == *active.policy);
-        if let Some(serving) = slot.and_then(|s| s.current.as_mut()) {
-            serving.sup.bench(failing_ms, safe);
-        }
-        true
     }
 
     fn write_failed(&mut self, e: &RecordError) {
@@ -559,7 +529,7 @@ impl Driver for HostDriver {
 
     fn record(&mut self, tick: Tick<'_>) {
         let time_ms = tick.world.time_ms();
-        if tick.asked {
+        if tick.asked || !tick.rescued.is_empty() {
             let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
             let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
             let mut shadows = Vec::with_capacity(tick.shadows.len());
@@ -582,7 +552,14 @@ impl Driver for HostDriver {
                 line
             });
             if let Some(audit) = &mut self.audit {
-                let line = AuditLine { tick: tick.number, time_ms, wall_ms: record::wall_ms(), active, shadows };
+                let line = AuditLine {
+                    tick: tick.number,
+                    time_ms,
+                    wall_ms: record::wall_ms(),
+                    active,
+                    shadows,
+                    rescued: tick.rescued.clone(),
+                };
                 if let Err(e) = audit.write(&line) {
                     self.write_failed(&e);
                 }
@@ -593,14 +570,12 @@ impl Driver for HostDriver {
         {
             self.write_failed(&e);
         }
-        let benched = tick.active.as_ref().is_some_and(|a| self.watch(a, time_ms));
-        let (disruptions, over_budget) = tick
-            .active
-            .as_ref()
-            .map_or((0, 0), |a| (budget::disruptions(&a.outcome.actions), a.outcome.over_budget.len() as u64));
+        let over_budget = tick.active.as_ref().map_or(0, |a| a.outcome.over_budget.len() as u64);
+        let (disruptions, rescued, benched) = (tick.disruptions, tick.rescued.len() as u64, tick.benched_now);
         let slots = &self.slots;
-        let watchdog = self.watchdog.benched().cloned();
+        let watchdog = tick.benched.cloned();
         self.board.update(|s| {
+            s.stall_rescues += rescued;
             s.ticks = tick.number;
             s.decisions += u64::from(tick.asked);
             s.backend_time_ms = time_ms;

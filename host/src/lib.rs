@@ -53,8 +53,9 @@
 //! admits new versions off to the side; the host swaps them in at a tick boundary with the old
 //! version's saved state, and can roll back. [`record`] keeps the audit log and the telemetry
 //! recording that [`backend::playback`] plays back to any policy. [`api`] serves status,
-//! metrics and rollback on loopback. Its [`host::watchdog`] benches an active policy that has
-//! failed on every call for too long, and runs a safe one until a new version or a rollback.
+//! metrics and rollback on loopback. Its [`watchdog`] benches an active policy that has failed
+//! on every call for too long, starved the queue or kept every job from progressing, and runs
+//! a safe one until a new version or a rollback.
 //!
 //! The contract's types come from [`bindings`], generated once from `wit/`.
 
@@ -87,6 +88,7 @@ pub mod shadow;
 pub mod shipped;
 pub mod units;
 pub mod validate;
+pub mod watchdog;
 pub mod world;
 
 /// An error and its sources on one line, `: `-separated, for logs and the command line.

@@ -209,6 +209,10 @@ pub struct AuditLine {
     /// The shadows' decisions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadows: Vec<AuditDecision>,
+    /// Queued jobs the host started itself on this tick: the policy that places had left them
+    /// waiting although they fit (the watchdog's stall rule).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rescued: Vec<u32>,
 }
 
 /// Milliseconds since the Unix epoch.

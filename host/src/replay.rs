@@ -28,7 +28,7 @@ impl Recording {
     pub fn open(path: &Path) -> Result<Recording, RecordError> {
         let (header, ticks) = record::read_recording(path)?;
         let budget = header.budget.unwrap_or_else(BudgetConfig::off);
-        let config = LoopConfig { tick: Duration::from_millis(header.tick_ms), horizon: None, budget };
+        let config = LoopConfig { tick: Duration::from_millis(header.tick_ms), budget, ..LoopConfig::default() };
         Ok(Recording { backend: Playback::new(ticks), config })
     }
 }

@@ -38,6 +38,7 @@ use std::path::Path;
 
 use crate::backend::sim::workload::Workload;
 use crate::budget::BudgetConfig;
+use crate::watchdog::WatchdogConfig;
 
 pub mod claim;
 mod parse;
@@ -66,6 +67,9 @@ pub struct Scenario {
     /// default when it has none; off for Pollux's workloads and the Philly trace, which
     /// reproduce published set-ups.
     pub budget: BudgetConfig,
+    /// The watchdog its runs go under: a scenario's `[watchdog]` table, the default when it
+    /// has none.
+    pub watchdog: WatchdogConfig,
 }
 
 /// How to load a workload file.
@@ -251,7 +255,7 @@ impl Scenario {
     /// A workload with no published figures and no disruption budget: what a trace or a test
     /// runs.
     pub fn of(workload: Workload) -> Scenario {
-        Scenario { workload, claims: Vec::new(), budget: BudgetConfig::off() }
+        Scenario { workload, claims: Vec::new(), budget: BudgetConfig::off(), watchdog: WatchdogConfig::default() }
     }
 
     /// Its name, for reports.

@@ -1,10 +1,15 @@
 //! Every action a policy returns is checked before it is applied: an unknown job or node, a
 //! value out of range, more than the node has. A rejected action carries its reason; the
-//! rest of the decision still applies. A decision far larger than the job count is refused
-//! whole. The rules themselves are the contract's, written once in `wasmsched-rules` and
+//! rest of the decision still applies. A decision larger than its world could need (more
+//! actions than the jobs call for, more placements than queued jobs, more node entries than
+//! nodes, more GPUs on one node than any has) is refused whole, by counting alone, before
+//! any action is checked: its cost to the host is bounded by its lengths, not its contents. The rules themselves are the contract's, written once in `wasmsched-rules` and
 //! shared with the backends and the SDK; this module reads the telemetry for them.
 
-use wasmsched_rules::check::{self as rules, Act, Checker, Entry, JobNow, NodeCap};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use wasmsched_rules::check::{self as rules, Act, Checker, Entry, JobNow, NodeCap, Room};
 pub use wasmsched_rules::check::{Oversized, Problem};
 pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
 
@@ -36,7 +41,7 @@ pub struct Checked {
 /// the world as the earlier accepted ones leave it: a preemption frees GPUs that a later
 /// placement in the same decision may take.
 pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversized> {
-    wasmsched_rules::check::size(decision.actions.len(), world.job_count() + world.queue_len())?;
+    rules::size(decision.actions.iter().map(|a| act(&a.kind)), room(world))?;
     let mut checked = Checked::default();
     let mut checker = Checker::new(world.gpu_book());
     for mut action in decision.actions {
@@ -47,6 +52,59 @@ pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversize
         }
     }
     Ok(checked)
+}
+
+/// How much a decision for `world` may hold.
+pub fn room(world: &World) -> Room {
+    Room {
+        jobs: world.job_count() + world.queue_len(),
+        queued: world.queue_len(),
+        nodes: world.nodes().len(),
+        gpus_per_node: world.nodes().iter().map(|n| n.gpu_memory_bytes.len()).max().unwrap_or(0),
+    }
+}
+
+/// The name of an action's kind, as the contract spells it.
+pub fn kind_name(kind: &ActionKind) -> &'static str {
+    match kind {
+        ActionKind::SetCpu(_) => "set-cpu",
+        ActionKind::SetMemory(_) => "set-memory",
+        ActionKind::Migrate(_) => "migrate",
+        ActionKind::Deliver => "deliver",
+        ActionKind::Stop => "stop",
+        ActionKind::SetGpuShare(_) => "set-gpu-share",
+        ActionKind::Place(_) => "place",
+        ActionKind::Preempt => "preempt",
+    }
+}
+
+/// How many reasons a [`summary`] quotes, and how much of each.
+const SUMMARY_REASONS: usize = 3;
+const SUMMARY_REASON_BYTES: usize = 160;
+
+/// One log line's worth of refused actions, whatever their number: how many, of which kinds,
+/// and the first few reasons, each cut short. None for none. Each refusal is the job, the
+/// action's kind when known, and why. The audit log keeps every one; the host's own log
+/// keeps this, so its volume per tick is bounded whatever a policy sends.
+pub fn summary<'a>(refusals: impl IntoIterator<Item = (u32, Option<&'a ActionKind>, &'a str)>) -> Option<String> {
+    let mut count = 0usize;
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut first = String::new();
+    for (job, kind, reason) in refusals {
+        count += 1;
+        *kinds.entry(kind.map_or("action", kind_name)).or_default() += 1;
+        if count <= SUMMARY_REASONS {
+            let mut reason = reason.to_string();
+            truncate_marked(&mut reason, SUMMARY_REASON_BYTES);
+            let _ = write!(first, "{}job {job}: {reason}", if count > 1 { "; " } else { "" });
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    let kinds: Vec<String> = kinds.into_iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let more = if count > SUMMARY_REASONS { format!("; and {} more", count - SUMMARY_REASONS) } else { String::new() };
+    Some(format!("{count} ({}): {first}{more}", kinds.join(", ")))
 }
 
 /// An action as the rules see it (`wasmsched_rules::check`).
@@ -169,7 +227,30 @@ mod tests {
         let world = sample::world(1, 2, 0);
         let d = decision((0..1000).map(|_| act(0, ActionKind::Stop)).collect());
         let e = check(d, &world).unwrap_err();
-        assert_eq!((e.actions, e.limit), (1000, max_actions(2)));
+        assert_eq!(e, Oversized::Actions { actions: 1000, limit: max_actions(2), jobs: 2 });
+        // A million node entries cost a look at the length and no more.
+        let w = gpu_world();
+        let million = (0..1_000_000).map(|n| (n % 2, &[0u32][..])).collect::<Vec<_>>();
+        let e = check(decision(vec![place(1, &million, false)]), &w).unwrap_err();
+        assert_eq!(e, Oversized::Entries { action: 0, entries: 1_000_000, nodes: 2 });
+        let e = check(decision(vec![place(1, &[(0, &[0; 5])], false), place(2, &[(1, &[0])], false)]), &w);
+        assert_eq!(e.unwrap_err(), Oversized::Gpus { action: 0, gpus: 5, most: 4 });
+        let twice = vec![place(1, &[(0, &[1])], false), place(2, &[(1, &[0])], false), place(2, &[(1, &[1])], false)];
+        assert_eq!(check(decision(twice), &w).unwrap_err(), Oversized::Placements { placements: 3, queued: 2 });
+    }
+
+    #[test]
+    fn a_summary_of_refusals_is_one_bounded_line_whatever_their_number() {
+        let reason = "x".repeat(10_000);
+        let stop = ActionKind::Stop;
+        let place = ActionKind::Place(wit::Placement { nodes: Vec::new(), share: false });
+        let many = (0..100_000).map(|j| (j, Some(if j % 2 == 0 { &stop } else { &place }), reason.as_str()));
+        let line = summary(many).unwrap();
+        assert!(line.starts_with("100000 (50000 place, 50000 stop): job 0: xxx"), "{line}");
+        assert!(line.ends_with("; and 99997 more"), "{line}");
+        assert!(line.len() < 4 * SUMMARY_REASON_BYTES, "{} bytes", line.len());
+        assert_eq!(summary(std::iter::empty()), None);
+        assert_eq!(summary([(3, None, "gone")]).unwrap(), "1 (1 action): job 3: gone");
     }
 
     /// Two nodes of 4 GPUs; job 0 runs on node 0 holding GPU 0; jobs 1 (2 GPUs, 2 replicas) and
@@ -208,7 +289,6 @@ mod tests {
             (place(1, &[(0, &[1, 7])], false), "has no GPU 7"),
             (place(1, &[(0, &[0, 1])], false), "GPU 0 of node node-0 is held by job 0"),
             (place(1, &[(0, &[1, 1])], false), "names GPU 1 of node node-0 twice"),
-            (place(1, &[(0, &[1, 2, 3, 0, 1])], false), "has 4 GPUs; the placement asks for 5"),
             (place(1, &[(0, &[1])], false), "asks for 2 GPUs; the placement gives 1"),
             (place(2, &[(0, &[1]), (1, &[])], false), "at most 1 node"),
             (place(1, &[(0, &[1, 2]), (1, &[])], false), "each node of a spread placement"),

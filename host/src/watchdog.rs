@@ -1,29 +1,46 @@
-//! The watchdog: when the active policy has failed on every call for longer than
-//! `watchdog.after` (it trapped, ran past its deadline, returned its own error or an oversized
-//! decision, or sat in quarantine), the host stops calling it and runs a safe policy instead —
-//! the built-in `keep-limits` (apply nothing) or `fair-share` (lift every limit), with the
-//! backend's own placement starting queued jobs. It says so once at error level, in the status
-//! and in the metrics, and hands control back when a new version is admitted or an operator
-//! rolls back. Time runs on the backend's clock: wall time on a live backend.
+//! The watchdog: no active policy, however broken, keeps the jobs from running. The loop
+//! ([`crate::control::drive`]) shows it every tick, for every backend, and it benches the
+//! active version — the host stops calling it and runs a safe policy instead, the built-in
+//! `keep-limits` (apply nothing) or `fair-share` (lift every limit), with the backend's own
+//! placement starting queued jobs — when:
+//!
+//! - **it fails**: it failed on every call (trapped, ran past its deadline, returned its own
+//!   error or an oversized decision, or sat in quarantine) for longer than `after`;
+//! - **it starves the queue**: a policy that places left a queued job unplaced although the
+//!   default placement would start it now, for longer than `stall-after`. The host starts
+//!   such a job itself, with the default placement, and says so (a warning naming the job,
+//!   the audit log's `rescued`, the status, the metric `wasmsched_stall_rescues_total`); after
+//!   `stall-bench-after` rescues within `stall-window` it benches the version;
+//! - **it keeps every job from progressing**: jobs ran, but none of them did any work for
+//!   longer than `stall-after` (each start undone before its first step), where the backend can
+//!   tell (the simulator can; a live backend cannot and is not judged on it).
+//!
+//! It says so once at error level, in the status and in the metrics, and hands control back
+//! when another version becomes active: a new one admitted, or an operator's rollback. Time
+//! runs on the backend's clock: wall time on a live backend, virtual time in the simulator.
 //!
 //! ```toml
 //! [watchdog]
 //! enabled = true
 //! after = "30s"
 //! safe = "keep-limits"     # or "fair-share"
+//! stall-after = "60s"
+//! stall-bench-after = 3    # rescues
+//! stall-window = "10m"
 //! ```
 
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::runtime::supervise::Fallback;
 
-/// When the watchdog takes over, and what runs then.
+/// When the watchdog steps in, and what runs then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct WatchdogConfig {
-    /// Whether it watches (default true).
+    /// Whether it watches (default true): off, it neither benches nor rescues.
     pub enabled: bool,
     /// How long the active policy may fail on every call before it is benched (default
     /// `"30s"`).
@@ -31,11 +48,28 @@ pub struct WatchdogConfig {
     pub after: Duration,
     /// What runs while it is benched: `"keep-limits"` (default) or `"fair-share"`.
     pub safe: Fallback,
+    /// How long a placing policy may leave a job waiting that the default placement would
+    /// start, before the host starts it (default `"60s"`); also how long jobs may run without
+    /// any of them progressing.
+    #[serde(deserialize_with = "crate::units::duration")]
+    pub stall_after: Duration,
+    /// Rescues within `stall-window` that bench the version (default 3).
+    pub stall_bench_after: u32,
+    /// The sliding window rescues are counted over (default `"10m"`).
+    #[serde(deserialize_with = "crate::units::duration")]
+    pub stall_window: Duration,
 }
 
 impl Default for WatchdogConfig {
     fn default() -> Self {
-        WatchdogConfig { enabled: true, after: Duration::from_secs(30), safe: Fallback::KeepLimits }
+        WatchdogConfig {
+            enabled: true,
+            after: Duration::from_secs(30),
+            safe: Fallback::KeepLimits,
+            stall_after: Duration::from_secs(60),
+            stall_bench_after: 3,
+            stall_window: Duration::from_secs(600),
+        }
     }
 }
 
@@ -46,27 +80,54 @@ pub struct Benched {
     pub policy: String,
     /// The sha256 of the version benched.
     pub sha256: String,
-    /// When it started failing, on the backend's clock (ms).
+    /// When the trouble began, on the backend's clock (ms): its first failure, its first
+    /// rescue in the window, or the last progress.
     pub failing_since_ms: u64,
     /// When the watchdog benched it, on the backend's clock (ms).
     pub benched_at_ms: u64,
     /// What runs instead.
     pub safe: Fallback,
+    /// Why, in words.
+    #[serde(default)]
+    pub why: String,
 }
 
-/// The watchdog's state: how long the active version has been failing, and whom it benched.
+/// What the loop shows the watchdog of one tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Seen<'a> {
+    /// The active policy's name.
+    pub policy: &'a str,
+    /// The sha256 of the active version.
+    pub sha256: &'a str,
+    /// Whether it failed, when it was asked on this tick.
+    pub failed: Option<bool>,
+    /// Jobs the host rescued from its queue on this tick.
+    pub rescued: usize,
+    /// How long no job has progressed although jobs run, when the backend can tell.
+    pub idle_ms: Option<u64>,
+}
+
+/// The watchdog's state: how long the active version has been failing, what it was rescued
+/// from, and whom it benched.
 #[derive(Debug, Default)]
 pub struct Watchdog {
     config: WatchdogConfig,
     /// The version failing, and since when.
     failing: Option<(String, u64)>,
+    /// The version rescued from, and when each rescue in the window was.
+    rescues: Option<(String, VecDeque<u64>)>,
     benched: Option<Benched>,
 }
 
 impl Watchdog {
     /// A watchdog that has seen nothing.
     pub fn new(config: WatchdogConfig) -> Self {
-        Watchdog { config, failing: None, benched: None }
+        Watchdog { config, failing: None, rescues: None, benched: None }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &WatchdogConfig {
+        &self.config
     }
 
     /// The version benched now, if any.
@@ -74,41 +135,122 @@ impl Watchdog {
         self.benched.as_ref()
     }
 
-    /// The active version's answer on a tick at `now_ms`: whether it `failed`. Gives the
-    /// benching when this answer benches it.
-    pub fn observe(&mut self, policy: &str, sha256: &str, failed: bool, now_ms: u64) -> Option<&Benched> {
+    /// One tick at `now_ms`, as `seen`. Gives the benching when this tick benches the version.
+    pub fn observe(&mut self, seen: Seen<'_>, now_ms: u64) -> Option<&Benched> {
         if !self.config.enabled || self.benched.is_some() {
             return None;
         }
-        if !failed {
-            self.failing = None;
-            return None;
-        }
-        let since = match &self.failing {
-            Some((digest, since)) if digest == sha256 => *since,
-            _ => {
-                self.failing = Some((sha256.to_string(), now_ms));
-                now_ms
-            }
-        };
-        if now_ms.saturating_sub(since) < self.config.after.as_millis() as u64 {
-            return None;
-        }
+        let why = self.failing(&seen, now_ms).or_else(|| self.starving(&seen, now_ms)).or_else(|| {
+            let idle = seen.idle_ms.filter(|&idle| idle >= self.config.stall_after.as_millis() as u64)?;
+            let why = format!("no job made progress for {} s although jobs ran", idle / 1000);
+            Some((now_ms.saturating_sub(idle), why))
+        })?;
         self.failing = None;
+        self.rescues = None;
+        let (since, why) = why;
         self.benched = Some(Benched {
-            policy: policy.to_string(),
-            sha256: sha256.to_string(),
+            policy: seen.policy.to_string(),
+            sha256: seen.sha256.to_string(),
             failing_since_ms: since,
             benched_at_ms: now_ms,
             safe: self.config.safe,
+            why,
         });
         self.benched.as_ref()
     }
 
-    /// Control goes back to the policy (a new version, or a rollback): the benching ends.
+    /// When the version has failed on every call for `after`: since when, and why in words.
+    fn failing(&mut self, seen: &Seen<'_>, now_ms: u64) -> Option<(u64, String)> {
+        match seen.failed? {
+            false => {
+                self.failing = None;
+                None
+            }
+            true => {
+                let since = match &self.failing {
+                    Some((digest, since)) if digest == seen.sha256 => *since,
+                    _ => {
+                        self.failing = Some((seen.sha256.to_string(), now_ms));
+                        now_ms
+                    }
+                };
+                let failing = now_ms.saturating_sub(since);
+                (failing >= self.config.after.as_millis() as u64)
+                    .then(|| (since, format!("it failed on every call for {} s", failing / 1000)))
+            }
+        }
+    }
+
+    /// When the version was rescued from `stall-bench-after` times within the window.
+    fn starving(&mut self, seen: &Seen<'_>, now_ms: u64) -> Option<(u64, String)> {
+        if seen.rescued == 0 {
+            return None;
+        }
+        let window_ms = self.config.stall_window.as_millis() as u64;
+        let times = match &mut self.rescues {
+            Some((digest, times)) if digest == seen.sha256 => times,
+            slot => &mut slot.insert((seen.sha256.to_string(), VecDeque::new())).1,
+        };
+        times.extend(std::iter::repeat_n(now_ms, seen.rescued));
+        while times.front().is_some_and(|&at| now_ms.saturating_sub(at) >= window_ms) {
+            times.pop_front();
+        }
+        let (count, first) = (times.len(), *times.front()?);
+        (count >= self.config.stall_bench_after.max(1) as usize).then(|| {
+            let window = humantime::format_duration(self.config.stall_window);
+            (first, format!("the host started {count} jobs it left waiting in the last {window}"))
+        })
+    }
+
+    /// Control goes back to a policy (another version is active): the benching ends.
     pub fn release(&mut self) -> Option<Benched> {
         self.failing = None;
+        self.rescues = None;
         self.benched.take()
+    }
+}
+
+/// Which queued jobs a placing policy has left waiting although the default placement would
+/// start them, and since when.
+#[derive(Debug, Default)]
+pub struct Stalls {
+    /// Each such job, and when it was first seen so.
+    since: HashMap<u32, u64>,
+}
+
+impl Stalls {
+    /// Nothing seen.
+    pub fn new() -> Self {
+        Stalls::default()
+    }
+
+    /// Forget every job: the policy does not place now.
+    pub fn clear(&mut self) {
+        self.since.clear();
+    }
+
+    /// At `now_ms`, the default placement would start `startable`, in its order: those of them
+    /// left so for `after` or longer, in that order. The others are forgotten.
+    pub fn overdue(&mut self, startable: &[u32], now_ms: u64, after: Duration) -> Vec<u32> {
+        let after_ms = after.as_millis() as u64;
+        let mut kept = HashMap::with_capacity(startable.len());
+        let mut overdue = Vec::new();
+        for &job in startable {
+            let since = self.since.get(&job).copied().unwrap_or(now_ms);
+            kept.insert(job, since);
+            if now_ms.saturating_sub(since) >= after_ms {
+                overdue.push(job);
+            }
+        }
+        self.since = kept;
+        overdue
+    }
+
+    /// `jobs` were started: they wait no more.
+    pub fn started(&mut self, jobs: &[u32]) {
+        for job in jobs {
+            self.since.remove(job);
+        }
     }
 }
 
@@ -120,15 +262,20 @@ mod tests {
         Watchdog::new(WatchdogConfig { after: Duration::from_secs(30), ..WatchdogConfig::default() })
     }
 
+    fn seen(sha256: &str, failed: bool) -> Seen<'_> {
+        Seen { policy: "p", sha256, failed: Some(failed), rescued: 0, idle_ms: None }
+    }
+
     #[test]
     fn a_version_failing_for_longer_than_after_is_benched_once() {
         let mut w = dog();
         for s in (0..30).step_by(5) {
-            assert!(w.observe("p", "a", true, s * 1000).is_none(), "not yet at {s} s");
+            assert!(w.observe(seen("a", true), s * 1000).is_none(), "not yet at {s} s");
         }
-        let b = w.observe("p", "a", true, 30_000).cloned().expect("benched at 30 s");
+        let b = w.observe(seen("a", true), 30_000).cloned().expect("benched at 30 s");
         assert_eq!((b.failing_since_ms, b.benched_at_ms, b.safe), (0, 30_000, Fallback::KeepLimits));
-        assert!(w.observe("p", "a", true, 60_000).is_none(), "said once");
+        assert_eq!(b.why, "it failed on every call for 30 s");
+        assert!(w.observe(seen("a", true), 60_000).is_none(), "said once");
         assert_eq!(w.benched(), Some(&b));
         assert_eq!(w.release(), Some(b));
         assert!(w.benched().is_none());
@@ -137,25 +284,65 @@ mod tests {
     #[test]
     fn one_good_answer_or_another_version_starts_the_count_again() {
         let mut w = dog();
-        assert!(w.observe("p", "a", true, 0).is_none());
-        assert!(w.observe("p", "a", false, 20_000).is_none());
-        assert!(w.observe("p", "a", true, 25_000).is_none());
-        assert!(w.observe("p", "a", true, 50_000).is_none(), "failing since 25 s only");
-        assert!(w.observe("p", "b", true, 56_000).is_none(), "another version fails on its own count");
-        assert!(w.observe("p", "b", true, 86_000).is_some());
+        assert!(w.observe(seen("a", true), 0).is_none());
+        assert!(w.observe(seen("a", false), 20_000).is_none());
+        assert!(w.observe(seen("a", true), 25_000).is_none());
+        assert!(w.observe(seen("a", true), 50_000).is_none(), "failing since 25 s only");
+        assert!(w.observe(seen("b", true), 56_000).is_none(), "another version fails on its own count");
+        assert!(w.observe(Seen { failed: None, ..seen("b", true) }, 70_000).is_none(), "a tick not asked");
+        assert!(w.observe(seen("b", true), 86_000).is_some());
+    }
+
+    #[test]
+    fn rescues_within_the_window_bench_and_older_ones_fall_out_of_it() {
+        let mut w = dog();
+        let rescued = |n| Seen { rescued: n, ..seen("a", false) };
+        assert!(w.observe(rescued(1), 0).is_none());
+        assert!(w.observe(rescued(1), 300_000).is_none());
+        assert!(w.observe(rescued(1), 600_000).is_none(), "the first fell out of the 10 min window");
+        let b = w.observe(rescued(1), 700_000).cloned().expect("three in the window");
+        assert_eq!((b.failing_since_ms, b.benched_at_ms), (300_000, 700_000));
+        assert_eq!(b.why, "the host started 3 jobs it left waiting in the last 10m");
+        w.release();
+        assert!(w.observe(rescued(2), 800_000).is_none(), "the count starts again after a release");
+        assert!(w.observe(rescued(5), 800_000).is_some(), "several at once count each");
+    }
+
+    #[test]
+    fn jobs_running_without_progress_for_stall_after_bench() {
+        let mut w = dog();
+        let idle = |ms| Seen { idle_ms: Some(ms), ..seen("a", false) };
+        assert!(w.observe(idle(59_000), 100_000).is_none());
+        let b = w.observe(idle(60_000), 101_000).cloned().expect("a minute without progress");
+        assert_eq!((b.failing_since_ms, b.why.as_str()), (41_000, "no job made progress for 60 s although jobs ran"));
     }
 
     #[test]
     fn a_disabled_watchdog_never_benches() {
         let mut w = Watchdog::new(WatchdogConfig { enabled: false, ..WatchdogConfig::default() });
-        assert!(w.observe("p", "a", true, 0).is_none());
-        assert!(w.observe("p", "a", true, u64::MAX).is_none());
+        assert!(w.observe(seen("a", true), 0).is_none());
+        assert!(w.observe(Seen { rescued: 100, idle_ms: Some(u64::MAX), ..seen("a", true) }, u64::MAX).is_none());
+    }
+
+    #[test]
+    fn a_job_is_overdue_after_stall_after_of_being_startable_and_forgotten_when_not() {
+        let mut s = Stalls::new();
+        let after = Duration::from_secs(60);
+        assert!(s.overdue(&[1, 2], 0, after).is_empty());
+        assert!(s.overdue(&[1, 2], 30_000, after).is_empty());
+        assert!(s.overdue(&[2], 45_000, after).is_empty(), "1 was placed, or stopped fitting");
+        assert_eq!(s.overdue(&[1, 2], 60_000, after), [2], "1 starts its count again");
+        s.started(&[2]);
+        assert_eq!(s.overdue(&[1, 2], 90_000, after), Vec::<u32>::new());
+        assert_eq!(s.overdue(&[2, 1], 120_000, after), [1]);
     }
 
     #[test]
     fn the_config_reads_its_keys_and_refuses_others() {
-        let c: WatchdogConfig = toml::from_str("after = \"5s\"\nsafe = \"fair-share\"").unwrap();
+        let c: WatchdogConfig =
+            toml::from_str("after = \"5s\"\nsafe = \"fair-share\"\nstall-after = \"2m\"\nstall-bench-after = 5").unwrap();
         assert_eq!((c.enabled, c.after, c.safe), (true, Duration::from_secs(5), Fallback::FairShare));
+        assert_eq!((c.stall_after, c.stall_bench_after), (Duration::from_secs(120), 5));
         let err = toml::from_str::<WatchdogConfig>("safe = \"panic\"").unwrap_err().to_string();
         assert!(err.contains("keep-limits"), "{err}");
     }

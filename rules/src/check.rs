@@ -71,7 +71,7 @@ impl<G: AsRef<[u32]>> Entry for (u32, G) {
 }
 
 /// An action, as the checks see it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Act<'a, E> {
     /// Cap the CPU (None lifts the cap), millicores.
     SetCpu(Option<u64>),
@@ -100,6 +100,15 @@ pub enum Act<'a, E> {
     /// Send a running job back to the queue.
     Preempt,
 }
+
+// By hand: it only borrows its entries, so it copies whatever they are.
+impl<E> Clone for Act<'_, E> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E> Copy for Act<'_, E> {}
 
 /// Why an action is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -214,30 +223,107 @@ impl fmt::Display for Problem {
 
 impl std::error::Error for Problem {}
 
-/// Why a whole decision is refused: it holds more actions than any world of its size needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Oversized {
-    /// How many it held.
-    pub actions: usize,
-    /// How many are accepted.
-    pub limit: usize,
-    /// How many jobs were live.
+/// How much a decision may hold for the world it was made for ([`size`]): what no decision
+/// for that world could need more of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Room {
+    /// Live jobs, running and queued: at most [`max_actions`] of them make the actions.
     pub jobs: usize,
+    /// Queued jobs: no decision places more.
+    pub queued: usize,
+    /// Nodes: no placement names more node entries.
+    pub nodes: usize,
+    /// The most GPUs any node has: no node entry names more.
+    pub gpus_per_node: usize,
+}
+
+/// Why a whole decision is refused: it holds more than any decision for its world needs. It is
+/// found by counting alone, before any action is checked, so a decision of any size costs the
+/// host a pass over its lengths and no more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Oversized {
+    /// More actions than [`max_actions`] allows for the jobs there are.
+    Actions {
+        /// How many it held.
+        actions: usize,
+        /// How many are accepted.
+        limit: usize,
+        /// How many jobs were live.
+        jobs: usize,
+    },
+    /// More placements than there are queued jobs.
+    Placements {
+        /// How many placements it held.
+        placements: usize,
+        /// How many jobs were queued.
+        queued: usize,
+    },
+    /// A placement naming more node entries than there are nodes.
+    Entries {
+        /// The action's index in the decision.
+        action: usize,
+        /// How many entries it names.
+        entries: usize,
+        /// How many nodes there are.
+        nodes: usize,
+    },
+    /// A node entry naming more GPUs than any node has.
+    Gpus {
+        /// The action's index in the decision.
+        action: usize,
+        /// How many GPUs the entry names.
+        gpus: usize,
+        /// The most any node has.
+        most: usize,
+    },
 }
 
 impl fmt::Display for Oversized {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "decision has {} actions; at most {} are accepted for {} jobs", self.actions, self.limit, self.jobs)
+        match *self {
+            Oversized::Actions { actions, limit, jobs } => {
+                write!(f, "decision has {actions} actions; at most {limit} are accepted for {jobs} jobs")
+            }
+            Oversized::Placements { placements, queued } => {
+                write!(f, "decision places {placements} jobs; {queued} are queued")
+            }
+            Oversized::Entries { action, entries, nodes } => {
+                write!(f, "action {action} places on {entries} node entries; the cluster has {nodes} nodes")
+            }
+            Oversized::Gpus { action, gpus, most } => {
+                write!(f, "action {action} names {gpus} GPUs of one node; no node has more than {most}")
+            }
+        }
     }
 }
 
 impl std::error::Error for Oversized {}
 
-/// Refuse a decision of `actions` actions for `jobs` live jobs when it is larger than
-/// [`max_actions`] allows.
-pub fn size(actions: usize, jobs: usize) -> Result<(), Oversized> {
-    let limit = max_actions(jobs);
-    if actions > limit { Err(Oversized { actions, limit, jobs }) } else { Ok(()) }
+/// Refuse a decision (its actions as `acts`) larger than any decision for a world of `room`
+/// could need: more actions than [`max_actions`], more placements than queued jobs, a
+/// placement naming more node entries than there are nodes, or a node entry more GPUs than
+/// any node has. Counts lengths only, and stops at the first excess: the entries of a
+/// placement are looked at only when there are no more of them than nodes.
+pub fn size<'a, E: Entry + 'a>(acts: impl ExactSizeIterator<Item = Act<'a, E>>, room: Room) -> Result<(), Oversized> {
+    let (actions, limit) = (acts.len(), max_actions(room.jobs));
+    if actions > limit {
+        return Err(Oversized::Actions { actions, limit, jobs: room.jobs });
+    }
+    let mut placements = 0;
+    for (action, act) in acts.enumerate() {
+        let Act::Place { nodes, .. } = act else { continue };
+        placements += 1;
+        if placements > room.queued {
+            return Err(Oversized::Placements { placements, queued: room.queued });
+        }
+        if nodes.len() > room.nodes {
+            return Err(Oversized::Entries { action, entries: nodes.len(), nodes: room.nodes });
+        }
+        if let Some(gpus) = nodes.iter().map(|e| e.gpus().len()).find(|&g| g > room.gpus_per_node) {
+            return Err(Oversized::Gpus { action, gpus, most: room.gpus_per_node });
+        }
+    }
+    Ok(())
 }
 
 /// Checks a decision's actions in order, against the world as the accepted ones leave it.

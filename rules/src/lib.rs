@@ -17,7 +17,7 @@ pub mod check;
 pub mod fit;
 
 pub use book::GpuBook;
-pub use check::{Act, Checker, JobNow, NodeCap, Problem, World};
+pub use check::{Act, Checker, JobNow, NodeCap, Oversized, Problem, Room, World};
 pub use fit::{Ask, first_fit};
 
 /// Docker refuses CPU limits below a hundredth of a core.

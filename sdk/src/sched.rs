@@ -17,9 +17,10 @@
 //! simulator: least loaded first; Kubernetes: Ready nodes with room, by name). A CPU job (no
 //! GPUs) goes to the node with the fewest running jobs per core, the lowest index on a tie.
 
-use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, World};
+use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, Room, World};
 use wasmsched_rules::{Ask, GpuBook, first_fit};
 
+use crate::bindings::wasmsched::policy::types::NodePlacement;
 use crate::decision::{Action, ActionKind, Decision};
 use crate::units::{JobId, Millicores, NodeId};
 use crate::view::{GpuSlot, Job, Snapshot};
@@ -204,23 +205,31 @@ pub fn check(s: &Snapshot<'_>, d: &Decision) -> Result<(), String> {
 /// refused with the host's words; a refused action changes nothing for the actions after it.
 /// Err, with the host's words, when the decision is refused whole for its size.
 pub fn verdicts(s: &Snapshot<'_>, d: &Decision) -> Result<Vec<Result<(), String>>, String> {
-    wasmsched_rules::check::size(d.actions().len(), s.job_count() + s.queue_len()).map_err(|e| e.to_string())?;
+    let room = Room {
+        jobs: s.job_count() + s.queue_len(),
+        queued: s.queue_len(),
+        nodes: s.nodes().len(),
+        gpus_per_node: s.nodes().map(|n| n.gpus().len()).max().unwrap_or(0),
+    };
+    wasmsched_rules::check::size(d.actions().iter().map(act), room).map_err(|e| e.to_string())?;
     let world = Seen(s);
     let mut checker = Checker::new(FreeGpus::of(s).book);
-    let verdict = |action: &Action| {
-        let act = match action.kind() {
-            ActionKind::SetCpu(m) => Act::SetCpu(*m),
-            ActionKind::SetMemory(b) => Act::SetMemory(*b),
-            ActionKind::Migrate(to) => Act::Migrate(*to),
-            ActionKind::Deliver => Act::Deliver,
-            ActionKind::Stop => Act::Stop,
-            ActionKind::SetGpuShare(g) => Act::SetGpuShare { gpu: g.gpu, percent: g.percent },
-            ActionKind::Place(p) => Act::Place { nodes: &p.nodes[..], share: p.share },
-            ActionKind::Preempt => Act::Preempt,
-        };
-        checker.check(&world, action.job().0, &act).map_err(|problem| problem.to_string())
-    };
+    let verdict = |action: &Action| checker.check(&world, action.job().0, &act(action)).map_err(|p| p.to_string());
     Ok(d.actions().iter().map(verdict).collect())
+}
+
+/// An action as the rules see it.
+fn act(action: &Action) -> Act<'_, NodePlacement> {
+    match action.kind() {
+        ActionKind::SetCpu(m) => Act::SetCpu(*m),
+        ActionKind::SetMemory(b) => Act::SetMemory(*b),
+        ActionKind::Migrate(to) => Act::Migrate(*to),
+        ActionKind::Deliver => Act::Deliver,
+        ActionKind::Stop => Act::Stop,
+        ActionKind::SetGpuShare(g) => Act::SetGpuShare { gpu: g.gpu, percent: g.percent },
+        ActionKind::Place(p) => Act::Place { nodes: &p.nodes[..], share: p.share },
+        ActionKind::Preempt => Act::Preempt,
+    }
 }
 
 /// The snapshot, as the rules read it.
@@ -259,7 +268,7 @@ impl World for Seen<'_, '_> {
     }
 }
 
-impl Entry for crate::bindings::wasmsched::policy::types::NodePlacement {
+impl Entry for NodePlacement {
     fn node(&self) -> u32 {
         self.node
     }

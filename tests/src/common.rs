@@ -2,7 +2,9 @@
 //! loaded once.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use wasmsched::runtime::{LoadedPolicy, Runtime, RuntimeConfig};
@@ -37,4 +39,30 @@ pub fn loaded(name: &str) -> LoadedPolicy {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     map.lock().unwrap().insert(name.into(), p.clone());
     p
+}
+
+/// The host's own log as `run` writes it (every level from info up), counted in bytes rather
+/// than kept: a dispatcher to run code under, and the count so far.
+pub fn counted_log() -> (tracing::Dispatch, Arc<AtomicUsize>) {
+    let bytes = Arc::new(AtomicUsize::new(0));
+    let counter = bytes.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || Counted(counter.clone()))
+        .finish();
+    (tracing::Dispatch::new(subscriber), bytes)
+}
+
+/// A writer that counts what it is given.
+struct Counted(Arc<AtomicUsize>);
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.fetch_add(buf.len(), Ordering::Relaxed);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

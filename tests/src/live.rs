@@ -165,9 +165,14 @@ impl Running {
     /// Start a host with `config` on a new thread; a simulator's workload loads as `run`
     /// loads it.
     pub fn start(config: HostConfig) -> Running {
+        Running::start_logging(config, tracing::Dispatch::none())
+    }
+
+    /// [`Running::start`], the loop's thread logging to `log`.
+    pub fn start_logging(config: HostConfig, log: tracing::Dispatch) -> Running {
         let host = Host::new(config, Scenario::load_workload).unwrap();
         let handle = host.handle();
-        let thread = std::thread::spawn(move || host.run(runtime()));
+        let thread = std::thread::spawn(move || tracing::dispatcher::with_default(&log, || host.run(runtime())));
         Running { handle, thread: Some(thread) }
     }
 

@@ -6,19 +6,22 @@
 //! and given back its place by a new version or a rollback.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmsched::backend::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::budget::{BudgetConfig, disruptive};
 use wasmsched::control::{self, LoopConfig, LoopSummary, MAX_NEXT_CALL_MS};
+use wasmsched::experiment::GPU_QUEUE_SCENARIO;
+use wasmsched::experiment::run::{PolicyChoice, RunOptions, RunReport, simulate_watched};
 use wasmsched::host::status::PolicyState;
 use wasmsched::record::AuditLine;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scenario::Scenario;
 
-use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::common::{counted_log, loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
 
 /// Two nodes of two GPUs, more GPU jobs than GPUs (so the queue is never empty for long),
@@ -102,7 +105,7 @@ fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig
     let limits =
         Limits { deadline: Duration::from_millis(200), instantiate: Duration::from_millis(200), ..Limits::default() };
     let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
-    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget };
+    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget, ..LoopConfig::default() };
     let mut seen = Vec::new();
     let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
         let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
@@ -405,4 +408,174 @@ fn the_watchdog_benches_a_policy_that_keeps_failing_and_hands_back_on_a_new_vers
         .collect();
     assert!(!benched_lines.is_empty(), "the audit log says the watchdog benched it");
     assert!(benched_lines.iter().all(|l| l.active.as_ref().unwrap().fallback == Some(Fallback::KeepLimits)));
+}
+
+/// The `misbehave` fixture's abusers of the queue: it says it places, and places wrongly.
+const ABUSERS: [&str; 14] = [
+    "never-place",
+    "place-missing-node",
+    "place-missing-gpu",
+    "place-no-nodes",
+    "place-gpu-repeated",
+    "place-wrong-count",
+    "place-running",
+    "pile-on",
+    "place-twice",
+    "preempt-for-head",
+    "preempt-replace-all",
+    "huge-placement",
+    "preempt-protected",
+    "place-preempted",
+];
+
+/// The most the host may log on one tick, whatever the policy does: a few warnings of one
+/// bounded line each (a summary of what was refused, a rescue, a benching).
+const LOG_BYTES_PER_TICK: usize = 4096;
+
+/// `behaviour` through the simulator's loop on the GPU queue of `scenarios/gpu-queue.toml` (no
+/// disruption budget, the default watchdog), as `simulate` runs it: the run, and the most
+/// bytes the host logged on one tick.
+fn on_the_gpu_queue(behaviour: &str) -> (RunReport, usize) {
+    let scenario = Scenario::from_toml_str("gpu-queue", GPU_QUEUE_SCENARIO).expect("the scenario parses");
+    let choice = PolicyChoice {
+        label: format!("misbehave {behaviour}"),
+        policy: loaded("misbehave"),
+        config_json: format!(r#"{{"behaviour": "{behaviour}"}}"#),
+    };
+    let (log, bytes) = counted_log();
+    let (mut last, mut most) = (0, 0);
+    let report = tracing::dispatcher::with_default(&log, || {
+        simulate_watched(runtime(), &choice, &scenario, &RunOptions::default(), |_| {
+            let now = bytes.load(Ordering::Relaxed);
+            most = most.max(now - last);
+            last = now;
+        })
+    });
+    (report, most.max(bytes.load(Ordering::Relaxed) - last))
+}
+
+#[test]
+fn every_queue_abuser_lets_every_job_of_the_gpu_queue_finish_with_a_bounded_log() {
+    let mut table = String::new();
+    for behaviour in ABUSERS {
+        let (report, log_most) = on_the_gpu_queue(behaviour);
+        let finished = report.jobs.iter().filter(|j| j.finish_s.is_some()).count();
+        table.push_str(&format!(
+            "{behaviour:<20} {finished:>2}/{} finished  {:>4} calls {:>3} fell back {:>4} rejected {:>2} rescued  \
+             {:>5} B logged at most on a tick  benched: {}\n",
+            report.jobs.len(),
+            report.policy_calls,
+            report.fallbacks,
+            report.rejected_actions,
+            report.rescues,
+            log_most,
+            report.benched.as_deref().unwrap_or("no"),
+        ));
+        assert_eq!(report.unfinished, None, "{behaviour}");
+        assert_eq!(finished, report.jobs.len(), "{behaviour}: every job finishes");
+        assert!(log_most <= LOG_BYTES_PER_TICK, "{behaviour}: {log_most} bytes logged on one tick");
+    }
+    println!("the queue's abusers on scenarios/gpu-queue.toml:\n{table}");
+}
+
+#[test]
+fn a_policy_that_never_places_has_its_jobs_rescued_after_stall_after_then_is_benched() {
+    let (report, _) = on_the_gpu_queue("never-place");
+    assert_eq!(report.benched.as_deref(), Some("the host started 3 jobs it left waiting in the last 10m"));
+    assert!(report.rescues >= 2, "{report:?}");
+    // The first job waits a minute and a tick at most (the stall rule), not the hour of the
+    // simulator's idle limit.
+    let first = report.jobs[0].waited_s.expect("it started");
+    assert!((60.0..=90.0).contains(&first), "the first job waited {first} s");
+}
+
+#[test]
+fn a_policy_that_restarts_every_job_before_its_first_step_is_benched_for_no_progress() {
+    for behaviour in ["preempt-replace-all", "place-preempted", "preempt-for-head"] {
+        let (report, _) = on_the_gpu_queue(behaviour);
+        let why = report.benched.clone().unwrap_or_default();
+        assert!(why.starts_with("no job made progress for"), "{behaviour}: {why:?}");
+    }
+}
+
+#[test]
+fn a_million_node_entries_are_refused_by_their_count_and_the_policy_benched() {
+    let (report, _) = on_the_gpu_queue("huge-placement");
+    assert!(report.benched.as_deref().is_some_and(|w| w.starts_with("it failed on every call")), "{report:?}");
+    assert!(report.policy_calls <= 10, "{} calls of a million entries", report.policy_calls);
+}
+
+/// Two nodes of two GPUs and short one- and two-GPU jobs: a queue the live host empties in a
+/// few hundred ticks.
+const SMALL_QUEUE: &str = r#"
+name = "small-queue"
+
+[[node]]
+name = "n0"
+cores = 8
+memory = "64GiB"
+gpus = 2
+gpu-memory = "32GiB"
+
+[[node]]
+name = "n1"
+cores = 8
+memory = "64GiB"
+gpus = 2
+gpu-memory = "32GiB"
+
+[[job]]
+name = "one"
+model = "cifar10"
+gpus = 1
+max-epochs = 2
+count = 4
+every = "2m"
+
+[[job]]
+name = "two"
+model = "cifar10"
+gpus = 2
+replicas = 2
+max-epochs = 2
+count = 2
+every = "5m"
+
+[[job]]
+name = "keep"
+model = "cifar10"
+gpus = 1
+max-epochs = 2
+disruptible = false
+
+[budget]
+enabled = false
+"#;
+
+#[test]
+fn every_queue_abuser_meets_the_live_host_and_every_job_finishes() {
+    let mut table = String::new();
+    for behaviour in ABUSERS {
+        let setup = Setup::new();
+        std::fs::write(setup.dir.path().join("workload.toml"), SMALL_QUEUE).unwrap();
+        land(&setup, "misbehave", &format!("behaviour = \"{behaviour}\"\n"));
+        let (log, bytes) = counted_log();
+        let running = Running::start_logging(setup.config("30s", "\"max\"", SLOT), log);
+        let done = running.wait(&format!("{behaviour}: the run ends"), |s| !s.running);
+        let summary = running.stop();
+        let lines = setup.audit_lines();
+        assert_eq!(done.jobs_running + done.jobs_queued, 0, "{behaviour}: every job finished: {done:#?}");
+        let per_tick = bytes.load(Ordering::Relaxed) / summary.ticks.max(1) as usize;
+        assert!(per_tick <= LOG_BYTES_PER_TICK, "{behaviour}: {per_tick} bytes logged a tick");
+        let rescued: usize = lines.iter().map(|l| l.rescued.len()).sum();
+        assert_eq!(rescued as u64, done.stall_rescues, "{behaviour}: the audit log names every rescued job");
+        table.push_str(&format!(
+            "{behaviour:<20} {:>4} ticks {:>2} rescued {} benched {:>6} B logged ({per_tick} a tick)\n",
+            summary.ticks,
+            done.stall_rescues,
+            done.watchdog_benchings,
+            bytes.load(Ordering::Relaxed),
+        ));
+    }
+    println!("the queue's abusers in the live host (sim backend, 30 s tick, as fast as it goes):\n{table}");
 }

@@ -38,6 +38,12 @@ pub fn encode(status: &Status) -> String {
         "Times the watchdog benched the active policy",
         status.watchdog_benchings,
     );
+    counter(
+        &mut r,
+        "wasmsched_stall_rescues",
+        "Queued jobs the host started itself because the policy that places left them waiting",
+        status.stall_rescues,
+    );
 
     for (name, help, value) in [
         ("wasmsched_jobs_running", "Jobs running at the last observation", status.jobs_running),
@@ -147,18 +153,20 @@ mod tests {
 
     #[test]
     fn the_disruption_budget_and_the_watchdog_are_counted() {
-        let benched = crate::host::watchdog::Benched {
+        let benched = crate::watchdog::Benched {
             policy: "flowcon".into(),
             sha256: "ab12".into(),
             failing_since_ms: 0,
             benched_at_ms: 30_000,
             safe: crate::runtime::supervise::Fallback::KeepLimits,
+            why: "it failed on every call for 30 s".into(),
         };
         let status = Status {
             disruptions: 4,
             over_budget: 3,
             watchdog: Some(benched),
             watchdog_benchings: 1,
+            stall_rescues: 2,
             ..Status::default()
         };
         let text = encode(&status);
@@ -167,6 +175,7 @@ mod tests {
             "wasmsched_disruptions_refused_total 3",
             "wasmsched_watchdog_engaged 1",
             "wasmsched_watchdog_benchings_total 1",
+            "wasmsched_stall_rescues_total 2",
         ] {
             assert!(text.contains(line), "{line} in {text}");
         }

@@ -39,3 +39,17 @@ pub fn unix_ms_of(stamp: &str) -> Option<u64> {
     let ms = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
     u64::try_from(ms).ok().filter(|&ms| ms > 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::declare::{KNOWN_KEYS, PREFIX};
+
+    #[test]
+    fn every_key_the_host_writes_is_one_the_label_check_knows() {
+        for key in [REPLACES, WAIT, ARRIVED, RUN_MS, GPU_MS, GPU_SHARE] {
+            let short = key.strip_prefix(PREFIX).expect("a wasmsched key");
+            assert!(KNOWN_KEYS.contains(&short), "{key} would be reported as a misspelling");
+        }
+    }
+}

@@ -192,6 +192,8 @@ pub struct Docker {
     gpus: Option<crate::gpu::GpuProbe>,
     /// Who starts queued containers.
     placer: Placer,
+    /// Which engines answered at the last observation.
+    up: Vec<bool>,
 }
 
 impl Docker {
@@ -233,6 +235,7 @@ impl Docker {
             logged: HashSet::new(),
             gpus,
             placer: Placer::Backend,
+            up: Vec::new(),
         })
     }
 
@@ -477,6 +480,7 @@ impl Backend for Docker {
                 let _ = tokio::time::timeout(Duration::from_millis(300), f).await;
             }
         });
+        self.up.clone_from(&up);
         self.measure(&up, world);
         self.measure_gpus(world);
         self.deliver_progress(world, until_ms);
@@ -488,8 +492,20 @@ impl Backend for Docker {
         }
         world.set_time_ms(until_ms);
         if self.placer == Placer::Backend {
-            self.place_queued(&up, world);
+            self.place_queued(world, None);
         }
+        true
+    }
+
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Docker::startable(self, world)
+    }
+
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        self.place_queued(world, Some(jobs))
+    }
+
+    fn gpu_share_restarts(&self) -> bool {
         true
     }
 

@@ -295,6 +295,17 @@ impl Kubernetes {
 }
 
 impl Backend for Kubernetes {
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Kubernetes::startable(self, world)
+    }
+
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        if !self.apiserver_up() {
+            return Vec::new();
+        }
+        self.place_queued(world, Some(jobs))
+    }
+
     fn set_placer(&mut self, by: Placer) {
         self.placer = by;
     }

@@ -80,8 +80,9 @@ pub struct SimConfig {
     pub inference_window_s: f64,
     /// Keep every job's progress curve (time, metric) for pictures.
     pub keep_progress: bool,
-    /// End the run when nothing has run for this long while jobs wait and none is left to
-    /// arrive (a policy that never places them).
+    /// End the run when no job has progressed (done work, ended or arrived) for this long,
+    /// and none is left to arrive: jobs wait that nothing places, or every job that runs is
+    /// restarted before its first step, again and again. The run's result says so.
     pub idle_limit_s: f64,
 }
 
@@ -249,7 +250,8 @@ pub struct Simulator {
     placer: Placer,
     /// Queued jobs, in arrival order (handle order).
     queue: Vec<usize>,
-    /// When a job last ran or the queue last changed.
+    /// When a job last did work (a restart's pause is not work, a first start-up is), ended or
+    /// arrived.
     last_activity_s: f64,
 }
 
@@ -409,7 +411,11 @@ impl Simulator {
             let dt = now - j.last_update_s;
             j.run_s += dt;
             j.gpu_s += dt * j.gpus.len().max(1) as f64;
-            self.last_activity_s = now;
+            // Work, or the start-up of a job never restarted: a restart's pause is no progress.
+            let restarted = j.preemptions > 0 || j.migrations > 0;
+            if now > j.paused_until || !restarted {
+                self.last_activity_s = now;
+            }
         }
         if j.phase == Phase::Running && now > j.last_update_s && j.cores > 0.0 {
             let dt = now - j.last_update_s;
@@ -477,6 +483,8 @@ impl Simulator {
         if self.jobs[i].paused_until > 0.0 {
             // A restart after a migration is over: the job runs again.
             if now >= self.jobs[i].paused_until {
+                // Up to now it was paused: account that before it runs again.
+                self.catch_up(i);
                 self.jobs[i].paused_until = 0.0;
                 let node = self.jobs[i].node;
                 self.reshare(node);
@@ -590,13 +598,31 @@ impl Simulator {
             .filter(|&i| matches!(self.jobs[i].phase, Phase::Running | Phase::Queued))
     }
 
-    /// Whether the run is over: nothing left to arrive or run, and no queued job that could
-    /// still be placed (none waits, or nothing has happened for the idle limit).
+    /// Whether the run is over: nothing left to arrive, and nothing left to run or no progress
+    /// for the idle limit ([`Simulator::unfinished`] says which jobs that leaves).
     fn over(&self) -> bool {
         let idle = self.now_s - self.last_activity_s >= self.config.idle_limit_s;
         self.next_arrival >= self.jobs.len()
-            && self.on_node.iter().all(Vec::is_empty)
-            && (self.queue.is_empty() || idle)
+            && ((self.on_node.iter().all(Vec::is_empty) && self.queue.is_empty()) || idle)
+    }
+
+    /// When the run ended, or must end, with jobs unfinished: which, and why.
+    pub fn unfinished(&self) -> Option<String> {
+        let left = self.jobs.iter().filter(|j| matches!(j.phase, Phase::Queued | Phase::Running)).count();
+        if left == 0 {
+            return None;
+        }
+        let (running, queued) = (self.on_node.iter().map(Vec::len).sum::<usize>(), self.queue.len());
+        let idle = self.now_s - self.last_activity_s;
+        let why = if running > 0 {
+            "the jobs that ran were restarted before any work, again and again"
+        } else {
+            "nothing placed the jobs that wait"
+        };
+        Some(format!(
+            "{left} jobs never finished ({running} running, {queued} queued): no job made progress for {idle:.0} s of \
+             simulated time ({why})"
+        ))
     }
 }
 

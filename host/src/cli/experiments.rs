@@ -37,9 +37,25 @@ fn compare_on(
     Ok(batch::comparison(scenario, run(rt, &tasks)))
 }
 
-/// Run `tasks` on every core with a progress bar in jobs ended.
+/// Run `tasks` on every core with a progress bar in jobs ended; say which runs the watchdog
+/// stepped into and which ended with jobs unfinished.
 fn run(rt: &Runtime, tasks: &[Task<'_>]) -> Vec<experiment::run::RunReport> {
-    batch::run(rt, tasks, batch::default_threads(), &progress_bar(batch::jobs_in(tasks), "jobs ended"))
+    let reports = batch::run(rt, tasks, batch::default_threads(), &progress_bar(batch::jobs_in(tasks), "jobs ended"));
+    for r in &reports {
+        if r.rescues > 0 {
+            eprintln!(
+                "warning: {} (seed {}) left queued jobs waiting that fit: the host started {} of them",
+                r.policy, r.seed, r.rescues
+            );
+        }
+        if let Some(why) = &r.benched {
+            eprintln!("warning: {} (seed {}) was benched by the watchdog: {why}", r.policy, r.seed);
+        }
+        if let Some(why) = &r.unfinished {
+            eprintln!("error: seed {}: {why}", r.seed);
+        }
+    }
+    reports
 }
 
 /// `wasmsched simulate`: one policy, one seed.
@@ -58,7 +74,8 @@ pub fn simulate(
         let results = Results::Compare(CompareResults::new(&comparison, &scenario));
         write_file(path, |w| results.write_json(w).map_err(anyhow::Error::from))?;
     }
-    Ok(ExitCode::SUCCESS)
+    // A run that could not finish its jobs is an error: the line above says which and why.
+    Ok(if comparison.runs.iter().any(|r| r.unfinished.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
 /// `wasmsched compare`: several policies on the same scenario and seeds; the config variants

@@ -171,6 +171,17 @@ pub struct RunReport {
     pub disruptions: u64,
     /// Actions refused over the workload's disruption budget.
     pub over_budget: u64,
+    /// Queued jobs the host started itself, because the policy that places left them waiting
+    /// although they fit (the watchdog's stall rule).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rescues: u64,
+    /// Why the watchdog benched the policy, when it did (the safe policy ran from then on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub benched: Option<String>,
+    /// When the run ended with jobs unfinished: which, and why (no job made progress for the
+    /// simulator's idle limit).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfinished: Option<String>,
     /// Wall-clock time of the whole run, milliseconds.
     pub wall_ms: f64,
     /// Per job, in workload order.
@@ -207,8 +218,14 @@ pub fn simulate_watched(
     let mut timeline = Vec::new();
     let names: std::collections::HashMap<&str, u32> =
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
-    let config = LoopConfig { tick: options.tick, horizon: None, budget: scenario.budget };
-    let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, _| {
+    let config = LoopConfig { tick: options.tick, horizon: None, budget: scenario.budget, watchdog: scenario.watchdog };
+    let mut benched = None;
+    let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
+        if benched.is_none()
+            && let Some(crate::runtime::supervise::Failure::Benched { why, .. }) = &outcome.failure
+        {
+            benched = Some(why.to_string());
+        }
         watch(world);
         if options.timeline {
             let jobs = world
@@ -252,10 +269,17 @@ pub fn simulate_watched(
         rejected_actions: counters.rejected_actions,
         disruptions: summary.disruptions,
         over_budget: summary.over_budget,
+        rescues: summary.rescues,
+        benched,
+        unfinished: sim.unfinished().map(|why| format!("{}: {why}", choice.label)),
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
         jobs,
         timeline,
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The mean; 0 for no values.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::watchdog::Benched;
+use crate::watchdog::Benched;
 use crate::config::Role;
 use crate::runtime::supervise::Counters;
 use crate::shadow::Agreement;
@@ -61,6 +61,10 @@ pub struct Status {
     /// Times the watchdog benched a version.
     #[serde(default)]
     pub watchdog_benchings: u64,
+    /// Queued jobs the host started itself because the policy that places left them waiting
+    /// although they fit (the watchdog's stall rule).
+    #[serde(default)]
+    pub stall_rescues: u64,
 }
 
 /// One configured policy.
@@ -180,15 +184,19 @@ impl Status {
             "{} disruptions (stop, migrate, preempt), {} refused over the disruption budget",
             self.disruptions, self.over_budget
         );
+        if self.stall_rescues > 0 {
+            let _ = writeln!(out, "{} queued jobs started by the host: the policy that places left them", self.stall_rescues);
+        }
         if let Some(b) = &self.watchdog {
             let _ = writeln!(
                 out,
-                "WATCHDOG: {} ({}) failed from {:.1} s to {:.1} s and is benched; {} runs until a new version \
-                 is admitted or `wasmsched rollback {}`",
+                "WATCHDOG: {} ({}) is benched at {:.1} s ({}, from {:.1} s); {} runs until a new version is \
+                 admitted or `wasmsched rollback {}`",
                 b.policy,
                 b.sha256.chars().take(12).collect::<String>(),
-                b.failing_since_ms as f64 / 1000.0,
                 b.benched_at_ms as f64 / 1000.0,
+                b.why,
+                b.failing_since_ms as f64 / 1000.0,
                 b.safe,
                 b.policy
             );

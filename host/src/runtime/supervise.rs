@@ -70,12 +70,12 @@ pub enum Failure {
     },
     /// The watchdog benched the version: it is not called until a new version is admitted or
     /// an operator rolls back.
-    #[error("policy {policy} is benched by the watchdog after failing for {failing_ms} ms; {safe} runs instead")]
+    #[error("policy {policy} is benched by the watchdog ({why}); {safe} runs instead")]
     Benched {
         /// The policy's name.
         policy: Arc<str>,
-        /// How long it had failed when benched.
-        failing_ms: u64,
+        /// Why it was benched.
+        why: Arc<str>,
         /// What runs instead.
         safe: Fallback,
     },
@@ -151,8 +151,8 @@ pub struct Supervised {
     counters: Counters,
     /// Whether it places queued jobs itself, as its last instance said at `init`.
     places: Option<bool>,
-    /// Benched by the watchdog: how long it had failed, and what runs instead of it.
-    benched: Option<(u64, Fallback)>,
+    /// Benched by the watchdog: why, and what runs instead of it.
+    benched: Option<(Arc<str>, Fallback)>,
 }
 
 impl Supervised {
@@ -203,9 +203,9 @@ impl Supervised {
     }
 
     /// Stop calling it: every tick falls back to `safe` until [`Supervised::unbench`]. The
-    /// watchdog's doing, after it had failed for `failing_ms`.
-    pub fn bench(&mut self, failing_ms: u64, safe: Fallback) {
-        self.benched = Some((failing_ms, safe));
+    /// watchdog's doing, for the reason `why`.
+    pub fn bench(&mut self, why: &str, safe: Fallback) {
+        self.benched = Some((Arc::from(why), safe));
         self.instance = None;
     }
 
@@ -292,8 +292,8 @@ impl Supervised {
     /// Call the policy on `world`, validate its decision, and fall back on any failure.
     pub fn tick(&mut self, rt: &Runtime, world: &World) -> TickOutcome {
         let now = world.time_ms();
-        if let Some((failing_ms, safe)) = self.benched {
-            let failure = Failure::Benched { policy: self.name(), failing_ms, safe };
+        if let Some((why, safe)) = self.benched.clone() {
+            let failure = Failure::Benched { policy: self.name(), why, safe };
             return self.fall_back(safe, world, failure, Duration::ZERO);
         }
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
@@ -313,8 +313,9 @@ impl Supervised {
                         self.next_backoff = self.quarantine.backoff;
                         self.quarantined_until_ms = None;
                         self.counters.rejected_actions += checked.rejected.len() as u64;
-                        for r in &checked.rejected {
-                            tracing::warn!(policy = self.policy.name(), job = r.action.job, reason = %r.reason, "action rejected");
+                        let refused = checked.rejected.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
+                        if let Some(summary) = validate::summary(refused) {
+                            tracing::warn!(policy = self.policy.name(), rejected = %summary, "actions rejected");
                         }
                         TickOutcome {
                             actions: checked.accepted,

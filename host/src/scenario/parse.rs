@@ -10,10 +10,13 @@ use serde::Deserialize;
 use super::{Claim, Scenario, WorkloadError};
 use crate::backend::sim::model::{Curve, Model};
 use crate::backend::sim::profile::Profile;
-use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
+use crate::backend::sim::workload::{
+    JobPlan, MAX_JOB_GPUS, MAX_NODE_CORES, MAX_NODE_GPUS, MAX_NODE_MEMORY_BYTES, NodeSpec, Workload,
+};
 use crate::bindings::wit;
 use crate::budget::BudgetConfig;
 use crate::units::{parse_bytes, parse_duration_s};
+use crate::watchdog::WatchdogConfig;
 
 /// A scenario file: see `scenarios/README.md`.
 #[derive(Deserialize)]
@@ -36,6 +39,9 @@ struct ScenarioFile {
     /// The disruption budget its runs go under; the cautious default when absent.
     #[serde(default)]
     budget: BudgetConfig,
+    /// The watchdog its runs go under; the default when absent.
+    #[serde(default)]
+    watchdog: WatchdogConfig,
 }
 
 /// A `[[node]]` table.
@@ -231,14 +237,26 @@ pub(super) fn scenario(
             return Err(err("name", format!("node name `{name}` is used twice: give every node its own name")));
         }
         let cpu_millicores = (table.cores * 1000.0).round();
-        if !table.cores.is_finite() || cpu_millicores < 1.0 {
+        if !table.cores.is_finite() || cpu_millicores < 1.0 || table.cores > MAX_NODE_CORES {
             return Err(err(
                 "cores",
-                format!("{} cores: a node needs a positive number of cores, e.g. 16 or 0.5", table.cores),
+                format!(
+                    "{} cores: a node needs a positive number of cores up to {MAX_NODE_CORES}, e.g. 16 or 0.5",
+                    table.cores
+                ),
             ));
         }
         let memory_bytes = parse_bytes(&table.memory).map_err(|m| err("memory", m))?;
+        if memory_bytes > MAX_NODE_MEMORY_BYTES {
+            return Err(err(
+                "memory",
+                format!("{}: a node has at most 1PiB of memory, e.g. \"256GiB\"", table.memory),
+            ));
+        }
         let gpus = whole("gpus", table.gpus, 0).map_err(|m| err("gpus", m))?;
+        if gpus > MAX_NODE_GPUS {
+            return Err(err("gpus", format!("{gpus} GPUs: a node has at most {MAX_NODE_GPUS}, e.g. 8")));
+        }
         let gpu_memory_bytes = match (&table.gpu_memory, gpus) {
             (Some(text), _) => parse_bytes(text).map_err(|m| err("gpu-memory", m))?,
             (None, 0) => 0,
@@ -330,7 +348,13 @@ pub(super) fn scenario(
             None => model.default_batch_size(),
         };
         let gpus = whole("gpus", table.gpus.unwrap_or(0), 0).map_err(|m| err("gpus", m))?;
+        if gpus > MAX_JOB_GPUS {
+            return Err(err("gpus", format!("{gpus} GPUs: a job asks for at most {MAX_JOB_GPUS}")));
+        }
         let replicas = whole("replicas", table.replicas.unwrap_or(1), 1).map_err(|m| err("replicas", m))?;
+        if replicas > MAX_JOB_GPUS {
+            return Err(err("replicas", format!("{replicas} replicas: a job has at most {MAX_JOB_GPUS}")));
+        }
         let max_epochs =
             table.max_epochs.map(|e| whole("max-epochs", e, 1)).transpose().map_err(|m| err("max-epochs", m))?;
         let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
@@ -438,7 +462,12 @@ pub(super) fn scenario(
         }
     }
     let name = file.name.unwrap_or_else(|| default_name.to_string());
-    Ok(Scenario { workload: Workload { name, nodes, jobs }, claims: file.paper, budget: file.budget })
+    Ok(Scenario {
+        workload: Workload { name, nodes, jobs },
+        claims: file.paper,
+        budget: file.budget,
+        watchdog: file.watchdog,
+    })
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

@@ -143,9 +143,36 @@ fn a_shared_gpu_stays_held_while_any_holder_is_left() {
     assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto, share: true }), Ok(()));
 }
 
+/// Two nodes of at most four GPUs, three live jobs of which two wait.
+const ROOM: Room = Room { jobs: 3, queued: 2, nodes: 2, gpus_per_node: 4 };
+
+/// A decision's acts as [`size`] takes them.
+fn sized(acts: &[Act<'_, (u32, Vec<u32>)>]) -> Result<(), Oversized> {
+    size(acts.iter().copied(), ROOM)
+}
+
 #[test]
 fn a_decision_larger_than_the_world_needs_is_refused_whole() {
-    assert_eq!(size(max_actions(3), 3), Ok(()));
-    let e = size(1000, 2).unwrap_err();
+    let stops = vec![Act::<(u32, Vec<u32>)>::Stop; max_actions(3)];
+    assert_eq!(sized(&stops), Ok(()));
+    let e = size(vec![Act::<(u32, Vec<u32>)>::Stop; 1000].into_iter(), Room { jobs: 2, ..ROOM }).unwrap_err();
     assert_eq!(e.to_string(), "decision has 1000 actions; at most 80 are accepted for 2 jobs");
+
+    let two = place(&[(0, &[0, 1]), (1, &[0, 1])]);
+    let place2 = Act::Place { nodes: &two, share: false };
+    assert_eq!(sized(&[place2, place2]), Ok(()), "as many placements as queued jobs, each within the room");
+    assert_eq!(
+        sized(&[place2, Act::Preempt, place2, place2]).unwrap_err().to_string(),
+        "decision places 3 jobs; 2 are queued"
+    );
+    let three = place(&[(0, &[0]), (1, &[0]), (0, &[1])]);
+    assert_eq!(
+        sized(&[Act::Stop, Act::Place { nodes: &three, share: false }]).unwrap_err(),
+        Oversized::Entries { action: 1, entries: 3, nodes: 2 }
+    );
+    let wide = place(&[(0, &[0, 1, 2, 3, 0])]);
+    assert_eq!(
+        sized(&[Act::Place { nodes: &wide, share: true }]).unwrap_err().to_string(),
+        "action 0 names 5 GPUs of one node; no node has more than 4"
+    );
 }

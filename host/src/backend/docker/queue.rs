@@ -15,12 +15,14 @@ use crate::bindings::wit;
 use crate::world::World;
 
 impl Docker {
-    /// Start what the default placement starts now, on the engines that are `up`.
-    pub(super) fn place_queued(&mut self, up: &[bool], world: &mut World) {
+    /// The default placement's turns now: the queued containers on engines that are up (of
+    /// `only`, when given), strict first come, first served, over the free GPUs.
+    fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
-            .filter(|m| up[m.engine] && m.refused.is_none())
+            .filter(|m| self.up.get(m.engine).copied().unwrap_or(false) && m.refused.is_none())
+            .filter(|m| only.is_none_or(|only| only.contains(&m.handle)))
             .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
             .map(|m| Waiting {
                 handle: m.handle,
@@ -30,11 +32,22 @@ impl Docker {
             })
             .collect();
         if waiting.is_empty() {
-            return;
+            return Vec::new();
         }
-        let book = world.gpu_book();
+        first_fit(waiting, world.gpu_book())
+    }
+
+    /// The queued containers the default placement would start now, in its order.
+    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
+        let turns = self.turns(world, None);
+        turns.into_iter().filter_map(|t| if let Turn::Start { handle, .. } = t { Some(handle) } else { None }).collect()
+    }
+
+    /// Start what the default placement starts now (of `only`, when given) on the engines that
+    /// answered at the last observation. Returns the jobs started.
+    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[u32]>) -> Vec<u32> {
         let mut actions = Vec::new();
-        for turn in first_fit(waiting, book) {
+        for turn in self.turns(world, only) {
             match turn {
                 Turn::Start { handle, engine, gpus } => actions.push(wit::Action {
                     job: handle,
@@ -59,12 +72,14 @@ impl Docker {
                 }
             }
         }
-        for e in self.apply(&actions, world) {
+        let errors = self.apply(&actions, world);
+        for e in &errors {
             let name = world.spec(e.job).map_or_else(|| e.job.to_string(), |s| s.name.clone());
             self.log_once(format!("start:{}:{}", e.job, e.reason), || {
                 format!("job {name}: the default placement could not start it ({}); it is left queued", e.reason)
             });
         }
+        actions.iter().map(|a| a.job).filter(|job| errors.iter().all(|e| e.job != *job)).collect()
     }
 }
 

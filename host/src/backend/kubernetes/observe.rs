@@ -65,7 +65,7 @@ impl Kubernetes {
         }
         world.set_time_ms(until_ms);
         if self.placer == crate::backend::Placer::Backend && self.apiserver_up() {
-            self.place_queued(world);
+            self.place_queued(world, None);
         }
     }
 

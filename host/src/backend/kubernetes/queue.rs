@@ -69,12 +69,14 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut boo
 }
 
 impl Kubernetes {
-    /// Bind what the default placement binds now.
-    pub(super) fn place_queued(&mut self, world: &mut World) {
+    /// The default placement's turns now: the queued pods (of `only`, when given), strict first
+    /// come, first served, over the Ready nodes' room and the free GPUs.
+    fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
             .filter(|m| m.refused.is_none() && world.state(m.handle).is_some_and(|s| !s.is_running()))
+            .filter(|m| only.is_none_or(|only| only.contains(&m.handle)))
             .map(|m| Waiting {
                 handle: m.handle,
                 requests: m.requests,
@@ -83,7 +85,7 @@ impl Kubernetes {
             })
             .collect();
         if waiting.is_empty() {
-            return;
+            return Vec::new();
         }
         let mut rooms: Vec<Room> = self
             .nodes
@@ -103,8 +105,24 @@ impl Kubernetes {
                 room.memory = room.memory.saturating_sub(m.requests.1);
             }
         }
+        first_fit(waiting, rooms, world.gpu_book())
+    }
+
+    /// The queued pods the default placement would bind now, in its order (none while the
+    /// apiserver does not answer).
+    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
+        if !self.apiserver_up() {
+            return Vec::new();
+        }
+        let turns = self.turns(world, None);
+        turns.into_iter().filter_map(|t| if let Turn::Bind { handle, .. } = t { Some(handle) } else { None }).collect()
+    }
+
+    /// Bind what the default placement binds now (of `only`, when given). Returns the jobs
+    /// bound.
+    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[u32]>) -> Vec<u32> {
         let mut actions = Vec::new();
-        for turn in first_fit(waiting, rooms, world.gpu_book()) {
+        for turn in self.turns(world, only) {
             match turn {
                 Turn::Bind { handle, node, gpus } => actions.push(wit::Action {
                     job: handle,
@@ -125,12 +143,14 @@ impl Kubernetes {
                 }
             }
         }
-        for e in self.apply(&actions, world) {
+        let errors = self.apply(&actions, world);
+        for e in &errors {
             let name = world.spec(e.job).map_or_else(|| e.job.to_string(), |s| s.name.clone());
             self.log_once(format!("bind:{}:{}", e.job, e.reason), || {
                 format!("pod {name}: the default placement could not bind it ({}); it is left queued", e.reason)
             });
         }
+        actions.iter().map(|a| a.job).filter(|job| errors.iter().all(|e| e.job != *job)).collect()
     }
 }
 

@@ -71,14 +71,28 @@ impl Backend for Simulator {
             state.gpu_ms = secs_to_ms(j.gpu_s);
             j.used_core_s = 0.0;
         }
-        if self.over() && !self.queue.is_empty() {
-            tracing::warn!(
-                queued = self.queue.len(),
-                idle_s = self.config.idle_limit_s,
-                "jobs still wait but nothing has run for the idle limit; the run ends"
-            );
+        if self.over()
+            && let Some(why) = self.unfinished()
+        {
+            tracing::warn!("{why}; the run ends");
         }
         !self.over()
+    }
+
+    fn startable(&self, _world: &World) -> Vec<u32> {
+        Simulator::startable(self)
+    }
+
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        let started = Simulator::rescue(self, jobs, world);
+        for h in self.ended.drain(..) {
+            world.remove_job(h);
+        }
+        started
+    }
+
+    fn last_progress_ms(&self) -> Option<u64> {
+        Some(secs_to_ms(self.last_activity_s))
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {

@@ -132,6 +132,39 @@ impl Simulator {
         }
     }
 
+    /// The queued jobs the default placement would start now, in its order, as handles: a dry
+    /// run of [`Self::place_queued`] on a copy of the GPU book.
+    pub(super) fn startable(&self) -> Vec<u32> {
+        let mut book = self.book.clone();
+        let mut startable = Vec::new();
+        for &i in &self.queue {
+            let plan = &self.jobs[i].plan;
+            match first_fit(&book, Ask { gpus: plan.gpus, replicas: plan.replicas }, &self.node_order(plan)) {
+                Some(entries) => {
+                    book.take(&entries, i as u32);
+                    startable.extend(self.jobs[i].handle);
+                }
+                None if self.could_ever_fit(i) => break,
+                None => {}
+            }
+        }
+        startable
+    }
+
+    /// Start queued `handles` with the default placement, in that order, each where it fits
+    /// now: the watchdog's rescue. Returns those started.
+    pub(super) fn rescue(&mut self, handles: &[u32], world: &mut World) -> Vec<u32> {
+        let mut started = Vec::new();
+        for &h in handles {
+            let Some(i) = self.job_of(h).filter(|&i| self.jobs[i].phase == Phase::Queued) else { continue };
+            if let Some((node, gpus)) = self.fit(i) {
+                self.start(i, node, gpus, world);
+                started.push(h);
+            }
+        }
+        started
+    }
+
     /// Whether job `i` fits the cluster with every GPU free.
     pub(super) fn could_ever_fit(&self, i: usize) -> bool {
         let plan = &self.jobs[i].plan;
@@ -191,7 +224,6 @@ impl Simulator {
         j.phase = Phase::Running;
         j.last_update_s = now;
         self.on_node[node as usize].push(i);
-        self.last_activity_s = now;
         let gpus = self.jobs[i].gpus.clone();
         self.reshare_around(node, &gpus);
     }

@@ -22,6 +22,17 @@ pub struct Workload {
     pub jobs: Vec<JobPlan>,
 }
 
+/// The most cores a scenario's node may have: far past any real machine (a few hundred), so
+/// a mistyped number (`1e300`) is refused rather than simulated.
+pub const MAX_NODE_CORES: f64 = 65_536.0;
+/// The most memory a scenario's node may have: 1 PiB.
+pub const MAX_NODE_MEMORY_BYTES: u64 = 1 << 50;
+/// The most GPUs a scenario's node may have (a real one has at most 16).
+pub const MAX_NODE_GPUS: u32 = 1024;
+/// The most GPUs, or replicas, a scenario's job may ask for (a real cluster has a few tens of
+/// thousands of GPUs).
+pub const MAX_JOB_GPUS: u32 = 1 << 20;
+
 /// One node of the simulated cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct NodeSpec {
