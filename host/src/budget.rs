@@ -7,7 +7,8 @@
 //! active policy's validated actions to a [`Budget`] before the backend sees them, for every
 //! backend. In the policy's order, a disruptive action is refused when:
 //!
-//! - its job opted out: it carries the label `wasmsched.disruptible=false`;
+//! - its job opted out: it carries the label `wasmsched.disruptible=false` (this one holds
+//!   with the budget off too: it is the job's own word);
 //! - its job was disrupted less than `job-min-interval` ago;
 //! - `max-per-window` disruptions were admitted cluster-wide in the last `window`;
 //! - `max-per-node` disruptions were admitted in the last `window` on a node the job runs on.
@@ -80,7 +81,7 @@ impl Default for BudgetConfig {
 }
 
 impl BudgetConfig {
-    /// No budget: every valid action applies.
+    /// No budget: every valid action applies, but a disruption of a job that opted out.
     pub fn off() -> Self {
         BudgetConfig { enabled: false, ..BudgetConfig::default() }
     }
@@ -160,7 +161,7 @@ impl Budget {
     /// Split validated `actions` for `world` into those that apply and those over budget;
     /// what applies is validated again when anything was refused (module docs).
     pub fn admit(&mut self, actions: Vec<wit::Action>, world: &World) -> (Vec<wit::Action>, Vec<Rejection>) {
-        if !self.config.enabled || !actions.iter().any(|a| self.disrupts(&a.kind)) {
+        if !actions.iter().any(|a| self.disrupts(&a.kind)) {
             return (actions, Vec::new());
         }
         let now = world.time_ms();
@@ -207,6 +208,9 @@ impl Budget {
         let c = &self.config;
         if world.spec(action.job).is_some_and(opted_out) {
             return Some(format!("job {} opted out of disruption ({OPT_OUT_LABEL}=false)", action.job));
+        }
+        if !c.enabled {
+            return None;
         }
         if let Some(&at) = self.last.get(&action.job) {
             let since = now.saturating_sub(at);
@@ -357,11 +361,18 @@ mod tests {
     }
 
     #[test]
-    fn an_off_budget_admits_everything() {
+    fn an_off_budget_admits_everything_but_what_opted_out() {
         let mut b = Budget::new(BudgetConfig::off());
         let world = sample::world(1, 20, 2);
         let (kept, refused) = b.admit((0..20).map(|j| act(j, ActionKind::Stop)).collect(), &world);
         assert_eq!((kept.len(), refused.len()), (20, 0));
+        let mut world = sample::world(1, 2, 0);
+        let mut spec = sample::job_spec(2);
+        spec.labels.push((OPT_OUT_LABEL.into(), "false".into()));
+        let protected = world.add_job(spec, 0);
+        let (kept, refused) = b.admit(vec![act(protected, ActionKind::Preempt), act(0, ActionKind::Stop)], &world);
+        assert_eq!((kept.len(), refused.len()), (1, 1));
+        assert!(refused[0].reason.contains("opted out"), "{}", refused[0].reason);
     }
 
     #[test]

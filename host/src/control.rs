@@ -222,6 +222,8 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         }
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
         if !backend.observe(&mut world, until) {
+            // The last observation: nothing is left to run, and the driver sees it so.
+            driver.observed(&world, backend.endpoints());
             break;
         }
         summary.end_ms = until;

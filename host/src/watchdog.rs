@@ -12,8 +12,9 @@
 //!   the audit log's `rescued`, the status, the metric `wasmsched_stall_rescues_total`); after
 //!   `stall-bench-after` rescues within `stall-window` it benches the version;
 //! - **it keeps every job from progressing**: jobs ran, but none of them did any work for
-//!   longer than `stall-after` (each start undone before its first step), where the backend can
-//!   tell (the simulator can; a live backend cannot and is not judged on it).
+//!   longer than `progress-after` (each start undone before its first step, again and again),
+//!   where the backend can tell (the simulator can; a live backend cannot and is not judged on
+//!   it).
 //!
 //! It says so once at error level, in the status and in the metrics, and hands control back
 //! when another version becomes active: a new one admitted, or an operator's rollback. Time
@@ -27,6 +28,7 @@
 //! stall-after = "60s"
 //! stall-bench-after = 3    # rescues
 //! stall-window = "10m"
+//! progress-after = "10m"
 //! ```
 
 use std::collections::{HashMap, VecDeque};
@@ -49,8 +51,7 @@ pub struct WatchdogConfig {
     /// What runs while it is benched: `"keep-limits"` (default) or `"fair-share"`.
     pub safe: Fallback,
     /// How long a placing policy may leave a job waiting that the default placement would
-    /// start, before the host starts it (default `"60s"`); also how long jobs may run without
-    /// any of them progressing.
+    /// start, before the host starts it (default `"60s"`).
     #[serde(deserialize_with = "crate::units::duration")]
     pub stall_after: Duration,
     /// Rescues within `stall-window` that bench the version (default 3).
@@ -58,6 +59,11 @@ pub struct WatchdogConfig {
     /// The sliding window rescues are counted over (default `"10m"`).
     #[serde(deserialize_with = "crate::units::duration")]
     pub stall_window: Duration,
+    /// How long jobs may run with none of them progressing before the version is benched
+    /// (default `"10m"`: a preemptive scheduler may restart every job at once, and a start
+    /// takes its time, but not ten minutes of nothing, round after round).
+    #[serde(deserialize_with = "crate::units::duration")]
+    pub progress_after: Duration,
 }
 
 impl Default for WatchdogConfig {
@@ -69,6 +75,7 @@ impl Default for WatchdogConfig {
             stall_after: Duration::from_secs(60),
             stall_bench_after: 3,
             stall_window: Duration::from_secs(600),
+            progress_after: Duration::from_secs(600),
         }
     }
 }
@@ -141,7 +148,7 @@ impl Watchdog {
             return None;
         }
         let why = self.failing(&seen, now_ms).or_else(|| self.starving(&seen, now_ms)).or_else(|| {
-            let idle = seen.idle_ms.filter(|&idle| idle >= self.config.stall_after.as_millis() as u64)?;
+            let idle = seen.idle_ms.filter(|&idle| idle >= self.config.progress_after.as_millis() as u64)?;
             let why = format!("no job made progress for {} s although jobs ran", idle / 1000);
             Some((now_ms.saturating_sub(idle), why))
         })?;
@@ -309,12 +316,12 @@ mod tests {
     }
 
     #[test]
-    fn jobs_running_without_progress_for_stall_after_bench() {
+    fn jobs_running_without_progress_for_progress_after_bench() {
         let mut w = dog();
         let idle = |ms| Seen { idle_ms: Some(ms), ..seen("a", false) };
-        assert!(w.observe(idle(59_000), 100_000).is_none());
-        let b = w.observe(idle(60_000), 101_000).cloned().expect("a minute without progress");
-        assert_eq!((b.failing_since_ms, b.why.as_str()), (41_000, "no job made progress for 60 s although jobs ran"));
+        assert!(w.observe(idle(599_000), 700_000).is_none());
+        let b = w.observe(idle(600_000), 701_000).cloned().expect("ten minutes without progress");
+        assert_eq!((b.failing_since_ms, b.why.as_str()), (101_000, "no job made progress for 600 s although jobs ran"));
     }
 
     #[test]
@@ -339,10 +346,13 @@ mod tests {
 
     #[test]
     fn the_config_reads_its_keys_and_refuses_others() {
-        let c: WatchdogConfig =
-            toml::from_str("after = \"5s\"\nsafe = \"fair-share\"\nstall-after = \"2m\"\nstall-bench-after = 5").unwrap();
+        let c: WatchdogConfig = toml::from_str(
+            "after = \"5s\"\nsafe = \"fair-share\"\nstall-after = \"2m\"\nstall-bench-after = 5\nprogress-after = \"1h\"",
+        )
+        .unwrap();
         assert_eq!((c.enabled, c.after, c.safe), (true, Duration::from_secs(5), Fallback::FairShare));
         assert_eq!((c.stall_after, c.stall_bench_after), (Duration::from_secs(120), 5));
+        assert_eq!(c.progress_after, Duration::from_secs(3600));
         let err = toml::from_str::<WatchdogConfig>("safe = \"panic\"").unwrap_err().to_string();
         assert!(err.contains("keep-limits"), "{err}");
     }

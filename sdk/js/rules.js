@@ -152,20 +152,52 @@ export class Problem extends Error {
   }
 }
 
-/** Why a whole decision is refused: it holds more actions than any world of its size needs. */
+/** Why a whole decision is refused: it holds more than any decision for its world could need; its message is the host's words. */
 export class Oversized extends Error {
-  /** @param {number} actions @param {number} limit @param {number} jobs */
-  constructor(actions, limit, jobs) {
-    super(`decision has ${actions} actions; at most ${limit} are accepted for ${jobs} jobs`);
+  /** @param {string} message */
+  constructor(message) {
+    super(message);
     this.name = "Oversized";
-    Object.assign(this, { actions, limit, jobs });
   }
 }
 
-/** Throws {@link Oversized} for a decision of `actions` actions for `jobs` live jobs larger than {@link maxActions} allows. @param {number} actions @param {number} jobs */
-export function size(actions, jobs) {
-  const limit = maxActions(jobs);
-  if (actions > limit) throw new Oversized(actions, limit, jobs);
+/**
+ * @typedef {object} Room How much a decision may hold for the world it was made for ({@link size}).
+ * @property {number} jobs live jobs, running and queued
+ * @property {number} queued queued jobs: no decision places more
+ * @property {number} nodes nodes: no placement names more node entries
+ * @property {number} gpusPerNode the most GPUs any node has: no node entry names more
+ */
+
+/**
+ * Throws {@link Oversized} for a decision (its actions' kinds) larger than any decision for a
+ * world of `room` could need: more actions than {@link maxActions}, more placements than
+ * queued jobs, a placement naming more node entries than there are nodes, or a node entry more
+ * GPUs than any node has. Counts lengths only, and stops at the first excess.
+ * @param {{ tag: string, val?: any }[]} kinds @param {Room} room
+ */
+export function size(kinds, room) {
+  const limit = maxActions(room.jobs);
+  if (kinds.length > limit) {
+    throw new Oversized(`decision has ${kinds.length} actions; at most ${limit} are accepted for ${room.jobs} jobs`);
+  }
+  let placements = 0;
+  kinds.forEach((kind, i) => {
+    if (kind.tag !== "place") return;
+    placements += 1;
+    if (placements > room.queued) throw new Oversized(`decision places ${placements} jobs; ${room.queued} are queued`);
+    const entries = kind.val.nodes;
+    if (entries.length > room.nodes) {
+      throw new Oversized(`action ${i} places on ${entries.length} node entries; the cluster has ${room.nodes} nodes`);
+    }
+    for (const entry of entries) {
+      if (entry.gpus.length > room.gpusPerNode) {
+        throw new Oversized(
+          `action ${i} names ${entry.gpus.length} GPUs of one node; no node has more than ${room.gpusPerNode}`,
+        );
+      }
+    }
+  });
 }
 
 /**
@@ -331,7 +363,16 @@ function bookOf(s) {
  * @param {Snapshot} snapshot @param {Decision} decision @returns {(Problem | null)[]}
  */
 export function verdicts(snapshot, decision) {
-  size(decision.actions.length, snapshot.jobCount + snapshot.queueLength);
+  const nodes = snapshot.nodes();
+  size(
+    decision.actions.map((a) => a.kind),
+    {
+      jobs: snapshot.jobCount + snapshot.queueLength,
+      queued: snapshot.queueLength,
+      nodes: nodes.length,
+      gpusPerNode: nodes.reduce((most, n) => Math.max(most, n.gpuCount), 0),
+    },
+  );
   const world = seen(snapshot);
   const checker = new Checker(bookOf(snapshot));
   return decision.actions.map((action) => {

@@ -14,7 +14,7 @@ fn layer(file: &str) -> (u8, &'static str) {
         "lib" | "bindings" | "world" | "declare" | "units" | "recording" => (1, "vocabulary"),
         "runtime" | "validate" | "admission" | "shipped" => (2, "runtime"),
         "backend" | "gpu" => (2, "backends"),
-        "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" => (4, "the loop"),
+        "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),
         "scenario" | "experiment" | "replay" | "calibrate" => (5, "scenarios and experiments"),
         "api" | "scaffold" => (6, "the face"),
         other => {

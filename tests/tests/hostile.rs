@@ -20,13 +20,14 @@ use wasmsched::record::AuditLine;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scenario::Scenario;
+use wasmsched::watchdog::WatchdogConfig;
 
 use wasmsched_tests::common::{counted_log, loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
 
 /// Two nodes of two GPUs, more GPU jobs than GPUs (so the queue is never empty for long),
 /// CPU jobs beside them, one job that opted out of disruption, and a service that outlives
-/// them all (so every tick is decided). The budget is tight, to be reached.
+/// them all and opted out too (so every tick is decided, and no policy ends the run early). The budget is tight, to be reached.
 const CLUSTER: &str = r#"
 name = "hostile"
 
@@ -71,6 +72,7 @@ model = "bert"
 kind = "inference"
 request-rate = 10
 duration = "3h"
+disruptible = false
 
 [budget]
 window = "10m"
@@ -97,6 +99,11 @@ struct Seen {
 
 /// `policy` with `config` through the simulator's loop on [`CLUSTER`] for two hours.
 fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
+    simulate_under(policy, config, WatchdogConfig::default())
+}
+
+/// [`simulate`] under `watchdog`.
+fn simulate_under(policy: &str, config: &str, watchdog: WatchdogConfig) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
     let workload = Scenario::from_toml_str("hostile", CLUSTER).expect("the scenario parses");
     let budget = workload.budget;
     let mut sim = Simulator::new(&workload.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
@@ -105,7 +112,7 @@ fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig
     let limits =
         Limits { deadline: Duration::from_millis(200), instantiate: Duration::from_millis(200), ..Limits::default() };
     let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
-    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget, ..LoopConfig::default() };
+    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget, watchdog };
     let mut seen = Vec::new();
     let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
         let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
@@ -141,7 +148,7 @@ fn assert_contained(what: &str, summary: &LoopSummary, seen: &[Seen], budget: &B
     for (i, &(at, job)) in disruptions.iter().enumerate() {
         let in_window = disruptions[..=i].iter().filter(|(t, _)| at - t < window_ms).count();
         assert!(in_window <= budget.max_per_window as usize, "{what}: {in_window} disruptions in a window at {at} ms");
-        assert_ne!(job, "keep", "{what}: the job that opted out was disrupted at {at} ms");
+        assert!(job != "keep" && job != "svc", "{what}: a job that opted out was disrupted at {at} ms");
         let last = disruptions[..i].iter().rev().find(|(_, j)| *j == job);
         if let Some(&(before, _)) = last {
             let gap = at - before;
@@ -179,7 +186,10 @@ fn every_number_a_policy_returns_is_checked_at_zero_and_at_its_maximum() {
             let config = format!(r#"{{"behaviour": "numbers", "field": "{field}", "value": "{value}"}}"#);
             let (summary, seen, budget) = simulate("misbehave", &config);
             assert_contained(&what, &summary, &seen, &budget);
-            assert!(seen.iter().all(|s| s.failure.is_none()), "{what}: a bad number is refused, not a failure");
+            // Refused, not a failure; a policy that leaves a job it misplaced waiting may be
+            // benched for it by the watchdog's stall rule.
+            let benched = |f: &String| f.contains("benched by the watchdog");
+            assert!(seen.iter().all(|s| s.failure.as_ref().is_none_or(benched)), "{what}: a bad number failed");
             // The fixture also starts the queue; its own action says `numbers`.
             let own = |reason: &String| reason.contains("misbehave numbers");
             if let Some(says) = must_say {
@@ -200,7 +210,14 @@ fn a_next_call_of_zero_asks_every_tick_and_of_u64_max_at_most_an_hour_later() {
     let (summary, seen, budget) = simulate("misbehave", &config("zero"));
     assert_contained("next-call-ms = 0", &summary, &seen, &budget);
     assert_eq!(summary.decisions, summary.ticks, "asked on every tick");
+    // Left alone for an hour, it leaves arriving jobs waiting: the watchdog starts them and
+    // benches it (then the safe policy runs every tick).
     let (summary, seen, budget) = simulate("misbehave", &config("max"));
+    assert_contained("next-call-ms = max", &summary, &seen, &budget);
+    assert!(summary.rescues > 0 && summary.benchings == 1, "{summary:?}");
+    // With no stall rule within the run, it is asked an hour apart.
+    let patient = WatchdogConfig { stall_after: Duration::from_secs(3 * 3600), ..WatchdogConfig::default() };
+    let (summary, seen, budget) = simulate_under("misbehave", &config("max"), patient);
     assert_contained("next-call-ms = max", &summary, &seen, &budget);
     let gaps: Vec<u64> = seen.windows(2).map(|w| w[1].time_ms - w[0].time_ms).collect();
     let hour_and_tick = MAX_NEXT_CALL_MS + TICK.as_millis() as u64;
@@ -259,9 +276,11 @@ fn the_budget_refuses_what_stop_everything_asks_beyond_it_and_says_why() {
     assert!(summary.disruptions > 0, "what is under budget applies");
     assert!(over.iter().any(|r| r.contains("budget.max-per-window")), "{over:?}");
     assert!(over.iter().any(|r| r.contains("opted out")), "the job that opted out is refused: {over:?}");
+    // On the first tick: the two jobs there that may be disrupted (the service and `keep`
+    // opted out), within the window's three.
     let first_tick = &seen[0];
-    assert_eq!(first_tick.applied.iter().filter(|a| disruptive(&a.1)).count(), budget.max_per_window as usize);
-    // Off, the same policy stops everything at once.
+    assert_eq!(first_tick.applied.iter().filter(|a| disruptive(&a.1)).count(), 2);
+    // Off, the same policy stops whatever arrives at once, but never what opted out.
     let mut off = Scenario::from_toml_str("hostile", CLUSTER).unwrap();
     off.budget = BudgetConfig::off();
     let mut sim = Simulator::new(&off.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
@@ -272,11 +291,13 @@ fn the_budget_refuses_what_stop_everything_asks_beyond_it_and_says_why() {
         Fallback::KeepLimits,
         Quarantine::default(),
     );
-    let mut first = None;
-    control::run(&mut sim, &mut sup, runtime(), &LoopConfig::unbudgeted(TICK), |_, o| {
-        first.get_or_insert(o.actions.len());
+    let mut refused = Vec::new();
+    let unbudgeted = LoopConfig { horizon: Some(Duration::from_secs(2 * 3600)), ..LoopConfig::unbudgeted(TICK) };
+    let off_summary = control::run(&mut sim, &mut sup, runtime(), &unbudgeted, |_, o| {
+        refused.extend(o.over_budget.iter().map(|r| r.reason.clone()));
     });
-    assert!(first.unwrap() > budget.max_per_window as usize, "without a budget: {first:?} stops on the first tick");
+    assert!(off_summary.disruptions > summary.disruptions, "{off_summary:?} against {summary:?}");
+    assert!(!refused.is_empty() && refused.iter().all(|r| r.contains("opted out")), "{refused:?}");
 }
 
 /// A host's config tables: a tight budget and a watchdog that benches after 20 s of failing.
@@ -491,7 +512,7 @@ fn a_policy_that_never_places_has_its_jobs_rescued_after_stall_after_then_is_ben
 
 #[test]
 fn a_policy_that_restarts_every_job_before_its_first_step_is_benched_for_no_progress() {
-    for behaviour in ["preempt-replace-all", "place-preempted", "preempt-for-head"] {
+    for behaviour in ["preempt-replace-all", "preempt-for-head"] {
         let (report, _) = on_the_gpu_queue(behaviour);
         let why = report.benched.clone().unwrap_or_default();
         assert!(why.starts_with("no job made progress for"), "{behaviour}: {why:?}");
@@ -502,7 +523,6 @@ fn a_policy_that_restarts_every_job_before_its_first_step_is_benched_for_no_prog
 fn a_million_node_entries_are_refused_by_their_count_and_the_policy_benched() {
     let (report, _) = on_the_gpu_queue("huge-placement");
     assert!(report.benched.as_deref().is_some_and(|w| w.starts_with("it failed on every call")), "{report:?}");
-    assert!(report.policy_calls <= 10, "{} calls of a million entries", report.policy_calls);
 }
 
 /// Two nodes of two GPUs and short one- and two-GPU jobs: a queue the live host empties in a
@@ -569,8 +589,11 @@ fn every_queue_abuser_meets_the_live_host_and_every_job_finishes() {
         assert!(per_tick <= LOG_BYTES_PER_TICK, "{behaviour}: {per_tick} bytes logged a tick");
         let rescued: usize = lines.iter().map(|l| l.rescued.len()).sum();
         assert_eq!(rescued as u64, done.stall_rescues, "{behaviour}: the audit log names every rescued job");
+        // A policy whose dry run already misplaces is refused at admission: the default
+        // placement serves instead.
+        let admitted = if done.refused > 0 { "refused at admission" } else { "admitted" };
         table.push_str(&format!(
-            "{behaviour:<20} {:>4} ticks {:>2} rescued {} benched {:>6} B logged ({per_tick} a tick)\n",
+            "{behaviour:<20} {admitted:<20} {:>4} ticks {:>2} rescued {} benched {:>6} B logged ({per_tick} a tick)\n",
             summary.ticks,
             done.stall_rescues,
             done.watchdog_benchings,

@@ -483,11 +483,11 @@ impl Simulator {
         if self.jobs[i].paused_until > 0.0 {
             // A restart after a migration is over: the job runs again.
             if now >= self.jobs[i].paused_until {
-                // Up to now it was paused: account that before it runs again.
-                self.catch_up(i);
-                self.jobs[i].paused_until = 0.0;
+                // Reshared while the pause still shows, so the time up to now is accounted as
+                // paused (no progress); runnable it is already.
                 let node = self.jobs[i].node;
                 self.reshare(node);
+                self.jobs[i].paused_until = 0.0;
             }
             return;
         }

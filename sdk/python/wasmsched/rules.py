@@ -30,6 +30,7 @@ __all__ = [
     "NodeCap",
     "Oversized",
     "Problem",
+    "Room",
     "World",
     "check",
     "gpus_per_piece",
@@ -190,22 +191,45 @@ class Problem(Exception):
 
 
 class Oversized(Exception):
-    """Why a whole decision is refused: it holds more actions than any world of its size
-    needs."""
-
-    def __init__(self, actions: int, limit: int, jobs: int) -> None:
-        super().__init__(f"decision has {actions} actions; at most {limit} are accepted for {jobs} jobs")
-        self.actions = actions
-        self.limit = limit
-        self.jobs = jobs
+    """Why a whole decision is refused: it holds more than any decision for its world could
+    need. ``str()`` of it is the host's words."""
 
 
-def size(actions: int, jobs: int) -> None:
-    """Raise :class:`Oversized` for a decision of ``actions`` actions for ``jobs`` live jobs
-    when it is larger than :func:`max_actions` allows."""
-    limit = max_actions(jobs)
+class Room(NamedTuple):
+    """How much a decision may hold for the world it was made for (:func:`size`)."""
+
+    #: Live jobs, running and queued.
+    jobs: int
+    #: Queued jobs: no decision places more.
+    queued: int
+    #: Nodes: no placement names more node entries.
+    nodes: int
+    #: The most GPUs any node has: no node entry names more.
+    gpus_per_node: int
+
+
+def size(kinds: Sequence[object], room: Room) -> None:
+    """Raise :class:`Oversized` for a decision (its actions' kinds) larger than any decision
+    for a world of ``room`` could need: more actions than :func:`max_actions`, more placements
+    than queued jobs, a placement naming more node entries than there are nodes, or a node
+    entry more GPUs than any node has. Counts lengths only, and stops at the first excess."""
+    actions, limit = len(kinds), max_actions(room.jobs)
     if actions > limit:
-        raise Oversized(actions, limit, jobs)
+        raise Oversized(f"decision has {actions} actions; at most {limit} are accepted for {room.jobs} jobs")
+    placements = 0
+    for i, kind in enumerate(kinds):
+        if not isinstance(kind, d.Place):
+            continue
+        placements += 1
+        if placements > room.queued:
+            raise Oversized(f"decision places {placements} jobs; {room.queued} are queued")
+        if len(kind.nodes) > room.nodes:
+            raise Oversized(f"action {i} places on {len(kind.nodes)} node entries; the cluster has {room.nodes} nodes")
+        for _, gpus in kind.nodes:
+            if len(gpus) > room.gpus_per_node:
+                raise Oversized(
+                    f"action {i} names {len(gpus)} GPUs of one node; no node has more than {room.gpus_per_node}"
+                )
 
 
 class NodeCap(NamedTuple):
@@ -399,7 +423,14 @@ def verdicts(snapshot: Snapshot, decision: d.Decision) -> list[Problem | None]:
     ``snapshot``, in order: None when it is accepted, else the :class:`Problem` (``str()`` of
     it is the host's words); a refused action changes nothing for the actions after it. Raises
     :class:`Oversized` when the decision is refused whole for its size."""
-    size(len(decision.actions), snapshot.job_count + snapshot.queue_len)
+    nodes = snapshot.nodes()
+    room = Room(
+        snapshot.job_count + snapshot.queue_len,
+        snapshot.queue_len,
+        len(nodes),
+        max((len(n.gpus) for n in nodes), default=0),
+    )
+    size([a.kind for a in decision.actions], room)
     world = _Seen(snapshot)
     checker = Checker(_book(snapshot))
     out: list[Problem | None] = []

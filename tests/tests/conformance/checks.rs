@@ -386,7 +386,7 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
             vec![share(0, 0, 50), share(0, 8, 50), share(0, 0, 0), share(0, 0, 101), share(0, 7, 100), share(4, 0, 10)],
         ),
         (
-            "every way a placement is refused",
+            "every way a placement is refused: no node, too many nodes, spread pieces",
             cluster(),
             vec![
                 place(1, &[], false),
@@ -394,11 +394,23 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
                 place(5, &[(0, &[3, 4]), (1, &[4])], false),
                 place(1, &[(5, &[0, 1])], false),
                 place(1, &[(0, &[3]), (0, &[4])], false),
+            ],
+        ),
+        (
+            "every way a placement is refused: GPUs too many, twice, held, missing or miscounted",
+            cluster(),
+            vec![
                 place(8, &[(1, &[0, 1, 2, 3, 4, 5, 0])], false),
                 place(8, &[(0, &[3, 4, 5]), (1, &[4])], false),
                 place(1, &[(0, &[3]), (2, &[])], false),
                 place(2, &[(0, &[3, 3])], false),
                 place(2, &[(0, &[1])], false),
+            ],
+        ),
+        (
+            "every way a placement is refused: a missing GPU, the wrong count, a running or unknown job",
+            cluster(),
+            vec![
                 place(2, &[(0, &[8])], false),
                 place(2, &[(0, &[3, 4])], false),
                 place(0, &[(0, &[3])], false),
@@ -415,6 +427,12 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
                 place(1, &[(0, &[5, 6])], false),
                 place(5, &[(0, &[5, 6, 7])], false),
                 place(5, &[(0, &[5, 6, 7])], true),
+            ],
+        ),
+        (
+            "a placement with share takes a GPU another placement of the decision holds",
+            cluster(),
+            vec![
                 place(10, &[(2, &[])], false),
                 place(2, &[(0, &[7])], false),
                 place(2, &[(0, &[7])], true),
@@ -465,11 +483,29 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
     ]
 }
 
-/// One node and one job: a decision may hold `64 + 8 × jobs` actions, 72 here.
+/// One node and one job: a decision may hold `64 + 8 × jobs` actions, 72 here. On the
+/// cluster (five queued jobs, three nodes, at most eight GPUs on one): no more placements than
+/// queued jobs, node entries than nodes, GPUs on one entry than any node has.
 fn size_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
     let small = || Cluster { nodes: vec![NodeDecl("n0", 4_000, 16, 1)], jobs: vec![running(1, 1, 0, &[(0, 0)], 1)] };
+    let queued = [1, 2, 5, 8, 10];
     vec![
         ("a decision of as many actions as the limit is checked action by action", small(), vec![deliver(0); 72]),
         ("a decision of more actions than the limit is refused whole", small(), vec![deliver(0); 73]),
+        (
+            "a decision placing more jobs than are queued is refused whole",
+            cluster(),
+            queued.iter().chain(&[2]).map(|&j| place(j, &[(0, &[3])], false)).collect(),
+        ),
+        (
+            "a placement naming more node entries than there are nodes is refused whole",
+            cluster(),
+            vec![stop(7), place(1, &[(0, &[3]), (1, &[4]), (2, &[]), (0, &[5])], false)],
+        ),
+        (
+            "a node entry naming more GPUs than any node has is refused whole",
+            cluster(),
+            vec![place(8, &[(0, &[3, 4, 5, 6, 7, 0, 1, 2, 3])], false)],
+        ),
     ]
 }
