@@ -12,8 +12,9 @@ use wasmsched::backend::docker::{Docker, DockerConfig};
 use wasmsched::backend::{Backend, Placer};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
-use wasmsched::runtime::Runtime;
+use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::watchdog::WatchdogConfig;
 use wasmsched::world::World;
 
 use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
@@ -435,6 +436,11 @@ fn the_default_placement_starts_created_containers_and_a_placing_policy_leaves_t
     }
     assert_eq!((world.queue_len(), world.job_count()), (2, 0), "a placing policy starts them, or nothing does");
     assert!(e.labelled(&label).iter().all(|c| c.state == "created"));
+    // What the default placement would start now (the watchdog's stall rule asks): the CPU job
+    // alone, nothing started by asking.
+    let cpu_handle = world.queue().find(|(s, _)| s.name == cpu.name).map(|(s, _)| s.handle).unwrap();
+    assert_eq!(docker.startable(&world), [cpu_handle]);
+    assert!(e.labelled(&label).iter().all(|c| c.state == "created"));
 
     docker.set_placer(Placer::Backend);
     step(&mut docker, &mut world, 300);
@@ -531,6 +537,65 @@ fn flowcon_moves_real_cpu_between_two_real_training_containers() {
 fn docker_node_cores(e: &Engine) -> f64 {
     let info = e.rt.block_on(e.client.info()).unwrap();
     info.ncpu.unwrap_or(1) as f64
+}
+
+/// Drives the loop for `limit_ms` and keeps every job the watchdog rescued.
+struct Rescues<'a> {
+    policy: &'a mut Supervised,
+    limit_ms: u64,
+    rescued: Vec<(u64, u32)>,
+    benched: Option<String>,
+}
+
+impl Driver for Rescues<'_> {
+    fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
+        next_ms <= self.limit_ms
+    }
+
+    fn policies(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: Tick<'_>) {
+        let now = tick.world.time_ms();
+        self.rescued.extend(tick.rescued.iter().map(|&job| (now, job)));
+        if let Some(b) = tick.benched {
+            self.benched.get_or_insert_with(|| b.why.clone());
+        }
+    }
+}
+
+#[test]
+fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdog() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("stall");
+    let _sweep = e.sweep(&label);
+    let a = e.create_trainer("stall-a", &[("test", &label)], QUICK);
+    std::thread::sleep(Duration::from_millis(20));
+    let b = e.create_trainer("stall-b", &[("test", &label)], QUICK);
+    let mut docker = backend(&e.endpoint, &label);
+    let mut sup = Supervised::new(
+        loaded("misbehave"),
+        r#"{"behaviour": "never-place"}"#.into(),
+        Limits::default(),
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
+    let watchdog = WatchdogConfig { stall_after: Duration::from_secs(2), stall_bench_after: 2, ..WatchdogConfig::default() };
+    let config = LoopConfig { tick: Duration::from_millis(500), watchdog, ..LoopConfig::default() };
+    let mut driver = Rescues { policy: &mut sup, limit_ms: 8_000, rescued: Vec::new(), benched: None };
+    let summary = control::drive(&mut docker, &mut driver, runtime(), &config);
+    // Both are left waiting by the policy for two seconds, then started in arrival order.
+    let (rescued, benched) = (driver.rescued, driver.benched);
+    assert_eq!(rescued.len(), 2, "{rescued:?}");
+    assert!(rescued.iter().all(|&(at, _)| at >= 2_000), "not before stall-after: {rescued:?}");
+    assert_eq!(summary.rescues, 2);
+    assert_eq!(benched.as_deref(), Some("the host started 2 jobs it left waiting in the last 10m"));
+    // Started for real: running, or already done with their short run.
+    for c in [&a, &b] {
+        let state = e.labelled(&label).into_iter().find(|x| x.id == c.id).map(|x| x.state);
+        assert!(matches!(state.as_deref(), Some("running" | "exited")), "{}: {state:?}", c.name);
+    }
 }
 
 #[test]

@@ -332,8 +332,11 @@ fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
     assert_eq!(world.spec(job).unwrap().gpus, 1, "its nvidia.com/gpu limit");
     assert!(world.nodes()[0].gpu_memory_bytes.is_empty(), "vm has none");
     // A placement on a node without GPUs is the validator's to refuse; the default placement
-    // binds the pod where its GPU is.
-    k.set_placer(wasmsched::backend::Placer::Backend);
+    // binds the pod where its GPU is. Here the watchdog's rescue asks it to, for a placing
+    // policy that left the pod waiting: what it would bind, then binding it.
+    assert_eq!(k.startable(&world), [job], "the default placement would bind it");
+    assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name), None, "asking binds nothing");
+    assert_eq!(k.rescue(&[job], &mut world), [job]);
     step(&mut k, &mut world, 300);
     assert_eq!(c.pod(&name).and_then(|p| p.spec?.node_name).as_deref(), Some("vm2"));
     let state = world.state(job).unwrap();
