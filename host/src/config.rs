@@ -59,9 +59,9 @@ use serde::Deserialize;
 pub use crate::backend::BackendConfig;
 pub use crate::backend::Speed;
 use crate::budget::BudgetConfig;
-use crate::watchdog::WatchdogConfig;
 use crate::runtime::Limits;
 use crate::runtime::supervise::{Fallback, Quarantine};
+use crate::watchdog::WatchdogConfig;
 
 /// Why a config cannot be used.
 #[derive(Debug, thiserror::Error)]

@@ -62,8 +62,7 @@ pub const KNOWN_KEYS: &[&str] = &[
 /// The key nearest to `key` (without the prefix) among [`KNOWN_KEYS`], when one is close
 /// enough to be what was meant.
 fn nearest(key: &str) -> Option<&'static str> {
-    let (best, distance) =
-        KNOWN_KEYS.iter().map(|k| (*k, strsim::levenshtein(key, k))).min_by_key(|&(_, d)| d)?;
+    let (best, distance) = KNOWN_KEYS.iter().map(|k| (*k, strsim::levenshtein(key, k))).min_by_key(|&(_, d)| d)?;
     (distance <= 3.max(key.len() / 3)).then_some(best)
 }
 

@@ -44,9 +44,10 @@ pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversize
     rules::size(decision.actions.iter().map(|a| act(&a.kind)), room(world))?;
     let mut checked = Checked::default();
     let mut checker = Checker::new(world.gpu_book());
+    let seen = Seen::new(world);
     for mut action in decision.actions {
         truncate_marked(&mut action.reason, MAX_REASON_BYTES);
-        match checker.check(world, action.job, &act(&action.kind)) {
+        match checker.check(&seen, action.job, &act(&action.kind)) {
             Ok(()) => checked.accepted.push(action),
             Err(problem) => checked.rejected.push(Rejection { action, reason: problem.to_string() }),
         }
@@ -130,9 +131,28 @@ impl Entry for wit::NodePlacement {
     }
 }
 
-impl rules::World for World {
+/// The world as the rules read it, with each node's memory in use summed once: a decision
+/// of many migrations reads it once each, and must not cost a pass over every job each time.
+struct Seen<'w> {
+    world: &'w World,
+    memory_on: Vec<u64>,
+}
+
+impl<'w> Seen<'w> {
+    fn new(world: &'w World) -> Self {
+        let mut memory_on = vec![0u64; world.nodes().len()];
+        for (_, s) in world.jobs() {
+            if let Some(m) = memory_on.get_mut(s.node as usize) {
+                *m = m.saturating_add(s.memory_used_bytes);
+            }
+        }
+        Seen { world, memory_on }
+    }
+}
+
+impl rules::World for Seen<'_> {
     fn node(&self, node: u32) -> Option<NodeCap<'_>> {
-        self.nodes().get(node as usize).map(|n| NodeCap {
+        self.world.nodes().get(node as usize).map(|n| NodeCap {
             name: &n.name,
             cpu_millicores: n.cpu_millicores,
             memory_bytes: n.memory_bytes,
@@ -141,11 +161,11 @@ impl rules::World for World {
     }
 
     fn node_count(&self) -> usize {
-        self.nodes().len()
+        self.world.nodes().len()
     }
 
     fn job(&self, job: u32) -> Option<JobNow> {
-        let (spec, state) = (self.spec(job)?, self.state(job)?);
+        let (spec, state) = (self.world.spec(job)?, self.world.state(job)?);
         Some(JobNow {
             gpus: spec.gpus,
             replicas: spec.replicas,
@@ -155,11 +175,11 @@ impl rules::World for World {
     }
 
     fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
-        self.state(job).map(|s| s.gpus.iter().map(|g| (g.node, g.index)).collect()).unwrap_or_default()
+        self.world.state(job).map(|s| s.gpus.iter().map(|g| (g.node, g.index)).collect()).unwrap_or_default()
     }
 
     fn memory_used_on(&self, node: u32) -> u64 {
-        self.jobs().filter(|(_, s)| s.node == node).map(|(_, s)| s.memory_used_bytes).sum()
+        self.memory_on.get(node as usize).copied().unwrap_or(0)
     }
 }
 

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::watchdog::Benched;
 use crate::config::Role;
 use crate::runtime::supervise::Counters;
 use crate::shadow::Agreement;
+use crate::watchdog::Benched;
 
 /// The host as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -185,7 +185,11 @@ impl Status {
             self.disruptions, self.over_budget
         );
         if self.stall_rescues > 0 {
-            let _ = writeln!(out, "{} queued jobs started by the host: the policy that places left them", self.stall_rescues);
+            let _ = writeln!(
+                out,
+                "{} queued jobs started by the host: the policy that places left them",
+                self.stall_rescues
+            );
         }
         if let Some(b) = &self.watchdog {
             let _ = writeln!(

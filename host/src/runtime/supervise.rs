@@ -313,7 +313,8 @@ impl Supervised {
                         self.next_backoff = self.quarantine.backoff;
                         self.quarantined_until_ms = None;
                         self.counters.rejected_actions += checked.rejected.len() as u64;
-                        let refused = checked.rejected.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
+                        let refused =
+                            checked.rejected.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
                         if let Some(summary) = validate::summary(refused) {
                             tracing::warn!(policy = self.policy.name(), rejected = %summary, "actions rejected");
                         }

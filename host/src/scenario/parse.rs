@@ -250,7 +250,7 @@ pub(super) fn scenario(
         if memory_bytes > MAX_NODE_MEMORY_BYTES {
             return Err(err(
                 "memory",
-                format!("{}: a node has at most 1PiB of memory, e.g. \"256GiB\"", table.memory),
+                format!("{}: a node has at most 1024TiB of memory, e.g. \"256GiB\"", table.memory),
             ));
         }
         let gpus = whole("gpus", table.gpus, 0).map_err(|m| err("gpus", m))?;

@@ -268,6 +268,31 @@ fn a_node_with_zero_cores_is_refused() {
 }
 
 #[test]
+fn numbers_past_any_real_cluster_are_refused_with_the_limit() {
+    let job = "[[job]]\nname = \"a\"\nmodel = \"ncf\"\n";
+    let cases = [
+        ("cores = 1e300\nmemory = \"1GiB\"\n", "cores", "up to 65536"),
+        ("cores = 4\nmemory = \"2048TiB\"\n", "memory", "at most 1024TiB"),
+        ("cores = 4\nmemory = \"1GiB\"\ngpus = 4000000000\ngpu-memory = \"1GiB\"\n", "gpus", "at most 1024"),
+    ];
+    for (node, key, says) in cases {
+        let e = scenario_err(&format!("[[node]]\n{node}{job}"));
+        assert!(matches!(&e, WorkloadError::Field { field, .. } if field == key), "{node}: {e:?}");
+        assert!(e.to_string().contains(says), "{node}: {e}");
+    }
+    let node = "[[node]]\ncores = 4\nmemory = \"1GiB\"\n";
+    let e = scenario_err(&format!("{node}{job}gpus = 4000000000\n"));
+    assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "gpus"), "{e:?}");
+    let e = scenario_err(&format!("{node}{job}replicas = 2000000\n"));
+    assert!(matches!(&e, WorkloadError::Field { field, .. } if field == "replicas"), "{e:?}");
+    let ok = Scenario::from_toml_str(
+        "big",
+        &format!("[[node]]\ncores = 65536\nmemory = \"1024TiB\"\ngpus = 1024\ngpu-memory = \"80GiB\"\n{job}"),
+    );
+    assert!(ok.is_ok(), "the limits themselves pass: {ok:?}");
+}
+
+#[test]
 fn missing_and_unknown_columns_are_refused() {
     let e = pollux_err("name,time,application,num_replicas\na,0,ncf,1\n");
     assert!(matches!(&e, WorkloadError::MissingColumn { column, line: 1, .. } if column == "batch_size"), "{e:?}");

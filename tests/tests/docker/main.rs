@@ -12,8 +12,8 @@ use wasmsched::backend::docker::{Docker, DockerConfig};
 use wasmsched::backend::{Backend, Placer};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
-use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::watchdog::WatchdogConfig;
 use wasmsched::world::World;
 
@@ -581,7 +581,8 @@ fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdo
         Fallback::KeepLimits,
         Quarantine::default(),
     );
-    let watchdog = WatchdogConfig { stall_after: Duration::from_secs(2), stall_bench_after: 2, ..WatchdogConfig::default() };
+    let watchdog =
+        WatchdogConfig { stall_after: Duration::from_secs(2), stall_bench_after: 2, ..WatchdogConfig::default() };
     let config = LoopConfig { tick: Duration::from_millis(500), watchdog, ..LoopConfig::default() };
     let mut driver = Rescues { policy: &mut sup, limit_ms: 8_000, rescued: Vec::new(), benched: None };
     let summary = control::drive(&mut docker, &mut driver, runtime(), &config);

@@ -25,7 +25,7 @@ pub struct Workload {
 /// The most cores a scenario's node may have: far past any real machine (a few hundred), so
 /// a mistyped number (`1e300`) is refused rather than simulated.
 pub const MAX_NODE_CORES: f64 = 65_536.0;
-/// The most memory a scenario's node may have: 1 PiB.
+/// The most memory a scenario's node may have: 1024 TiB.
 pub const MAX_NODE_MEMORY_BYTES: u64 = 1 << 50;
 /// The most GPUs a scenario's node may have (a real one has at most 16).
 pub const MAX_NODE_GPUS: u32 = 1024;

@@ -561,7 +561,8 @@ fn abuse_the_queue(b: Behaviour, s: &Snapshot, d: &mut Decision) {
         }
         Behaviour::HugePlacement => {
             if let Some(head) = s.queue().next() {
-                let entries: Vec<(NodeId, Vec<u32>)> = (0..HUGE_ENTRIES).map(|n| (NodeId(n % nodes.max(1)), vec![0])).collect();
+                let entries: Vec<(NodeId, Vec<u32>)> =
+                    (0..HUGE_ENTRIES).map(|n| (NodeId(n % nodes.max(1)), vec![0])).collect();
                 push(Action::place_on(head.id(), &entries, false));
             }
         }
