@@ -29,6 +29,10 @@
 //! [watchdog]                       # a policy failing on every call this long is benched
 //! after = "30s"
 //! safe = "keep-limits"             # or "fair-share"
+//! stall-after = "60s"              # a job a placing policy leaves waiting that fits: started
+//! stall-bench-after = 3            # rescues within stall-window that bench the policy
+//! stall-window = "10m"
+//! progress-after = "10m"           # jobs run and none progresses this long: benched
 //!
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
@@ -124,7 +128,7 @@ pub struct HostConfig {
     /// ([`crate::budget`]); on by default, with cautious limits.
     #[serde(default)]
     pub budget: BudgetConfig,
-    /// When a failing active policy is benched for a safe one ([`crate::host::watchdog`]).
+    /// When a failing active policy is benched for a safe one ([`crate::watchdog`]).
     #[serde(default)]
     pub watchdog: WatchdogConfig,
 }
@@ -585,6 +589,7 @@ mod tests {
         assert_eq!(c.policy["candidate"].role, Role::Shadow);
         assert_eq!(c.backend.speed(), Speed::Factor(60.0));
         assert_eq!(c.budget, BudgetConfig::default(), "the example spells out the defaults");
+        assert_eq!(c.watchdog, WatchdogConfig::default(), "the example spells out the defaults");
         #[cfg(feature = "docker")]
         {
             let c = parse(include_str!("../../examples/docker.toml")).unwrap();

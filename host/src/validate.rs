@@ -131,15 +131,17 @@ impl Entry for wit::NodePlacement {
     }
 }
 
-/// The world as the rules read it, with each node's memory in use summed once: a decision
-/// of many migrations reads it once each, and must not cost a pass over every job each time.
-struct Seen<'w> {
+/// The world as the rules read it (`wasmsched_rules::check::World`), with each node's memory
+/// in use summed once: a decision of many migrations reads it once each, and must not cost a
+/// pass over every job each time.
+pub struct Seen<'w> {
     world: &'w World,
     memory_on: Vec<u64>,
 }
 
 impl<'w> Seen<'w> {
-    fn new(world: &'w World) -> Self {
+    /// `world`, read for the rules.
+    pub fn new(world: &'w World) -> Self {
         let mut memory_on = vec![0u64; world.nodes().len()];
         for (_, s) in world.jobs() {
             if let Some(m) = memory_on.get_mut(s.node as usize) {

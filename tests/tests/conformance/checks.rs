@@ -201,8 +201,9 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
                 outcomes[r.action.reason.parse::<usize>().expect("our index")] = json!(r.reason);
             }
             let mut checker = Checker::new(t.gpu_book());
+            let seen = validate::Seen::new(&t);
             for (a, outcome) in actions.iter().zip(&outcomes) {
-                match checker.check(&t, a.job, &validate::act(&a.kind)) {
+                match checker.check(&seen, a.job, &validate::act(&a.kind)) {
                     Ok(()) => assert_eq!(outcome, "accepted", "{name}: {a:?}"),
                     Err(p) => {
                         assert_eq!(outcome.as_str(), Some(p.to_string().as_str()), "{name}: {a:?}");
