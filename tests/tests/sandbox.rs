@@ -111,7 +111,11 @@ fn after_a_trap_the_next_call_gets_a_fresh_instance_and_the_loop_goes_on() {
 
 #[test]
 fn invalid_actions_are_rejected_and_the_valid_one_applies() {
-    let world = sample::world(1, 3, 2);
+    // Two jobs queued and a node of four GPUs: the fixture's two placements, one of three GPUs
+    // on a node, are not more than the world could need.
+    let mut world = sample::with_queue(1, 3, 2, 2);
+    let wider = wasmsched::bindings::wit::Node { gpu_memory_bytes: vec![16 << 30; 4], ..world.nodes()[0].clone() };
+    assert!(world.set_node(0, wider));
     let mut s = supervised("garbage", Fallback::KeepLimits);
     let out = s.tick(runtime(), &world);
     assert!(out.failure.is_none(), "{:?}", out.failure);

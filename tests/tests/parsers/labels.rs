@@ -251,8 +251,16 @@ proptest! {
             label == edited
                 || (matches!(edited, "direction" | "metric") && matches!(label, "tiers" | "metrics"))
         };
-        for (key, _) in &d.problems {
+        // A misspelt key is reported by its name, with the key it was meant to be.
+        let misspelt = matches!(edit, LabelEdit::Misspell(_))
+            .then(|| format!("{edited}s"))
+            .filter(|k| !declare::KNOWN_KEYS.contains(&k.as_str()));
+        for (key, why) in &d.problems {
             let label = key.strip_prefix(PREFIX).unwrap_or(key);
+            if misspelt.as_deref() == Some(label) {
+                prop_assert!(why.contains(&format!("did you mean {PREFIX}{edited}?")), "{key}: {why}");
+                continue;
+            }
             prop_assert!(touches(label), "{edit:?} on {edited} made a problem for {key}: {:?}", d.problems);
         }
         let padded = matches!(edit, LabelEdit::Pad(..));
