@@ -43,11 +43,6 @@ pub fn disruptive(kind: &ActionKind) -> bool {
     matches!(kind, ActionKind::Stop | ActionKind::Migrate(_) | ActionKind::Preempt)
 }
 
-/// How many of `actions` disrupt their jobs.
-pub fn disruptions(actions: &[wit::Action]) -> u64 {
-    actions.iter().filter(|a| disruptive(&a.kind)).count() as u64
-}
-
 /// How many disruptions a policy may cause, and how often.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]

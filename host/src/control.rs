@@ -205,19 +205,20 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         }
         // Whether the active policy places, and whether it is another version than the one
         // whose `next-call-ms` holds (then it is asked now).
-        let (placing, swapped, active_digest) = match driver.policies().active {
+        // And whether the version the watchdog benched is no longer the active one.
+        let (placing, swapped, released) = match driver.policies().active {
             Some(p) => {
-                let digest = p.policy().digest().to_string();
-                (p.places(rt, summary.end_ms), delayed_by.as_deref() != Some(&digest), Some(digest))
+                let digest = p.policy().digest();
+                let released = dog.benched().is_some_and(|b| b.sha256 != digest);
+                let swapped = delayed_by.as_deref() != Some(digest);
+                (p.places(rt, summary.end_ms), swapped, released)
             }
-            None => (false, delayed_by.is_some(), None),
+            None => (false, delayed_by.is_some(), dog.benched().is_some()),
         };
         if swapped {
             next_call_ms = 0;
         }
-        if dog.benched().is_some_and(|b| active_digest.as_deref() != Some(&b.sha256))
-            && let Some(b) = dog.release()
-        {
+        if released && let Some(b) = dog.release() {
             tracing::warn!(policy = %b.policy, sha256 = %b.sha256, "watchdog: another version is active; control goes back to the policy");
         }
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
@@ -320,7 +321,6 @@ fn watch(
     rescued: &[u32],
 ) -> bool {
     let Some(p) = driver.policies().active else { return false };
-    let (policy, digest) = (p.policy().name().to_string(), p.policy().digest().to_string());
     // Jobs run and none has progressed: judged only where the backend can tell, and only while
     // the policy itself answers (a failing one is the other rule's).
     let idle_ms = backend
@@ -328,8 +328,8 @@ fn watch(
         .filter(|_| world.job_count() > 0 && active.is_none_or(|a| a.outcome.failure.is_none()))
         .map(|at| world.time_ms().saturating_sub(at));
     let seen = watchdog::Seen {
-        policy: &policy,
-        sha256: &digest,
+        policy: p.policy().name(),
+        sha256: p.policy().digest(),
         failed: active.map(|a| a.outcome.failure.is_some()),
         rescued: rescued.len(),
         idle_ms,

@@ -132,11 +132,6 @@ impl Watchdog {
         Watchdog { config, failing: None, rescues: None, benched: None }
     }
 
-    /// Its settings.
-    pub fn config(&self) -> &WatchdogConfig {
-        &self.config
-    }
-
     /// The version benched now, if any.
     pub fn benched(&self) -> Option<&Benched> {
         self.benched.as_ref()

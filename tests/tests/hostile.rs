@@ -25,12 +25,10 @@ use wasmsched::watchdog::WatchdogConfig;
 use wasmsched_tests::common::{counted_log, loaded, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
 
-/// Two nodes of two GPUs, more GPU jobs than GPUs (so the queue is never empty for long),
-/// CPU jobs beside them, one job that opted out of disruption, and a service that outlives
-/// them all and opted out too (so every tick is decided, and no policy ends the run early). The budget is tight, to be reached.
-const CLUSTER: &str = r#"
-name = "hostile"
-
+/// The nodes of both scenarios here: two of eight cores and two GPUs.
+macro_rules! two_gpu_nodes {
+    () => {
+        r#"
 [[node]]
 name = "n0"
 cores = 8
@@ -44,7 +42,18 @@ cores = 8
 memory = "64GiB"
 gpus = 2
 gpu-memory = "32GiB"
+"#
+    };
+}
 
+/// Two nodes of two GPUs, more GPU jobs than GPUs (so the queue is never empty for long),
+/// CPU jobs beside them, one job that opted out of disruption, and a service that outlives
+/// them all and opted out too (so every tick is decided, and no policy ends the run early).
+/// The budget is tight, to be reached.
+const CLUSTER: &str = concat!(
+    "name = \"hostile\"\n",
+    two_gpu_nodes!(),
+    r#"
 [[job]]
 name = "gpu"
 model = "cifar10"
@@ -79,7 +88,8 @@ window = "10m"
 max-per-window = 3
 max-per-node = 2
 job-min-interval = "5m"
-"#;
+"#
+);
 
 /// The simulated run's tick.
 const TICK: Duration = Duration::from_secs(30);
@@ -527,23 +537,10 @@ fn a_million_node_entries_are_refused_by_their_count_and_the_policy_benched() {
 
 /// Two nodes of two GPUs and short one- and two-GPU jobs: a queue the live host empties in a
 /// few hundred ticks.
-const SMALL_QUEUE: &str = r#"
-name = "small-queue"
-
-[[node]]
-name = "n0"
-cores = 8
-memory = "64GiB"
-gpus = 2
-gpu-memory = "32GiB"
-
-[[node]]
-name = "n1"
-cores = 8
-memory = "64GiB"
-gpus = 2
-gpu-memory = "32GiB"
-
+const SMALL_QUEUE: &str = concat!(
+    "name = \"small-queue\"\n",
+    two_gpu_nodes!(),
+    r#"
 [[job]]
 name = "one"
 model = "cifar10"
@@ -570,7 +567,8 @@ disruptible = false
 
 [budget]
 enabled = false
-"#;
+"#
+);
 
 #[test]
 fn every_queue_abuser_meets_the_live_host_and_every_job_finishes() {
