@@ -107,6 +107,12 @@ pub struct Endpoint {
     pub jobs: u32,
     /// How long it has not answered, milliseconds; None while it answers.
     pub down_for_ms: Option<u64>,
+    /// Requests the host has made to it since it started, where the backend counts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// Actions sent to it and not yet answered, where the backend sends them without waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<u64>,
 }
 
 /// Who starts queued jobs.
@@ -133,6 +139,13 @@ pub trait Backend {
     /// Put validated actions into force at the world's current time. Returns the ones that
     /// failed (a container that vanished, say); the rest took effect.
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError>;
+
+    /// The actions of earlier ticks' [`Backend::apply`] that were still in flight when it
+    /// returned (counted as applied then) and failed since; each is returned once. A backend
+    /// that waits for every action has none.
+    fn settled(&mut self) -> Vec<ApplyError> {
+        Vec::new()
+    }
 
     /// The places it reaches and whether they answer, for the status; none for a backend that
     /// reaches nothing outside the process.
@@ -390,7 +403,10 @@ mod tests {
         #[cfg(feature = "docker")]
         assert_eq!(keys::<docker::DockerConfig>(), ["engines", "selector", "gpus"], "timeout is no key");
         #[cfg(feature = "kubernetes")]
-        assert_eq!(keys::<kubernetes::KubernetesConfig>(), ["kubeconfig", "namespace", "selector", "scheduler-name"]);
+        assert_eq!(
+            keys::<kubernetes::KubernetesConfig>(),
+            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams"]
+        );
     }
 
     #[test]

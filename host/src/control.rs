@@ -59,7 +59,8 @@ pub struct LoopSummary {
     /// Ticks on which the policy was asked (it may ask to be called less often, and it is not
     /// asked while no job runs).
     pub decisions: u64,
-    /// Actions put into force.
+    /// Actions put into force (or, on a backend that sends them without waiting, sent and not
+    /// known to have failed).
     pub applied: u64,
     /// Actions the backend could not apply.
     pub apply_errors: u64,
@@ -116,7 +117,8 @@ pub struct Tick<'a> {
     pub active: Option<Decided>,
     /// The shadows' answers, when they were asked.
     pub shadows: Vec<Decided>,
-    /// The active policy's actions the backend could not apply.
+    /// The active policy's actions the backend could not apply: this tick's, and earlier
+    /// ticks' that were in flight and failed since ([`Backend::settled`]).
     pub apply_errors: Vec<ApplyError>,
     /// How many of the applied actions disrupted their jobs.
     pub disruptions: u64,
@@ -231,7 +233,14 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         summary.ticks += 1;
         driver.observed(&world, backend.endpoints());
         let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
-        let (mut active, mut shadows, mut apply_errors, mut disrupted) = (None, Vec::new(), Vec::new(), 0);
+        // Actions of earlier ticks that were in flight, counted as applied then, and failed since.
+        let mut apply_errors = backend.settled();
+        if let Some(failed) = validate::summary(apply_errors.iter().map(|e| (e.job, None, &e.reason[..]))) {
+            tracing::warn!(%failed, "actions of earlier ticks failed once they reached the backend");
+        }
+        summary.applied = summary.applied.saturating_sub(apply_errors.len() as u64);
+        summary.apply_errors += apply_errors.len() as u64;
+        let (mut active, mut shadows, mut disrupted) = (None, Vec::new(), 0);
         if asked {
             summary.decisions += 1;
             let policies = driver.policies();
@@ -248,12 +257,13 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
                 disrupted = budget.disruptions(&a.outcome.actions);
                 summary.disruptions += disrupted;
                 summary.over_budget += a.outcome.over_budget.len() as u64;
-                apply_errors = backend.apply(&a.outcome.actions, &mut world);
-                if let Some(summary) = validate::summary(apply_errors.iter().map(|e| (e.job, None, &e.reason[..]))) {
+                let failed = backend.apply(&a.outcome.actions, &mut world);
+                if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
                     tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
                 }
-                summary.applied += (a.outcome.actions.len() - apply_errors.len()) as u64;
-                summary.apply_errors += apply_errors.len() as u64;
+                summary.applied += (a.outcome.actions.len() - failed.len()) as u64;
+                summary.apply_errors += failed.len() as u64;
+                apply_errors.extend(failed);
             }
             let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
             next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));

@@ -27,7 +27,7 @@ use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
 use crate::world::World;
-use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard};
+use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall};
 
 /// Why the host could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -284,6 +284,9 @@ struct HostDriver {
     recorder: Option<TelemetryRecorder>,
     pacer: Pacer,
     write_errors: u64,
+    /// When the last tick ended, and how long the recent ones took (ms, oldest first).
+    ticked: Option<Instant>,
+    tick_walls: std::collections::VecDeque<u64>,
 }
 
 impl HostDriver {
@@ -323,6 +326,8 @@ impl HostDriver {
             recorder,
             pacer: Pacer { speed: config.backend.speed(), tick: config.tick, anchor: None },
             write_errors: 0,
+            ticked: None,
+            tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
         })
     }
 
@@ -572,9 +577,18 @@ impl Driver for HostDriver {
         }
         let over_budget = tick.active.as_ref().map_or(0, |a| a.outcome.over_budget.len() as u64);
         let (disruptions, rescued, benched) = (tick.disruptions, tick.rescued.len() as u64, tick.benched_now);
+        let now = Instant::now();
+        if let Some(then) = self.ticked.replace(now) {
+            if self.tick_walls.len() == TICKS_KEPT {
+                self.tick_walls.pop_front();
+            }
+            self.tick_walls.push_back(now.duration_since(then).as_millis() as u64);
+        }
+        let tick_wall = TickWall::of(self.tick_walls.iter().copied());
         let slots = &self.slots;
         let watchdog = tick.benched.cloned();
         self.board.update(|s| {
+            s.tick_wall = tick_wall;
             s.stall_rescues += rescued;
             s.ticks = tick.number;
             s.decisions += u64::from(tick.asked);

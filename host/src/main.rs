@@ -174,6 +174,11 @@ enum Command {
     Calibrate(CalibrateArgs),
 }
 
+/// kube-client logs every request that fails at ERROR, one line each: at a thousand nodes whose
+/// kubelets do not answer that was hundreds of lines a second. The Kubernetes backend reports
+/// its failures itself, once per cause (`RUST_LOG=kube_client=debug` shows them all).
+const KUBE_QUIET: &str = "kube_client::client::builder=off";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A simulated run asks its policies thousands of times in a few seconds: their own info
@@ -188,7 +193,7 @@ fn main() -> ExitCode {
     );
     let policy = if batch { "warn" } else { "info" };
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn")));
+        .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn,{KUBE_QUIET}")));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     match run(cli) {
         Ok(code) => code,

@@ -53,6 +53,16 @@ pub fn encode(status: &Status) -> String {
             "1 while the watchdog has the active policy benched",
             u64::from(status.watchdog.is_some()),
         ),
+        (
+            "wasmsched_tick_wall_p50_milliseconds",
+            "Median time from one tick's end to the next's",
+            status.tick_wall.p50_ms,
+        ),
+        (
+            "wasmsched_tick_wall_p99_milliseconds",
+            "99th percentile of the time from one tick's end to the next's (recent ticks)",
+            status.tick_wall.p99_ms,
+        ),
     ] {
         let g: Gauge = Gauge::default();
         g.set(i64::try_from(value).unwrap_or(i64::MAX));
@@ -68,6 +78,18 @@ pub fn encode(status: &Status) -> String {
         "Whether the backend's engine or apiserver answered at the last tick",
         endpoint_up,
     );
+    let (requests, in_flight) = (Family::<Labels, Counter>::default(), Family::<Labels, Gauge>::default());
+    for e in &status.endpoints {
+        let labels = vec![("endpoint".to_string(), e.name.clone())];
+        if let Some(n) = e.requests {
+            requests.get_or_create(&labels).inc_by(n);
+        }
+        if let Some(n) = e.in_flight {
+            in_flight.get_or_create(&labels).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+    r.register("wasmsched_backend_requests", "Requests the host made to the backend's endpoint", requests);
+    r.register("wasmsched_backend_in_flight", "Actions sent to the backend's endpoint and not yet answered", in_flight);
 
     let per_version = |name: &str| (name.to_string(), Family::<Labels, Counter>::default());
     let mut families = [

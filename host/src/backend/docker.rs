@@ -519,6 +519,7 @@ impl Backend for Docker {
                 up: self.engine_up(i),
                 jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,
                 down_for_ms: e.down.as_ref().map(|d| d.since.elapsed().as_millis() as u64),
+                ..crate::backend::Endpoint::default()
             })
             .collect()
     }

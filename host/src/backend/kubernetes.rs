@@ -20,18 +20,25 @@
 //!   runs it is deleted. Without a placing policy the default placement binds queued pods
 //!   first come, first served, first fit on a Ready node.
 //! - **World.** Pods and nodes through watches (a reflector each: one list, then changes,
-//!   and a fresh list whenever the watch breaks), never a poll of every pod per tick. Progress
-//!   from each running pod's log stream (its first container), in Docker's line formats,
-//!   with the apiserver's timestamps; a stream is followed again from after the last line read
-//!   when it ends, when it was quiet for half a minute, and after a resize: a log file started
-//!   afresh under a stream leaves it hearing nothing more (the test cluster does this, as one
-//!   node's kubelet removes the other's log directories), and it resumes from an absolute
-//!   time, as an apiserver may take seconds to answer.
-//!   CPU and memory use from each node's kubelet summary (`/stats/summary`: one request per
-//!   node per tick, through the apiserver's node proxy, or from the kubelet directly where the
-//!   apiserver will not proxy to it). A tick waits at most a quarter second for them: a
-//!   kubelet that hangs delays its own node's figures, never the loop.
-//! - **Actions.** `set-cpu` and `set-memory` patch the `resize` subresource (in place, no
+//!   and a fresh list whenever the watch breaks), never a poll of every pod per tick; what the
+//!   host never reads (managed fields, a node's image list) is dropped before it is stored.
+//!   Progress from each running pod's `wasmsched.progress` annotation when the job writes its
+//!   records there (no request by the host), else from its log stream (its first container),
+//!   in Docker's line formats, with the apiserver's timestamps, for at most `max-log-streams`
+//!   pods at once; a stream is followed again from after the last line read when it ends,
+//!   when it was quiet for half a minute, and after a resize: a log file started afresh under
+//!   a stream leaves it hearing nothing more (the test cluster does this, as one node's
+//!   kubelet removes the other's log directories), and it resumes from an absolute time, as an
+//!   apiserver may take seconds to answer. A stream that will not open is tried again later
+//!   and later. CPU and memory use from each node's kubelet summary (`/stats/summary`, through
+//!   the apiserver's node proxy, or from the kubelet directly where the apiserver will not
+//!   proxy to it), read every 10 s (the kubelet's own refresh period), 16 nodes at most at
+//!   once, with a backoff per node that fails. A tick waits at most a quarter second for
+//!   them: a kubelet that hangs delays its own node's figures, never the loop.
+//! - **Actions** pass one [`gate`] that bounds the requests in flight and adapts to the
+//!   apiserver's load; the tick waits a quarter second for their answers and goes on, the rest
+//!   landing at later observations (a placement in flight shows as bound meanwhile).
+//!   `set-cpu` and `set-memory` patch the `resize` subresource (in place, no
 //!   restart; a lifted limit is the node's allocatable); what Kubernetes would refuse (a
 //!   change of QoS class, a resize policy that restarts the container, a limit below the
 //!   request) is refused first, saying what to change. `deliver` execs the declared command
@@ -43,6 +50,7 @@
 //!   at the next observation; a node going NotReady is logged once and its pods are kept.
 
 mod actions;
+pub mod gate;
 mod observe;
 pub mod pod;
 mod queue;
@@ -50,6 +58,7 @@ pub mod stats;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -58,7 +67,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
 use crate::backend::progress;
@@ -88,6 +97,11 @@ pub struct KubernetesConfig {
     /// default `"wasmsched"`).
     #[serde(rename = "scheduler-name")]
     pub scheduler: String,
+    /// The most pods whose logs are followed at once for progress (key `max-log-streams`,
+    /// default 256; 0 reads no logs). A pod that reports through its `wasmsched.progress`
+    /// annotation needs no stream; one beyond the limit waits for a stream to end.
+    #[serde(rename = "max-log-streams")]
+    pub max_log_streams: usize,
     /// How long one request may take before the apiserver counts as unreachable (5 s; not a
     /// key of the table).
     #[serde(skip)]
@@ -101,6 +115,7 @@ impl Default for KubernetesConfig {
             namespace: "default".into(),
             selector: DEFAULT_SELECTOR.into(),
             scheduler: DEFAULT_SCHEDULER.into(),
+            max_log_streams: 256,
             timeout: Duration::from_secs(5),
         }
     }
@@ -160,10 +175,28 @@ struct NodeEntry {
     stats: Option<StatsRoute>,
     /// The summary asked for and not yet read: the text and how it was reached, or why not.
     asking: Option<tokio::task::JoinHandle<Result<(String, StatsRoute), String>>>,
+    /// When its summary is next asked for: the kubelet's refresh period after an answer,
+    /// longer after each failure in a row ([`stats_backoff`]).
+    stats_due: Option<Instant>,
+    /// Its summary's failures in a row.
+    stats_failures: u32,
 }
 
 /// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.
 const STATS_WAIT: Duration = Duration::from_millis(250);
+
+/// How often a node's kubelet summary is read: the kubelet refreshes it about this often, so
+/// asking every tick would read the same figures again.
+const STATS_EVERY: Duration = Duration::from_secs(10);
+
+/// The most kubelet summaries asked for at once (the rest wait their turn, oldest due first).
+const STATS_IN_FLIGHT: usize = 16;
+
+/// When node's summary is asked again after `failures` in a row: [`STATS_EVERY`] doubled
+/// per failure, at most five minutes.
+fn stats_backoff(failures: u32) -> Duration {
+    STATS_EVERY.saturating_mul(1 << failures.min(5)).min(Duration::from_secs(300))
+}
 
 /// How a node's kubelet summary is reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,13 +223,22 @@ struct Managed {
     arrived_unix_ms: u64,
     /// Why binding it failed, once it has: the default placement leaves it.
     refused: Option<String>,
+    /// After a bind the apiserver did not answer: when the default placement may try again,
+    /// and the failures so far ([`bind_backoff`]).
+    retry: Option<(Instant, u32)>,
+    /// The last `wasmsched.progress` annotation read: a pod that reports there is never
+    /// followed.
+    annotated: Option<String>,
     /// Epochs counted, for lines that do not name theirs.
     epochs: u32,
     /// The last cumulative CPU sample (core-ns, Unix ns).
     last_cpu: Option<(u64, u64)>,
     /// The last log line read, Unix ns; a follower resumes after it.
     last_line_ns: Arc<std::sync::atomic::AtomicU64>,
-    follower: Option<tokio::task::JoinHandle<()>>,
+    /// Its log's follower; it ends true when the stream opened.
+    follower: Option<tokio::task::JoinHandle<bool>>,
+    /// After streams that would not open: when to try again, and the failures in a row.
+    follow_retry: Option<(Instant, u32)>,
 }
 
 /// Pods on a Kubernetes cluster; see the module docs.
@@ -206,14 +248,26 @@ pub struct Kubernetes {
     /// The client's settings, for a direct client to a kubelet.
     kube_config: kube::Config,
     client: Client,
+    /// Requests made to the apiserver (every one through `client`).
+    requests: Arc<AtomicU64>,
+    /// What every action's requests pass through ([`gate`]).
+    gate: gate::Gate,
+    /// Actions not yet answered when their tick went on; taken at the next observations.
+    flight: Vec<actions::Flight>,
+    /// Actions of the policy's from earlier ticks that failed since, not yet reported.
+    late: Vec<ApplyError>,
     pods: Store<Pod>,
     node_store: Store<Node>,
     health: Arc<Mutex<Health>>,
     nodes: Vec<NodeEntry>,
+    /// Node handles by name.
+    node_names: HashMap<String, usize>,
     /// Clients to kubelets reached directly, by node name.
     kubelets: HashMap<String, Client>,
     /// By pod uid.
     jobs: BTreeMap<Arc<str>, Managed>,
+    /// Pod uids by job handle.
+    uids: HashMap<u32, Arc<str>>,
     inbox: progress::Inbox,
     /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
     origin: Option<(Instant, u64)>,
@@ -233,25 +287,52 @@ impl Kubernetes {
             .build()
             .map_err(KubernetesSetupError::Runtime)?;
         let kube_config = rt.block_on(load_config(config.kubeconfig.as_deref()))?;
+        let requests = Arc::new(AtomicU64::new(0));
         let client = {
             let _entered = rt.enter();
-            Client::try_from(kube_config.clone()).map_err(|e| KubernetesSetupError::Client(e.to_string()))?
+            let counted = requests.clone();
+            let count = tower::util::MapRequestLayer::new(move |r: http::Request<kube::client::Body>| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                r
+            });
+            kube::client::ClientBuilder::try_from(kube_config.clone())
+                .map_err(|e| KubernetesSetupError::Client(e.to_string()))?
+                .with_layer(&count)
+                .build()
         };
         let health = Arc::new(Mutex::new(Health::default()));
         let pods_api: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
-        let pods = watch(&rt, pods_api, watcher::Config::default().labels(&config.selector), health.clone());
-        let node_store = watch(&rt, Api::<Node>::all(client.clone()), watcher::Config::default(), health.clone());
+        let pods = watch(&rt, pods_api, watcher::Config::default().labels(&config.selector), health.clone(), |p| {
+            p.managed_fields_mut().clear();
+        });
+        let node_store =
+            watch(&rt, Api::<Node>::all(client.clone()), watcher::Config::default(), health.clone(), |n| {
+                // Of a node the host reads its name, capacity, readiness, taints and addresses: the
+                // rest (its images, most of all) is thousands of nodes' worth of memory.
+                n.managed_fields_mut().clear();
+                if let Some(status) = n.status.as_mut() {
+                    status.images = None;
+                    status.volumes_attached = None;
+                    status.volumes_in_use = None;
+                }
+            });
         Ok(Kubernetes {
             rt,
             config,
             kube_config,
             client,
+            requests,
+            gate: gate::Gate::default(),
+            flight: Vec::new(),
+            late: Vec::new(),
             pods,
             node_store,
             health,
             nodes: Vec::new(),
+            node_names: HashMap::new(),
             kubelets: HashMap::new(),
             jobs: BTreeMap::new(),
+            uids: HashMap::new(),
             inbox: progress::Inbox::default(),
             origin: None,
             logged: HashSet::new(),
@@ -285,12 +366,32 @@ impl Kubernetes {
 
     /// The managed pod `handle`, by uid.
     fn uid_of(&self, handle: u32) -> Option<Arc<str>> {
-        self.jobs.iter().find(|(_, m)| m.handle == handle).map(|(uid, _)| uid.clone())
+        self.uids.get(&handle).cloned()
     }
 
     /// The node handle of the node named `name`.
     fn node_index(&self, name: &str) -> Option<usize> {
-        self.nodes.iter().position(|n| n.name == name)
+        self.node_names.get(name).copied()
+    }
+
+    /// The managed pod `m` as the watch holds it now.
+    fn pod_of(&self, m: &Managed) -> Option<Arc<Pod>> {
+        self.pods.get(&reflector::ObjectRef::new(&m.name).within(&self.config.namespace))
+    }
+
+    /// Manage pod `uid` as `m` (its job's entry, whichever pod carries the job now).
+    fn manage(&mut self, uid: Arc<str>, m: Managed) {
+        self.uids.insert(m.handle, uid.clone());
+        self.jobs.insert(uid, m);
+    }
+
+    /// Stop managing pod `uid`; its entry.
+    fn unmanage(&mut self, uid: &str) -> Option<Managed> {
+        let m = self.jobs.remove(uid)?;
+        if self.uids.get(&m.handle).is_some_and(|u| &**u == uid) {
+            self.uids.remove(&m.handle);
+        }
+        Some(m)
     }
 }
 
@@ -316,13 +417,11 @@ impl Backend for Kubernetes {
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
-        // Preemptions and stops go first: a placement in the same decision may take what they
-        // free.
-        let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
-            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_)));
-        let mut errors = self.apply_some(&rest, world);
-        errors.extend(self.apply_some(&places, world));
-        errors
+        self.apply_from(actions, world, actions::By::Policy)
+    }
+
+    fn settled(&mut self) -> Vec<ApplyError> {
+        std::mem::take(&mut self.late)
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {
@@ -334,6 +433,8 @@ impl Backend for Kubernetes {
             up,
             jobs: self.jobs.len() as u32,
             down_for_ms: h.down.as_ref().map(|(since, _)| since.elapsed().as_millis() as u64),
+            requests: Some(self.requests.load(Ordering::Relaxed)),
+            in_flight: Some(self.flight.len() as u64),
         }]
     }
 }
@@ -354,14 +455,21 @@ async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, Kub
     }
 }
 
-/// A reflector of `api`'s objects, kept up to date on the runtime; it lists again whenever the
-/// watch breaks, with backoff, and reports whether the apiserver answers.
-fn watch<K>(rt: &tokio::runtime::Runtime, api: Api<K>, config: watcher::Config, health: Arc<Mutex<Health>>) -> Store<K>
+/// A reflector of `api`'s objects, each trimmed by `trim` before it is stored, kept up to date
+/// on the runtime; it lists again whenever the watch breaks, with backoff, and reports whether
+/// the apiserver answers.
+fn watch<K>(
+    rt: &tokio::runtime::Runtime,
+    api: Api<K>,
+    config: watcher::Config,
+    health: Arc<Mutex<Health>>,
+    trim: fn(&mut K),
+) -> Store<K>
 where
     K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff());
+    let stream = reflector::reflector(writer, watcher::watcher(api, config).default_backoff().modify(trim));
     rt.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {

@@ -65,6 +65,37 @@ pub struct Status {
     /// although they fit (the watchdog's stall rule).
     #[serde(default)]
     pub stall_rescues: u64,
+    /// How long the recent ticks took, from one tick's end to the next's.
+    #[serde(default)]
+    pub tick_wall: TickWall,
+}
+
+/// How long the loop's recent ticks took from one tick's end to the next's ([`TICKS_KEPT`] at
+/// most): at the configured tick while the loop keeps its cadence, longer when a tick's work
+/// overruns it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TickWall {
+    /// Ticks counted.
+    pub count: u64,
+    /// The median, milliseconds.
+    pub p50_ms: u64,
+    /// The 99th percentile, milliseconds.
+    pub p99_ms: u64,
+    /// The longest, milliseconds.
+    pub max_ms: u64,
+}
+
+/// How many recent ticks [`TickWall`] covers.
+pub const TICKS_KEPT: usize = 1024;
+
+impl TickWall {
+    /// Over `recent` tick durations in milliseconds, in any order.
+    pub fn of(recent: impl IntoIterator<Item = u64>) -> TickWall {
+        let mut ms: Vec<u64> = recent.into_iter().collect();
+        ms.sort_unstable();
+        let at = |q: f64| ms.get(((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+        TickWall { count: ms.len() as u64, p50_ms: at(0.5), p99_ms: at(0.99), max_ms: ms.last().copied().unwrap_or(0) }
+    }
 }
 
 /// One configured policy.
@@ -178,6 +209,14 @@ impl Status {
             self.backend_time_ms as f64 / 1000.0
         );
         let _ = writeln!(out, "{} jobs running, {} queued", self.jobs_running, self.jobs_queued);
+        let w = &self.tick_wall;
+        if w.count > 0 {
+            let _ = writeln!(
+                out,
+                "the last {} ticks took {} ms (median), {} ms (p99), {} ms at most",
+                w.count, w.p50_ms, w.p99_ms, w.max_ms
+            );
+        }
         let _ = writeln!(out, "{} swaps, {} files refused", self.swaps, self.refused);
         let _ = writeln!(
             out,
@@ -212,7 +251,9 @@ impl Status {
                 Some(ms) => format!("DOWN for {:.1} s", ms as f64 / 1000.0),
             };
             let kind = if e.kind.is_empty() { "engine" } else { e.kind.as_str() };
-            let _ = writeln!(out, "{kind} {}: {state}, {} jobs", e.name, e.jobs);
+            let requests = e.requests.map_or(String::new(), |n| format!(", {n} requests made"));
+            let in_flight = e.in_flight.map_or(String::new(), |n| format!(", {n} actions in flight"));
+            let _ = writeln!(out, "{kind} {}: {state}, {} jobs{requests}{in_flight}", e.name, e.jobs);
         }
         let _ = writeln!(
             out,

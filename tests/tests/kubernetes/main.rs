@@ -344,6 +344,56 @@ fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
 }
 
 #[test]
+fn progress_written_to_the_pods_annotation_is_read_without_a_log_stream() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("annotated");
+    let _sweep = c.sweep(&label);
+    let labels = [("metric", "accuracy")];
+    let pod =
+        c.trainer(&image, TrainerPod { labels: &labels, node: Some("vm"), ..TrainerPod::new("noted", &label, QUICK) });
+    let name = pod.metadata.name.unwrap();
+    // No log is followed at all: every record must come from the annotation.
+    let mut k = Kubernetes::new(KubernetesConfig {
+        kubeconfig: Some(c.kubeconfig.clone()),
+        selector: format!("wasmsched.test={label}"),
+        max_log_streams: 0,
+        ..KubernetesConfig::default()
+    })
+    .unwrap();
+    let mut world = World::new();
+    let handle = c.wait(&label, "the running pod as a job", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &name).filter(|_| c.pod(&name).and_then(|p| p.status?.phase).as_deref() == Some("Running"))
+    });
+    let note = |lines: &[String]| {
+        let patch = json!({"metadata": {"annotations": {"wasmsched.progress": lines.join("\n")}}});
+        let params = kube::api::PatchParams::default();
+        c.rt.block_on(c.pods().patch(&name, &params, &kube::api::Patch::Merge(&patch))).unwrap();
+    };
+    let history = |world: &World| world.history(handle).map(|r| (r.epoch, r.values[0])).collect::<Vec<_>>();
+    // Two records; then the job keeps the last one and adds a third (the one repeated is not
+    // read twice); a line of its own output is skipped.
+    let start = std::time::SystemTime::now();
+    let line =
+        |ms: u64, text: &str| format!("{} {text}", humantime::format_rfc3339_millis(start + Duration::from_millis(ms)));
+    let (one, two) = (line(0, r#"{"epoch": 1, "accuracy": 0.25}"#), line(1000, r#"{"epoch": 2, "accuracy": 0.5}"#));
+    note(&[one, two.clone()]);
+    c.wait(&label, "two records from the annotation", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        (history(&world).len() >= 2).then_some(())
+    });
+    note(&[two, line(1500, "saving a checkpoint"), line(2000, r#"{"epoch": 3, "accuracy": 0.75}"#)]);
+    c.wait(&label, "the third record", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        (history(&world).len() >= 3).then_some(())
+    });
+    for _ in 0..3 {
+        step(&mut k, &mut world, 300);
+    }
+    assert_eq!(history(&world), [(1, 0.25), (2, 0.5), (3, 0.75)], "each record once, in order");
+}
+
+#[test]
 fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoint() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("migrate");
@@ -372,8 +422,11 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     });
     assert_eq!(world.state(handle).unwrap().node, 0, "vm is node 0");
 
+    // The migration goes on while the loop does (the tick waits a quarter second for it):
+    // `drain` waits until it has landed.
     let started = Instant::now();
-    let errors = k.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
     let moved = started.elapsed();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().node, 1, "the same job, on vm2");
@@ -393,7 +446,8 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     // A preemption sends it back to the queue as an unbound copy; placing it resumes it. The
     // policy places from here on (the default placement would bind it again at once).
     k.set_placer(wasmsched::backend::Placer::Policy);
-    let errors = k.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
+    let mut errors = k.apply(&[action(handle, wit::ActionKind::Preempt)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
     step(&mut k, &mut world, 500);
@@ -404,7 +458,8 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     assert!(annotations["wasmsched.run-ms"].parse::<u64>().unwrap() > 1000, "its attained service travels");
     assert_eq!(waiting[0].spec.as_ref().unwrap().node_name, None, "unbound");
     let last = world.history(handle).last().unwrap().epoch;
-    let errors = k.apply(&[place(handle, 0)], &mut world);
+    let mut errors = k.apply(&[place(handle, 0)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
     assert!(errors.is_empty(), "{errors:?}");
     c.wait(&label, "epochs again after the preemption", Duration::from_secs(90), || {
         step(&mut k, &mut world, 500);

@@ -126,7 +126,8 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
         job_named(&world, &name)
     });
     let act = |k: &mut Kubernetes, world: &mut World, what: &str, a: wit::Action| {
-        let errors = k.apply(&[a], world);
+        let mut errors = k.apply(&[a], world);
+        errors.extend(k.drain(world, Duration::from_secs(90)));
         assert!(errors.is_empty(), "{what} as the ServiceAccount: {errors:?}\n{}", c.describe(&label));
     };
     // Bind; follow the log; read the kubelet's summary.

@@ -2,6 +2,7 @@
 //! learns when it succeeds. A preemption or a migration re-creates the pod: copy (unbound) →
 //! delete the original → wait until it is gone → (bind the copy to the target node).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,6 +12,7 @@ use kube::Api;
 use kube::api::{AttachParams, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use super::gate::Gate;
 use super::pod::{self, Resource};
 use super::{Kubernetes, within};
 use crate::backend::ApplyError;
@@ -62,39 +64,223 @@ impl From<kube::Error> for Failure {
 
 type Ask = BoxFuture<'static, Result<Effect, Failure>>;
 
+/// Who asked for an action: the policy, whose failures it hears of, or the default placement,
+/// whose failures the host logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum By {
+    Policy,
+    Backend,
+}
+
+/// An action sent to the apiserver and not yet answered.
+pub(super) struct Flight {
+    pub(super) job: u32,
+    /// The pod acted on.
+    pub(super) uid: Arc<str>,
+    /// Whether it re-creates the pod (a preemption or a migration): until it lands, the pod's
+    /// absence and its copy's presence are its own doing.
+    pub(super) moves: bool,
+    by: By,
+    /// For a placement: the node and GPUs it binds the pod to.
+    target: Option<(u32, Vec<u32>)>,
+    /// For a placement the world already shows bound: the wait it had, restored if the bind
+    /// fails.
+    assumed: Option<(wit::WaitReason, u64)>,
+    task: tokio::task::JoinHandle<Result<Effect, Failure>>,
+}
+
+/// How long [`Kubernetes::apply_from`] waits for its actions' answers. The loop goes on
+/// meanwhile: what is not answered by then lands at a later observation, and a placement still
+/// in flight shows in the world as bound (as kube-scheduler assumes a pod bound while its
+/// binding is out), so no tick places it twice.
+const APPLY_WAIT: Duration = Duration::from_millis(250);
+
+/// When the default placement may try a bind again after `failures` in a row that the
+/// apiserver did not answer: a second, doubled per failure, at most a minute.
+pub(super) fn bind_backoff(failures: u32) -> Duration {
+    Duration::from_secs(1 << failures.min(6)).min(Duration::from_secs(60))
+}
+
 impl Kubernetes {
-    /// Put `actions` into force at once (concurrently); the ones that failed.
-    pub(super) fn apply_some(&mut self, actions: &[&wit::Action], world: &mut World) -> Vec<ApplyError> {
-        let mut errors = Vec::new();
-        let mut asks = Vec::new();
-        for action in actions {
-            let found = self.uid_of(action.job).and_then(|uid| {
-                let p = self.pods.state().into_iter().find(|p| p.metadata.uid.as_deref() == Some(&*uid))?;
-                Some((uid, p))
-            });
-            let (Some((uid, p)), Some(state)) = (found, world.state(action.job)) else {
-                errors.push(ApplyError { job: action.job, reason: "the pod is no longer managed".into() });
-                continue;
-            };
-            let places = matches!(action.kind, wit::ActionKind::Place(_));
-            let ask = self.act(&p, action, state);
-            asks.push(async move { (uid, action.job, places, ask.await) });
+    /// Put `actions` into force, preemptions and stops first (a placement in the same decision
+    /// may take what they free: placements are sent at once, and each waits at the apiserver's
+    /// door until they are done). Every request passes the [`gate`](super::gate). Waits
+    /// [`APPLY_WAIT`] at most; returns the failures known by then.
+    pub(super) fn apply_from(&mut self, actions: &[wit::Action], world: &mut World, by: By) -> Vec<ApplyError> {
+        let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
+            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_)));
+        if let Some((since, why)) = self.health.lock().expect("health lock").down.clone() {
+            let reason = format!(
+                "the apiserver does not answer ({why}; for {:.1} s): nothing was sent, the pod keeps its last state",
+                since.elapsed().as_secs_f64()
+            );
+            return actions.iter().map(|a| ApplyError { job: a.job, reason: reason.clone() }).collect();
         }
-        for (uid, job, places, result) in self.rt.block_on(futures_util::future::join_all(asks)) {
-            match result {
-                Ok(effect) => self.took_effect(&uid, job, effect, world),
-                Err(Failure::Refused(reason)) => {
-                    if let Some(m) = self.jobs.get_mut(&uid).filter(|_| places) {
-                        m.refused = Some(reason.clone());
-                    }
-                    errors.push(ApplyError { job, reason });
+        // The decision's preemptions and stops each hold a read lock until done; its placements
+        // take the write lock (and let it go) before they bind.
+        let first = Arc::new(tokio::sync::RwLock::new(()));
+        let busy: HashSet<u32> = self.flight.iter().map(|f| f.job).collect();
+        let mut errors = Vec::new();
+        let mut sent = Vec::new();
+        for (batch, after) in [(&rest, None), (&places, Some(&first))] {
+            for action in batch {
+                if busy.contains(&action.job) {
+                    let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
+                    errors.push(ApplyError { job: action.job, reason: reason.into() });
+                    continue;
                 }
-                Err(Failure::Declined(reason) | Failure::Unreachable(reason)) => {
-                    errors.push(ApplyError { job, reason })
+                match self.send(action, world, by, after.cloned(), &first) {
+                    Ok(flight) => sent.push(flight),
+                    Err(reason) => errors.push(ApplyError { job: action.job, reason }),
                 }
             }
         }
+        let deadline = tokio::time::Instant::now() + APPLY_WAIT;
+        self.rt.block_on(async {
+            while tokio::time::Instant::now() < deadline && sent.iter().any(|f| !f.task.is_finished()) {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
+        for mut flight in sent {
+            if flight.task.is_finished() {
+                if let Some(e) = self.land(&mut flight, world) {
+                    errors.push(e);
+                }
+                continue;
+            }
+            if let Some((node, gpus)) = &flight.target
+                && let Some(state) = world.state(flight.job)
+            {
+                // Assumed bound until the apiserver says otherwise.
+                flight.assumed = state.queued.map(|reason| (reason, state.since_ms));
+                let slots = gpus.iter().map(|&index| crate::world::GpuSlot { node: *node, index }).collect();
+                world.start_job(flight.job, *node, slots);
+            }
+            self.flight.push(flight);
+        }
         errors
+    }
+
+    /// Send one action: checked against what the host knows (the pod, an action on it still in
+    /// flight), then spawned. A placement waits for `after`'s write lock (the decision's
+    /// preemptions and stops hold its read lock until they are done).
+    fn send(
+        &mut self,
+        action: &wit::Action,
+        world: &World,
+        by: By,
+        after: Option<Arc<tokio::sync::RwLock<()>>>,
+        first: &Arc<tokio::sync::RwLock<()>>,
+    ) -> Result<Flight, String> {
+        let uid = self.uid_of(action.job).ok_or("the pod is no longer managed")?;
+        let p = self.jobs.get(&uid).and_then(|m| self.pod_of(m)).ok_or("the pod is no longer managed")?;
+        let state = world.state(action.job).ok_or("the pod is no longer managed")?;
+        let target = match &action.kind {
+            wit::ActionKind::Place(p) => p.nodes.first().map(|n| (n.node, n.gpus.clone())),
+            _ => None,
+        };
+        let moves = matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_));
+        let ask = self.act(&p, action, state);
+        let task = match after {
+            Some(lock) => self.rt.spawn(async move {
+                drop(lock.write().await);
+                ask.await
+            }),
+            None => {
+                let held = first.clone().try_read_owned().expect("no writer before the placements");
+                self.rt.spawn(async move {
+                    let done = ask.await;
+                    drop(held);
+                    done
+                })
+            }
+        };
+        Ok(Flight { job: action.job, uid, moves, by, target, assumed: None, task })
+    }
+
+    /// The actions sent on earlier ticks that have landed since, into the world. The failures
+    /// of the policy's wait in [`Kubernetes::settled`]; the default placement's are logged.
+    pub(super) fn land_flights(&mut self, world: &mut World) {
+        let mut flights = std::mem::take(&mut self.flight);
+        let mut failed = Vec::new();
+        flights.retain_mut(|f| {
+            if !f.task.is_finished() {
+                return true;
+            }
+            if let Some(e) = self.land(f, world) {
+                failed.push((f.by, e));
+            }
+            false
+        });
+        flights.append(&mut self.flight);
+        self.flight = flights;
+        let (policy, backend): (Vec<_>, Vec<_>) = failed.into_iter().partition(|(by, _)| *by == By::Policy);
+        self.late.extend(policy.into_iter().map(|(_, e)| e));
+        self.report_binds(backend.iter().map(|(_, e)| e));
+    }
+
+    /// Wait until every action in flight has landed (`limit` at most), and take them into
+    /// the world; the policy's failures since the last [`Kubernetes::settled`] (the default
+    /// placement's are logged). For callers that act outside the loop and want the outcome.
+    pub fn drain(&mut self, world: &mut World, limit: Duration) -> Vec<ApplyError> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let flight = &self.flight;
+        self.rt.block_on(async {
+            while tokio::time::Instant::now() < deadline && flight.iter().any(|f| !f.task.is_finished()) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        self.land_flights(world);
+        std::mem::take(&mut self.late)
+    }
+
+    /// One finished action into the world; its failure, if it failed.
+    fn land(&mut self, flight: &mut Flight, world: &mut World) -> Option<ApplyError> {
+        use futures_util::FutureExt;
+        let (job, uid) = (flight.job, flight.uid.clone());
+        let result = match (&mut flight.task).now_or_never() {
+            Some(Ok(result)) => result,
+            Some(Err(e)) => Err(Failure::Unreachable(format!("the request was dropped: {e}"))),
+            None => return None,
+        };
+        let failure = match result {
+            Ok(effect) => {
+                self.took_effect(&uid, job, effect, world);
+                return None;
+            }
+            Err(failure) => failure,
+        };
+        if let Some((reason, since_ms)) = flight.assumed.take()
+            && world.requeue_job(job, reason)
+            && let Some(state) = world.state_mut(job)
+        {
+            state.since_ms = since_ms;
+        }
+        let m = self.jobs.get_mut(&uid).filter(|_| flight.target.is_some());
+        let reason = match failure {
+            Failure::Refused(reason) => {
+                if let Some(m) = m {
+                    m.refused = Some(reason.clone());
+                }
+                reason
+            }
+            Failure::Unreachable(reason) => {
+                if let Some(m) = m {
+                    let failures = m.retry.map_or(0, |(_, n)| n) + 1;
+                    m.retry = Some((Instant::now() + bind_backoff(failures - 1), failures));
+                }
+                reason
+            }
+            Failure::Declined(reason) => reason,
+        };
+        Some(ApplyError { job, reason })
+    }
+
+    /// Log the default placement's failed binds: one line for them all.
+    pub(super) fn report_binds<'a>(&self, failed: impl IntoIterator<Item = &'a ApplyError>) {
+        if let Some(summary) = crate::validate::summary(failed.into_iter().map(|e| (e.job, None, &e.reason[..]))) {
+            tracing::warn!(failed = %summary, "the default placement could not bind these pods; they stay queued (a bind the apiserver did not answer is tried again with backoff)");
+        }
     }
 
     /// The request that puts one action into force on pod `p`, job `state`.
@@ -102,6 +288,7 @@ impl Kubernetes {
         let api = self.pods_api();
         let name = p.metadata.name.clone().unwrap_or_default();
         let limit = self.config.timeout;
+        let gate = self.gate.clone();
         let node_of = |i: u32| self.nodes.get(i as usize).map(|n| (n.name.clone(), n.ready));
         let capacity = self.nodes.get(state.node as usize).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
         let refuse = |why: String| -> Ask { Box::pin(async move { Err(Failure::Declined(why)) }) };
@@ -121,7 +308,8 @@ impl Kubernetes {
                 let limit_asked = *m;
                 Box::pin(async move {
                     let params = PatchParams::default();
-                    within(limit, api.patch_subresource("resize", &name, &params, &Patch::Strategic(patch))).await?;
+                    gate.pass(within(limit, api.patch_subresource("resize", &name, &params, &Patch::Strategic(patch))))
+                        .await?;
                     Ok(match resource {
                         Resource::Cpu => Effect::Cpu(limit_asked),
                         Resource::Memory => Effect::Memory(limit_asked),
@@ -140,7 +328,7 @@ impl Kubernetes {
                 }
                 let (to, gpus) = (target.node as usize, target.gpus.clone());
                 Box::pin(async move {
-                    within(limit, bind(&api, &name, &node)).await?;
+                    gate.pass(within(limit, bind(&api, &name, &node))).await?;
                     Ok(Effect::Started { node: to, gpus })
                 })
             }
@@ -183,15 +371,15 @@ impl Kubernetes {
                 let grace =
                     p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
                 Box::pin(async move {
-                    let made = within(limit, api.create(&PostParams::default(), &copy)).await?;
+                    let made = gate.pass(within(limit, api.create(&PostParams::default(), &copy))).await?;
                     let (uid, new_name) =
                         (made.metadata.uid.unwrap_or_default(), made.metadata.name.unwrap_or_default());
-                    within(limit, api.delete(&name, &DeleteParams::default())).await?;
+                    gate.pass(within(limit, api.delete(&name, &DeleteParams::default()))).await?;
                     let patience = limit + Duration::from_secs(grace as u64 + 30);
-                    gone(&api, &name, &original_uid, patience).await?;
+                    gone(&api, &gate, &name, &original_uid, patience).await?;
                     match target {
                         Some((to, node)) => {
-                            within(limit, bind(&api, &new_name, &node)).await?;
+                            gate.pass(within(limit, bind(&api, &new_name, &node))).await?;
                             Ok(Effect::Moved { node: to, uid, name: new_name })
                         }
                         None => Ok(Effect::Requeued { uid, name: new_name }),
@@ -201,7 +389,7 @@ impl Kubernetes {
             wit::ActionKind::Stop => {
                 let queued = !state.is_running();
                 Box::pin(async move {
-                    within(limit, api.delete(&name, &DeleteParams::default())).await?;
+                    gate.pass(within(limit, api.delete(&name, &DeleteParams::default()))).await?;
                     Ok(if queued { Effect::Removed } else { Effect::Done })
                 })
             }
@@ -238,8 +426,8 @@ impl Kubernetes {
             Effect::Done => {}
             Effect::Started { node, gpus } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
-                m.refused = None;
-                tracing::info!(job, pod = %m.name, node = %self.nodes[node].name, ?gpus, "bound");
+                (m.refused, m.retry) = (None, None);
+                tracing::debug!(job, pod = %m.name, node = %self.nodes[node].name, ?gpus, "bound");
                 let slots = gpus.iter().map(|&index| crate::world::GpuSlot { node: node as u32, index }).collect();
                 world.start_job(job, node as u32, slots);
             }
@@ -248,7 +436,7 @@ impl Kubernetes {
                 tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, "migrated: re-created from its checkpoint");
                 m.name = name;
                 m.last_line_ns = Arc::default();
-                self.jobs.insert(Arc::from(new_uid.as_str()), m);
+                self.manage(Arc::from(new_uid.as_str()), m);
                 if let Some(s) = world.state_mut(job) {
                     s.node = node as u32;
                 }
@@ -258,11 +446,11 @@ impl Kubernetes {
                 tracing::info!(job, from = %m.name, to = %name, "preempted: waits unbound with its checkpoint");
                 m.name = name;
                 m.last_line_ns = Arc::default();
-                self.jobs.insert(Arc::from(new_uid.as_str()), m);
+                self.manage(Arc::from(new_uid.as_str()), m);
                 world.requeue_job(job, wit::WaitReason::Preempted);
             }
             Effect::Removed => {
-                if let Some(m) = self.jobs.remove(uid) {
+                if let Some(m) = self.unmanage(uid) {
                     tracing::info!(job, pod = %m.name, "deleted a queued pod");
                 }
                 world.remove_job(job);
@@ -286,7 +474,7 @@ impl Kubernetes {
             let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
         }
         self.deliver_progress(world, world.time_ms());
-        let mut m = self.jobs.remove(uid)?;
+        let mut m = self.unmanage(uid)?;
         m.last_cpu = None;
         if let Some(s) = world.state_mut(m.handle) {
             s.cpu_used_millicores = 0;
@@ -309,10 +497,10 @@ async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error>
 
 /// Wait until pod `name` with `uid` no longer exists (its containers have stopped, so its last
 /// checkpoint is final).
-async fn gone(api: &Api<Pod>, name: &str, uid: &str, patience: Duration) -> Result<(), Failure> {
+async fn gone(api: &Api<Pod>, gate: &Gate, name: &str, uid: &str, patience: Duration) -> Result<(), Failure> {
     let started = Instant::now();
     loop {
-        match api.get_opt(name).await {
+        match gate.pass(api.get_opt(name)).await {
             Ok(None) => return Ok(()),
             Ok(Some(p)) if p.metadata.uid.as_deref() != Some(uid) => return Ok(()),
             Ok(Some(_)) | Err(_) if started.elapsed() < patience => {}

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::AsyncReadExt;
@@ -10,11 +11,15 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, LogParams};
 
 use super::pod::{self, Stand};
-use super::{Kubernetes, Managed, NodeEntry, STATS_WAIT, StatsRoute, stats, unix_ms, within};
+use super::{
+    Kubernetes, Managed, NodeEntry, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, stats, stats_backoff,
+    unix_ms, within,
+};
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
 use crate::backend::progress;
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
+use wasmsched_rules::GpuBook;
 
 impl Kubernetes {
     pub(super) fn observe_at(&mut self, world: &mut World, until_ms: u64) {
@@ -40,6 +45,7 @@ impl Kubernetes {
             std::thread::sleep(wait);
         }
         world.accrue_service(until_ms.saturating_sub(world.time_ms()));
+        self.land_flights(world);
         self.check_health();
         let (pods_listed, nodes_listed) = self.listed();
         if nodes_listed {
@@ -58,7 +64,7 @@ impl Kubernetes {
         self.measure(world);
         self.deliver_progress(world, until_ms);
         for uid in gone {
-            if let Some(m) = self.jobs.remove(&uid) {
+            if let Some(m) = self.unmanage(&uid) {
                 tracing::info!(job = m.handle, pod = %m.name, "pod ended or was deleted");
                 world.remove_job(m.handle);
             }
@@ -92,9 +98,9 @@ impl Kubernetes {
 
     /// Nodes in name order get handles as they appear; capacity and readiness follow them.
     fn observe_nodes(&mut self, world: &mut World) {
-        let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| (pod::node_capacity(n), n.clone())).collect();
-        nodes.sort_by(|a, b| a.0.0.cmp(&b.0.0));
-        for ((name, cpu, memory, gpus, ready), _) in nodes {
+        let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| pod::node_capacity(n)).collect();
+        nodes.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, cpu, memory, gpus, ready) in nodes {
             let wit_node = |name: &str| wit::Node {
                 name: name.to_string(),
                 cpu_millicores: cpu,
@@ -105,6 +111,7 @@ impl Kubernetes {
                 Some(i) => i,
                 None => {
                     world.add_node(wit_node(&name));
+                    self.node_names.insert(name.clone(), self.nodes.len());
                     self.nodes.push(NodeEntry {
                         name: name.clone(),
                         cpu_millicores: cpu,
@@ -113,6 +120,8 @@ impl Kubernetes {
                         ready: true,
                         stats: None,
                         asking: None,
+                        stats_due: None,
+                        stats_failures: 0,
                     });
                     self.nodes.len() - 1
                 }
@@ -136,18 +145,23 @@ impl Kubernetes {
         }
     }
 
-    /// Make the world's jobs match the managed pods; the uids of jobs whose pods are gone.
+    /// Make the world's jobs match the managed pods; the uids of jobs whose pods are gone. A
+    /// pod that a preemption or a migration in flight re-creates is left as it is until that
+    /// lands: its original's absence and its copy's presence are the host's own doing.
     fn discover(&mut self, world: &mut World) -> Vec<Arc<str>> {
         let pods = self.pods.state();
+        let moving: HashSet<Arc<str>> = self.flight.iter().filter(|f| f.moves).map(|f| f.uid.clone()).collect();
         let live: HashMap<&str, &Pod> = pods
             .iter()
             .filter(|p| pod::stand(p, &self.config.scheduler) != Stand::Ended)
             .filter_map(|p| Some((p.metadata.uid.as_deref()?, p.as_ref())))
             .collect();
-        let dropped = self.settle_copies(&live);
-        let mut present = HashSet::new();
+        let dropped = self.settle_copies(&live, &moving);
+        let mut book = world.gpu_book();
+        let mut streams = Streams::new(self.config.max_log_streams, self.jobs.values());
+        let mut present: HashSet<&str> = moving.iter().map(|uid| &**uid).collect();
         for (uid, p) in &live {
-            if dropped.contains(*uid) {
+            if dropped.contains(*uid) || replaces(p).is_some_and(|original| moving.contains(original)) {
                 continue;
             }
             let node = match pod::stand(p, &self.config.scheduler) {
@@ -169,26 +183,70 @@ impl Kubernetes {
                 continue; // bound to a node not yet seen: next tick
             }
             let Some(m) = self.jobs.get(*uid) else {
-                self.adopt(uid, p, node_index, world);
+                self.adopt(uid, p, node_index, world, &mut book, &mut streams);
                 continue;
             };
             let handle = m.handle;
             if let Some(i) = node_index
                 && world.state(handle).is_some_and(|s| !s.is_running())
             {
-                let gpus = free_slots(world, i as u32, m.gpus_asked);
+                let gpus = free_slots(&mut book, i as u32, m.gpus_asked, handle);
                 world.start_job(handle, i as u32, gpus);
-                tracing::info!(job = handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
+                tracing::debug!(job = handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
             }
             self.read_limits(handle, p, node_index, world);
             let uid: Arc<str> = Arc::from(*uid);
-            let m = &self.jobs[&uid];
-            if pod::started(p) && m.follower.as_ref().is_none_or(|f| f.is_finished()) {
-                let follower = self.follow(&uid, m);
-                self.jobs.get_mut(&uid).expect("just read").follower = follower;
-            }
+            self.read_progress(&uid, p, &mut streams);
+        }
+        if let Some(waiting) = streams.waiting() {
+            let most = self.config.max_log_streams;
+            self.log_once("streams-full".into(), || {
+                format!(
+                    "{waiting} running pods are not followed for progress: max-log-streams ({most}) logs are followed \
+                     already; have the jobs report through their wasmsched.progress annotation (docs/kubernetes.md), \
+                     or raise [backend] max-log-streams"
+                )
+            });
         }
         self.jobs.keys().filter(|uid| !present.contains(uid.as_ref())).cloned().collect()
+    }
+
+    /// Read running pod `uid`'s progress: from its `wasmsched.progress` annotation when it has
+    /// one, else by following its log while a stream is free.
+    fn read_progress(&mut self, uid: &Arc<str>, p: &Pod, streams: &mut Streams) {
+        let Some(m) = self.jobs.get_mut(uid) else { return };
+        if let Some(value) = p.metadata.annotations.as_ref().and_then(|a| a.get(PROGRESS)) {
+            if let Some(f) = m.follower.take() {
+                f.abort();
+            }
+            if m.annotated.as_deref() != Some(value) {
+                let mut reader = progress::Reader::new(m.metrics.clone(), m.last_line_ns.load(Ordering::Relaxed));
+                self.inbox.feed(uid, &mut reader, format!("{value}\n").as_bytes(), &m.last_line_ns);
+                m.annotated = Some(value.clone());
+            }
+            return;
+        }
+        if !pod::started(p) || m.follower.as_ref().is_some_and(|f| !f.is_finished()) {
+            return;
+        }
+        let now = Instant::now();
+        if let Some(ended) = m.follower.take() {
+            use futures_util::FutureExt;
+            let opened = ended.now_or_never().and_then(Result::ok).unwrap_or(false);
+            m.follow_retry = match (opened, m.follow_retry) {
+                (true, _) => None,
+                // A stream that will not open (a kubelet that does not answer) is tried again
+                // later and later, not at every tick.
+                (false, failed) => {
+                    let failures = failed.map_or(0, |(_, n)| n) + 1;
+                    Some((now + FOLLOW_QUIET.min(Duration::from_secs(1 << failures.min(5))), failures))
+                }
+            };
+        }
+        if m.follow_retry.is_none_or(|(at, _)| at <= now) && streams.take() {
+            let follower = self.follow(uid, p);
+            self.jobs.get_mut(uid).expect("just read").follower = follower;
+        }
     }
 
     /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable).
@@ -205,7 +263,15 @@ impl Kubernetes {
     }
 
     /// Start managing pod `uid`: a running job on node `node`, or a queued one.
-    fn adopt(&mut self, uid: &str, p: &Pod, node: Option<usize>, world: &mut World) {
+    fn adopt(
+        &mut self,
+        uid: &str,
+        p: &Pod,
+        node: Option<usize>,
+        world: &mut World,
+        book: &mut GpuBook,
+        streams: &mut Streams,
+    ) {
         let mut declared = pod::declared(p);
         let pod_name = p.metadata.name.clone().unwrap_or_default();
         for (key, why) in &declared.problems {
@@ -224,7 +290,7 @@ impl Kubernetes {
             Some(i) => world.add_job(declared.spec, i as u32),
             None => world.enqueue_job(declared.spec),
         };
-        let gpus = node.map_or_else(Vec::new, |i| free_slots(world, i as u32, gpus_asked));
+        let gpus = node.map_or_else(Vec::new, |i| free_slots(book, i as u32, gpus_asked, handle));
         let started = p.status.as_ref().and_then(|s| s.start_time.as_ref()).and_then(|t| unix_ms_of(&t.0.to_string()));
         let (run_ms, gpu_ms) = attained(&keys, started.filter(|_| node.is_some()), unix_ms(), gpus.len());
         if let Some(state) = world.state_mut(handle) {
@@ -237,7 +303,7 @@ impl Kubernetes {
             (state.run_ms, state.gpu_ms) = (run_ms, gpu_ms);
         }
         self.read_limits(handle, p, node, world);
-        let mut m = Managed {
+        let m = Managed {
             handle,
             name: pod_name.clone(),
             metrics,
@@ -247,26 +313,28 @@ impl Kubernetes {
             requests: pod::requests(p),
             arrived_unix_ms: arrived,
             refused: None,
+            retry: None,
+            annotated: None,
             epochs: 0,
             last_cpu: None,
             last_line_ns: Arc::default(),
             follower: None,
+            follow_retry: None,
         };
         let uid: Arc<str> = Arc::from(uid);
-        if pod::started(p) {
-            m.follower = self.follow(&uid, &m);
-        }
-        tracing::info!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
-        self.jobs.insert(uid, m);
+        tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
+        self.manage(uid.clone(), m);
+        self.read_progress(&uid, p, streams);
     }
 
     /// Delete the copies among `live` that a stopped host left half-made: a copy (it names the
-    /// pod it replaces) that is not ours and whose original still runs. Returns their uids.
-    fn settle_copies(&mut self, live: &HashMap<&str, &Pod>) -> HashSet<String> {
+    /// pod it replaces) that is not ours and whose original still runs, unless the original is
+    /// `moving` (its copy is being made now). Returns their uids.
+    fn settle_copies(&mut self, live: &HashMap<&str, &Pod>, moving: &HashSet<Arc<str>>) -> HashSet<String> {
         let mut dropped = HashSet::new();
         for (uid, p) in live {
-            let original = p.metadata.annotations.as_ref().and_then(|a| a.get(REPLACES));
-            let Some(original) = original.filter(|o| live.contains_key(o.as_str())) else { continue };
+            let original = replaces(p).filter(|o| live.contains_key(o) && !moving.contains(*o));
+            let Some(original) = original else { continue };
             if self.jobs.contains_key(*uid) || !matches!(pod::stand(p, &self.config.scheduler), Stand::Queued) {
                 continue;
             }
@@ -289,10 +357,10 @@ impl Kubernetes {
     /// quiet for [`FOLLOW_QUIET`] is dropped and followed again at the next observation: a
     /// stream can stall without ending (a log file the runtime started afresh, a proxy), and a
     /// job that prints rarely costs one request per pod per half minute.
-    pub(super) fn follow(&self, uid: &Arc<str>, m: &Managed) -> Option<tokio::task::JoinHandle<()>> {
+    fn follow(&self, uid: &Arc<str>, p: &Pod) -> Option<tokio::task::JoinHandle<bool>> {
         let api = self.pods_api();
-        let p = self.pods.state().into_iter().find(|p| p.metadata.uid.as_deref() == Some(uid))?;
-        let container = pod::main_container(&p)?.name.clone();
+        let m = self.jobs.get(uid)?;
+        let container = pod::main_container(p)?.name.clone();
         let (uid, name, metrics, inbox, last) =
             (uid.clone(), m.name.clone(), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
         Some(self.rt.spawn(async move {
@@ -315,42 +383,53 @@ impl Kubernetes {
                 Ok(stream) => stream,
                 Err(e) => {
                     tracing::debug!(pod = %name, "cannot follow the log: {e}");
-                    return;
+                    return false;
                 }
             };
             let mut stream = std::pin::pin!(stream);
             let mut reader = progress::Reader::new(metrics, after);
             let mut buf = vec![0u8; 16 * 1024];
             loop {
-                let n = match tokio::time::timeout(FOLLOW_QUIET, stream.read(&mut buf)).await {
-                    Ok(Ok(0)) => return tracing::debug!(pod = %name, "the log stream ended"),
-                    Ok(Err(e)) => return tracing::debug!(pod = %name, "the log stream broke: {e}"),
-                    Err(_) => return tracing::debug!(pod = %name, "the log stream was quiet; following it again"),
-                    Ok(Ok(n)) => n,
-                };
-                inbox.feed(&uid, &mut reader, &buf[..n], &last);
+                match tokio::time::timeout(FOLLOW_QUIET, stream.read(&mut buf)).await {
+                    Ok(Ok(0)) => tracing::debug!(pod = %name, "the log stream ended"),
+                    Ok(Err(e)) => tracing::debug!(pod = %name, "the log stream broke: {e}"),
+                    Err(_) => tracing::debug!(pod = %name, "the log stream was quiet; following it again"),
+                    Ok(Ok(n)) => {
+                        inbox.feed(&uid, &mut reader, &buf[..n], &last);
+                        continue;
+                    }
+                }
+                return true;
             }
         }))
     }
 
-    /// Each node's kubelet summary, asked once per tick for the nodes that run managed pods.
-    /// The asks run on the runtime and the tick waits for them briefly ([`STATS_WAIT`]): an
-    /// answer that takes longer (a hung kubelet) is read at a later tick and never holds the
-    /// loop up; a node is not asked again while its last ask is out.
+    /// The kubelet summaries of the nodes that run managed pods, each read every
+    /// [`STATS_EVERY`] (the kubelet's own refresh period), at most [`STATS_IN_FLIGHT`] asked
+    /// at once, oldest due first; a node whose summary fails is asked again later and later
+    /// ([`stats_backoff`]). The asks run on the runtime and the tick waits for them briefly
+    /// ([`STATS_WAIT`]): an answer that takes longer (a hung kubelet) is read at a later tick
+    /// and never holds the loop up.
     fn measure(&mut self, world: &mut World) {
-        let mut wanted: Vec<usize> = Vec::new();
+        let now = Instant::now();
+        let mut wanted = vec![false; self.nodes.len()];
         for m in self.jobs.values() {
             if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
-                && !wanted.contains(&(s.node as usize))
+                && let Some(w) = wanted.get_mut(s.node as usize)
             {
-                wanted.push(s.node as usize);
+                *w = true;
             }
         }
-        for i in wanted {
-            if i < self.nodes.len() && self.nodes[i].asking.is_none() {
-                let ask = self.ask_summary(i);
-                self.nodes[i].asking = Some(self.rt.spawn(ask));
-            }
+        let asking = self.nodes.iter().filter(|n| n.asking.is_some()).count();
+        let mut due: Vec<(Option<Instant>, usize)> = (0..self.nodes.len())
+            .filter(|&i| wanted[i] && self.nodes[i].asking.is_none())
+            .filter(|&i| self.nodes[i].stats_due.is_none_or(|at| at <= now))
+            .map(|i| (self.nodes[i].stats_due, i))
+            .collect();
+        due.sort_unstable();
+        for (_, i) in due.into_iter().take(STATS_IN_FLIGHT.saturating_sub(asking)) {
+            let ask = self.ask_summary(i);
+            self.nodes[i].asking = Some(self.rt.spawn(ask));
         }
         let mut asking: Vec<_> =
             self.nodes.iter_mut().enumerate().filter_map(|(i, n)| Some((i, n.asking.take()?))).collect();
@@ -369,8 +448,22 @@ impl Kubernetes {
                 self.nodes[i].asking = Some(ask);
             }
         }
+        let mut failed = Vec::new();
         for (i, answer) in answers {
-            self.read_summary(i, answer, world);
+            if let Err(why) = self.read_summary(i, answer, world) {
+                failed.push((i, why));
+            }
+        }
+        if let Some((i, why)) = failed.first() {
+            let names: Vec<&str> = failed.iter().take(5).map(|(i, _)| self.nodes[*i].name.as_str()).collect();
+            let more = failed.len().saturating_sub(names.len());
+            tracing::warn!(
+                nodes = %names.join(", "),
+                more,
+                first = %self.nodes[*i].name,
+                why = %why,
+                "cannot read these nodes' kubelet summaries; their pods' use stays as last read, and each is asked again later and later (up to 5 min)"
+            );
         }
     }
 
@@ -404,38 +497,38 @@ impl Kubernetes {
         }
     }
 
-    /// Node `i`'s kubelet summary (or why there is none) into its pods' use.
-    fn read_summary(&mut self, i: usize, answer: Result<(String, StatsRoute), String>, world: &mut World) {
-        let name = self.nodes[i].name.clone();
-        let (text, route) = match answer {
-            Ok(a) => a,
+    /// Node `i`'s kubelet summary into its pods' use; why there is none, when it newly fails
+    /// (a node that keeps failing is reported once, when it starts to).
+    fn read_summary(
+        &mut self,
+        i: usize,
+        answer: Result<(String, StatsRoute), String>,
+        world: &mut World,
+    ) -> Result<(), String> {
+        let node = &mut self.nodes[i];
+        let parsed = answer.and_then(|(text, route)| Ok((stats::parse(&text).map_err(|e| format!("{e}"))?, route)));
+        let (used, route) = match parsed {
+            Ok(answer) => answer,
             Err(why) => {
-                self.log_once(format!("stats:{name}"), || {
-                    format!("cannot read node {name}'s kubelet summary ({why}); its pods' use stays as last read")
-                });
-                return;
+                node.stats_failures += 1;
+                node.stats_due = Some(Instant::now() + stats_backoff(node.stats_failures));
+                return if node.stats_failures == 1 { Err(why) } else { Ok(()) };
             }
         };
-        if self.logged.remove(&format!("stats:{name}")) {
-            tracing::info!(node = %name, "node's kubelet summary read again");
+        if node.stats_failures > 0 {
+            tracing::info!(node = %node.name, "node's kubelet summary read again");
         }
-        if self.nodes[i].stats != Some(route) {
+        node.stats_failures = 0;
+        node.stats_due = Some(Instant::now() + STATS_EVERY);
+        if node.stats != Some(route) {
             if route == StatsRoute::Direct {
-                tracing::info!(node = %name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
+                tracing::info!(node = %node.name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
             }
-            self.nodes[i].stats = Some(route);
+            node.stats = Some(route);
         }
-        let used = match stats::parse(&text) {
-            Ok(u) => u,
-            Err(e) => {
-                self.log_once(format!("stats-parse:{name}"), || {
-                    format!("node {name}'s kubelet summary does not parse: {e}")
-                });
-                return;
-            }
-        };
-        for (uid, m) in self.jobs.iter_mut() {
-            let (Some(u), Some(state)) = (used.get(uid.as_ref()), world.state_mut(m.handle)) else { continue };
+        for (uid, u) in &used {
+            let Some(m) = self.jobs.get_mut(uid.as_str()) else { continue };
+            let Some(state) = world.state_mut(m.handle) else { continue };
             if state.node as usize != i || !state.is_running() {
                 continue;
             }
@@ -458,6 +551,7 @@ impl Kubernetes {
                 state.memory_used_bytes = b;
             }
         }
+        Ok(())
     }
 
     /// A client to node `name`'s kubelet itself (its InternalIP and kubelet port, the
@@ -495,8 +589,47 @@ impl Kubernetes {
 /// How long a log stream may bring nothing before it is followed again.
 const FOLLOW_QUIET: Duration = Duration::from_secs(30);
 
-/// The first `count` free GPUs of node `node`, as world slots (the host's bookkeeping: the
-/// device plugin chooses the devices).
-pub(super) fn free_slots(world: &World, node: u32, count: u32) -> Vec<GpuSlot> {
-    world.free_gpus(node).into_iter().take(count as usize).map(|index| GpuSlot { node, index }).collect()
+/// The annotation through which a job may report its progress instead of its log: its latest
+/// progress lines, each after its time (RFC 3339), newest last.
+pub const PROGRESS: &str = "wasmsched.progress";
+
+/// The first `count` free GPUs of node `node` in `book`, as world slots, taken there for job
+/// `handle` (the host's bookkeeping: the device plugin chooses the devices).
+fn free_slots(book: &mut GpuBook, node: u32, count: u32, handle: u32) -> Vec<GpuSlot> {
+    let free: Vec<u32> = book.free_on(node).take(count as usize).collect();
+    for &index in &free {
+        book.hold(node, index, handle);
+    }
+    free.into_iter().map(|index| GpuSlot { node, index }).collect()
+}
+
+/// The uid of the pod that pod `p` is a copy of, if it is one.
+fn replaces(p: &Pod) -> Option<&str> {
+    p.metadata.annotations.as_ref()?.get(REPLACES).map(String::as_str)
+}
+
+/// The log streams one observation may open: the limit less those open.
+struct Streams {
+    free: usize,
+    /// Pods that wanted one and found none.
+    waiting: usize,
+}
+
+impl Streams {
+    fn new<'a>(most: usize, jobs: impl Iterator<Item = &'a Managed>) -> Streams {
+        let open = jobs.filter(|m| m.follower.as_ref().is_some_and(|f| !f.is_finished())).count();
+        Streams { free: most.saturating_sub(open), waiting: 0 }
+    }
+
+    /// Whether a stream is free; it is taken.
+    fn take(&mut self) -> bool {
+        let free = self.free > 0;
+        self.free -= usize::from(free);
+        self.waiting += usize::from(!free);
+        free
+    }
+
+    fn waiting(&self) -> Option<usize> {
+        (self.waiting > 0).then_some(self.waiting)
+    }
 }

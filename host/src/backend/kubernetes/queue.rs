@@ -3,13 +3,15 @@
 //! requests and its GPUs, while the oldest one fits (strict first come, first served). Room
 //! is the node's allocatable less what the managed pods bound there request. A pod that no
 //! node could ever hold is reported once and skipped, as is one whose binding the apiserver
-//! refused (only a policy's `place` tries that one again).
+//! refused (only a policy's `place` tries that one again); one whose binding the apiserver did
+//! not answer waits out a backoff before it is tried again.
+
+use std::collections::HashMap;
 
 use wasmsched_rules::GpuBook;
-use wasmsched_rules::fit::{self as rules, Ask};
 
 use super::Kubernetes;
-use crate::backend::Backend;
+use super::actions::By;
 use crate::bindings::wit;
 use crate::world::World;
 
@@ -45,25 +47,42 @@ pub(super) enum Turn {
 }
 
 /// Strict FCFS first fit over the Ready nodes with room, in name order, and the GPUs `book`
-/// says are free.
+/// says are free. Linear in pods and nodes for a queue of like pods, as a cluster's is: the
+/// leading nodes that none of the pods still to go could take are passed over for good.
 pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut book: GpuBook) -> Vec<Turn> {
     waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
+    // The least that any pod from k on asks for, each resource on its own.
+    let mut least = vec![(u64::MAX, u64::MAX, u32::MAX); waiting.len() + 1];
+    for (k, w) in waiting.iter().enumerate().rev() {
+        let after = least[k + 1];
+        least[k] = (after.0.min(w.requests.0), after.1.min(w.requests.1), after.2.min(w.gpus));
+    }
+    let mut ever: HashMap<(u64, u64, u32), bool> = HashMap::new();
+    let mut start = 0;
     let mut turns = Vec::new();
-    for w in waiting {
-        let ever = rooms.iter().any(|r| w.requests.0 <= r.all.0 && w.requests.1 <= r.all.1 && w.gpus <= r.all.2);
-        if !ever {
+    for (k, w) in waiting.into_iter().enumerate() {
+        let shape = (w.requests.0, w.requests.1, w.gpus);
+        let fits_some = *ever
+            .entry(shape)
+            .or_insert_with(|| rooms.iter().any(|r| shape.0 <= r.all.0 && shape.1 <= r.all.1 && shape.2 <= r.all.2));
+        if !fits_some {
             turns.push(Turn::Never { handle: w.handle });
             continue;
         }
-        let with_room = |(_, r): &(usize, &Room)| r.ready && w.requests.0 <= r.cpu && w.requests.1 <= r.memory;
-        let order: Vec<u32> = rooms.iter().enumerate().filter(with_room).map(|(i, _)| i as u32).collect();
-        let Some(mut placed) = rules::first_fit(&book, Ask { gpus: w.gpus, replicas: 1 }, &order) else { break };
-        book.take(&placed, w.handle);
-        let (node, gpus) = placed.swap_remove(0);
-        let room = &mut rooms[node as usize];
+        let (cpu, memory, gpus) = least[k];
+        let takes = |r: &Room, i: usize, (cpu, memory, gpus): (u64, u64, u32), book: &GpuBook| {
+            r.ready && cpu <= r.cpu && memory <= r.memory && gpus <= book.free_count(i as u32)
+        };
+        while start < rooms.len() && !takes(&rooms[start], start, (cpu, memory, gpus), &book) {
+            start += 1;
+        }
+        let Some(node) = (start..rooms.len()).find(|&i| takes(&rooms[i], i, shape, &book)) else { break };
+        let gpus: Vec<u32> = book.free_on(node as u32).take(w.gpus as usize).collect();
+        book.take(&[(node as u32, &gpus[..])], w.handle);
+        let room = &mut rooms[node];
         room.cpu -= w.requests.0;
         room.memory -= w.requests.1;
-        turns.push(Turn::Bind { handle: w.handle, node: node as usize, gpus });
+        turns.push(Turn::Bind { handle: w.handle, node, gpus });
     }
     turns
 }
@@ -72,10 +91,12 @@ impl Kubernetes {
     /// The default placement's turns now: the queued pods (of `only`, when given), strict first
     /// come, first served, over the Ready nodes' room and the free GPUs.
     fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
+        let now = std::time::Instant::now();
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
-            .filter(|m| m.refused.is_none() && world.state(m.handle).is_some_and(|s| !s.is_running()))
+            .filter(|m| m.refused.is_none() && m.retry.is_none_or(|(at, _)| at <= now))
+            .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
             .filter(|m| only.is_none_or(|only| only.contains(&m.handle)))
             .map(|m| Waiting {
                 handle: m.handle,
@@ -143,13 +164,8 @@ impl Kubernetes {
                 }
             }
         }
-        let errors = self.apply(&actions, world);
-        for e in &errors {
-            let name = world.spec(e.job).map_or_else(|| e.job.to_string(), |s| s.name.clone());
-            self.log_once(format!("bind:{}:{}", e.job, e.reason), || {
-                format!("pod {name}: the default placement could not bind it ({}); it is left queued", e.reason)
-            });
-        }
+        let errors = self.apply_from(&actions, world, By::Backend);
+        self.report_binds(&errors);
         actions.iter().map(|a| a.job).filter(|job| errors.iter().all(|e| e.job != *job)).collect()
     }
 }
@@ -186,6 +202,32 @@ mod tests {
         let rooms = vec![room(4000, 0, false), room(2000, 0, true)];
         let turns = first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], rooms.clone(), book(&rooms));
         assert!(turns.is_empty(), "{turns:?}");
+    }
+
+    #[test]
+    fn a_large_pod_behind_small_ones_still_finds_the_first_node_that_takes_it() {
+        // The small pods fill node 0's GPUs; node 1 has room for the large one only after them.
+        let rooms = vec![room(8000, 2, true), room(8000, 1, true), room(8000, 4, true)];
+        let pods = vec![job(1, 100, 1, 1), job(2, 100, 1, 2), job(3, 100, 4, 3), job(4, 100, 1, 4)];
+        let turns = first_fit(pods, rooms.clone(), book(&rooms));
+        let nodes: Vec<(u32, usize)> = turns
+            .iter()
+            .map(|t| match t {
+                Turn::Bind { handle, node, .. } => (*handle, *node),
+                Turn::Never { handle } => (*handle, usize::MAX),
+            })
+            .collect();
+        assert_eq!(nodes, [(1, 0), (2, 0), (3, 2), (4, 1)]);
+    }
+
+    #[test]
+    fn backoffs_double_and_stop_at_their_ceiling() {
+        use std::time::Duration;
+        let binds: Vec<u64> = (0..9).map(|n| super::super::actions::bind_backoff(n).as_secs()).collect();
+        assert_eq!(binds, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        let stats: Vec<u64> = (1..8).map(|n| super::super::stats_backoff(n).as_secs()).collect();
+        assert_eq!(stats, [20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(super::super::stats_backoff(u32::MAX), Duration::from_secs(300));
     }
 
     #[test]
