@@ -97,6 +97,9 @@ pub struct Options {
     pub timeout: Duration,
     /// The quiet window measured after all are bound.
     pub steady: Duration,
+    /// kube-scheduler's `--kube-api-qps` and `--kube-api-burst` for run B; 0 keeps the flags it
+    /// runs with (its client's default, 50 and 100).
+    pub scheduler_qps: u32,
 }
 
 /// The whole experiment's result.
@@ -283,7 +286,13 @@ async fn delete_scale_nodes(client: &kube::Client) {
 async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, ScaleError> {
     let started_unix_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let client = cluster.client.clone();
-    delete_scale_nodes(&client).await; // a previous run's, interrupted
+    // A previous run's, if it was killed before it cleaned up.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ours = ListParams::default().labels(&format!("{}=true", manifests::SCALE_LABEL));
+    for ns in namespaces.list_metadata(&ours).await.map_err(api_error("list namespaces"))? {
+        delete_namespace(&client, &ns.metadata.name.unwrap_or_default()).await;
+    }
+    delete_scale_nodes(&client).await;
     if cluster.kcm.was_running() {
         cluster.kcm.stop();
     }
@@ -352,11 +361,12 @@ async fn fresh_namespace(cluster: &mut Cluster, name: String) -> Result<String, 
         .map_err(api_error(format!("create namespace {name}")))?;
     cluster.namespaces.push(name.clone());
     let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), &name);
-    accounts
-        .create(&PostParams::default(), &manifests::default_service_account(&name))
-        .await
-        .map_err(api_error(format!("create the default ServiceAccount of {name}")))?;
-    Ok(name)
+    match accounts.create(&PostParams::default(), &manifests::default_service_account(&name)).await {
+        // Made already by a controller manager that was not stopped.
+        Ok(_) => Ok(name),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(name),
+        Err(e) => Err(api_error(format!("create the default ServiceAccount of {name}"))(e)),
+    }
 }
 
 /// Run A: the kube-scheduler stopped (it would only watch), the host started on a fresh
@@ -419,13 +429,17 @@ async fn run_wasmsched(
     report
 }
 
-/// Run B: the kube-scheduler started again with `--kube-api-qps=5000 --kube-api-burst=5000`
-/// (its other flags as they were), a fresh namespace, then the scheduler put back.
+/// Run B: the kube-scheduler started again with `--kube-api-qps=Q --kube-api-burst=Q` (5000 by
+/// default; its other flags as they were), a fresh namespace, then the scheduler put back.
 async fn run_kube_scheduler(options: &Options, cluster: &mut Cluster, stamp: u64) -> Result<RunReport, ScaleError> {
     let log = options.k8s_run.join("scheduler.log");
     let log_offset = std::fs::metadata(&log).map_or(0, |m| m.len());
     let started = Instant::now();
-    let pid = cluster.scheduler.restart_with(&["--kube-api-qps=5000", "--kube-api-burst=5000"])?;
+    let flags = match options.scheduler_qps {
+        0 => Vec::new(),
+        qps => vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={qps}")],
+    };
+    let pid = cluster.scheduler.restart_with(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
     let port = cluster
         .scheduler
         .original()

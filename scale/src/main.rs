@@ -64,6 +64,10 @@ struct KubernetesArgs {
     /// The quiet window measured after all pods are bound.
     #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
     steady: Duration,
+    /// kube-scheduler's `--kube-api-qps` and `--kube-api-burst` in its run; 0 keeps its own
+    /// flags (client default 50 / 100).
+    #[arg(long, default_value_t = 5000)]
+    scheduler_qps: u32,
     /// Write the report as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -74,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let Command::Kubernetes(a) = Cli::parse().command;
     let kubeconfig = a.kubeconfig.unwrap_or_else(|| a.k8s_run.join("admin.kubeconfig"));
@@ -91,6 +96,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency: a.concurrency,
         timeout: a.timeout,
         steady: a.steady,
+        scheduler_qps: a.scheduler_qps,
     };
     let report = kubernetes::run(&options).await.context("the scale run failed")?;
     println!("{}", kubernetes::table::render(&report));

@@ -311,11 +311,13 @@ pub fn http_body(response: &[u8]) -> Result<Vec<u8>, String> {
 pub struct LogCounts {
     /// Lines.
     pub lines: u64,
+    /// Lines at error level (tracing's `ERROR`, klog's `E`).
+    pub errors: u64,
     /// Lines saying the apiserver "does not answer".
     pub does_not_answer: u64,
     /// Lines with "timed out".
     pub timed_out: u64,
-    /// Lines with an HTTP 429 (too many requests).
+    /// Lines with an HTTP 429 (`429 Too Many Requests`, `code: 429`).
     pub too_many_requests: u64,
 }
 
@@ -323,10 +325,12 @@ pub struct LogCounts {
 pub fn log_counts(text: &str) -> LogCounts {
     let mut c = LogCounts::default();
     for line in text.lines() {
+        let klog_error = line.starts_with('E') && line.as_bytes().get(1).is_some_and(u8::is_ascii_digit);
         c.lines += 1;
+        c.errors += u64::from(line.contains(" ERROR ") || klog_error);
         c.does_not_answer += u64::from(line.contains("does not answer"));
         c.timed_out += u64::from(line.contains("timed out"));
-        c.too_many_requests += u64::from(line.contains("429"));
+        c.too_many_requests += u64::from(line.contains("Too Many Requests") || line.contains("code: 429"));
     }
     c
 }
@@ -420,7 +424,16 @@ mod tests {
 
     #[test]
     fn log_counts_find_the_apiserver_trouble() {
-        let log = "INFO tick\nWARN the apiserver does not answer (timed out)\nWARN bind: 429 Too Many Requests\n";
-        assert_eq!(log_counts(log), LogCounts { lines: 3, does_not_answer: 1, timed_out: 1, too_many_requests: 1 });
+        let log = "\
+2026-01-01T00:00:00.429Z  INFO bound job=429 pod=scale-pod-00429
+2026-01-01T00:00:01Z  WARN the apiserver does not answer (timed out)
+2026-01-01T00:00:02Z ERROR kube_client::client::builder: failed with status 429 Too Many Requests
+E1126 12:07:00.429063    1897 configmap_cafile_content.go:246] \"Unhandled Error\"
+I1126 12:07:00.500000    1897 eventhandlers.go:1] \"Add event for unscheduled pod\"
+";
+        assert_eq!(
+            log_counts(log),
+            LogCounts { lines: 5, errors: 2, does_not_answer: 1, timed_out: 1, too_many_requests: 1 }
+        );
     }
 }

@@ -36,9 +36,12 @@ impl NodeShape {
     }
 }
 
+/// What every node name of the harness begins with.
+pub const NODE_PREFIX: &str = "scale-node-";
+
 /// The name of the `index`th node (from 1): `scale-node-00001`.
 pub fn node_name(index: u32) -> String {
-    format!("scale-node-{index:05}")
+    format!("{NODE_PREFIX}{index:05}")
 }
 
 /// The name of the `index`th pod (from 1): `scale-pod-00001`.
@@ -115,7 +118,8 @@ pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32) -> Pod {
         "metadata": {
             "name": pod_name(index),
             "namespace": namespace,
-            "labels": { MANAGED_LABEL: "true", SCALE_LABEL: "true" },
+            // Only the host's own key: it warns once per pod about any other `wasmsched.` label.
+            "labels": { MANAGED_LABEL: "true" },
         },
         "spec": {
             "schedulerName": scheduler,

@@ -49,6 +49,9 @@ pub struct RunReport {
     pub create_errors: u64,
     /// Pods seen bound.
     pub pods_bound: u64,
+    /// Pods bound to a node that is not one of the harness's (a real kubelet's), despite
+    /// their node selector.
+    pub bound_off_scale_nodes: u64,
     /// Whether the run gave up waiting before every pod was bound.
     pub timed_out: bool,
     /// From the first pod created to the last one created, seconds.
@@ -150,7 +153,7 @@ pub async fn run(
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
 
     // The watch first, listed and empty, so no bind can be missed.
-    let (bound_tx, mut bound_rx) = mpsc::unbounded_channel::<(String, Instant)>();
+    let (bound_tx, mut bound_rx) = mpsc::unbounded_channel::<(String, String, Instant)>();
     let (listed_tx, listed_rx) = oneshot::channel();
     let watch = tokio::spawn(watch_binds(pods.clone(), bound_tx, listed_tx));
     let _ = tokio::time::timeout(Duration::from_secs(30), listed_rx).await;
@@ -163,6 +166,7 @@ pub async fn run(
 
     let mut created: HashMap<String, Instant> = HashMap::new();
     let mut bound: HashMap<String, Instant> = HashMap::new();
+    let mut off_scale_nodes = 0;
     let mut create_errors = None;
     let mut creator = Some(creator);
     let mut every_second = tokio::time::interval(Duration::from_secs(1));
@@ -177,7 +181,12 @@ pub async fn run(
         }
         tokio::select! {
             Some((name, at)) = created_rx.recv() => { created.insert(name, at); }
-            Some((name, at)) = bound_rx.recv() => { bound.entry(name).or_insert(at); }
+            Some((name, node, at)) = bound_rx.recv() => {
+                if let std::collections::hash_map::Entry::Vacant(e) = bound.entry(name) {
+                    e.insert(at);
+                    off_scale_nodes += u64::from(!node.starts_with(manifests::NODE_PREFIX));
+                }
+            }
             done = async { creator.as_mut().expect("polled only while running").await }, if creator.is_some() => {
                 creator = None;
                 // Whatever is still in the channel was sent before the creator ended.
@@ -240,6 +249,7 @@ pub async fn run(
         pods_created: created.len() as u64,
         create_errors: create_errors.unwrap_or(0),
         pods_bound: bound.len() as u64,
+        bound_off_scale_nodes: off_scale_nodes,
         timed_out,
         create_s: span(first_created, last_created).as_secs_f64(),
         bind_span_s: span(first_created, last_bind).as_secs_f64(),
@@ -261,8 +271,12 @@ pub async fn run(
     })
 }
 
-/// Sends each pod's name the first time it is seen bound; says when the first list is done.
-async fn watch_binds(pods: Api<Pod>, bound: mpsc::UnboundedSender<(String, Instant)>, listed: oneshot::Sender<()>) {
+/// Sends each pod's name and node whenever it is seen bound; says when the first list is done.
+async fn watch_binds(
+    pods: Api<Pod>,
+    bound: mpsc::UnboundedSender<(String, String, Instant)>,
+    listed: oneshot::Sender<()>,
+) {
     let mut listed = Some(listed);
     let mut events = watcher::watcher(pods, watcher::Config::default()).boxed();
     loop {
@@ -273,10 +287,10 @@ async fn watch_binds(pods: Api<Pod>, bound: mpsc::UnboundedSender<(String, Insta
                 }
             }
             Ok(Some(Event::Apply(pod) | Event::InitApply(pod))) => {
-                if pod.spec.as_ref().is_some_and(|s| s.node_name.is_some())
+                if let Some(node) = pod.spec.and_then(|s| s.node_name)
                     && let Some(name) = pod.metadata.name
                 {
-                    let _ = bound.send((name, Instant::now()));
+                    let _ = bound.send((name, node, Instant::now()));
                 }
             }
             Ok(Some(_)) => {}

@@ -19,6 +19,7 @@ const ROWS: &[Row] = &[
         format!("{} / {}{}", r.pods_created, r.pods_bound, if r.timed_out { " (timed out)" } else { "" })
     }),
     ("create errors", |r| r.create_errors.to_string()),
+    ("bound off the scale nodes", |r| r.bound_off_scale_nodes.to_string()),
     ("pods created in", |r| format!("{:.1} s", r.create_s)),
     ("first created → last bound", |r| format!("{:.1} s", r.bind_span_s)),
     ("binds/s (from first pod created)", |r| or_na(r.binds_per_s, |v| format!("{v:.1}"))),
@@ -34,6 +35,7 @@ const ROWS: &[Row] = &[
     ("log lines (total)", |r| or_na(r.log, |l| l.lines.to_string())),
     ("log lines/s binding", |r| or_na(r.log_lines_per_s_binding, |v| format!("{v:.1}"))),
     ("log lines/s steady", |r| or_na(r.log_lines_per_s_steady, |v| format!("{v:.1}"))),
+    ("log: errors", |r| or_na(r.log, |l| l.errors.to_string())),
     ("log: does not answer / timed out / 429", |r| {
         or_na(r.log, |l| format!("{} / {} / {}", l.does_not_answer, l.timed_out, l.too_many_requests))
     }),
@@ -99,6 +101,7 @@ mod tests {
             pods_created: 4000,
             create_errors: 0,
             pods_bound: 4000,
+            bound_off_scale_nodes: 0,
             timed_out: false,
             create_s: 12.0,
             bind_span_s: 80.0,
@@ -137,6 +140,7 @@ mod tests {
                 concurrency: 32,
                 timeout: Duration::from_secs(600),
                 steady: Duration::from_secs(20),
+                scheduler_qps: 5000,
             },
             node_cores: 64,
             nodes_create_s: 10.0,
