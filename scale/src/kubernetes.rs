@@ -100,6 +100,9 @@ pub struct Options {
     /// kube-scheduler's `--kube-api-qps` and `--kube-api-burst` for run B; 0 keeps the flags it
     /// runs with (its client's default, 50 and 100).
     pub scheduler_qps: u32,
+    /// Create all pods before the scheduler starts, so that binds per second from its start is
+    /// its own pace, not the pace of pod creation.
+    pub precreate: bool,
 }
 
 /// The whole experiment's result.
@@ -391,11 +394,24 @@ async fn run_wasmsched(
     };
     let config_path = host::prepare(dir, &config, &options.fifo)?;
     let log = dir.join("host.log");
-    let started = Instant::now();
-    let mut process = HostProcess::start(&options.host_bin, &config_path, &log)?;
-    tracing::info!(pid = process.pid(), log = %log.display(), "host started");
+    let start = start_host(&options.host_bin, config_path, log, listen);
+    let report = measure::run(&cluster.client, &ns, Scheduler::Wasmsched, start, cluster.apiserver_pid, options).await;
+    delete_namespace(&cluster.client, &ns).await;
+    cluster.namespaces.retain(|n| *n != ns);
+    report
+}
 
-    // Ready: the control API answers and the loop has observed the cluster once.
+/// Starts the host and waits until its control API answers and its loop has observed the
+/// cluster once (up to 120 s).
+async fn start_host(
+    binary: &std::path::Path,
+    config: PathBuf,
+    log: PathBuf,
+    listen: std::net::SocketAddr,
+) -> Result<measure::Started, ScaleError> {
+    let started = Instant::now();
+    let mut process = HostProcess::start(binary, &config, &log)?;
+    tracing::info!(pid = process.pid(), log = %log.display(), "host started");
     let until = Instant::now() + Duration::from_secs(120);
     loop {
         process.check()?;
@@ -405,11 +421,8 @@ async fn run_wasmsched(
             break;
         }
         if Instant::now() > until {
-            return Err(ScaleError::NotReady {
-                scheduler: "wasmsched",
-                secs: 120,
-                hint: format!(": see {}", log.display()),
-            });
+            let hint = format!(": see {}", log.display());
+            return Err(ScaleError::NotReady { scheduler: "wasmsched", secs: 120, hint });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -418,20 +431,29 @@ async fn run_wasmsched(
         scheduler: Scheduler::Wasmsched,
         pid: process.pid(),
         started,
-        log: log.clone(),
+        log,
         log_offset: 0,
         status_api: Some(listen),
     };
-    let report = measure::run(&cluster.client, &ns, &subject, Some(&mut process), cluster.apiserver_pid, options).await;
-    process.stop();
-    delete_namespace(&cluster.client, &ns).await;
-    cluster.namespaces.retain(|n| *n != ns);
-    report
+    Ok(measure::Started { subject, host: Some(process) })
 }
 
 /// Run B: the kube-scheduler started again with `--kube-api-qps=Q --kube-api-burst=Q` (5000 by
 /// default; its other flags as they were), a fresh namespace, then the scheduler put back.
 async fn run_kube_scheduler(options: &Options, cluster: &mut Cluster, stamp: u64) -> Result<RunReport, ScaleError> {
+    cluster.scheduler.stop();
+    let ns = fresh_namespace(cluster, format!("scale-kube-scheduler-{stamp}")).await?;
+    let client = cluster.client.clone();
+    let start = start_kube_scheduler(&mut cluster.scheduler, options);
+    let report = measure::run(&client, &ns, Scheduler::KubeScheduler, start, cluster.apiserver_pid, options).await;
+    delete_namespace(&cluster.client, &ns).await;
+    cluster.namespaces.retain(|n| *n != ns);
+    cluster.scheduler.restore()?;
+    report
+}
+
+/// Starts the kube-scheduler with the run's flags and waits until it is ready.
+async fn start_kube_scheduler(scheduler: &mut Daemon, options: &Options) -> Result<measure::Started, ScaleError> {
     let log = options.k8s_run.join("scheduler.log");
     let log_offset = std::fs::metadata(&log).map_or(0, |m| m.len());
     let started = Instant::now();
@@ -439,23 +461,17 @@ async fn run_kube_scheduler(options: &Options, cluster: &mut Cluster, stamp: u64
         0 => Vec::new(),
         qps => vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={qps}")],
     };
-    let pid = cluster.scheduler.restart_with(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
-    let port = cluster
-        .scheduler
+    let pid = scheduler.restart_with(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let port = scheduler
         .original()
         .and_then(|o| control_plane::flag_value(&o.argv, "--secure-port"))
         .unwrap_or("10259")
         .to_owned();
     wait_scheduler_ready(&port).await?;
     tracing::info!(pid, secs = started.elapsed().as_secs_f64(), "kube-scheduler ready");
-    let ns = fresh_namespace(cluster, format!("scale-kube-scheduler-{stamp}")).await?;
     let subject =
         measure::Subject { scheduler: Scheduler::KubeScheduler, pid, started, log, log_offset, status_api: None };
-    let report = measure::run(&cluster.client, &ns, &subject, None, cluster.apiserver_pid, options).await;
-    delete_namespace(&cluster.client, &ns).await;
-    cluster.namespaces.retain(|n| *n != ns);
-    cluster.scheduler.restore()?;
-    report
+    Ok(measure::Started { subject, host: None })
 }
 
 /// Polls the scheduler's `/readyz` (anonymous on its secure port) with curl, up to 60 s.

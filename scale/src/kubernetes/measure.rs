@@ -15,9 +15,19 @@ use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use super::host::{self, HostProcess, LogCounts, StatusReading, TickWall};
-use super::{Options, ScaleError, Scheduler, manifests};
+use super::manifests::{self, NodeShape};
+use super::{Options, ScaleError, Scheduler};
 use crate::procfs::{self, Probe, Sample};
 use crate::stats::{self, Latency};
+
+/// A scheduler just started: its process, and the host's handle (stopped when the run ends).
+#[derive(Debug)]
+pub struct Started {
+    /// The process measured.
+    pub subject: Subject,
+    /// The host, checked every second and stopped at the end (wasmsched only).
+    pub host: Option<HostProcess>,
+}
 
 /// The scheduler under test, as a process.
 #[derive(Debug)]
@@ -52,6 +62,10 @@ pub struct RunReport {
     /// Pods bound to a node that is not one of the harness's (a real kubelet's), despite
     /// their node selector.
     pub bound_off_scale_nodes: u64,
+    /// The most pods bound to one node.
+    pub max_pods_per_node: u32,
+    /// Scale nodes given more pods than their pod capacity, cores or GPUs hold.
+    pub overcommitted_nodes: u64,
     /// Whether the run gave up waiting before every pod was bound.
     pub timed_out: bool,
     /// From the first pod created to the last one created, seconds.
@@ -131,25 +145,21 @@ impl Probes<'_> {
     }
 }
 
-/// Creates the run's pods in `namespace` for `subject` and measures until all are bound (or
-/// `options.timeout`), then for `options.steady`. `host` is checked every second: a host that
-/// exits ends the run with an error.
-pub async fn run(
+/// Creates the run's pods in `namespace` for `scheduler` and measures until all are bound (or
+/// `options.timeout`), then for `options.steady`. `start_scheduler` starts it: before the pods
+/// are created, or after with `options.precreate`. The host is checked every second (a host that
+/// exits ends the run with an error) and stopped at the end.
+pub async fn run<S>(
     client: &kube::Client,
     namespace: &str,
-    subject: &Subject,
-    mut host: Option<&mut HostProcess>,
+    scheduler: Scheduler,
+    start_scheduler: S,
     apiserver_pid: Option<u32>,
     options: &Options,
-) -> Result<RunReport, ScaleError> {
-    let ticks = procfs::clock_ticks_per_second();
-    let probes = Probes {
-        subject: Probe::new(subject.pid, ticks),
-        apiserver: apiserver_pid.map(|pid| Probe::new(pid, ticks)),
-        status_api: subject.status_api,
-        log: &subject.log,
-        log_offset: subject.log_offset,
-    };
+) -> Result<RunReport, ScaleError>
+where
+    S: Future<Output = Result<Started, ScaleError>>,
+{
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
 
     // The watch first, listed and empty, so no bind can be missed.
@@ -158,17 +168,37 @@ pub async fn run(
     let watch = tokio::spawn(watch_binds(pods.clone(), bound_tx, listed_tx));
     let _ = tokio::time::timeout(Duration::from_secs(30), listed_rx).await;
 
+    let (created_tx, mut created_rx) = mpsc::unbounded_channel::<(String, Instant)>();
+    let mut create = Some(create_pods(pods.clone(), namespace.to_owned(), scheduler, options.clone(), created_tx));
+    let mut created: HashMap<String, Instant> = HashMap::new();
+    let mut create_errors = None;
+    let mut creator = None;
+    if options.precreate {
+        if let Some(create) = create.take() {
+            create_errors = Some(create.await);
+        }
+        while let Ok((name, at)) = created_rx.try_recv() {
+            created.insert(name, at);
+        }
+        tracing::info!(scheduler = scheduler.name(), created = created.len(), "pods created; starting the scheduler");
+    }
+    let Started { subject, mut host } = start_scheduler.await?;
+    if let Some(create) = create {
+        creator = Some(tokio::spawn(create));
+    }
+
+    let ticks = procfs::clock_ticks_per_second();
+    let probes = Probes {
+        subject: Probe::new(subject.pid, ticks),
+        apiserver: apiserver_pid.map(|pid| Probe::new(pid, ticks)),
+        status_api: subject.status_api,
+        log: &subject.log,
+        log_offset: subject.log_offset,
+    };
     let start = probes.mark(true).await;
     let mut peak_rss = start.subject.map(|s| s.rss_bytes);
-    let (created_tx, mut created_rx) = mpsc::unbounded_channel::<(String, Instant)>();
-    let creator =
-        tokio::spawn(create_pods(pods.clone(), namespace.to_owned(), subject.scheduler, options.clone(), created_tx));
-
-    let mut created: HashMap<String, Instant> = HashMap::new();
     let mut bound: HashMap<String, Instant> = HashMap::new();
-    let mut off_scale_nodes = 0;
-    let mut create_errors = None;
-    let mut creator = Some(creator);
+    let mut per_node: HashMap<String, u32> = HashMap::new();
     let mut every_second = tokio::time::interval(Duration::from_secs(1));
     let deadline = Instant::now() + options.timeout;
     let mut last_progress = Instant::now();
@@ -184,7 +214,7 @@ pub async fn run(
             Some((name, node, at)) = bound_rx.recv() => {
                 if let std::collections::hash_map::Entry::Vacant(e) = bound.entry(name) {
                     e.insert(at);
-                    off_scale_nodes += u64::from(!node.starts_with(manifests::NODE_PREFIX));
+                    *per_node.entry(node).or_default() += 1;
                 }
             }
             done = async { creator.as_mut().expect("polled only while running").await }, if creator.is_some() => {
@@ -196,7 +226,7 @@ pub async fn run(
             _ = every_second.tick() => {
                 let m = probes.mark(false).await;
                 peak_rss = peak_rss.max(m.subject.map(|s| s.rss_bytes));
-                if let Some(h) = host.as_deref_mut() { h.check()?; }
+                if let Some(h) = host.as_mut() { h.check()?; }
                 if Instant::now() > deadline { break true; }
                 if Instant::now() > last_progress + Duration::from_secs(10) {
                     last_progress = Instant::now();
@@ -220,12 +250,16 @@ pub async fn run(
             steady_rss.push(s.rss_bytes);
             peak_rss = peak_rss.max(Some(s.rss_bytes));
         }
-        if let Some(h) = host.as_deref_mut() {
+        if let Some(h) = host.as_mut() {
             h.check()?;
         }
     }
     let end = probes.mark(true).await;
     watch.abort();
+    drop(host); // stopped: what follows is arithmetic
+
+    let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
+    let fits = |pods: u32| pods <= shape.pods && pods <= shape.cores && pods * options.pod_gpus <= shape.gpus;
 
     let first_created = created.values().min().copied();
     let last_created = created.values().max().copied();
@@ -249,7 +283,16 @@ pub async fn run(
         pods_created: created.len() as u64,
         create_errors: create_errors.unwrap_or(0),
         pods_bound: bound.len() as u64,
-        bound_off_scale_nodes: off_scale_nodes,
+        bound_off_scale_nodes: per_node
+            .iter()
+            .filter(|(node, _)| !node.starts_with(manifests::NODE_PREFIX))
+            .map(|(_, n)| u64::from(*n))
+            .sum(),
+        max_pods_per_node: per_node.values().copied().max().unwrap_or(0),
+        overcommitted_nodes: per_node
+            .iter()
+            .filter(|(node, n)| node.starts_with(manifests::NODE_PREFIX) && !fits(**n))
+            .count() as u64,
         timed_out,
         create_s: span(first_created, last_created).as_secs_f64(),
         bind_span_s: span(first_created, last_bind).as_secs_f64(),

@@ -20,6 +20,8 @@ const ROWS: &[Row] = &[
     }),
     ("create errors", |r| r.create_errors.to_string()),
     ("bound off the scale nodes", |r| r.bound_off_scale_nodes.to_string()),
+    ("most pods on one node", |r| r.max_pods_per_node.to_string()),
+    ("scale nodes over capacity", |r| r.overcommitted_nodes.to_string()),
     ("pods created in", |r| format!("{:.1} s", r.create_s)),
     ("first created → last bound", |r| format!("{:.1} s", r.bind_span_s)),
     ("binds/s (from first pod created)", |r| or_na(r.binds_per_s, |v| format!("{v:.1}"))),
@@ -51,13 +53,15 @@ const ROWS: &[Row] = &[
 pub fn render(report: &Report) -> String {
     let o = &report.options;
     let mut lines = vec![format!(
-        "{} nodes ({} cores, {} GPUs each), {} pods of 1 CPU / 1 GiB{}, host tick {} ms",
+        "{} nodes ({} cores, {} GPUs each), {} pods of 1 CPU / 1 GiB{}, host tick {} ms, kube-scheduler QPS {}{}",
         o.nodes,
         report.node_cores,
         o.gpus_per_node,
         o.pods,
         if o.pod_gpus > 0 { format!(" / {} GPU", o.pod_gpus) } else { String::new() },
         o.tick.as_millis(),
+        if o.scheduler_qps == 0 { "as configured".to_owned() } else { o.scheduler_qps.to_string() },
+        if o.precreate { ", pods created before each scheduler starts" } else { "" },
     )];
     let mut table: Vec<Vec<String>> =
         vec![std::iter::once(String::new()).chain(report.runs.iter().map(|r| r.scheduler.clone())).collect()];
@@ -102,6 +106,8 @@ mod tests {
             create_errors: 0,
             pods_bound: 4000,
             bound_off_scale_nodes: 0,
+            max_pods_per_node: 4,
+            overcommitted_nodes: 0,
             timed_out: false,
             create_s: 12.0,
             bind_span_s: 80.0,
@@ -141,6 +147,7 @@ mod tests {
                 timeout: Duration::from_secs(600),
                 steady: Duration::from_secs(20),
                 scheduler_qps: 5000,
+                precreate: false,
             },
             node_cores: 64,
             nodes_create_s: 10.0,
