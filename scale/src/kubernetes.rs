@@ -1,0 +1,494 @@
+//! The Kubernetes experiment, scheduler_perf style: N nodes as API objects, then M pods bound
+//! by wasmsched (run A) and by the bundled kube-scheduler (run B), each in a fresh namespace,
+//! measured the same way ([`measure`]), and the cluster put back as it was.
+//!
+//! The controller manager is stopped for the whole experiment (and started again at the end):
+//! nodes without a kubelet stay Ready only while nothing checks their heartbeats, and keeping
+//! a thousand Leases fresh instead would put a hundred writes a second on the apiserver that
+//! both schedulers share, on a 2-core machine. With it stopped nothing makes a namespace's
+//! `default` ServiceAccount, so the harness does, and a deleted namespace stays `Terminating`
+//! until it is back (its pods are deleted here, at once).
+
+pub mod control_plane;
+pub mod host;
+pub mod manifests;
+pub mod measure;
+pub mod table;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+
+use control_plane::{ControlPlaneError, Daemon};
+use host::{HostConfig, HostError, HostProcess};
+use manifests::NodeShape;
+pub use measure::RunReport;
+
+/// Which schedulers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Only {
+    /// wasmsched alone.
+    Wasmsched,
+    /// kube-scheduler alone.
+    KubeScheduler,
+    /// Both, wasmsched first.
+    Both,
+}
+
+/// A scheduler under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduler {
+    /// The wasmsched host with FIFO.
+    Wasmsched,
+    /// The cluster's kube-scheduler.
+    KubeScheduler,
+}
+
+impl Scheduler {
+    /// Its name in the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Wasmsched => "wasmsched",
+            Scheduler::KubeScheduler => "kube-scheduler",
+        }
+    }
+
+    /// The `schedulerName` its pods carry.
+    pub fn scheduler_name(self) -> &'static str {
+        match self {
+            Scheduler::Wasmsched => "wasmsched",
+            Scheduler::KubeScheduler => "default-scheduler",
+        }
+    }
+}
+
+/// The experiment's settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Options {
+    /// Nodes created as API objects.
+    pub nodes: u32,
+    /// Pods per run.
+    pub pods: u32,
+    /// `nvidia.com/gpu` per node.
+    pub gpus_per_node: u32,
+    /// `nvidia.com/gpu` per pod (0 or 1).
+    pub pod_gpus: u32,
+    /// The host's tick.
+    pub tick: Duration,
+    /// The `wasmsched` binary.
+    pub host_bin: PathBuf,
+    /// The FIFO component (`policy_fifo.wasm`).
+    pub fifo: PathBuf,
+    /// Which schedulers run.
+    pub only: Only,
+    /// The cluster's kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The kit's state folder (`$K8S_RUN`): pid files and logs of the control plane.
+    pub k8s_run: PathBuf,
+    /// Create requests in flight.
+    pub concurrency: usize,
+    /// How long a run waits for its pods to be bound.
+    pub timeout: Duration,
+    /// The quiet window measured after all are bound.
+    pub steady: Duration,
+    /// kube-scheduler's `--kube-api-qps` and `--kube-api-burst` for run B; 0 keeps the flags it
+    /// runs with (its client's default, 50 and 100).
+    pub scheduler_qps: u32,
+    /// Create all pods before the scheduler starts, so that binds per second from its start is
+    /// its own pace, not the pace of pod creation.
+    pub precreate: bool,
+}
+
+/// The whole experiment's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// When it began (Unix seconds).
+    pub started_unix_s: u64,
+    /// The settings.
+    pub options: Options,
+    /// Each fake node.
+    pub node_cores: u32,
+    /// Time to create and mark Ready all nodes, seconds.
+    pub nodes_create_s: f64,
+    /// The runs, wasmsched first.
+    pub runs: Vec<RunReport>,
+    /// wasmsched's binds per second over kube-scheduler's, when both ran.
+    pub ratio: Option<f64>,
+    /// Where the host's config and log were kept.
+    pub host_dir: Option<PathBuf>,
+}
+
+/// Why the experiment failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    /// The settings cannot work.
+    #[error("{0}")]
+    Options(String),
+    /// The kubeconfig could not be read.
+    #[error("cannot use the kubeconfig {path}: {detail}; start the cluster with `cluster up 2` or pass --kubeconfig")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        detail: String,
+    },
+    /// A request the harness needs was refused.
+    #[error("the apiserver refused to {what}")]
+    Api {
+        /// What the harness was doing.
+        what: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// A control-plane process.
+    #[error(transparent)]
+    ControlPlane(#[from] ControlPlaneError),
+    /// The host.
+    #[error(transparent)]
+    Host(#[from] HostError),
+    /// A scheduler did not get ready.
+    #[error("{scheduler} was not ready within {secs} s{hint}")]
+    NotReady {
+        /// Which.
+        scheduler: &'static str,
+        /// How long the harness waited.
+        secs: u64,
+        /// Where to look.
+        hint: String,
+    },
+    /// Ctrl-C.
+    #[error("interrupted (Ctrl-C); the nodes and namespaces were deleted and the control plane restored")]
+    Interrupted,
+}
+
+fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScaleError {
+    let what = what.into();
+    move |source| ScaleError::Api { what, source }
+}
+
+/// Runs the experiment on the cluster of `options.kubeconfig`: creates the nodes, runs the
+/// schedulers that `options.only` names, and deletes what it made and restores the control
+/// plane as it found it, also when a step fails or Ctrl-C arrives.
+pub async fn run(options: &Options) -> Result<Report, ScaleError> {
+    check(options)?;
+    let client = client(options).await?;
+    let mut cluster = Cluster {
+        client: client.clone(),
+        kcm: Daemon::find(&options.k8s_run, "kcm")?,
+        scheduler: Daemon::find(&options.k8s_run, "scheduler")?,
+        apiserver_pid: std::fs::read_to_string(options.k8s_run.join("apiserver.pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok()),
+        namespaces: Vec::new(),
+    };
+    let outcome = tokio::select! {
+        r = experiment(options, &mut cluster) => r,
+        _ = tokio::signal::ctrl_c() => Err(ScaleError::Interrupted),
+    };
+    cluster.clean_up().await;
+    outcome
+}
+
+fn check(options: &Options) -> Result<(), ScaleError> {
+    let fail = |s: String| Err(ScaleError::Options(s));
+    if options.nodes == 0 || options.pods == 0 {
+        return fail("--nodes and --pods must be at least 1".into());
+    }
+    if options.nodes > 99_999 || options.pods > 99_999 {
+        return fail("at most 99,999 nodes and pods (names have five digits)".into());
+    }
+    if options.pod_gpus > 1 {
+        return fail("--pod-gpus is 0 or 1".into());
+    }
+    let gpus = u64::from(options.nodes) * u64::from(options.gpus_per_node);
+    if u64::from(options.pods) * u64::from(options.pod_gpus) > gpus {
+        return fail(format!(
+            "{} pods of {} GPU do not fit {} nodes of {} GPUs: raise --gpus-per-node or --nodes",
+            options.pods, options.pod_gpus, options.nodes, options.gpus_per_node
+        ));
+    }
+    if options.only != Only::KubeScheduler {
+        for (path, what) in [
+            (&options.host_bin, "build it with `cargo build --release -p wasmsched`"),
+            (&options.fifo, "`cargo build --release -p wasmsched` builds it"),
+        ] {
+            if !path.is_file() {
+                return fail(format!("{} is missing: {what}", path.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn client(options: &Options) -> Result<kube::Client, ScaleError> {
+    let fail = |detail: String| ScaleError::Kubeconfig { path: options.kubeconfig.clone(), detail };
+    let file = kube::config::Kubeconfig::read_from(&options.kubeconfig).map_err(|e| fail(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let client = kube::Client::try_from(config).map_err(|e| fail(e.to_string()))?;
+    client.apiserver_version().await.map_err(|e| fail(format!("the apiserver does not answer ({e})")))?;
+    Ok(client)
+}
+
+/// What the harness changed on the cluster, to put back.
+struct Cluster {
+    client: kube::Client,
+    kcm: Daemon,
+    scheduler: Daemon,
+    apiserver_pid: Option<u32>,
+    namespaces: Vec<String>,
+}
+
+impl Cluster {
+    /// Deletes the harness's nodes and its namespaces' pods (at once: no kubelet would ever
+    /// confirm a graceful deletion) and namespaces, then restores the controller manager and
+    /// the scheduler. Best effort: each failure is logged and the rest still done.
+    async fn clean_up(&mut self) {
+        for ns in std::mem::take(&mut self.namespaces) {
+            delete_namespace(&self.client, &ns).await;
+        }
+        delete_scale_nodes(&self.client).await;
+        for d in [&mut self.kcm, &mut self.scheduler] {
+            if let Err(e) = d.restore() {
+                tracing::error!(error = %e, "could not restore the control plane; `cluster down` and `cluster up 2`");
+            }
+        }
+    }
+}
+
+async fn delete_namespace(client: &kube::Client, ns: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+    if let Err(e) = pods.delete_collection(&now, &ListParams::default()).await {
+        tracing::warn!(namespace = ns, error = %e, "could not delete the run's pods");
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces.delete(ns, &DeleteParams::default()).await {
+        Ok(_) => tracing::info!(namespace = ns, "deleted"),
+        Err(e) => tracing::warn!(namespace = ns, error = %e, "could not delete the namespace"),
+    }
+}
+
+async fn delete_scale_nodes(client: &kube::Client) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let selector = ListParams::default().labels(&format!("{}=true", manifests::SCALE_LABEL));
+    match nodes.delete_collection(&DeleteParams::default(), &selector).await {
+        Ok(_) => tracing::info!("scale nodes deleted"),
+        Err(e) => tracing::warn!(error = %e, "could not delete the scale nodes"),
+    }
+}
+
+async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, ScaleError> {
+    let started_unix_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let client = cluster.client.clone();
+    // A previous run's, if it was killed before it cleaned up.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ours = ListParams::default().labels(&format!("{}=true", manifests::SCALE_LABEL));
+    for ns in namespaces.list_metadata(&ours).await.map_err(api_error("list namespaces"))? {
+        delete_namespace(&client, &ns.metadata.name.unwrap_or_default()).await;
+    }
+    delete_scale_nodes(&client).await;
+    if cluster.kcm.was_running() {
+        cluster.kcm.stop();
+    }
+    let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
+    let t = Instant::now();
+    create_nodes(&client, shape, options).await?;
+    let nodes_create_s = t.elapsed().as_secs_f64();
+    tracing::info!(nodes = options.nodes, secs = nodes_create_s, "nodes created and Ready");
+
+    let mut runs = Vec::new();
+    let mut host_dir = None;
+    if options.only != Only::KubeScheduler {
+        let dir = std::env::temp_dir().join(format!("wasmsched-scale-{started_unix_s}"));
+        runs.push(run_wasmsched(options, cluster, &dir, started_unix_s).await?);
+        host_dir = Some(dir);
+    }
+    if options.only != Only::Wasmsched {
+        runs.push(run_kube_scheduler(options, cluster, started_unix_s).await?);
+    }
+    let rate = |s: Scheduler| runs.iter().find(|r| r.scheduler == s.name()).and_then(|r| r.binds_per_s);
+    let ratio = match (rate(Scheduler::Wasmsched), rate(Scheduler::KubeScheduler)) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    Ok(Report {
+        started_unix_s,
+        options: options.clone(),
+        node_cores: shape.cores,
+        nodes_create_s,
+        runs,
+        ratio,
+        host_dir,
+    })
+}
+
+async fn create_nodes(client: &kube::Client, shape: NodeShape, options: &Options) -> Result<(), ScaleError> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
+    let status = manifests::node_status(shape, now.as_str().unwrap_or_default());
+    let (post, patch) = (PostParams::default(), PatchParams::default());
+    let results: Vec<Result<(), ScaleError>> = stream::iter(1..=options.nodes)
+        .map(|i| {
+            let (nodes, post, patch, status) = (&nodes, &post, &patch, &status);
+            async move {
+                let name = manifests::node_name(i);
+                nodes.create(post, &manifests::node(i)).await.map_err(api_error(format!("create node {name}")))?;
+                nodes
+                    .patch_status(&name, patch, &Patch::Merge(status))
+                    .await
+                    .map_err(api_error(format!("patch the status of node {name}")))?;
+                Ok(())
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+/// A fresh namespace with its `default` ServiceAccount; remembered for the clean-up.
+async fn fresh_namespace(cluster: &mut Cluster, name: String) -> Result<String, ScaleError> {
+    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
+    namespaces
+        .create(&PostParams::default(), &manifests::namespace(&name))
+        .await
+        .map_err(api_error(format!("create namespace {name}")))?;
+    cluster.namespaces.push(name.clone());
+    let accounts: Api<ServiceAccount> = Api::namespaced(cluster.client.clone(), &name);
+    match accounts.create(&PostParams::default(), &manifests::default_service_account(&name)).await {
+        // Made already by a controller manager that was not stopped.
+        Ok(_) => Ok(name),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(name),
+        Err(e) => Err(api_error(format!("create the default ServiceAccount of {name}"))(e)),
+    }
+}
+
+/// Run A: the kube-scheduler stopped (it would only watch), the host started on a fresh
+/// namespace, the pods bound by FIFO.
+async fn run_wasmsched(
+    options: &Options,
+    cluster: &mut Cluster,
+    dir: &std::path::Path,
+    stamp: u64,
+) -> Result<RunReport, ScaleError> {
+    cluster.scheduler.stop();
+    let ns = fresh_namespace(cluster, format!("scale-wasmsched-{stamp}")).await?;
+    let listen = host::free_loopback_addr().map_err(|source| HostError::Prepare { path: dir.to_owned(), source })?;
+    let config = HostConfig {
+        tick: options.tick,
+        policies_dir: dir.join("policies.d"),
+        cache_dir: dir.join("cache"),
+        kubeconfig: options.kubeconfig.clone(),
+        namespace: ns.clone(),
+        scheduler_name: Scheduler::Wasmsched.scheduler_name().into(),
+        listen,
+    };
+    let config_path = host::prepare(dir, &config, &options.fifo)?;
+    let log = dir.join("host.log");
+    let start = start_host(&options.host_bin, config_path, log, listen);
+    let report = measure::run(&cluster.client, &ns, Scheduler::Wasmsched, start, cluster.apiserver_pid, options).await;
+    delete_namespace(&cluster.client, &ns).await;
+    cluster.namespaces.retain(|n| *n != ns);
+    report
+}
+
+/// Starts the host and waits until its control API answers and its loop has observed the
+/// cluster once (up to 120 s).
+async fn start_host(
+    binary: &std::path::Path,
+    config: PathBuf,
+    log: PathBuf,
+    listen: std::net::SocketAddr,
+) -> Result<measure::Started, ScaleError> {
+    let started = Instant::now();
+    let mut process = HostProcess::start(binary, &config, &log)?;
+    tracing::info!(pid = process.pid(), log = %log.display(), "host started");
+    let until = Instant::now() + Duration::from_secs(120);
+    loop {
+        process.check()?;
+        if let Ok(status) = host::get_status(listen).await
+            && host::status_reading(&status).ticks >= 1
+        {
+            break;
+        }
+        if Instant::now() > until {
+            let hint = format!(": see {}", log.display());
+            return Err(ScaleError::NotReady { scheduler: "wasmsched", secs: 120, hint });
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::info!(secs = started.elapsed().as_secs_f64(), "host ready");
+    let subject = measure::Subject {
+        scheduler: Scheduler::Wasmsched,
+        pid: process.pid(),
+        started,
+        log,
+        log_offset: 0,
+        status_api: Some(listen),
+    };
+    Ok(measure::Started { subject, host: Some(process) })
+}
+
+/// Run B: the kube-scheduler started again with `--kube-api-qps=Q --kube-api-burst=Q` (5000 by
+/// default; its other flags as they were), a fresh namespace, then the scheduler put back.
+async fn run_kube_scheduler(options: &Options, cluster: &mut Cluster, stamp: u64) -> Result<RunReport, ScaleError> {
+    cluster.scheduler.stop();
+    let ns = fresh_namespace(cluster, format!("scale-kube-scheduler-{stamp}")).await?;
+    let client = cluster.client.clone();
+    let start = start_kube_scheduler(&mut cluster.scheduler, options);
+    let report = measure::run(&client, &ns, Scheduler::KubeScheduler, start, cluster.apiserver_pid, options).await;
+    delete_namespace(&cluster.client, &ns).await;
+    cluster.namespaces.retain(|n| *n != ns);
+    cluster.scheduler.restore()?;
+    report
+}
+
+/// Starts the kube-scheduler with the run's flags and waits until it is ready.
+async fn start_kube_scheduler(scheduler: &mut Daemon, options: &Options) -> Result<measure::Started, ScaleError> {
+    let log = options.k8s_run.join("scheduler.log");
+    let log_offset = std::fs::metadata(&log).map_or(0, |m| m.len());
+    let started = Instant::now();
+    let flags = match options.scheduler_qps {
+        0 => Vec::new(),
+        qps => vec![format!("--kube-api-qps={qps}"), format!("--kube-api-burst={qps}")],
+    };
+    let pid = scheduler.restart_with(&flags.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let port = scheduler
+        .original()
+        .and_then(|o| control_plane::flag_value(&o.argv, "--secure-port"))
+        .unwrap_or("10259")
+        .to_owned();
+    wait_scheduler_ready(&port).await?;
+    tracing::info!(pid, secs = started.elapsed().as_secs_f64(), "kube-scheduler ready");
+    let subject =
+        measure::Subject { scheduler: Scheduler::KubeScheduler, pid, started, log, log_offset, status_api: None };
+    Ok(measure::Started { subject, host: None })
+}
+
+/// Polls the scheduler's `/readyz` (anonymous on its secure port) with curl, up to 60 s.
+async fn wait_scheduler_ready(port: &str) -> Result<(), ScaleError> {
+    let url = format!("https://127.0.0.1:{port}/readyz");
+    for _ in 0..300 {
+        let out = tokio::task::spawn_blocking({
+            let url = url.clone();
+            move || std::process::Command::new("curl").args(["-sk", "--max-time", "1", &url]).output()
+        })
+        .await;
+        if let Ok(Ok(out)) = out
+            && out.stdout.starts_with(b"ok")
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(ScaleError::NotReady { scheduler: "kube-scheduler", secs: 60, hint: format!(" ({url} did not say ok)") })
+}

@@ -1,0 +1,382 @@
+//! One run: the pods created as fast as the bounded concurrency allows, watched until every one
+//! is bound, then a quiet window; the scheduler's process, the apiserver's and (for wasmsched)
+//! the host's status sampled every second throughout.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use futures_util::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher::{self, Event};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use super::host::{self, HostProcess, LogCounts, StatusReading, TickWall};
+use super::manifests::{self, NodeShape};
+use super::{Options, ScaleError, Scheduler};
+use crate::procfs::{self, Probe, Sample};
+use crate::stats::{self, Latency};
+
+/// A scheduler just started: its process, and the host's handle (stopped when the run ends).
+#[derive(Debug)]
+pub struct Started {
+    /// The process measured.
+    pub subject: Subject,
+    /// The host, checked every second and stopped at the end (wasmsched only).
+    pub host: Option<HostProcess>,
+}
+
+/// The scheduler under test, as a process.
+#[derive(Debug)]
+pub struct Subject {
+    /// Which one.
+    pub scheduler: Scheduler,
+    /// Its pid.
+    pub pid: u32,
+    /// When it was started.
+    pub started: Instant,
+    /// Its log, and how much of it was there before this run.
+    pub log: PathBuf,
+    /// The log's length when it was started.
+    pub log_offset: u64,
+    /// The host's control API (wasmsched only).
+    pub status_api: Option<SocketAddr>,
+}
+
+/// What one run measured. None where a figure could not be had ("n/a" in the table).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// `wasmsched` or `kube-scheduler`.
+    pub scheduler: String,
+    /// The run's namespace.
+    pub namespace: String,
+    /// Pods created.
+    pub pods_created: u64,
+    /// Pods whose creation the apiserver refused.
+    pub create_errors: u64,
+    /// Pods seen bound.
+    pub pods_bound: u64,
+    /// Pods bound to a node that is not one of the harness's (a real kubelet's), despite
+    /// their node selector.
+    pub bound_off_scale_nodes: u64,
+    /// The most pods bound to one node.
+    pub max_pods_per_node: u32,
+    /// Scale nodes given more pods than their pod capacity, cores or GPUs hold.
+    pub overcommitted_nodes: u64,
+    /// Whether the run gave up waiting before every pod was bound.
+    pub timed_out: bool,
+    /// From the first pod created to the last one created, seconds.
+    pub create_s: f64,
+    /// From the first pod created to the last bind seen, seconds.
+    pub bind_span_s: f64,
+    /// Pods bound / (last bind − first pod created).
+    pub binds_per_s: Option<f64>,
+    /// Pods bound / (last bind − the scheduler's start).
+    pub binds_per_s_from_start: Option<f64>,
+    /// Pod created (the create call answered) to bound (seen by the watch).
+    pub latency: Option<Latency>,
+    /// The scheduler's largest resident memory, bytes.
+    pub rss_peak_bytes: Option<u64>,
+    /// Its mean resident memory in the quiet window after all were bound, bytes.
+    pub rss_steady_bytes: Option<u64>,
+    /// Its CPU while binding (first pod created to all bound), % of one core.
+    pub cpu_binding_pct: Option<f64>,
+    /// Its CPU in the quiet window, % of one core.
+    pub cpu_steady_pct: Option<f64>,
+    /// The apiserver's CPU while binding, % of one core (it shares the machine).
+    pub apiserver_cpu_binding_pct: Option<f64>,
+    /// The scheduler's log, counted from its start.
+    pub log: Option<LogCounts>,
+    /// Its log lines per second while binding.
+    pub log_lines_per_s_binding: Option<f64>,
+    /// Its log lines per second in the quiet window.
+    pub log_lines_per_s_steady: Option<f64>,
+    /// The host's apiserver requests per second while binding (`endpoints[].requests`).
+    pub requests_per_s_binding: Option<f64>,
+    /// The same in the quiet window.
+    pub requests_per_s_steady: Option<f64>,
+    /// The host's loop-tick durations at the end (`tick_wall`).
+    pub tick_wall: Option<TickWall>,
+    /// The host's ticks at the end.
+    pub host_ticks: Option<u64>,
+}
+
+/// A reading of everything at one moment.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    at: Instant,
+    subject: Option<Sample>,
+    apiserver: Option<Sample>,
+    status: Option<StatusReading>,
+    log_lines: Option<u64>,
+}
+
+/// The probes of one run.
+struct Probes<'a> {
+    subject: Probe,
+    apiserver: Option<Probe>,
+    status_api: Option<SocketAddr>,
+    log: &'a PathBuf,
+    log_offset: u64,
+}
+
+impl Probes<'_> {
+    async fn mark(&self, with_log: bool) -> Mark {
+        let status = match self.status_api {
+            Some(addr) => host::get_status(addr).await.ok().map(|v| host::status_reading(&v)),
+            None => None,
+        };
+        Mark {
+            at: Instant::now(),
+            subject: self.subject.sample(),
+            apiserver: self.apiserver.as_ref().and_then(Probe::sample),
+            status,
+            log_lines: if with_log { self.log_counts().map(|c| c.lines) } else { None },
+        }
+    }
+
+    fn log_counts(&self) -> Option<LogCounts> {
+        let bytes = std::fs::read(self.log).ok()?;
+        let from = usize::try_from(self.log_offset).ok()?.min(bytes.len());
+        Some(host::log_counts(&String::from_utf8_lossy(&bytes[from..])))
+    }
+}
+
+/// Creates the run's pods in `namespace` for `scheduler` and measures until all are bound (or
+/// `options.timeout`), then for `options.steady`. `start_scheduler` starts it: before the pods
+/// are created, or after with `options.precreate`. The host is checked every second (a host that
+/// exits ends the run with an error) and stopped at the end.
+pub async fn run<S>(
+    client: &kube::Client,
+    namespace: &str,
+    scheduler: Scheduler,
+    start_scheduler: S,
+    apiserver_pid: Option<u32>,
+    options: &Options,
+) -> Result<RunReport, ScaleError>
+where
+    S: Future<Output = Result<Started, ScaleError>>,
+{
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+
+    // The watch first, listed and empty, so no bind can be missed.
+    let (bound_tx, mut bound_rx) = mpsc::unbounded_channel::<(String, String, Instant)>();
+    let (listed_tx, listed_rx) = oneshot::channel();
+    let watch = tokio::spawn(watch_binds(pods.clone(), bound_tx, listed_tx));
+    let _ = tokio::time::timeout(Duration::from_secs(30), listed_rx).await;
+
+    let (created_tx, mut created_rx) = mpsc::unbounded_channel::<(String, Instant)>();
+    let mut create = Some(create_pods(pods.clone(), namespace.to_owned(), scheduler, options.clone(), created_tx));
+    let mut created: HashMap<String, Instant> = HashMap::new();
+    let mut create_errors = None;
+    let mut creator = None;
+    if options.precreate {
+        if let Some(create) = create.take() {
+            create_errors = Some(create.await);
+        }
+        while let Ok((name, at)) = created_rx.try_recv() {
+            created.insert(name, at);
+        }
+        tracing::info!(scheduler = scheduler.name(), created = created.len(), "pods created; starting the scheduler");
+    }
+    let Started { subject, mut host } = start_scheduler.await?;
+    if let Some(create) = create {
+        creator = Some(tokio::spawn(create));
+    }
+
+    let ticks = procfs::clock_ticks_per_second();
+    let probes = Probes {
+        subject: Probe::new(subject.pid, ticks),
+        apiserver: apiserver_pid.map(|pid| Probe::new(pid, ticks)),
+        status_api: subject.status_api,
+        log: &subject.log,
+        log_offset: subject.log_offset,
+    };
+    let start = probes.mark(true).await;
+    let mut peak_rss = start.subject.map(|s| s.rss_bytes);
+    let mut bound: HashMap<String, Instant> = HashMap::new();
+    let mut per_node: HashMap<String, u32> = HashMap::new();
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
+    let deadline = Instant::now() + options.timeout;
+    let mut last_progress = Instant::now();
+    let timed_out = loop {
+        if let Some(errors) = create_errors
+            && bound.len() as u64 + errors >= u64::from(options.pods)
+            && created.keys().all(|k| bound.contains_key(k))
+        {
+            break false;
+        }
+        tokio::select! {
+            Some((name, at)) = created_rx.recv() => { created.insert(name, at); }
+            Some((name, node, at)) = bound_rx.recv() => {
+                if let std::collections::hash_map::Entry::Vacant(e) = bound.entry(name) {
+                    e.insert(at);
+                    *per_node.entry(node).or_default() += 1;
+                }
+            }
+            done = async { creator.as_mut().expect("polled only while running").await }, if creator.is_some() => {
+                creator = None;
+                // Whatever is still in the channel was sent before the creator ended.
+                while let Ok((name, at)) = created_rx.try_recv() { created.insert(name, at); }
+                create_errors = Some(done.unwrap_or(u64::from(options.pods)));
+            }
+            _ = every_second.tick() => {
+                let m = probes.mark(false).await;
+                peak_rss = peak_rss.max(m.subject.map(|s| s.rss_bytes));
+                if let Some(h) = host.as_mut() { h.check()?; }
+                if Instant::now() > deadline { break true; }
+                if Instant::now() > last_progress + Duration::from_secs(10) {
+                    last_progress = Instant::now();
+                    tracing::info!(scheduler = subject.scheduler.name(), created = created.len(), bound = bound.len(), "waiting for binds");
+                }
+            }
+        }
+    };
+    let all_bound = probes.mark(true).await;
+    if let Some(c) = creator {
+        c.abort();
+    }
+    tracing::info!(scheduler = subject.scheduler.name(), bound = bound.len(), timed_out, "binding done; quiet window");
+
+    let mut steady_rss = Vec::new();
+    let steady_until = Instant::now() + options.steady;
+    while Instant::now() < steady_until {
+        tokio::time::sleep(Duration::from_secs(1).min(steady_until.saturating_duration_since(Instant::now()))).await;
+        let m = probes.mark(false).await;
+        if let Some(s) = m.subject {
+            steady_rss.push(s.rss_bytes);
+            peak_rss = peak_rss.max(Some(s.rss_bytes));
+        }
+        if let Some(h) = host.as_mut() {
+            h.check()?;
+        }
+    }
+    let end = probes.mark(true).await;
+    watch.abort();
+    drop(host); // stopped: what follows is arithmetic
+
+    let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
+    let fits = |pods: u32| pods <= shape.pods && pods <= shape.cores && pods * options.pod_gpus <= shape.gpus;
+
+    let first_created = created.values().min().copied();
+    let last_created = created.values().max().copied();
+    let last_bind = bound.values().max().copied();
+    let latencies: Vec<Duration> =
+        bound.iter().filter_map(|(name, at)| Some(at.saturating_duration_since(*created.get(name)?))).collect();
+    let span = |from: Option<Instant>, to: Option<Instant>| match (from, to) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a),
+        _ => Duration::ZERO,
+    };
+    let n_bound = bound.len() as f64;
+    let binding = all_bound.at.saturating_duration_since(start.at);
+    let steady = end.at.saturating_duration_since(all_bound.at);
+    let cpu = |a: Option<Sample>, b: Option<Sample>, over| procfs::core_percent(a?, b?, over);
+    let diff = |a: Option<u64>, b: Option<u64>, over| stats::per_second(b?.checked_sub(a?)? as f64, over);
+    let requests = |m: &Mark| m.status.and_then(|s| s.requests);
+
+    Ok(RunReport {
+        scheduler: subject.scheduler.name().to_owned(),
+        namespace: namespace.to_owned(),
+        pods_created: created.len() as u64,
+        create_errors: create_errors.unwrap_or(0),
+        pods_bound: bound.len() as u64,
+        bound_off_scale_nodes: per_node
+            .iter()
+            .filter(|(node, _)| !node.starts_with(manifests::NODE_PREFIX))
+            .map(|(_, n)| u64::from(*n))
+            .sum(),
+        max_pods_per_node: per_node.values().copied().max().unwrap_or(0),
+        overcommitted_nodes: per_node
+            .iter()
+            .filter(|(node, n)| node.starts_with(manifests::NODE_PREFIX) && !fits(**n))
+            .count() as u64,
+        timed_out,
+        create_s: span(first_created, last_created).as_secs_f64(),
+        bind_span_s: span(first_created, last_bind).as_secs_f64(),
+        binds_per_s: stats::per_second(n_bound, span(first_created, last_bind)),
+        binds_per_s_from_start: stats::per_second(n_bound, span(Some(subject.started), last_bind)),
+        latency: stats::latency(latencies),
+        rss_peak_bytes: peak_rss,
+        rss_steady_bytes: (!steady_rss.is_empty()).then(|| steady_rss.iter().sum::<u64>() / steady_rss.len() as u64),
+        cpu_binding_pct: cpu(start.subject, all_bound.subject, binding),
+        cpu_steady_pct: cpu(all_bound.subject, end.subject, steady),
+        apiserver_cpu_binding_pct: cpu(start.apiserver, all_bound.apiserver, binding),
+        log: probes.log_counts(),
+        log_lines_per_s_binding: diff(start.log_lines, all_bound.log_lines, binding),
+        log_lines_per_s_steady: diff(all_bound.log_lines, end.log_lines, steady),
+        requests_per_s_binding: diff(requests(&start), requests(&all_bound), binding),
+        requests_per_s_steady: diff(requests(&all_bound), requests(&end), steady),
+        tick_wall: end.status.and_then(|s| s.tick_wall),
+        host_ticks: end.status.map(|s| s.ticks),
+    })
+}
+
+/// Sends each pod's name and node whenever it is seen bound; says when the first list is done.
+async fn watch_binds(
+    pods: Api<Pod>,
+    bound: mpsc::UnboundedSender<(String, String, Instant)>,
+    listed: oneshot::Sender<()>,
+) {
+    let mut listed = Some(listed);
+    let mut events = watcher::watcher(pods, watcher::Config::default()).boxed();
+    loop {
+        match events.try_next().await {
+            Ok(Some(Event::InitDone)) => {
+                if let Some(l) = listed.take() {
+                    let _ = l.send(());
+                }
+            }
+            Ok(Some(Event::Apply(pod) | Event::InitApply(pod))) => {
+                if let Some(node) = pod.spec.and_then(|s| s.node_name)
+                    && let Some(name) = pod.metadata.name
+                {
+                    let _ = bound.send((name, node, Instant::now()));
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "the pod watch broke; it lists again");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// Creates the run's pods with `options.concurrency` in flight, sending each one's name when
+/// the apiserver has accepted it; the number refused.
+async fn create_pods(
+    pods: Api<Pod>,
+    namespace: String,
+    scheduler: Scheduler,
+    options: Options,
+    created: mpsc::UnboundedSender<(String, Instant)>,
+) -> u64 {
+    let post = PostParams::default();
+    let results = stream::iter(1..=options.pods)
+        .map(|i| {
+            let pod = manifests::pod(i, &namespace, scheduler.scheduler_name(), options.pod_gpus);
+            let (pods, post) = (&pods, &post);
+            async move { (i, pods.create(post, &pod).await.map(|_| Instant::now())) }
+        })
+        .buffer_unordered(options.concurrency.max(1));
+    let mut errors = 0;
+    let mut results = std::pin::pin!(results);
+    while let Some((i, result)) = results.next().await {
+        match result {
+            Ok(at) => {
+                let _ = created.send((manifests::pod_name(i), at));
+            }
+            Err(e) => {
+                errors += 1;
+                if errors <= 5 {
+                    tracing::warn!(pod = i, error = %e, "the apiserver refused a pod");
+                }
+            }
+        }
+    }
+    errors
+}

@@ -1,0 +1,12 @@
+//! The scale harness: wasmsched against kube-scheduler on a real Kubernetes with thousands of
+//! nodes that exist only as API objects, in the manner of Kubernetes' own `scheduler_perf`.
+//!
+//! [`kubernetes::run`] is the whole experiment (nodes, one run per scheduler, the report, the
+//! clean-up); start reading there. The pure parts beside it are tested without a cluster:
+//! percentiles and rates ([`stats`]), `/proc` readings ([`procfs`]), the node and pod
+//! manifests, the host's config, the host's status and log, and the table
+//! (`kubernetes/…`). `scale/README.md` says what is measured and how to run it.
+
+pub mod kubernetes;
+pub mod procfs;
+pub mod stats;
