@@ -170,6 +170,9 @@ struct NodeEntry {
     cpu_millicores: u64,
     memory_bytes: u64,
     gpus: u32,
+    /// How many pods it takes.
+    pods: u64,
+    labels: Arc<BTreeMap<String, String>>,
     ready: bool,
     /// How its kubelet's summary is read, once one way has worked.
     stats: Option<StatsRoute>,
@@ -219,6 +222,8 @@ struct Managed {
     gpus_asked: u32,
     /// Its CPU and memory requests, for the default placement.
     requests: (u64, u64),
+    /// The labels a node must carry to take it (its `nodeSelector`).
+    selector: Arc<BTreeMap<String, String>>,
     /// When its job arrived, Unix ms: the queue's order.
     arrived_unix_ms: u64,
     /// Why binding it failed, once it has: the default placement leaves it.

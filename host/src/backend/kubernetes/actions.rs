@@ -122,11 +122,18 @@ impl Kubernetes {
         let busy: HashSet<u32> = self.flight.iter().map(|f| f.job).collect();
         let mut errors = Vec::new();
         let mut sent = Vec::new();
+        // A placement must find the room kube-scheduler would ask for: the policy sees GPUs,
+        // not the pods' requests, selectors or a node's pod count.
+        let mut rooms = if places.is_empty() { Vec::new() } else { self.rooms(world) };
         for (batch, after) in [(&rest, None), (&places, Some(&first))] {
             for action in batch {
                 if busy.contains(&action.job) {
                     let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
                     errors.push(ApplyError { job: action.job, reason: reason.into() });
+                    continue;
+                }
+                if let Err(reason) = self.room_for(action, &mut rooms) {
+                    errors.push(ApplyError { job: action.job, reason });
                     continue;
                 }
                 match self.send(action, world, by, after.cloned(), &first) {
@@ -159,6 +166,24 @@ impl Kubernetes {
             self.flight.push(flight);
         }
         errors
+    }
+
+    /// For a placement, take its pod's room on its node out of `rooms`; why not, when it does
+    /// not fit there.
+    fn room_for(&self, action: &wit::Action, rooms: &mut [super::queue::Room]) -> Result<(), String> {
+        let wit::ActionKind::Place(placement) = &action.kind else { return Ok(()) };
+        let (Some(target), Some(m)) =
+            (placement.nodes.first(), self.uid_of(action.job).and_then(|u| self.jobs.get(&u)))
+        else {
+            return Ok(());
+        };
+        let (Some(room), Some(node)) = (rooms.get_mut(target.node as usize), self.nodes.get(target.node as usize))
+        else {
+            return Err(format!("node {} is not in the cluster", target.node));
+        };
+        room.takes(m.requests, &m.selector).map_err(|why| format!("node {}: {why}", node.name))?;
+        room.take(m.requests);
+        Ok(())
     }
 
     /// Send one action: checked against what the host knows (the pod, an action on it still in

@@ -98,9 +98,10 @@ impl Kubernetes {
 
     /// Nodes in name order get handles as they appear; capacity and readiness follow them.
     fn observe_nodes(&mut self, world: &mut World) {
-        let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| pod::node_capacity(n)).collect();
-        nodes.sort_by(|a, b| a.0.cmp(&b.0));
-        for (name, cpu, memory, gpus, ready) in nodes {
+        let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| pod::node_facts(n)).collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        for facts in nodes {
+            let pod::NodeFacts { name, cpu, memory, gpus, pods, ready, labels } = facts;
             let wit_node = |name: &str| wit::Node {
                 name: name.to_string(),
                 cpu_millicores: cpu,
@@ -117,6 +118,8 @@ impl Kubernetes {
                         cpu_millicores: cpu,
                         memory_bytes: memory,
                         gpus,
+                        pods,
+                        labels: Arc::new(labels.clone()),
                         ready: true,
                         stats: None,
                         asking: None,
@@ -130,6 +133,10 @@ impl Kubernetes {
             if (entry.cpu_millicores, entry.memory_bytes, entry.gpus) != (cpu, memory, gpus) {
                 (entry.cpu_millicores, entry.memory_bytes, entry.gpus) = (cpu, memory, gpus);
                 world.set_node(i as u32, wit_node(&name));
+            }
+            entry.pods = pods;
+            if *entry.labels != labels {
+                entry.labels = Arc::new(labels);
             }
             if entry.ready != ready {
                 entry.ready = ready;
@@ -311,6 +318,7 @@ impl Kubernetes {
             checkpoint: declared.checkpoint,
             gpus_asked,
             requests: pod::requests(p),
+            selector: Arc::new(pod::node_selector(p)),
             arrived_unix_ms: arrived,
             refused: None,
             retry: None,

@@ -121,21 +121,55 @@ pub fn limits(pod: &Pod) -> (Option<u64>, Option<u64>) {
     (get("cpu").and_then(millicores), get("memory").and_then(bytes))
 }
 
-/// A node's name, allocatable CPU (millicores), memory (bytes), GPU count, and whether it is
-/// Ready.
-pub fn node_capacity(node: &Node) -> (String, u64, u64, u32, bool) {
+/// What the host reads of a node: its allocatable CPU (millicores), memory (bytes), GPUs and
+/// pods, whether it is Ready, and its labels (for pods' node selectors).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeFacts {
+    /// Its name.
+    pub name: String,
+    /// Allocatable CPU, millicores.
+    pub cpu: u64,
+    /// Allocatable memory, bytes.
+    pub memory: u64,
+    /// Allocatable `nvidia.com/gpu`.
+    pub gpus: u32,
+    /// How many pods it takes (`pods` allocatable; unlimited when it says nothing).
+    pub pods: u64,
+    /// Whether its `Ready` condition is True.
+    pub ready: bool,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What the host reads of `node`.
+pub fn node_facts(node: &Node) -> NodeFacts {
     let name = node.metadata.name.clone().unwrap_or_default();
     let status = node.status.as_ref();
     let alloc = status.and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref()));
     let get = |key: &str| alloc.and_then(|a| a.get(key));
-    let cpu = get("cpu").and_then(millicores).unwrap_or(0);
-    let memory = get("memory").and_then(bytes).unwrap_or(0);
-    let gpus = get(GPU_RESOURCE).and_then(count).map_or(0, |g| u32::try_from(g).unwrap_or(u32::MAX));
     let ready = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
-    (name, cpu, memory, gpus, ready)
+    NodeFacts {
+        name,
+        cpu: get("cpu").and_then(millicores).unwrap_or(0),
+        memory: get("memory").and_then(bytes).unwrap_or(0),
+        gpus: get(GPU_RESOURCE).and_then(count).map_or(0, |g| u32::try_from(g).unwrap_or(u32::MAX)),
+        pods: get("pods").and_then(count).unwrap_or(u64::MAX),
+        ready,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+    }
+}
+
+/// The labels a node must carry for `pod` to go there (its `nodeSelector`).
+pub fn node_selector(pod: &Pod) -> BTreeMap<String, String> {
+    pod.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default()
+}
+
+/// Whether a node labelled `labels` satisfies node selector `selector`.
+pub fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// Where a node's kubelet answers directly: its InternalIP and its kubelet port.

@@ -1,12 +1,15 @@
 //! The default placement, for a policy that does not place: queued pods are bound in arrival
-//! order, each to the first Ready node (in name order) with room for its CPU and memory
-//! requests and its GPUs, while the oldest one fits (strict first come, first served). Room
-//! is the node's allocatable less what the managed pods bound there request. A pod that no
+//! order, each to the first Ready node (in name order) that its node selector allows, with room
+//! for its CPU and memory requests, one more pod and its GPUs, while the oldest one fits
+//! (strict first come, first served). Room is the node's allocatable less what the managed
+//! pods bound there request; a policy's own placements are held to the same room
+//! ([`Room::takes`]). A pod that no
 //! node could ever hold is reported once and skipped, as is one whose binding the apiserver
 //! refused (only a policy's `place` tries that one again); one whose binding the apiserver did
 //! not answer waits out a backoff before it is tried again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use wasmsched_rules::GpuBook;
 
@@ -24,17 +27,54 @@ pub(super) struct Waiting {
     pub gpus: u32,
     /// When the job arrived, Unix ms (ties go to the older handle).
     pub arrived_unix_ms: u64,
+    /// The labels its node must carry.
+    pub selector: Arc<BTreeMap<String, String>>,
 }
 
-/// A node's room: CPU and memory left unrequested, and whether it is Ready (its free GPUs are
-/// in the GPU book).
+/// A node's room: CPU and memory left unrequested, pods it takes still, and whether it is
+/// Ready (its free GPUs are in the GPU book).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Room {
     pub cpu: u64,
     pub memory: u64,
+    pub pods: u64,
     /// Its whole allocatable (CPU, memory, GPUs): what no pod may ask beyond.
     pub all: (u64, u64, u32),
     pub ready: bool,
+    pub labels: Arc<BTreeMap<String, String>>,
+}
+
+impl Room {
+    /// Whether a pod asking `requests` and with node selector `selector` may be bound here
+    /// now (GPUs aside: the GPU book says those); else why not.
+    pub(super) fn takes(&self, requests: (u64, u64), selector: &BTreeMap<String, String>) -> Result<(), String> {
+        if !self.ready {
+            return Err("the node is NotReady".into());
+        }
+        if !super::pod::selects(selector, &self.labels) {
+            return Err(format!("the node lacks labels the pod's nodeSelector asks for ({selector:?})"));
+        }
+        if self.pods == 0 {
+            return Err("the node takes no more pods (its pods allocatable)".into());
+        }
+        if requests.0 > self.cpu || requests.1 > self.memory {
+            return Err(format!(
+                "the node has {}m CPU and {} MiB unrequested; the pod requests {}m and {} MiB",
+                self.cpu,
+                self.memory >> 20,
+                requests.0,
+                requests.1 >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    /// Take a pod asking `requests` out of the room.
+    pub(super) fn take(&mut self, requests: (u64, u64)) {
+        self.cpu = self.cpu.saturating_sub(requests.0);
+        self.memory = self.memory.saturating_sub(requests.1);
+        self.pods = self.pods.saturating_sub(1);
+    }
 }
 
 /// What the default placement does with one queued pod.
@@ -57,31 +97,38 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut boo
         let after = least[k + 1];
         least[k] = (after.0.min(w.requests.0), after.1.min(w.requests.1), after.2.min(w.gpus));
     }
-    let mut ever: HashMap<(u64, u64, u32), bool> = HashMap::new();
+    type Shape = (u64, u64, u32, Arc<BTreeMap<String, String>>);
+    let mut ever: HashMap<Shape, bool> = HashMap::new();
     let mut start = 0;
     let mut turns = Vec::new();
+    let any = BTreeMap::new();
     for (k, w) in waiting.into_iter().enumerate() {
-        let shape = (w.requests.0, w.requests.1, w.gpus);
-        let fits_some = *ever
-            .entry(shape)
-            .or_insert_with(|| rooms.iter().any(|r| shape.0 <= r.all.0 && shape.1 <= r.all.1 && shape.2 <= r.all.2));
+        let shape = (w.requests.0, w.requests.1, w.gpus, w.selector.clone());
+        let fits_some = *ever.entry(shape).or_insert_with(|| {
+            rooms.iter().any(|r| {
+                w.requests.0 <= r.all.0
+                    && w.requests.1 <= r.all.1
+                    && w.gpus <= r.all.2
+                    && super::pod::selects(&w.selector, &r.labels)
+            })
+        });
         if !fits_some {
             turns.push(Turn::Never { handle: w.handle });
             continue;
         }
+        // Resources alone (not labels) pass a node over for good: another pod may select it.
         let (cpu, memory, gpus) = least[k];
-        let takes = |r: &Room, i: usize, (cpu, memory, gpus): (u64, u64, u32), book: &GpuBook| {
-            r.ready && cpu <= r.cpu && memory <= r.memory && gpus <= book.free_count(i as u32)
+        let fits = |r: &Room, i: usize, requests, gpus, selector| {
+            gpus <= book.free_count(i as u32) && r.takes(requests, selector).is_ok()
         };
-        while start < rooms.len() && !takes(&rooms[start], start, (cpu, memory, gpus), &book) {
+        while start < rooms.len() && !fits(&rooms[start], start, (cpu, memory), gpus, &any) {
             start += 1;
         }
-        let Some(node) = (start..rooms.len()).find(|&i| takes(&rooms[i], i, shape, &book)) else { break };
+        let found = (start..rooms.len()).find(|&i| fits(&rooms[i], i, w.requests, w.gpus, &w.selector));
+        let Some(node) = found else { break };
         let gpus: Vec<u32> = book.free_on(node as u32).take(w.gpus as usize).collect();
         book.take(&[(node as u32, &gpus[..])], w.handle);
-        let room = &mut rooms[node];
-        room.cpu -= w.requests.0;
-        room.memory -= w.requests.1;
+        rooms[node].take(w.requests);
         turns.push(Turn::Bind { handle: w.handle, node, gpus });
     }
     turns
@@ -92,41 +139,50 @@ impl Kubernetes {
     /// come, first served, over the Ready nodes' room and the free GPUs.
     fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
         let now = std::time::Instant::now();
+        let only: Option<HashSet<u32>> = only.map(|o| o.iter().copied().collect());
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
             .filter(|m| m.refused.is_none() && m.retry.is_none_or(|(at, _)| at <= now))
             .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
-            .filter(|m| only.is_none_or(|only| only.contains(&m.handle)))
+            .filter(|m| only.as_ref().is_none_or(|only| only.contains(&m.handle)))
             .map(|m| Waiting {
                 handle: m.handle,
                 requests: m.requests,
                 gpus: m.gpus_asked,
                 arrived_unix_ms: m.arrived_unix_ms,
+                selector: m.selector.clone(),
             })
             .collect();
         if waiting.is_empty() {
             return Vec::new();
         }
+        first_fit(waiting, self.rooms(world), world.gpu_book())
+    }
+
+    /// Every node's room now: its allocatable less what the managed pods bound there (or
+    /// being bound) request.
+    pub(super) fn rooms(&self, world: &World) -> Vec<Room> {
         let mut rooms: Vec<Room> = self
             .nodes
             .iter()
             .map(|n| Room {
                 cpu: n.cpu_millicores,
                 memory: n.memory_bytes,
+                pods: n.pods,
                 all: (n.cpu_millicores, n.memory_bytes, n.gpus),
                 ready: n.ready,
+                labels: n.labels.clone(),
             })
             .collect();
         for m in self.jobs.values() {
             if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
                 && let Some(room) = rooms.get_mut(s.node as usize)
             {
-                room.cpu = room.cpu.saturating_sub(m.requests.0);
-                room.memory = room.memory.saturating_sub(m.requests.1);
+                room.take(m.requests);
             }
         }
-        first_fit(waiting, rooms, world.gpu_book())
+        rooms
     }
 
     /// The queued pods the default placement would bind now, in its order (none while the
@@ -175,11 +231,11 @@ mod tests {
     use super::*;
 
     fn job(handle: u32, cpu: u64, gpus: u32, arrived: u64) -> Waiting {
-        Waiting { handle, requests: (cpu, 0), gpus, arrived_unix_ms: arrived }
+        Waiting { handle, requests: (cpu, 0), gpus, arrived_unix_ms: arrived, selector: Arc::default() }
     }
 
     fn room(cpu: u64, gpus: u32, ready: bool) -> Room {
-        Room { cpu, memory: u64::MAX, all: (cpu, u64::MAX, gpus), ready }
+        Room { cpu, memory: u64::MAX, pods: 110, all: (cpu, u64::MAX, gpus), ready, labels: Arc::default() }
     }
 
     /// Every GPU of the rooms free.
@@ -218,6 +274,37 @@ mod tests {
             })
             .collect();
         assert_eq!(nodes, [(1, 0), (2, 0), (3, 2), (4, 1)]);
+    }
+
+    #[test]
+    fn a_node_selector_and_a_nodes_pod_count_are_kept() {
+        let labelled = Arc::new(BTreeMap::from([("pool".to_string(), "scale".to_string())]));
+        let rooms = vec![
+            Room { pods: 1, ..room(8000, 0, true) },
+            Room { labels: labelled.clone(), ..room(8000, 0, true) },
+            room(8000, 0, true),
+        ];
+        let pods = vec![
+            Waiting { selector: labelled.clone(), ..job(1, 100, 0, 1) },
+            job(2, 100, 0, 2),
+            job(3, 100, 0, 3),
+            Waiting { selector: Arc::new(BTreeMap::from([("pool".into(), "none".into())])), ..job(4, 100, 0, 4) },
+        ];
+        let turns = first_fit(pods, rooms.clone(), book(&rooms));
+        assert_eq!(
+            turns,
+            [
+                Turn::Bind { handle: 1, node: 1, gpus: vec![] },
+                Turn::Bind { handle: 2, node: 0, gpus: vec![] },
+                Turn::Bind { handle: 3, node: 1, gpus: vec![] },
+                Turn::Never { handle: 4 },
+            ],
+            "node 0 takes one pod; only node 1 carries the label"
+        );
+        let why = rooms[2].takes((100, 0), &labelled).unwrap_err();
+        assert!(why.contains("nodeSelector"), "{why}");
+        let why = rooms[0].takes((9000, 0), &BTreeMap::new()).unwrap_err();
+        assert!(why.contains("8000m CPU") && why.contains("9000m"), "{why}");
     }
 
     #[test]
