@@ -244,6 +244,8 @@ struct Managed {
     follower: Option<tokio::task::JoinHandle<bool>>,
     /// After streams that would not open: when to try again, and the failures in a row.
     follow_retry: Option<(Instant, u32)>,
+    /// The pod's `resourceVersion` when it was last read: an unchanged pod is not read again.
+    version: Option<String>,
 }
 
 /// Pods on a Kubernetes cluster; see the module docs.

@@ -5,37 +5,15 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use wasmsched::config::HostConfig;
 use wasmsched::experiment::run::PolicyChoice;
-use wasmsched::host::{self, Host};
+use wasmsched::host;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::runtime::{Runtime, RuntimeConfig};
-use wasmsched::scenario::Scenario;
 use wasmsched::{api, replay};
 
 use super::{ApiArgs, RuntimeArgs};
 
 pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
-    let config = HostConfig::load(path)?;
-    let mut runtime_config = RuntimeConfig::default();
-    if let Some(dir) = &config.cache_dir {
-        runtime_config.cache_dir = Some(dir.clone());
-    }
-    let rt = Runtime::new(runtime_config)
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .context("cannot start the WebAssembly engine")?;
-    let host = Host::new(config.clone(), Scenario::load_workload).context("cannot start the host")?;
-    let handle = host.handle();
-    host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
-    let _api = if config.api.enabled {
-        let server = api::serve(handle.clone(), config.api.listen, config.api.token.clone())?;
-        println!("control API on http://{}", server.addr());
-        Some(server)
-    } else {
-        None
-    };
-    let summary = host.run(&rt)?;
-    let status = handle.board().get();
+    let (summary, status) = host::run_file(path, |addr| println!("control API on http://{addr}"))?;
     println!(
         "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
         summary.ticks,

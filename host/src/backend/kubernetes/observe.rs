@@ -201,9 +201,20 @@ impl Kubernetes {
                 world.start_job(handle, i as u32, gpus);
                 tracing::debug!(job = handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
             }
-            self.read_limits(handle, p, node_index, world);
-            let uid: Arc<str> = Arc::from(*uid);
+            // A pod unchanged since the last observation has nothing new to read but its log.
+            let version = p.metadata.resource_version.as_deref();
+            let unchanged = version.is_some() && m.version.as_deref() == version;
+            if unchanged && !pod::started(p) {
+                continue;
+            }
+            let uid = self.jobs.get_key_value(*uid).expect("just read").0.clone();
+            if !unchanged {
+                self.read_limits(handle, p, node_index, world);
+            }
             self.read_progress(&uid, p, &mut streams);
+            if !unchanged && let Some(m) = self.jobs.get_mut(&uid) {
+                m.version = version.map(str::to_string);
+            }
         }
         if let Some(waiting) = streams.waiting() {
             let most = self.config.max_log_streams;
@@ -328,6 +339,7 @@ impl Kubernetes {
             last_line_ns: Arc::default(),
             follower: None,
             follow_retry: None,
+            version: p.metadata.resource_version.clone(),
         };
         let uid: Arc<str> = Arc::from(uid);
         tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
@@ -462,16 +474,23 @@ impl Kubernetes {
                 failed.push((i, why));
             }
         }
-        if let Some((i, why)) = failed.first() {
-            let names: Vec<&str> = failed.iter().take(5).map(|(i, _)| self.nodes[*i].name.as_str()).collect();
-            let more = failed.len().saturating_sub(names.len());
-            tracing::warn!(
-                nodes = %names.join(", "),
-                more,
-                first = %self.nodes[*i].name,
-                why = %why,
-                "cannot read these nodes' kubelet summaries; their pods' use stays as last read, and each is asked again later and later (up to 5 min)"
-            );
+        // One line per cause: a thousand nodes failing alike (no kubelet behind them) are one
+        // line, not one a tick.
+        let mut causes: HashMap<&str, Vec<&str>> = HashMap::new();
+        for (i, why) in &failed {
+            causes.entry(why.as_str()).or_default().push(self.nodes[*i].name.as_str());
+        }
+        for (why, names) in causes {
+            if self.logged.insert(format!("stats-why:{why}")) {
+                let shown = names[..names.len().min(5)].join(", ");
+                let more = names.len().saturating_sub(5);
+                tracing::warn!(
+                    nodes = %shown,
+                    more,
+                    why,
+                    "cannot read these nodes' kubelet summaries; their pods' use stays as last read, each is asked again later and later (up to 5 min), and other nodes failing for the same reason are not logged again"
+                );
+            }
         }
     }
 
@@ -496,11 +515,12 @@ impl Kubernetes {
                 (Err(proxy_error), Some(direct)) => match get(direct, "/stats/summary".into()).await {
                     Ok(text) => Ok((text, StatsRoute::Direct)),
                     Err(e) => Err(format!(
-                        "{}the kubelet itself: {e}",
-                        proxy_error.map_or(String::new(), |p| format!("through the apiserver: {p}; "))
+                        "{}the kubelet itself: {}",
+                        proxy_error.map_or(String::new(), |p| format!("through the apiserver: {}; ", said(&p))),
+                        said(&e)
                     )),
                 },
-                (Err(e), None) => Err(e.map_or_else(String::new, |e| e.to_string())),
+                (Err(e), None) => Err(e.map_or_else(String::new, |e| said(&e))),
             }
         }
     }
@@ -591,6 +611,14 @@ impl Kubernetes {
                 self.log_once(key, || message);
             }
         }
+    }
+}
+
+/// What the apiserver said, in short: its status code and message, not the whole status.
+fn said(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("{} {}", status.code, status.message),
+        other => other.to_string(),
     }
 }
 

@@ -1,0 +1,30 @@
+//! `wasmsched run` as a binary of the tests package (`wasmsched-host run --config FILE`): the
+//! scale test runs the host as a process of its own, as an operator does, and cargo builds a
+//! package's binaries only for that package's tests.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, run, flag, path] = args.as_slice() else {
+        eprintln!("usage: wasmsched-host run --config FILE");
+        return ExitCode::from(2);
+    };
+    if run != "run" || flag != "--config" {
+        eprintln!("usage: wasmsched-host run --config FILE");
+        return ExitCode::from(2);
+    }
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,cranelift=warn,wasmtime=warn,kube_client::client::builder=off"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    match wasmsched::host::run_file(Path::new(path), |addr| println!("control API on http://{addr}")) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

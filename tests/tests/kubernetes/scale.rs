@@ -1,0 +1,57 @@
+//! The scale harness (`wasmsched-scale kubernetes`, `scale/README.md`) at a size CI affords:
+//! fifty nodes as API objects and five hundred one-GPU pods queued before either scheduler starts, bound
+//! once by the host (as a process of its own) and once by the cluster's kube-scheduler. Its
+//! figures are printed, not asserted (the machine is shared and noisy); what is asserted is
+//! that every pod was bound, within its node's room, on the nodes its selector allows, and that
+//! the host made the apiserver time out on nothing. The thousand- and five-thousand-node runs
+//! are documented commands (`docs/kubernetes.md`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use wasmsched_scale::kubernetes::{self as scale, Only, Options};
+
+use crate::cluster;
+
+#[test]
+fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler() {
+    let Some(c) = cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = cluster::serial();
+    let k8s_run = std::env::var_os("K8S_RUN").map_or_else(|| PathBuf::from("/tmp/k8s-run"), PathBuf::from);
+    let options = Options {
+        nodes: 50,
+        pods: 500,
+        // One GPU a pod, as the cluster had: FIFO fits GPUs; it cannot see CPU requests
+        // (the contract's job spec has none), so on CPU-only pods the host refuses what it
+        // piles on one node and the watchdog's stall rule has to rescue them.
+        gpus_per_node: 16,
+        pod_gpus: 1,
+        tick: Duration::from_secs(1),
+        host_bin: PathBuf::from(env!("CARGO_BIN_EXE_wasmsched-host")),
+        fifo: PathBuf::from(wasmsched_test_artifacts::path("fifo")),
+        only: Only::Both,
+        kubeconfig: c.kubeconfig.clone(),
+        k8s_run,
+        concurrency: 32,
+        timeout: Duration::from_secs(180),
+        steady: Duration::from_secs(5),
+        scheduler_qps: 5000,
+        precreate: true,
+    };
+    let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
+    eprintln!("{}", scale::table::render(&report));
+    assert_eq!(report.runs.len(), 2, "both schedulers ran");
+    for run in &report.runs {
+        let who = &run.scheduler;
+        assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
+        assert_eq!(run.pods_bound, 500, "{who} bound every pod");
+        assert_eq!(run.bound_off_scale_nodes, 0, "{who} kept every pod's nodeSelector");
+        assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
+    }
+    let host = &report.runs[0];
+    let log = host.log.as_ref().expect("the host's log was read");
+    assert_eq!((log.does_not_answer, log.timed_out), (0, 0), "the host made the apiserver time out: {log:?}");
+}
