@@ -332,9 +332,8 @@ impl Kubernetes {
                 };
                 let limit_asked = *m;
                 Box::pin(async move {
-                    let params = PatchParams::default();
-                    gate.pass(within(limit, api.patch_subresource("resize", &name, &params, &Patch::Strategic(patch))))
-                        .await?;
+                    let (params, patch) = (PatchParams::default(), Patch::Strategic(patch));
+                    gate.pass(|| within(limit, api.patch_subresource("resize", &name, &params, &patch))).await?;
                     Ok(match resource {
                         Resource::Cpu => Effect::Cpu(limit_asked),
                         Resource::Memory => Effect::Memory(limit_asked),
@@ -353,7 +352,7 @@ impl Kubernetes {
                 }
                 let (to, gpus) = (target.node as usize, target.gpus.clone());
                 Box::pin(async move {
-                    gate.pass(within(limit, bind(&api, &name, &node))).await?;
+                    gate.pass(|| within(limit, bind(&api, &name, &node))).await?;
                     Ok(Effect::Started { node: to, gpus })
                 })
             }
@@ -396,15 +395,16 @@ impl Kubernetes {
                 let grace =
                     p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
                 Box::pin(async move {
-                    let made = gate.pass(within(limit, api.create(&PostParams::default(), &copy))).await?;
+                    let (post, delete) = (PostParams::default(), DeleteParams::default());
+                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
                     let (uid, new_name) =
                         (made.metadata.uid.unwrap_or_default(), made.metadata.name.unwrap_or_default());
-                    gate.pass(within(limit, api.delete(&name, &DeleteParams::default()))).await?;
+                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
                     let patience = limit + Duration::from_secs(grace as u64 + 30);
                     gone(&api, &gate, &name, &original_uid, patience).await?;
                     match target {
                         Some((to, node)) => {
-                            gate.pass(within(limit, bind(&api, &new_name, &node))).await?;
+                            gate.pass(|| within(limit, bind(&api, &new_name, &node))).await?;
                             Ok(Effect::Moved { node: to, uid, name: new_name })
                         }
                         None => Ok(Effect::Requeued { uid, name: new_name }),
@@ -414,7 +414,8 @@ impl Kubernetes {
             wit::ActionKind::Stop => {
                 let queued = !state.is_running();
                 Box::pin(async move {
-                    gate.pass(within(limit, api.delete(&name, &DeleteParams::default()))).await?;
+                    let delete = DeleteParams::default();
+                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
                     Ok(if queued { Effect::Removed } else { Effect::Done })
                 })
             }
@@ -525,7 +526,7 @@ async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error>
 async fn gone(api: &Api<Pod>, gate: &Gate, name: &str, uid: &str, patience: Duration) -> Result<(), Failure> {
     let started = Instant::now();
     loop {
-        match gate.pass(api.get_opt(name)).await {
+        match gate.pass(|| api.get_opt(name)).await {
             Ok(None) => return Ok(()),
             Ok(Some(p)) if p.metadata.uid.as_deref() != Some(uid) => return Ok(()),
             Ok(Some(_)) | Err(_) if started.elapsed() < patience => {}

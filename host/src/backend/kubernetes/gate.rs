@@ -110,10 +110,15 @@ impl Default for Gate {
 }
 
 impl Gate {
-    /// Run `request` once the bound lets it, and let its answer move the bound.
-    pub async fn pass<T>(&self, request: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
+    /// Make the request with `request` once the bound lets it, and let its answer move the
+    /// bound. The request is made only then, on the heap: ten thousand actions waiting at the
+    /// gate hold a closure each, not a request in the making.
+    pub async fn pass<T, F>(&self, request: impl FnOnce() -> F) -> Result<T, kube::Error>
+    where
+        F: Future<Output = Result<T, kube::Error>>,
+    {
         let permit = self.inner.permits.acquire().await.expect("the gate's semaphore is never closed");
-        let result = request.await;
+        let result = Box::pin(request()).await;
         let mut state = self.inner.state.lock().expect("gate lock");
         state.window.answer(Load::of(&result), Instant::now());
         if state.issued > state.window.bound {
@@ -195,7 +200,7 @@ mod tests {
             let asks = (0..200).map(|_| {
                 let (gate, now, most) = (gate.clone(), now.clone(), most.clone());
                 async move {
-                    gate.pass(async {
+                    gate.pass(|| async {
                         let n = {
                             let mut n = now.lock().unwrap();
                             *n += 1;
