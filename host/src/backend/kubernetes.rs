@@ -183,6 +183,8 @@ struct NodeEntry {
     stats_due: Option<Instant>,
     /// Its summary's failures in a row.
     stats_failures: u32,
+    /// Its `resourceVersion` when last read: an unchanged node is not read again.
+    version: Option<String>,
 }
 
 /// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.
@@ -246,6 +248,8 @@ struct Managed {
     follow_retry: Option<(Instant, u32)>,
     /// The pod's `resourceVersion` when it was last read: an unchanged pod is not read again.
     version: Option<String>,
+    /// Whether the observation under way has found its pod.
+    present: bool,
 }
 
 /// Pods on a Kubernetes cluster; see the module docs.

@@ -98,9 +98,19 @@ impl Kubernetes {
 
     /// Nodes in name order get handles as they appear; capacity and readiness follow them.
     fn observe_nodes(&mut self, world: &mut World) {
-        let mut nodes: Vec<_> = self.node_store.state().iter().map(|n| pod::node_facts(n)).collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        for facts in nodes {
+        // Only the nodes new or changed since the last observation.
+        let store = self.node_store.state();
+        let mut nodes: Vec<_> = store
+            .iter()
+            .filter(|n| {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                let seen = self.node_index(name).and_then(|i| self.nodes[i].version.as_deref());
+                seen.is_none() || seen != n.metadata.resource_version.as_deref()
+            })
+            .map(|n| (pod::node_facts(n), n.metadata.resource_version.clone()))
+            .collect();
+        nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        for (facts, version) in nodes {
             let pod::NodeFacts { name, cpu, memory, gpus, pods, ready, labels } = facts;
             let wit_node = |name: &str| wit::Node {
                 name: name.to_string(),
@@ -125,6 +135,7 @@ impl Kubernetes {
                         asking: None,
                         stats_due: None,
                         stats_failures: 0,
+                        version: None,
                     });
                     self.nodes.len() - 1
                 }
@@ -135,6 +146,7 @@ impl Kubernetes {
                 world.set_node(i as u32, wit_node(&name));
             }
             entry.pods = pods;
+            entry.version = version;
             if *entry.labels != labels {
                 entry.labels = Arc::new(labels);
             }
@@ -158,20 +170,25 @@ impl Kubernetes {
     fn discover(&mut self, world: &mut World) -> Vec<Arc<str>> {
         let pods = self.pods.state();
         let moving: HashSet<Arc<str>> = self.flight.iter().filter(|f| f.moves).map(|f| f.uid.clone()).collect();
-        let live: HashMap<&str, &Pod> = pods
+        let live: Vec<(&str, &Pod, Stand)> = pods
             .iter()
-            .filter(|p| pod::stand(p, &self.config.scheduler) != Stand::Ended)
-            .filter_map(|p| Some((p.metadata.uid.as_deref()?, p.as_ref())))
+            .filter_map(|p| {
+                let stand = pod::stand(p, &self.config.scheduler);
+                (stand != Stand::Ended).then_some((p.metadata.uid.as_deref()?, p.as_ref(), stand))
+            })
             .collect();
         let dropped = self.settle_copies(&live, &moving);
         let mut book = world.gpu_book();
         let mut streams = Streams::new(self.config.max_log_streams, self.jobs.values());
-        let mut present: HashSet<&str> = moving.iter().map(|uid| &**uid).collect();
-        for (uid, p) in &live {
-            if dropped.contains(*uid) || replaces(p).is_some_and(|original| moving.contains(original)) {
+        // Marked as their pods are found; the rest are gone.
+        for (uid, m) in self.jobs.iter_mut() {
+            m.present = moving.contains(uid);
+        }
+        for (uid, p, stand) in live {
+            if dropped.contains(uid) || replaces(p).is_some_and(|original| moving.contains(original)) {
                 continue;
             }
-            let node = match pod::stand(p, &self.config.scheduler) {
+            let node = match stand {
                 Stand::Bound(node) => Some(node),
                 Stand::Queued => None,
                 Stand::Elsewhere(scheduler) => {
@@ -184,15 +201,18 @@ impl Kubernetes {
                 }
                 Stand::Ended => continue,
             };
-            present.insert(*uid);
             let node_index = node.as_deref().and_then(|n| self.node_index(n));
             if node.is_some() && node_index.is_none() {
+                if let Some(m) = self.jobs.get_mut(uid) {
+                    m.present = true;
+                }
                 continue; // bound to a node not yet seen: next tick
             }
-            let Some(m) = self.jobs.get(*uid) else {
+            let Some(m) = self.jobs.get_mut(uid) else {
                 self.adopt(uid, p, node_index, world, &mut book, &mut streams);
                 continue;
             };
+            m.present = true;
             let handle = m.handle;
             if let Some(i) = node_index
                 && world.state(handle).is_some_and(|s| !s.is_running())
@@ -207,7 +227,7 @@ impl Kubernetes {
             if unchanged && !pod::started(p) {
                 continue;
             }
-            let uid = self.jobs.get_key_value(*uid).expect("just read").0.clone();
+            let uid = self.jobs.get_key_value(uid).expect("just read").0.clone();
             if !unchanged {
                 self.read_limits(handle, p, node_index, world);
             }
@@ -226,7 +246,7 @@ impl Kubernetes {
                 )
             });
         }
-        self.jobs.keys().filter(|uid| !present.contains(uid.as_ref())).cloned().collect()
+        self.jobs.iter().filter(|(_, m)| !m.present).map(|(uid, _)| uid.clone()).collect()
     }
 
     /// Read running pod `uid`'s progress: from its `wasmsched.progress` annotation when it has
@@ -340,6 +360,7 @@ impl Kubernetes {
             follower: None,
             follow_retry: None,
             version: p.metadata.resource_version.clone(),
+            present: true,
         };
         let uid: Arc<str> = Arc::from(uid);
         tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
@@ -350,14 +371,19 @@ impl Kubernetes {
     /// Delete the copies among `live` that a stopped host left half-made: a copy (it names the
     /// pod it replaces) that is not ours and whose original still runs, unless the original is
     /// `moving` (its copy is being made now). Returns their uids.
-    fn settle_copies(&mut self, live: &HashMap<&str, &Pod>, moving: &HashSet<Arc<str>>) -> HashSet<String> {
+    fn settle_copies(&mut self, live: &[(&str, &Pod, Stand)], moving: &HashSet<Arc<str>>) -> HashSet<String> {
         let mut dropped = HashSet::new();
-        for (uid, p) in live {
-            let original = replaces(p).filter(|o| live.contains_key(o) && !moving.contains(*o));
+        let copies: Vec<_> = live
+            .iter()
+            .filter(|(uid, p, stand)| *stand == Stand::Queued && replaces(p).is_some() && !self.jobs.contains_key(*uid))
+            .collect();
+        if copies.is_empty() {
+            return dropped;
+        }
+        let uids: HashSet<&str> = live.iter().map(|(uid, _, _)| *uid).collect();
+        for (uid, p, _) in copies {
+            let original = replaces(p).filter(|o| uids.contains(o) && !moving.contains(*o));
             let Some(original) = original else { continue };
-            if self.jobs.contains_key(*uid) || !matches!(pod::stand(p, &self.config.scheduler), Stand::Queued) {
-                continue;
-            }
             let name = p.metadata.name.clone().unwrap_or_default();
             let (api, limit) = (self.pods_api(), self.config.timeout);
             match self.rt.block_on(within(limit, api.delete(&name, &DeleteParams::default()))) {
