@@ -269,7 +269,15 @@ fn bench_placing<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name
         group.sample_size(10);
         group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
             let first = &run().first;
-            b.iter_batched(fresh, |mut i| black_box(i.decide_raw(first).unwrap()), criterion::BatchSize::PerIteration)
+            // The instance is returned, to be dropped outside the timing.
+            b.iter_batched(
+                fresh,
+                |mut i| {
+                    let d = i.decide_raw(first).unwrap();
+                    (i, black_box(d))
+                },
+                criterion::BatchSize::PerIteration,
+            )
         });
         group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
             let run = run();
@@ -318,7 +326,10 @@ fn bench_placing<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name
             let first = &run().first;
             b.iter_batched(
                 || (Runner::<P>::init(config, None).unwrap(), to_sdk(first)),
-                |(mut runner, s)| black_box(runner.decide_raw(s).unwrap()),
+                |(mut runner, s)| {
+                    let d = runner.decide_raw(s).unwrap();
+                    (runner, black_box(d))
+                },
                 criterion::BatchSize::PerIteration,
             )
         });

@@ -113,11 +113,12 @@ impl FreeGpus {
     }
 
     fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>) -> Self {
-        let index = NodeIndex::new(
-            (0..nodes.len() as u32).map(|n| book.free_count(n)),
-            nodes.iter().map(|&n| load(n)).collect(),
-        );
+        let index = Self::index_of(&book, &nodes);
         FreeGpus { book, nodes, order: NodeOrder::Index, index }
+    }
+
+    fn index_of(book: &GpuBook, nodes: &[(Millicores, u32)]) -> NodeIndex {
+        NodeIndex::new((0..nodes.len() as u32).map(|n| book.free_count(n)), nodes.iter().map(|&n| load(n)).collect())
     }
 
     /// The same book, trying the nodes in `order`.
@@ -209,6 +210,20 @@ impl FreeGpus {
             self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
         self.count_job(job.node(), |jobs| jobs.saturating_sub(1));
+    }
+
+    /// [`Self::release`] for each of `jobs`, the index made again once at the end rather
+    /// than kept for each GPU.
+    pub fn release_all<'j>(&mut self, jobs: impl IntoIterator<Item = &'j Job<'j>>) {
+        for job in jobs.into_iter().filter(|j| !j.is_queued()) {
+            for g in job.gpus() {
+                self.book.release(g.node.0, g.index, job.id().0);
+            }
+            if let Some(n) = self.nodes.get_mut(job.node().0 as usize) {
+                n.1 = n.1.saturating_sub(1);
+            }
+        }
+        self.index = Self::index_of(&self.book, &self.nodes);
     }
 
     /// Node `node` runs `change(jobs)` jobs now.
@@ -516,9 +531,15 @@ mod tests {
                 }
             }
             let view = r.view();
-            for job in view.jobs() {
-                free.release(&job);
+            let jobs: Vec<Job> = view.jobs().collect();
+            let mut all = free.clone();
+            all.release_all(&jobs);
+            for job in &jobs {
+                free.release(job);
                 assert_eq!(free.find(1, 1).map(|p| entries(&p)), first_fit_over_every_node(&free, 1, 1));
+            }
+            for (gpus, replicas) in [(0, 1), (1, 1), (3, 1), (8, 2), (12, 4)] {
+                assert_eq!(all.find(gpus, replicas), free.find(gpus, replicas), "released at once or one by one");
             }
         }
     }

@@ -202,9 +202,7 @@ impl Tiresias {
         // queued job could get at most. Kept in step with `free` through the round, so that a
         // job that would not fit even then is passed over without trying the victims.
         let mut room = free.clone();
-        for &v in &candidates {
-            room.release(&order[v]);
-        }
+        room.release_all(candidates.iter().map(|&v| &order[v]));
         let is_candidate = {
             let mut is = vec![false; order.len()];
             candidates.iter().for_each(|&v| is[v] = true);
