@@ -12,8 +12,20 @@
 //! Each benchmark replays a sequence of per-tick deltas as the host sends them in steady
 //! state: every job's numbers, a queue a tenth as long as the job list (half of it asking for
 //! a GPU), and a new progress record from a quarter of the jobs.
+//!
+//! The placing policies at cluster scale (`placing/<policy>/…/<jobs>`): 8-GPU nodes, four
+//! running jobs for every five nodes and six queued ones for every five (the smaller anchor,
+//! 1,000 jobs on 500 nodes, beside 10,000 jobs on 5,000 nodes). `first-tick` is a fresh
+//! instance's full resync; `steady` a tick of a run in which, every 30 s, a hundredth of the
+//! running jobs end and as many arrive, the policy's decisions applied to the world between
+//! ticks (the ticks are recorded once, natively, and replayed to an instance that saw the ones
+//! before). `placing-native/…` is the same logic as plain Rust. The calls run under a deadline
+//! raised far above the 50 ms default so that a slow policy is measured rather than cut off;
+//! the slowest steady tick of one pass is printed, as the deadline sees it.
 
+use std::cell::OnceCell;
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
@@ -167,5 +179,197 @@ fn decide(c: &mut Criterion) {
     bench_languages(c, &rt);
 }
 
-criterion_group!(benches, decide);
+/// Steady ticks recorded per run of the cluster; the first `WARM` (GACER's profiles need three
+/// intervals) are replayed untimed after each fresh instance.
+const CLUSTER_TICKS: usize = 24;
+const WARM: usize = 4;
+
+/// A recorded run of a cluster: its first snapshot (a full resync) and the steady ticks after
+/// it, each made after the policy's decision on the one before was applied.
+struct ClusterRun {
+    first: wit::Snapshot,
+    ticks: Vec<wit::Snapshot>,
+}
+
+/// Apply a decision to the world as a backend would: placements start, preemptions requeue,
+/// shares are set (the host's validation is left out: the policies' tests check it).
+fn apply(world: &mut World, decision: &wit::Decision) {
+    for action in &decision.actions {
+        match &action.kind {
+            wit::ActionKind::Place(p) => {
+                let gpus = p
+                    .nodes
+                    .iter()
+                    .flat_map(|e| e.gpus.iter().map(|&index| wasmsched::world::GpuSlot { node: e.node, index }))
+                    .collect();
+                world.start_job(action.job, p.nodes[0].node, gpus);
+            }
+            wit::ActionKind::Preempt => {
+                world.requeue_job(action.job, wit::WaitReason::Preempted);
+            }
+            wit::ActionKind::SetGpuShare(g) => {
+                if let Some(s) = world.state_mut(action.job) {
+                    s.gpu_share_percent = Some(g.percent);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Record a run of policy `P` on `nodes` 8-GPU nodes with `jobs` jobs, four in ten running.
+fn cluster_run<P: wasmsched_sdk::Policy>(config: &str, nodes: usize, jobs: usize) -> ClusterRun {
+    let (running, queued) = (jobs * 2 / 5, jobs * 3 / 5);
+    let mut world = sample::gpu_cluster(nodes, 8, running, queued);
+    let mut cursor = Cursor::fresh();
+    let mut runner = Runner::<P>::init(config, None).unwrap();
+    let mut decide = |world: &mut World, snapshot: &wit::Snapshot| {
+        let raw = runner.decide_raw(to_sdk(snapshot)).unwrap();
+        let decision: wit::Decision = serde_json::from_value(serde_json::to_value(raw).unwrap()).unwrap();
+        apply(world, &decision);
+    };
+    let first = world.snapshot_for(&mut cursor);
+    decide(&mut world, &first);
+    let mut arrivals = running + queued;
+    let ticks = (0..CLUSTER_TICKS)
+        .map(|tick| {
+            world.set_time_ms(world.time_ms() + 30_000);
+            world.accrue_service(30_000);
+            let ending: Vec<u32> =
+                world.jobs().map(|(_, s)| s.handle).filter(|h| (*h as usize + 7 * tick) % 100 == 0).collect();
+            for &h in &ending {
+                world.remove_job(h);
+            }
+            for _ in 0..ending.len() {
+                let (gpus, replicas) = sample::gpu_ask(arrivals, true);
+                let spec = wit::JobSpec { arrival_ms: world.time_ms(), gpus, replicas, ..sample::job_spec(arrivals) };
+                world.enqueue_job(spec);
+                arrivals += 1;
+            }
+            let snapshot = world.snapshot_for(&mut cursor);
+            decide(&mut world, &snapshot);
+            snapshot
+        })
+        .collect();
+    ClusterRun { first, ticks }
+}
+
+/// The placing policies at cluster scale; see the crate's docs.
+fn bench_placing<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name: &str, config: &str) {
+    let wasm = wasmsched::shipped::by_name(name).expect("a shipped policy");
+    let loaded = rt.load(name, wasm.wasm).expect("the shipped policy loads");
+    let limits =
+        Limits { deadline: Duration::from_secs(20), instantiate: Duration::from_secs(20), ..Limits::default() };
+    for (nodes, jobs) in [(500usize, 1_000usize), (5_000, 10_000)] {
+        let run = OnceCell::new();
+        let run = || run.get_or_init(|| cluster_run::<P>(config, nodes, jobs));
+        let fresh = || loaded.instantiate(rt, limits, config, None).unwrap();
+        let printed = std::cell::Cell::new(false);
+        let mut group = c.benchmark_group("placing");
+        group.sample_size(10);
+        group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
+            let first = &run().first;
+            // The instance is returned, to be dropped outside the timing.
+            b.iter_batched(
+                fresh,
+                |mut i| {
+                    let d = i.decide_raw(first).unwrap();
+                    (i, black_box(d))
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+        group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
+            let run = run();
+            // An instance that has seen the first tick and the warm ones, and the next tick.
+            let warm = || {
+                let mut instance = fresh();
+                instance.decide_raw(&run.first).unwrap();
+                for t in &run.ticks[..WARM] {
+                    instance.decide_raw(t).unwrap();
+                }
+                (instance, WARM)
+            };
+            let (mut instance, _) = warm();
+            if !printed.replace(true) {
+                let mut slowest = Duration::ZERO;
+                for t in &run.ticks[WARM..] {
+                    let started = Instant::now();
+                    black_box(instance.decide_raw(t).unwrap());
+                    slowest = slowest.max(started.elapsed());
+                }
+                eprintln!(
+                    "placing: {name} at {jobs} jobs, slowest of {} steady ticks: {slowest:.2?}",
+                    CLUSTER_TICKS - WARM
+                );
+            }
+            let mut next = WARM;
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    if next == CLUSTER_TICKS {
+                        (instance, next) = warm();
+                    }
+                    let started = Instant::now();
+                    black_box(instance.decide_raw(&run.ticks[next]).unwrap());
+                    took += started.elapsed();
+                    next += 1;
+                }
+                took
+            })
+        });
+        group.finish();
+
+        let mut group = c.benchmark_group("placing-native");
+        group.sample_size(10);
+        group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
+            let first = &run().first;
+            b.iter_batched(
+                || (Runner::<P>::init(config, None).unwrap(), to_sdk(first)),
+                |(mut runner, s)| {
+                    let d = runner.decide_raw(s).unwrap();
+                    (runner, black_box(d))
+                },
+                criterion::BatchSize::PerIteration,
+            )
+        });
+        group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
+            let run = run();
+            let ticks: Vec<_> = run.ticks.iter().map(to_sdk).collect();
+            let warm = || {
+                let mut runner = Runner::<P>::init(config, None).unwrap();
+                runner.decide_raw(to_sdk(&run.first)).unwrap();
+                for t in &ticks[..WARM] {
+                    runner.decide_raw(t.clone()).unwrap();
+                }
+                (runner, WARM)
+            };
+            let (mut runner, mut next) = warm();
+            b.iter_custom(|iters| {
+                let mut took = Duration::ZERO;
+                for _ in 0..iters {
+                    if next == CLUSTER_TICKS {
+                        (runner, next) = warm();
+                    }
+                    let tick = ticks[next].clone();
+                    let started = Instant::now();
+                    black_box(runner.decide_raw(tick).unwrap());
+                    took += started.elapsed();
+                    next += 1;
+                }
+                took
+            })
+        });
+        group.finish();
+    }
+}
+
+fn placing(c: &mut Criterion) {
+    let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
+    bench_placing::<policy_fifo::Fifo>(c, &rt, "fifo", "{}");
+    bench_placing::<policy_tiresias::Tiresias>(c, &rt, "tiresias", r#"{"interval-s": 0}"#);
+    bench_placing::<policy_gacer::Gacer>(c, &rt, "gacer", "{}");
+}
+
+criterion_group!(benches, decide, placing);
 criterion_main!(benches);

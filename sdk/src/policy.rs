@@ -88,7 +88,9 @@ impl<P: Policy> Runner<P> {
     pub fn decide(&mut self, mut snapshot: wit::Snapshot) -> Result<Decision, PolicyError> {
         let malformed = |e| PolicyError::Failed(format!("the host sent a malformed snapshot: {e}"));
         self.nodes.apply(&mut snapshot).map_err(malformed)?;
-        (self.time, self.interval) = self.table.apply(snapshot).map_err(malformed)?;
+        let applied = self.table.apply(snapshot);
+        self.nodes.count_holders(&self.table.gpus);
+        (self.time, self.interval) = applied.map_err(malformed)?;
         let view = Snapshot { time: self.time, interval: self.interval, nodes: &self.nodes, table: &self.table };
         self.policy.decide(&view)
     }

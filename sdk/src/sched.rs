@@ -18,12 +18,16 @@
 //! GPUs) goes to the node with the fewest running jobs per core, the lowest index on a tie.
 
 use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, Room, World};
-use wasmsched_rules::{Ask, GpuBook, first_fit};
+use wasmsched_rules::{Ask, GpuBook, first_fit, gpus_per_piece};
 
 use crate::bindings::wasmsched::policy::types::NodePlacement;
 use crate::decision::{Action, ActionKind, Decision};
 use crate::units::{JobId, Millicores, NodeId};
 use crate::view::{GpuSlot, Job, Snapshot};
+
+mod nodes;
+
+use nodes::NodeIndex;
 
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).
@@ -76,30 +80,45 @@ pub struct FreeGpus {
     /// Per node, its CPU and the running jobs whose (first) node it is.
     nodes: Vec<(Millicores, u32)>,
     order: NodeOrder,
+    /// The book's free GPUs and `nodes`' jobs per core, indexed: first fit asks it which
+    /// nodes to try instead of walking them all.
+    index: NodeIndex,
+}
+
+/// Running jobs per core: the order in which CPU jobs try the nodes, fewest first.
+fn load((cpu, jobs): (Millicores, u32)) -> f64 {
+    f64::from(jobs) / cpu.cores().max(1e-3)
 }
 
 impl FreeGpus {
     /// The cluster as the snapshot has it: a GPU is free when no running job holds it.
     pub fn of(s: &Snapshot<'_>) -> Self {
-        let mut free = Self::idle(s);
+        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
+        let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
         for job in s.jobs() {
-            if let Some(node) = free.nodes.get_mut(job.node().0 as usize) {
+            if let Some(node) = nodes.get_mut(job.node().0 as usize) {
                 node.1 += 1;
             }
             for g in job.gpus() {
-                free.book.hold(g.node.0, g.index, job.id().0);
+                book.hold(g.node.0, g.index, job.id().0);
             }
         }
-        free
+        Self::indexed(book, nodes)
     }
 
     /// The cluster with every GPU free and nothing running: what a job could ever get.
     pub fn idle(s: &Snapshot<'_>) -> Self {
-        FreeGpus {
-            book: GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32)),
-            nodes: s.nodes().map(|n| (n.cpu(), 0)).collect(),
-            order: NodeOrder::Index,
-        }
+        let book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
+        Self::indexed(book, s.nodes().map(|n| (n.cpu(), 0)).collect())
+    }
+
+    fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>) -> Self {
+        let index = Self::index_of(&book, &nodes);
+        FreeGpus { book, nodes, order: NodeOrder::Index, index }
+    }
+
+    fn index_of(book: &GpuBook, nodes: &[(Millicores, u32)]) -> NodeIndex {
+        NodeIndex::new((0..nodes.len() as u32).map(|n| book.free_count(n)), nodes.iter().map(|&n| load(n)).collect())
     }
 
     /// The same book, trying the nodes in `order`.
@@ -108,20 +127,61 @@ impl FreeGpus {
         self
     }
 
-    /// The nodes in the order first fit tries them for a job of `gpus` GPUs.
-    fn order_for(&self, gpus: u32) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.nodes.len() as u32).collect();
-        if gpus == 0 {
-            // Running jobs per core, fewest first.
-            let load = |n: &u32| {
-                let (cpu, jobs) = self.nodes[*n as usize];
-                f64::from(jobs) / cpu.cores().max(1e-3)
-            };
-            order.sort_by(|a, b| load(a).total_cmp(&load(b)));
-        } else if self.order == NodeOrder::MostFree {
-            order.sort_by_key(|&n| std::cmp::Reverse(self.book.free_count(n)));
+    /// The nodes first fit needs to try for `ask` to give the answer it would give trying
+    /// every node in order (index order, most free first, or for a CPU job fewest jobs per
+    /// core first): the first node with enough free GPUs alone; else, for a job that may be
+    /// split, the first `replicas` nodes in that order with room for a whole piece (first fit
+    /// takes nothing from the others); else none.
+    fn to_try(&self, ask: Ask) -> Vec<u32> {
+        if ask.gpus == 0 {
+            return self.index.least_loaded().into_iter().collect();
         }
-        order
+        let one = match self.order {
+            NodeOrder::Index => self.index.first_with(0, ask.gpus),
+            NodeOrder::MostFree => {
+                let most = self.index.most_free();
+                if most >= ask.gpus { self.index.first_with(0, most) } else { None }
+            }
+        };
+        if let Some(node) = one {
+            return vec![node];
+        }
+        let pieces = ask.pieces() as usize;
+        if pieces == 1 {
+            return Vec::new();
+        }
+        let per = gpus_per_piece(ask.gpus, ask.replicas);
+        let mut nodes = Vec::with_capacity(pieces);
+        match self.order {
+            NodeOrder::Index => {
+                let mut from = 0;
+                while nodes.len() < pieces
+                    && let Some(n) = self.index.first_with(from, per)
+                {
+                    nodes.push(n);
+                    from = n as usize + 1;
+                }
+            }
+            NodeOrder::MostFree => {
+                // Most free first: every node with `level` free GPUs, in index order, from the
+                // most down; those with more were taken at an earlier level.
+                for level in (per..=self.index.most_free()).rev() {
+                    let mut from = 0;
+                    while nodes.len() < pieces
+                        && let Some(n) = self.index.first_with(from, level)
+                    {
+                        if self.index.free(n) == level {
+                            nodes.push(n);
+                        }
+                        from = n as usize + 1;
+                    }
+                    if nodes.len() == pieces {
+                        break;
+                    }
+                }
+            }
+        }
+        nodes
     }
 
     /// Every GPU of the cluster, free or not.
@@ -147,16 +207,52 @@ impl FreeGpus {
         }
         for g in job.gpus() {
             self.book.release(g.node.0, g.index, job.id().0);
+            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
-        if let Some(node) = self.nodes.get_mut(job.node().0 as usize) {
-            node.1 = node.1.saturating_sub(1);
+        self.count_job(job.node(), |jobs| jobs.saturating_sub(1));
+    }
+
+    /// [`Self::release`] for each of `jobs`, the index made again once at the end rather
+    /// than kept for each GPU.
+    pub fn release_all<'j>(&mut self, jobs: impl IntoIterator<Item = &'j Job<'j>>) {
+        for job in jobs.into_iter().filter(|j| !j.is_queued()) {
+            for g in job.gpus() {
+                self.book.release(g.node.0, g.index, job.id().0);
+            }
+            if let Some(n) = self.nodes.get_mut(job.node().0 as usize) {
+                n.1 = n.1.saturating_sub(1);
+            }
         }
+        self.index = Self::index_of(&self.book, &self.nodes);
+    }
+
+    /// Node `node` runs `change(jobs)` jobs now.
+    fn count_job(&mut self, node: NodeId, change: impl FnOnce(u32) -> u32) {
+        if let Some(n) = self.nodes.get_mut(node.0 as usize) {
+            n.1 = change(n.1);
+            let load = load(*n);
+            self.index.set_load(node.0, load);
+        }
+    }
+
+    /// Undo [`Self::release`] of a running job: it holds its GPUs again and its node has one
+    /// job more (a plan that released it to see what would fit, and keeps it).
+    pub fn hold(&mut self, job: &Job<'_>) {
+        if job.is_queued() {
+            return;
+        }
+        for g in job.gpus() {
+            self.book.hold(g.node.0, g.index, job.id().0);
+            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
+        }
+        self.count_job(job.node(), |jobs| jobs + 1);
     }
 
     /// Where a job of `gpus` GPUs in at most `replicas` pieces would start, by first fit;
     /// None when it does not fit now. Takes nothing ([`Self::fit`] does).
     pub fn find(&self, gpus: u32, replicas: u32) -> Option<Placement> {
-        let entries = first_fit(&self.book, Ask { gpus, replicas }, &self.order_for(gpus))?;
+        let ask = Ask { gpus, replicas };
+        let entries = first_fit(&self.book, ask, &self.to_try(ask))?;
         Some(Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect() })
     }
 
@@ -181,10 +277,9 @@ impl FreeGpus {
     pub fn take(&mut self, placement: &Placement) {
         for g in placement.gpus() {
             self.book.hold(g.node.0, g.index, PLANNED);
+            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
-        if let Some(node) = self.nodes.get_mut(placement.node().0 as usize) {
-            node.1 += 1;
-        }
+        self.count_job(placement.node(), |jobs| jobs + 1);
     }
 }
 
@@ -388,6 +483,65 @@ mod tests {
             action,
             Action::place_on(JobId(7), &[(NodeId(0), vec![0, 1]), (NodeId(1), vec![0, 1])], false).because("first fit")
         );
+    }
+
+    /// First fit as it was before the nodes were indexed: every node, sorted, tried in turn.
+    fn first_fit_over_every_node(free: &FreeGpus, gpus: u32, replicas: u32) -> Option<Vec<(u32, Vec<u32>)>> {
+        let mut order: Vec<u32> = (0..free.nodes.len() as u32).collect();
+        if gpus == 0 {
+            let load = |n: &u32| load(free.nodes[*n as usize]);
+            order.sort_by(|a, b| load(a).total_cmp(&load(b)));
+        } else if free.order == NodeOrder::MostFree {
+            order.sort_by_key(|&n| std::cmp::Reverse(free.book.free_count(n)));
+        }
+        first_fit(&free.book, Ask { gpus, replicas }, &order)
+    }
+
+    #[test]
+    fn indexed_first_fit_gives_what_trying_every_node_in_order_gives() {
+        // A deterministic die (xorshift).
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut die = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as u32
+        };
+        for round in 0..40 {
+            let sizes: Vec<usize> = (0..1 + die(12)).map(|_| die(9) as usize).collect();
+            let mut w = TestWorld::gpu_cluster(&sizes);
+            for (n, &size) in sizes.iter().enumerate() {
+                for g in 0..size as u32 {
+                    if die(3) == 0 {
+                        let j = w.queue_job(job("r", "cifar10").gpus(1));
+                        w.start(j, NodeId(n as u32), &[g]);
+                    }
+                }
+            }
+            let r = seen(&mut w);
+            let order = if round % 2 == 0 { NodeOrder::Index } else { NodeOrder::MostFree };
+            let mut free = FreeGpus::of(&r.view()).ordered(order);
+            for _ in 0..60 {
+                let (gpus, replicas) = (die(12), 1 + die(4));
+                let want = first_fit_over_every_node(&free, gpus, replicas);
+                let got = free.find(gpus, replicas).map(|p| entries(&p));
+                assert_eq!(got, want, "round {round}, {gpus} GPUs in {replicas}, {order:?}, nodes {sizes:?}");
+                if die(2) == 0 {
+                    free.fit(gpus, replicas);
+                }
+            }
+            let view = r.view();
+            let jobs: Vec<Job> = view.jobs().collect();
+            let mut all = free.clone();
+            all.release_all(&jobs);
+            for job in &jobs {
+                free.release(job);
+                assert_eq!(free.find(1, 1).map(|p| entries(&p)), first_fit_over_every_node(&free, 1, 1));
+            }
+            for (gpus, replicas) in [(0, 1), (1, 1), (3, 1), (8, 2), (12, 4)] {
+                assert_eq!(all.find(gpus, replicas), free.find(gpus, replicas), "released at once or one by one");
+            }
+        }
     }
 
     #[test]

@@ -138,14 +138,7 @@ impl<'a> Snapshot<'a> {
 
     /// How many running jobs hold each GPU of `node`, in GPU order.
     pub fn gpu_holders(&self, node: NodeId) -> Vec<u32> {
-        let count = self.node(node).map_or(0, |n| n.gpus().len());
-        let mut held = vec![0; count];
-        for g in self.table.gpus.iter().filter(|g| g.node == node) {
-            if let Some(h) = held.get_mut(g.index as usize) {
-                *h += 1;
-            }
-        }
-        held
+        self.nodes.holders_on(node).to_vec()
     }
 
     /// The GPUs of `node` that no running job holds, in GPU order.

@@ -48,13 +48,14 @@ impl Policy for Fifo {
             return Ok(d);
         }
         let mut free = sched::FreeGpus::of(s);
-        let empty = sched::FreeGpus::idle(s);
+        // Made the first time a job does not fit now.
+        let mut empty = None;
         let mut passed = false;
         for job in s.queue() {
             if let Some(p) = free.fit_job(&job) {
                 let why = if passed { "fifo: backfilled past a job that waits" } else { "fifo: next in arrival order" };
                 d.push(p.action(job.id()).because(why));
-            } else if empty.find_job(&job).is_none() {
+            } else if empty.get_or_insert_with(|| sched::FreeGpus::idle(s)).find_job(&job).is_none() {
                 debug!("fifo: {} asks for {} GPUs, more than the cluster could give it", job.id(), job.gpus_asked());
             } else if self.config.backfill {
                 passed = true;

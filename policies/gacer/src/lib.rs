@@ -152,10 +152,12 @@ impl Gacer {
 
     /// Forget the jobs that are gone.
     fn forget_gone(&mut self, s: &Snapshot) {
-        let live: BTreeSet<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
-        self.state.watches.retain(|h, _| live.contains(h));
-        self.state.bans.retain(|(t, v)| live.contains(t) && live.contains(v));
-        self.state.moved_s.retain(|h, _| live.contains(h));
+        let mut live: Vec<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
+        live.sort_unstable();
+        let is_live = |h: &u32| live.binary_search(h).is_ok();
+        self.state.watches.retain(|h, _| is_live(h));
+        self.state.bans.retain(|(t, v)| is_live(t) && is_live(v));
+        self.state.moved_s.retain(|h, _| is_live(h));
     }
 
     /// Check each regulated service beside a trainer against its target: plan its new share,
@@ -380,17 +382,18 @@ impl Gacer {
             }
         };
         for entry in book.entries() {
-            if entry.holders.iter().any(Job::is_queued) {
+            if entry.holders.is_empty() || entry.holders.iter().any(Job::is_queued) {
                 continue;
             }
             let gpu = entry.slot.index;
-            let place = gpu_name(s, entry.slot);
+            // Most GPUs hold one job that has the whole of it: no reason to write.
             if let [job] = entry.holders.as_slice() {
-                if job.gpu_share().is_some() {
-                    set(d, job, gpu, 100, format!("gacer: alone on {place}: the whole GPU"));
+                if job.gpu_share().is_some_and(|p| p != 100) {
+                    set(d, job, gpu, 100, format!("gacer: alone on {}: the whole GPU", gpu_name(s, entry.slot)));
                 }
                 continue;
             }
+            let place = gpu_name(s, entry.slot);
             let profile = |j: &Job| self.state.profiles.get(j.model()).map(|p| p.demand_percent);
             if let Some((service, trainer)) = service_pair(&entry.holders) {
                 let (Some(ds), Some(dt)) = (profile(&service), profile(&trainer)) else { continue };

@@ -58,10 +58,9 @@ impl Profiles {
     /// Learn from the last interval: every running job that holds exactly one GPU, alone,
     /// uncapped, and used some of it. Logs a model when it reaches `samples`.
     pub fn learn(&mut self, s: &Snapshot, weight: f64, samples: u32) {
-        let holders: BTreeMap<NodeId, Vec<u32>> = s.nodes().map(|n| (n.id(), s.gpu_holders(n.id()))).collect();
         for job in s.jobs() {
             let &[gpu] = job.gpus() else { continue };
-            let alone = holders.get(&gpu.node).and_then(|h| h.get(gpu.index as usize)) == Some(&1);
+            let alone = s.gpu_holders(gpu.node).get(gpu.index as usize) == Some(&1);
             let uncapped = job.gpu_share().is_none_or(|p| p >= 100);
             let used = f64::from(job.gpu_use_percent());
             if !(alone && uncapped && used.is_finite() && used > 0.0) {

@@ -450,3 +450,32 @@ fn every_decision_on_a_busy_world_passes_the_hosts_rules() {
     churn(&mut h, 300, 0x2545_f491_4f6c_dd1d, 12, |d: &Decision| placements += placed(d).len());
     assert!(placements > 100, "{placements} placed");
 }
+
+#[test]
+fn the_search_for_a_gpu_to_share_by_groups_answers_as_walking_every_gpu_does() {
+    // A debug assertion checks each answer against the walk; this world asks often, on GPUs
+    // held by trainers of four models, with services among the jobs that wait.
+    let models = ["cifar10", "ncf", "yolov3", "deepspeech2"];
+    let sizes = [4u32, 4, 2, 8];
+    let mut w = TestWorld::gpu_cluster(&sizes.map(|g| g as usize));
+    let mut k = 0;
+    for (n, gpus) in sizes.into_iter().enumerate() {
+        for g in 0..gpus {
+            let j = w.queue_job(job(&format!("r{k}"), models[k % 4]).gpus(1));
+            w.start(j, NodeId(n as u32), &[g]);
+            k += 1;
+        }
+    }
+    let waiting: Vec<JobId> = (0..40)
+        .map(|i| match i % 5 {
+            4 => w.queue_job(service(&format!("s{i}"), "bert", 100.0)),
+            _ => w.queue_job(job(&format!("q{i}"), models[i % 4]).gpus(1)),
+        })
+        .collect();
+    let profiles =
+        [("cifar10", 30.0, 4), ("ncf", 20.0, 2), ("yolov3", 50.0, 8), ("deepspeech2", 70.0, 30), ("bert", 40.0, 4)];
+    let mut r = Rig::new("{}", &profiles, w);
+    let d = r.tick(0.0);
+    let together = waiting.iter().filter(|&&j| shared(&d, j)).count();
+    assert!(together > 10, "{together} of the jobs that waited share a GPU");
+}

@@ -198,6 +198,16 @@ impl Tiresias {
         let candidates: Vec<usize> =
             (0..order.len()).rev().filter(|&v| !order[v].is_queued() && self.preemptible(&order[v])).collect();
         let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
+        // The plan with every running job that could still be preempted released: what a
+        // queued job could get at most. Kept in step with `free` through the round, so that a
+        // job that would not fit even then is passed over without trying the victims.
+        let mut room = free.clone();
+        room.release_all(candidates.iter().map(|&v| &order[v]));
+        let is_candidate = {
+            let mut is = vec![false; order.len()];
+            candidates.iter().for_each(|&v| is[v] = true);
+            is
+        };
         let mut left = free.gpu_count();
         // Per rank: admitted (runs on), or preempted this round.
         let mut admitted = vec![false; order.len()];
@@ -210,17 +220,20 @@ impl Tiresias {
             }
             if !job.is_queued() {
                 (admitted[i], left) = (true, left - ask);
+                if is_candidate[i] {
+                    room.hold(job);
+                }
                 continue;
             }
             let placement = match free.find_job(job) {
                 Some(p) => p,
                 None => {
-                    if candidates.is_empty() {
+                    if room.find_job(job).is_none() {
                         continue;
                     }
                     let victims: Vec<usize> =
                         candidates.iter().copied().filter(|&v| !admitted[v] && !preempted[v]).collect();
-                    let Some((p, needed)) = make_room(&free, job, &order, &victims) else { continue };
+                    let Some((p, needed)) = make_room(&mut free, job, &order, &victims) else { continue };
                     for v in needed {
                         free.release(&order[v]);
                         preempted[v] = true;
@@ -236,6 +249,7 @@ impl Tiresias {
                 }
             };
             free.take(&placement);
+            room.take(&placement);
             (admitted[i], left) = (true, left - ask);
             if let Some(l) = self.state.jobs.get_mut(&job.id().0) {
                 l.run_start_s = job.run_time().0;
@@ -255,31 +269,30 @@ impl Tiresias {
 
 /// Where `job` fits once some of `victims` (ranks into `order`, lowest ranked first) are
 /// released from `free`, and which of them it needs: released one by one until it fits,
-/// keeping only those whose GPUs the placement takes.
+/// keeping only those whose GPUs the placement takes. `free` is left as it was.
 fn make_room(
-    free: &sched::FreeGpus,
+    free: &mut sched::FreeGpus,
     job: &Job,
     order: &[Job],
     victims: &[usize],
 ) -> Option<(sched::Placement, Vec<usize>)> {
-    if victims.is_empty() {
-        return None;
-    }
-    let mut all = free.clone();
+    let mut found = None;
+    let mut released = 0;
     for &v in victims {
-        all.release(&order[v]);
-    }
-    all.find_job(job)?;
-    let mut trial = free.clone();
-    for (n, &v) in victims.iter().enumerate() {
-        trial.release(&order[v]);
-        if let Some(p) = trial.find_job(job) {
-            let taken: Vec<GpuSlot> = p.gpus().collect();
-            let needed = victims[..=n].iter().copied().filter(|&v| order[v].gpus().iter().any(|g| taken.contains(g)));
-            return Some((p, needed.collect()));
+        free.release(&order[v]);
+        released += 1;
+        if let Some(p) = free.find_job(job) {
+            found = Some(p);
+            break;
         }
     }
-    None
+    for &v in &victims[..released] {
+        free.hold(&order[v]);
+    }
+    let p = found?;
+    let taken: Vec<GpuSlot> = p.gpus().collect();
+    let needed = victims[..released].iter().copied().filter(|&v| order[v].gpus().iter().any(|g| taken.contains(g)));
+    Some((p, needed.collect()))
 }
 
 impl Policy for Tiresias {

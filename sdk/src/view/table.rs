@@ -150,7 +150,7 @@ pub(crate) struct JobEntry {
 pub(crate) struct JobTable {
     pub(super) entries: Vec<JobEntry>,
     /// The GPUs running jobs hold, each job's in a run (`JobNumbers::gpu_first`).
-    pub(super) gpus: Vec<GpuSlot>,
+    pub(crate) gpus: Vec<GpuSlot>,
     pub(super) running: usize,
 }
 
@@ -190,7 +190,9 @@ impl JobTable {
             self.entries.clear();
         }
         if !raw.removed.is_empty() {
-            self.entries.retain(|e| !raw.removed.contains(&e.spec.handle));
+            let mut removed = raw.removed;
+            removed.sort_unstable();
+            self.entries.retain(|e| removed.binary_search(&e.spec.handle).is_err());
         }
         if !raw.added.is_empty() {
             let mut last = self.entries.last().map(|e| e.spec.handle);
@@ -279,6 +281,8 @@ pub(crate) struct NodeTable {
     pub(super) first_gpu: Vec<usize>,
     pub(super) utilisation: Vec<f32>,
     pub(super) memory_used: Vec<u64>,
+    /// Per GPU, in the columns' order, how many running jobs hold it.
+    pub(super) holders: Vec<u32>,
 }
 
 impl NodeTable {
@@ -310,5 +314,30 @@ impl NodeTable {
         self.utilisation = std::mem::take(&mut gpus.utilisation_percent);
         self.memory_used = std::mem::take(&mut gpus.memory_used_bytes);
         Ok(())
+    }
+
+    /// Count who holds each GPU, from the GPUs the running jobs hold (slots that name no GPU
+    /// are not counted): once a tick, so that a question about one node costs its GPUs only.
+    pub(crate) fn count_holders(&mut self, held: &[GpuSlot]) {
+        self.holders.clear();
+        self.holders.resize(self.first_gpu.last().copied().unwrap_or(0), 0);
+        for g in held {
+            let node = g.node.0 as usize;
+            if let (Some(&first), Some(&end)) = (self.first_gpu.get(node), self.first_gpu.get(node + 1))
+                && first + (g.index as usize) < end
+            {
+                self.holders[first + g.index as usize] += 1;
+            }
+        }
+    }
+
+    /// How many running jobs hold each GPU of `node`, in GPU order (none for a node that does
+    /// not exist).
+    pub(super) fn holders_on(&self, node: NodeId) -> &[u32] {
+        let n = node.0 as usize;
+        match (self.first_gpu.get(n), self.first_gpu.get(n + 1)) {
+            (Some(&first), Some(&end)) if n < self.nodes.len() => self.holders.get(first..end).unwrap_or_default(),
+            _ => &[],
+        }
     }
 }
