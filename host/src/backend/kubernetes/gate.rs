@@ -193,24 +193,19 @@ mod tests {
 
     #[test]
     fn the_gate_holds_no_more_than_its_bound_in_flight() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let gate = Gate::default();
-        let (now, most) = (Arc::new(Mutex::new(0usize)), Arc::new(Mutex::new(0usize)));
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         rt.block_on(async {
             let asks = (0..200).map(|_| {
                 let (gate, now, most) = (gate.clone(), now.clone(), most.clone());
                 async move {
                     gate.pass(|| async {
-                        let n = {
-                            let mut n = now.lock().unwrap();
-                            *n += 1;
-                            *n
-                        };
-                        let mut m = most.lock().unwrap();
-                        *m = (*m).max(n);
-                        drop(m);
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(1)).await;
-                        *now.lock().unwrap() -= 1;
+                        now.fetch_sub(1, Ordering::SeqCst);
                         Ok::<_, kube::Error>(())
                     })
                     .await
@@ -218,7 +213,7 @@ mod tests {
             });
             futures_util::future::join_all(asks).await;
         });
-        let most = *most.lock().unwrap();
+        let most = most.load(Ordering::SeqCst);
         assert!(most <= START + 200 / START, "{most} in flight");
         assert!(most >= START, "{most} in flight: the gate should let its bound through");
     }
