@@ -236,7 +236,7 @@ fn cluster_run<P: wasmsched_sdk::Policy>(config: &str, nodes: usize, jobs: usize
             world.set_time_ms(world.time_ms() + 30_000);
             world.accrue_service(30_000);
             let ending: Vec<u32> =
-                world.jobs().map(|(_, s)| s.handle).filter(|h| (*h as usize + 7 * tick) % 100 == 0).collect();
+                world.jobs().map(|(_, s)| s.handle).filter(|h| (*h as usize + 7 * tick).is_multiple_of(100)).collect();
             for &h in &ending {
                 world.remove_job(h);
             }
