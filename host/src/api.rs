@@ -94,6 +94,37 @@ impl Api {
     }
 }
 
+/// `wasmsched run --config PATH`: the host of the config at `path`, with its control API when
+/// the config enables it (`serving` hears its address), until Ctrl-C or SIGTERM. The loop's
+/// summary and the last status.
+pub fn run_file(
+    path: &std::path::Path,
+    serving: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<(crate::control::LoopSummary, crate::host::status::Status)> {
+    use anyhow::Context;
+    let config = crate::config::HostConfig::load(path)?;
+    let mut runtime_config = crate::runtime::RuntimeConfig::default();
+    if let Some(dir) = &config.cache_dir {
+        runtime_config.cache_dir = Some(dir.clone());
+    }
+    let rt = crate::runtime::Runtime::new(runtime_config)
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .context("cannot start the WebAssembly engine")?;
+    let host = crate::host::Host::new(config.clone(), crate::scenario::Scenario::load_workload)
+        .context("cannot start the host")?;
+    let handle = host.handle();
+    crate::host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
+    let _api = if config.api.enabled {
+        let server = serve(handle.clone(), config.api.listen, config.api.token.clone())?;
+        serving(server.addr());
+        Some(server)
+    } else {
+        None
+    };
+    let summary = host.run(&rt)?;
+    Ok((summary, handle.board().get()))
+}
+
 /// Serve the API for `host` on `addr`. Any address but loopback needs a `token`.
 pub fn serve(host: HostHandle, addr: SocketAddr, token: Option<String>) -> Result<ApiServer, ApiError> {
     let token = token.filter(|t| !t.is_empty());

@@ -115,33 +115,6 @@ impl HostHandle {
     }
 }
 
-/// `wasmsched run --config PATH`: the host of the config at `path`, with its control API when
-/// the config enables it (`serving` hears its address), until Ctrl-C or SIGTERM. The loop's
-/// summary and the last status.
-pub fn run_file(path: &Path, serving: impl FnOnce(std::net::SocketAddr)) -> anyhow::Result<(LoopSummary, Status)> {
-    use anyhow::Context;
-    let config = HostConfig::load(path)?;
-    let mut runtime_config = crate::runtime::RuntimeConfig::default();
-    if let Some(dir) = &config.cache_dir {
-        runtime_config.cache_dir = Some(dir.clone());
-    }
-    let rt = Runtime::new(runtime_config)
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .context("cannot start the WebAssembly engine")?;
-    let host = Host::new(config.clone(), crate::scenario::Scenario::load_workload).context("cannot start the host")?;
-    let handle = host.handle();
-    stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
-    let _api = if config.api.enabled {
-        let server = crate::api::serve(handle.clone(), config.api.listen, config.api.token.clone())?;
-        serving(server.addr());
-        Some(server)
-    } else {
-        None
-    };
-    let summary = host.run(&rt)?;
-    Ok((summary, handle.board().get()))
-}
-
 /// Stop the host on Ctrl-C (SIGINT) or SIGTERM: the tick in progress finishes, the logs are
 /// complete, and [`Host::run`] returns.
 pub fn stop_on_signal(handle: HostHandle) -> std::io::Result<()> {

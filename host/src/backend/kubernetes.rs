@@ -157,6 +157,20 @@ pub enum KubernetesSetupError {
     Client(String),
 }
 
+/// When the default placement may try a bind again after `failures` in a row that the
+/// apiserver did not answer: a second, doubled per failure, at most a minute.
+fn bind_backoff(failures: u32) -> Duration {
+    Duration::from_secs(1 << failures.min(6)).min(Duration::from_secs(60))
+}
+
+/// Who asked for an action: the policy, whose failures it hears of, or the default placement,
+/// whose failures the host logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum By {
+    Policy,
+    Backend,
+}
+
 /// Whether the apiserver answers, as the watches find it.
 #[derive(Default)]
 struct Health {
@@ -428,7 +442,7 @@ impl Backend for Kubernetes {
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
-        self.apply_from(actions, world, actions::By::Policy)
+        self.apply_from(actions, world, By::Policy)
     }
 
     fn settled(&mut self) -> Vec<ApplyError> {
@@ -507,5 +521,19 @@ async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, kube::Er
     match tokio::time::timeout(limit, fut).await {
         Ok(result) => result,
         Err(_) => Err(kube::Error::Service(format!("no answer within {limit:?}").into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoffs_double_and_stop_at_their_ceiling() {
+        let binds: Vec<u64> = (0..9).map(|n| bind_backoff(n).as_secs()).collect();
+        assert_eq!(binds, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        let stats: Vec<u64> = (1..8).map(|n| stats_backoff(n).as_secs()).collect();
+        assert_eq!(stats, [20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(stats_backoff(u32::MAX), Duration::from_secs(300));
     }
 }

@@ -6,14 +6,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use wasmsched::experiment::run::PolicyChoice;
-use wasmsched::host;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::{api, replay};
 
 use super::{ApiArgs, RuntimeArgs};
 
 pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
-    let (summary, status) = host::run_file(path, |addr| println!("control API on http://{addr}"))?;
+    let (summary, status) = api::run_file(path, |addr| println!("control API on http://{addr}"))?;
     println!(
         "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
         summary.ticks,

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::gate::Gate;
 use super::pod::{self, Resource};
-use super::{Kubernetes, within};
+use super::{By, Kubernetes, within};
 use crate::backend::ApplyError;
 use crate::bindings::wit;
 use crate::world::World;
@@ -64,14 +64,6 @@ impl From<kube::Error> for Failure {
 
 type Ask = BoxFuture<'static, Result<Effect, Failure>>;
 
-/// Who asked for an action: the policy, whose failures it hears of, or the default placement,
-/// whose failures the host logs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum By {
-    Policy,
-    Backend,
-}
-
 /// An action sent to the apiserver and not yet answered.
 pub(super) struct Flight {
     pub(super) job: u32,
@@ -94,12 +86,6 @@ pub(super) struct Flight {
 /// in flight shows in the world as bound (as kube-scheduler assumes a pod bound while its
 /// binding is out), so no tick places it twice.
 const APPLY_WAIT: Duration = Duration::from_millis(250);
-
-/// When the default placement may try a bind again after `failures` in a row that the
-/// apiserver did not answer: a second, doubled per failure, at most a minute.
-pub(super) fn bind_backoff(failures: u32) -> Duration {
-    Duration::from_secs(1 << failures.min(6)).min(Duration::from_secs(60))
-}
 
 impl Kubernetes {
     /// Put `actions` into force, preemptions and stops first (a placement in the same decision
@@ -224,7 +210,7 @@ impl Kubernetes {
     }
 
     /// The actions sent on earlier ticks that have landed since, into the world. The failures
-    /// of the policy's wait in [`Kubernetes::settled`]; the default placement's are logged.
+    /// of the policy's wait in [`Backend::settled`](crate::backend::Backend::settled); the default placement's are logged.
     pub(super) fn land_flights(&mut self, world: &mut World) {
         let mut flights = std::mem::take(&mut self.flight);
         let mut failed = Vec::new();
@@ -245,7 +231,7 @@ impl Kubernetes {
     }
 
     /// Wait until every action in flight has landed (`limit` at most), and take them into
-    /// the world; the policy's failures since the last [`Kubernetes::settled`] (the default
+    /// the world; the policy's failures since the last [`Backend::settled`](crate::backend::Backend::settled) (the default
     /// placement's are logged). For callers that act outside the loop and want the outcome.
     pub fn drain(&mut self, world: &mut World, limit: Duration) -> Vec<ApplyError> {
         let deadline = tokio::time::Instant::now() + limit;
@@ -292,7 +278,7 @@ impl Kubernetes {
             Failure::Unreachable(reason) => {
                 if let Some(m) = m {
                     let failures = m.retry.map_or(0, |(_, n)| n) + 1;
-                    m.retry = Some((Instant::now() + bind_backoff(failures - 1), failures));
+                    m.retry = Some((Instant::now() + super::bind_backoff(failures - 1), failures));
                 }
                 reason
             }
@@ -301,11 +287,17 @@ impl Kubernetes {
         Some(ApplyError { job, reason })
     }
 
-    /// Log the default placement's failed binds: one line for them all.
+    /// Log the default placement's failed binds: one line for them all, with the first reason.
     pub(super) fn report_binds<'a>(&self, failed: impl IntoIterator<Item = &'a ApplyError>) {
-        if let Some(summary) = crate::validate::summary(failed.into_iter().map(|e| (e.job, None, &e.reason[..]))) {
-            tracing::warn!(failed = %summary, "the default placement could not bind these pods; they stay queued (a bind the apiserver did not answer is tried again with backoff)");
-        }
+        let mut failed = failed.into_iter();
+        let Some(first) = failed.next() else { return };
+        let more = failed.count();
+        tracing::warn!(
+            job = first.job,
+            why = %first.reason,
+            more,
+            "the default placement could not bind these pods; they stay queued (a bind the apiserver did not answer is tried again with backoff)"
+        );
     }
 
     /// The request that puts one action into force on pod `p`, job `state`.

@@ -13,8 +13,7 @@ use std::sync::Arc;
 
 use wasmsched_rules::GpuBook;
 
-use super::Kubernetes;
-use super::actions::By;
+use super::{By, Kubernetes};
 use crate::bindings::wit;
 use crate::world::World;
 
@@ -305,16 +304,6 @@ mod tests {
         assert!(why.contains("nodeSelector"), "{why}");
         let why = rooms[0].takes((9000, 0), &BTreeMap::new()).unwrap_err();
         assert!(why.contains("8000m CPU") && why.contains("9000m"), "{why}");
-    }
-
-    #[test]
-    fn backoffs_double_and_stop_at_their_ceiling() {
-        use std::time::Duration;
-        let binds: Vec<u64> = (0..9).map(|n| super::super::actions::bind_backoff(n).as_secs()).collect();
-        assert_eq!(binds, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-        let stats: Vec<u64> = (1..8).map(|n| super::super::stats_backoff(n).as_secs()).collect();
-        assert_eq!(stats, [20, 40, 80, 160, 300, 300, 300]);
-        assert_eq!(super::super::stats_backoff(u32::MAX), Duration::from_secs(300));
     }
 
     #[test]
