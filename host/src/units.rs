@@ -1,8 +1,16 @@
 //! Units as people write them in config files and scenarios: durations (`"30s"`, `"1h30m"`)
-//! and sizes (`"64GiB"`), with errors that say how to write one. A leaf: it imports nothing of
-//! the crate.
+//! and sizes (`"64GiB"`), with errors that say how to write one; and the nearest-rank
+//! percentile that the status and the experiments report. A leaf: it imports nothing of the
+//! crate.
 
 use std::time::Duration;
+
+/// The `q`-quantile of `sorted` by nearest rank (the smallest value with at least a `q` share
+/// of the values at or below it); None when there are none.
+pub fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+    sorted.get(rank - 1).copied()
+}
 
 use serde::{Deserialize, Deserializer};
 

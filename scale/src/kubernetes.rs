@@ -168,6 +168,15 @@ pub enum ScaleError {
     Interrupted,
 }
 
+/// Start `command` in a process group of its own (a Ctrl-C to the harness is not its), stdin
+/// closed, stdout and stderr both to `log`.
+fn spawn_logged(command: &mut std::process::Command, log: std::fs::File) -> std::io::Result<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    let err = log.try_clone()?;
+    command.stdin(Stdio::null()).stdout(log).stderr(err).process_group(0).spawn()
+}
+
 fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScaleError {
     let what = what.into();
     move |source| ScaleError::Api { what, source }

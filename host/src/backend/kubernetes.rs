@@ -160,7 +160,13 @@ pub enum KubernetesSetupError {
 /// When the default placement may try a bind again after `failures` in a row that the
 /// apiserver did not answer: a second, doubled per failure, at most a minute.
 fn bind_backoff(failures: u32) -> Duration {
-    Duration::from_secs(1 << failures.min(6)).min(Duration::from_secs(60))
+    backoff(Duration::from_secs(1), failures, Duration::from_secs(60))
+}
+
+/// `first` doubled for each of `failures`, at most `most`: how long each thing retried here
+/// (a bind, a kubelet summary, a log stream) waits before its next try.
+fn backoff(first: Duration, failures: u32, most: Duration) -> Duration {
+    first.saturating_mul(1 << failures.min(16)).min(most)
 }
 
 /// Who asked for an action: the policy, whose failures it hears of, or the default placement,
@@ -214,7 +220,7 @@ const STATS_IN_FLIGHT: usize = 16;
 /// When node's summary is asked again after `failures` in a row: [`STATS_EVERY`] doubled
 /// per failure, at most five minutes.
 fn stats_backoff(failures: u32) -> Duration {
-    STATS_EVERY.saturating_mul(1 << failures.min(5)).min(Duration::from_secs(300))
+    backoff(STATS_EVERY, failures, Duration::from_secs(300))
 }
 
 /// How a node's kubelet summary is reached.

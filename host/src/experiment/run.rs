@@ -296,13 +296,9 @@ pub(crate) fn std_dev(xs: &[f64]) -> f64 {
     (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
 }
 
-/// The `q`-quantile of sorted values (nearest rank).
+/// The `q`-quantile of sorted values (nearest rank); 0 for none.
 fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    crate::units::nearest_rank(sorted, q).unwrap_or(0.0)
 }
 
 /// Reads one number off a run.

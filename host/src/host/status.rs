@@ -93,7 +93,7 @@ impl TickWall {
     pub fn of(recent: impl IntoIterator<Item = u64>) -> TickWall {
         let mut ms: Vec<u64> = recent.into_iter().collect();
         ms.sort_unstable();
-        let at = |q: f64| ms.get(((ms.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(0);
+        let at = |q: f64| crate::units::nearest_rank(&ms, q).unwrap_or(0);
         TickWall { count: ms.len() as u64, p50_ms: at(0.5), p99_ms: at(0.99), max_ms: ms.last().copied().unwrap_or(0) }
     }
 }

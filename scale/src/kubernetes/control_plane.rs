@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -183,18 +182,9 @@ impl Daemon {
             source,
         };
         let out = OpenOptions::new().create(true).append(true).open(&log).map_err(start_error)?;
-        let err = out.try_clone().map_err(start_error)?;
-        let child = Command::new(&line.argv[0])
-            .args(&line.argv[1..])
-            .current_dir(&line.cwd)
-            .env_clear()
-            .envs(line.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .map_err(start_error)?;
+        let mut command = Command::new(&line.argv[0]);
+        command.args(&line.argv[1..]).current_dir(&line.cwd).env_clear().envs(line.env.iter().map(|(k, v)| (k, v)));
+        let child = super::spawn_logged(&mut command, out).map_err(start_error)?;
         let pid = child.id();
         tracing::info!(daemon = self.name, pid, args = %line.argv[1..].join(" "), "started");
         let _ = std::fs::write(self.run_dir.join(format!("{}.pid", self.name)), format!("{pid}\n"));

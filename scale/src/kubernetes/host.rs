@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -151,21 +151,11 @@ pub struct HostProcess {
 impl HostProcess {
     /// Starts `binary run --config config`, its output to `log`, in a process group of its own.
     pub fn start(binary: &Path, config: &Path, log: &Path) -> Result<HostProcess, HostError> {
-        use std::os::unix::process::CommandExt;
         let start_error = |source| HostError::Start { binary: binary.to_owned(), source };
         let out = std::fs::File::create(log).map_err(start_error)?;
-        let err = out.try_clone().map_err(start_error)?;
-        let child = Command::new(binary)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .map_err(start_error)?;
+        let mut command = Command::new(binary);
+        command.arg("run").arg("--config").arg(config).env("NO_COLOR", "1");
+        let child = super::spawn_logged(&mut command, out).map_err(start_error)?;
         Ok(HostProcess { child, log: log.to_owned() })
     }
 

@@ -111,29 +111,22 @@ impl Kubernetes {
         // A placement must find the room kube-scheduler would ask for: the policy sees GPUs,
         // not the pods' requests, selectors or a node's pod count.
         let mut rooms = if places.is_empty() { Vec::new() } else { self.rooms(world) };
-        for (batch, after) in [(&rest, None), (&places, Some(&first))] {
-            for action in batch {
-                if busy.contains(&action.job) {
-                    let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
-                    errors.push(ApplyError { job: action.job, reason: reason.into() });
-                    continue;
-                }
-                if let Err(reason) = self.room_for(action, &mut rooms) {
-                    errors.push(ApplyError { job: action.job, reason });
-                    continue;
-                }
-                match self.send(action, world, by, after.cloned(), &first) {
-                    Ok(flight) => sent.push(flight),
-                    Err(reason) => errors.push(ApplyError { job: action.job, reason }),
-                }
+        for action in rest.into_iter().chain(places) {
+            if busy.contains(&action.job) {
+                let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
+                errors.push(ApplyError { job: action.job, reason: reason.into() });
+                continue;
+            }
+            if let Err(reason) = self.room_for(action, &mut rooms) {
+                errors.push(ApplyError { job: action.job, reason });
+                continue;
+            }
+            match self.send(action, world, by, &first) {
+                Ok(flight) => sent.push(flight),
+                Err(reason) => errors.push(ApplyError { job: action.job, reason }),
             }
         }
-        let deadline = tokio::time::Instant::now() + APPLY_WAIT;
-        self.rt.block_on(async {
-            while tokio::time::Instant::now() < deadline && sent.iter().any(|f| !f.task.is_finished()) {
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-        });
+        self.wait_for(&sent, APPLY_WAIT);
         for mut flight in sent {
             if flight.task.is_finished() {
                 if let Some(e) = self.land(&mut flight, world) {
@@ -172,15 +165,14 @@ impl Kubernetes {
         Ok(())
     }
 
-    /// Send one action: checked against what the host knows (the pod, an action on it still in
-    /// flight), then spawned. A placement waits for `after`'s write lock (the decision's
-    /// preemptions and stops hold its read lock until they are done).
+    /// Send one action: checked against what the host knows (the pod), then spawned. A
+    /// placement waits for `first`'s write lock; any other action holds its read lock until it
+    /// is done (so a decision's placements wait for its preemptions and stops).
     fn send(
         &mut self,
         action: &wit::Action,
         world: &World,
         by: By,
-        after: Option<Arc<tokio::sync::RwLock<()>>>,
         first: &Arc<tokio::sync::RwLock<()>>,
     ) -> Result<Flight, String> {
         let uid = self.uid_of(action.job).ok_or("the pod is no longer managed")?;
@@ -192,11 +184,14 @@ impl Kubernetes {
         };
         let moves = matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_));
         let ask = self.act(&p, action, state);
-        let task = match after {
-            Some(lock) => self.rt.spawn(async move {
-                drop(lock.write().await);
-                ask.await
-            }),
+        let task = match target {
+            Some(_) => {
+                let lock = first.clone();
+                self.rt.spawn(async move {
+                    drop(lock.write().await);
+                    ask.await
+                })
+            }
             None => {
                 let held = first.clone().try_read_owned().expect("no writer before the placements");
                 self.rt.spawn(async move {
@@ -234,15 +229,19 @@ impl Kubernetes {
     /// the world; the policy's failures since the last [`Backend::settled`](crate::backend::Backend::settled) (the default
     /// placement's are logged). For callers that act outside the loop and want the outcome.
     pub fn drain(&mut self, world: &mut World, limit: Duration) -> Vec<ApplyError> {
-        let deadline = tokio::time::Instant::now() + limit;
-        let flight = &self.flight;
-        self.rt.block_on(async {
-            while tokio::time::Instant::now() < deadline && flight.iter().any(|f| !f.task.is_finished()) {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        });
+        self.wait_for(&self.flight, limit);
         self.land_flights(world);
         std::mem::take(&mut self.late)
+    }
+
+    /// Block until every one of `flights` has an answer, or `limit` has passed.
+    fn wait_for(&self, flights: &[Flight], limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        self.rt.block_on(async {
+            while tokio::time::Instant::now() < deadline && flights.iter().any(|f| !f.task.is_finished()) {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        });
     }
 
     /// One finished action into the world; its failure, if it failed.
@@ -336,12 +335,10 @@ impl Kubernetes {
                 let [target] = placement.nodes.as_slice() else {
                     return refuse("a pod runs on one node: place it on one (Kubernetes cannot split it)".into());
                 };
-                let Some((node, ready)) = node_of(target.node) else {
+                // Its room, readiness and selector were checked before it was sent (`room_for`).
+                let Some((node, _)) = node_of(target.node) else {
                     return refuse(format!("node {} is not in the cluster", target.node));
                 };
-                if !ready {
-                    return refuse(format!("node {node} is NotReady"));
-                }
                 let (to, gpus) = (target.node as usize, target.gpus.clone());
                 Box::pin(async move {
                     gate.pass(|| within(limit, bind(&api, &name, &node))).await?;

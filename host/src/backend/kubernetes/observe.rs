@@ -277,7 +277,7 @@ impl Kubernetes {
                 // later and later, not at every tick.
                 (false, failed) => {
                     let failures = failed.map_or(0, |(_, n)| n) + 1;
-                    Some((now + FOLLOW_QUIET.min(Duration::from_secs(1 << failures.min(5))), failures))
+                    Some((now + super::backoff(Duration::from_secs(1), failures, FOLLOW_QUIET), failures))
                 }
             };
         }
