@@ -5,14 +5,19 @@
 //!   reload, shadow agreement);
 //! - `GET /metrics`: the same numbers for Prometheus ([`metrics`]);
 //! - `POST /rollback/{policy}`: bring back the policy's previous version, at the next tick
-//!   boundary.
+//!   boundary;
+//! - `GET /readyz`: 200 once the world is warm (an observation made, every place the backend
+//!   reaches answering: [`Status::ready`]), 503 and why before; `GET /livez`: 200 while the
+//!   loop ends ticks ([`Status::live`]). A standby replica is ready: its world is warm.
+//!
+//! It listens on TCP or on a Unix socket ([`Listen`]); `wasmsched probe` asks the last two,
+//! for a pod's exec probes.
 //!
 //! [`client`] is the other end, for `wasmsched status` and `wasmsched rollback`.
 
 pub mod client;
 pub mod metrics;
 
-use std::net::SocketAddr;
 use std::thread::JoinHandle;
 
 use axum::Json;
@@ -21,6 +26,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+pub use crate::config::Listen;
 use crate::host::status::Status;
 use crate::host::{HostHandle, RollbackError};
 
@@ -31,12 +37,12 @@ pub enum ApiError {
     #[error(
         "the control API would listen on {0}, which is not loopback, without a token: set [api] token, or listen on 127.0.0.1"
     )]
-    TokenRequired(SocketAddr),
+    TokenRequired(Listen),
     /// The address could not be bound.
     #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
-        addr: SocketAddr,
+        addr: Listen,
         /// Why.
         #[source]
         source: std::io::Error,
@@ -45,7 +51,7 @@ pub enum ApiError {
     #[error("cannot reach the host at {addr}: {detail}")]
     Client {
         /// The address.
-        addr: SocketAddr,
+        addr: Listen,
         /// What went wrong and what to do.
         detail: String,
     },
@@ -53,15 +59,15 @@ pub enum ApiError {
 
 /// The API server; it stops when dropped.
 pub struct ApiServer {
-    addr: SocketAddr,
+    addr: Listen,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl ApiServer {
     /// Where it listens (the port chosen, when port 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    pub fn addr(&self) -> &Listen {
+        &self.addr
     }
 }
 
@@ -72,6 +78,9 @@ impl Drop for ApiServer {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Listen::Unix(path) = &self.addr {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -99,7 +108,7 @@ impl Api {
 /// summary and the last status.
 pub fn run_file(
     path: &std::path::Path,
-    serving: impl FnOnce(std::net::SocketAddr),
+    serving: impl FnOnce(&Listen),
 ) -> anyhow::Result<(crate::control::LoopSummary, crate::host::status::Status)> {
     use anyhow::Context;
     let config = crate::config::HostConfig::load(path)?;
@@ -115,7 +124,7 @@ pub fn run_file(
     let handle = host.handle();
     crate::host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
     let _api = if config.api.enabled {
-        let server = serve(handle.clone(), config.api.listen, config.api.token.clone())?;
+        let server = serve(handle.clone(), config.api.listen.clone(), config.api.token.clone())?;
         serving(server.addr());
         Some(server)
     } else {
@@ -125,19 +134,40 @@ pub fn run_file(
     Ok((summary, handle.board().get()))
 }
 
-/// Serve the API for `host` on `addr`. Any address but loopback needs a `token`.
-pub fn serve(host: HostHandle, addr: SocketAddr, token: Option<String>) -> Result<ApiServer, ApiError> {
+/// Serve the API for `host` on `addr`. Any address but loopback or a Unix socket needs a
+/// `token`. A Unix socket left by a host that stopped is replaced.
+pub fn serve(host: HostHandle, addr: impl Into<Listen>, token: Option<String>) -> Result<ApiServer, ApiError> {
+    let addr = addr.into();
     let token = token.filter(|t| !t.is_empty());
-    if !addr.ip().is_loopback() && token.is_none() {
+    if !addr.is_local() && token.is_none() {
         return Err(ApiError::TokenRequired(addr));
     }
-    let bind = |source| ApiError::Bind { addr, source };
-    let listener = std::net::TcpListener::bind(addr).map_err(bind)?;
-    listener.set_nonblocking(true).map_err(bind)?;
-    let local = listener.local_addr().map_err(bind)?;
+    let bind = |source| ApiError::Bind { addr: addr.clone(), source };
+    let (listener, local) = match &addr {
+        Listen::Tcp(a) => {
+            let listener = std::net::TcpListener::bind(a).map_err(bind)?;
+            listener.set_nonblocking(true).map_err(bind)?;
+            let local = Listen::Tcp(listener.local_addr().map_err(bind)?);
+            (Bound::Tcp(listener), local)
+        }
+        Listen::Unix(path) => {
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+                std::fs::remove_file(path).map_err(bind)?;
+            }
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).map_err(bind)?;
+            }
+            let listener = std::os::unix::net::UnixListener::bind(path).map_err(bind)?;
+            listener.set_nonblocking(true).map_err(bind)?;
+            (Bound::Unix(listener), addr.clone())
+        }
+    };
     let app = axum::Router::new()
         .route("/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/readyz", get(readyz))
+        .route("/livez", get(livez))
         .route("/rollback/{policy}", post(rollback))
         .with_state(Api { host, token });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -147,8 +177,15 @@ pub fn serve(host: HostHandle, addr: SocketAddr, token: Option<String>) -> Resul
             let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build();
             let result = runtime.and_then(|rt| {
                 rt.block_on(async move {
-                    let listener = tokio::net::TcpListener::from_std(listener)?;
-                    axum::serve(listener, app).with_graceful_shutdown(async move { rx.await.unwrap_or(()) }).await
+                    let stop = async move { rx.await.unwrap_or(()) };
+                    match listener {
+                        Bound::Tcp(l) => {
+                            axum::serve(tokio::net::TcpListener::from_std(l)?, app).with_graceful_shutdown(stop).await
+                        }
+                        Bound::Unix(l) => {
+                            axum::serve(tokio::net::UnixListener::from_std(l)?, app).with_graceful_shutdown(stop).await
+                        }
+                    }
                 })
             });
             if let Err(e) = result {
@@ -158,6 +195,12 @@ pub fn serve(host: HostHandle, addr: SocketAddr, token: Option<String>) -> Resul
         .map_err(bind)?;
     tracing::info!(addr = %local, "control API listening");
     Ok(ApiServer { addr: local, shutdown: Some(tx), thread: Some(thread) })
+}
+
+/// A listener bound, before the API's runtime takes it.
+enum Bound {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
 }
 
 async fn status(State(api): State<Api>, headers: HeaderMap) -> Response {
@@ -174,6 +217,23 @@ async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
     }
     let text = metrics::encode(&api.host.board().get());
     ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+}
+
+async fn readyz(State(api): State<Api>) -> Response {
+    probe(api.host.board().get().ready())
+}
+
+async fn livez(State(api): State<Api>) -> Response {
+    probe(api.host.board().get().live(crate::record::wall_ms()))
+}
+
+/// A probe's answer: 200 `ok`, or 503 and why not. Probes need no token: they say nothing
+/// but that.
+fn probe(result: Result<(), String>) -> Response {
+    match result {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
+    }
 }
 
 async fn rollback(State(api): State<Api>, Path(policy): Path<String>, headers: HeaderMap) -> Response {

@@ -115,6 +115,42 @@ pub struct Endpoint {
     pub in_flight: Option<u64>,
 }
 
+/// Where this host stands among replicas of it that share a backend (a Kubernetes cluster
+/// with `[backend.election]`), as the status shows it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Leadership {
+    /// This replica's identity.
+    pub identity: String,
+    /// Whether this replica acts now.
+    pub leading: bool,
+    /// Who held the lead at the last look (None: nobody, or not read yet).
+    pub holder: Option<String>,
+    /// Where the lead is kept: the Lease's `namespace/name`.
+    pub lease: String,
+    /// How many times the lead changed hands, as the Lease counts.
+    pub transitions: u64,
+    /// Times this replica took the lead since it started.
+    pub acquired: u64,
+}
+
+/// A policy's state as the leader saved it, kept by the backend for the replica that leads
+/// next ([`Backend::keep`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    /// The policy's name in the config.
+    pub policy: String,
+    /// The sha256 of the version that saved it.
+    pub sha256: String,
+    /// That version's number among the policy's versions on the host that saved it.
+    pub version: u32,
+    /// The tick it was saved at.
+    pub tick: u64,
+    /// When, milliseconds since the Unix epoch.
+    pub saved_unix_ms: u64,
+    /// What the version's `save-state` returned.
+    pub state: Vec<u8>,
+}
+
 /// Who starts queued jobs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Placer {
@@ -179,6 +215,36 @@ pub trait Backend {
     fn gpu_share_restarts(&self) -> bool {
         false
     }
+
+    /// Where this host stands among its replicas; None for a backend that runs no replicas
+    /// (it always acts). While a replica does not lead, its `observe` changes nothing outside
+    /// the host, and the loop asks no policy and applies nothing: the world stays warm for
+    /// the moment it takes the lead.
+    fn leadership(&self) -> Option<Leadership> {
+        None
+    }
+
+    /// Whether this host may act now: it leads, or it runs no replicas.
+    fn leads(&self) -> bool {
+        self.leadership().is_none_or(|l| l.leading)
+    }
+
+    /// Every how many ticks the leader hands the policies' states to [`Backend::keep`]; None
+    /// for a backend that keeps none.
+    fn keep_every(&self) -> Option<u64> {
+        None
+    }
+
+    /// Keep the policies' states where the next leader finds them ([`Backend::kept`]).
+    fn keep(&mut self, _checkpoints: &[Checkpoint]) {}
+
+    /// The states the last leader kept, read when this host takes the lead.
+    fn kept(&mut self) -> Vec<Checkpoint> {
+        Vec::new()
+    }
+
+    /// The host is stopping: stop acting and hand the lead on now rather than at its expiry.
+    fn step_down(&mut self) {}
 }
 
 /// The `[backend]` table of `wasmsched run`: which backend (`kind`), with that backend's own

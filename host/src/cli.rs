@@ -8,7 +8,6 @@ pub mod experiments;
 pub mod live;
 pub mod policy;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -51,9 +50,9 @@ impl OutputArgs {
 
 #[derive(Args)]
 pub struct ApiArgs {
-    /// The host's control API.
+    /// The host's control API: an address, or `unix:PATH` for a Unix socket.
     #[arg(long, default_value = DEFAULT_API)]
-    pub addr: SocketAddr,
+    pub addr: wasmsched::api::Listen,
     /// The API's bearer token, when it has one.
     #[arg(long)]
     pub token: Option<String>,

@@ -143,11 +143,16 @@ pub struct ReloadConfig {
     /// How long a file must stay quiet before it is looked at (default `"50ms"`).
     #[serde(default = "default_debounce", deserialize_with = "crate::units::duration")]
     pub debounce: Duration,
+    /// Scan the directory this often instead of listening to the kernel (default: listen). For
+    /// a volume shared over the network (a ReadWriteMany claim that several replicas mount),
+    /// where a file copied in through one machine is never announced to another.
+    #[serde(default, deserialize_with = "crate::units::duration_opt")]
+    pub poll: Option<Duration>,
 }
 
 impl Default for ReloadConfig {
     fn default() -> Self {
-        ReloadConfig { watch: true, debounce: default_debounce() }
+        ReloadConfig { watch: true, debounce: default_debounce(), poll: None }
     }
 }
 
@@ -166,10 +171,11 @@ pub struct ApiConfig {
     /// Serve the API (default true).
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// Where it listens (`"127.0.0.1:7878"`; port 0 picks a free one). Any address but
-    /// loopback needs a `token`.
+    /// Where it listens: `"127.0.0.1:7878"` (port 0 picks a free one), or a Unix socket,
+    /// `"unix:/run/wasmsched/api.sock"` (replicas that share a network, a probe in the pod). Any
+    /// TCP address but loopback needs a `token`.
     #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
+    pub listen: Listen,
     /// A bearer token every request must carry (`Authorization: Bearer TOKEN`).
     #[serde(default)]
     pub token: Option<String>,
@@ -184,8 +190,79 @@ impl Default for ApiConfig {
 /// The control API's address when none is given.
 pub const DEFAULT_API: &str = "127.0.0.1:7878";
 
-fn default_listen() -> SocketAddr {
+fn default_listen() -> Listen {
     DEFAULT_API.parse().expect("a valid address")
+}
+
+/// Where the control API listens, or where a client finds it: a TCP address, or a Unix
+/// socket's path written `unix:PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Listen {
+    /// A TCP address.
+    Tcp(SocketAddr),
+    /// A Unix socket.
+    Unix(PathBuf),
+}
+
+impl Listen {
+    /// Whether only this machine (or this pod) reaches it: loopback, or a Unix socket.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Listen::Tcp(a) => a.ip().is_loopback(),
+            Listen::Unix(_) => true,
+        }
+    }
+
+    /// The TCP port, for a TCP address.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            Listen::Tcp(a) => Some(a.port()),
+            Listen::Unix(_) => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(path) = s.strip_prefix("unix:") {
+            if path.is_empty() {
+                return Err("a Unix socket is written unix:PATH, e.g. unix:/run/wasmsched/api.sock".into());
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        s.parse().map(Listen::Tcp).map_err(|_| {
+            format!("{s:?} is neither an address (127.0.0.1:7878) nor a Unix socket (unix:/run/wasmsched/api.sock)")
+        })
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Tcp(a) => write!(f, "{a}"),
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl From<SocketAddr> for Listen {
+    fn from(a: SocketAddr) -> Self {
+        Listen::Tcp(a)
+    }
+}
+
+impl From<&Listen> for Listen {
+    fn from(l: &Listen) -> Self {
+        l.clone()
+    }
+}
+
+impl<'de> Deserialize<'de> for Listen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// What the host writes down.
@@ -319,8 +396,11 @@ impl HostConfig {
         if let Some(bad) = self.policy.keys().find(|n| n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.')) {
             return Err(format!("policy name {bad:?} cannot be a file name in the policies directory"));
         }
-        let addr = self.api.listen;
-        if self.api.enabled && !addr.ip().is_loopback() && self.api.token.as_deref().is_none_or(str::is_empty) {
+        if self.reload.poll.is_some_and(|p| p.is_zero()) {
+            return Err("[reload] poll must be above 0 (\"10s\", say), or left out to listen to the kernel".into());
+        }
+        let addr = &self.api.listen;
+        if self.api.enabled && !addr.is_local() && self.api.token.as_deref().is_none_or(str::is_empty) {
             return Err(format!(
                 "the API would listen on {addr}, which is not loopback: set [api] token = \"…\" or listen on 127.0.0.1"
             ));
@@ -337,6 +417,9 @@ impl HostConfig {
         join(&mut self.policies_dir);
         let optional = [&mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir];
         for p in optional.into_iter().flatten().chain(self.backend.paths()) {
+            join(p);
+        }
+        if let Listen::Unix(p) = &mut self.api.listen {
             join(p);
         }
     }

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{ApplyError, Backend, Placer};
+use crate::backend::{ApplyError, Backend, Checkpoint, Leadership, Placer};
 use crate::budget::{Budget, BudgetConfig};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
@@ -129,6 +129,9 @@ pub struct Tick<'a> {
     pub benched: Option<&'a Benched>,
     /// Whether the watchdog benched it on this tick.
     pub benched_now: bool,
+    /// Whether this host led on this tick (one that runs no replicas always does): a
+    /// standby observes, and asks and applies nothing.
+    pub leading: bool,
 }
 
 /// Whoever runs the loop: the policies, the work at tick boundaries, where ticks go.
@@ -139,12 +142,22 @@ pub trait Driver {
         true
     }
 
-    /// The world as just observed, before any policy sees it (every tick), and the places the
-    /// backend reaches.
-    fn observed(&mut self, _world: &World, _endpoints: Vec<crate::backend::Endpoint>) {}
+    /// The world as just observed, before any policy sees it (every tick), the places the
+    /// backend reaches, and where this host stands among its replicas (None: it runs none).
+    fn observed(&mut self, _world: &World, _endpoints: Vec<crate::backend::Endpoint>, _lead: Option<Leadership>) {}
 
     /// The policies to ask on this tick.
     fn policies(&mut self) -> Policies<'_>;
+
+    /// The serving policies' states, for the backend to keep for the next leader
+    /// ([`Backend::keep`]); `tick` is the tick's number.
+    fn checkpoints(&mut self, _tick: u64) -> Vec<Checkpoint> {
+        Vec::new()
+    }
+
+    /// This host has just taken the lead: start the policies from the states the last leader
+    /// kept, before any is asked.
+    fn restore(&mut self, _rt: &Runtime, _kept: Vec<Checkpoint>) {}
 
     /// Every tick, after its actions were applied.
     fn record(&mut self, tick: Tick<'_>);
@@ -200,15 +213,22 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
     let mut next_call_ms = 0;
     // The digest of the version whose `next-call-ms` holds.
     let mut delayed_by: Option<String> = None;
+    let mut led = false;
     loop {
         let until = summary.end_ms + tick_ms;
         if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) {
             break;
         }
+        let leading = backend.leads();
+        if leading && !led && backend.keep_every().is_some() {
+            driver.restore(rt, backend.kept());
+            delayed_by = None;
+        }
+        led = leading;
         // Whether the active policy places, and whether it is another version than the one
         // whose `next-call-ms` holds (then it is asked now).
         // And whether the version the watchdog benched is no longer the active one.
-        let (placing, swapped, released) = match driver.policies().active {
+        let (placing, swapped, released) = match driver.policies().active.filter(|_| leading) {
             Some(p) => {
                 let digest = p.policy().digest();
                 let released = dog.benched().is_some_and(|b| b.sha256 != digest);
@@ -226,13 +246,13 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
         if !backend.observe(&mut world, until) {
             // The last observation: nothing is left to run, and the driver sees it so.
-            driver.observed(&world, backend.endpoints());
+            driver.observed(&world, backend.endpoints(), backend.leadership());
             break;
         }
         summary.end_ms = until;
         summary.ticks += 1;
-        driver.observed(&world, backend.endpoints());
-        let asked = world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
+        driver.observed(&world, backend.endpoints(), backend.leadership());
+        let asked = leading && world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
         // Actions of earlier ticks that were in flight, counted as applied then, and failed since.
         let mut apply_errors = backend.settled();
         if let Some(failed) = validate::summary(apply_errors.iter().map(|e| (e.job, None, &e.reason[..]))) {
@@ -269,15 +289,19 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
             delayed_by = active.as_ref().map(|a| a.digest.clone());
         }
-        let rescued = if placing && config.watchdog.enabled {
+        let rescued = if leading && placing && config.watchdog.enabled {
             rescue(backend, &mut world, &mut stalls, config.watchdog.stall_after)
         } else {
             stalls.clear();
             Vec::new()
         };
         summary.rescues += rescued.len() as u64;
-        let benched_now = watch(&mut dog, driver, backend, &world, active.as_ref(), &rescued);
+        let benched_now = leading && watch(&mut dog, driver, backend, &world, active.as_ref(), &rescued);
         summary.benchings += u64::from(benched_now);
+        if leading && backend.keep_every().is_some_and(|n| n > 0 && summary.ticks % n == 0) {
+            let kept = driver.checkpoints(summary.ticks);
+            backend.keep(&kept);
+        }
         driver.record(Tick {
             number: summary.ticks,
             world: &world,
@@ -289,8 +313,14 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             rescued,
             benched: dog.benched(),
             benched_now,
+            leading,
         });
     }
+    if led && backend.leads() && backend.keep_every().is_some() {
+        let kept = driver.checkpoints(summary.ticks);
+        backend.keep(&kept);
+    }
+    backend.step_down();
     summary
 }
 

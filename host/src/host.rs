@@ -18,7 +18,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use crate::backend::sim::workload::Workload;
-use crate::backend::{Backend, BackendError, Built};
+use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
 use crate::config::{HostConfig, PolicyConfig, Role};
 use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
@@ -195,7 +195,7 @@ impl Host {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
             let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
             let watcher = if config.reload.watch {
-                Some(reload::watch(&config.policies_dir, config.reload.debounce, names_tx)?)
+                Some(reload::watch(&config.policies_dir, config.reload.debounce, config.reload.poll, names_tx)?)
             } else {
                 drop(names_tx);
                 None
@@ -395,6 +395,38 @@ impl HostDriver {
         }
     }
 
+    /// Start policy `c.policy` from the state the last leader kept: in the version that saved
+    /// it when this host has it (serving, or the one a rollback brings back: the last leader
+    /// had rolled back), else in the serving version, as a hot swap hands a state on. A state
+    /// the version refuses is dropped and the version starts afresh.
+    fn restore_one(&mut self, rt: &Runtime, c: Checkpoint) {
+        let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.policy) else { return };
+        let digest_of = |s: &Option<Serving>| s.as_ref().map(|s| s.sup.policy().digest().to_string());
+        if digest_of(&slot.current).as_deref() != Some(&c.sha256) && digest_of(&slot.previous).as_deref() == Some(&c.sha256) {
+            std::mem::swap(&mut slot.current, &mut slot.previous);
+        }
+        let Some(serving) = slot.current.as_mut() else { return };
+        let digest = serving.sup.policy().digest().to_string();
+        let (bytes, age_s) = (c.state.len(), record::wall_ms().saturating_sub(c.saved_unix_ms) / 1000);
+        let from = if digest == c.sha256 { "its own".to_string() } else { format!("version {}'s", short(&c.sha256)) };
+        let detail = match serving.sup.start(rt, Some(c.state)) {
+            Ok(()) => {
+                tracing::info!(policy = %c.policy, sha256 = %digest, bytes, tick = c.tick, age_s, "took the lead: policy restarted from the state the last leader kept");
+                format!("restarted from {from} state kept at tick {} ({bytes} bytes, {age_s} s old)", c.tick)
+            }
+            Err(e) => {
+                let why = crate::error_chain(&e);
+                tracing::warn!(policy = %c.policy, sha256 = %digest, reason = %why, "took the lead: the policy refused the kept state; it starts afresh");
+                let fresh = serving.sup.start(rt, None);
+                format!(
+                    "refused {from} kept state ({why}); {}",
+                    if fresh.is_ok() { "started afresh" } else { "and cannot start afresh" }
+                )
+            }
+        };
+        self.report(&c.policy, ReloadOutcome::Restored, Some(digest), detail, Instant::now());
+    }
+
     fn rollback(&mut self, name: &str) -> Result<RolledBack, RollbackError> {
         let slot = self.slots.iter_mut().find(|s| s.name == name).ok_or_else(|| RollbackError::Unknown(name.into()))?;
         let mut back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
@@ -421,15 +453,16 @@ impl HostDriver {
         let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
         // Another version of the active policy: the loop's watchdog lets go of the benched one
         // on the next tick.
-        let released = slot.is_some_and(|s| s.config.role == Role::Active) && outcome != ReloadOutcome::Refused;
+        let released = slot.is_some_and(|s| s.config.role == Role::Active)
+            && !matches!(outcome, ReloadOutcome::Refused | ReloadOutcome::Restored);
         self.board.update(|s| {
             if released {
                 s.watchdog = None;
             }
-            if outcome == ReloadOutcome::Refused {
-                s.refused += 1;
-            } else {
-                s.swaps += 1;
+            match outcome {
+                ReloadOutcome::Refused => s.refused += 1,
+                ReloadOutcome::Restored => {}
+                _ => s.swaps += 1,
             }
             if let (Some(p), Some(slot)) = (s.policy_mut(name), slot) {
                 show(p, slot, now_ms);
@@ -504,10 +537,11 @@ impl Driver for HostDriver {
         true
     }
 
-    fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>) {
+    fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>, lead: Option<Leadership>) {
         let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);
+            s.leadership = lead;
             if !endpoints.is_empty() {
                 s.endpoints = endpoints;
             }
@@ -530,6 +564,31 @@ impl Driver for HostDriver {
             }
         }
         policies
+    }
+
+    fn checkpoints(&mut self, tick: u64) -> Vec<Checkpoint> {
+        let saved_unix_ms = record::wall_ms();
+        self.slots
+            .iter_mut()
+            .filter_map(|slot| {
+                let serving = slot.current.as_mut()?;
+                let state = serving.sup.save_state()?;
+                Some(Checkpoint {
+                    policy: slot.name.clone(),
+                    sha256: serving.sup.policy().digest().to_string(),
+                    version: serving.version,
+                    tick,
+                    saved_unix_ms,
+                    state,
+                })
+            })
+            .collect()
+    }
+
+    fn restore(&mut self, rt: &Runtime, kept: Vec<Checkpoint>) {
+        for c in kept {
+            self.restore_one(rt, c);
+        }
     }
 
     fn record(&mut self, tick: Tick<'_>) {
@@ -589,6 +648,7 @@ impl Driver for HostDriver {
         let watchdog = tick.benched.cloned();
         self.board.update(|s| {
             s.tick_wall = tick_wall;
+            s.ticked_wall_ms = record::wall_ms();
             s.stall_rescues += rescued;
             s.ticks = tick.number;
             s.decisions += u64::from(tick.asked);

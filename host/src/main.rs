@@ -161,6 +161,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Ask a running host whether it is ready (its world is warm) or live (its loop ends
+    /// ticks): exit 0 for yes, 1 and why for no. For a pod's exec probes.
+    Probe {
+        /// Which question.
+        #[arg(value_enum)]
+        which: wasmsched::api::client::Probe,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Bring back a policy's previous version on a running host.
     Rollback {
         /// The policy's name.
@@ -224,6 +233,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay { recording, policy, show, runtime } => cli::live::replay(&recording, &policy, show, &runtime),
         Command::Status { api, json } => cli::live::status(&api, json),
         Command::Rollback { policy, api } => cli::live::rollback(&policy, &api),
+        Command::Probe { which, api } => Ok(cli::live::probe(which, &api)),
         Command::Calibrate(args) => cli::calibrate::calibrate(args),
     }
 }

@@ -18,8 +18,8 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use notify_debouncer_full::notify::{EventKind, RecommendedWatcher, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use notify_debouncer_full::notify::{self, EventKind, PollWatcher, RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, NoCache, RecommendedCache, new_debouncer, new_debouncer_opt};
 use sha2::{Digest, Sha256};
 
 use crate::admission::{self, AdmissionError};
@@ -90,14 +90,26 @@ pub fn policy_name(path: &Path) -> Option<String> {
 }
 
 /// The watcher of the policies directory; the watch stops when it is dropped.
-pub type Watcher = Debouncer<RecommendedWatcher, RecommendedCache>;
+pub enum Watcher {
+    /// The kernel's notifications (inotify): every write through this machine's kernel.
+    Native(Debouncer<RecommendedWatcher, RecommendedCache>),
+    /// A scan every poll interval, comparing sizes and times: writes on a network volume made
+    /// from another machine, which the kernel here never hears of.
+    Polled(Debouncer<PollWatcher, NoCache>),
+}
 
 /// Watch `dir` (not recursively); each debounced batch of changes sends the names of the
 /// policies they touch. Reads are not changes: the host's own reads of a file (and anyone
-/// else's) do not bring it back.
-pub fn watch(dir: &Path, debounce: Duration, names: Sender<BTreeSet<String>>) -> Result<Watcher, WatchError> {
+/// else's) do not bring it back. With `poll`, the directory is scanned that often instead of
+/// listening to the kernel.
+pub fn watch(
+    dir: &Path,
+    debounce: Duration,
+    poll: Option<Duration>,
+    names: Sender<BTreeSet<String>>,
+) -> Result<Watcher, WatchError> {
     let err = |e: notify_debouncer_full::notify::Error| WatchError { path: dir.to_path_buf(), detail: e.to_string() };
-    let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| match result {
+    let handler = move |result: DebounceEventResult| match result {
         Ok(events) => {
             let touched: BTreeSet<String> = events
                 .iter()
@@ -113,10 +125,20 @@ pub fn watch(dir: &Path, debounce: Duration, names: Sender<BTreeSet<String>>) ->
                 tracing::warn!(error = %e, "the policies directory watcher reported an error");
             }
         }
+    };
+    Ok(match poll {
+        None => {
+            let mut debouncer = new_debouncer(debounce, None, handler).map_err(err)?;
+            debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
+            Watcher::Native(debouncer)
+        }
+        Some(every) => {
+            let config = notify::Config::default().with_poll_interval(every);
+            let mut debouncer = new_debouncer_opt(debounce, None, handler, NoCache, config).map_err(err)?;
+            debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
+            Watcher::Polled(debouncer)
+        }
     })
-    .map_err(err)?;
-    debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
-    Ok(debouncer)
 }
 
 /// Why a file was refused.

@@ -94,6 +94,11 @@ pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     })
 }
 
+/// Serde: an optional duration ([`duration`]), for a key whose absence means "never".
+pub fn duration_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    duration(d).map(Some)
+}
+
 /// Serde: a size written as text (`"64MiB"`), through [`parse_bytes`].
 pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let text = String::deserialize(d)?;

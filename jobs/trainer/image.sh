@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs the training job into an image archive (docker-archive, what `docker save` writes)
-# without a registry or a Docker Engine: one layer holding the static trainer at
-# /wasmsched-trainer and empty /tmp and /ckpt. Import it with `docker load -i OUT.tar` or into
+# without a registry or a Docker Engine (build-support/pack-image.sh): one layer holding the
+# static trainer at /wasmsched-trainer and empty /tmp and /ckpt. Import it with `docker load -i OUT.tar` or into
 # a cluster's nodes (`ctr -n k8s.io images import OUT.tar`; `../shared/k8s/cluster import OUT.tar`).
 #
 #   jobs/trainer/image.sh OUT.tar [--binary PATH] [--tag REPO:TAG]
@@ -31,20 +31,8 @@ fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/rootfs/tmp" "$work/rootfs/ckpt" "$work/image"
+mkdir -p "$work/rootfs/tmp" "$work/rootfs/ckpt"
 chmod 1777 "$work/rootfs/tmp" "$work/rootfs/ckpt"
 cp "$binary" "$work/rootfs/wasmsched-trainer"
 chmod 755 "$work/rootfs/wasmsched-trainer"
-# A reproducible layer: fixed times, owners and order.
-tar -C "$work/rootfs" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$work/layer.tar" .
-layer=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
-mkdir -p "$work/image/$layer"
-mv "$work/layer.tar" "$work/image/$layer/layer.tar"
-arch=$(case "$(uname -m)" in aarch64) echo arm64 ;; *) echo amd64 ;; esac)
-printf '{"architecture":"%s","os":"linux","config":{"Entrypoint":["/wasmsched-trainer"],"Env":["PATH=/"]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"1970-01-01T00:00:00Z","created_by":"jobs/trainer/image.sh"}],"created":"1970-01-01T00:00:00Z"}' \
-  "$arch" "$layer" >"$work/config.json"
-config=$(sha256sum "$work/config.json" | cut -d' ' -f1)
-mv "$work/config.json" "$work/image/$config.json"
-printf '[{"Config":"%s.json","RepoTags":["%s"],"Layers":["%s/layer.tar"]}]' "$config" "$tag" "$layer" >"$work/image/manifest.json"
-tar -C "$work/image" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf "$out" .
-echo "$out: $tag (layer ${layer:0:12})"
+"$root/build-support/pack-image.sh" "$work/rootfs" "$out" "$tag" '["/wasmsched-trainer"]'

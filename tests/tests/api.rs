@@ -11,7 +11,7 @@ fn status_metrics_and_rollback_answer_over_http_with_the_token() {
     setup.land("fs", &v1);
     let running = Running::start(setup.config("1s", "100", "[policy.fs]\ndeadline = \"2s\"\n"));
     running.wait("fs", |s| serving(s, "fs").is_some());
-    let server = api::serve(running.handle.clone(), "127.0.0.1:0".parse().unwrap(), Some("s3cret".into())).unwrap();
+    let server = api::serve(running.handle.clone(), "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(), Some("s3cret".into())).unwrap();
     let addr = server.addr();
 
     let (code, _) = client::request(addr, "GET", "/status", None).unwrap();
@@ -43,8 +43,33 @@ fn the_api_refuses_to_listen_beyond_loopback_without_a_token() {
     let setup = Setup::new();
     setup.land("fs", &component("fair-share"));
     let running = Running::start(setup.config("1s", "100", "[policy.fs]\n"));
-    let err = api::serve(running.handle.clone(), "0.0.0.0:0".parse().unwrap(), None).err().unwrap();
+    let err = api::serve(running.handle.clone(), "0.0.0.0:0".parse::<std::net::SocketAddr>().unwrap(), None).err().unwrap();
     assert!(matches!(err, ApiError::TokenRequired(_)), "{err}");
     assert!(err.to_string().contains("token"));
     running.stop();
+}
+
+#[test]
+fn the_api_answers_on_a_unix_socket_and_its_probes_say_ready_and_live() {
+    let setup = Setup::new();
+    setup.land("fs", &component("fair-share"));
+    let running = Running::start(setup.config("1s", "100", "[policy.fs]\n"));
+    let socket = setup.dir.path().join("run/api.sock");
+    let addr = api::Listen::Unix(socket.clone());
+    // A socket left by a host that stopped does not stand in the way.
+    std::fs::create_dir_all(socket.parent().unwrap()).unwrap();
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    let server = api::serve(running.handle.clone(), addr.clone(), None).unwrap();
+    assert_eq!(server.addr(), &addr);
+    running.wait("a tick", |s| s.ticks > 0);
+    assert_eq!(client::probe(&addr, client::Probe::Ready), Ok(()));
+    assert_eq!(client::probe(&addr, client::Probe::Live), Ok(()));
+    assert!(client::status(&addr, None).unwrap().policy("fs").is_some());
+    running.stop();
+    let why = client::probe(&addr, client::Probe::Live).unwrap_err();
+    assert!(why.contains("503") && why.contains("stopped"), "{why}");
+    drop(server);
+    assert!(!socket.exists(), "the socket goes with the server");
+    let why = client::probe(&addr, client::Probe::Ready).unwrap_err();
+    assert!(why.contains("is `wasmsched run` running"), "{why}");
 }

@@ -1,23 +1,50 @@
-//! The client end of the control API, for `wasmsched status` and `wasmsched rollback`: one
-//! HTTP/1.1 request over a plain TCP connection (the API is on loopback).
+//! The client end of the control API, for `wasmsched status`, `rollback` and `probe`: one
+//! HTTP/1.1 request over a plain connection (the API is on loopback or a Unix socket).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use super::ApiError;
+use super::{ApiError, Listen};
 use crate::host::RolledBack;
 use crate::host::status::Status;
 
+/// A connection to either kind of address.
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+fn connect(addr: &Listen) -> std::io::Result<Box<dyn Stream>> {
+    Ok(match addr {
+        Listen::Tcp(a) => {
+            let s = std::net::TcpStream::connect_timeout(a, Duration::from_secs(5))?;
+            s.set_read_timeout(Some(Duration::from_secs(30)))?;
+            Box::new(s)
+        }
+        Listen::Unix(path) => {
+            let s = std::os::unix::net::UnixStream::connect(path)?;
+            s.set_read_timeout(Some(Duration::from_secs(30)))?;
+            Box::new(s)
+        }
+    })
+}
+
 /// Send one request; returns the status code and the body.
-pub fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) -> Result<(u16, String), ApiError> {
-    let fail = |detail: String| ApiError::Client { addr, detail };
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        .map_err(|e| fail(format!("{e}; is `wasmsched run` running with its API on this address?")))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| fail(e.to_string()))?;
+pub fn request(
+    addr: impl Into<Listen>,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+) -> Result<(u16, String), ApiError> {
+    let addr = addr.into();
+    let fail = |detail: String| ApiError::Client { addr: addr.clone(), detail };
+    let mut stream =
+        connect(&addr).map_err(|e| fail(format!("{e}; is `wasmsched run` running with its API on this address?")))?;
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    let host = match &addr {
+        Listen::Tcp(a) => a.to_string(),
+        Listen::Unix(_) => "localhost".into(),
+    };
     let head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n");
+        format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n");
     stream.write_all(head.as_bytes()).map_err(|e| fail(e.to_string()))?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).map_err(|e| fail(e.to_string()))?;
@@ -32,8 +59,9 @@ pub fn request(addr: SocketAddr, method: &str, path: &str, token: Option<&str>) 
 }
 
 /// The host's status.
-pub fn status(addr: SocketAddr, token: Option<&str>) -> Result<Status, ApiError> {
-    let (code, body) = request(addr, "GET", "/status", token)?;
+pub fn status(addr: impl Into<Listen>, token: Option<&str>) -> Result<Status, ApiError> {
+    let addr = addr.into();
+    let (code, body) = request(&addr, "GET", "/status", token)?;
     if code != 200 {
         return Err(ApiError::Client { addr, detail: format!("HTTP {code}: {}", body.trim()) });
     }
@@ -41,10 +69,34 @@ pub fn status(addr: SocketAddr, token: Option<&str>) -> Result<Status, ApiError>
 }
 
 /// Ask for a rollback of `policy`.
-pub fn rollback(addr: SocketAddr, policy: &str, token: Option<&str>) -> Result<RolledBack, ApiError> {
-    let (code, body) = request(addr, "POST", &format!("/rollback/{policy}"), token)?;
+pub fn rollback(addr: impl Into<Listen>, policy: &str, token: Option<&str>) -> Result<RolledBack, ApiError> {
+    let addr = addr.into();
+    let (code, body) = request(&addr, "POST", &format!("/rollback/{policy}"), token)?;
     if code != 200 {
         return Err(ApiError::Client { addr, detail: format!("HTTP {code}: {}", body.trim()) });
     }
     serde_json::from_str(&body).map_err(|e| ApiError::Client { addr, detail: format!("unreadable answer: {e}") })
+}
+
+/// What a probe asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Probe {
+    /// Whether the world is warm (`/readyz`).
+    Ready,
+    /// Whether the loop ends ticks (`/livez`).
+    Live,
+}
+
+/// Ask a probe: Ok when the host says yes, else why not (its answer, or why it could not be
+/// reached).
+pub fn probe(addr: impl Into<Listen>, which: Probe) -> Result<(), String> {
+    let path = match which {
+        Probe::Ready => "/readyz",
+        Probe::Live => "/livez",
+    };
+    match request(addr, "GET", path, None) {
+        Ok((200, _)) => Ok(()),
+        Ok((code, body)) => Err(format!("HTTP {code}: {}", body.trim())),
+        Err(e) => Err(e.to_string()),
+    }
 }

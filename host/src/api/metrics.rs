@@ -88,6 +88,13 @@ pub fn encode(status: &Status) -> String {
             in_flight.get_or_create(&labels).set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
+    if let Some(l) = &status.leadership {
+        let leader = Family::<Labels, Gauge>::default();
+        let labels = vec![("identity".to_string(), l.identity.clone()), ("lease".to_string(), l.lease.clone())];
+        leader.get_or_create(&labels).set(i64::from(l.leading));
+        r.register("wasmsched_leader", "1 while this replica holds the lead and acts, 0 while it stands by", leader);
+        counter(&mut r, "wasmsched_leader_acquired", "Times this replica took the lead", l.acquired);
+    }
     r.register("wasmsched_backend_requests", "Requests the host made to the backend's endpoint", requests);
     r.register("wasmsched_backend_in_flight", "Actions sent to the backend's endpoint and not yet answered", in_flight);
 

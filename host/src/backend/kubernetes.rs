@@ -51,6 +51,8 @@
 
 mod actions;
 pub mod gate;
+mod keep;
+pub mod lease;
 mod observe;
 pub mod pod;
 mod queue;
@@ -71,7 +73,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
 use crate::backend::progress;
-use crate::backend::{ApplyError, Backend, Built, Endpoint, Placer, Settings, filled};
+use crate::backend::{ApplyError, Backend, Built, Checkpoint, Endpoint, Leadership, Placer, Settings, filled};
 use crate::bindings::wit;
 use crate::world::World;
 
@@ -102,6 +104,10 @@ pub struct KubernetesConfig {
     /// annotation needs no stream; one beyond the limit waits for a stream to end.
     #[serde(rename = "max-log-streams")]
     pub max_log_streams: usize,
+    /// `[backend.election]`: run beside other replicas of the host, one acting at a time, the
+    /// policies' states kept in the cluster for the next leader ([`lease`]). Without it the
+    /// host acts alone, as if it always led.
+    pub election: Option<lease::ElectionConfig>,
     /// How long one request may take before the apiserver counts as unreachable (5 s; not a
     /// key of the table).
     #[serde(skip)]
@@ -116,6 +122,7 @@ impl Default for KubernetesConfig {
             selector: DEFAULT_SELECTOR.into(),
             scheduler: DEFAULT_SCHEDULER.into(),
             max_log_streams: 256,
+            election: None,
             timeout: Duration::from_secs(5),
         }
     }
@@ -127,7 +134,8 @@ impl Settings for KubernetesConfig {
 
     fn check(&self) -> Result<(), String> {
         filled(&self.selector, "selector is a label selector, e.g. \"wasmsched.managed=true\"")?;
-        filled(&self.namespace, "namespace is a namespace's name, e.g. \"default\"")
+        filled(&self.namespace, "namespace is a namespace's name, e.g. \"default\"")?;
+        self.election.as_ref().map_or(Ok(()), |e| e.check(self.timeout))
     }
 }
 
@@ -305,6 +313,12 @@ pub struct Kubernetes {
     /// Causes already logged, so each is logged once.
     logged: HashSet<String>,
     placer: Placer,
+    /// This replica's candidacy, with `[backend.election]`.
+    election: Option<lease::Election>,
+    /// The digests of the policies' states kept in the cluster.
+    kept: keep::Kept,
+    /// Whether this replica acted at the last observation.
+    acted: bool,
 }
 
 impl Kubernetes {
@@ -347,8 +361,15 @@ impl Kubernetes {
                     status.volumes_in_use = None;
                 }
             });
+        let election = config.election.as_ref().map(|e| {
+            let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
+            lease::Election::start(&rt, Api::namespaced(client.clone(), &namespace), e, config.timeout)
+        });
         Ok(Kubernetes {
             rt,
+            election,
+            kept: keep::Kept::default(),
+            acted: false,
             config,
             kube_config,
             client,
@@ -448,7 +469,40 @@ impl Backend for Kubernetes {
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
+        if !self.leads() {
+            // The lead was lost between the observation and now: nothing goes out.
+            let reason = "this replica lost the lead before the action went out; the new leader decides again";
+            return actions.iter().map(|a| ApplyError { job: a.job, reason: reason.into() }).collect();
+        }
         self.apply_from(actions, world, By::Policy)
+    }
+
+    fn leadership(&self) -> Option<Leadership> {
+        self.election.as_ref().map(lease::Election::leadership)
+    }
+
+    fn leads(&self) -> bool {
+        self.election.as_ref().is_none_or(lease::Election::leading)
+    }
+
+    fn keep_every(&self) -> Option<u64> {
+        self.config.election.as_ref().map(|e| e.checkpoint_every)
+    }
+
+    fn keep(&mut self, checkpoints: &[Checkpoint]) {
+        if self.leads() {
+            self.keep_checkpoints(checkpoints);
+        }
+    }
+
+    fn kept(&mut self) -> Vec<Checkpoint> {
+        self.kept_checkpoints()
+    }
+
+    fn step_down(&mut self) {
+        if let Some(mut e) = self.election.take() {
+            e.step_down(&self.rt, self.config.timeout);
+        }
     }
 
     fn settled(&mut self) -> Vec<ApplyError> {

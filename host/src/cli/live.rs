@@ -65,7 +65,7 @@ pub fn replay(recording: &Path, policy: &str, show: usize, runtime: &RuntimeArgs
 
 /// `wasmsched status`: a running host's status, as text or JSON.
 pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
-    let status = api::client::status(api.addr, api.token.as_deref())?;
+    let status = api::client::status(&api.addr, api.token.as_deref())?;
     if json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
@@ -76,7 +76,19 @@ pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
 
 /// `wasmsched rollback`: bring back a policy's previous version on a running host.
 pub fn rollback(policy: &str, api: &ApiArgs) -> anyhow::Result<ExitCode> {
-    let done = api::client::rollback(api.addr, policy, api.token.as_deref())?;
+    let done = api::client::rollback(&api.addr, policy, api.token.as_deref())?;
     println!("{} rolled back: {} serves again", done.policy, done.sha256);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched probe ready|live`: a running host's readiness or liveness, for a pod's exec
+/// probes: exit 0 when it says yes, else 1 and why.
+pub fn probe(which: api::client::Probe, api: &ApiArgs) -> ExitCode {
+    match api::client::probe(&api.addr, which) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(why) => {
+            eprintln!("{why}");
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -68,6 +68,12 @@ pub struct Status {
     /// How long the recent ticks took, from one tick's end to the next's.
     #[serde(default)]
     pub tick_wall: TickWall,
+    /// When the last tick ended, milliseconds since the Unix epoch (0: none yet).
+    #[serde(default)]
+    pub ticked_wall_ms: u64,
+    /// Where this host stands among its replicas; None when it runs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leadership: Option<crate::backend::Leadership>,
 }
 
 /// How long the loop's recent ticks took from one tick's end to the next's ([`TICKS_KEPT`] at
@@ -180,9 +186,38 @@ pub enum ReloadOutcome {
     Unloaded,
     /// The previous version serves again.
     RolledBack,
+    /// This host took the lead and started the policy from the state the last leader kept.
+    Restored,
 }
 
 impl Status {
+    /// Whether the host is ready: it has observed once, and every place its backend reaches
+    /// answered then (its world is warm). Why not, otherwise.
+    pub fn ready(&self) -> Result<(), String> {
+        if self.ticks == 0 {
+            return Err("no observation yet".into());
+        }
+        match self.endpoints.iter().find(|e| !e.up) {
+            Some(e) => Err(format!("{} {} does not answer", e.kind, e.name)),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the host is alive at `now_ms` (Unix ms): its loop is running and has ended a
+    /// tick within ten ticks or a minute, whichever is longer. Why not, otherwise.
+    pub fn live(&self, now_ms: u64) -> Result<(), String> {
+        if !self.running {
+            return Err("the loop has stopped".into());
+        }
+        let since = if self.ticked_wall_ms == 0 { self.started_wall_ms } else { self.ticked_wall_ms };
+        let limit = (self.tick_ms.saturating_mul(10)).max(60_000);
+        let quiet = now_ms.saturating_sub(since);
+        if quiet > limit {
+            return Err(format!("no tick has ended for {} s", quiet / 1000));
+        }
+        Ok(())
+    }
+
     /// The named policy's entry.
     pub fn policy(&self, name: &str) -> Option<&PolicyStatus> {
         self.policies.iter().find(|p| p.name == name)
@@ -255,6 +290,15 @@ impl Status {
             let in_flight = e.in_flight.map_or(String::new(), |n| format!(", {n} actions in flight"));
             let _ = writeln!(out, "{kind} {}: {state}, {} jobs{requests}{in_flight}", e.name, e.jobs);
         }
+        if let Some(l) = &self.leadership {
+            let holder = l.holder.as_deref().unwrap_or("nobody");
+            let role = if l.leading { "LEADER, acting" } else { "standby: observing, not acting" };
+            let _ = writeln!(
+                out,
+                "replica {}: {role}; lease {} held by {holder}, {} transitions, led {} times",
+                l.identity, l.lease, l.transitions, l.acquired
+            );
+        }
         let _ = writeln!(
             out,
             "\n{:<16} {:<7} {:<12} {:>4} {:<14} {:>8} {:>6} {:>8} {:>9}  shadow agreement",
@@ -302,6 +346,7 @@ impl Status {
                     ReloadOutcome::Refused => "REFUSED",
                     ReloadOutcome::Unloaded => "unloaded",
                     ReloadOutcome::RolledBack => "rolled back",
+                    ReloadOutcome::Restored => "restored",
                 };
                 let _ = writeln!(out, "  {:<16} {outcome} ({:.1} ms): {}", p.name, r.took_ms, r.detail);
             }

@@ -1,6 +1,7 @@
-//! `wasmsched run` as a binary of the tests package (`wasmsched-host run --config FILE`): the
-//! scale test runs the host as a process of its own, as an operator does, and cargo builds a
-//! package's binaries only for that package's tests.
+//! `wasmsched run` and `wasmsched probe` as a binary of the tests package (`wasmsched-host run
+//! --config FILE`, `wasmsched-host probe ready|live --addr ADDR`): the scale test runs the host
+//! as a process of its own, as an operator does, the replicas test runs it in pods (whose exec
+//! probes ask it), and cargo builds a package's binaries only for that package's tests.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -9,6 +10,21 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    if let [_, probe, which, flag, addr] = args.as_slice()
+        && probe == "probe"
+        && flag == "--addr"
+    {
+        use wasmsched::api::client::{self, Probe};
+        let which = if which == "ready" { Probe::Ready } else { Probe::Live };
+        let Ok(addr) = addr.parse::<wasmsched::api::Listen>() else { return ExitCode::from(2) };
+        return match client::probe(addr, which) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(why) => {
+                eprintln!("{why}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let [_, run, flag, path] = args.as_slice() else {
         eprintln!("usage: wasmsched-host run --config FILE");
         return ExitCode::from(2);

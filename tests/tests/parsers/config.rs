@@ -131,7 +131,7 @@ proptest! {
             BackendConfig::Docker(d) => prop_assert!(g.docker && d.engines.len() == 2, "{d:?}"),
             other => prop_assert!(!g.docker, "{other:?}"),
         }
-        prop_assert_eq!(c.api.listen.port(), g.port.unwrap_or(7878));
+        prop_assert_eq!(c.api.listen.port(), Some(g.port.unwrap_or(7878)));
         prop_assert_eq!(c.policy.len(), g.policies.len());
         for p in &g.policies {
             let got = &c.policy[&p.name];

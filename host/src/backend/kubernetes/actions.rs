@@ -225,6 +225,15 @@ impl Kubernetes {
         self.report_binds(backend.iter().map(|(_, e)| e));
     }
 
+    /// Cancel what is in flight: this replica lost the lead, and a request not yet sent (a
+    /// preemption's delete after its copy, a migration's bind) must not go out. Each lands at
+    /// the next observation as failed.
+    pub(super) fn abort_flights(&self) {
+        for f in &self.flight {
+            f.task.abort();
+        }
+    }
+
     /// Wait until every action in flight has landed (`limit` at most), and take them into
     /// the world; the policy's failures since the last [`Backend::settled`](crate::backend::Backend::settled) (the default
     /// placement's are logged). For callers that act outside the loop and want the outcome.

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
 use crate::backend::progress;
+use crate::backend::Backend;
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 use wasmsched_rules::GpuBook;
@@ -45,6 +46,12 @@ impl Kubernetes {
             std::thread::sleep(wait);
         }
         world.accrue_service(until_ms.saturating_sub(world.time_ms()));
+        let acting = self.leads();
+        if self.acted && !acting {
+            // The lead is lost: what this replica still had in flight goes no further.
+            self.abort_flights();
+        }
+        self.acted = acting;
         self.land_flights(world);
         self.check_health();
         let (pods_listed, nodes_listed) = self.listed();
@@ -70,7 +77,7 @@ impl Kubernetes {
             }
         }
         world.set_time_ms(until_ms);
-        if self.placer == crate::backend::Placer::Backend && self.apiserver_up() {
+        if acting && self.placer == crate::backend::Placer::Backend && self.apiserver_up() {
             self.place_queued(world, None);
         }
     }
@@ -177,7 +184,8 @@ impl Kubernetes {
                 (stand != Stand::Ended).then_some((p.metadata.uid.as_deref()?, p.as_ref(), stand))
             })
             .collect();
-        let dropped = self.settle_copies(&live, &moving);
+        // A copy half-made is the leader's to settle: it may be making it now.
+        let dropped = if self.acted { self.settle_copies(&live, &moving) } else { HashSet::new() };
         let mut book = world.gpu_book();
         let mut streams = Streams::new(self.config.max_log_streams, self.jobs.values());
         // Marked as their pods are found; the rest are gone.
