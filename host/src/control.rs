@@ -228,7 +228,9 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         // Whether the active policy places, and whether it is another version than the one
         // whose `next-call-ms` holds (then it is asked now).
         // And whether the version the watchdog benched is no longer the active one.
-        let (placing, swapped, released) = match driver.policies().active.filter(|_| leading) {
+        // A standby asks nothing of its policies and leaves the watchdog as it stands.
+        let (placing, swapped, released) = match driver.policies().active {
+            _ if !leading => (false, false, false),
             Some(p) => {
                 let digest = p.policy().digest();
                 let released = dog.benched().is_some_and(|b| b.sha256 != digest);

@@ -500,7 +500,7 @@ impl Backend for Kubernetes {
     }
 
     fn step_down(&mut self) {
-        if let Some(mut e) = self.election.take() {
+        if let Some(e) = self.election.as_mut() {
             e.step_down(&self.rt, self.config.timeout);
         }
     }

@@ -6,6 +6,7 @@
 mod cluster;
 mod faults;
 mod manifests;
+mod replicas;
 mod scale;
 
 use std::time::{Duration, Instant};

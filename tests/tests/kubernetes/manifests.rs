@@ -23,14 +23,14 @@ use wasmsched_tests::live::{Running, Setup, component};
 const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
 
 /// The documents of a manifest in `examples/kubernetes/`.
-fn manifest(name: &str) -> Vec<serde_json::Value> {
+pub(crate) fn manifest(name: &str) -> Vec<serde_json::Value> {
     let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes")).join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Server-side apply of one document (`dry_run`: checked by the apiserver, not stored).
-fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Result<(), kube::Error> {
+pub(crate) fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Result<(), kube::Error> {
     let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
@@ -67,11 +67,16 @@ fn the_deployments_host_config_parses() {
     let BackendConfig::Kubernetes(backend) = &config.backend else { panic!("not kind = \"kubernetes\": {config:?}") };
     assert_eq!(backend.kubeconfig, None, "in the cluster: its ServiceAccount");
     assert_eq!(config.active(), Some("flowcon"));
+    let election = backend.election.as_ref().expect("replicas elect a leader");
+    assert_eq!((election.lease_duration.as_secs(), election.renew_deadline.as_secs()), (15, 10));
+    assert!(matches!(config.api.listen, wasmsched::api::Listen::Unix(_)), "a socket per pod: no port to share");
     let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("a Deployment");
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], "wasmsched");
-    assert_eq!(deployment["spec"]["replicas"], 1, "one host binds the queue");
-    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate", "never two at once");
+    assert_eq!(deployment["spec"]["replicas"], 2, "a leader and a standby");
+    let probe = &pod["containers"][0]["readinessProbe"]["exec"]["command"];
+    assert_eq!(probe[4].as_str(), Some(&config.api.listen.to_string()[..]), "the probes ask the API where it listens");
+    assert!(docs.iter().any(|d| d["kind"] == "PodDisruptionBudget"), "evictions leave one replica");
 }
 
 #[test]

@@ -204,7 +204,7 @@ impl Election {
         self.standing.lock().expect("standing lock").stopping = true;
         self.wake.notify_one();
         if let Some(task) = self.task.take() {
-            let _ = rt.block_on(tokio::time::timeout(limit, task));
+            let _ = rt.block_on(async move { tokio::time::timeout(limit, task).await });
         }
     }
 }
