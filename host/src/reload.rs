@@ -93,8 +93,8 @@ pub fn policy_name(path: &Path) -> Option<String> {
 pub enum Watcher {
     /// The kernel's notifications (inotify): every write through this machine's kernel.
     Native(Debouncer<RecommendedWatcher, RecommendedCache>),
-    /// A scan every poll interval, comparing sizes and times: writes on a network volume made
-    /// from another machine, which the kernel here never hears of.
+    /// A scan every poll interval, comparing times and contents: writes on a network volume
+    /// made from another machine, which the kernel here never hears of.
     Polled(Debouncer<PollWatcher, NoCache>),
 }
 
@@ -133,7 +133,9 @@ pub fn watch(
             Watcher::Native(debouncer)
         }
         Some(every) => {
-            let config = notify::Config::default().with_poll_interval(every);
+            // By content, not only by time: a file copied in with an older time (tar keeps the
+            // archive's) or twice within a second must not be missed.
+            let config = notify::Config::default().with_poll_interval(every).with_compare_contents(true);
             let mut debouncer = new_debouncer_opt(debounce, None, handler, NoCache, config).map_err(err)?;
             debouncer.watch(dir, RecursiveMode::NonRecursive).map_err(err)?;
             Watcher::Polled(debouncer)

@@ -226,3 +226,24 @@ fn a_changed_config_beside_the_component_is_a_new_version_and_a_broken_one_is_re
             .all(|a| matches!(a.kind, wasmsched::bindings::wit::ActionKind::SetCpu(Some(m)) if m <= 1350))
     );
 }
+
+#[test]
+fn a_polled_folder_notices_a_file_copied_in_with_an_older_time_and_the_same_second() {
+    let setup = Setup::new();
+    let (v1, v2, v3) = (variant("fair-share", 1), variant("fair-share", 2), variant("fair-share", 3));
+    setup.land("fs", &v1);
+    let mut config = setup.config("100ms", "1", &policy("fs", "active"));
+    config.reload.poll = Some(std::time::Duration::from_millis(100));
+    let running = Running::start(config);
+    running.wait("v1", |s| serving(s, "fs") == Some(sha256(&v1)));
+    // As `tar` extracts it (what `kubectl cp` runs): the archive's time, 1970, kept.
+    setup.overwrite("fs", &v2);
+    let file = std::fs::File::options().write(true).open(setup.policies().join("fs.wasm")).unwrap();
+    file.set_modified(std::time::UNIX_EPOCH).unwrap();
+    running.wait("v2, though older by its time", |s| serving(s, "fs") == Some(sha256(&v2)));
+    // Twice within one second of the file's time.
+    setup.overwrite("fs", &v3);
+    file.set_modified(std::time::UNIX_EPOCH).unwrap();
+    running.wait("v3, with the same time as v2", |s| serving(s, "fs") == Some(sha256(&v3)));
+    running.stop();
+}
