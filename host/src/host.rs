@@ -402,7 +402,9 @@ impl HostDriver {
     fn restore_one(&mut self, rt: &Runtime, c: Checkpoint) {
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.policy) else { return };
         let digest_of = |s: &Option<Serving>| s.as_ref().map(|s| s.sup.policy().digest().to_string());
-        if digest_of(&slot.current).as_deref() != Some(&c.sha256) && digest_of(&slot.previous).as_deref() == Some(&c.sha256) {
+        if digest_of(&slot.current).as_deref() != Some(&c.sha256)
+            && digest_of(&slot.previous).as_deref() == Some(&c.sha256)
+        {
             std::mem::swap(&mut slot.current, &mut slot.previous);
         }
         let Some(serving) = slot.current.as_mut() else { return };

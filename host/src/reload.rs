@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use notify_debouncer_full::notify::{self, EventKind, PollWatcher, RecommendedWatcher, RecursiveMode};
-use notify_debouncer_full::{DebounceEventResult, Debouncer, NoCache, RecommendedCache, new_debouncer, new_debouncer_opt};
+use notify_debouncer_full::{
+    DebounceEventResult, Debouncer, NoCache, RecommendedCache, new_debouncer, new_debouncer_opt,
+};
 use sha2::{Digest, Sha256};
 
 use crate::admission::{self, AdmissionError};

@@ -11,7 +11,12 @@ fn status_metrics_and_rollback_answer_over_http_with_the_token() {
     setup.land("fs", &v1);
     let running = Running::start(setup.config("1s", "100", "[policy.fs]\ndeadline = \"2s\"\n"));
     running.wait("fs", |s| serving(s, "fs").is_some());
-    let server = api::serve(running.handle.clone(), "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(), Some("s3cret".into())).unwrap();
+    let server = api::serve(
+        running.handle.clone(),
+        "127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap(),
+        Some("s3cret".into()),
+    )
+    .unwrap();
     let addr = server.addr();
 
     let (code, _) = client::request(addr, "GET", "/status", None).unwrap();
@@ -43,7 +48,8 @@ fn the_api_refuses_to_listen_beyond_loopback_without_a_token() {
     let setup = Setup::new();
     setup.land("fs", &component("fair-share"));
     let running = Running::start(setup.config("1s", "100", "[policy.fs]\n"));
-    let err = api::serve(running.handle.clone(), "0.0.0.0:0".parse::<std::net::SocketAddr>().unwrap(), None).err().unwrap();
+    let err =
+        api::serve(running.handle.clone(), "0.0.0.0:0".parse::<std::net::SocketAddr>().unwrap(), None).err().unwrap();
     assert!(matches!(err, ApiError::TokenRequired(_)), "{err}");
     assert!(err.to_string().contains("token"));
     running.stop();

@@ -221,7 +221,12 @@ impl Driver for Live<'_> {
         !self.done
     }
 
-    fn observed(&mut self, world: &World, _: Vec<wasmsched::backend::Endpoint>, _: Option<wasmsched::backend::Leadership>) {
+    fn observed(
+        &mut self,
+        world: &World,
+        _: Vec<wasmsched::backend::Endpoint>,
+        _: Option<wasmsched::backend::Leadership>,
+    ) {
         for (spec, _) in world.all_jobs() {
             if let Some(k) = self.containers.iter().position(|c| spec.name.trim_start_matches('/') == c.name) {
                 self.arrivals_ms.entry(k).or_insert(spec.arrival_ms);

@@ -100,7 +100,8 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     // A smaller state replaces the big one; its parts go.
     a.keep(&[checkpoint("big", b"small now".to_vec())]);
     assert_eq!(by_policy(b.kept())["big"].state, b"small now");
-    let parts = c.rt.block_on(maps.list(&ListParams::default().labels(&format!("wasmsched.lease={lease},wasmsched.part-of"))));
+    let parts =
+        c.rt.block_on(maps.list(&ListParams::default().labels(&format!("wasmsched.lease={lease},wasmsched.part-of"))));
     assert_eq!(parts.unwrap().items.len(), 0, "no part of an older state is left");
 
     // A clean stop hands the lead on within a retry period, not a lease duration.
@@ -269,7 +270,11 @@ impl Replicas {
                     "replica {}: phase={:?} containers={:?}",
                     p.metadata.name.clone().unwrap_or_default(),
                     s.phase,
-                    s.container_statuses.unwrap_or_default().iter().map(|c| (c.restart_count, c.state.clone())).collect::<Vec<_>>()
+                    s.container_statuses
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|c| (c.restart_count, c.state.clone()))
+                        .collect::<Vec<_>>()
                 )
             })
             .collect();
@@ -312,10 +317,13 @@ impl Drop for Replicas {
         let client = self.c.client.clone();
         let params = ListParams::default().labels(&format!("app.kubernetes.io/name={}", self.app));
         let _ = self.c.rt.block_on(async {
-            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), self.namespace);
+            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+                Api::namespaced(client.clone(), self.namespace);
             let _ = deployments.delete(&self.app, &DeleteParams::default()).await;
             let pods: Api<Pod> = Api::namespaced(client.clone(), self.namespace);
-            let _ = pods.delete_collection(&DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }, &params).await;
+            let _ = pods
+                .delete_collection(&DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() }, &params)
+                .await;
             let maps: Api<ConfigMap> = Api::namespaced(client.clone(), self.namespace);
             let _ = maps.delete(&self.app, &DeleteParams::default()).await;
             let kept = ListParams::default().labels(&format!("wasmsched.lease={}", self.lease));
@@ -385,7 +393,12 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
          [policy.counter]\nrole = \"active\"\n",
         r.lease
     );
-    let server = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap().clusters[0].cluster.clone().unwrap().server.unwrap();
+    let server = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap().clusters[0]
+        .cluster
+        .clone()
+        .unwrap()
+        .server
+        .unwrap();
     let port = server.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
     let docs = crate::manifests::manifest("deployment.yaml");
     let mut map = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap().clone();
@@ -449,7 +462,9 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     r.wait("the leader to bind the queue", Duration::from_secs(30), || bound(&pods).then_some(()));
     let uids: BTreeMap<String, String> =
         pods.iter().map(|p| (p.clone(), c.pod(p).unwrap().metadata.uid.unwrap())).collect();
-    r.wait("six decisions by the leader", Duration::from_secs(30), || (decisions(&r.records(), &leader).len() >= 6).then_some(()));
+    r.wait("six decisions by the leader", Duration::from_secs(30), || {
+        (decisions(&r.records(), &leader).len() >= 6).then_some(())
+    });
     assert!(decisions(&r.records(), &standby).is_empty(), "a standby decides nothing");
 
     // 1. The leader crashes (SIGKILL: no release, no last checkpoint). The standby takes over a
@@ -474,7 +489,9 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     let restored = r.status(&standby).unwrap();
     let reload = restored.policy("counter").unwrap().last_reload.clone().unwrap();
     assert_eq!(reload.outcome, wasmsched::host::status::ReloadOutcome::Restored, "{reload:?}");
-    r.wait("every pod bound, the ones queued during the failover too", Duration::from_secs(30), || bound(&pods).then_some(()));
+    r.wait("every pod bound, the ones queued during the failover too", Duration::from_secs(30), || {
+        bound(&pods).then_some(())
+    });
     for (p, uid) in &uids {
         assert_eq!(c.pod(p).unwrap().metadata.uid.as_ref(), Some(uid), "{p} was bound once, never made again");
     }
@@ -483,7 +500,9 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     // 2. The new leader freezes (SIGSTOP) past its renew deadline. The restarted replica takes
     //    over; woken up, the old leader finds its deadline passed and does nothing.
     let other = r.wait("the crashed replica back as a standby", Duration::from_secs(60), || {
-        r.ready_pods().into_iter().find(|p| *p != leader && r.status(p).is_some_and(|s| s.leadership.is_some_and(|l| !l.leading)))
+        r.ready_pods()
+            .into_iter()
+            .find(|p| *p != leader && r.status(p).is_some_and(|s| s.leadership.is_some_and(|l| !l.leading)))
     });
     let frozen = pid_of(&leader).unwrap();
     let stopped_at = wall_ms();

@@ -71,7 +71,9 @@ impl Kubernetes {
                     self.kept.insert(c.policy.clone(), digest);
                     found.push(c);
                 }
-                Err(why) => tracing::warn!(configmap = %name, "a kept policy state is unusable ({why}); that policy starts as it is"),
+                Err(why) => {
+                    tracing::warn!(configmap = %name, "a kept policy state is unusable ({why}); that policy starts as it is")
+                }
             }
         }
         found
@@ -154,7 +156,8 @@ async fn write(
     let stale = ListParams::default().labels(&format!("{LEASE_LABEL}={lease},{PART_OF}"));
     for old in within(limit, api.list(&stale)).await?.items {
         let old_name = old.metadata.name.unwrap_or_default();
-        let (policy_of, digest_of) = old_name.rsplit_once('.').and_then(|(p, _)| p.rsplit_once('.')).unwrap_or_default();
+        let (policy_of, digest_of) =
+            old_name.rsplit_once('.').and_then(|(p, _)| p.rsplit_once('.')).unwrap_or_default();
         if policy_of == name && (chunks.is_empty() || digest_of != &digest[..12]) {
             let _ = within(limit, api.delete(&old_name, &DeleteParams::default())).await;
         }
@@ -181,7 +184,8 @@ async fn read(
         for i in 0..parts.min(64) {
             let part_name = format!("{name}.{}.{i}", digest.get(..12).unwrap_or_default());
             let part = within(limit, api.get(&part_name)).await.map_err(|e| format!("part {part_name}: {e}"))?;
-            let bytes = part.binary_data.and_then(|mut b| b.remove("part")).ok_or(format!("part {part_name} is empty"))?;
+            let bytes =
+                part.binary_data.and_then(|mut b| b.remove("part")).ok_or(format!("part {part_name} is empty"))?;
             state.extend_from_slice(&bytes.0);
         }
         state

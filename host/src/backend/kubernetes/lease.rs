@@ -144,7 +144,12 @@ pub struct Election {
 
 impl Election {
     /// Start campaigning for `config`'s Lease in `namespace`, each request within `timeout`.
-    pub fn start(rt: &tokio::runtime::Runtime, api: Api<Lease>, config: &ElectionConfig, timeout: Duration) -> Election {
+    pub fn start(
+        rt: &tokio::runtime::Runtime,
+        api: Api<Lease>,
+        config: &ElectionConfig,
+        timeout: Duration,
+    ) -> Election {
         let identity = config.identity();
         let standing = Arc::new(Mutex::new(Standing::default()));
         let wake = Arc::new(tokio::sync::Notify::new());
@@ -358,7 +363,9 @@ impl Campaign {
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         match within(self.timeout, self.api.replace(&self.name, &PostParams::default(), &lease)).await {
             Ok(_) => tracing::info!(identity = %self.identity, lease = %self.name, "released the lead"),
-            Err(e) => tracing::warn!(lease = %self.name, error = %e, "cannot release the Lease; a standby takes it when it expires"),
+            Err(e) => {
+                tracing::warn!(lease = %self.name, error = %e, "cannot release the Lease; a standby takes it when it expires")
+            }
         }
     }
 }

@@ -15,9 +15,9 @@ use super::{
     Kubernetes, Managed, NodeEntry, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, stats, stats_backoff,
     unix_ms, within,
 };
+use crate::backend::Backend;
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
 use crate::backend::progress;
-use crate::backend::Backend;
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 use wasmsched_rules::GpuBook;
