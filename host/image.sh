@@ -30,7 +30,8 @@ done
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ -z "$binary" ]; then
   host=$(rustc -vV | sed -n 's/^host: //p')
-  RUSTFLAGS="-Ctarget-feature=+crt-static" cargo build --release -q -p wasmsched --target "$host" \
+  RUSTFLAGS="-Ctarget-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
+    cargo build --release -q -p wasmsched --target "$host" \
     --manifest-path "$root/Cargo.toml" --target-dir "$root/target/image"
   binary="$root/target/image/$host/release/wasmsched"
 fi

@@ -129,9 +129,6 @@ pub struct Tick<'a> {
     pub benched: Option<&'a Benched>,
     /// Whether the watchdog benched it on this tick.
     pub benched_now: bool,
-    /// Whether this host led on this tick (one that runs no replicas always does): a
-    /// standby observes, and asks and applies nothing.
-    pub leading: bool,
 }
 
 /// Whoever runs the loop: the policies, the work at tick boundaries, where ticks go.
@@ -315,7 +312,6 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             rescued,
             benched: dog.benched(),
             benched_now,
-            leading,
         });
     }
     if led && backend.leads() && backend.keep_every().is_some() {

@@ -222,4 +222,48 @@ mod tests {
         assert!(text.contains(r#"wasmsched_backend_endpoint_up{endpoint="unix:///a.sock"} 1"#), "{text}");
         assert!(text.contains(r#"wasmsched_backend_endpoint_up{endpoint="tcp://b:2375"} 0"#), "{text}");
     }
+
+    #[test]
+    fn a_replica_says_whether_it_leads_and_a_lone_host_says_nothing_of_it() {
+        let lead = |leading| crate::backend::Leadership {
+            identity: "host-0_1a2b".into(),
+            leading,
+            holder: Some("host-0_1a2b".into()),
+            lease: "wasmsched-system/wasmsched".into(),
+            transitions: 2,
+            acquired: 1,
+        };
+        let status = Status { leadership: Some(lead(true)), ..Status::default() };
+        let text = encode(&status);
+        assert!(
+            text.contains(r#"wasmsched_leader{identity="host-0_1a2b",lease="wasmsched-system/wasmsched"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains("wasmsched_leader_acquired_total 1"), "{text}");
+        assert!(status.render().contains("replica host-0_1a2b: LEADER, acting"), "{}", status.render());
+        let standby = Status { leadership: Some(lead(false)), ..Status::default() };
+        assert!(encode(&standby).contains(r#"lease="wasmsched-system/wasmsched"} 0"#));
+        assert!(standby.render().contains("standby: observing, not acting"));
+        assert!(!encode(&Status::default()).contains("wasmsched_leader"));
+    }
+
+    #[test]
+    fn ready_once_observed_with_every_endpoint_up_and_live_while_ticks_end() {
+        let up = |up| crate::backend::Endpoint {
+            name: "https://api:6443".into(),
+            kind: "apiserver".into(),
+            up,
+            ..Default::default()
+        };
+        let mut s = Status { running: true, tick_ms: 1000, started_wall_ms: 1_000_000, ..Status::default() };
+        assert_eq!(s.ready(), Err("no observation yet".into()));
+        (s.ticks, s.endpoints, s.ticked_wall_ms) = (1, vec![up(false)], 1_000_500);
+        assert!(s.ready().unwrap_err().contains("apiserver https://api:6443 does not answer"));
+        s.endpoints = vec![up(true)];
+        assert_eq!(s.ready(), Ok(()));
+        assert_eq!(s.live(1_060_500), Ok(()), "a minute since the last tick is still alive");
+        assert!(s.live(1_060_501).unwrap_err().contains("no tick has ended for 60 s"));
+        s.running = false;
+        assert_eq!(s.live(1_000_600), Err("the loop has stopped".into()));
+    }
 }

@@ -453,7 +453,7 @@ impl Backend for Kubernetes {
     }
 
     fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
-        if !self.apiserver_up() {
+        if !self.apiserver_up() || !self.leads() {
             return Vec::new();
         }
         self.place_queued(world, Some(jobs))

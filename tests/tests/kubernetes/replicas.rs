@@ -161,9 +161,11 @@ fn node_of(c: &Cluster, name: &str) -> Option<String> {
 }
 
 /// The host's image for the Deployment test: the tests' `wasmsched-host` binary (a debug
-/// build, dynamically linked) packed by `host/image.sh` and imported into the nodes once.
+/// build, dynamically linked), or the binary `WASMSCHED_HOST_BINARY` names (a release
+/// `wasmsched`, to measure it), packed by `host/image.sh` and imported into the nodes.
 fn host_image() -> Option<String> {
-    let binary = env!("CARGO_BIN_EXE_wasmsched-host");
+    let binary = std::env::var("WASMSCHED_HOST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasmsched-host").into());
+    let binary = binary.as_str();
     let tag = format!("local/wasmsched-host:{}", &sha256(&std::fs::read(binary).ok()?)[..12]);
     let dir = tempfile::tempdir().ok()?;
     let tar = dir.path().join("host.tar");

@@ -369,3 +369,45 @@ impl Campaign {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::BackendConfig;
+
+    fn election(text: &str) -> Result<ElectionConfig, String> {
+        let table: toml::Table = toml::from_str(&format!("kind = \"kubernetes\"\n[election]\n{text}")).unwrap();
+        let config: BackendConfig = table.try_into().map_err(|e: toml::de::Error| e.to_string())?;
+        let BackendConfig::Kubernetes(k) = config else { unreachable!() };
+        Ok(k.election.expect("an election table"))
+    }
+
+    #[test]
+    fn the_defaults_are_kube_schedulers_and_times_that_could_make_two_leaders_are_refused() {
+        let e = election("").unwrap();
+        assert_eq!(e, ElectionConfig::default());
+        assert_eq!(
+            (e.lease_duration, e.renew_deadline, e.retry_period),
+            (Duration::from_secs(15), Duration::from_secs(10), Duration::from_secs(2))
+        );
+        let custom = election("lease = \"sched\"\nlease-duration = \"30s\"\ncheckpoint-every = 5").unwrap();
+        assert_eq!(
+            (custom.lease.as_str(), custom.lease_duration, custom.checkpoint_every),
+            ("sched", Duration::from_secs(30), 5)
+        );
+        let refused = |text: &str| election(text).unwrap_err();
+        assert!(refused("renew-deadline = \"12s\"").contains("must not exceed lease-duration"));
+        assert!(refused("retry-period = \"10s\"").contains("below renew-deadline"));
+        assert!(refused("lease = \" \"").contains("a Lease's name"));
+        assert!(refused("leader = \"me\"").contains("unknown field"));
+    }
+
+    #[test]
+    fn an_identity_is_the_pods_name_and_a_suffix_unless_given() {
+        let given = ElectionConfig { identity: Some("replica-a".into()), ..ElectionConfig::default() };
+        assert_eq!(given.identity(), "replica-a");
+        let (a, b) = (ElectionConfig::default().identity(), ElectionConfig::default().identity());
+        assert_ne!(a, b, "a restarted replica is a new candidate");
+        assert_eq!(a.rsplit_once('_').map(|(_, s)| s.len()), Some(8), "{a}");
+    }
+}
