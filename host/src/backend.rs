@@ -471,7 +471,7 @@ mod tests {
         #[cfg(feature = "kubernetes")]
         assert_eq!(
             keys::<kubernetes::KubernetesConfig>(),
-            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams"]
+            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams", "election"]
         );
     }
 

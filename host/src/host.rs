@@ -161,7 +161,17 @@ impl Host {
         if !config.policies_dir.is_dir() {
             return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
         }
-        let Built { backend, name } = config.backend.build(load_workload)?;
+        let built = config.backend.build(load_workload)?;
+        Host::with_backend(config, built)
+    }
+
+    /// The host of `config` on a backend the caller built (a backend of its own, or one
+    /// wrapped: a test's replica that leads from a given tick).
+    pub fn with_backend(config: HostConfig, built: Built) -> Result<Host, HostError> {
+        if !config.policies_dir.is_dir() {
+            return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
+        }
+        let Built { backend, name } = built;
         let status = Status {
             started_wall_ms: record::wall_ms(),
             backend: name,
@@ -411,13 +421,18 @@ impl HostDriver {
         let digest = serving.sup.policy().digest().to_string();
         let (bytes, age_s) = (c.state.len(), record::wall_ms().saturating_sub(c.saved_unix_ms) / 1000);
         let from = if digest == c.sha256 { "its own".to_string() } else { format!("version {}'s", short(&c.sha256)) };
-        let detail = match serving.sup.start(rt, Some(c.state)) {
+        let max = crate::runtime::supervise::MAX_SAVED_STATE_BYTES;
+        let started = if bytes > max {
+            Err(format!("{bytes} bytes, over the {max} a state may carry"))
+        } else {
+            serving.sup.start(rt, Some(c.state)).map_err(|e| crate::error_chain(&e))
+        };
+        let detail = match started {
             Ok(()) => {
                 tracing::info!(policy = %c.policy, sha256 = %digest, bytes, tick = c.tick, age_s, "took the lead: policy restarted from the state the last leader kept");
                 format!("restarted from {from} state kept at tick {} ({bytes} bytes, {age_s} s old)", c.tick)
             }
-            Err(e) => {
-                let why = crate::error_chain(&e);
+            Err(why) => {
                 tracing::warn!(policy = %c.policy, sha256 = %digest, reason = %why, "took the lead: the policy refused the kept state; it starts afresh");
                 let fresh = serving.sup.start(rt, None);
                 format!(
@@ -487,7 +502,7 @@ impl HostDriver {
 
 /// A short form of a sha256, for log lines and status tables.
 fn short(digest: &str) -> &str {
-    &digest[..digest.len().min(12)]
+    digest.get(..12).unwrap_or(digest)
 }
 
 /// Put a slot's state into its status entry; `now_ms` is the backend's clock.

@@ -176,6 +176,15 @@ impl Running {
         Running { handle, thread: Some(thread) }
     }
 
+    /// A host with `config` on `backend` (built by the caller), on a new thread.
+    pub fn start_on(config: HostConfig, backend: Box<dyn wasmsched::backend::Backend + Send>) -> Running {
+        let built = wasmsched::backend::Built { backend, name: "a test's backend".into() };
+        let host = Host::with_backend(config, built).unwrap();
+        let handle = host.handle();
+        let thread = std::thread::spawn(move || host.run(runtime()));
+        Running { handle, thread: Some(thread) }
+    }
+
     /// Wait until `ready` holds; panics with the status after [`PATIENCE`].
     pub fn wait(&self, what: &str, ready: impl FnMut(&Status) -> bool) -> Status {
         self.handle

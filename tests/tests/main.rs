@@ -9,6 +9,7 @@ mod languages;
 mod parsers;
 mod reload;
 mod replay;
+mod replicas;
 mod results;
 mod runtime;
 mod sandbox;

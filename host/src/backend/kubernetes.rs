@@ -313,8 +313,10 @@ pub struct Kubernetes {
     /// Causes already logged, so each is logged once.
     logged: HashSet<String>,
     placer: Placer,
-    /// This replica's candidacy, with `[backend.election]`.
+    /// This replica's candidacy, with `[backend.election]`, from its first warm observation.
     election: Option<lease::Election>,
+    /// Until then, the Lease to campaign for and this replica's identity.
+    candidate: Option<(Api<k8s_openapi::api::coordination::v1::Lease>, String)>,
     /// The digests of the policies' states kept in the cluster.
     kept: keep::Kept,
     /// Whether this replica acted at the last observation.
@@ -361,13 +363,14 @@ impl Kubernetes {
                     status.volumes_in_use = None;
                 }
             });
-        let election = config.election.as_ref().map(|e| {
+        let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
-            lease::Election::start(&rt, Api::namespaced(client.clone(), &namespace), e, config.timeout)
+            (Api::namespaced(client.clone(), &namespace), e.identity())
         });
         Ok(Kubernetes {
             rt,
-            election,
+            election: None,
+            candidate,
             kept: keep::Kept::default(),
             acted: false,
             config,
@@ -478,11 +481,25 @@ impl Backend for Kubernetes {
     }
 
     fn leadership(&self) -> Option<Leadership> {
-        self.election.as_ref().map(lease::Election::leadership)
+        let config = self.config.election.as_ref()?;
+        Some(match (&self.election, &self.candidate) {
+            (Some(e), _) => e.leadership(),
+            (None, candidate) => Leadership {
+                identity: candidate.as_ref().map(|(_, id)| id.clone()).unwrap_or_default(),
+                lease: format!(
+                    "{}/{}",
+                    candidate.as_ref().and_then(|(api, _)| api.namespace()).unwrap_or("?"),
+                    config.lease
+                ),
+                ..Leadership::default()
+            },
+        })
     }
 
     fn leads(&self) -> bool {
-        self.election.as_ref().is_none_or(lease::Election::leading)
+        // With an election, only a candidacy that holds the lead acts: not one waiting for a
+        // warm world, nor one that stepped down.
+        self.config.election.is_none() || self.election.as_ref().is_some_and(lease::Election::leading)
     }
 
     fn keep_every(&self) -> Option<u64> {
@@ -500,6 +517,7 @@ impl Backend for Kubernetes {
     }
 
     fn step_down(&mut self) {
+        self.candidate = None;
         if let Some(e) = self.election.as_mut() {
             e.step_down(&self.rt, self.config.timeout);
         }

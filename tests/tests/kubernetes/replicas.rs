@@ -66,10 +66,18 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     };
     clean();
     let leads = |k: &Kubernetes| k.leads().then_some(());
+    // A candidate campaigns from its first warm observation.
+    let warm = |k: &mut Kubernetes| {
+        let mut world = World::new();
+        step(k, &mut world, 100);
+    };
 
     let mut a = candidate(c, &label, &lease, "a");
+    assert!(!a.leads() && a.leadership().is_some_and(|l| l.identity == "a"), "a cold candidate does not lead");
+    warm(&mut a);
     poll(Duration::from_secs(10), Duration::from_millis(50), || leads(&a)).expect("the only candidate leads");
     let mut b = candidate(c, &label, &lease, "b");
+    warm(&mut b);
     // Over three lease durations, b never leads while a renews.
     let held = poll(Duration::from_secs(12), Duration::from_millis(100), || b.leads().then_some(()));
     assert!(held.is_none(), "b took the lead from a leader that renews");
@@ -123,7 +131,8 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     // from when it first saw the Lease, then takes it.
     drop(b);
     let started = Instant::now();
-    let d = candidate(c, &label, &lease, "d");
+    let mut d = candidate(c, &label, &lease, "d");
+    warm(&mut d);
     poll(Duration::from_secs(10), Duration::from_millis(20), || leads(&d)).expect("d takes the expired lead");
     let waited = started.elapsed();
     eprintln!("takeover after a crash: {waited:.2?} (lease duration 4 s)");

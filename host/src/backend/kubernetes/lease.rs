@@ -143,14 +143,15 @@ pub struct Election {
 }
 
 impl Election {
-    /// Start campaigning for `config`'s Lease in `namespace`, each request within `timeout`.
+    /// Start campaigning as `identity` for `config`'s Lease through `api` (its namespace), each
+    /// request within `timeout`.
     pub fn start(
         rt: &tokio::runtime::Runtime,
         api: Api<Lease>,
         config: &ElectionConfig,
+        identity: String,
         timeout: Duration,
     ) -> Election {
-        let identity = config.identity();
         let standing = Arc::new(Mutex::new(Standing::default()));
         let wake = Arc::new(tokio::sync::Notify::new());
         let namespace = api.namespace().unwrap_or("default").to_string();

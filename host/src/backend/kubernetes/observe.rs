@@ -12,7 +12,7 @@ use kube::api::{DeleteParams, LogParams};
 
 use super::pod::{self, Stand};
 use super::{
-    Kubernetes, Managed, NodeEntry, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, stats, stats_backoff,
+    Kubernetes, Managed, NodeEntry, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, lease, stats, stats_backoff,
     unix_ms, within,
 };
 use crate::backend::Backend;
@@ -55,6 +55,13 @@ impl Kubernetes {
         self.land_flights(world);
         self.check_health();
         let (pods_listed, nodes_listed) = self.listed();
+        // A replica campaigns once its world is warm: a leader never decides on a cold one.
+        if pods_listed
+            && nodes_listed
+            && let (Some(config), Some((api, identity))) = (&self.config.election, self.candidate.take())
+        {
+            self.election = Some(lease::Election::start(&self.rt, api, config, identity, self.config.timeout));
+        }
         if nodes_listed {
             self.observe_nodes(world);
         }
