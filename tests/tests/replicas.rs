@@ -157,8 +157,14 @@ fn a_kept_state_the_policy_refuses_or_too_large_to_carry_starts_it_afresh() {
         (b"not the counter's state".to_vec(), "invalid saved state"),
         (vec![0; (16 << 20) + 1], "over the 16777216 a state may carry"),
     ] {
-        let checkpoint =
-            Checkpoint { policy: "counter".into(), sha256: digest.clone(), version: 1, tick: 9, saved_unix_ms: 0, state };
+        let checkpoint = Checkpoint {
+            policy: "counter".into(),
+            sha256: digest.clone(),
+            version: 1,
+            tick: 9,
+            saved_unix_ms: 0,
+            state,
+        };
         let store = Store::new(Mutex::new(vec![checkpoint]));
         let setup = Setup::new();
         setup.land("counter", &component("counter"));

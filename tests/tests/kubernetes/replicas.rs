@@ -70,6 +70,7 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     let warm = |k: &mut Kubernetes| {
         let mut world = World::new();
         step(k, &mut world, 100);
+        world
     };
 
     let mut a = candidate(c, &label, &lease, "a");
@@ -77,7 +78,7 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     warm(&mut a);
     poll(Duration::from_secs(10), Duration::from_millis(50), || leads(&a)).expect("the only candidate leads");
     let mut b = candidate(c, &label, &lease, "b");
-    warm(&mut b);
+    let mut world = warm(&mut b);
     // Over three lease durations, b never leads while a renews.
     let held = poll(Duration::from_secs(12), Duration::from_millis(100), || b.leads().then_some(()));
     assert!(held.is_none(), "b took the lead from a leader that renews");
@@ -88,11 +89,14 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     // A standby observes and changes nothing: a queued pod of ours stays unbound.
     let _sweep = c.sweep(&label);
     let queued = queued_pod(c, &label, "elect-0");
-    let mut world = World::new();
+    poll(Duration::from_secs(10), Duration::ZERO, || {
+        step(&mut b, &mut world, 200);
+        (world.queue_len() == 1).then_some(())
+    })
+    .expect("the standby sees the queued pod");
     for _ in 0..4 {
-        step(&mut b, &mut world, 500);
+        step(&mut b, &mut world, 200);
     }
-    assert_eq!(world.queue_len(), 1, "the standby sees the queued pod");
     assert_eq!(node_of(c, &queued), None, "a standby binds nothing");
 
     // The leader keeps states, one over a ConfigMap's size; the standby reads them whole.
