@@ -223,6 +223,30 @@ impl Drop for Election {
     }
 }
 
+/// Watch the Lease, so that a change counts from when it lands rather than from the next look
+/// (a standby's lease duration then starts up to a retry period sooner), and a released Lease
+/// is tried at once. Each change is still seen after it was written: the expiry stays safe.
+async fn watch_changes(api: Api<Lease>, name: String, standing: Arc<Mutex<Standing>>, wake: Arc<tokio::sync::Notify>) {
+    use futures_util::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    while let Some(event) = events.next().await {
+        let (Ok(watcher::Event::Apply(lease)) | Ok(watcher::Event::InitApply(lease))) = event else { continue };
+        let Some(version) = lease.metadata.resource_version else { continue };
+        let free = lease.spec.and_then(|s| s.holder_identity).is_none_or(|h| h.is_empty());
+        {
+            let mut s = standing.lock().expect("standing lock");
+            if s.observed.as_ref().is_none_or(|(v, _)| *v != version) {
+                s.observed = Some((version, Instant::now()));
+            }
+        }
+        if free {
+            wake.notify_one();
+        }
+    }
+}
+
 struct Campaign {
     api: Api<Lease>,
     name: String,
@@ -234,6 +258,8 @@ struct Campaign {
 
 impl Campaign {
     async fn run(self, wake: Arc<tokio::sync::Notify>) {
+        let watch =
+            tokio::spawn(watch_changes(self.api.clone(), self.name.clone(), self.standing.clone(), wake.clone()));
         let mut failures = 0u32;
         loop {
             if self.standing.lock().expect("standing lock").stopping {
@@ -257,6 +283,7 @@ impl Campaign {
                 _ = wake.notified() => {}
             }
         }
+        watch.abort();
         self.release().await;
     }
 
