@@ -1,11 +1,12 @@
 //! Several replicas of the host, one acting: leader election through a `coordination.k8s.io`
 //! Lease, as kube-scheduler and the controller manager do it.
 //!
-//! Every replica tries the Lease every retry period. The holder renews it; the others take it
-//! once they have seen it unchanged for a lease duration (or free: released, or never held).
-//! Expiry is judged by when *this* replica saw the Lease change, on its own monotonic clock, never by the
-//! times written in it, so clocks that disagree between nodes cannot make two leaders. Every
-//! write carries the `resourceVersion` it read: of two replicas writing at once, one wins.
+//! Every replica tries the Lease every retry period, and watches it. The holder renews it; the
+//! others take it once they have seen it unchanged for a lease duration (or free: released, or
+//! never held). Expiry is judged by when *this* replica saw the Lease change, on its own
+//! monotonic clock, never by the times written in it, so clocks that disagree between nodes
+//! cannot make two leaders. Every write carries the `resourceVersion` it read: of two replicas
+//! writing at once, one wins.
 //!
 //! A replica acts only while its last successful renewal *began* less than a renew deadline ago
 //! ([`Election::leading`]). A standby takes over a lease duration after it saw the last renewal
@@ -205,7 +206,7 @@ impl Election {
     }
 
     /// Stop acting at once, release the Lease if this replica holds it (so a standby takes over
-    /// within a retry period rather than a lease duration), and end the campaign.
+    /// at once rather than after a lease duration), and end the campaign.
     pub fn step_down(&mut self, rt: &tokio::runtime::Runtime, limit: Duration) {
         self.standing.lock().expect("standing lock").stopping = true;
         self.wake.notify_one();
