@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer};
 use wasmsched::bindings::wit;
+use wasmsched::config::HostConfig;
 use wasmsched::host::status::{ReloadOutcome, Status};
 use wasmsched::scenario::Scenario;
 use wasmsched::world::World;
@@ -30,8 +31,7 @@ struct Replica {
 }
 
 impl Replica {
-    fn on(setup: &Setup, lead_from: u64, store: &Store) -> (Replica, Arc<AtomicU64>) {
-        let config = setup.config("1s", "100", "");
+    fn on(config: &HostConfig, lead_from: u64, store: &Store) -> (Replica, Arc<AtomicU64>) {
         let built = config.backend.build(Scenario::load_workload).unwrap();
         let applied = Arc::new(AtomicU64::new(0));
         let replica = Replica {
@@ -107,8 +107,8 @@ fn restored(s: &Status) -> Option<String> {
 /// its counter has decided `decisions` times; its audit's call numbers and the restore's
 /// detail, if any.
 fn run(setup: &Setup, store: &Store, lead_from: u64, decisions: u64) -> (Vec<u64>, Option<String>) {
-    let (replica, applied) = Replica::on(setup, lead_from, store);
     let config = setup.config("1s", "100", COUNTER);
+    let (replica, applied) = Replica::on(&config, lead_from, store);
     let running = Running::start_on(config, Box::new(replica));
     let status = running.wait("decisions", |s| s.decisions >= decisions);
     assert!(status.ticks >= lead_from, "{status:?}");

@@ -15,7 +15,14 @@ fn main() -> ExitCode {
         && flag == "--addr"
     {
         use wasmsched::api::client::{self, Probe};
-        let which = if which == "ready" { Probe::Ready } else { Probe::Live };
+        let which = match which.as_str() {
+            "ready" => Probe::Ready,
+            "live" => Probe::Live,
+            _ => {
+                eprintln!("usage: wasmsched-host probe ready|live --addr ADDR");
+                return ExitCode::from(2);
+            }
+        };
         let Ok(addr) = addr.parse::<wasmsched::api::Listen>() else { return ExitCode::from(2) };
         return match client::probe(addr, which) {
             Ok(()) => ExitCode::SUCCESS,

@@ -13,6 +13,7 @@ use serde_json::json;
 use wasmsched::backend::kubernetes::lease::ElectionConfig;
 use wasmsched::backend::kubernetes::{Kubernetes, KubernetesConfig};
 use wasmsched::backend::{Backend, Checkpoint};
+use wasmsched::record::wall_ms;
 use wasmsched::world::World;
 
 use crate::cluster::{Cluster, cluster, poll, serial};
@@ -88,7 +89,8 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
 
     // A standby observes and changes nothing: a queued pod of ours stays unbound.
     let _sweep = c.sweep(&label);
-    let queued = queued_pod(c, &label, "elect-0");
+    let requests = json!({"requests": {"cpu": "100m", "memory": "32Mi"}});
+    let queued = queued_pod(c, &label, &format!("elect-{}", std::process::id()), requests);
     poll(Duration::from_secs(10), Duration::ZERO, || {
         step(&mut b, &mut world, 200);
         (world.queue_len() == 1).then_some(())
@@ -148,9 +150,8 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
     clean();
 }
 
-/// A busybox pod of the test's `label`, queued for our scheduler.
-fn queued_pod(c: &Cluster, label: &str, name: &str) -> String {
-    let name = format!("{name}-{}", std::process::id());
+/// A busybox pod `name` of the test's `label`, queued for our scheduler, with `resources`.
+fn queued_pod(c: &Cluster, label: &str, name: &str, resources: serde_json::Value) -> String {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"wasmsched.test": label}},
         "spec": {
@@ -159,13 +160,18 @@ fn queued_pod(c: &Cluster, label: &str, name: &str) -> String {
             "containers": [{
                 "name": "main", "image": "local/busybox:1", "imagePullPolicy": "Never",
                 "command": ["sleep", "3600"],
-                "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}},
+                "resources": resources,
             }],
         },
     }))
     .unwrap();
     c.rt.block_on(c.pods().create(&PostParams::default(), &pod)).expect("create a queued pod");
-    name
+    name.to_string()
+}
+
+/// The resources of a pod whose CPU limit a resize may move.
+fn with_limits() -> serde_json::Value {
+    json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}})
 }
 
 /// The node pod `name` is bound to.
@@ -223,10 +229,6 @@ fn pid_of(pod: &str) -> Option<u32> {
 fn signal(pid: u32, sig: &str) {
     let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().is_ok_and(|s| s.success());
     assert!(ok, "kill {sig} {pid}");
-}
-
-fn wall_ms() -> u64 {
-    wasmsched::record::wall_ms()
 }
 
 struct Replicas {
@@ -349,26 +351,6 @@ impl Drop for Replicas {
     }
 }
 
-/// A busybox pod of the test's `label`, queued for our scheduler, with a CPU limit a resize
-/// may move.
-fn queued_with_limits(c: &Cluster, label: &str, name: &str) -> String {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"wasmsched.test": label}},
-        "spec": {
-            "schedulerName": "wasmsched",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{
-                "name": "main", "image": "local/busybox:1", "imagePullPolicy": "Never",
-                "command": ["sleep", "3600"],
-                "resources": {"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}},
-            }],
-        },
-    }))
-    .unwrap();
-    c.rt.block_on(c.pods().create(&PostParams::default(), &pod)).expect("create a queued pod");
-    name.to_string()
-}
-
 #[test]
 fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or_leave() {
     let Some(c) = cluster() else {
@@ -472,7 +454,8 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     }
 
     // The leader binds the queue and decides; the standby does neither.
-    let mut pods: Vec<String> = (0..4).map(|i| queued_with_limits(c, &label, &format!("replicas-{pid}-{i}"))).collect();
+    let mut pods: Vec<String> =
+        (0..4).map(|i| queued_pod(c, &label, &format!("replicas-{pid}-{i}"), with_limits())).collect();
     let bound = |pods: &[String]| pods.iter().all(|p| node_of(c, p).is_some());
     r.wait("the leader to bind the queue", Duration::from_secs(30), || bound(&pods).then_some(()));
     let uids: BTreeMap<String, String> =
@@ -486,7 +469,7 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     //    lease duration after it last saw the Lease renewed, from the state last kept.
     let killed_at = wall_ms();
     signal(pid_of(&leader).expect("the leader's process"), "-KILL");
-    pods.extend((4..7).map(|i| queued_with_limits(c, &label, &format!("replicas-{pid}-{i}"))));
+    pods.extend((4..7).map(|i| queued_pod(c, &label, &format!("replicas-{pid}-{i}"), with_limits())));
     let (first_wall, first_call) = r.wait("the standby's first decision", Duration::from_secs(45), || {
         decisions(&r.records(), &standby).first().copied()
     });

@@ -31,7 +31,8 @@ impl Kubernetes {
     /// Keep `checkpoints` in the cluster, as the leader; a state already kept is skipped.
     pub(super) fn keep_checkpoints(&mut self, checkpoints: &[Checkpoint]) {
         let Some(election) = &self.election else { return };
-        let (api, lease, by) = (self.configmaps(), election.lease_name().to_string(), election.identity().to_string());
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), election.namespace());
+        let (lease, by) = (election.lease_name().to_string(), election.identity().to_string());
         for c in checkpoints {
             let digest = hex::encode(Sha256::digest(&c.state));
             if self.kept.get(&c.policy) == Some(&digest) {
@@ -54,7 +55,10 @@ impl Kubernetes {
     /// The checkpoints kept for this Lease; one that cannot be read is skipped, saying why.
     pub(super) fn kept_checkpoints(&mut self) -> Vec<Checkpoint> {
         let Some(election) = &self.election else { return Vec::new() };
-        let (api, lease) = (self.configmaps(), election.lease_name().to_string());
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), election.namespace());
+        let lease = election.lease_name().to_string();
+        // What this replica wrote when it led before is no guide: another leader wrote since.
+        self.kept.clear();
         let list = ListParams::default().labels(&format!("{LEASE_LABEL}={lease},!{PART_OF}"));
         let maps = match self.rt.block_on(within(self.config.timeout, api.list(&list))) {
             Ok(maps) => maps.items,
@@ -77,11 +81,6 @@ impl Kubernetes {
             }
         }
         found
-    }
-
-    fn configmaps(&self) -> Api<ConfigMap> {
-        let namespace = self.election.as_ref().map_or(&self.config.namespace[..], |e| e.namespace());
-        Api::namespaced(self.client.clone(), namespace)
     }
 }
 

@@ -133,6 +133,15 @@ struct Standing {
     stopping: bool,
 }
 
+impl Standing {
+    /// The Lease is at `version`: a version not seen before counts from now.
+    fn saw(&mut self, version: String) {
+        if self.observed.as_ref().is_none_or(|(v, _)| *v != version) {
+            self.observed = Some((version, Instant::now()));
+        }
+    }
+}
+
 /// This replica's candidacy: a task on the backend's runtime that keeps trying the Lease.
 pub struct Election {
     standing: Arc<Mutex<Standing>>,
@@ -236,12 +245,7 @@ async fn watch_changes(api: Api<Lease>, name: String, standing: Arc<Mutex<Standi
         let (Ok(watcher::Event::Apply(lease)) | Ok(watcher::Event::InitApply(lease))) = event else { continue };
         let Some(version) = lease.metadata.resource_version else { continue };
         let free = lease.spec.and_then(|s| s.holder_identity).is_none_or(|h| h.is_empty());
-        {
-            let mut s = standing.lock().expect("standing lock");
-            if s.observed.as_ref().is_none_or(|(v, _)| *v != version) {
-                s.observed = Some((version, Instant::now()));
-            }
-        }
+        standing.lock().expect("standing lock").saw(version);
         if free {
             wake.notify_one();
         }
@@ -312,9 +316,7 @@ impl Campaign {
             .map_or(self.config.lease_duration, |s| Duration::from_secs(s as u64));
         let seen_at = {
             let mut s = self.standing.lock().expect("standing lock");
-            if s.observed.as_ref().is_none_or(|(v, _)| *v != version) {
-                s.observed = Some((version, Instant::now()));
-            }
+            s.saw(version);
             s.holder = holder.clone();
             s.transitions = spec.lease_transitions.unwrap_or(0).max(0) as u64;
             s.observed.as_ref().map_or(began, |(_, at)| *at)
