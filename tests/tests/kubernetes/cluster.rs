@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
@@ -277,16 +277,34 @@ impl Cluster {
                 .iter()
                 .map(|c| format!("{} restarts={} state={:?}", c.name, c.restart_count, c.state))
                 .collect();
+            let name = p.metadata.name.unwrap_or_default();
+            let node = p.spec.and_then(|s| s.node_name);
             lines.push(format!(
-                "pod {}: phase={:?} node={:?} reason={:?} message={:?} containers={containers:?}",
-                p.metadata.name.unwrap_or_default(),
-                status.phase,
-                p.spec.and_then(|s| s.node_name),
-                status.reason,
-                status.message,
+                "pod {name}: phase={:?} node={node:?} reason={:?} message={:?} containers={containers:?}",
+                status.phase, status.reason, status.message,
             ));
+            lines.extend(self.events(&name));
+            lines.extend(node.and_then(|n| kubelet_lines(&n, &name)));
         }
         lines.join("\n")
+    }
+
+    /// The events of pod `name`, oldest first, a line each ("FailedCreatePodSandBox: …" says
+    /// why a pod stays ContainerCreating).
+    fn events(&self, name: &str) -> Vec<String> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), "default");
+        let params = ListParams::default().fields(&format!("involvedObject.name={name}"));
+        match self.rt.block_on(events.list(&params)) {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .map(|e| {
+                    let (reason, message) = (e.reason.unwrap_or_default(), e.message.unwrap_or_default());
+                    format!("  event {} ×{}: {reason}: {message}", e.type_.unwrap_or_default(), e.count.unwrap_or(1))
+                })
+                .collect(),
+            Err(e) => vec![format!("  events: cannot list ({e})")],
+        }
     }
 
     /// A guard that deletes every pod of a test's label on drop, pass or fail (copies of a pod
@@ -294,6 +312,24 @@ impl Cluster {
     pub fn sweep(&'static self, label: &str) -> Sweep {
         Sweep { cluster: self, label: label.to_string() }
     }
+}
+
+/// The last lines of node `node`'s kubelet log that name pod `pod` (the cluster script keeps it
+/// in its run directory), or None where there is no such log.
+fn kubelet_lines(node: &str, pod: &str) -> Option<String> {
+    let run = std::env::var("K8S_RUN").unwrap_or_else(|_| "/tmp/k8s-run".into());
+    let log = std::fs::read_to_string(format!("{run}/kubelet-{node}.log")).ok()?;
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(pod)).collect();
+    let tail = &lines[lines.len().saturating_sub(6)..];
+    if tail.is_empty() {
+        return None;
+    }
+    Some(
+        tail.iter()
+            .map(|l| format!("  kubelet {node}: {}", l.chars().take(400).collect::<String>()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
 }
 
 /// A trainer pod to create.
