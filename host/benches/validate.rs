@@ -29,7 +29,7 @@ fn action(job: u32, kind: ActionKind) -> wit::Action {
 }
 
 fn decision(actions: Vec<wit::Action>) -> wit::Decision {
-    wit::Decision { actions, next_call_ms: None }
+    wit::Decision { actions, next_call_ms: None, pending: Vec::new() }
 }
 
 /// A world of `jobs` running jobs over [`NODES`] nodes of eight GPUs, and a tenth as many

@@ -189,7 +189,7 @@ impl Budget {
             return (kept, refused);
         }
         // A refused preemption or stop frees nothing: a placement after it may now collide.
-        let checked = validate::check(wit::Decision { actions: kept, next_call_ms: None }, world)
+        let checked = validate::check(wit::Decision { actions: kept, next_call_ms: None, pending: Vec::new() }, world)
             .expect("a subset of an accepted decision is not oversized");
         refused.extend(checked.rejected.into_iter().map(|r| Rejection {
             reason: format!("{} (an action before it was over the disruption budget)", r.reason),
@@ -381,7 +381,8 @@ mod tests {
         let waiting = world.enqueue_job(spec);
         let place = wit::Placement { nodes: vec![wit::NodePlacement { node: 0, gpus: vec![0] }], share: false };
         let actions = vec![act(holder, ActionKind::Preempt), act(waiting, ActionKind::Place(place))];
-        let checked = validate::check(wit::Decision { actions, next_call_ms: None }, &world).unwrap();
+        let checked =
+            validate::check(wit::Decision { actions, next_call_ms: None, pending: Vec::new() }, &world).unwrap();
         assert_eq!(checked.accepted.len(), 2, "{:?}", checked.rejected);
         let mut b = Budget::new(BudgetConfig { max_per_window: 0, ..tight() });
         let (kept, refused) = b.admit(checked.accepted, &world);

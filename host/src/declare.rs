@@ -15,6 +15,8 @@
 //! wasmsched.max-epochs=30                # stop after this many epochs at the latest
 //! wasmsched.gpus=2                       # the GPUs it asks for when placed (default 0)
 //! wasmsched.replicas=2                   # pieces it may be split into across nodes (default 1)
+//! wasmsched.gpu-counts=1,2,4,8          # elastic: the GPU counts a resize may give it (default: gpus)
+//! wasmsched.batch-size=64-1024           # the global batch sizes it accepts (one, or a range)
 //! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
 //! wasmsched.checkpoint=/ckpt             # the folder a migration or a preemption carries over
 //! wasmsched.disruptible=false            # never stopped, migrated or preempted (crate::budget)
@@ -45,6 +47,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "max-epochs",
     "gpus",
     "replicas",
+    "gpu-counts",
+    "batch-size",
     "deliver",
     "checkpoint",
     "disruptible",
@@ -180,6 +184,29 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
     };
     let gpus = count("gpus", 0, 0);
     let replicas = count("replicas", 1, 1);
+    let gpu_counts = get("gpu-counts").map_or_else(Vec::new, |text| {
+        let counts: Option<Vec<u32>> = text.split(',').map(|c| c.trim().parse().ok()).collect();
+        counts.unwrap_or_else(|| {
+            problem(
+                "gpu-counts",
+                format!("{text:?} is not a list of GPU counts: write them comma-separated, as 1,2,4,8"),
+            );
+            Vec::new()
+        })
+    });
+    let (batch_size_min, batch_size_max) = get("batch-size").map_or((0, 0), |text| {
+        let (lo, hi) = text.split_once('-').unwrap_or((text, text));
+        match (lo.trim().parse::<u32>(), hi.trim().parse::<u32>()) {
+            (Ok(lo), Ok(hi)) if lo <= hi => (lo, hi),
+            _ => {
+                problem(
+                    "batch-size",
+                    format!("{text:?} is not a batch size: write one (128) or a range the job accepts (64-1024)"),
+                );
+                (0, 0)
+            }
+        }
+    });
     let deliver = get("deliver").and_then(|d| {
         let argv: Vec<String> = d.split(',').map(|a| a.trim().to_string()).collect();
         if argv.first().is_some_and(|a| a.starts_with('/')) {
@@ -207,7 +234,7 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
     for key in unknown {
         let hint = match nearest(key) {
             Some(near) => format!("not a key wasmsched reads: did you mean {PREFIX}{near}?"),
-            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..14].join(", ")),
+            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..16].join(", ")),
         };
         problem(key, hint);
     }
@@ -228,6 +255,7 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         arrival_ms: 0,
         gpus,
         replicas,
+        scaling: wit::Scaling { gpu_counts, batch_size_min, batch_size_max },
     };
     Declared { spec, deliver, checkpoint, problems }
 }

@@ -27,7 +27,9 @@ use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
 use crate::world::World;
-use status::{PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall};
+use status::{
+    PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
+};
 
 /// Why the host could not start or run.
 #[derive(Debug, thiserror::Error)]
@@ -558,6 +560,7 @@ impl Driver for HostDriver {
         let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);
+            s.pending.retain(|p| world.state(p.job).is_some_and(|j| !j.is_running()));
             s.leadership = lead;
             if !endpoints.is_empty() {
                 s.endpoints = endpoints;
@@ -652,6 +655,14 @@ impl Driver for HostDriver {
             self.write_failed(&e);
         }
         let over_budget = tick.active.as_ref().map_or(0, |a| a.outcome.over_budget.len() as u64);
+        let pending: Option<Vec<WhyPending>> = tick.active.as_ref().map(|a| {
+            let said = a.outcome.pending.iter().take(status::PENDING_SHOWN);
+            said.filter_map(|p| {
+                let name = tick.world.spec(p.job)?.name.clone();
+                Some(WhyPending { job: p.job, name, reason: p.reason.clone() })
+            })
+            .collect()
+        });
         let (disruptions, rescued, benched) = (tick.disruptions, tick.rescued.len() as u64, tick.benched_now);
         let now = Instant::now();
         if let Some(then) = self.ticked.replace(now) {
@@ -672,6 +683,9 @@ impl Driver for HostDriver {
             s.backend_time_ms = time_ms;
             s.disruptions += disruptions;
             s.over_budget += over_budget;
+            if let Some(pending) = pending {
+                s.pending = pending;
+            }
             s.watchdog_benchings += u64::from(benched);
             s.watchdog = watchdog;
             for slot in slots {

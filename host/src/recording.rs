@@ -37,6 +37,7 @@ pub struct RecordedTick {
 fn snapshot_with_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<wit::Snapshot, D::Error> {
     use serde::de::Error;
     let mut value = serde_json::Value::deserialize(d)?;
+    upgrade(&mut value);
     let mut floats = |pointer: &str| -> Result<Vec<f64>, D::Error> {
         let Some(column) = value.pointer_mut(pointer) else { return Ok(Vec::new()) };
         let read: Vec<Option<f64>> = serde_json::from_value(column.take()).map_err(D::Error::custom)?;
@@ -51,6 +52,29 @@ fn snapshot_with_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<wit::Snap
     s.jobs.gpu_used_percent = gpu_used.into_iter().map(|v| v as f32).collect();
     s.gpus.utilisation_percent = utilisation.into_iter().map(|v| v as f32).collect();
     Ok(s)
+}
+
+/// A snapshot recorded under contract 0.2.0 read as a 0.3.0 one: no node down, GPUs of no
+/// known type, no batch size, every job rigid.
+fn upgrade(value: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let Some(s) = value.as_object_mut() else { return };
+    s.entry("nodes_down").or_insert_with(|| json!([]));
+    if let Some(nodes) = s.get_mut("nodes").and_then(Value::as_array_mut) {
+        for n in nodes.iter_mut().filter_map(Value::as_object_mut) {
+            n.entry("gpu_type").or_insert_with(|| json!(""));
+        }
+    }
+    if let Some(added) = s.get_mut("added").and_then(Value::as_array_mut) {
+        for spec in added.iter_mut().filter_map(Value::as_object_mut) {
+            spec.entry("scaling")
+                .or_insert_with(|| json!({"gpu_counts": [], "batch_size_min": 0, "batch_size_max": 0}));
+        }
+    }
+    if let Some(jobs) = s.get_mut("jobs").and_then(Value::as_object_mut) {
+        let rows = jobs.get("handle").and_then(Value::as_array).map_or(0, Vec::len);
+        jobs.entry("batch_size").or_insert_with(|| json!(vec![0; rows]));
+    }
 }
 
 /// A recorded snapshot is one this host could have written: each group of columns of one
@@ -78,6 +102,7 @@ pub fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
                 j.gpu_used_percent.len(),
                 j.run_ms.len(),
                 j.gpu_ms.len(),
+                j.batch_size.len(),
             ],
         ),
         ("held GPU", held, &[j.gpu_node.len(), j.gpu_index.len()]),

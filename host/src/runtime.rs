@@ -12,6 +12,7 @@ pub mod limits;
 pub mod producers;
 pub mod supervise;
 mod v0_1;
+mod v0_2;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -73,7 +74,7 @@ pub enum LoadError {
         detail: String,
     },
     /// The component speaks another contract.
-    #[error("policy {policy} {found}; this host speaks {expected} (and still 0.1.0) — rebuild it against the current SDK", expected = bindings::PACKAGE)]
+    #[error("policy {policy} {found}; this host speaks {expected} (and still 0.2.0 and 0.1.0) — rebuild it against the current SDK", expected = bindings::PACKAGE)]
     WrongWorld {
         /// The policy's name.
         policy: String,
@@ -108,6 +109,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        bindings::v0_2::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         bindings::v0_1::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         let cache = config.cache_dir.as_deref().map(|dir| cache::ArtifactCache::new(dir, &engine));
         let ticker = Ticker::start(engine.clone(), config.epoch_tick);
@@ -159,7 +161,8 @@ impl Runtime {
             found: format!("does not match {contract}: {e:#}"),
         };
         let pre = match contract {
-            Contract::V0_2 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_3 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_2 => instance::Pre::V0_2(bindings::v0_2::PolicyPluginPre::new(pre).map_err(mismatch)?),
             Contract::V0_1 => instance::Pre::V0_1(bindings::v0_1::PolicyPluginPre::new(pre).map_err(mismatch)?),
         };
         Ok(LoadedPolicy::new(name.into(), digest, pre, compile_time, cache_hit))
@@ -198,8 +201,9 @@ fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
 fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<Contract, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    let Some(contract) =
-        [Contract::V0_2, Contract::V0_1].into_iter().find(|c| exports.iter().any(|e| e == c.policy_export()))
+    let Some(contract) = [Contract::V0_3, Contract::V0_2, Contract::V0_1]
+        .into_iter()
+        .find(|c| exports.iter().any(|e| e == c.policy_export()))
     else {
         let found = match exports.iter().find(|e| e.starts_with("wasmsched:policy/")) {
             Some(other) => format!("exports `{other}`"),

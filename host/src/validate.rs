@@ -35,7 +35,13 @@ pub struct Checked {
     pub accepted: Vec<wit::Action>,
     /// The actions refused, with reasons.
     pub rejected: Vec<Rejection>,
+    /// Why queued jobs wait, as the policy said: queued jobs only, one per job (its first),
+    /// each cut to [`MAX_PENDING_BYTES`], in handle order.
+    pub pending: Vec<wit::Pending>,
 }
+
+/// The most a reason why a job waits keeps, in bytes.
+pub const MAX_PENDING_BYTES: usize = 120;
 
 /// Check a decision against the world it was made for. Actions are checked in order against
 /// the world as the earlier accepted ones leave it: a preemption frees GPUs that a later
@@ -45,14 +51,34 @@ pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversize
     let mut checked = Checked::default();
     let mut checker = Checker::new(world.gpu_book());
     let seen = Seen::new(world);
-    for mut action in decision.actions {
+    let actions = decision.actions;
+    for mut action in actions {
         truncate_marked(&mut action.reason, MAX_REASON_BYTES);
         match checker.check(&seen, action.job, &act(&action.kind)) {
             Ok(()) => checked.accepted.push(action),
             Err(problem) => checked.rejected.push(Rejection { action, reason: problem.to_string() }),
         }
     }
+    checked.pending = pending(decision.pending, world);
     Ok(checked)
+}
+
+/// The reasons why jobs wait that the host keeps: of the first as many entries as there are
+/// queued jobs (a longer list costs no more than that), those naming a queued job, the first
+/// per job, each cut to [`MAX_PENDING_BYTES`].
+fn pending(said: Vec<wit::Pending>, world: &World) -> Vec<wit::Pending> {
+    let mut kept: Vec<wit::Pending> = said
+        .into_iter()
+        .take(world.queue_len())
+        .filter(|p| world.state(p.job).is_some_and(|s| !s.is_running()))
+        .collect();
+    kept.sort_by_key(|p| p.job);
+    kept.dedup_by_key(|p| p.job);
+    for p in &mut kept {
+        p.reason = p.reason.chars().filter(|c| !c.is_control()).collect();
+        truncate_marked(&mut p.reason, MAX_PENDING_BYTES);
+    }
+    kept
 }
 
 /// How much a decision for `world` may hold.
@@ -76,6 +102,7 @@ pub fn kind_name(kind: &ActionKind) -> &'static str {
         ActionKind::SetGpuShare(_) => "set-gpu-share",
         ActionKind::Place(_) => "place",
         ActionKind::Preempt => "preempt",
+        ActionKind::Resize(_) => "resize",
     }
 }
 
@@ -119,6 +146,9 @@ pub fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
         ActionKind::SetGpuShare(s) => Act::SetGpuShare { gpu: s.gpu, percent: s.percent },
         ActionKind::Place(p) => Act::Place { nodes: &p.nodes, share: p.share },
         ActionKind::Preempt => Act::Preempt,
+        ActionKind::Resize(r) => {
+            Act::Resize { nodes: &r.placement.nodes, share: r.placement.share, batch_size: r.batch_size }
+        }
     }
 }
 
@@ -159,6 +189,7 @@ impl rules::World for Seen<'_> {
             cpu_millicores: n.cpu_millicores,
             memory_bytes: n.memory_bytes,
             gpus: n.gpu_memory_bytes.len() as u32,
+            down: self.world.is_node_down(node),
         })
     }
 
@@ -166,9 +197,11 @@ impl rules::World for Seen<'_> {
         self.world.nodes().len()
     }
 
-    fn job(&self, job: u32) -> Option<JobNow> {
+    fn job(&self, job: u32) -> Option<JobNow<'_>> {
         let (spec, state) = (self.world.spec(job)?, self.world.state(job)?);
         Some(JobNow {
+            gpu_counts: &spec.scaling.gpu_counts,
+            batch_sizes: (spec.scaling.batch_size_min, spec.scaling.batch_size_max),
             gpus: spec.gpus,
             replicas: spec.replicas,
             node: state.is_running().then_some(state.node),
@@ -207,7 +240,7 @@ mod tests {
     }
 
     fn decision(actions: Vec<wit::Action>) -> wit::Decision {
-        wit::Decision { actions, next_call_ms: None }
+        wit::Decision { actions, next_call_ms: None, pending: Vec::new() }
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub struct World {
     nodes: Vec<wit::Node>,
     /// Bumped whenever the node list changes, so a cursor knows when to resend it.
     nodes_version: u64,
+    /// The nodes that cannot take work now, ascending.
+    nodes_down: Vec<u32>,
     /// Every GPU's use, in node order then GPU order; `gpu_offsets[n]` is node n's first.
     gpu_utilisation: Vec<f32>,
     gpu_memory_used: Vec<u64>,
@@ -69,6 +71,8 @@ pub struct JobState {
     pub run_ms: u64,
     /// GPU time it has received (its run time when it holds no GPU).
     pub gpu_ms: u64,
+    /// Its global batch size in force; 0 when the host knows none.
+    pub batch_size: u32,
 }
 
 impl JobState {
@@ -87,6 +91,7 @@ impl JobState {
             gpu_used_percent: 0.0,
             run_ms: 0,
             gpu_ms: 0,
+            batch_size: 0,
         }
     }
 
@@ -192,6 +197,30 @@ impl World {
         true
     }
 
+    /// Say whether node `handle` can take work (false: NotReady, cordoned, draining). False
+    /// when there is no such node.
+    pub fn set_node_down(&mut self, handle: u32, down: bool) -> bool {
+        if handle as usize >= self.nodes.len() {
+            return false;
+        }
+        match (self.nodes_down.binary_search(&handle), down) {
+            (Err(at), true) => self.nodes_down.insert(at, handle),
+            (Ok(at), false) => _ = self.nodes_down.remove(at),
+            _ => {}
+        }
+        true
+    }
+
+    /// Whether node `handle` cannot take work now.
+    pub fn is_node_down(&self, handle: u32) -> bool {
+        self.nodes_down.binary_search(&handle).is_ok()
+    }
+
+    /// The nodes that cannot take work now, ascending.
+    pub fn nodes_down(&self) -> &[u32] {
+        &self.nodes_down
+    }
+
     /// Record a GPU's measured use. False when the node or the GPU does not exist.
     pub fn set_gpu_use(&mut self, node: u32, gpu: u32, utilisation_percent: f32, memory_used_bytes: u64) -> bool {
         let Some(count) = self.nodes.get(node as usize).map(|n| n.gpu_memory_bytes.len()) else { return false };
@@ -209,8 +238,11 @@ impl World {
         let handle = self.next_handle;
         self.next_handle += 1;
         spec.handle = handle;
+        settle_scaling(&mut spec);
+        let mut state = JobState::new(handle, node);
+        state.batch_size = spec.scaling.batch_size_min;
         self.specs.push(spec);
-        self.states.push(JobState::new(handle, node));
+        self.states.push(state);
         self.history.push(VecDeque::new());
         handle
     }
@@ -423,6 +455,7 @@ impl World {
             interval_ms,
             resync,
             nodes: nodes_changed.then(|| self.nodes.clone()),
+            nodes_down: self.nodes_down.clone(),
             gpus: wit::GpuStates {
                 utilisation_percent: self.gpu_utilisation.clone(),
                 memory_used_bytes: self.gpu_memory_used.clone(),
@@ -452,6 +485,7 @@ impl World {
             gpu_used_percent: Vec::with_capacity(n),
             run_ms: Vec::with_capacity(n),
             gpu_ms: Vec::with_capacity(n),
+            batch_size: Vec::with_capacity(n),
         };
         for j in self.states.iter().filter(|s| s.is_running()) {
             c.handle.push(j.handle);
@@ -469,6 +503,7 @@ impl World {
             c.gpu_used_percent.push(j.gpu_used_percent);
             c.run_ms.push(j.run_ms);
             c.gpu_ms.push(j.gpu_ms);
+            c.batch_size.push(j.batch_size);
         }
         c
     }
@@ -483,6 +518,28 @@ impl World {
             run_ms: q.iter().map(|j| j.run_ms).collect(),
             gpu_ms: q.iter().map(|j| j.gpu_ms).collect(),
         }
+    }
+}
+
+/// The most GPU counts a job's `scaling` keeps.
+pub const MAX_GPU_COUNTS: usize = 64;
+
+/// A declaration's `scaling` made coherent: its GPU counts ascending, unique, at most
+/// [`MAX_GPU_COUNTS`], and holding `gpus` (a job is rigid at `gpus` unless it says more); its
+/// batch range in order.
+fn settle_scaling(spec: &mut wit::JobSpec) {
+    let counts = &mut spec.scaling.gpu_counts;
+    counts.push(spec.gpus);
+    counts.sort_unstable();
+    counts.dedup();
+    if counts.len() > MAX_GPU_COUNTS {
+        let keep = counts.binary_search(&spec.gpus).unwrap_or(0).min(counts.len() - MAX_GPU_COUNTS);
+        counts.drain(..keep);
+        counts.truncate(MAX_GPU_COUNTS);
+    }
+    let s = &mut spec.scaling;
+    if s.batch_size_min > s.batch_size_max {
+        std::mem::swap(&mut s.batch_size_min, &mut s.batch_size_max);
     }
 }
 
@@ -528,6 +585,7 @@ pub mod sample {
             qoe_target: (i % 4 == 1).then_some(30.0),
             max_epochs: Some(100),
             labels: vec![("team".into(), format!("t{}", i % 5))],
+            scaling: wit::Scaling::rigid(),
             arrival_ms: 0,
             gpus: 0,
             replicas: 1,
@@ -566,6 +624,7 @@ pub mod sample {
                 cpu_millicores: 64_000,
                 memory_bytes: 512 << 30,
                 gpu_memory_bytes: vec![80 << 30; gpus_per_node as usize],
+                gpu_type: "a100".into(),
             });
         }
         let mut book = t.gpu_book();
@@ -610,6 +669,7 @@ pub mod sample {
                 cpu_millicores: 16_000,
                 memory_bytes: 64 << 30,
                 gpu_memory_bytes: vec![80 << 30],
+                gpu_type: "a100".into(),
             });
             t.set_gpu_use(handle, 0, 40.0, 4 << 30);
         }
@@ -709,6 +769,7 @@ mod tests {
             cpu_millicores: 1000,
             memory_bytes: 1 << 30,
             gpu_memory_bytes: vec![],
+            gpu_type: String::new(),
         });
         assert_eq!(t.snapshot_for(&mut c).nodes.map(|n| n.len()), Some(3));
         assert_eq!(t.snapshot_for(&mut Cursor::fresh()).nodes.map(|n| n.len()), Some(3), "a resync resends them");

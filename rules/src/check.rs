@@ -24,11 +24,14 @@ pub struct NodeCap<'a> {
     pub memory_bytes: u64,
     /// How many GPUs it has.
     pub gpus: u32,
+    /// Whether it cannot take work now (NotReady, cordoned): nothing is placed, moved or
+    /// resized onto it.
+    pub down: bool,
 }
 
 /// A live job, as the checks need it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JobNow {
+pub struct JobNow<'a> {
     /// The GPUs it asks for.
     pub gpus: u32,
     /// Into how many pieces it may be split.
@@ -37,6 +40,10 @@ pub struct JobNow {
     pub node: Option<u32>,
     /// The memory it uses now, bytes.
     pub memory_used_bytes: u64,
+    /// The GPU counts it can run on, ascending (a rigid job: its `gpus` alone).
+    pub gpu_counts: &'a [u32],
+    /// The global batch sizes it accepts (0, 0: none to set).
+    pub batch_sizes: (u32, u32),
 }
 
 /// What the checks read of the world a decision was made for.
@@ -46,7 +53,7 @@ pub trait World {
     /// How many nodes there are.
     fn node_count(&self) -> usize;
     /// Live job `job` (running or queued); None when it does not exist or has ended.
-    fn job(&self, job: u32) -> Option<JobNow>;
+    fn job(&self, job: u32) -> Option<JobNow<'_>>;
     /// The GPUs running job `job` holds, as (node, index).
     fn gpus_of(&self, job: u32) -> Vec<(u32, u32)>;
     /// The memory the jobs running on `node` use, bytes.
@@ -99,6 +106,15 @@ pub enum Act<'a, E> {
     },
     /// Send a running job back to the queue.
     Preempt,
+    /// Restart a running job on other GPUs, at another batch size.
+    Resize {
+        /// One entry per node: its GPUs from now on.
+        nodes: &'a [E],
+        /// Whether it may share GPUs others hold.
+        share: bool,
+        /// Its new global batch size; None keeps it.
+        batch_size: Option<u32>,
+    },
 }
 
 // By hand: it only borrows its entries, so it copies whatever they are.
@@ -160,6 +176,14 @@ pub enum Problem {
     GpuHeld { gpu: u32, node: String, holder: u32 },
     /// A placement giving the job another number of GPUs than it asks for.
     WrongGpuCount { job: u32, asks: u32, given: usize },
+    /// A placement, migration or resize onto a node that cannot take work.
+    NodeDown { node: String },
+    /// A resize to a GPU count the job cannot run on.
+    CountNotAllowed { job: u32, given: usize, counts: Vec<u32> },
+    /// A resize to a batch size outside the job's range.
+    BatchOutOfRange { job: u32, batch_size: u32, min: u32, max: u32 },
+    /// A resize naming a node without a GPU of the job's (a spread resize gives each node some).
+    EmptyEntry { node: String },
 }
 
 impl fmt::Display for Problem {
@@ -217,6 +241,18 @@ impl fmt::Display for Problem {
             WrongGpuCount { job, asks, given } => {
                 write!(f, "job {job} asks for {asks} GPUs; the placement gives {given}")
             }
+            NodeDown { node } => write!(f, "node {node} cannot take work now (NotReady or cordoned)"),
+            CountNotAllowed { job, given, counts } => {
+                write!(f, "job {job} runs on {counts:?} GPUs (its scaling); the resize gives {given}")
+            }
+            BatchOutOfRange { job, batch_size, min, max } => {
+                if min == max && *min == 0 {
+                    write!(f, "job {job} has no batch size the host sets; the resize asks for {batch_size}")
+                } else {
+                    write!(f, "job {job} accepts batch sizes {min}–{max}; the resize asks for {batch_size}")
+                }
+            }
+            EmptyEntry { node } => write!(f, "the resize names node {node} with no GPU; leave it out"),
         }
     }
 }
@@ -301,8 +337,8 @@ impl std::error::Error for Oversized {}
 
 /// Refuse a decision (its actions as `acts`) larger than any decision for a world of `room`
 /// could need: more actions than [`max_actions`], more placements than queued jobs, a
-/// placement naming more node entries than there are nodes, or a node entry more GPUs than
-/// any node has. Counts lengths only, and stops at the first excess: the entries of a
+/// placement or resize naming more node entries than there are nodes, or a node entry more
+/// GPUs than any node has. Counts lengths only, and stops at the first excess: the entries of a
 /// placement are looked at only when there are no more of them than nodes.
 pub fn size<'a, E: Entry + 'a>(acts: impl ExactSizeIterator<Item = Act<'a, E>>, room: Room) -> Result<(), Oversized> {
     let (actions, limit) = (acts.len(), max_actions(room.jobs));
@@ -311,11 +347,17 @@ pub fn size<'a, E: Entry + 'a>(acts: impl ExactSizeIterator<Item = Act<'a, E>>, 
     }
     let mut placements = 0;
     for (action, act) in acts.enumerate() {
-        let Act::Place { nodes, .. } = act else { continue };
-        placements += 1;
-        if placements > room.queued {
-            return Err(Oversized::Placements { placements, queued: room.queued });
-        }
+        let nodes = match act {
+            Act::Place { nodes, .. } => {
+                placements += 1;
+                if placements > room.queued {
+                    return Err(Oversized::Placements { placements, queued: room.queued });
+                }
+                nodes
+            }
+            Act::Resize { nodes, .. } => nodes,
+            _ => continue,
+        };
         if nodes.len() > room.nodes {
             return Err(Oversized::Entries { action, entries: nodes.len(), nodes: room.nodes });
         }
@@ -345,7 +387,7 @@ impl Checker {
     }
 
     /// Check `act` on `job`; when it passes, the world moves on as it says (a placement takes
-    /// its GPUs, a preemption or a stop frees them).
+    /// its GPUs, a preemption or a stop frees them, a resize does both).
     pub fn check<W: World + ?Sized, E: Entry>(&mut self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
         self.problem(world, job, act)?;
         match act {
@@ -359,6 +401,16 @@ impl Checker {
             Act::Preempt | Act::Stop => {
                 for (node, index) in world.gpus_of(job) {
                     self.book.release(node, index, job);
+                }
+            }
+            Act::Resize { nodes, .. } => {
+                for (node, index) in world.gpus_of(job) {
+                    self.book.release(node, index, job);
+                }
+                for entry in *nodes {
+                    for &index in entry.gpus() {
+                        self.book.hold(entry.node(), index, job);
+                    }
                 }
             }
             _ => return Ok(()),
@@ -395,6 +447,9 @@ impl Checker {
             }
             Act::Migrate(to) => {
                 let dest = world.node(to).ok_or(Problem::NoSuchNode { node: to, nodes })?;
+                if dest.down {
+                    return Err(Problem::NodeDown { node: dest.name.to_string() });
+                }
                 if to == on {
                     return Err(Problem::AlreadyOn { job, node: dest.name.to_string() });
                 }
@@ -427,6 +482,19 @@ impl Checker {
                 }
             }
             Act::Place { .. } => Err(Problem::PlaceRunning { job, node: name() }),
+            Act::Resize { nodes: entries, share, batch_size } => {
+                if let Some(batch_size) = batch_size {
+                    let (min, max) = now.batch_sizes;
+                    if batch_size < min || batch_size > max || max == 0 {
+                        return Err(Problem::BatchOutOfRange { job, batch_size, min, max });
+                    }
+                }
+                let given: usize = entries.iter().map(|e| e.gpus().len()).sum();
+                if u32::try_from(given).map_or(true, |g| now.gpu_counts.binary_search(&g).is_err()) {
+                    return Err(Problem::CountNotAllowed { job, given, counts: now.gpu_counts.to_vec() });
+                }
+                self.entries(world, job, entries, share, None)
+            }
             Act::SetCpu(_) | Act::SetMemory(_) | Act::Deliver | Act::Stop | Act::Preempt => Ok(()),
         }
     }
@@ -447,12 +515,37 @@ impl Checker {
         if nodes.len() > pieces as usize {
             return Err(Problem::TooManyNodes { job, pieces, replicas: now.replicas, named: nodes.len() });
         }
-        let per_piece = gpus_per_piece(now.gpus, now.replicas);
+        self.entries(world, job, nodes, share, Some(gpus_per_piece(now.gpus, now.replicas)))?;
+        let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
+        if given != now.gpus as usize {
+            return Err(Problem::WrongGpuCount { job, asks: now.gpus, given });
+        }
+        Ok(())
+    }
+
+    /// Why `job` cannot have the GPUs `nodes` name, if it cannot: each node exists, can take
+    /// work and is named once, each GPU exists, is named once and is free (or `share`, or held
+    /// by `job` itself, which a resize gives up). A placement's spread entries hold whole
+    /// replicas of `per_piece` GPUs; a resize's (`per_piece` None) at least one GPU each.
+    fn entries<W: World + ?Sized, E: Entry>(
+        &self,
+        world: &W,
+        job: u32,
+        nodes: &[E],
+        share: bool,
+        per_piece: Option<u32>,
+    ) -> Result<(), Problem> {
+        if nodes.is_empty() {
+            return Err(Problem::NoNodeNamed { job });
+        }
         for (k, entry) in nodes.iter().enumerate() {
             let Some(node) = world.node(entry.node()) else {
                 return Err(Problem::NoSuchNode { node: entry.node(), nodes: world.node_count() });
             };
             let name = || node.name.to_string();
+            if node.down {
+                return Err(Problem::NodeDown { node: name() });
+            }
             if nodes[..k].iter().any(|e| e.node() == entry.node()) {
                 return Err(Problem::NodeTwice { node: name() });
             }
@@ -460,8 +553,14 @@ impl Checker {
             if gpus.len() > node.gpus as usize {
                 return Err(Problem::TooManyGpus { node: name(), count: node.gpus, asked: gpus.len() });
             }
-            if nodes.len() > 1 && (gpus.is_empty() || !gpus.len().is_multiple_of(per_piece as usize)) {
-                return Err(Problem::NotWholeReplicas { per_piece, node: name(), got: gpus.len() });
+            match per_piece {
+                Some(per_piece)
+                    if nodes.len() > 1 && (gpus.is_empty() || !gpus.len().is_multiple_of(per_piece as usize)) =>
+                {
+                    return Err(Problem::NotWholeReplicas { per_piece, node: name(), got: gpus.len() });
+                }
+                None if nodes.len() > 1 && gpus.is_empty() => return Err(Problem::EmptyEntry { node: name() }),
+                _ => {}
             }
             for (g, &index) in gpus.iter().enumerate() {
                 if index >= node.gpus || !self.book.exists(entry.node(), index) {
@@ -470,14 +569,11 @@ impl Checker {
                 if gpus[..g].contains(&index) {
                     return Err(Problem::GpuTwice { gpu: index, node: name() });
                 }
-                if let (Some(&holder), false) = (self.book.holders(entry.node(), index).first(), share) {
+                let other = self.book.holders(entry.node(), index).iter().copied().find(|&h| h != job);
+                if let (Some(holder), false) = (other, share) {
                     return Err(Problem::GpuHeld { gpu: index, node: name(), holder });
                 }
             }
-        }
-        let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
-        if given != now.gpus as usize {
-            return Err(Problem::WrongGpuCount { job, asks: now.gpus, given });
         }
         Ok(())
     }

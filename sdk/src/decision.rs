@@ -68,6 +68,17 @@ impl Action {
         Self::new(job, ActionKind::Place(wit::Placement { nodes, share }))
     }
 
+    /// Restart a running job from its checkpoint on other GPUs, one entry per node with its
+    /// GPUs there (their total one of its [`crate::Scaling`] counts), at `batch_size` (None
+    /// keeps it). It pays its restore delay, as a migration does.
+    pub fn resize(job: JobId, nodes: &[(NodeId, Vec<u32>)], batch_size: Option<u32>) -> Self {
+        let nodes = nodes.iter().map(|(n, gpus)| wit::NodePlacement { node: n.0, gpus: gpus.clone() }).collect();
+        Self::new(
+            job,
+            ActionKind::Resize(wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size }),
+        )
+    }
+
     /// Checkpoint a running job and send it back to the queue with its progress.
     pub fn preempt(job: JobId) -> Self {
         Self::new(job, ActionKind::Preempt)
@@ -108,6 +119,7 @@ impl Action {
 pub struct Decision {
     actions: Vec<Action>,
     next_call: Option<Seconds>,
+    pending: Vec<(JobId, String)>,
 }
 
 impl Decision {
@@ -135,6 +147,19 @@ impl Decision {
         self
     }
 
+    /// Say why queued job `job` waits, in a few words ("8 A100 asked, 3 free"); `status`, the
+    /// audit log and the report show it. The host keeps the first 120 bytes and the first
+    /// reason per job.
+    pub fn pending(&mut self, job: JobId, reason: impl Into<String>) -> &mut Self {
+        self.pending.push((job, reason.into()));
+        self
+    }
+
+    /// Why queued jobs wait, as said with [`Decision::pending`].
+    pub fn pending_reasons(&self) -> &[(JobId, String)] {
+        &self.pending
+    }
+
     /// The actions, in order.
     pub fn actions(&self) -> &[Action] {
         &self.actions
@@ -159,6 +184,7 @@ impl Decision {
         wit::Decision {
             actions: self.actions.into_iter().map(|a| a.0).collect(),
             next_call_ms: self.next_call.map(Seconds::as_millis),
+            pending: self.pending.into_iter().map(|(job, reason)| wit::Pending { job: job.0, reason }).collect(),
         }
     }
 }

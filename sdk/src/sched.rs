@@ -85,19 +85,30 @@ pub struct FreeGpus {
     index: NodeIndex,
 }
 
+/// The holder [`FreeGpus::of`] books the GPUs of a node that does not take work to.
+pub const DOWN: u32 = u32::MAX;
+
 /// Running jobs per core: the order in which CPU jobs try the nodes, fewest first.
 fn load((cpu, jobs): (Millicores, u32)) -> f64 {
     f64::from(jobs) / cpu.cores().max(1e-3)
 }
 
 impl FreeGpus {
-    /// The cluster as the snapshot has it: a GPU is free when no running job holds it.
+    /// The cluster as the snapshot has it: a GPU is free when no running job holds it and its
+    /// node takes work (a node that does not is full: [`DOWN`] holds its GPUs, and it counts
+    /// as loaded beyond any other for CPU jobs).
     pub fn of(s: &Snapshot<'_>) -> Self {
         let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
         let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
+        for n in s.nodes().filter(|n| !n.takes_work()) {
+            for g in 0..n.gpus().len() as u32 {
+                book.hold(n.id().0, g, DOWN);
+            }
+            nodes[n.id().0 as usize].1 = u32::MAX;
+        }
         for job in s.jobs() {
             if let Some(node) = nodes.get_mut(job.node().0 as usize) {
-                node.1 += 1;
+                node.1 = node.1.saturating_add(1);
             }
             for g in job.gpus() {
                 book.hold(g.node.0, g.index, job.id().0);
@@ -324,6 +335,9 @@ fn act(action: &Action) -> Act<'_, NodePlacement> {
         ActionKind::SetGpuShare(g) => Act::SetGpuShare { gpu: g.gpu, percent: g.percent },
         ActionKind::Place(p) => Act::Place { nodes: &p.nodes[..], share: p.share },
         ActionKind::Preempt => Act::Preempt,
+        ActionKind::Resize(r) => {
+            Act::Resize { nodes: &r.placement.nodes[..], share: r.placement.share, batch_size: r.batch_size }
+        }
     }
 }
 
@@ -337,6 +351,7 @@ impl World for Seen<'_, '_> {
             cpu_millicores: n.cpu().0,
             memory_bytes: n.memory().0,
             gpus: n.gpus().len() as u32,
+            down: !n.takes_work(),
         })
     }
 
@@ -344,9 +359,12 @@ impl World for Seen<'_, '_> {
         self.0.nodes().len()
     }
 
-    fn job(&self, job: u32) -> Option<JobNow> {
+    fn job(&self, job: u32) -> Option<JobNow<'_>> {
         let j = self.0.job(JobId(job))?;
+        let scaling = j.scaling();
         Some(JobNow {
+            gpu_counts: &scaling.gpu_counts,
+            batch_sizes: (scaling.batch_size_min, scaling.batch_size_max),
             gpus: j.gpus_asked(),
             replicas: j.declared_replicas(),
             node: (!j.is_queued()).then(|| j.node().0),
@@ -400,6 +418,48 @@ mod tests {
         assert_eq!(entries(&free.fit(1, 1).unwrap()), [(0, vec![1])], "a tie of 3 free: the lower index");
         let mut packed = FreeGpus::of(&r.view());
         assert_eq!(entries(&packed.fit(1, 1).unwrap()), [(0, vec![1])], "index order packs node 0");
+    }
+
+    #[test]
+    fn a_node_that_takes_no_work_gets_nothing_and_the_checks_say_why() {
+        let mut w = TestWorld::gpu_cluster(&[4, 4]);
+        w.set_gpu_type(NodeId(1), "a100");
+        w.set_takes_work(NodeId(0), false);
+        let a = w.queue_job(job("a", "cifar10").gpus(2));
+        let cpu = w.queue_job(job("cpu", "cifar10"));
+        let r = seen(&mut w);
+        let s = r.view();
+        assert!(!s.node(NodeId(0)).unwrap().takes_work() && s.node(NodeId(1)).unwrap().takes_work());
+        assert_eq!(s.node(NodeId(1)).unwrap().gpu_type(), "a100");
+        let mut free = FreeGpus::of(&s);
+        assert_eq!(entries(&free.fit(2, 1).unwrap()), [(1, vec![0, 1])], "node 0 is skipped");
+        assert_eq!(free.fit(0, 1).map(|p| p.node()), Some(NodeId(1)), "a CPU job too");
+        let there = Decision::new().with(Action::place(a, NodeId(0), &[0, 1]));
+        let why = check(&s, &there).unwrap_err();
+        assert!(why.contains("node n0 cannot take work now"), "{why}");
+        let _ = cpu;
+    }
+
+    #[test]
+    fn an_elastic_job_is_resized_within_its_counts_and_batch_sizes() {
+        let mut w = TestWorld::gpu_cluster(&[4, 4]);
+        let e = w.queue_job(job("e", "cifar10").gpus(1).elastic(&[1, 2, 4], 128..=1024));
+        w.start(e, NodeId(0), &[0]);
+        let mut r = seen(&mut w);
+        let s = r.view();
+        let j = s.job(e).unwrap();
+        assert!(j.is_elastic() && j.scaling().gpu_counts == [1, 2, 4] && j.batch_size() == 128);
+        let grow =
+            Decision::new().with(Action::resize(e, &[(NodeId(0), vec![0, 1]), (NodeId(1), vec![0, 1])], Some(512)));
+        assert_eq!(check(&s, &grow), Ok(()));
+        let three = Decision::new().with(Action::resize(e, &[(NodeId(0), vec![0, 1, 2])], None));
+        assert!(check(&s, &three).unwrap_err().contains("runs on [1, 2, 4] GPUs"));
+        let big = Decision::new().with(Action::resize(e, &[(NodeId(0), vec![0, 1])], Some(4096)));
+        assert!(check(&s, &big).unwrap_err().contains("accepts batch sizes 128–1024"));
+        w.apply(&grow);
+        r.decide(w.snapshot()).unwrap();
+        let j = r.view().job(e).map(|j| (j.gpus().len(), j.batch_size()));
+        assert_eq!(j, Some((4, 512)));
     }
 
     #[test]

@@ -53,6 +53,7 @@ pub fn job(name: &str, model: &str) -> JobBuilder {
         arrival_ms: 0,
         gpus: 0,
         replicas: 1,
+        scaling: wit::Scaling { gpu_counts: Vec::new(), batch_size_min: 0, batch_size_max: 0 },
     })
 }
 
@@ -99,6 +100,17 @@ impl JobBuilder {
         self
     }
 
+    /// Make it elastic: it runs on any of `gpu_counts` GPUs (its `gpus` among them) at a
+    /// global batch size in `batch_sizes`, starting at the smallest.
+    pub fn elastic(mut self, gpu_counts: &[u32], batch_sizes: std::ops::RangeInclusive<u32>) -> Self {
+        self.0.scaling = wit::Scaling {
+            gpu_counts: gpu_counts.to_vec(),
+            batch_size_min: *batch_sizes.start(),
+            batch_size_max: *batch_sizes.end(),
+        };
+        self
+    }
+
     /// A free-form label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.0.labels.push((key.into(), value.into()));
@@ -129,6 +141,8 @@ pub struct TestWorld {
     added: Vec<u32>,
     removed: Vec<u32>,
     progress: Option<wit::ProgressRecords>,
+    /// The nodes that cannot take work, ascending.
+    down: Vec<u32>,
 }
 
 impl TestWorld {
@@ -158,9 +172,26 @@ impl TestWorld {
             cpu_millicores: cpu.0,
             memory_bytes: memory.0,
             gpu_memory_bytes: gpus.iter().map(|b| b.0).collect(),
+            gpu_type: String::new(),
         });
         self.gpu_use.push(vec![(0.0, 0); gpus.len()]);
         NodeId(self.nodes.len() as u32 - 1)
+    }
+
+    /// Name the type of `node`'s GPUs ("a100"); nodes start with none.
+    pub fn set_gpu_type(&mut self, node: NodeId, gpu_type: &str) {
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        n.gpu_type = gpu_type.into();
+        self.nodes_sent = usize::MAX;
+    }
+
+    /// Say whether `node` can take work (false: NotReady or cordoned).
+    pub fn set_takes_work(&mut self, node: NodeId, takes_work: bool) {
+        match (self.down.binary_search(&node.0), takes_work) {
+            (Err(at), false) => self.down.insert(at, node.0),
+            (Ok(at), true) => _ = self.down.remove(at),
+            _ => {}
+        }
     }
 
     /// Set a GPU's measured use over the last interval.
@@ -188,10 +219,15 @@ impl TestWorld {
         self.next_handle += 1;
         let mut spec = spec.0;
         spec.handle = handle;
+        // As the host sends it: the counts ascending, holding the GPUs it asks for.
+        spec.scaling.gpu_counts.push(spec.gpus);
+        spec.scaling.gpu_counts.sort_unstable();
+        spec.scaling.gpu_counts.dedup();
+        let batch_size = spec.scaling.batch_size_min;
         spec.arrival_ms = self.time_ms;
         let queued = QueueNumbers { reason: WaitReason::NeverStarted, since_ms: self.time_ms, run_ms: 0, gpu_ms: 0 };
-        self.jobs
-            .insert(handle, TestJob { spec, state: JobNumbers::default(), gpus: Vec::new(), queued: Some(queued) });
+        let state = JobNumbers { batch_size, ..JobNumbers::default() };
+        self.jobs.insert(handle, TestJob { spec, state, gpus: Vec::new(), queued: Some(queued) });
         self.added.push(handle);
         JobId(handle)
     }
@@ -316,6 +352,7 @@ impl TestWorld {
             interval_ms,
             resync,
             nodes: nodes_changed.then(|| self.nodes.clone()),
+            nodes_down: self.down.clone(),
             gpus: wit::GpuStates {
                 utilisation_percent: self.gpu_use.iter().flatten().map(|g| g.0).collect(),
                 memory_used_bytes: self.gpu_use.iter().flatten().map(|g| g.1).collect(),
@@ -341,14 +378,17 @@ impl TestWorld {
                 ActionKind::Stop => self.removed.push(job.0),
                 ActionKind::Place(p) => {
                     let first = NodeId(p.nodes.first().map_or(0, |e| e.node));
-                    let gpus = p
-                        .nodes
-                        .iter()
-                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: NodeId(e.node), index }))
-                        .collect();
-                    self.start_on(job, first, gpus);
+                    self.start_on(job, first, slots(p));
                 }
                 ActionKind::Preempt => self.preempt(job),
+                ActionKind::Resize(r) => {
+                    let j = self.job(job);
+                    j.state.node = r.placement.nodes.first().map_or(j.state.node, |e| e.node);
+                    j.gpus = slots(&r.placement);
+                    if let Some(b) = r.batch_size {
+                        j.state.batch_size = b;
+                    }
+                }
                 ActionKind::Deliver | ActionKind::SetGpuShare(_) => {}
             }
         }
@@ -356,6 +396,11 @@ impl TestWorld {
             self.jobs.remove(&handle);
         }
     }
+}
+
+/// The GPUs a placement names, in its order.
+fn slots(p: &wit::Placement) -> Vec<GpuSlot> {
+    p.nodes.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: NodeId(e.node), index })).collect()
 }
 
 /// A policy that decides nothing: to see a world as a policy sees it, run

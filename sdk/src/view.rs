@@ -5,7 +5,7 @@ use crate::bindings::wasmsched::policy::types as wit;
 use crate::stats;
 use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
 
-pub use wit::{Direction, JobKind, MetricSpec, Tiers, WaitReason};
+pub use wit::{Direction, JobKind, MetricSpec, Scaling, Tiers, WaitReason};
 
 mod table;
 
@@ -205,6 +205,17 @@ impl<'a> Node<'a> {
         Bytes(self.raw().memory_bytes)
     }
 
+    /// The type of its GPUs as the cluster names it ("t4", "a100"); empty when unknown.
+    pub fn gpu_type(&self) -> &'a str {
+        &self.raw().gpu_type
+    }
+
+    /// Whether it can take work now: false while it is NotReady or cordoned (the host refuses
+    /// to place, migrate or resize onto it; its jobs still run).
+    pub fn takes_work(&self) -> bool {
+        self.table.down.binary_search(&self.id.0).is_err()
+    }
+
     /// Its GPUs, with their utilisation and memory over the last interval.
     pub fn gpus(&self) -> impl ExactSizeIterator<Item = Gpu> + 'a {
         let table = self.table;
@@ -318,6 +329,21 @@ impl<'a> Job<'a> {
     /// The GPUs it asks for, in all.
     pub fn gpus_asked(&self) -> u32 {
         self.entry.spec.gpus
+    }
+
+    /// The GPU counts and batch sizes it can run at (a rigid job: its GPU count alone).
+    pub fn scaling(&self) -> &'a Scaling {
+        &self.entry.spec.scaling
+    }
+
+    /// Whether it may be resized to another GPU count.
+    pub fn is_elastic(&self) -> bool {
+        self.entry.spec.scaling.gpu_counts.len() > 1
+    }
+
+    /// Its global batch size in force (0: none the host knows; 0 while queued).
+    pub fn batch_size(&self) -> u32 {
+        if self.is_queued() { 0 } else { self.entry.state.batch_size }
     }
 
     /// Into how many pieces it may be split across nodes (1: one node).

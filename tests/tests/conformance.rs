@@ -56,6 +56,8 @@ fn the_check_vectors_cover_every_problem_and_every_action_kind() {
     }
     let missing: Vec<&&str> = checks::PROBLEMS.iter().filter(|p| !generated.problems.contains(**p)).collect();
     assert!(missing.is_empty(), "no vector is refused with {missing:?}");
+    let newer: Vec<&&str> = checks::PROBLEMS_0_3.iter().filter(|p| generated.problems.contains(**p)).collect();
+    assert!(newer.is_empty(), "vectors meet {newer:?}, which the Python and JS SDKs (contract 0.2.0) do not check");
     assert!(cases.iter().any(|c| c["refused_whole"].is_string()), "no vector is an oversized decision");
 }
 

@@ -311,6 +311,10 @@ impl Docker {
                         (Some(probe), 0) => probe.gpus().iter().map(|g| g.memory_total_bytes).collect(),
                         _ => Vec::new(),
                     },
+                    gpu_type: match (&self.gpus, i) {
+                        (Some(probe), 0) => probe.gpus().first().map(|g| g.name.clone()).unwrap_or_default(),
+                        _ => String::new(),
+                    },
                 };
                 if engine.capacity.is_none() {
                     engine.capacity = Some((cpu, memory));
@@ -456,6 +460,7 @@ impl Backend for Docker {
                 cpu_millicores: 0,
                 memory_bytes: 0,
                 gpu_memory_bytes: vec![],
+                gpu_type: String::new(),
             });
         }
         let mut up = vec![false; self.engines.len()];
@@ -480,6 +485,9 @@ impl Backend for Docker {
                 let _ = tokio::time::timeout(Duration::from_millis(300), f).await;
             }
         });
+        for (i, &is_up) in up.iter().enumerate() {
+            world.set_node_down(i as u32, !is_up);
+        }
         self.up.clone_from(&up);
         self.measure(&up, world);
         self.measure_gpus(world);

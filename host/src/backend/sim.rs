@@ -669,6 +669,7 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         arrival_ms: secs_to_ms(plan.arrival_s),
         gpus: plan.gpus,
         replicas: plan.replicas.max(1),
+        scaling: wit::Scaling::rigid(),
     }
 }
 

@@ -49,6 +49,10 @@ pub struct Status {
     /// Jobs waiting in the queue at the last observation.
     #[serde(default)]
     pub jobs_queued: u64,
+    /// Why queued jobs wait, as the active policy last said ([`PENDING_SHOWN`] at most, in
+    /// handle order); a job leaves the list when it starts or ends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<WhyPending>,
     /// Disruptive actions (stop, migrate, preempt) handed to the backend.
     #[serde(default)]
     pub disruptions: u64,
@@ -74,6 +78,20 @@ pub struct Status {
     /// Where this host stands among its replicas; None when it runs none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leadership: Option<crate::backend::Leadership>,
+}
+
+/// How many reasons why jobs wait the status holds (the audit log keeps every one).
+pub const PENDING_SHOWN: usize = 50;
+
+/// Why one queued job waits, as the active policy said.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WhyPending {
+    /// The job's handle.
+    pub job: u32,
+    /// Its name.
+    pub name: String,
+    /// The policy's words (120 bytes at most).
+    pub reason: String,
 }
 
 /// How long the loop's recent ticks took from one tick's end to the next's ([`TICKS_KEPT`] at
@@ -244,6 +262,9 @@ impl Status {
             self.backend_time_ms as f64 / 1000.0
         );
         let _ = writeln!(out, "{} jobs running, {} queued", self.jobs_running, self.jobs_queued);
+        for p in &self.pending {
+            let _ = writeln!(out, "  pending {} (job {}): {}", p.name, p.job, p.reason);
+        }
         let w = &self.tick_wall;
         if w.count > 0 {
             let _ = writeln!(

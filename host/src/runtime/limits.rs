@@ -126,22 +126,28 @@ impl WasiView for StoreState {
 /// The `types` interface has no functions, but the bindings ask for its host trait.
 impl wit::Host for StoreState {}
 
-/// A 0.1.0 policy's `log` is the same import under the older package.
-impl crate::bindings::v0_1::wit::Host for StoreState {}
+/// An older policy's `log` is the same import under its older package.
+macro_rules! older_log {
+    ($($version:ident),+) => {$(
+        impl crate::bindings::$version::wit::Host for StoreState {}
 
-impl crate::bindings::v0_1::wasmsched::policy::host::Host for StoreState {
-    fn log(&mut self, level: crate::bindings::v0_1::wasmsched::policy::host::Level, message: String) {
-        use crate::bindings::v0_1::wasmsched::policy::host::Level as Old;
-        let level = match level {
-            Old::Trace => Level::Trace,
-            Old::Debug => Level::Debug,
-            Old::Info => Level::Info,
-            Old::Warn => Level::Warn,
-            Old::Error => Level::Error,
-        };
-        Host::log(self, level, message);
-    }
+        impl crate::bindings::$version::wasmsched::policy::host::Host for StoreState {
+            fn log(&mut self, level: crate::bindings::$version::wasmsched::policy::host::Level, message: String) {
+                use crate::bindings::$version::wasmsched::policy::host::Level as Old;
+                let level = match level {
+                    Old::Trace => Level::Trace,
+                    Old::Debug => Level::Debug,
+                    Old::Info => Level::Info,
+                    Old::Warn => Level::Warn,
+                    Old::Error => Level::Error,
+                };
+                Host::log(self, level, message);
+            }
+        }
+    )+};
 }
+
+older_log!(v0_1, v0_2);
 
 impl Host for StoreState {
     fn log(&mut self, level: Level, message: String) {

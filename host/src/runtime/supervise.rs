@@ -134,6 +134,8 @@ pub struct TickOutcome {
     pub latency: Duration,
     /// When the policy wants its next call, in milliseconds from now.
     pub next_call_ms: Option<u64>,
+    /// Why queued jobs wait, as the policy said (validated: [`validate::Checked::pending`]).
+    pub pending: Vec<wit::Pending>,
 }
 
 /// One policy version with its live instance, fallback and quarantine.
@@ -321,6 +323,7 @@ impl Supervised {
                         TickOutcome {
                             actions: checked.accepted,
                             rejected: checked.rejected,
+                            pending: checked.pending,
                             latency,
                             next_call_ms,
                             ..TickOutcome::default()

@@ -8,17 +8,17 @@ use std::collections::BTreeMap;
 use crate::bindings::v0_1::wit as old;
 use crate::bindings::wit;
 
-/// What a 0.1.0 instance has been told, beside the 0.2.0 cursor that feeds it.
+/// What a 0.1.0 instance has been told, beside the cursor that feeds it.
 #[derive(Debug, Default)]
 pub(crate) struct Adapter {
-    /// Every live job's declaration, as the 0.2.0 deltas announced it.
+    /// Every live job's declaration, as the deltas announced it.
     specs: BTreeMap<u32, wit::JobSpec>,
     /// The running jobs the instance knows, in handle order.
     known: Vec<u32>,
 }
 
 impl Adapter {
-    /// The 0.1.0 snapshot for the 0.2.0 delta `s`: only running jobs, added when they start.
+    /// The 0.1.0 snapshot for the current delta `s`: only running jobs, added when they start.
     pub(crate) fn snapshot(&mut self, s: &wit::Snapshot) -> old::Snapshot {
         if s.resync {
             self.specs.clear();
@@ -140,7 +140,7 @@ fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
     out
 }
 
-/// A 0.1.0 decision in 0.2.0 terms: the same actions (0.1.0 has no place or preempt).
+/// A 0.1.0 decision in current terms: the same actions (0.1.0 has no place, preempt or resize).
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {
     wit::Decision {
         actions: d
@@ -162,10 +162,11 @@ pub(crate) fn decision(d: old::Decision) -> wit::Decision {
             })
             .collect(),
         next_call_ms: d.next_call_ms,
+        pending: Vec::new(),
     }
 }
 
-/// A 0.1.0 policy error in 0.2.0 terms.
+/// A 0.1.0 policy error in current terms.
 pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
     match e {
         old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),

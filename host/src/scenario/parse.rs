@@ -59,6 +59,8 @@ struct NodeTable {
     gpus: i64,
     /// Memory of each GPU, with a unit; required when `gpus` > 0.
     gpu_memory: Option<String>,
+    /// The type of its GPUs ("t4", "a100").
+    gpu_type: Option<String>,
 }
 
 /// A `[[profile]]` table: a job kind measured by `wasmsched calibrate`.
@@ -267,7 +269,21 @@ pub(super) fn scenario(
                 ));
             }
         };
-        nodes.push(NodeSpec { name, cpu_millicores: cpu_millicores as u64, memory_bytes, gpus, gpu_memory_bytes });
+        let gpu_type = table.gpu_type.clone().unwrap_or_default();
+        if gpu_type.len() > 64 || gpu_type.chars().any(char::is_control) {
+            return Err(err(
+                "gpu-type",
+                format!("{gpu_type:?}: name the GPU type in a few plain characters, e.g. \"a100\""),
+            ));
+        }
+        nodes.push(NodeSpec {
+            name,
+            cpu_millicores: cpu_millicores as u64,
+            memory_bytes,
+            gpus,
+            gpu_memory_bytes,
+            gpu_type,
+        });
     }
 
     let mut profiles: HashMap<String, Arc<Profile>> = HashMap::new();

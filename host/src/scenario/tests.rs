@@ -79,7 +79,8 @@ source = "a paper"
             cpu_millicores: 12_500,
             memory_bytes: 48 * GIB,
             gpus: 2,
-            gpu_memory_bytes: 16 * GIB
+            gpu_memory_bytes: 16 * GIB,
+            gpu_type: String::new(),
         }]
     );
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
@@ -354,7 +355,8 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
             cpu_millicores: 64_000,
             memory_bytes: 256 * GIB,
             gpus: 4,
-            gpu_memory_bytes: 32 * GIB
+            gpu_memory_bytes: 32 * GIB,
+            gpu_type: String::new(),
         }
     );
     assert_eq!(

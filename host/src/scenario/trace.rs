@@ -195,6 +195,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
             memory_bytes: 256 * GIB,
             gpus: 4,
             gpu_memory_bytes: 32 * GIB,
+            gpu_type: String::new(),
         },
     )?;
     let mut jobs = Vec::new();
@@ -241,6 +242,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
             memory_bytes: 512 * GIB,
             gpus: 8,
             gpu_memory_bytes: 32 * GIB,
+            gpu_type: String::new(),
         },
     )?;
     let mut jobs = Vec::new();

@@ -5,6 +5,10 @@ use super::*;
 struct Plain {
     nodes: Vec<(String, u64, u64, u32)>,
     jobs: Vec<PlainJob>,
+    /// The nodes that cannot take work.
+    down: Vec<u32>,
+    /// Every job's GPU counts (a job not listed here is rigid) and batch sizes.
+    scaling: Vec<(u32, Vec<u32>, (u32, u32))>,
 }
 
 /// GPUs asked, replicas, where it runs with the (node, index) of its GPUs, memory used.
@@ -17,17 +21,24 @@ impl World for Plain {
             cpu_millicores: *cpu,
             memory_bytes: *memory,
             gpus: *gpus,
+            down: self.down.contains(&node),
         })
     }
     fn node_count(&self) -> usize {
         self.nodes.len()
     }
-    fn job(&self, job: u32) -> Option<JobNow> {
+    fn job(&self, job: u32) -> Option<JobNow<'_>> {
+        let (counts, batch_sizes) = match self.scaling.iter().find(|s| s.0 == job) {
+            Some((_, counts, batch)) => (counts.as_slice(), *batch),
+            None => (std::slice::from_ref(&self.jobs.get(job as usize)?.0), (0, 0)),
+        };
         self.jobs.get(job as usize).map(|(gpus, replicas, at, memory)| JobNow {
             gpus: *gpus,
             replicas: *replicas,
             node: at.as_ref().map(|(n, _)| *n),
             memory_used_bytes: *memory,
+            gpu_counts: counts,
+            batch_sizes,
         })
     }
     fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
@@ -57,10 +68,15 @@ fn gpu_world() -> Plain {
     Plain {
         nodes: vec![node(0), node(1)],
         jobs: vec![(1, 1, Some((0, vec![(0, 0)])), 1 << 30), (2, 2, None, 0), (1, 1, None, 0)],
+        down: Vec::new(),
+        scaling: Vec::new(),
     }
 }
 
 type Entries = Vec<(u32, Vec<u32>)>;
+
+/// A resize's entries and batch size.
+type Resize = (Entries, Option<u32>);
 
 fn place(nodes: &[(u32, &[u32])]) -> Entries {
     nodes.iter().map(|(n, g)| (*n, g.to_vec())).collect()
@@ -175,4 +191,57 @@ fn a_decision_larger_than_the_world_needs_is_refused_whole() {
         sized(&[Act::Place { nodes: &wide, share: true }]).unwrap_err().to_string(),
         "action 0 names 5 GPUs of one node; no node has more than 4"
     );
+}
+
+#[test]
+fn nothing_is_placed_moved_or_resized_onto_a_node_that_cannot_take_work() {
+    let mut w = gpu_world();
+    w.down = vec![1];
+    let refused = "node node-1 cannot take work now";
+    let place_there = Act::Place { nodes: &place(&[(1, &[0])])[..], share: false };
+    assert!(one(&w, 2, place_there).unwrap_err().contains(refused));
+    assert!(one(&w, 0, Act::<(u32, Vec<u32>)>::Migrate(1)).unwrap_err().contains(refused));
+    let resize_there = Act::Resize { nodes: &place(&[(1, &[0])])[..], share: false, batch_size: None };
+    assert!(one(&w, 0, resize_there).unwrap_err().contains(refused));
+    assert_eq!(one(&w, 2, Act::Place { nodes: &place(&[(0, &[1])])[..], share: false }), Ok(()));
+}
+
+#[test]
+fn a_resize_takes_an_allowed_count_and_batch_size_and_may_reuse_the_jobs_own_gpus() {
+    let mut w = gpu_world();
+    w.scaling = vec![(0, vec![1, 2, 4, 8], (64, 1024))];
+    let resize = |nodes: &[(u32, &[u32])], batch_size| (place(nodes), batch_size);
+    let cases: Vec<(Resize, Result<(), &str>)> = vec![
+        (resize(&[(0, &[0, 1])], Some(128)), Ok(())),
+        (resize(&[(0, &[0, 1, 2, 3]), (1, &[0, 1, 2, 3])], None), Ok(())),
+        (resize(&[(0, &[1, 2, 3])], None), Err("job 0 runs on [1, 2, 4, 8] GPUs (its scaling); the resize gives 3")),
+        (resize(&[(0, &[0])], Some(32)), Err("job 0 accepts batch sizes 64–1024; the resize asks for 32")),
+        (resize(&[(0, &[0, 1]), (1, &[])], None), Err("the resize names node node-1 with no GPU")),
+        (resize(&[(0, &[0]), (0, &[1])], None), Err("names node node-0 twice")),
+    ];
+    for ((entries, batch_size), want) in cases {
+        let got = one(&w, 0, Act::Resize { nodes: &entries[..], share: false, batch_size });
+        match want {
+            Ok(()) => assert_eq!(got, Ok(()), "{entries:?}"),
+            Err(text) => assert!(got.as_ref().is_err_and(|e| e.contains(text)), "{entries:?}: {got:?}"),
+        }
+    }
+    // A rigid job resizes to its own count only, and sets no batch size.
+    assert!(
+        one(&w, 2, Act::Resize { nodes: &place(&[(0, &[1])])[..], share: false, batch_size: None })
+            .unwrap_err()
+            .contains("is queued")
+    );
+    w.jobs[2].2 = Some((1, vec![(1, 0)]));
+    assert_eq!(one(&w, 2, Act::Resize { nodes: &place(&[(0, &[1])])[..], share: false, batch_size: None }), Ok(()));
+    let two = Act::Resize { nodes: &place(&[(0, &[1, 2])])[..], share: false, batch_size: None };
+    assert!(one(&w, 2, two).unwrap_err().contains("runs on [1] GPUs"));
+    let batch = Act::Resize { nodes: &place(&[(0, &[1])])[..], share: false, batch_size: Some(64) };
+    assert!(one(&w, 2, batch).unwrap_err().contains("has no batch size the host sets"));
+    // A resize frees the GPUs it leaves for the actions after it, and holds the ones it takes.
+    let mut checker = Checker::new(w.book());
+    let to_two = place(&[(0, &[1, 2])]);
+    assert_eq!(checker.check(&w, 0, &Act::Resize { nodes: &to_two[..], share: false, batch_size: None }), Ok(()));
+    assert_eq!(checker.book().holders(0, 0), &[] as &[u32]);
+    assert_eq!(checker.book().holders(0, 2), &[0]);
 }

@@ -23,6 +23,7 @@ pub(crate) struct JobNumbers {
     pub(crate) memory_used: u64,
     pub(crate) gpu_share: Option<u8>,
     pub(crate) gpu_used: f32,
+    pub(crate) batch_size: u32,
 }
 
 impl JobNumbers {
@@ -40,6 +41,7 @@ impl JobNumbers {
             c.gpu_used_percent.len(),
             c.run_ms.len(),
             c.gpu_ms.len(),
+            c.batch_size.len(),
         ]
         .iter()
         .all(|&n| n == rows)
@@ -63,6 +65,7 @@ impl JobNumbers {
             memory_used: c.memory_used_bytes[i],
             gpu_share: Some(c.gpu_share_percent[i]).filter(|p| *p != 0),
             gpu_used: c.gpu_used_percent[i],
+            batch_size: c.batch_size[i],
         }
     }
 
@@ -81,6 +84,7 @@ impl JobNumbers {
         c.memory_used_bytes.push(self.memory_used);
         c.gpu_share_percent.push(self.gpu_share.unwrap_or(0));
         c.gpu_used_percent.push(self.gpu_used);
+        c.batch_size.push(self.batch_size);
     }
 }
 
@@ -100,6 +104,7 @@ pub(crate) fn no_states() -> wit::JobStates {
         gpu_used_percent: Vec::new(),
         run_ms: Vec::new(),
         gpu_ms: Vec::new(),
+        batch_size: Vec::new(),
     }
 }
 
@@ -283,6 +288,8 @@ pub(crate) struct NodeTable {
     pub(super) memory_used: Vec<u64>,
     /// Per GPU, in the columns' order, how many running jobs hold it.
     pub(super) holders: Vec<u32>,
+    /// The nodes that cannot take work now, ascending.
+    pub(super) down: Vec<u32>,
 }
 
 impl NodeTable {
@@ -311,6 +318,7 @@ impl NodeTable {
             self.nodes = nodes;
             self.first_gpu = first_gpu;
         }
+        self.down = std::mem::take(&mut raw.nodes_down);
         self.utilisation = std::mem::take(&mut gpus.utilisation_percent);
         self.memory_used = std::mem::take(&mut gpus.memory_used_bytes);
         Ok(())

@@ -41,6 +41,11 @@ pub const PROBLEMS: [&str; 23] = [
     "WrongGpuCount",
 ];
 
+/// The problems contract 0.3.0 added (nodes that take no work, resizes). They are checked by
+/// the rules' own tests and the Rust SDK's, and join the vectors when the Python and JS SDKs,
+/// whose rules mirror these vectors, speak 0.3.0 (they build against 0.2.0 until then).
+pub const PROBLEMS_0_3: [&str; 4] = ["NodeDown", "CountNotAllowed", "BatchOutOfRange", "EmptyEntry"];
+
 /// A problem's variant; a new variant does not compile here until it is named (and then the
 /// coverage test asks for a vector of it).
 fn variant(p: &Problem) -> &'static str {
@@ -69,6 +74,10 @@ fn variant(p: &Problem) -> &'static str {
         GpuTwice { .. } => "GpuTwice",
         GpuHeld { .. } => "GpuHeld",
         WrongGpuCount { .. } => "WrongGpuCount",
+        NodeDown { .. } => "NodeDown",
+        CountNotAllowed { .. } => "CountNotAllowed",
+        BatchOutOfRange { .. } => "BatchOutOfRange",
+        EmptyEntry { .. } => "EmptyEntry",
     }
 }
 
@@ -125,6 +134,7 @@ impl Cluster {
         let mut t = World::new();
         for &NodeDecl(name, cpu_millicores, memory_gib, gpus) in &self.nodes {
             t.add_node(wit::Node {
+                gpu_type: String::new(),
                 name: name.into(),
                 cpu_millicores,
                 memory_bytes: memory_gib * GIB,
@@ -189,7 +199,8 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
             reason: i.to_string(),
         })
         .collect();
-    let checked = validate::check(wit::Decision { actions: actions.clone(), next_call_ms: None }, &t);
+    let checked =
+        validate::check(wit::Decision { actions: actions.clone(), next_call_ms: None, pending: Vec::new() }, &t);
     let (outcomes, whole) = match checked {
         Err(oversized) => (Vec::new(), Value::String(oversized.to_string())),
         Ok(checked) => {

@@ -188,6 +188,7 @@ fn node_of(e: &Engine, profiles: &[Arc<Profile>]) -> NodeSpec {
         memory_bytes: info.mem_total.unwrap_or(0).max(0) as u64,
         gpus: 0,
         gpu_memory_bytes: 0,
+        gpu_type: String::new(),
     }
 }
 

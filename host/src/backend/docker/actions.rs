@@ -117,6 +117,12 @@ impl Docker {
                     Ok(Effect::Started { engine: to, gpus, new_id: Some(new_id) })
                 })
             }
+            wit::ActionKind::Resize(_) => Box::pin(async move {
+                Err(refused(
+                    "the Docker backend does not resize yet: preempt the job and place it on the GPUs it should have"
+                        .into(),
+                ))
+            }),
             wit::ActionKind::Preempt => {
                 allowed = copying;
                 let changes = Changes {

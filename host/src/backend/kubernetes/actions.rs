@@ -354,6 +354,10 @@ impl Kubernetes {
                     Ok(Effect::Started { node: to, gpus })
                 })
             }
+            wit::ActionKind::Resize(_) => refuse(
+                "the Kubernetes backend does not resize yet: preempt the pod and place it on the GPUs it should have"
+                    .into(),
+            ),
             wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) => {
                 let Some(m) = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)) else {
                     return refuse("the pod is no longer managed".into());

@@ -125,12 +125,13 @@ impl Kubernetes {
             .collect();
         nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         for (facts, version) in nodes {
-            let pod::NodeFacts { name, cpu, memory, gpus, pods, ready, labels } = facts;
+            let pod::NodeFacts { name, cpu, memory, gpus, pods, ready, gpu_type, gpu_memory_bytes, labels } = facts;
             let wit_node = |name: &str| wit::Node {
                 name: name.to_string(),
                 cpu_millicores: cpu,
                 memory_bytes: memory,
-                gpu_memory_bytes: vec![0; gpus as usize],
+                gpu_memory_bytes: vec![gpu_memory_bytes; gpus as usize],
+                gpu_type: gpu_type.clone(),
             };
             let i = match self.node_index(&name) {
                 Some(i) => i,
@@ -155,10 +156,15 @@ impl Kubernetes {
                 }
             };
             let entry = &mut self.nodes[i];
-            if (entry.cpu_millicores, entry.memory_bytes, entry.gpus) != (cpu, memory, gpus) {
+            if (entry.cpu_millicores, entry.memory_bytes, entry.gpus) != (cpu, memory, gpus)
+                || world.nodes().get(i).is_some_and(|n| {
+                    n.gpu_type != gpu_type || n.gpu_memory_bytes.first() != Some(&gpu_memory_bytes).filter(|_| gpus > 0)
+                })
+            {
                 (entry.cpu_millicores, entry.memory_bytes, entry.gpus) = (cpu, memory, gpus);
                 world.set_node(i as u32, wit_node(&name));
             }
+            world.set_node_down(i as u32, !ready);
             entry.pods = pods;
             entry.version = version;
             if *entry.labels != labels {
@@ -171,7 +177,9 @@ impl Kubernetes {
                     tracing::info!(node = %name, "node is Ready again");
                 } else {
                     self.log_once(format!("notready:{name}"), || {
-                        format!("node {name} is NotReady; its pods keep their last state and nothing is placed there")
+                        format!(
+                            "node {name} is NotReady or cordoned; its pods keep their last state and nothing is placed there"
+                        )
                     });
                 }
             }

@@ -135,11 +135,21 @@ pub struct NodeFacts {
     pub gpus: u32,
     /// How many pods it takes (`pods` allocatable; unlimited when it says nothing).
     pub pods: u64,
-    /// Whether its `Ready` condition is True.
+    /// Whether it takes pods: its `Ready` condition is True and it is not cordoned
+    /// (`spec.unschedulable`).
     pub ready: bool,
+    /// Its GPUs' type: label `wasmsched.gpu-type`, else GPU Feature Discovery's
+    /// `nvidia.com/gpu.product`; empty when neither is set.
+    pub gpu_type: String,
+    /// Each GPU's memory from GPU Feature Discovery's `nvidia.com/gpu.memory` (MiB); 0 when
+    /// unknown.
+    pub gpu_memory_bytes: u64,
     /// Its labels.
     pub labels: BTreeMap<String, String>,
 }
+
+/// The node label that names its GPUs' type for policies ("a100", "t4").
+pub const GPU_TYPE_LABEL: &str = "wasmsched.gpu-type";
 
 /// What the host reads of `node`.
 pub fn node_facts(node: &Node) -> NodeFacts {
@@ -151,13 +161,20 @@ pub fn node_facts(node: &Node) -> NodeFacts {
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
         .is_some_and(|c| c.status == "True");
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let labels = node.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let gpu_type = label(GPU_TYPE_LABEL).or_else(|| label("nvidia.com/gpu.product")).unwrap_or_default();
+    let gpu_memory_mib = label("nvidia.com/gpu.memory").and_then(|m| m.trim().parse::<u64>().ok()).unwrap_or(0);
     NodeFacts {
         name,
         cpu: get("cpu").and_then(millicores).unwrap_or(0),
         memory: get("memory").and_then(bytes).unwrap_or(0),
         gpus: get(GPU_RESOURCE).and_then(count).map_or(0, |g| u32::try_from(g).unwrap_or(u32::MAX)),
         pods: get("pods").and_then(count).unwrap_or(u64::MAX),
-        ready,
+        ready: ready && !cordoned,
+        gpu_type: gpu_type.chars().take(64).collect(),
+        gpu_memory_bytes: gpu_memory_mib.saturating_mul(1 << 20),
         labels: node.metadata.labels.clone().unwrap_or_default(),
     }
 }

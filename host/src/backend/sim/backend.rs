@@ -19,6 +19,7 @@ impl Backend for Simulator {
                     cpu_millicores: n.cpu_millicores,
                     memory_bytes: n.memory_bytes,
                     gpu_memory_bytes: vec![n.gpu_memory_bytes; n.gpus as usize],
+                    gpu_type: n.gpu_type.clone(),
                 });
             }
         }
@@ -147,29 +148,27 @@ impl Backend for Simulator {
                 }
                 ActionKind::Migrate(to) => {
                     let held = self.jobs[i].gpus.len();
-                    let old_gpus = self.jobs[i].gpus.clone();
-                    self.release(i);
-                    let gpus = self.free_gpus(to, held);
-                    for g in &gpus {
-                        self.book.hold(g.node, g.index, i as u32);
+                    self.restart_on(i, to, |sim| sim.free_gpus(to, held), world);
+                    touched.extend([node, to]);
+                }
+                ActionKind::Resize(ref r) => {
+                    let gpus: Vec<GpuSlot> = r
+                        .placement
+                        .nodes
+                        .iter()
+                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }))
+                        .collect();
+                    let mine = |g: &GpuSlot| self.jobs[i].gpus.contains(g);
+                    let fresh: Vec<GpuSlot> = gpus.iter().filter(|g| !mine(g)).copied().collect();
+                    if let Some(why) = self.memory_refusal(i, &fresh) {
+                        errors.push(ApplyError { job: action.job, reason: format!("not resized: {why}") });
+                        continue;
                     }
-                    self.on_node[to as usize].push(i);
-                    if let Some(s) = world.state_mut(action.job) {
-                        s.gpus.clone_from(&gpus);
+                    let to = r.placement.nodes.first().map_or(node, |e| e.node);
+                    self.restart_on(i, to, move |_| gpus, world);
+                    if let (Some(batch_size), Some(s)) = (r.batch_size, world.state_mut(action.job)) {
+                        s.batch_size = batch_size;
                     }
-                    self.jobs[i].gpus = gpus;
-                    self.reshare_around(node, &old_gpus);
-                    let restart = self.now_s + self.restart_cost(i);
-                    self.set_step_time(i);
-                    let j = &mut self.jobs[i];
-                    if j.gpu.is_none() {
-                        j.work_left = j.epoch_work(j.epoch + 1);
-                    }
-                    j.paused_until = restart;
-                    j.node = to;
-                    j.migrations += 1;
-                    j.cores = 0.0;
-                    j.speed = 0.0;
                     touched.extend([node, to]);
                 }
                 ActionKind::Deliver => {

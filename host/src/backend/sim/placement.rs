@@ -233,6 +233,41 @@ impl Simulator {
         if self.jobs[i].gpu.is_some() { self.config.gpu_start_s } else { self.config.restart_cost_s }
     }
 
+    /// Restart running job `i` from its checkpoint on node `to` (its first) and the GPUs
+    /// `gpus` picks once its own are released (a migration, a resize): it pays the restart
+    /// cost, and a CPU job loses the epoch in progress.
+    pub(super) fn restart_on(
+        &mut self,
+        i: usize,
+        to: u32,
+        gpus: impl FnOnce(&Self) -> Vec<GpuSlot>,
+        world: &mut World,
+    ) {
+        let (from, old_gpus) = (self.jobs[i].node, self.jobs[i].gpus.clone());
+        self.release(i);
+        let gpus = gpus(self);
+        for g in &gpus {
+            self.book.hold(g.node, g.index, i as u32);
+        }
+        self.on_node[to as usize].push(i);
+        if let Some(s) = self.jobs[i].handle.and_then(|h| world.state_mut(h)) {
+            s.gpus.clone_from(&gpus);
+        }
+        self.jobs[i].gpus = gpus;
+        self.reshare_around(from, &old_gpus);
+        let restart = self.now_s + self.restart_cost(i);
+        self.set_step_time(i);
+        let j = &mut self.jobs[i];
+        if j.gpu.is_none() {
+            j.work_left = j.epoch_work(j.epoch + 1);
+        }
+        j.paused_until = restart;
+        j.node = to;
+        j.migrations += 1;
+        j.cores = 0.0;
+        j.speed = 0.0;
+    }
+
     /// A GPU job's seconds per step on the GPUs it holds now.
     pub(super) fn set_step_time(&mut self, i: usize) {
         let j = &mut self.jobs[i];

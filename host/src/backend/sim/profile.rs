@@ -494,8 +494,14 @@ pub(crate) mod tests {
         // 1.25 core-s per epoch, at most 1.8 cores, 0.4 s of start-up, on 4 cores: the job
         // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
         let profile = Arc::new(sample());
-        let node =
-            NodeSpec { name: "n".into(), cpu_millicores: 4000, memory_bytes: 1 << 30, gpus: 0, gpu_memory_bytes: 0 };
+        let node = NodeSpec {
+            name: "n".into(),
+            cpu_millicores: 4000,
+            memory_bytes: 1 << 30,
+            gpus: 0,
+            gpu_memory_bytes: 0,
+            gpu_type: String::new(),
+        };
         let job = JobPlan { tiers: Some((0.4, 0.55)), ..JobPlan::profiled("a", profile, 2.0) };
         assert_eq!(
             (job.model_name(), job.metric().0, job.max_cores(), job.startup_s()),

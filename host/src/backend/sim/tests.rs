@@ -15,7 +15,14 @@ use crate::backend::sim::throughput::GpuConfig;
 use crate::backend::sim::workload::{JobPlan, NodeSpec};
 
 fn node(name: &str, cores: u64) -> NodeSpec {
-    NodeSpec { name: name.into(), cpu_millicores: cores * 1000, memory_bytes: 64 << 30, gpus: 0, gpu_memory_bytes: 0 }
+    NodeSpec {
+        name: name.into(),
+        cpu_millicores: cores * 1000,
+        memory_bytes: 64 << 30,
+        gpus: 0,
+        gpu_memory_bytes: 0,
+        gpu_type: String::new(),
+    }
 }
 
 fn plan(name: &str, arrival_s: f64) -> JobPlan {

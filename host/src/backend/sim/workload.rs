@@ -46,6 +46,8 @@ pub struct NodeSpec {
     pub gpus: u32,
     /// Memory of each GPU.
     pub gpu_memory_bytes: u64,
+    /// The type of its GPUs, as policies see it ("t4", "a100"); empty when not said.
+    pub gpu_type: String,
 }
 
 /// One job the simulator will start at `arrival_s`.

@@ -11,7 +11,14 @@ use crate::experiment::run::{JobSample, Sample};
 use crate::experiment::sweep::{Axis, Point};
 
 fn node(name: &str, gpus: u32) -> NodeSpec {
-    NodeSpec { name: name.into(), cpu_millicores: 8000, memory_bytes: 64 << 30, gpus, gpu_memory_bytes: 32 << 30 }
+    NodeSpec {
+        name: name.into(),
+        cpu_millicores: 8000,
+        memory_bytes: 64 << 30,
+        gpus,
+        gpu_memory_bytes: 32 << 30,
+        gpu_type: String::new(),
+    }
 }
 
 fn plan(name: &str, arrival_s: f64) -> JobPlan {

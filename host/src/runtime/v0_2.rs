@@ -1,0 +1,183 @@
+//! Components built against contract 0.2.0, served unchanged: the one place their snapshots
+//! and decisions are converted. A 0.2.0 policy sees everything but what 0.3.0 added: GPU types,
+//! nodes that cannot take work (the host refuses its placements there), how a job may be
+//! resized and its batch size; it cannot resize and gives no reason why a job waits.
+
+use crate::bindings::v0_2::wit as old;
+use crate::bindings::wit;
+
+/// The 0.2.0 snapshot for the 0.3.0 snapshot `s`: the same deltas, less the new fields.
+pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
+    let j = &s.jobs;
+    let q = &s.queue;
+    let p = &s.progress;
+    old::Snapshot {
+        time_ms: s.time_ms,
+        interval_ms: s.interval_ms,
+        resync: s.resync,
+        nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
+        gpus: old::GpuStates {
+            utilisation_percent: s.gpus.utilisation_percent.clone(),
+            memory_used_bytes: s.gpus.memory_used_bytes.clone(),
+        },
+        added: s.added.iter().map(job_spec).collect(),
+        removed: s.removed.clone(),
+        jobs: old::JobStates {
+            handle: j.handle.clone(),
+            node: j.node.clone(),
+            cpu_limit_millicores: j.cpu_limit_millicores.clone(),
+            memory_limit_bytes: j.memory_limit_bytes.clone(),
+            cpu_used_millicores: j.cpu_used_millicores.clone(),
+            memory_used_bytes: j.memory_used_bytes.clone(),
+            gpu_count: j.gpu_count.clone(),
+            gpu_node: j.gpu_node.clone(),
+            gpu_index: j.gpu_index.clone(),
+            gpu_share_percent: j.gpu_share_percent.clone(),
+            gpu_used_percent: j.gpu_used_percent.clone(),
+            run_ms: j.run_ms.clone(),
+            gpu_ms: j.gpu_ms.clone(),
+        },
+        queue: old::QueueStates {
+            handle: q.handle.clone(),
+            reason: q
+                .reason
+                .iter()
+                .map(|r| match r {
+                    wit::WaitReason::NeverStarted => old::WaitReason::NeverStarted,
+                    wit::WaitReason::Preempted => old::WaitReason::Preempted,
+                })
+                .collect(),
+            since_ms: q.since_ms.clone(),
+            run_ms: q.run_ms.clone(),
+            gpu_ms: q.gpu_ms.clone(),
+        },
+        progress: old::ProgressRecords {
+            job: p.job.clone(),
+            time_ms: p.time_ms.clone(),
+            epoch: p.epoch.clone(),
+            value_count: p.value_count.clone(),
+            values: p.values.clone(),
+        },
+    }
+}
+
+fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
+    old::JobSpec {
+        handle: s.handle,
+        name: s.name.clone(),
+        model: s.model.clone(),
+        kind: match s.kind {
+            wit::JobKind::Training => old::JobKind::Training,
+            wit::JobKind::Inference => old::JobKind::Inference,
+        },
+        metrics: s
+            .metrics
+            .iter()
+            .map(|m| old::MetricSpec {
+                name: m.name.clone(),
+                direction: match m.direction {
+                    wit::Direction::HigherIsBetter => old::Direction::HigherIsBetter,
+                    wit::Direction::LowerIsBetter => old::Direction::LowerIsBetter,
+                },
+            })
+            .collect(),
+        tiers: s.tiers.map(|t| old::Tiers { deliverable: t.deliverable, final_: t.final_ }),
+        qoe_target: s.qoe_target,
+        max_epochs: s.max_epochs,
+        labels: s.labels.clone(),
+        arrival_ms: s.arrival_ms,
+        gpus: s.gpus,
+        replicas: s.replicas,
+    }
+}
+
+fn node(n: &wit::Node) -> old::Node {
+    old::Node {
+        name: n.name.clone(),
+        cpu_millicores: n.cpu_millicores,
+        memory_bytes: n.memory_bytes,
+        gpu_memory_bytes: n.gpu_memory_bytes.clone(),
+    }
+}
+
+fn placement(p: old::Placement) -> wit::Placement {
+    wit::Placement {
+        nodes: p.nodes.into_iter().map(|n| wit::NodePlacement { node: n.node, gpus: n.gpus }).collect(),
+        share: p.share,
+    }
+}
+
+/// A 0.2.0 decision in 0.3.0 terms: the same actions, no reasons why jobs wait.
+pub(crate) fn decision(d: old::Decision) -> wit::Decision {
+    wit::Decision {
+        actions: d
+            .actions
+            .into_iter()
+            .map(|a| wit::Action {
+                job: a.job,
+                reason: a.reason,
+                kind: match a.kind {
+                    old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
+                    old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
+                    old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
+                    old::ActionKind::Deliver => wit::ActionKind::Deliver,
+                    old::ActionKind::Stop => wit::ActionKind::Stop,
+                    old::ActionKind::SetGpuShare(s) => {
+                        wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: s.gpu, percent: s.percent })
+                    }
+                    old::ActionKind::Place(p) => wit::ActionKind::Place(placement(p)),
+                    old::ActionKind::Preempt => wit::ActionKind::Preempt,
+                },
+            })
+            .collect(),
+        next_call_ms: d.next_call_ms,
+        pending: Vec::new(),
+    }
+}
+
+/// A 0.2.0 policy error in 0.3.0 terms.
+pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
+    match e {
+        old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
+        old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
+        old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
+    }
+}
+
+/// What a 0.2.0 policy said it does, in 0.3.0 terms.
+pub(crate) fn abilities(a: old::Abilities) -> wit::Abilities {
+    wit::Abilities { places: a.places }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::{Cursor, sample};
+
+    #[test]
+    fn the_same_deltas_cross_less_the_new_fields_and_a_decision_comes_back_whole() {
+        let mut t = sample::gpu_cluster(2, 4, 2, 1);
+        t.set_node_down(1, true);
+        let mut cursor = Cursor::fresh();
+        let new = t.snapshot_for(&mut cursor);
+        let old = snapshot(&new);
+        assert_eq!(old.jobs.handle, new.jobs.handle);
+        assert_eq!(old.jobs.gpu_index, new.jobs.gpu_index);
+        assert_eq!(old.queue.handle, new.queue.handle);
+        assert_eq!(old.added.len(), new.added.len());
+        assert_eq!(old.nodes.as_ref().map(Vec::len), new.nodes.as_ref().map(Vec::len));
+        let d = decision(old::Decision {
+            actions: vec![old::Action {
+                job: new.queue.handle[0],
+                kind: old::ActionKind::Place(old::Placement {
+                    nodes: vec![old::NodePlacement { node: 0, gpus: vec![3] }],
+                    share: false,
+                }),
+                reason: "first fit".into(),
+            }],
+            next_call_ms: Some(5),
+        });
+        assert!(d.pending.is_empty());
+        assert!(matches!(&d.actions[0].kind, wit::ActionKind::Place(p) if p.nodes[0].gpus == [3]));
+    }
+}
