@@ -40,7 +40,7 @@ use crate::world::World;
 
 /// Whether an action disrupts its job: ends it, or restarts it from its checkpoint.
 pub fn disruptive(kind: &ActionKind) -> bool {
-    matches!(kind, ActionKind::Stop | ActionKind::Migrate(_) | ActionKind::Preempt)
+    matches!(kind, ActionKind::Stop | ActionKind::Migrate(_) | ActionKind::Preempt | ActionKind::Resize(_))
 }
 
 /// How many disruptions a policy may cause, and how often.

@@ -299,6 +299,8 @@ struct HostDriver {
     /// When the last tick ended, and how long the recent ones took (ms, oldest first).
     ticked: Option<Instant>,
     tick_walls: std::collections::VecDeque<u64>,
+    /// Why queued jobs wait, as the audit log last wrote it (it writes them again on change).
+    last_pending: Vec<crate::bindings::wit::Pending>,
 }
 
 impl HostDriver {
@@ -339,6 +341,7 @@ impl HostDriver {
             pacer: Pacer { speed: config.backend.speed(), tick: config.tick, anchor: None },
             write_errors: 0,
             ticked: None,
+            last_pending: Vec::new(),
             tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
         })
     }
@@ -628,6 +631,10 @@ impl Driver for HostDriver {
             }
             let active = tick.active.as_ref().map(|a| {
                 let mut line = AuditDecision::of(a);
+                if a.outcome.pending != self.last_pending {
+                    self.last_pending.clone_from(&a.outcome.pending);
+                    line.pending = Some(a.outcome.pending.clone());
+                }
                 line.not_applied = tick
                     .apply_errors
                     .iter()

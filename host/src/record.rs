@@ -164,9 +164,10 @@ pub struct AuditDecision {
     /// Actions the backend could not apply (the active policy only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_applied: Vec<Refused>,
-    /// Why queued jobs wait, as the policy said (validated).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub pending: Vec<wit::Pending>,
+    /// Why queued jobs wait, as the active policy said (validated), when it changed since the
+    /// last line that had them (`[]`: no job has a reason any more); absent when unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Vec<wit::Pending>>,
     /// Time in the policy, microseconds.
     pub latency_us: u64,
     /// The fallback taken, when the policy failed.
@@ -190,7 +191,7 @@ impl AuditDecision {
             rejected: o.rejected.iter().map(Refused::of).collect(),
             over_budget: o.over_budget.iter().map(Refused::of).collect(),
             not_applied: Vec::new(),
-            pending: o.pending.clone(),
+            pending: None,
             latency_us: o.latency.as_micros() as u64,
             fallback: o.fallback,
             failure: o.failure.as_ref().map(|f| crate::error_chain(f)),

@@ -105,6 +105,8 @@ struct Seen {
     over_budget: Vec<String>,
     failure: Option<String>,
     fallback: Option<Fallback>,
+    /// Why jobs wait, as kept: (the job, queued when the policy was asked, the reason).
+    pending: Vec<(u32, bool, String)>,
 }
 
 /// `policy` with `config` through the simulator's loop on [`CLUSTER`] for two hours.
@@ -126,6 +128,8 @@ fn simulate_under(policy: &str, config: &str, watchdog: WatchdogConfig) -> (Loop
     let mut seen = Vec::new();
     let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
         let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
+        let placed = |job: u32| o.actions.iter().any(|a| a.job == job && matches!(a.kind, ActionKind::Place(_)));
+        let queued = |job: u32| world.state(job).is_some_and(|s| !s.is_running()) || placed(job);
         seen.push(Seen {
             time_ms: world.time_ms(),
             applied: o.actions.iter().map(|a| (name(a.job), a.kind.clone(), a.reason.clone())).collect(),
@@ -133,6 +137,7 @@ fn simulate_under(policy: &str, config: &str, watchdog: WatchdogConfig) -> (Loop
             over_budget: o.over_budget.iter().map(|r| r.reason.clone()).collect(),
             failure: o.failure.as_ref().map(|f| wasmsched::error_chain(f)),
             fallback: o.fallback,
+            pending: o.pending.iter().map(|p| (p.job, queued(p.job), p.reason.clone())).collect(),
         });
     });
     (summary, seen, budget)
@@ -236,7 +241,7 @@ fn a_next_call_of_zero_asks_every_tick_and_of_u64_max_at_most_an_hour_later() {
 }
 
 /// Every hostile behaviour: the fixture and its config (JSON).
-const HOSTILE: [(&str, &str); 21] = [
+const HOSTILE: [(&str, &str); 23] = [
     ("spin", "{}"),
     ("hog", "{}"),
     ("panic", "{}"),
@@ -258,6 +263,8 @@ const HOSTILE: [(&str, &str); 21] = [
     ("misbehave", r#"{"behaviour": "migrate-churn"}"#),
     ("misbehave", r#"{"behaviour": "preempt-churn"}"#),
     ("misbehave", r#"{"behaviour": "fail-after"}"#),
+    ("misbehave", r#"{"behaviour": "resize-churn"}"#),
+    ("misbehave", r#"{"behaviour": "pending-flood"}"#),
 ];
 
 #[test]
@@ -276,6 +283,31 @@ fn every_hostile_behaviour_is_contained_by_the_simulators_loop_and_the_budget_ho
         ));
     }
     println!("hostile behaviours in the simulator (2 h, 30 s tick):\n{table}");
+}
+
+#[test]
+fn resizes_are_checked_and_budgeted_and_a_flood_of_reasons_is_cut_to_one_short_line_per_queued_job() {
+    let (summary, seen, budget) = simulate("misbehave", r#"{"behaviour": "resize-churn"}"#);
+    assert_contained("resize-churn", &summary, &seen, &budget);
+    let rejected: Vec<&String> = seen.iter().flat_map(|s| s.rejected.iter().map(|r| &r.1)).collect();
+    assert!(rejected.iter().any(|r| r.contains("has no batch size the host sets")), "{rejected:?}");
+    let resized = seen.iter().flat_map(|s| &s.applied).filter(|a| matches!(a.1, ActionKind::Resize(_))).count();
+    let over = seen.iter().map(|s| s.over_budget.len()).sum::<usize>();
+    assert!(resized > 0 && over > 0, "valid resizes apply, within the budget: {resized} applied, {over} over it");
+
+    let (summary, seen, budget) = simulate("misbehave", r#"{"behaviour": "pending-flood"}"#);
+    assert_contained("pending-flood", &summary, &seen, &budget);
+    assert!(seen.iter().all(|s| s.failure.is_none()), "the flood is trimmed, not a failure");
+    assert!(seen.iter().any(|s| !s.pending.is_empty()), "queued jobs keep a reason");
+    for s in &seen {
+        let mut jobs: Vec<u32> = s.pending.iter().map(|p| p.0).collect();
+        jobs.dedup();
+        assert_eq!(jobs.len(), s.pending.len(), "one reason per job");
+        for (job, queued, reason) in &s.pending {
+            assert!(queued, "job {job} was not queued");
+            assert!(reason.len() <= 120 && !reason.chars().any(char::is_control), "{reason:?}");
+        }
+    }
 }
 
 #[test]

@@ -82,3 +82,33 @@ fn fifo_and_tiresias_run_as_components_on_a_pollux_workload_and_tiresias_cuts_me
         fifo.mean_jct_s
     );
 }
+
+/// Three two-GPU jobs and one node of two GPUs: FIFO starts one and says why the others wait;
+/// `status` shows the reasons while they wait, and the audit log writes them when they change.
+#[test]
+fn fifo_says_why_queued_jobs_wait_and_status_and_the_audit_log_show_it() {
+    use wasmsched_tests::live::{Running, Setup, component};
+    let setup = Setup::new();
+    std::fs::write(
+        setup.dir.path().join("workload.toml"),
+        "name = \"waits\"\n[[node]]\nname = \"g\"\ncores = 16\nmemory = \"64GiB\"\ngpus = 2\ngpu-memory = \"16GiB\"\n\
+         [[job]]\nname = \"big\"\nmodel = \"cifar10\"\ngpus = 2\nmax-epochs = 40\ncount = 3\n",
+    )
+    .unwrap();
+    setup.land("fifo", &component("fifo"));
+    let running = Running::start(setup.config("10s", "1000", "[policy.fifo]\nrole = \"active\"\n"));
+    let status = running.wait("two jobs waiting with reasons", |s| s.pending.len() == 2);
+    let reasons: Vec<&str> = status.pending.iter().map(|p| p.reason.as_str()).collect();
+    assert_eq!(reasons[0], "2 GPUs asked, 0 free on the 1 nodes taking work", "{reasons:?}");
+    assert!(reasons[1].starts_with("behind big-"), "{reasons:?}");
+    let render = status.render();
+    assert!(
+        render.contains(&format!("pending {} (job {}): 2 GPUs asked", status.pending[0].name, status.pending[0].job))
+    );
+    running.wait("the workload's end", |s| s.ticks > 0 && !s.running);
+    let said: Vec<Vec<wasmsched::bindings::wit::Pending>> =
+        setup.audit_lines().into_iter().filter_map(|l| l.active?.pending).collect();
+    assert!(said.len() >= 2 && said.len() < 10, "written when they change, not every tick: {}", said.len());
+    assert_eq!(said[0].len(), 2, "two jobs wait at first");
+    assert!(said.last().unwrap().is_empty(), "none waits at the end");
+}

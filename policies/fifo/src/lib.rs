@@ -7,8 +7,11 @@
 //! default placement). Backfill keeps no reservation: a large job may wait while small ones
 //! pass it.
 //!
-//! Reads: the queue (arrival order, GPUs asked, replicas), each node's GPUs and cores, and
-//! which running jobs hold which GPUs on which node.
+//! Reads: the queue (arrival order, GPUs asked, replicas), each node's GPUs and cores, whether
+//! it takes work, and which running jobs hold which GPUs on which node.
+//!
+//! Says why the first [`REASONS`] jobs it leaves in the queue wait: too large for the cluster,
+//! not enough free GPUs now, or behind an earlier job (first come, first served).
 //!
 //! Config (kebab-case keys, all optional):
 //! - `backfill` (false): later jobs that fit start while an earlier one waits.
@@ -27,6 +30,9 @@ pub struct Config {
     /// the earlier one).
     pub backfill: bool,
 }
+
+/// How many waiting jobs FIFO gives a reason for, in queue order.
+pub const REASONS: usize = 64;
 
 /// The FIFO policy.
 pub struct Fifo {
@@ -51,16 +57,45 @@ impl Policy for Fifo {
         // Made the first time a job does not fit now.
         let mut empty = None;
         let mut passed = false;
+        let mut blocked: Option<Job> = None;
+        let mut reasons = 0;
         for job in s.queue() {
-            if let Some(p) = free.fit_job(&job) {
+            if let Some(ahead) = &blocked {
+                if reasons == REASONS {
+                    break;
+                }
+                d.pending(job.id(), format!("behind {} (first come, first served)", ahead.name()));
+                reasons += 1;
+            } else if let Some(p) = free.fit_job(&job) {
                 let why = if passed { "fifo: backfilled past a job that waits" } else { "fifo: next in arrival order" };
                 d.push(p.action(job.id()).because(why));
-            } else if empty.get_or_insert_with(|| sched::FreeGpus::idle(s)).find_job(&job).is_none() {
-                debug!("fifo: {} asks for {} GPUs, more than the cluster could give it", job.id(), job.gpus_asked());
-            } else if self.config.backfill {
-                passed = true;
             } else {
-                break;
+                let never = empty.get_or_insert_with(|| sched::FreeGpus::idle(s)).find_job(&job).is_none();
+                if reasons < REASONS {
+                    let why = if never {
+                        format!("asks for {} GPUs, more than any placement on this cluster gives", job.gpus_asked())
+                    } else {
+                        let taking = s.nodes().filter(|n| n.takes_work()).count();
+                        format!(
+                            "{} GPUs asked, {} free on the {taking} nodes taking work",
+                            job.gpus_asked(),
+                            free.free_count()
+                        )
+                    };
+                    d.pending(job.id(), why);
+                    reasons += 1;
+                }
+                if never {
+                    debug!(
+                        "fifo: {} asks for {} GPUs, more than the cluster could give it",
+                        job.id(),
+                        job.gpus_asked()
+                    );
+                } else if self.config.backfill {
+                    passed = true;
+                } else {
+                    blocked = Some(job);
+                }
             }
         }
         Ok(d)
@@ -99,7 +134,13 @@ mod tests {
         let c = w.queue_job(job("c", "cifar10").gpus(1));
         let mut h = fifo(false, w);
         assert_eq!(placed(&h.tick(Seconds(30.0)).unwrap()), [(a, vec![(0, vec![0, 1, 2])])]);
-        assert!(h.tick(Seconds(30.0)).unwrap().is_empty(), "b waits for two GPUs and c waits behind it");
+        let d = h.tick(Seconds(30.0)).unwrap();
+        assert!(d.is_empty(), "b waits for two GPUs and c waits behind it");
+        let why: Vec<(JobId, &str)> = d.pending_reasons().iter().map(|(j, r)| (*j, r.as_str())).collect();
+        assert_eq!(
+            why,
+            [(b, "2 GPUs asked, 1 free on the 1 nodes taking work"), (c, "behind b (first come, first served)")]
+        );
         h.world.remove_job(a);
         let d = h.tick(Seconds(30.0)).unwrap();
         assert_eq!(placed(&d), [(b, vec![(0, vec![0, 1])]), (c, vec![(0, vec![2])])]);

@@ -363,3 +363,29 @@ fn a_gpu_job_starved_of_cpu_slows_in_proportion() {
     assert!(sim.apply(&[limit], &mut world).is_empty());
     assert!((sim.jobs[0].speed * 2.0 - full).abs() < 1e-9 * full, "{full} then {}", sim.jobs[0].speed);
 }
+
+#[test]
+fn a_resize_restarts_the_job_on_the_gpus_it_names_after_the_restart_cost() {
+    let (mut sim, mut world) = gpu_world(true);
+    sim.observe(&mut world, 10_000);
+    let errors = sim.apply(&[place(0, &[(0, &[1]), (1, &[0])], false), place(1, &[(1, &[1])], false)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    sim.observe(&mut world, 200_000);
+    let before = sim.jobs[0].epoch;
+    // Job a gathers its two GPUs onto node 0, the one it keeps and the one beside it.
+    let nodes = vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }];
+    let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: Some(256) };
+    let act = wit::Action { job: 0, kind: ActionKind::Resize(resize), reason: String::new() };
+    assert!(sim.apply(&[act], &mut world).is_empty());
+    let s = world.state(0).unwrap();
+    assert_eq!(
+        (s.node, s.gpus.clone(), s.batch_size),
+        (0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }], 256)
+    );
+    assert_eq!(sim.jobs[0].migrations, 1);
+    assert_eq!(world.free_gpus(1), [0], "it left node 1's GPU 0");
+    let paused_until = sim.jobs[0].paused_until;
+    assert!(paused_until > 200.0, "it pays the restart: {paused_until}");
+    sim.observe(&mut world, 200_000 + 1_000);
+    assert_eq!(sim.jobs[0].epoch, before, "no progress while it restarts");
+}

@@ -1,4 +1,4 @@
-//! Hostile fixture: one misbehaviour of twenty-nine, picked by the config's `behaviour`, so the
+//! Hostile fixture: one misbehaviour of thirty-one, picked by the config's `behaviour`, so the
 //! host's sandbox, validation and audit meet each without a fixture crate apiece.
 //!
 //! Behaviours, on every call and deterministically:
@@ -22,6 +22,11 @@
 //! - `preempt-churn`: preempts every running job.
 //! - `fail-after`: answers its first three calls of an instance with nothing and every later
 //!   one with its own error (not a trap: the instance lives on, so it never recovers).
+//! - `resize-churn`: resizes every running job onto the GPUs it holds, on odd calls at the
+//!   largest batch size there is (refused: the jobs take none), on even calls as it is (valid:
+//!   a restart each, which the disruption budget must hold back).
+//! - `pending-flood`: says why jobs wait 200,000 times: every job (running ones too) and
+//!   handles that do not exist, short reasons and 64 KiB ones full of control characters.
 //!
 //! The queue's abusers, each of them on every call, and only the last two also starting the
 //! queue:
@@ -111,6 +116,10 @@ pub enum Behaviour {
     PreemptChurn,
     /// Its own error on every call after the third.
     FailAfter,
+    /// Restart every running job by resizing it onto its own GPUs.
+    ResizeChurn,
+    /// Reasons why jobs wait, far too many and too long.
+    PendingFlood,
     /// Places nothing.
     NeverPlace,
     /// Places on a node that does not exist.
@@ -188,6 +197,8 @@ impl Behaviour {
             Behaviour::MigrateChurn => "migrate-churn",
             Behaviour::PreemptChurn => "preempt-churn",
             Behaviour::FailAfter => "fail-after",
+            Behaviour::ResizeChurn => "resize-churn",
+            Behaviour::PendingFlood => "pending-flood",
             Behaviour::NeverPlace => "never-place",
             Behaviour::PlaceMissingNode => "place-missing-node",
             Behaviour::PlaceMissingGpu => "place-missing-gpu",
@@ -291,6 +302,9 @@ const HUGE_STATE_BYTES: usize = 48 << 20;
 /// `log-flood`'s lines per call, and each line's length.
 const FLOOD_LINES: usize = 10_000;
 const FLOOD_LINE_BYTES: usize = 200;
+/// `pending-flood`: reasons per call, and the length of its long ones.
+const PENDING_FLOOD: usize = 200_000;
+const PENDING_LONG_BYTES: usize = 64 << 10;
 /// `fail-after`: the calls of an instance answered before the errors begin.
 const FAIL_AFTER_CALLS: u64 = 3;
 
@@ -391,6 +405,31 @@ impl Policy for Misbehave {
                 return Err(PolicyError::Failed(format!("misbehave fail-after: call {} fails", self.calls)));
             }
             Behaviour::FailAfter => {}
+            Behaviour::ResizeChurn => {
+                let batch_size = (self.calls % 2 == 1).then_some(u32::MAX);
+                for job in s.jobs() {
+                    let mut nodes: Vec<(NodeId, Vec<u32>)> = Vec::new();
+                    for g in job.gpus() {
+                        match nodes.iter_mut().find(|(n, _)| *n == g.node) {
+                            Some((_, gpus)) => gpus.push(g.index),
+                            None => nodes.push((g.node, vec![g.index])),
+                        }
+                    }
+                    if nodes.is_empty() {
+                        nodes.push((job.node(), Vec::new()));
+                    }
+                    d.push(Action::resize(job.id(), &nodes, batch_size).because("misbehave resize-churn"));
+                }
+            }
+            Behaviour::PendingFlood => {
+                let long: String = "\u{7}\n\t".repeat(PENDING_LONG_BYTES / 3);
+                let handles: Vec<JobId> = s.jobs().chain(s.queue()).map(|j| j.id()).collect();
+                for i in 0..PENDING_FLOOD {
+                    let job = handles.get(i % (handles.len() + 1)).copied().unwrap_or(JobId(u32::MAX - i as u32));
+                    let reason = if i % 1000 == 0 { long.clone() } else { format!("flood {i}") };
+                    d.pending(job, reason);
+                }
+            }
             b if b.abuses_the_queue() => abuse_the_queue(b, s, &mut d),
             _ => unreachable!("every behaviour has its arm above"),
         }

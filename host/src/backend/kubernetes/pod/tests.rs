@@ -140,3 +140,30 @@ fn a_checkpoint_must_be_on_a_volume_that_outlives_the_pod() {
     assert!(checkpoint_survives(&p, "/tmp/ckpt").unwrap_err().contains("emptyDir"));
     assert!(checkpoint_survives(&p, "/ckptx").unwrap_err().contains("on no volume"));
 }
+
+#[test]
+fn a_cordoned_or_not_ready_node_takes_no_work_and_its_gpu_type_is_read_from_its_labels() {
+    let node = |unschedulable: bool, ready: &str, labels: serde_json::Value| -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n", "labels": labels},
+            "spec": {"unschedulable": unschedulable},
+            "status": {
+                "allocatable": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": ready}],
+            },
+        }))
+        .unwrap()
+    };
+    let gfd = serde_json::json!({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "nvidia.com/gpu.memory": "40960"});
+    let ready = node_facts(&node(false, "True", gfd.clone()));
+    assert!(ready.ready);
+    assert_eq!((ready.gpu_type.as_str(), ready.gpu_memory_bytes), ("NVIDIA-A100-SXM4-40GB", 40 << 30));
+    assert!(!node_facts(&node(true, "True", gfd.clone())).ready, "cordoned");
+    assert!(!node_facts(&node(false, "False", gfd)).ready, "NotReady");
+    let ours = node_facts(&node(
+        false,
+        "True",
+        serde_json::json!({"wasmsched.gpu-type": "a100", "nvidia.com/gpu.product": "x"}),
+    ));
+    assert_eq!(ours.gpu_type, "a100", "our label first");
+}
