@@ -72,6 +72,10 @@ pub struct WorkloadArgs {
     /// Keep only the first N jobs.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Run a CSV workload on one of Sia's 64-GPU clusters: heterogeneous-64 (6 × 4 T4,
+    /// 3 × 8 RTX 2080Ti, 2 × 8 A100) or homogeneous-64 (16 × 4 T4).
+    #[arg(long, value_parser = wasmsched::scenario::Cluster::parse)]
+    pub cluster: Option<wasmsched::scenario::Cluster>,
     /// Do not give jobs without targets the default targets derived from their curves.
     #[arg(long)]
     pub no_default_targets: bool,
@@ -79,7 +83,7 @@ pub struct WorkloadArgs {
 
 impl WorkloadArgs {
     pub fn load(&self) -> anyhow::Result<Scenario> {
-        let opts = LoadOptions { nodes: self.nodes, limit: self.limit };
+        let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster };
         let scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }

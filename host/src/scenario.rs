@@ -80,6 +80,63 @@ pub struct LoadOptions {
     pub nodes: Option<usize>,
     /// Keeps only the first N jobs by arrival.
     pub limit: Option<usize>,
+    /// Runs a CSV workload on one of the clusters Sia's evaluation simulates instead of its
+    /// default cluster (refused with `nodes`, and for a scenario).
+    pub cluster: Option<Cluster>,
+}
+
+/// The clusters of Sia's evaluation (SOSP'23, Tables 3 and 4), 64 GPUs each, for CSV workloads.
+/// Their CPU and memory figures are ours; GPU memory is the type's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cluster {
+    /// Six nodes of 4 T4, three of 8 RTX 2080Ti, two of 8 A100 (Table 3).
+    Heterogeneous64,
+    /// Sixteen nodes of 4 T4 (Table 4).
+    Homogeneous64,
+}
+
+impl Cluster {
+    /// Every cluster, in declaration order.
+    pub const ALL: [Cluster; 2] = [Cluster::Heterogeneous64, Cluster::Homogeneous64];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cluster::Heterogeneous64 => "heterogeneous-64",
+            Cluster::Homogeneous64 => "homogeneous-64",
+        }
+    }
+
+    /// The cluster named `name`, or what to write instead.
+    pub fn parse(name: &str) -> Result<Cluster, String> {
+        Cluster::ALL.into_iter().find(|c| c.name() == name).ok_or_else(|| {
+            let known: Vec<&str> = Cluster::ALL.iter().map(|c| c.name()).collect();
+            format!("{name:?} is not a cluster the simulator knows: write one of {}", known.join(", "))
+        })
+    }
+
+    /// Its nodes: `<type>-<i>`, type by type.
+    pub fn nodes(self) -> Vec<crate::backend::sim::workload::NodeSpec> {
+        let groups: &[(&str, usize, u32, u64)] = match self {
+            Cluster::Heterogeneous64 => &[("t4", 6, 4, 16), ("rtx", 3, 8, 11), ("a100", 2, 8, 40)],
+            Cluster::Homogeneous64 => &[("t4", 16, 4, 16)],
+        };
+        let mut nodes = Vec::new();
+        for &(gpu_type, count, gpus, gpu_gib) in groups {
+            for i in 0..count {
+                nodes.push(crate::backend::sim::workload::NodeSpec {
+                    name: format!("{gpu_type}-{i}"),
+                    cpu_millicores: 64_000,
+                    memory_bytes: 256 * GIB,
+                    gpus,
+                    gpu_memory_bytes: gpu_gib * GIB,
+                    gpu_type: gpu_type.into(),
+                });
+            }
+        }
+        nodes
+    }
 }
 
 /// Why a workload could not be loaded. Every message names the file (or the name it was given)
@@ -275,6 +332,16 @@ impl Scenario {
         let extension = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
         match extension.as_deref() {
             Some("toml") => {
+                if opts.cluster.is_some() {
+                    return Err(WorkloadError::Field {
+                        path: label,
+                        line: None,
+                        field: "cluster".into(),
+                        message: "a scenario lists its own [[node]] tables; a cluster applies to CSV workloads only: \
+                                  drop it or edit the scenario"
+                            .into(),
+                    });
+                }
                 if opts.nodes.is_some() {
                     return Err(WorkloadError::Field {
                         path: label,

@@ -49,7 +49,7 @@ pub mod workload;
 
 use self::model::meets;
 use self::profile::JobCurve;
-use self::throughput::GpuConfig;
+use self::throughput::{GpuConfig, GpuType};
 use self::workload::{JobPlan, NodeSpec, Workload};
 use crate::backend::Placer;
 use crate::bindings::wit;
@@ -234,6 +234,8 @@ impl Rng {
 pub struct Simulator {
     config: SimConfig,
     nodes: Vec<NodeSpec>,
+    /// Each node's GPU type (a node that names none, or one not measured, has T4s).
+    gpu_types: Vec<GpuType>,
     jobs: Vec<SimJob>,
     /// The running jobs of each node, in start order.
     on_node: Vec<Vec<usize>>,
@@ -326,6 +328,7 @@ impl Simulator {
         Simulator {
             config,
             nodes: workload.nodes.clone(),
+            gpu_types: workload.nodes.iter().map(|n| GpuType::parse(&n.gpu_type).unwrap_or_default()).collect(),
             jobs,
             on_node: vec![Vec::new(); workload.nodes.len()],
             by_handle: Vec::new(),

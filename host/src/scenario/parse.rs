@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::{Claim, Scenario, WorkloadError};
 use crate::backend::sim::model::{Curve, Model};
 use crate::backend::sim::profile::Profile;
+use crate::backend::sim::throughput::GpuType;
 use crate::backend::sim::workload::{
     JobPlan, MAX_JOB_GPUS, MAX_NODE_CORES, MAX_NODE_GPUS, MAX_NODE_MEMORY_BYTES, NodeSpec, Workload,
 };
@@ -269,13 +270,23 @@ pub(super) fn scenario(
                 ));
             }
         };
-        let gpu_type = table.gpu_type.clone().unwrap_or_default();
-        if gpu_type.len() > 64 || gpu_type.chars().any(char::is_control) {
-            return Err(err(
-                "gpu-type",
-                format!("{gpu_type:?}: name the GPU type in a few plain characters, e.g. \"a100\""),
-            ));
-        }
+        // The name as the simulator has measured it ("dgx-ext" is written "a100").
+        let gpu_type = match table.gpu_type.as_deref() {
+            None => String::new(),
+            Some(text) => match GpuType::parse(text) {
+                Some(t) => t.name().to_string(),
+                None => {
+                    let known: Vec<&str> = GpuType::ALL.iter().map(|t| t.name()).collect();
+                    return Err(err(
+                        "gpu-type",
+                        format!(
+                            "{text:?} is not a GPU type the simulator has measurements of: write one of {}",
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            },
+        };
         nodes.push(NodeSpec {
             name,
             cpu_millicores: cpu_millicores as u64,

@@ -194,7 +194,7 @@ fn an_empty_workload_is_refused() {
     let e = Scenario::from_philly_csv("p.csv", only_short.as_bytes(), &LoadOptions::default());
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(0) });
+    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(0), cluster: None });
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
 }
 
@@ -253,7 +253,7 @@ fn zero_nodes_are_refused() {
     let e = scenario_err("[[job]]\nname = \"a\"\nmodel = \"ncf\"\n");
     assert!(matches!(&e, WorkloadError::NoNodes { .. }), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: Some(0), limit: None });
+    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: Some(0), limit: None, cluster: None });
     assert!(matches!(e, Err(WorkloadError::NoNodes { .. })), "{e:?}");
 }
 
@@ -339,7 +339,7 @@ fn load_refuses_unknown_extensions_missing_files_and_node_counts_for_scenarios()
     std::fs::write(&odd, "when,what\n1,2\n").expect("write");
     assert!(matches!(Scenario::load(&odd, &LoadOptions::default()), Err(WorkloadError::UnknownHeader { .. })));
     let demo = repo_root().join("scenarios/demo.toml");
-    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None });
+    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None, cluster: None });
     assert!(matches!(&e, Err(WorkloadError::Field { field, .. }) if field == "nodes"), "{e:?}");
 }
 
@@ -368,7 +368,9 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
             ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0)
         }]
     );
-    let w = Scenario::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None }).expect("loads").workload;
+    let w = Scenario::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None, cluster: None })
+        .expect("loads")
+        .workload;
     assert_eq!(w.nodes.len(), 2);
 }
 
@@ -424,8 +426,9 @@ fn a_philly_job_alone_on_its_packed_gpus_lasts_its_duration() {
 #[test]
 fn limit_keeps_the_first_jobs_by_arrival() {
     let csv = "name,time,application,num_replicas,batch_size\nb,50,ncf,1,256\na,10,ncf,1,256\nc,70,ncf,1,256\n";
-    let w =
-        Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(2) }).expect("loads").workload;
+    let w = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(2), cluster: None })
+        .expect("loads")
+        .workload;
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
 }
@@ -517,7 +520,9 @@ fn the_philly_trace_loads_whole() {
     for model in Model::ALL {
         assert!(w.jobs.iter().any(|j| j.model == model), "{model:?} present");
     }
-    let limited = Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100) }).expect("loads").workload;
+    let limited = Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100), cluster: None })
+        .expect("loads")
+        .workload;
     assert_eq!((limited.jobs.len(), limited.nodes.len()), (100, 4));
     assert_eq!(limited.jobs[..], w.jobs[..100]);
 }
@@ -554,4 +559,43 @@ fn a_scenario_names_its_profiles_in_model_and_refuses_what_does_not_fit() {
     std::fs::remove_file(dir.path().join("profiles/learner.toml")).expect("rm");
     let err = load("[[job]]\nname = \"a\"\nmodel = \"small\"\n").expect_err("no file").to_string();
     assert!(err.contains("`file`") && err.contains("wasmsched calibrate --out"), "{err}");
+}
+
+#[test]
+fn sias_clusters_have_64_gpus_of_their_types_and_refuse_a_node_count() {
+    let csv = "name,time,application,num_replicas,batch_size\na,0,cifar10,2,256\n";
+    for (cluster, types) in [
+        (Cluster::Heterogeneous64, vec![("a100", 16), ("rtx", 24), ("t4", 24)]),
+        (Cluster::Homogeneous64, vec![("t4", 64)]),
+    ] {
+        let opts = LoadOptions { cluster: Some(cluster), ..LoadOptions::default() };
+        let w = Scenario::from_pollux_csv("w.csv", csv, &opts).expect("loads").workload;
+        let mut gpus: std::collections::BTreeMap<&str, u32> = Default::default();
+        for n in &w.nodes {
+            *gpus.entry(n.gpu_type.as_str()).or_default() += n.gpus;
+        }
+        assert_eq!(gpus.into_iter().collect::<Vec<_>>(), types, "{}", cluster.name());
+        assert_eq!(Cluster::parse(cluster.name()), Ok(cluster));
+    }
+    let both = LoadOptions { cluster: Some(Cluster::Homogeneous64), nodes: Some(4), limit: None };
+    let e = Scenario::from_pollux_csv("w.csv", csv, &both).unwrap_err().to_string();
+    assert!(e.contains("has its own nodes"), "{e}");
+    assert!(Cluster::parse("mixed").unwrap_err().contains("heterogeneous-64, homogeneous-64"));
+}
+
+#[test]
+fn a_nodes_gpu_type_is_one_the_simulator_measured() {
+    let node = |gpu_type: &str| {
+        format!(
+            "name = \"t\"\n[[node]]\nname = \"n\"\ncores = 8\nmemory = \"32GiB\"\ngpus = 8\ngpu-memory = \"40GiB\"\n\
+             gpu-type = \"{gpu_type}\"\n[[job]]\nname = \"j\"\nmodel = \"cifar10\"\ngpus = 1\n"
+        )
+    };
+    let w = Scenario::from_toml_str("t", &node("dgx-ext")).expect("Sia's name for it").workload;
+    assert_eq!(w.nodes[0].gpu_type, "a100");
+    let e = Scenario::from_toml_str("t", &node("h100")).unwrap_err().to_string();
+    assert!(
+        e.contains("\"h100\" is not a GPU type the simulator has measurements of: write one of t4, rtx, a100"),
+        "{e}"
+    );
 }

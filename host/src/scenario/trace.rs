@@ -121,14 +121,26 @@ fn csv_header<R: Read, const N: usize>(
     column_indices(path, &headers, expected, expected_header)
 }
 
-/// The default cluster of a CSV workload, resized by `nodes`.
+/// The cluster of a CSV workload: its default one, resized by `opts.nodes`, or the named
+/// `opts.cluster`.
 fn cluster(
     path: &str,
     default_nodes: usize,
-    nodes: Option<usize>,
+    opts: &LoadOptions,
     shape: NodeSpec,
 ) -> Result<Vec<NodeSpec>, WorkloadError> {
-    let count = nodes.unwrap_or(default_nodes);
+    if let Some(named) = opts.cluster {
+        if opts.nodes.is_some() {
+            return Err(WorkloadError::Field {
+                path: path.into(),
+                line: None,
+                field: "nodes".into(),
+                message: format!("cluster {} has its own nodes: drop the node count or the cluster", named.name()),
+            });
+        }
+        return Ok(named.nodes());
+    }
+    let count = opts.nodes.unwrap_or(default_nodes);
     if count == 0 {
         return Err(WorkloadError::NoNodes { path: path.into(), hint: "ask for at least one node" });
     }
@@ -188,7 +200,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
     let nodes = cluster(
         path,
         POLLUX_NODES,
-        opts.nodes,
+        opts,
         NodeSpec {
             name: String::new(),
             cpu_millicores: 64_000,
@@ -235,7 +247,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
     let nodes = cluster(
         path,
         PHILLY_NODES,
-        opts.nodes,
+        opts,
         NodeSpec {
             name: String::new(),
             cpu_millicores: 64_000,

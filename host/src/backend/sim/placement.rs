@@ -273,7 +273,10 @@ impl Simulator {
         let j = &mut self.jobs[i];
         if let Some(g) = j.gpu {
             let shape = shape_of(j.gpus.iter().map(|s| s.node));
-            j.step_s = if shape.is_empty() { f64::INFINITY } else { g.step_s(j.plan.model, &shape) };
+            // Over nodes of several types, the slowest type's step time.
+            let types = j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied());
+            let slowest = types.map(|t| g.step_s_on(j.plan.model, t, &shape)).fold(f64::NAN, f64::max);
+            j.step_s = if shape.is_empty() || slowest.is_nan() { f64::INFINITY } else { slowest };
         }
     }
 

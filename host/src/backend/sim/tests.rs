@@ -389,3 +389,23 @@ fn a_resize_restarts_the_job_on_the_gpus_it_names_after_the_restart_cost() {
     sim.observe(&mut world, 200_000 + 1_000);
     assert_eq!(sim.jobs[0].epoch, before, "no progress while it restarts");
 }
+
+#[test]
+fn a_job_on_a100s_runs_at_their_measured_step_time_and_finishes_before_one_on_t4s() {
+    let jct = |gpu_type: &str| {
+        let gpu_node = NodeSpec { gpus: 1, gpu_memory_bytes: 16 << 30, gpu_type: gpu_type.into(), ..node("g", 16) };
+        let w = Workload::of("t", vec![gpu_node], vec![JobPlan { gpus: 1, batch_size: 512, ..plan("a", 0.0) }]);
+        let mut sim = Simulator::new(&w, quiet());
+        let mut world = World::new();
+        while step(&mut sim, &mut world, 10_000) {}
+        sim.outcomes()[0].jct_s.unwrap()
+    };
+    let (t4, a100, unnamed) = (jct("t4"), jct("a100"), jct(""));
+    assert!(a100 < t4 * 0.6, "A100 {a100} s against T4 {t4} s");
+    assert_eq!(unnamed, t4, "a node without a type has T4s");
+    let config = GpuConfig::new(Model::Cifar10, 512, 1);
+    let expected = SimConfig::default().gpu_start_s
+        + (1..=5).map(|e| Model::Cifar10.steps_in(512, e)).sum::<f64>()
+            * config.step_s_on(Model::Cifar10, throughput::GpuType::A100, &[1]);
+    assert!((a100 - expected).abs() < 11.0, "{a100} against {expected} (a 10 s tick)");
+}

@@ -20,6 +20,13 @@
 //!   assumptions of ours: a smaller batch takes no less time than the smallest measured one;
 //!   eight GPUs on one node scale like four.
 //!
+//! **GPU types.** Those files are one GPU type: the T4s of AWS g4dn nodes (Sia's `aws`). Sia's
+//! artifact (siasosp23/artifacts, SOSP'23; see `data/README.md`) measured the same models the
+//! same way on four more ([`GpuType`]): `placements-<type>.csv` and `scalability-<type>.csv`,
+//! read by the same rules. A node's type is its scenario's `gpu-type`; a node without one is a
+//! T4 node, as every node was before types. A job spread over nodes of several types runs at
+//! the slowest type's step time (the simulator allows it; Sia's policies never place so).
+//!
 //! **How a job uses them** ([`GpuConfig`], Pollux's rule for jobs of a fixed batch size): a
 //! job of global batch size B on r GPUs runs ⌈B/r⌉ samples per GPU, in ⌈that / m⌉ passes
 //! (gradient accumulation) when a GPU holds at most m at a time (m = the largest measured
@@ -30,7 +37,69 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
+use serde::Serialize;
+
 use super::model::Model;
+
+/// A GPU type with measured step times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuType {
+    /// NVIDIA T4 16 GB, 4 a node (AWS g4dn.12xlarge): Pollux's testbed, Sia's `aws`.
+    #[default]
+    T4,
+    /// RTX 2080Ti 11 GB, 8 a node, 50 Gb/s Ethernet (Sia's `rtx`).
+    Rtx,
+    /// A100 40 GB, 8 a node (DGX-A100, 1.6 Tb/s InfiniBand; Sia's `dgx-ext`).
+    A100,
+    /// Quadro RTX 6000 24 GB, 4 a node (Sia's `quad`).
+    Quadro,
+    /// V100, 8 a node (Azure ND40rs_v2; Sia's `azure`).
+    V100,
+}
+
+impl GpuType {
+    /// Every type, in declaration order.
+    pub const ALL: [GpuType; 5] = [GpuType::T4, GpuType::Rtx, GpuType::A100, GpuType::Quadro, GpuType::V100];
+
+    /// The name policies and scenarios use.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuType::T4 => "t4",
+            GpuType::Rtx => "rtx",
+            GpuType::A100 => "a100",
+            GpuType::Quadro => "quadro",
+            GpuType::V100 => "v100",
+        }
+    }
+
+    /// The type a scenario names: ours ("a100") or Sia's ("dgx-ext"), any case; None for an
+    /// unknown name.
+    pub fn parse(name: &str) -> Option<GpuType> {
+        let name = name.trim().to_ascii_lowercase();
+        GpuType::ALL.into_iter().find(|t| {
+            t.name() == name
+                || match t {
+                    GpuType::T4 => name == "aws",
+                    GpuType::Rtx => name == "rtx2080ti",
+                    GpuType::A100 => name == "dgx-ext" || name == "dgx",
+                    GpuType::Quadro => name == "quad" || name == "rtx6000",
+                    GpuType::V100 => name == "azure",
+                }
+        })
+    }
+
+    /// The file suffix of its measurements ("" for Pollux's own files).
+    fn suffix(self) -> &'static str {
+        match self {
+            GpuType::T4 => "",
+            GpuType::Rtx => "-rtx",
+            GpuType::A100 => "-dgx-ext",
+            GpuType::Quadro => "-quad",
+            GpuType::V100 => "-azure",
+        }
+    }
+}
 
 /// The largest node count measured; more nodes are read as this many.
 const MAX_NODES: u32 = 16;
@@ -64,29 +133,54 @@ struct StepTimes {
     local_range: (u32, u32),
 }
 
-/// Embeds a model's two step-time files.
+/// Embeds a model's two step-time files for each GPU type, in [`GpuType::ALL`]'s order.
 macro_rules! step_files {
     ($($model:literal),+ $(,)?) => {
-        [$((
-            include_str!(concat!("../../../../data/models/", $model, "/placements.csv")),
-            include_str!(concat!("../../../../data/models/", $model, "/scalability.csv")),
-        )),+]
+        [$([
+            step_files!(@type $model, ""),
+            step_files!(@type $model, "-rtx"),
+            step_files!(@type $model, "-dgx-ext"),
+            step_files!(@type $model, "-quad"),
+            step_files!(@type $model, "-azure"),
+        ]),+]
+    };
+    (@type $model:literal, $suffix:literal) => {
+        (
+            include_str!(concat!("../../../../data/models/", $model, "/placements", $suffix, ".csv")),
+            include_str!(concat!("../../../../data/models/", $model, "/scalability", $suffix, ".csv")),
+        )
     };
 }
 
-/// The step-time files of each [`Model`], in declaration order.
-const STEP_FILES: [(&str, &str); 6] = step_files!("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3");
+/// The step-time files of each [`Model`], in declaration order, per GPU type.
+const STEP_FILES: [[(&str, &str); 5]; 6] = step_files!("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3");
 
-static TABLES: LazyLock<Vec<StepTimes>> = LazyLock::new(|| {
-    Model::ALL
-        .iter()
-        .map(|&m| {
-            let (placements, scalability) = STEP_FILES[m as usize];
-            StepTimes::parse(placements, scalability)
-                .unwrap_or_else(|e| panic!("embedded data/models/{}/ step times are malformed: {e}", m.name()))
-        })
-        .collect()
-});
+/// Each model's step times on each GPU type, parsed on first use of that pair.
+static TABLES: LazyLock<Vec<Vec<LazyLock<StepTimes, Box<dyn Fn() -> StepTimes + Send + Sync>>>>> =
+    LazyLock::new(|| {
+        Model::ALL
+            .iter()
+            .map(|&m| {
+                GpuType::ALL
+                    .iter()
+                    .map(|&t| {
+                        let parse: Box<dyn Fn() -> StepTimes + Send + Sync> = Box::new(move || {
+                            let (placements, scalability) = STEP_FILES[m as usize][t as usize];
+                            StepTimes::parse(placements, scalability).unwrap_or_else(|e| {
+                                panic!("embedded data/models/{}/ step times{} are malformed: {e}", m.name(), t.suffix())
+                            })
+                        });
+                        LazyLock::new(parse)
+                    })
+                    .collect()
+            })
+            .collect()
+    });
+
+/// `model`'s step times on `gpu`.
+fn table(model: Model, gpu: GpuType) -> &'static StepTimes {
+    &TABLES[model as usize][gpu as usize]
+}
 
 /// Rows of a CSV with a header, as numbers in the order of `columns`.
 fn rows(text: &str, columns: &[&str]) -> Result<Vec<Vec<f64>>, String> {
@@ -244,9 +338,14 @@ impl GpuConfig {
         u32::try_from(samples).unwrap_or(u32::MAX)
     }
 
-    /// Seconds per optimiser step of `model` with `shape` GPUs on each of its nodes.
+    /// Seconds per optimiser step of `model` with `shape` GPUs on each of its nodes, on T4s.
     pub fn step_s(&self, model: Model, shape: &[u32]) -> f64 {
-        let (step, sync) = TABLES[model as usize].at(shape, f64::from(self.local_bsz));
+        self.step_s_on(model, GpuType::T4, shape)
+    }
+
+    /// Seconds per optimiser step of `model` with `shape` GPUs of type `gpu` on each node.
+    pub fn step_s_on(&self, model: Model, gpu: GpuType, shape: &[u32]) -> f64 {
+        let (step, sync) = table(model, gpu).at(shape, f64::from(self.local_bsz));
         step + f64::from(self.accum_steps) * (step - sync).max(0.0)
     }
 }
@@ -279,7 +378,7 @@ impl Model {
 
 /// The largest per-GPU batch measured for `model`.
 fn measured_local_max(model: Model) -> u32 {
-    TABLES[model as usize].local_range.1
+    table(model, GpuType::T4).local_range.1
 }
 
 /// GPUs per node of a placement, in order of first appearance of each node.
@@ -308,7 +407,7 @@ mod tests {
 
     #[test]
     fn a_measured_placement_gives_its_measured_step_time() {
-        let t = &TABLES[Model::Cifar10 as usize];
+        let t = table(Model::Cifar10, GpuType::T4);
         assert_eq!(t.at(&[1], 64.0).0, csv_step("cifar10", "1", "64"));
         assert_eq!(t.at(&[2, 2], 129.0).0, csv_step("cifar10", "22", "129"));
         // Any rotation of a measured placement is the same placement.
@@ -318,7 +417,7 @@ mod tests {
 
     #[test]
     fn between_measured_batch_sizes_the_step_time_is_linear_and_clamped_outside() {
-        let t = &TABLES[Model::Cifar10 as usize];
+        let t = table(Model::Cifar10, GpuType::T4);
         let (a, b) = (csv_step("cifar10", "1", "64"), csv_step("cifar10", "1", "91"));
         let mid = t.at(&[1], 77.5).0;
         assert!((mid - (a + b) / 2.0).abs() < 1e-12, "{mid} between {a} and {b}");
@@ -329,7 +428,7 @@ mod tests {
     #[test]
     fn unmeasured_placements_fall_between_their_neighbours() {
         for model in Model::ALL {
-            let t = &TABLES[model as usize];
+            let t = table(model, GpuType::T4);
             let local = f64::from(t.local_range.0);
             // Five nodes of four (20 GPUs) lie between four nodes at their most (16) and six
             // nodes at 20 GPUs (scalability.csv).
@@ -339,6 +438,25 @@ mod tests {
             assert!(t.at(&[4; 20], local).0 > 0.0, "{model:?}: beyond 16 nodes");
             assert!(t.at(&[8, 8], local).0 > 0.0, "{model:?}: 8 GPUs a node");
         }
+    }
+
+    #[test]
+    fn every_gpu_type_reads_its_own_measurements_and_an_a100_outruns_a_t4() {
+        for model in Model::ALL {
+            for gpu in GpuType::ALL {
+                let t = table(model, gpu);
+                let local = f64::from(t.local_range.0);
+                assert!(t.at(&[1], local).0 > 0.0 && t.at(&[8, 8], local).0.is_finite(), "{model:?} on {gpu:?}");
+            }
+            // NCF's steps are tiny and overhead-bound: measured slower on an A100 than on a T4.
+            // Sia's workloads leave it out.
+            let c = GpuConfig::new(model, model.default_batch_size(), 1);
+            let (t4, a100) = (c.step_s_on(model, GpuType::T4, &[1]), c.step_s_on(model, GpuType::A100, &[1]));
+            assert!(a100 < t4 || model == Model::Ncf, "{model:?}: A100 {a100} s a step against T4 {t4} s");
+        }
+        assert_eq!(GpuType::parse("dgx-ext"), Some(GpuType::A100));
+        assert_eq!(GpuType::parse("AWS"), Some(GpuType::T4));
+        assert_eq!(GpuType::parse("h100"), None);
     }
 
     #[test]
