@@ -35,7 +35,7 @@
 //! `step + (passes − 1) × (step − sync)`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use serde::Serialize;
 
@@ -156,30 +156,16 @@ macro_rules! step_files {
 const STEP_FILES: [[(&str, &str); 5]; 6] = step_files!("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3");
 
 /// Each model's step times on each GPU type, parsed on first use of that pair.
-static TABLES: LazyLock<Vec<Vec<LazyLock<StepTimes, Box<dyn Fn() -> StepTimes + Send + Sync>>>>> =
-    LazyLock::new(|| {
-        Model::ALL
-            .iter()
-            .map(|&m| {
-                GpuType::ALL
-                    .iter()
-                    .map(|&t| {
-                        let parse: Box<dyn Fn() -> StepTimes + Send + Sync> = Box::new(move || {
-                            let (placements, scalability) = STEP_FILES[m as usize][t as usize];
-                            StepTimes::parse(placements, scalability).unwrap_or_else(|e| {
-                                panic!("embedded data/models/{}/ step times{} are malformed: {e}", m.name(), t.suffix())
-                            })
-                        });
-                        LazyLock::new(parse)
-                    })
-                    .collect()
-            })
-            .collect()
-    });
+static TABLES: [[OnceLock<StepTimes>; 5]; 6] = [const { [const { OnceLock::new() }; 5] }; 6];
 
 /// `model`'s step times on `gpu`.
 fn table(model: Model, gpu: GpuType) -> &'static StepTimes {
-    &TABLES[model as usize][gpu as usize]
+    TABLES[model as usize][gpu as usize].get_or_init(|| {
+        let (placements, scalability) = STEP_FILES[model as usize][gpu as usize];
+        StepTimes::parse(placements, scalability).unwrap_or_else(|e| {
+            panic!("embedded data/models/{}/ step times{} are malformed: {e}", model.name(), gpu.suffix())
+        })
+    })
 }
 
 /// Rows of a CSV with a header, as numbers in the order of `columns`.
