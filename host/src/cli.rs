@@ -76,6 +76,10 @@ pub struct WorkloadArgs {
     /// 3 × 8 RTX 2080Ti, 2 × 8 A100) or homogeneous-64 (16 × 4 T4).
     #[arg(long, value_parser = wasmsched::scenario::Cluster::parse)]
     pub cluster: Option<wasmsched::scenario::Cluster>,
+    /// Make a CSV workload's GPU jobs elastic, as Sia's adaptive jobs: any GPU count a policy
+    /// resizes them to, their own batch size, their model's full schedule and restore delay.
+    #[arg(long)]
+    pub elastic: bool,
     /// Do not give jobs without targets the default targets derived from their curves.
     #[arg(long)]
     pub no_default_targets: bool,
@@ -83,7 +87,7 @@ pub struct WorkloadArgs {
 
 impl WorkloadArgs {
     pub fn load(&self) -> anyhow::Result<Scenario> {
-        let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster };
+        let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster, elastic: self.elastic };
         let scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }

@@ -83,6 +83,10 @@ pub struct LoadOptions {
     /// Runs a CSV workload on one of the clusters Sia's evaluation simulates instead of its
     /// default cluster (refused with `nodes`, and for a scenario).
     pub cluster: Option<Cluster>,
+    /// Makes a CSV workload's GPU training jobs elastic (Sia's adaptive jobs: any GPU count
+    /// a policy gives them, their own batch size, their model's full schedule and restore
+    /// delay); their `num_replicas` and `batch_size` stay what they ask for and start at.
+    pub elastic: bool,
 }
 
 /// The clusters of Sia's evaluation (SOSP'23, Tables 3 and 4), 64 GPUs each, for CSV workloads.

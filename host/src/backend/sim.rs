@@ -39,6 +39,7 @@ use std::collections::BinaryHeap;
 
 mod backend;
 pub mod colocation;
+pub mod goodput;
 pub mod model;
 mod outcome;
 mod placement;
@@ -143,6 +144,8 @@ struct SimJob {
     /// The GPUs it holds while it runs.
     gpus: Vec<GpuSlot>,
     gpu_share: Option<u8>,
+    /// The batch size a resize pinned (an elastic job otherwise picks its own).
+    pinned_batch: Option<u32>,
     paused_until: f64,
     version: u64,
     last_update_s: f64,
@@ -182,6 +185,10 @@ impl SimJob {
 
     /// The work of epoch `epoch` (1-based), before the per-epoch noise.
     fn epoch_work(&self, epoch: u32) -> f64 {
+        if self.plan.elastic && self.gpu.is_some() {
+            let model = self.plan.model;
+            return (goodput::boundary(model, epoch) - goodput::boundary(model, epoch - 1)) * self.work_per_epoch;
+        }
         match self.gpu {
             Some(g) => self.plan.model.steps_in(g.batch_size(), epoch) * self.work_per_epoch,
             None => self.work_per_epoch,
@@ -266,7 +273,8 @@ impl Simulator {
             .iter()
             .map(|plan| {
                 let curve = plan.curve();
-                let epochs_total = plan.max_epochs.map_or(curve.epochs(), |m| m.min(curve.epochs())).max(1);
+                let schedule = if plan.elastic { plan.model.elastic_epochs() } else { curve.epochs() };
+                let epochs_total = plan.max_epochs.map_or(schedule, |m| m.min(schedule)).max(1);
                 // A calibrated (profile) job is CPU work whatever it holds.
                 let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
                     .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
@@ -301,6 +309,7 @@ impl Simulator {
                     limit_cores: None,
                     gpus: Vec::new(),
                     gpu_share: None,
+                    pinned_batch: None,
                     paused_until: 0.0,
                     version: 0,
                     last_update_s: 0.0,
@@ -522,6 +531,15 @@ impl Simulator {
             self.finish(i, false, world);
         } else {
             j.work_left = j.epoch_work(j.epoch + 1) * self.rng.around_one(noise);
+            if j.plan.elastic {
+                // The next epoch's gradient statistics: another gain, perhaps another batch.
+                let before = j.step_s;
+                self.set_step_time(i);
+                let j = &mut self.jobs[i];
+                if j.step_s.is_finite() && j.step_s > 0.0 {
+                    j.speed *= before / j.step_s;
+                }
+            }
             self.schedule(i);
         }
     }
@@ -672,7 +690,19 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         arrival_ms: secs_to_ms(plan.arrival_s),
         gpus: plan.gpus,
         replicas: plan.replicas.max(1),
-        scaling: wit::Scaling::rigid(),
+        scaling: if plan.elastic { elastic_scaling(plan.model) } else { wit::Scaling::rigid() },
+    }
+}
+
+/// What an elastic job of `model` runs at: one GPU up to as many as its largest batch feeds at
+/// the smallest per-GPU batch (64 at most), at any batch size its curves were measured between.
+fn elastic_scaling(model: model::Model) -> wit::Scaling {
+    let min_local = model.min_local_batch().max(1);
+    let most = (model.max_batch_size() / min_local).clamp(1, crate::world::MAX_GPU_COUNTS as u32);
+    wit::Scaling {
+        gpu_counts: (1..=most).collect(),
+        batch_size_min: model.default_batch_size(),
+        batch_size_max: model.max_batch_size(),
     }
 }
 

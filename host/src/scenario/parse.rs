@@ -126,6 +126,9 @@ struct JobTable {
     /// False opts the job out of disruption (the budget never stops, migrates or preempts
     /// it); true when absent.
     disruptible: Option<bool>,
+    /// An elastic GPU training job (any GPU count, its own batch size, Sia's restore delays);
+    /// false when absent.
+    elastic: Option<bool>,
 }
 
 /// The most jobs one `[[job]]` table expands into with `count` (more is a typo, and would
@@ -467,6 +470,16 @@ pub(super) fn scenario(
                     first_line: lines.field(Table::Job, first, "name"),
                 });
             }
+            let elastic = table.elastic.unwrap_or(false);
+            if elastic && (gpus == 0 || kind != wit::JobKind::Training || profile.is_some()) {
+                return Err(WorkloadError::Field {
+                    path: path.into(),
+                    line: lines.field(Table::Job, i, "elastic"),
+                    field: "elastic".into(),
+                    message: "an elastic job is a GPU training job of a built-in model: give it gpus, or drop elastic"
+                        .into(),
+                });
+            }
             seen.insert(name.clone(), i);
             jobs.push(JobPlan {
                 name,
@@ -485,6 +498,7 @@ pub(super) fn scenario(
                 request_rate,
                 duration_s,
                 disruptible: table.disruptible.unwrap_or(true),
+                elastic,
             });
         }
     }

@@ -194,7 +194,11 @@ fn an_empty_workload_is_refused() {
     let e = Scenario::from_philly_csv("p.csv", only_short.as_bytes(), &LoadOptions::default());
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(0), cluster: None });
+    let e = Scenario::from_pollux_csv(
+        "w.csv",
+        csv,
+        &LoadOptions { nodes: None, limit: Some(0), cluster: None, elastic: false },
+    );
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
 }
 
@@ -253,7 +257,11 @@ fn zero_nodes_are_refused() {
     let e = scenario_err("[[job]]\nname = \"a\"\nmodel = \"ncf\"\n");
     assert!(matches!(&e, WorkloadError::NoNodes { .. }), "{e:?}");
     let csv = "name,time,application,num_replicas,batch_size\na,0,ncf,1,8\n";
-    let e = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: Some(0), limit: None, cluster: None });
+    let e = Scenario::from_pollux_csv(
+        "w.csv",
+        csv,
+        &LoadOptions { nodes: Some(0), limit: None, cluster: None, elastic: false },
+    );
     assert!(matches!(e, Err(WorkloadError::NoNodes { .. })), "{e:?}");
 }
 
@@ -339,7 +347,7 @@ fn load_refuses_unknown_extensions_missing_files_and_node_counts_for_scenarios()
     std::fs::write(&odd, "when,what\n1,2\n").expect("write");
     assert!(matches!(Scenario::load(&odd, &LoadOptions::default()), Err(WorkloadError::UnknownHeader { .. })));
     let demo = repo_root().join("scenarios/demo.toml");
-    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None, cluster: None });
+    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None, cluster: None, elastic: false });
     assert!(matches!(&e, Err(WorkloadError::Field { field, .. }) if field == "nodes"), "{e:?}");
 }
 
@@ -368,9 +376,13 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
             ..JobPlan::training("cifar10-0", Model::Cifar10, 107.0)
         }]
     );
-    let w = Scenario::from_pollux_csv("w", csv, &LoadOptions { nodes: Some(2), limit: None, cluster: None })
-        .expect("loads")
-        .workload;
+    let w = Scenario::from_pollux_csv(
+        "w",
+        csv,
+        &LoadOptions { nodes: Some(2), limit: None, cluster: None, elastic: false },
+    )
+    .expect("loads")
+    .workload;
     assert_eq!(w.nodes.len(), 2);
 }
 
@@ -426,9 +438,13 @@ fn a_philly_job_alone_on_its_packed_gpus_lasts_its_duration() {
 #[test]
 fn limit_keeps_the_first_jobs_by_arrival() {
     let csv = "name,time,application,num_replicas,batch_size\nb,50,ncf,1,256\na,10,ncf,1,256\nc,70,ncf,1,256\n";
-    let w = Scenario::from_pollux_csv("w.csv", csv, &LoadOptions { nodes: None, limit: Some(2), cluster: None })
-        .expect("loads")
-        .workload;
+    let w = Scenario::from_pollux_csv(
+        "w.csv",
+        csv,
+        &LoadOptions { nodes: None, limit: Some(2), cluster: None, elastic: false },
+    )
+    .expect("loads")
+    .workload;
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["a", "b"]);
 }
@@ -520,9 +536,10 @@ fn the_philly_trace_loads_whole() {
     for model in Model::ALL {
         assert!(w.jobs.iter().any(|j| j.model == model), "{model:?} present");
     }
-    let limited = Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100), cluster: None })
-        .expect("loads")
-        .workload;
+    let limited =
+        Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100), cluster: None, elastic: false })
+            .expect("loads")
+            .workload;
     assert_eq!((limited.jobs.len(), limited.nodes.len()), (100, 4));
     assert_eq!(limited.jobs[..], w.jobs[..100]);
 }
@@ -577,7 +594,7 @@ fn sias_clusters_have_64_gpus_of_their_types_and_refuse_a_node_count() {
         assert_eq!(gpus.into_iter().collect::<Vec<_>>(), types, "{}", cluster.name());
         assert_eq!(Cluster::parse(cluster.name()), Ok(cluster));
     }
-    let both = LoadOptions { cluster: Some(Cluster::Homogeneous64), nodes: Some(4), limit: None };
+    let both = LoadOptions { cluster: Some(Cluster::Homogeneous64), nodes: Some(4), limit: None, elastic: false };
     let e = Scenario::from_pollux_csv("w.csv", csv, &both).unwrap_err().to_string();
     assert!(e.contains("has its own nodes"), "{e}");
     assert!(Cluster::parse("mixed").unwrap_err().contains("heterogeneous-64, homogeneous-64"));

@@ -234,7 +234,14 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         }
         seen.insert(job_name.clone(), line);
         // Data-parallel: each replica holds one GPU and may sit on any node.
-        jobs.push(JobPlan { batch_size, gpus, replicas: gpus.max(1), ..JobPlan::training(job_name, model, arrival_s) });
+        let elastic = opts.elastic && gpus > 0;
+        jobs.push(JobPlan {
+            batch_size,
+            gpus,
+            replicas: gpus.max(1),
+            elastic,
+            ..JobPlan::training(job_name, model, arrival_s)
+        });
     }
     finish(path, Workload::of(name, nodes, jobs), opts.limit)
 }

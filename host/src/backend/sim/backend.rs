@@ -70,6 +70,7 @@ impl Backend for Simulator {
             state.gpu_used_percent = (100.0 * gpu_used[k]) as f32;
             state.run_ms = secs_to_ms(j.run_s);
             state.gpu_ms = secs_to_ms(j.gpu_s);
+            state.batch_size = j.gpu.map_or(0, |g| g.batch_size());
             j.used_core_s = 0.0;
         }
         if self.over()
@@ -165,8 +166,12 @@ impl Backend for Simulator {
                         continue;
                     }
                     let to = r.placement.nodes.first().map_or(node, |e| e.node);
+                    if r.batch_size.is_some() {
+                        self.jobs[i].pinned_batch = r.batch_size;
+                    }
                     self.restart_on(i, to, move |_| gpus, world);
-                    if let (Some(batch_size), Some(s)) = (r.batch_size, world.state_mut(action.job)) {
+                    let batch = self.jobs[i].gpu.map(|g| g.batch_size()).or(r.batch_size);
+                    if let (Some(batch_size), Some(s)) = (batch, world.state_mut(action.job)) {
                         s.batch_size = batch_size;
                     }
                     touched.extend([node, to]);

@@ -194,6 +194,11 @@ impl Model {
     pub const ALL: [Model; 6] =
         [Model::Bert, Model::Cifar10, Model::Deepspeech2, Model::Imagenet, Model::Ncf, Model::Yolov3];
 
+    /// Its embedded validation files: (batch size, text), batch sizes ascending.
+    pub(super) fn curve_files(self) -> &'static [(u32, &'static str)] {
+        CURVE_FILES[self as usize]
+    }
+
     fn spec(self) -> &'static Spec {
         &SPECS[self as usize]
     }

@@ -5,9 +5,10 @@
 use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
 
 use super::colocation;
-use super::throughput::shape_of;
+use super::goodput;
+use super::throughput::{GpuType, shape_of};
 use super::workload::JobPlan;
-use super::{Phase, Placer, Simulator, job_spec, secs_to_ms};
+use super::{FEED_CORES_PER_GPU, Phase, Placer, Simulator, job_spec, secs_to_ms};
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 
@@ -230,7 +231,12 @@ impl Simulator {
 
     /// What a (re)start of job `i` costs before it runs.
     pub(super) fn restart_cost(&self, i: usize) -> f64 {
-        if self.jobs[i].gpu.is_some() { self.config.gpu_start_s } else { self.config.restart_cost_s }
+        let j = &self.jobs[i];
+        match j.gpu {
+            Some(_) if j.plan.elastic => j.plan.model.restore_s(),
+            Some(_) => self.config.gpu_start_s,
+            None => self.config.restart_cost_s,
+        }
     }
 
     /// Restart running job `i` from its checkpoint on node `to` (its first) and the GPUs
@@ -270,6 +276,10 @@ impl Simulator {
 
     /// A GPU job's seconds per step on the GPUs it holds now.
     pub(super) fn set_step_time(&mut self, i: usize) {
+        if self.jobs[i].plan.elastic && self.jobs[i].gpu.is_some() {
+            self.set_elastic_step(i);
+            return;
+        }
         let j = &mut self.jobs[i];
         if let Some(g) = j.gpu {
             let shape = shape_of(j.gpus.iter().map(|s| s.node));
@@ -277,6 +287,40 @@ impl Simulator {
             let types = j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied());
             let slowest = types.map(|t| g.step_s_on(j.plan.model, t, &shape)).fold(f64::NAN, f64::max);
             j.step_s = if shape.is_empty() || slowest.is_nan() { f64::INFINITY } else { slowest };
+        }
+    }
+
+    /// An elastic job's configuration for the GPUs it holds (its pinned batch size, or the
+    /// best for them), and its "step" time: seconds per unit of progress at that goodput. Over
+    /// nodes of several types, the slowest type's.
+    fn set_elastic_step(&mut self, i: usize) {
+        let j = &self.jobs[i];
+        let shape = shape_of(j.gpus.iter().map(|s| s.node));
+        if shape.is_empty() {
+            self.jobs[i].step_s = f64::INFINITY;
+            return;
+        }
+        let (model, epoch) = (j.plan.model, j.epoch + 1);
+        let mut types: Vec<GpuType> =
+            j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied()).collect();
+        types.sort_unstable();
+        types.dedup();
+        let replicas: u32 = shape.iter().sum();
+        let slowest = types
+            .into_iter()
+            .map(|t| {
+                let config = match j.pinned_batch {
+                    Some(batch) => goodput::split(model, t, batch, replicas),
+                    None => goodput::best_config(model, t, &shape, epoch),
+                };
+                (goodput::speed(model, t, config, &shape, epoch), config)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let j = &mut self.jobs[i];
+        if let Some((speed, config)) = slowest {
+            j.gpu = Some(config);
+            j.step_s = if speed > 0.0 { 1.0 / speed } else { f64::INFINITY };
+            j.max_cores = f64::from(config.replicas) * FEED_CORES_PER_GPU;
         }
     }
 

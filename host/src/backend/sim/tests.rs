@@ -374,13 +374,15 @@ fn a_resize_restarts_the_job_on_the_gpus_it_names_after_the_restart_cost() {
     let before = sim.jobs[0].epoch;
     // Job a gathers its two GPUs onto node 0, the one it keeps and the one beside it.
     let nodes = vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }];
-    let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: Some(256) };
+    let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: None };
     let act = wit::Action { job: 0, kind: ActionKind::Resize(resize), reason: String::new() };
     assert!(sim.apply(&[act], &mut world).is_empty());
     let s = world.state(0).unwrap();
+    let batch = sim.jobs[0].gpu.unwrap().batch_size();
     assert_eq!(
         (s.node, s.gpus.clone(), s.batch_size),
-        (0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }], 256)
+        (0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }], batch),
+        "a rigid job keeps its batch size"
     );
     assert_eq!(sim.jobs[0].migrations, 1);
     assert_eq!(world.free_gpus(1), [0], "it left node 1's GPU 0");
@@ -408,4 +410,41 @@ fn a_job_on_a100s_runs_at_their_measured_step_time_and_finishes_before_one_on_t4
         + (1..=5).map(|e| Model::Cifar10.steps_in(512, e)).sum::<f64>()
             * config.step_s_on(Model::Cifar10, throughput::GpuType::A100, &[1]);
     assert!((a100 - expected).abs() < 11.0, "{a100} against {expected} (a 10 s tick)");
+}
+
+#[test]
+fn an_elastic_job_picks_its_batch_for_its_gpus_and_a_resize_onto_more_gpus_speeds_it_up() {
+    let nodes = vec![
+        NodeSpec { gpus: 4, gpu_memory_bytes: 16 << 30, gpu_type: "t4".into(), ..node("t4", 16) },
+        NodeSpec { gpus: 8, gpu_memory_bytes: 40 << 30, gpu_type: "a100".into(), ..node("a100", 64) },
+    ];
+    let job = JobPlan { gpus: 1, batch_size: 128, elastic: true, ..JobPlan::training("e", Model::Cifar10, 0.0) };
+    let run = |resize: bool| {
+        let w = Workload::of("t", nodes.clone(), vec![job.clone()]);
+        let mut sim = Simulator::new(&w, quiet());
+        sim.set_placer(Placer::Policy);
+        let mut world = World::new();
+        sim.observe(&mut world, 1_000);
+        let spec = world.spec(0).unwrap().clone();
+        assert_eq!((spec.scaling.batch_size_min, spec.scaling.batch_size_max), (128, 4096));
+        assert_eq!(spec.scaling.gpu_counts.len(), 64, "1 to 64 GPUs");
+        assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
+        sim.observe(&mut world, 600_000);
+        let batch = world.state(0).unwrap().batch_size;
+        assert!((128..=4096).contains(&batch), "{batch}");
+        if resize {
+            let nodes = vec![wit::NodePlacement { node: 1, gpus: (0..8).collect() }];
+            let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: None };
+            let act = wit::Action { job: 0, kind: ActionKind::Resize(resize), reason: String::new() };
+            assert!(sim.apply(&[act], &mut world).is_empty());
+            assert_eq!(sim.jobs[0].paused_until, 600.0 + Model::Cifar10.restore_s(), "cifar10's restore delay");
+            assert!(world.state(0).unwrap().batch_size > batch, "eight A100s take a larger batch");
+        }
+        while step(&mut sim, &mut world, 60_000) {}
+        let o = &sim.outcomes()[0];
+        assert_eq!(o.epochs, Model::Cifar10.elastic_epochs(), "its whole schedule");
+        o.jct_s.unwrap()
+    };
+    let (stayed, resized) = (run(false), run(true));
+    assert!(resized < stayed / 3.0, "eight A100s from ten minutes on: {resized} s against {stayed} s on one T4");
 }

@@ -169,7 +169,7 @@ fn table(model: Model, gpu: GpuType) -> &'static StepTimes {
 }
 
 /// Rows of a CSV with a header, as numbers in the order of `columns`.
-fn rows(text: &str, columns: &[&str]) -> Result<Vec<Vec<f64>>, String> {
+pub(super) fn rows(text: &str, columns: &[&str]) -> Result<Vec<Vec<f64>>, String> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines.next().ok_or("the file is empty")?.split(',').map(str::trim).collect();
     let at: Vec<(usize, &str)> = columns
@@ -354,12 +354,22 @@ pub fn packed(gpus: u32, per_node: u32) -> Vec<u32> {
 }
 
 impl Model {
+    /// The fewest samples per GPU measured (the same on every GPU type).
+    pub fn min_local_batch(self) -> u32 {
+        table(self, GpuType::T4).local_range.0
+    }
+
     /// The most samples one GPU holds in one pass (the largest measured per-GPU batch, or
     /// less where Pollux's simulator set less).
     pub fn max_local_batch(self) -> u32 {
         let measured = measured_local_max(self);
         self.local_batch_cap().map_or(measured, |m| m.min(measured)).max(1)
     }
+}
+
+/// The smallest and largest per-GPU batch measured for `model` on `gpu`.
+pub(super) fn local_range(model: Model, gpu: GpuType) -> (u32, u32) {
+    table(model, gpu).local_range
 }
 
 /// The largest per-GPU batch measured for `model`.

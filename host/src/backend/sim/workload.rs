@@ -90,6 +90,11 @@ pub struct JobPlan {
     /// False opts the job out of disruption: it declares `wasmsched.disruptible=false`, and
     /// the disruption budget refuses to stop, migrate or preempt it.
     pub disruptible: bool,
+    /// An elastic GPU training job (Sia's "adaptive" jobs, `super::goodput`): it runs on any
+    /// GPU count a policy gives it, picks its own batch size for them, trains its model's full
+    /// schedule of epochs, and pays its model's restore delay at every restart. `gpus` is what
+    /// it asks for when placed by a policy that does not resize.
+    pub elastic: bool,
 }
 
 impl JobPlan {
@@ -113,6 +118,7 @@ impl JobPlan {
             request_rate: None,
             duration_s: None,
             disruptible: true,
+            elastic: false,
         }
     }
 
