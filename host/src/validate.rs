@@ -51,8 +51,7 @@ pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversize
     let mut checked = Checked::default();
     let mut checker = Checker::new(world.gpu_book());
     let seen = Seen::new(world);
-    let actions = decision.actions;
-    for mut action in actions {
+    for mut action in decision.actions {
         truncate_marked(&mut action.reason, MAX_REASON_BYTES);
         match checker.check(&seen, action.job, &act(&action.kind)) {
             Ok(()) => checked.accepted.push(action),

@@ -156,14 +156,10 @@ impl Kubernetes {
                 }
             };
             let entry = &mut self.nodes[i];
-            if (entry.cpu_millicores, entry.memory_bytes, entry.gpus) != (cpu, memory, gpus)
-                || world.nodes().get(i).is_some_and(|n| {
-                    n.gpu_type != gpu_type || n.gpu_memory_bytes.first() != Some(&gpu_memory_bytes).filter(|_| gpus > 0)
-                })
-            {
-                (entry.cpu_millicores, entry.memory_bytes, entry.gpus) = (cpu, memory, gpus);
-                world.set_node(i as u32, wit_node(&name));
-            }
+            // Only nodes whose resource version moved are here: their description is sent
+            // again when any of it changed (the world ignores an equal one).
+            (entry.cpu_millicores, entry.memory_bytes, entry.gpus) = (cpu, memory, gpus);
+            world.set_node(i as u32, wit_node(&name));
             world.set_node_down(i as u32, !ready);
             entry.pods = pods;
             entry.version = version;
