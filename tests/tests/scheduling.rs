@@ -112,3 +112,27 @@ fn fifo_says_why_queued_jobs_wait_and_status_and_the_audit_log_show_it() {
     assert_eq!(said[0].len(), 2, "two jobs wait at first");
     assert!(said.last().unwrap().is_empty(), "none waits at the end");
 }
+
+/// The same three jobs through `simulate`: each run's outcome keeps why a job waited, which the
+/// report's job table shows.
+#[test]
+fn a_runs_outcomes_keep_why_each_job_waited() {
+    let rt = runtime();
+    let workload = Scenario::from_toml_str(
+        "waits",
+        "[[node]]\nname = \"g\"\ncores = 16\nmemory = \"64GiB\"\ngpus = 2\ngpu-memory = \"16GiB\"\n\
+         [[job]]\nname = \"big\"\nmodel = \"cifar10\"\ngpus = 2\nmax-epochs = 4\ncount = 3\n",
+    )
+    .unwrap();
+    let run = simulate(rt, &PolicyChoice::resolve(rt, "fifo").unwrap(), &workload, &options());
+    let why: Vec<Option<&str>> = run.jobs.iter().map(|j| j.pending.as_deref()).collect();
+    assert_eq!(why[0], None, "the first started at once");
+    assert!(why[1].is_some_and(|w| w.starts_with("2 GPUs asked, 0 free")), "{why:?}");
+    assert!(why[2].is_some_and(|w| w.starts_with("2 GPUs asked") || w.starts_with("behind big-")), "{why:?}");
+    use wasmsched::experiment::report::{Compared, write_html};
+    let comparison = wasmsched::experiment::batch::comparison(&workload, vec![run]);
+    let dir = tempfile::tempdir().unwrap();
+    let page = write_html("waits", &[Compared { comparison: &comparison, scenario: &workload }], dir.path()).unwrap();
+    let html = std::fs::read_to_string(page).unwrap();
+    assert!(html.contains("why it waited") && html.contains("2 GPUs asked, 0 free"), "the report's job table says why");
+}

@@ -286,6 +286,7 @@ mod tests {
             stopped: false,
             epochs: 1,
             progress: Vec::new(),
+            pending: None,
         }
     }
 

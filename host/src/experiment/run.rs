@@ -220,7 +220,14 @@ pub fn simulate_watched(
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
     let config = LoopConfig { tick: options.tick, horizon: None, budget: scenario.budget, watchdog: scenario.watchdog };
     let mut benched = None;
+    // Per workload job, why it waited as the policy last said.
+    let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
+        for p in &outcome.pending {
+            if let Some(&job) = world.spec(p.job).and_then(|s| names.get(s.name.as_str())) {
+                pending[job as usize] = Some(p.reason.clone());
+            }
+        }
         if benched.is_none()
             && let Some(crate::runtime::supervise::Failure::Benched { why, .. }) = &outcome.failure
         {
@@ -246,7 +253,10 @@ pub fn simulate_watched(
             timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, jobs });
         }
     });
-    let jobs = sim.outcomes();
+    let mut jobs = sim.outcomes();
+    for (job, why) in jobs.iter_mut().zip(pending) {
+        job.pending = why;
+    }
     let first_arrival = workload.jobs.first().map_or(0.0, |j| j.arrival_s);
     let last_end = jobs.iter().filter_map(|j| j.finish_s).fold(first_arrival, f64::max);
     let makespan_s = last_end - first_arrival;

@@ -37,6 +37,10 @@ pub struct JobOutcome {
     /// (time, main metric) at every report, when the run kept them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub progress: Vec<(f64, f64)>,
+    /// Why it waited, as the policy last said while it was queued (contract 0.3.0's
+    /// `decision.pending`); None when it never said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<String>,
 }
 
 impl Simulator {
@@ -66,6 +70,7 @@ impl Simulator {
                     stopped: j.stopped,
                     epochs: if j.is_inference() { j.windows } else { j.epoch },
                     progress: j.progress.clone(),
+                    pending: None,
                 }
             })
             .collect()

@@ -349,7 +349,8 @@ pub(super) fn summary(s: &Section, out: &mut String) {
 pub(super) fn jobs(s: &Section, out: &mut String) {
     out.push_str(
         "<h3>Jobs</h3>\n<p class=\"note\">The first seed of each policy. Times are from the job's arrival; T1 and T2 \
-         are when its targets were reached (— if never); waited is the time to its first start.</p>\n",
+         are when its targets were reached (— if never); waited is the time to its first start, and why, as the \
+         policy last said while the job was queued.</p>\n",
     );
     if s.first.is_empty() {
         out.push_str("<p class=\"note\">No runs.</p>\n");
@@ -360,7 +361,7 @@ pub(super) fn jobs(s: &Section, out: &mut String) {
     if tiers {
         columns.extend(["T1", "T2"]);
     }
-    columns.extend(["satisfied", "waited", "migrations", "preemptions"]);
+    columns.extend(["satisfied", "waited", "why it waited", "migrations", "preemptions"]);
     for (k, run) in s.first.iter().enumerate() {
         let _ = writeln!(out, "<h4>{} (seed {})</h4>", escape(&run.policy), run.seed);
         let label = format!("jobs under {}", run.policy);
@@ -387,6 +388,7 @@ pub(super) fn jobs(s: &Section, out: &mut String) {
             };
             row.push(Cell::text(satisfied));
             row.push(Cell::maybe(o.waited_s, duration));
+            row.push(Cell::text(o.pending.as_deref().unwrap_or("—")));
             row.push(Cell::num(f64::from(o.migrations), &o.migrations.to_string()));
             row.push(Cell::num(f64::from(o.preemptions), &o.preemptions.to_string()));
             table.row(row);

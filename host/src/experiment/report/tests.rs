@@ -55,6 +55,7 @@ fn outcome(name: &str, jct_s: Option<f64>, progress: Vec<(f64, f64)>) -> JobOutc
         stopped: false,
         epochs: 5,
         progress,
+        pending: None,
     }
 }
 
