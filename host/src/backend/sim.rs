@@ -186,7 +186,7 @@ impl SimJob {
     /// The work of epoch `epoch` (1-based), before the per-epoch noise.
     fn epoch_work(&self, epoch: u32) -> f64 {
         if self.plan.elastic && self.gpu.is_some() {
-            let model = self.plan.model;
+            let model = self.plan.model.key();
             return (goodput::boundary(model, epoch) - goodput::boundary(model, epoch - 1)) * self.work_per_epoch;
         }
         match self.gpu {

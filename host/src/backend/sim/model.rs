@@ -60,9 +60,6 @@ struct Spec {
     max_parallelism_cores: f64,
     /// Resident memory of one job.
     memory_bytes: u64,
-    /// The most samples one GPU holds in a pass, when it is below the largest measured per-GPU
-    /// batch (Pollux's simulator's setting for yolov3).
-    max_local_batch: Option<u32>,
 }
 
 const GIB: u64 = 1 << 30;
@@ -95,7 +92,6 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 7200.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 6 * GIB,
-        max_local_batch: None,
     },
     Spec {
         name: "cifar10",
@@ -104,7 +100,6 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 96.0,
         max_parallelism_cores: 6.0,
         memory_bytes: 2 * GIB,
-        max_local_batch: None,
     },
     Spec {
         name: "deepspeech2",
@@ -113,7 +108,6 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 300.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 4 * GIB,
-        max_local_batch: None,
     },
     Spec {
         name: "imagenet",
@@ -122,7 +116,6 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 3600.0,
         max_parallelism_cores: 16.0,
         memory_bytes: 12 * GIB,
-        max_local_batch: None,
     },
     Spec {
         name: "ncf",
@@ -131,7 +124,6 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 40.0,
         max_parallelism_cores: 2.0,
         memory_bytes: 2 * GIB,
-        max_local_batch: None,
     },
     Spec {
         name: "yolov3",
@@ -140,28 +132,7 @@ const SPECS: [Spec; 6] = [
         work_per_epoch_core_s: 600.0,
         max_parallelism_cores: 8.0,
         memory_bytes: 8 * GIB,
-        max_local_batch: Some(8),
     },
-];
-
-/// Embeds `data/models/<model>/validation-<B>.csv` for each listed batch size, ascending.
-macro_rules! curve_files {
-    ($model:literal: $($batch:literal),+ $(,)?) => {
-        &[$((
-            $batch,
-            include_str!(concat!("../../../../data/models/", $model, "/validation-", stringify!($batch), ".csv")),
-        )),+]
-    };
-}
-
-/// The embedded curve files, one list per [`Model`] in declaration order, batch sizes ascending.
-const CURVE_FILES: [&[(u32, &str)]; 6] = [
-    curve_files!("bert": 12, 24, 48, 96, 192, 384),
-    curve_files!("cifar10": 128, 256, 512, 1024, 2048, 4096),
-    curve_files!("deepspeech2": 20, 40, 80, 160, 320, 640),
-    curve_files!("imagenet": 200, 400, 800, 1600, 3200, 6400, 12800),
-    curve_files!("ncf": 256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
-    curve_files!("yolov3": 8, 16, 32, 64, 128, 256, 512),
 ];
 
 /// The parsed curves of one model.
@@ -175,7 +146,7 @@ static CURVES: LazyLock<Vec<ModelCurves>> = LazyLock::new(|| {
     Model::ALL
         .iter()
         .map(|&model| {
-            let files = CURVE_FILES[model as usize];
+            let files = model.key().curve_files();
             let curves = files
                 .iter()
                 .map(|&(batch, text)| {
@@ -189,15 +160,23 @@ static CURVES: LazyLock<Vec<ModelCurves>> = LazyLock::new(|| {
         .collect()
 });
 
+impl From<Model> for wasmsched_goodput::Model {
+    fn from(m: Model) -> Self {
+        match m {
+            Model::Bert => Self::Bert,
+            Model::Cifar10 => Self::Cifar10,
+            Model::Deepspeech2 => Self::Deepspeech2,
+            Model::Imagenet => Self::Imagenet,
+            Model::Ncf => Self::Ncf,
+            Model::Yolov3 => Self::Yolov3,
+        }
+    }
+}
+
 impl Model {
     /// Every model, in declaration order.
     pub const ALL: [Model; 6] =
         [Model::Bert, Model::Cifar10, Model::Deepspeech2, Model::Imagenet, Model::Ncf, Model::Yolov3];
-
-    /// Its embedded validation files: (batch size, text), batch sizes ascending.
-    pub(super) fn curve_files(self) -> &'static [(u32, &'static str)] {
-        CURVE_FILES[self as usize]
-    }
 
     fn spec(self) -> &'static Spec {
         &SPECS[self as usize]
@@ -240,18 +219,38 @@ impl Model {
     /// The batch size whose curve is used when none is given: the smallest measured one, where
     /// a job starts in Pollux's simulator.
     pub fn default_batch_size(self) -> u32 {
-        CURVE_FILES[self as usize][0].0
-    }
-
-    /// The per-GPU batch Pollux's simulator caps this model at, if it does
-    /// ([`Model::max_local_batch`] takes the smaller of it and the measured one).
-    pub(super) fn local_batch_cap(self) -> Option<u32> {
-        self.spec().max_local_batch
+        self.key().default_batch_size()
     }
 
     /// The largest global batch size with a measured curve.
     pub fn max_batch_size(self) -> u32 {
-        CURVE_FILES[self as usize].last().map_or(1, |&(b, _)| b)
+        self.key().max_batch_size()
+    }
+
+    /// The same model as the measurements name it (`wasmsched_goodput`), for its step times
+    /// and goodput.
+    pub fn key(self) -> wasmsched_goodput::Model {
+        self.into()
+    }
+
+    /// The fewest samples per GPU measured.
+    pub fn min_local_batch(self) -> u32 {
+        self.key().min_local_batch()
+    }
+
+    /// The most samples one T4 holds in one pass.
+    pub fn max_local_batch(self) -> u32 {
+        self.key().max_local_batch()
+    }
+
+    /// The epochs an elastic job trains (`wasmsched_goodput::goodput`).
+    pub fn elastic_epochs(self) -> u32 {
+        self.key().elastic_epochs()
+    }
+
+    /// Seconds a restart from checkpoint costs an elastic job.
+    pub fn restore_s(self) -> f64 {
+        self.key().restore_s()
     }
 
     /// Optimiser steps of epoch `epoch` (1-based) at global batch size `batch_size`: the

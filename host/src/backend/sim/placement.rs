@@ -300,7 +300,7 @@ impl Simulator {
             self.jobs[i].step_s = f64::INFINITY;
             return;
         }
-        let (model, epoch) = (j.plan.model, j.epoch + 1);
+        let (model, epoch) = (j.plan.model.key(), j.epoch + 1);
         let mut types: Vec<GpuType> =
             j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied()).collect();
         types.sort_unstable();
