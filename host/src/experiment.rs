@@ -42,7 +42,7 @@ pub struct DemoScenario {
 /// What `wasmsched demo` runs: every shipped policy on the scenario that shows its own
 /// objective (its paper's set-up, or the GPU queue for the schedulers), beside fair-share (or,
 /// for GPU co-location, one job per GPU).
-pub const DEMO: [DemoScenario; 6] = [
+pub const DEMO: [DemoScenario; 7] = [
     DemoScenario {
         name: "flowcon-paper",
         text: include_str!("../../scenarios/flowcon-paper.toml"),
@@ -64,6 +64,11 @@ pub const DEMO: [DemoScenario; 6] = [
         policies: &["fair-share", "dqoes"],
     },
     DemoScenario { name: "gpu-queue", text: GPU_QUEUE_SCENARIO, policies: &["fair-share", "fifo", "tiresias"] },
+    DemoScenario {
+        name: "sia-mixed",
+        text: include_str!("../../scenarios/sia-mixed.toml"),
+        policies: &["fifo", "tiresias", "sia"],
+    },
     DemoScenario {
         name: "gacer-throughput",
         text: include_str!("../../scenarios/gacer-throughput.toml"),

@@ -243,7 +243,7 @@ impl fmt::Display for Problem {
             }
             NodeDown { node } => write!(f, "node {node} cannot take work now (NotReady or cordoned)"),
             CountNotAllowed { job, given, counts } => {
-                write!(f, "job {job} runs on {counts:?} GPUs (its scaling); the resize gives {given}")
+                write!(f, "job {job} runs on {counts:?} GPUs (its scaling); the placement gives {given}")
             }
             BatchOutOfRange { job, batch_size, min, max } => {
                 if min == max && *min == 0 {
@@ -511,6 +511,14 @@ impl Checker {
         let pieces = now.replicas.max(1);
         if nodes.is_empty() {
             return Err(Problem::NoNodeNamed { job });
+        }
+        if now.gpu_counts.len() > 1 {
+            // An elastic job starts on any of its counts, spread as a resize spreads it.
+            let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
+            if u32::try_from(given).map_or(true, |g| now.gpu_counts.binary_search(&g).is_err()) {
+                return Err(Problem::CountNotAllowed { job, given, counts: now.gpu_counts.to_vec() });
+            }
+            return self.entries(world, job, nodes, share, None);
         }
         if nodes.len() > pieces as usize {
             return Err(Problem::TooManyNodes { job, pieces, replicas: now.replicas, named: nodes.len() });

@@ -214,7 +214,7 @@ fn a_resize_takes_an_allowed_count_and_batch_size_and_may_reuse_the_jobs_own_gpu
     let cases: Vec<(Resize, Result<(), &str>)> = vec![
         (resize(&[(0, &[0, 1])], Some(128)), Ok(())),
         (resize(&[(0, &[0, 1, 2, 3]), (1, &[0, 1, 2, 3])], None), Ok(())),
-        (resize(&[(0, &[1, 2, 3])], None), Err("job 0 runs on [1, 2, 4, 8] GPUs (its scaling); the resize gives 3")),
+        (resize(&[(0, &[1, 2, 3])], None), Err("job 0 runs on [1, 2, 4, 8] GPUs (its scaling); the placement gives 3")),
         (resize(&[(0, &[0])], Some(32)), Err("job 0 accepts batch sizes 64–1024; the resize asks for 32")),
         (resize(&[(0, &[0, 1]), (1, &[])], None), Err("the resize names node node-1 with no GPU")),
         (resize(&[(0, &[0]), (0, &[1])], None), Err("names node node-0 twice")),
@@ -244,4 +244,17 @@ fn a_resize_takes_an_allowed_count_and_batch_size_and_may_reuse_the_jobs_own_gpu
     assert_eq!(checker.check(&w, 0, &Act::Resize { nodes: &to_two[..], share: false, batch_size: None }), Ok(()));
     assert_eq!(checker.book().holders(0, 0), &[] as &[u32]);
     assert_eq!(checker.book().holders(0, 2), &[0]);
+}
+
+#[test]
+fn an_elastic_job_is_placed_on_any_of_its_counts_spread_as_a_resize_spreads() {
+    let mut w = gpu_world();
+    w.scaling = vec![(2, vec![1, 2, 4, 8], (8, 512))];
+    let place_on = |nodes: &[(u32, &[u32])]| one(&w, 2, Act::Place { nodes: &place(nodes)[..], share: false });
+    assert_eq!(
+        place_on(&[(0, &[1, 2]), (1, &[0, 1, 2, 3])]),
+        Err("job 2 runs on [1, 2, 4, 8] GPUs (its scaling); the placement gives 6".into())
+    );
+    assert_eq!(place_on(&[(0, &[1, 2, 3]), (1, &[0])]), Ok(()), "four GPUs over two nodes, though it asked for one");
+    assert!(place_on(&[(0, &[0, 1])]).unwrap_err().contains("held by job 0"));
 }

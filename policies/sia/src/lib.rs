@@ -1,0 +1,614 @@
+//! Sia: every round, give each job the GPU type and count of the best goodput the cluster can
+//! afford, weighing every job alike (Subramanya et al., "Sia: Heterogeneity-aware,
+//! goodput-optimized ML-cluster scheduling", SOSP 2023).
+//!
+//! Each round (`interval-s`, 60 s):
+//! 1. **Configurations.** Per GPU type among the nodes that take work: 1, 2 and 4 GPUs, a whole
+//!    node, then whole nodes up to all of them. A job may take the ones among its `scaling`
+//!    counts, up to twice the most GPUs it has run on (at least one): Sia grows a job step by
+//!    step, as its throughput model is only trusted near what was seen. A rigid job has one
+//!    count, its own.
+//! 2. **Goodput** of a job on each configuration: progress per second at the batch size of
+//!    highest goodput for those GPUs (`wasmsched_goodput`: the measured step times of the type
+//!    and the statistical efficiency at the job's epoch). A rigid job keeps its batch size.
+//! 3. **Scores.** Each job's goodputs are divided by its lowest (its worst configuration
+//!    scores 1); every configuration but its current one is multiplied by the restart factor
+//!    `max(age − restarts × penalty, 0) / (age + penalty)`; each score is raised to `p`
+//!    (−0.5), so that a job gains most from its first GPUs and no job is starved.
+//! 4. **Allocation**: the configurations that minimise the sum of the scores plus `lambda`
+//!    (1.1) for every job left without one, within each type's GPUs. A job still restoring from
+//!    its last change keeps its configuration. Sia solves this integer program with a MIP
+//!    solver; we search it with Lagrange multipliers on the types' GPUs, then repair and fill
+//!    greedily ([`allocate`]): the same optimum on most rounds, a bounded cost always.
+//! 5. **Placement.** A job whose type and count are unchanged keeps its GPUs; the others take
+//!    whole free nodes first, then the nodes with the most free GPUs. It places queued jobs,
+//!    resizes running ones, and preempts those left without GPUs; it says why a job waits.
+//!
+//! Reads: each node's GPU type and GPUs and whether it takes work; each job's model, scaling,
+//! GPUs, batch size, epoch and arrival. A job whose model has no measurements, or whose node
+//! type has none, is planned as the T4s of its model, or placed first fit when it has no model.
+//!
+//! Where we differ from the artifact (siasosp23/artifacts): its goodput for a GPU type comes
+//! from a throughput model fitted to what the job has run, bootstrapped from profiles of one
+//! GPU of each type; ours reads the measured tables directly (as if profiling were exact). Its
+//! restart penalties per model are kept (`penalty_s`). Its placement is rebuilt each round from
+//! empty nodes; ours keeps jobs whose configuration is unchanged where they are.
+//!
+//! Config (kebab-case keys, all optional): `interval-s` (60), `p` (−0.5), `lambda` (1.1).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wasmsched_goodput::goodput::{best_config, speed, split};
+use wasmsched_goodput::{GpuType, Model, packed};
+use wasmsched_sdk::prelude::*;
+
+/// Sia's constants.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Seconds between rounds.
+    pub interval_s: f64,
+    /// The power scores are raised to (negative: a job's first GPUs count most).
+    pub p: f64,
+    /// What leaving a job without GPUs costs the objective.
+    pub lambda: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { interval_s: 60.0, p: -0.5, lambda: 1.1 }
+    }
+}
+
+/// What Sia remembers of a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Ledger {
+    /// Times its configuration changed after its first start.
+    restarts: u32,
+    /// The most GPUs it has run on.
+    most_gpus: u32,
+    /// Its configuration (type index, GPUs) and since when, while it runs.
+    config: Option<(usize, u32, f64)>,
+}
+
+/// What survives a hot swap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct State {
+    rounds: Rounds,
+    jobs: BTreeMap<u32, Ledger>,
+}
+
+/// The Sia policy.
+pub struct Sia {
+    config: Config,
+    state: State,
+}
+
+/// One GPU type's nodes that take work.
+struct TypePool {
+    gpu: GpuType,
+    /// (node, its GPU count).
+    nodes: Vec<(NodeId, u32)>,
+    per_node: u32,
+    total: u32,
+}
+
+/// A job's GPUs, node by node.
+type Entries = Vec<(NodeId, Vec<u32>)>;
+
+/// What a job's current configuration gains over another of the same rounded score.
+const STAY_BONUS: f64 = 0.01;
+
+/// Sia's restart penalty per model, in seconds (its policy's, not its simulator's delays).
+fn penalty_s(model: Option<Model>) -> f64 {
+    match model {
+        Some(Model::Deepspeech2) => 25.0,
+        Some(Model::Imagenet) => 250.0,
+        Some(Model::Cifar10) => 30.0,
+        Some(Model::Bert) => 120.0,
+        Some(Model::Yolov3) => 45.0,
+        _ => 30.0,
+    }
+}
+
+/// The GPU counts Sia offers on a type: 1, 2, 4, a whole node, then whole nodes.
+fn counts(pool: &TypePool) -> Vec<u32> {
+    let mut c: Vec<u32> = [1, 2, 4, pool.per_node].into_iter().filter(|&n| n <= pool.per_node).collect();
+    c.extend((2..=pool.nodes.len() as u32).map(|k| k * pool.per_node));
+    c.sort_unstable();
+    c.dedup();
+    c.retain(|&n| n <= pool.total);
+    c
+}
+
+/// One choice for one job: a type, a count, and its value (lambda less its score).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Choice {
+    pool: usize,
+    gpus: u32,
+    value: f64,
+}
+
+/// The allocation problem: per job its choices (and whether it is locked to one), per type its
+/// GPUs. Returns per job the index of its choice, or None.
+fn allocate(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -> Vec<Option<usize>> {
+    let types = capacity.len();
+    let usage = |pick: &[Option<usize>]| {
+        let mut used = vec![0u64; types];
+        for (j, p) in pick.iter().enumerate() {
+            if let Some(k) = p {
+                used[choices[j][*k].pool] += u64::from(choices[j][*k].gpus);
+            }
+        }
+        used
+    };
+    let total = |pick: &[Option<usize>]| -> f64 {
+        pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum()
+    };
+    // Repair: drop the picks of least value per GPU on an overfull type (never a locked
+    // one), then fill what is left greedily with each job's best affordable choice.
+    let repair = |mut pick: Vec<Option<usize>>| {
+        let mut used = usage(&pick);
+        for t in 0..types {
+            while used[t] > u64::from(capacity[t]) {
+                let worst = (0..pick.len())
+                    .filter(|&j| locked[j].is_none())
+                    .filter_map(|j| pick[j].map(|k| (j, choices[j][k])))
+                    .filter(|(_, c)| c.pool == t)
+                    .min_by(|a, b| (a.1.value / f64::from(a.1.gpus)).total_cmp(&(b.1.value / f64::from(b.1.gpus))));
+                let Some((j, c)) = worst else { break };
+                pick[j] = None;
+                used[t] -= u64::from(c.gpus);
+            }
+        }
+        let mut order: Vec<usize> = (0..pick.len()).filter(|&j| pick[j].is_none()).collect();
+        order.sort_by(|&a, &b| {
+            let best = |j: usize| choices[j].iter().map(|c| c.value).fold(0.0, f64::max);
+            best(b).total_cmp(&best(a))
+        });
+        for j in order {
+            let fits = |c: &Choice| used[c.pool] + u64::from(c.gpus) <= u64::from(capacity[c.pool]);
+            let best = (0..choices[j].len())
+                .filter(|&k| choices[j][k].value > 0.0 && fits(&choices[j][k]))
+                .max_by(|&a, &b| choices[j][a].value.total_cmp(&choices[j][b].value));
+            if let Some(k) = best {
+                used[choices[j][k].pool] += u64::from(choices[j][k].gpus);
+                pick[j] = Some(k);
+            }
+        }
+        pick
+    };
+    let mut price = vec![0.0f64; types];
+    let mut best: Option<(f64, Vec<Option<usize>>)> = None;
+    for round in 0..60 {
+        let pick: Vec<Option<usize>> = (0..choices.len())
+            .map(|j| {
+                if let Some(k) = locked[j] {
+                    return Some(k);
+                }
+                let net = |c: &Choice| c.value - price[c.pool] * f64::from(c.gpus);
+                (0..choices[j].len())
+                    .filter(|&k| net(&choices[j][k]) > 0.0)
+                    .max_by(|&a, &b| net(&choices[j][a]).total_cmp(&net(&choices[j][b])))
+            })
+            .collect();
+        let used = usage(&pick);
+        let repaired = repair(pick);
+        let value = total(&repaired);
+        if best.as_ref().is_none_or(|(v, _)| value > *v) {
+            best = Some((value, repaired));
+        }
+        // Raise the price of an overfull type, lower that of a type with room.
+        let step = 0.5 / f64::from(round + 1);
+        let mut moved = false;
+        for t in 0..types {
+            let excess = (used[t] as f64 - f64::from(capacity[t])) / f64::from(capacity[t].max(1));
+            let next = (price[t] + step * excess).max(0.0);
+            moved |= (next - price[t]).abs() > 1e-9;
+            price[t] = next;
+        }
+        if !moved {
+            break;
+        }
+    }
+    best.map_or_else(|| vec![None; choices.len()], |(_, pick)| pick)
+}
+
+/// Take `want` GPUs of `nodes` that `taken` leaves free, in pieces of `piece` GPUs on at most
+/// `most` nodes: a node that can hold all of them (the one with the fewest free that can),
+/// else whole free nodes first, then the nodes with the most free. None, taking nothing, when
+/// they do not fit so.
+fn carve(
+    taken: &mut BTreeMap<NodeId, Vec<bool>>,
+    nodes: &[(NodeId, u32)],
+    want: u32,
+    piece: u32,
+    most: usize,
+) -> Option<Entries> {
+    let free = |taken: &BTreeMap<NodeId, Vec<bool>>, n: NodeId| {
+        taken.get(&n).map_or(0, |t| t.iter().filter(|x| !**x).count() as u32)
+    };
+    let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
+    order.sort_by_key(|&(n, size)| {
+        let f = free(taken, n);
+        (f < want, if f >= want { f } else { u32::MAX - f }, f != size)
+    });
+    let mut left = want;
+    let mut plan: Vec<(NodeId, u32)> = Vec::new();
+    for (n, _) in order {
+        if left == 0 || plan.len() == most {
+            break;
+        }
+        let take = (free(taken, n).min(left) / piece) * piece;
+        if take > 0 {
+            plan.push((n, take));
+            left -= take;
+        }
+    }
+    if left > 0 {
+        return None;
+    }
+    let mut entries = Vec::with_capacity(plan.len());
+    for (n, count) in plan {
+        let slots = taken.get_mut(&n)?;
+        let got: Vec<u32> =
+            slots.iter().enumerate().filter(|(_, t)| !**t).map(|(i, _)| i as u32).take(count as usize).collect();
+        for &i in &got {
+            slots[i as usize] = true;
+        }
+        entries.push((n, got));
+    }
+    Some(entries)
+}
+
+impl Sia {
+    /// The node pools by GPU type, of the nodes that take work and have GPUs.
+    fn pools(s: &Snapshot) -> Vec<TypePool> {
+        let mut pools: Vec<TypePool> = Vec::new();
+        for n in s.nodes().filter(|n| n.takes_work() && n.gpus().len() > 0) {
+            let gpu = GpuType::parse(n.gpu_type()).unwrap_or_default();
+            let count = n.gpus().len() as u32;
+            match pools.iter_mut().find(|p| p.gpu == gpu) {
+                Some(p) => {
+                    p.nodes.push((n.id(), count));
+                    p.per_node = p.per_node.max(count);
+                    p.total += count;
+                }
+                None => pools.push(TypePool { gpu, nodes: vec![(n.id(), count)], per_node: count, total: count }),
+            }
+        }
+        pools
+    }
+
+    /// Job `job`'s choices on `pools` at `now`, and the index of its current one.
+    fn choices(&self, job: &Job, pools: &[TypePool], now: f64) -> (Vec<Choice>, Option<usize>) {
+        let model = Model::parse(job.model());
+        let ledger = self.state.jobs.get(&job.id().0).cloned().unwrap_or_default();
+        let allowed = &job.scaling().gpu_counts;
+        let cap = (2 * ledger.most_gpus).max(1);
+        let epoch = job.epoch() + 1;
+        let mut goodputs: Vec<(usize, u32, f64)> = Vec::new();
+        for (t, pool) in pools.iter().enumerate() {
+            for n in counts(pool) {
+                let elastic_ok = job.is_elastic() && allowed.binary_search(&n).is_ok() && n <= cap;
+                if !(elastic_ok || n == job.gpus_asked()) {
+                    continue;
+                }
+                let shape = packed(n, pool.per_node);
+                let g = match model {
+                    Some(m) if job.is_elastic() => {
+                        speed(m, pool.gpu, best_config(m, pool.gpu, &shape, epoch), &shape, epoch)
+                    }
+                    Some(m) => {
+                        let batch = if job.batch_size() > 0 { job.batch_size() } else { m.default_batch_size() };
+                        speed(m, pool.gpu, split(m, pool.gpu, batch, n), &shape, epoch)
+                    }
+                    // No measurements: every configuration alike, the fewer GPUs the better.
+                    None => 1.0 / f64::from(n),
+                };
+                if g.is_finite() && g > 0.0 {
+                    goodputs.push((t, n, g));
+                }
+            }
+        }
+        let lowest = goodputs.iter().map(|g| g.2).fold(f64::INFINITY, f64::min);
+        let current = ledger.config.filter(|_| !job.is_queued()).map(|(t, n, _)| (t, n));
+        let age = (now - job.arrival().0).max(0.0);
+        let penalty = penalty_s(model);
+        let restart = (age - f64::from(ledger.restarts) * penalty).max(0.0) / (age + penalty);
+        let mut out = Vec::with_capacity(goodputs.len());
+        let mut index = None;
+        for (t, n, g) in goodputs {
+            let mut score = g / lowest;
+            if current.is_some() && current != Some((t, n)) {
+                score *= restart;
+            }
+            let a = if score > 0.0 { (score.powf(self.config.p) * 100.0).round() / 100.0 } else { 3000.0 };
+            if current == Some((t, n)) {
+                index = Some(out.len());
+            }
+            // Its current configuration wins a tie (the scores are rounded, and a move costs a
+            // restart the scores only partly see).
+            let stay = if current == Some((t, n)) { STAY_BONUS } else { 0.0 };
+            out.push(Choice { pool: t, gpus: n, value: self.config.lambda - a.min(3000.0) + stay });
+        }
+        (out, index)
+    }
+
+    fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) {
+        let pools = Self::pools(s);
+        let capacity: Vec<u32> = pools.iter().map(|p| p.total).collect();
+        let jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0 || j.is_elastic()).collect();
+        let mut choices = Vec::with_capacity(jobs.len());
+        let mut locked = Vec::with_capacity(jobs.len());
+        for job in &jobs {
+            let (c, current) = self.choices(job, &pools, now);
+            let ledger = self.state.jobs.get(&job.id().0);
+            let restoring = ledger.and_then(|l| l.config).is_some_and(|(_, _, since)| {
+                let restore = Model::parse(job.model()).map_or(30.0, |m| m.restore_s());
+                now - since < restore
+            });
+            locked.push(current.filter(|_| restoring));
+            choices.push(c);
+        }
+        let pick = allocate(&choices, &locked, &capacity);
+        self.place(s, &pools, &jobs, &choices, &pick, now, d);
+    }
+
+    /// Turn the allocation into actions: keep unchanged jobs' GPUs, place the rest.
+    #[allow(clippy::too_many_arguments, reason = "one round's tables, passed once")]
+    fn place(
+        &mut self,
+        s: &Snapshot,
+        pools: &[TypePool],
+        jobs: &[Job],
+        choices: &[Vec<Choice>],
+        pick: &[Option<usize>],
+        now: f64,
+        d: &mut Decision,
+    ) {
+        // Per node, which GPUs are taken in the plan.
+        let mut taken: BTreeMap<NodeId, Vec<bool>> =
+            s.nodes().map(|n| (n.id(), vec![!n.takes_work(); n.gpus().len()])).collect();
+        let pool_of = |node: NodeId| pools.iter().position(|p| p.nodes.iter().any(|(n, _)| *n == node));
+        let mut moves: Vec<(usize, Entries)> = Vec::new();
+        // Jobs whose type and count stay keep their GPUs.
+        let mut kept = vec![false; jobs.len()];
+        for (j, job) in jobs.iter().enumerate() {
+            let Some(c) = pick[j].map(|k| choices[j][k]) else { continue };
+            let on: Vec<Option<usize>> = job.gpus().iter().map(|g| pool_of(g.node)).collect();
+            if !job.is_queued() && job.gpus().len() as u32 == c.gpus && on.iter().all(|p| *p == Some(c.pool)) {
+                for g in job.gpus() {
+                    if let Some(slot) = taken.get_mut(&g.node).and_then(|t| t.get_mut(g.index as usize)) {
+                        *slot = true;
+                    }
+                }
+                kept[j] = true;
+            }
+        }
+        // The others, most GPUs first: whole free nodes, then the fullest-free nodes.
+        let mut order: Vec<usize> = (0..jobs.len()).filter(|&j| pick[j].is_some() && !kept[j]).collect();
+        order.sort_by_key(|&j| std::cmp::Reverse(pick[j].map_or(0, |k| choices[j][k].gpus)));
+        let mut unplaced = Vec::new();
+        // First, every elastic job that stays on its type keeps what it can of its own GPUs
+        // (growing or shrinking in place), so that jobs seldom need each other's GPUs.
+        let mut own: BTreeMap<usize, Entries> = BTreeMap::new();
+        for &j in &order {
+            let (job, c) = (&jobs[j], choices[j][pick[j].expect("picked")]);
+            if !job.is_elastic() || !job.gpus().iter().all(|g| pool_of(g.node) == Some(c.pool)) {
+                continue;
+            }
+            let mine = own.entry(j).or_default();
+            for g in job.gpus().iter().take(c.gpus as usize) {
+                let Some(slot) = taken.get_mut(&g.node).and_then(|t| t.get_mut(g.index as usize)) else { continue };
+                if *slot {
+                    continue;
+                }
+                *slot = true;
+                match mine.iter_mut().find(|(n, _)| *n == g.node) {
+                    Some((_, gpus)) => gpus.push(g.index),
+                    None => mine.push((g.node, vec![g.index])),
+                }
+            }
+        }
+        for j in order {
+            let c = choices[j][pick[j].expect("picked")];
+            let job = &jobs[j];
+            // A rigid job is split only in whole replicas over at most `replicas` nodes.
+            let (piece, most) = if job.is_elastic() {
+                (1, usize::MAX)
+            } else {
+                let replicas = job.replicas();
+                ((c.gpus / replicas).max(1), replicas as usize)
+            };
+            let mine = own.remove(&j).unwrap_or_default();
+            let kept_own: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
+            let Some(more) = carve(&mut taken, &pools[c.pool].nodes, c.gpus - kept_own, piece, most) else {
+                for (n, gpus) in &mine {
+                    for &i in gpus {
+                        taken.get_mut(n).expect("a node of the plan")[i as usize] = false;
+                    }
+                }
+                unplaced.push(j);
+                continue;
+            };
+            let mut entries = mine;
+            for (n, gpus) in more {
+                match entries.iter_mut().find(|(m, _)| *m == n) {
+                    Some((_, have)) => have.extend(gpus),
+                    None => entries.push((n, gpus)),
+                }
+            }
+            for (_, gpus) in &mut entries {
+                gpus.sort_unstable();
+            }
+            moves.push((j, entries));
+        }
+        // Preempt running jobs left without GPUs, then resize and place in an order the host
+        // accepts: each move once the GPUs it takes are free.
+        let mut holder: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
+        for (j, job) in jobs.iter().enumerate() {
+            for g in job.gpus() {
+                holder.insert((g.node, g.index), j);
+            }
+        }
+        for (j, job) in jobs.iter().enumerate() {
+            if !job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) {
+                d.push(Action::preempt(job.id()).because("sia: no configuration this round"));
+                holder.retain(|_, h| *h != j);
+                self.state.jobs.entry(job.id().0).or_default().config = None;
+            }
+        }
+        let mut waiting: Vec<(usize, Entries)> = moves;
+        let mut broke = false;
+        loop {
+            let before = waiting.len();
+            let mut rest = Vec::new();
+            for (j, entries) in waiting {
+                let blocked =
+                    entries.iter().any(|(n, gpus)| gpus.iter().any(|&i| holder.get(&(*n, i)).is_some_and(|&h| h != j)));
+                if blocked {
+                    rest.push((j, entries));
+                    continue;
+                }
+                holder.retain(|_, h| *h != j);
+                for (n, gpus) in &entries {
+                    for &i in gpus {
+                        holder.insert((*n, i), j);
+                    }
+                }
+                let job = &jobs[j];
+                let c = choices[j][pick[j].expect("picked")];
+                let ledger = self.state.jobs.entry(job.id().0).or_default();
+                if job.is_queued() {
+                    d.push(Action::place_on(job.id(), &entries, false).because("sia: goodput-optimal allocation"));
+                } else {
+                    d.push(Action::resize(job.id(), &entries, None).because("sia: goodput-optimal allocation"));
+                    ledger.restarts += 1;
+                }
+                ledger.most_gpus = ledger.most_gpus.max(c.gpus);
+                ledger.config = Some((c.pool, c.gpus, now));
+            }
+            if rest.is_empty() {
+                break;
+            }
+            if rest.len() < before {
+                waiting = rest;
+                continue;
+            }
+            if broke {
+                unplaced.extend(rest.iter().map(|(j, _)| *j));
+                break;
+            }
+            // Running jobs that would swap GPUs with each other: no order of resizes lets the
+            // host accept them. Preempt them (they start again next round) and place the rest.
+            broke = true;
+            for (j, _) in rest.iter().filter(|(j, _)| !jobs[*j].is_queued()) {
+                d.push(
+                    Action::preempt(jobs[*j].id()).because("sia: its new GPUs are another's, which moves to its own"),
+                );
+                holder.retain(|_, h| h != j);
+                self.state.jobs.entry(jobs[*j].id().0).or_default().config = None;
+            }
+            waiting = rest.into_iter().filter(|(j, _)| jobs[*j].is_queued()).collect();
+        }
+        // A queued elastic job left out takes one free GPU where the plan left one: every GPU
+        // the plan leaves idle is one the host's stall rule would hand out anyway.
+        for &j in &unplaced.clone() {
+            let job = &jobs[j];
+            if !job.is_queued() || !job.is_elastic() {
+                continue;
+            }
+            let free = pools.iter().enumerate().find_map(|(t, p)| carve(&mut taken, &p.nodes, 1, 1, 1).map(|e| (t, e)));
+            let Some((t, entries)) = free else { break };
+            if entries.iter().any(|(n, g)| g.iter().any(|&i| holder.contains_key(&(*n, i)))) {
+                continue;
+            }
+            for (n, g) in &entries {
+                holder.insert((*n, g[0]), j);
+            }
+            d.push(Action::place_on(job.id(), &entries, false).because("sia: a GPU the plan left idle"));
+            let ledger = self.state.jobs.entry(job.id().0).or_default();
+            ledger.most_gpus = ledger.most_gpus.max(1);
+            ledger.config = Some((t, 1, now));
+            unplaced.retain(|&k| k != j);
+        }
+        for (j, job) in jobs.iter().enumerate() {
+            if kept[j] {
+                let c = choices[j][pick[j].expect("picked")];
+                let ledger = self.state.jobs.entry(job.id().0).or_default();
+                if ledger.config.is_none() {
+                    ledger.config = Some((c.pool, c.gpus, now));
+                }
+                ledger.most_gpus = ledger.most_gpus.max(c.gpus);
+            }
+            if job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) {
+                let why = if unplaced.contains(&j) {
+                    "sia: its GPUs are split over nodes or held this round; next round".to_string()
+                } else if choices[j].is_empty() {
+                    format!("sia: no GPU type here runs it on {} GPUs", job.gpus_asked())
+                } else {
+                    let free: u32 = pools.iter().map(|p| p.total).sum();
+                    format!("sia: others gain more from the {free} GPUs this round")
+                };
+                d.pending(job.id(), why);
+            }
+        }
+    }
+}
+
+impl Policy for Sia {
+    type Config = Config;
+
+    const PLACES: bool = true;
+
+    fn new(config: Config) -> Result<Self, PolicyError> {
+        if !(config.interval_s >= 0.0 && config.interval_s.is_finite()) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "interval-s = {}: give seconds, 0 or more",
+                config.interval_s
+            )));
+        }
+        if !(config.p.is_finite() && config.p != 0.0) {
+            return Err(PolicyError::InvalidConfig(format!("p = {}: give a non-zero power, e.g. -0.5", config.p)));
+        }
+        if !(config.lambda.is_finite() && config.lambda > 0.0) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "lambda = {}: give a positive cost, e.g. 1.1",
+                config.lambda
+            )));
+        }
+        Ok(Sia { config, state: State::default() })
+    }
+
+    fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
+        let mut d = Decision::new();
+        let now = s.time().0;
+        // Forget jobs that ended.
+        let live: std::collections::BTreeSet<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
+        self.state.jobs.retain(|h, _| live.contains(h));
+        if !self.state.rounds.due(s.time(), Seconds(self.config.interval_s), &mut d) {
+            return Ok(d);
+        }
+        self.round(s, now, &mut d);
+        // CPU jobs: first fit, as FIFO would.
+        let mut free = sched::FreeGpus::of(s);
+        for job in s.queue().filter(|j| j.gpus_asked() == 0 && !j.is_elastic()) {
+            if let Some(p) = free.fit_job(&job) {
+                d.push(p.action(job.id()).because("sia: a CPU job, first fit"));
+            }
+        }
+        if self.config.interval_s > 0.0 {
+            d.call_again_in(Seconds(self.config.interval_s));
+        }
+        Ok(d)
+    }
+
+    keep_state!(state);
+}
+
+export_policy!(Sia);
+
+#[cfg(test)]
+mod tests;

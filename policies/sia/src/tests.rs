@@ -1,0 +1,105 @@
+use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
+
+use super::*;
+
+/// Nodes n0 (4 T4) and n1 (8 A100).
+fn mixed() -> TestWorld {
+    let mut w = TestWorld::gpu_cluster(&[4, 8]);
+    w.set_gpu_type(NodeId(0), "t4");
+    w.set_gpu_type(NodeId(1), "a100");
+    w
+}
+
+fn elastic(name: &str, model: &str) -> wasmsched_sdk::testing::JobBuilder {
+    let (lo, hi) = match model {
+        "imagenet" => (200, 12800),
+        _ => (128, 4096),
+    };
+    job(name, model).gpus(1).elastic(&(1..=16).collect::<Vec<u32>>(), lo..=hi)
+}
+
+fn sia() -> Sia {
+    Sia::new(Config::default()).unwrap()
+}
+
+#[test]
+fn the_allocation_respects_every_types_gpus_and_keeps_locked_jobs() {
+    let c = |pool, gpus, value| Choice { pool, gpus, value };
+    let choices = vec![
+        vec![c(0, 1, 0.3), c(0, 4, 0.6), c(1, 8, 0.8)],
+        vec![c(0, 1, 0.3), c(1, 8, 0.9)],
+        vec![c(0, 4, 0.5), c(1, 1, 0.2)],
+    ];
+    let pick = allocate(&choices, &[None, None, None], &[5, 8]);
+    let used = |t: usize| -> u32 {
+        pick.iter()
+            .enumerate()
+            .filter_map(|(j, p)| p.map(|k| choices[j][k]))
+            .filter(|c| c.pool == t)
+            .map(|c| c.gpus)
+            .sum()
+    };
+    assert!(used(0) <= 5 && used(1) <= 8, "{pick:?}");
+    // The optimum: 0.3 + 0.9 + 0.5, every job on something.
+    assert_eq!(pick, [Some(0), Some(1), Some(0)]);
+    let locked = allocate(&choices, &[Some(2), None, None], &[4, 8]);
+    assert_eq!(locked[0], Some(2), "a job still restoring keeps its configuration");
+}
+
+#[test]
+fn queued_elastic_jobs_start_on_the_faster_type_and_grow_round_by_round() {
+    let mut w = mixed();
+    let a = w.queue_job(elastic("a", "cifar10"));
+    let b = w.queue_job(elastic("b", "cifar10"));
+    let mut h = Harness::new(sia(), w);
+    let d = h.tick(Seconds(60.0)).unwrap();
+    assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
+    let first = placed(&d);
+    assert_eq!(first.len(), 2, "{d:?}");
+    // Never run: at most twice what it ran on (nothing yet), so one GPU each.
+    assert!(first.iter().all(|(_, e)| e.iter().map(|(_, g)| g.len()).sum::<usize>() == 1), "{first:?}");
+    // Later rounds: they may double, and do, once their restore delay has passed.
+    let mut most = 0;
+    for _ in 0..6 {
+        let d = h.tick(Seconds(60.0)).unwrap();
+        assert_eq!(sched::check(&h.runner().view(), &d), Ok(()), "{d:?}");
+        let view = h.runner().view();
+        most = most.max(view.job(a).unwrap().gpus().len() + view.job(b).unwrap().gpus().len());
+    }
+    assert!(most >= 4, "they grew: {most} GPUs at most");
+}
+
+#[test]
+fn a_rigid_job_gets_its_own_count_and_a_node_that_takes_no_work_gets_nothing() {
+    let mut w = mixed();
+    w.set_takes_work(NodeId(1), false);
+    let r = w.queue_job(job("r", "cifar10").gpus(2));
+    let big = w.queue_job(job("big", "cifar10").gpus(8));
+    let mut h = Harness::new(sia(), w);
+    let d = h.tick(Seconds(60.0)).unwrap();
+    assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
+    assert_eq!(placed(&d), [(r, vec![(0, vec![0, 1])])]);
+    let why: Vec<&(JobId, String)> = d.pending_reasons().iter().filter(|(j, _)| *j == big).collect();
+    assert_eq!(why.len(), 1, "the 8-GPU job is told why it waits: {:?}", d.pending_reasons());
+}
+
+#[test]
+fn a_bad_config_is_refused_with_what_to_write() {
+    for (json, says) in
+        [(r#"{"p": 0}"#, "p = 0"), (r#"{"lambda": -1}"#, "lambda = -1"), (r#"{"interval-s": -5}"#, "interval-s")]
+    {
+        let e = Harness::<Sia>::from_config(json, mixed()).err().expect("refused").to_string();
+        assert!(e.contains(says), "{e}");
+    }
+}
+
+#[test]
+fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
+    for seed in 0..3 {
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
+        w.set_gpu_type(NodeId(2), "rtx");
+        w.set_gpu_type(NodeId(3), "a100");
+        let mut h = Harness::new(Sia::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), w);
+        churn(&mut h, 40, seed, 4, |_| {});
+    }
+}
