@@ -7,7 +7,7 @@
 //!    node, then whole nodes up to all of them. A job may take the ones among its `scaling`
 //!    counts, up to twice the most GPUs it has run on (at least one): Sia grows a job step by
 //!    step, as its throughput model is only trusted near what was seen. A rigid job has one
-//!    count, its own.
+//!    count, its own, offered on every type with as many GPUs.
 //! 2. **Goodput** of a job on each configuration: progress per second at the batch size of
 //!    highest goodput for those GPUs (`wasmsched_goodput`: the measured step times of the type
 //!    and the statistical efficiency at the job's epoch). A rigid job keeps its batch size.
@@ -290,7 +290,12 @@ impl Sia {
         let epoch = job.epoch() + 1;
         let mut goodputs: Vec<(usize, u32, f64)> = Vec::new();
         for (t, pool) in pools.iter().enumerate() {
-            for n in counts(pool) {
+            // Sia's counts, and a rigid job's own (3 GPUs, say) where the type has as many.
+            let mut offered = counts(pool);
+            if !job.is_elastic() && job.gpus_asked() <= pool.total && !offered.contains(&job.gpus_asked()) {
+                offered.push(job.gpus_asked());
+            }
+            for n in offered {
                 let elastic_ok = job.is_elastic() && allowed.binary_search(&n).is_ok() && n <= cap;
                 if !(elastic_ok || n == job.gpus_asked()) {
                     continue;
@@ -549,8 +554,8 @@ impl Sia {
                 } else if choices[j].is_empty() {
                     format!("sia: no GPU type here runs it on {} GPUs", job.gpus_asked())
                 } else {
-                    let free: u32 = pools.iter().map(|p| p.total).sum();
-                    format!("sia: others gain more from the {free} GPUs this round")
+                    let total: u32 = pools.iter().map(|p| p.total).sum();
+                    format!("sia: all {total} GPUs go to jobs that gain more from them this round")
                 };
                 d.pending(job.id(), why);
             }

@@ -73,12 +73,12 @@ fn queued_elastic_jobs_start_on_the_faster_type_and_grow_round_by_round() {
 fn a_rigid_job_gets_its_own_count_and_a_node_that_takes_no_work_gets_nothing() {
     let mut w = mixed();
     w.set_takes_work(NodeId(1), false);
-    let r = w.queue_job(job("r", "cifar10").gpus(2));
+    let r = w.queue_job(job("r", "cifar10").gpus(3));
     let big = w.queue_job(job("big", "cifar10").gpus(8));
     let mut h = Harness::new(sia(), w);
     let d = h.tick(Seconds(60.0)).unwrap();
     assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
-    assert_eq!(placed(&d), [(r, vec![(0, vec![0, 1])])]);
+    assert_eq!(placed(&d), [(r, vec![(0, vec![0, 1, 2])])], "three GPUs, though Sia offers 1, 2 and 4");
     let why: Vec<&(JobId, String)> = d.pending_reasons().iter().filter(|(j, _)| *j == big).collect();
     assert_eq!(why.len(), 1, "the 8-GPU job is told why it waits: {:?}", d.pending_reasons());
 }
