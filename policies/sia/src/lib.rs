@@ -302,6 +302,15 @@ impl Sia {
                 }
                 let shape = packed(n, pool.per_node);
                 let g = match model {
+                    // A job that has not run yet has no goodput model in Sia: one GPU of any
+                    // type, all alike, until it has run.
+                    _ if job.is_elastic() && ledger.most_gpus == 0 => {
+                        if n == 1 {
+                            1.0
+                        } else {
+                            continue;
+                        }
+                    }
                     Some(m) if job.is_elastic() => {
                         speed(m, pool.gpu, best_config(m, pool.gpu, &shape, epoch), &shape, epoch)
                     }
