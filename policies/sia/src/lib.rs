@@ -19,7 +19,7 @@
 //!    (1.1) for every job left without one, within each type's GPUs. A job still restoring from
 //!    its last change keeps its configuration. Sia solves this integer program with a MIP
 //!    solver; we search it with Lagrange multipliers on the types' GPUs, then repair and fill
-//!    greedily ([`allocate`]): the same optimum on most rounds, a bounded cost always.
+//!    greedily (`allocate`): a bounded cost, not a proven optimum.
 //! 5. **Placement.** A job whose type and count are unchanged keeps its GPUs; the others take
 //!    whole free nodes first, then the nodes with the most free GPUs. It places queued jobs,
 //!    resizes running ones, and preempts those left without GPUs; it says why a job waits.
