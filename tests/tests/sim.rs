@@ -28,6 +28,7 @@ fn the_same_seed_gives_the_same_run_bit_for_bit() {
         let mut r = simulate(rt, &choice, &demo(), &options(seed));
         r.wall_ms = 0.0;
         r.policy_time_ms = 0.0;
+        r.policy_call_ms = [0.0; 2];
         serde_json::to_string(&r).unwrap()
     };
     assert_eq!(json(7), json(7));

@@ -304,6 +304,7 @@ mod tests {
             cpu_utilisation: 0.0,
             policy_calls: 0,
             policy_time_ms: 0.0,
+            policy_call_ms: [0.0; 2],
             fallbacks: 0,
             rejected_actions: 0,
             disruptions: 0,

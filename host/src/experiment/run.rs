@@ -163,6 +163,9 @@ pub struct RunReport {
     pub policy_calls: u64,
     /// Time spent in the policy, milliseconds.
     pub policy_time_ms: f64,
+    /// The median and 99th percentile of one call's time in the policy, milliseconds.
+    #[serde(default)]
+    pub policy_call_ms: [f64; 2],
     /// Ticks that fell back.
     pub fallbacks: u64,
     /// Actions refused by validation.
@@ -222,7 +225,11 @@ pub fn simulate_watched(
     let mut benched = None;
     // Per workload job, why it waited as the policy last said.
     let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
+    let mut calls_ms: Vec<f64> = Vec::new();
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
+        if outcome.fallback.is_none() {
+            calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
+        }
         for p in &outcome.pending {
             if let Some(&job) = world.spec(p.job).and_then(|s| names.get(s.name.as_str())) {
                 pending[job as usize] = Some(p.reason.clone());
@@ -275,6 +282,10 @@ pub fn simulate_watched(
         cpu_utilisation: if makespan_s > 0.0 { sim.busy_core_s() / (sim.capacity_cores() * makespan_s) } else { 0.0 },
         policy_calls: counters.calls,
         policy_time_ms: counters.call_micros as f64 / 1000.0,
+        policy_call_ms: {
+            calls_ms.sort_by(f64::total_cmp);
+            [percentile(&calls_ms, 0.5), percentile(&calls_ms, 0.99)]
+        },
         fallbacks: counters.fallbacks,
         rejected_actions: counters.rejected_actions,
         disruptions: summary.disruptions,

@@ -73,6 +73,7 @@ fn run(policy: &str, seed: u64, jobs: Vec<JobOutcome>, timeline: Vec<Sample>) ->
         cpu_utilisation: 0.5,
         policy_calls: 10,
         policy_time_ms: 1.0,
+        policy_call_ms: [0.1, 0.2],
         fallbacks: 0,
         rejected_actions: 0,
         disruptions: 0,
