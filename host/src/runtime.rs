@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod instance;
 pub mod limits;
+mod older;
 pub mod producers;
 pub mod supervise;
 mod v0_1;

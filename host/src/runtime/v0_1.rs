@@ -55,39 +55,24 @@ impl Adapter {
     }
 }
 
+super::older::older_contract!(old);
+
+/// A 0.1.0 decision in current terms: the same actions (0.1.0 has no place, preempt or resize).
+pub(crate) fn decision(d: old::Decision) -> wit::Decision {
+    super::older::older_decision!(old, d)
+}
+
 fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
     old::JobSpec {
         handle: s.handle,
         name: s.name.clone(),
         model: s.model.clone(),
-        kind: match s.kind {
-            wit::JobKind::Training => old::JobKind::Training,
-            wit::JobKind::Inference => old::JobKind::Inference,
-        },
-        metrics: s
-            .metrics
-            .iter()
-            .map(|m| old::MetricSpec {
-                name: m.name.clone(),
-                direction: match m.direction {
-                    wit::Direction::HigherIsBetter => old::Direction::HigherIsBetter,
-                    wit::Direction::LowerIsBetter => old::Direction::LowerIsBetter,
-                },
-            })
-            .collect(),
-        tiers: s.tiers.map(|t| old::Tiers { deliverable: t.deliverable, final_: t.final_ }),
+        kind: job_kind(s.kind),
+        metrics: s.metrics.iter().map(metric).collect(),
+        tiers: s.tiers.map(tiers),
         qoe_target: s.qoe_target,
         max_epochs: s.max_epochs,
         labels: s.labels.clone(),
-    }
-}
-
-fn node(n: &wit::Node) -> old::Node {
-    old::Node {
-        name: n.name.clone(),
-        cpu_millicores: n.cpu_millicores,
-        memory_bytes: n.memory_bytes,
-        gpu_memory_bytes: n.gpu_memory_bytes.clone(),
     }
 }
 
@@ -138,41 +123,6 @@ fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
         }
     }
     out
-}
-
-/// A 0.1.0 decision in current terms: the same actions (0.1.0 has no place, preempt or resize).
-pub(crate) fn decision(d: old::Decision) -> wit::Decision {
-    wit::Decision {
-        actions: d
-            .actions
-            .into_iter()
-            .map(|a| wit::Action {
-                job: a.job,
-                reason: a.reason,
-                kind: match a.kind {
-                    old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
-                    old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
-                    old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
-                    old::ActionKind::Deliver => wit::ActionKind::Deliver,
-                    old::ActionKind::Stop => wit::ActionKind::Stop,
-                    old::ActionKind::SetGpuShare(s) => {
-                        wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: s.gpu, percent: s.percent })
-                    }
-                },
-            })
-            .collect(),
-        next_call_ms: d.next_call_ms,
-        pending: Vec::new(),
-    }
-}
-
-/// A 0.1.0 policy error in current terms.
-pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
-    match e {
-        old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
-        old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
-        old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
-    }
 }
 
 #[cfg(test)]

@@ -61,27 +61,16 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
     }
 }
 
+super::older::older_contract!(old);
+
 fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
     old::JobSpec {
         handle: s.handle,
         name: s.name.clone(),
         model: s.model.clone(),
-        kind: match s.kind {
-            wit::JobKind::Training => old::JobKind::Training,
-            wit::JobKind::Inference => old::JobKind::Inference,
-        },
-        metrics: s
-            .metrics
-            .iter()
-            .map(|m| old::MetricSpec {
-                name: m.name.clone(),
-                direction: match m.direction {
-                    wit::Direction::HigherIsBetter => old::Direction::HigherIsBetter,
-                    wit::Direction::LowerIsBetter => old::Direction::LowerIsBetter,
-                },
-            })
-            .collect(),
-        tiers: s.tiers.map(|t| old::Tiers { deliverable: t.deliverable, final_: t.final_ }),
+        kind: job_kind(s.kind),
+        metrics: s.metrics.iter().map(metric).collect(),
+        tiers: s.tiers.map(tiers),
         qoe_target: s.qoe_target,
         max_epochs: s.max_epochs,
         labels: s.labels.clone(),
@@ -91,57 +80,17 @@ fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
     }
 }
 
-fn node(n: &wit::Node) -> old::Node {
-    old::Node {
-        name: n.name.clone(),
-        cpu_millicores: n.cpu_millicores,
-        memory_bytes: n.memory_bytes,
-        gpu_memory_bytes: n.gpu_memory_bytes.clone(),
-    }
-}
-
-fn placement(p: old::Placement) -> wit::Placement {
-    wit::Placement {
-        nodes: p.nodes.into_iter().map(|n| wit::NodePlacement { node: n.node, gpus: n.gpus }).collect(),
-        share: p.share,
-    }
-}
-
 /// A 0.2.0 decision in 0.3.0 terms: the same actions, no reasons why jobs wait.
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {
-    wit::Decision {
-        actions: d
-            .actions
-            .into_iter()
-            .map(|a| wit::Action {
-                job: a.job,
-                reason: a.reason,
-                kind: match a.kind {
-                    old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
-                    old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
-                    old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
-                    old::ActionKind::Deliver => wit::ActionKind::Deliver,
-                    old::ActionKind::Stop => wit::ActionKind::Stop,
-                    old::ActionKind::SetGpuShare(s) => {
-                        wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: s.gpu, percent: s.percent })
-                    }
-                    old::ActionKind::Place(p) => wit::ActionKind::Place(placement(p)),
-                    old::ActionKind::Preempt => wit::ActionKind::Preempt,
-                },
-            })
-            .collect(),
-        next_call_ms: d.next_call_ms,
-        pending: Vec::new(),
-    }
-}
-
-/// A 0.2.0 policy error in 0.3.0 terms.
-pub(crate) fn error(e: old::PolicyError) -> wit::PolicyError {
-    match e {
-        old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
-        old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
-        old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
-    }
+    super::older::older_decision!(
+        old,
+        d,
+        old::ActionKind::Place(p) => wit::ActionKind::Place(wit::Placement {
+            nodes: p.nodes.into_iter().map(|n| wit::NodePlacement { node: n.node, gpus: n.gpus }).collect(),
+            share: p.share,
+        }),
+        old::ActionKind::Preempt => wit::ActionKind::Preempt,
+    )
 }
 
 /// What a 0.2.0 policy said it does, in 0.3.0 terms.

@@ -1,0 +1,87 @@
+//! What the adapters of the older contracts (`v0_1`, `v0_2`) convert alike: a job's
+//! declaration, a node, a decision's actions and a policy's error, between the current types
+//! and an older version's, whose types are others of the same shape.
+
+/// Defines, in the module it is called from, the conversions every older contract `$old` (its
+/// types module) shares with the current one:
+/// - `job_spec_with(s, |old| …)`: the declaration fields both versions have, the closure
+///   adding the older version's own;
+/// - `node(n)`: a node less what the older version lacks;
+/// - `error(e)`: a policy's own failure.
+///
+/// [`older_decision!`] converts a decision.
+macro_rules! older_contract {
+    ($old:ident) => {
+        fn job_kind(k: wit::JobKind) -> $old::JobKind {
+            match k {
+                wit::JobKind::Training => $old::JobKind::Training,
+                wit::JobKind::Inference => $old::JobKind::Inference,
+            }
+        }
+
+        fn metric(m: &wit::MetricSpec) -> $old::MetricSpec {
+            $old::MetricSpec {
+                name: m.name.clone(),
+                direction: match m.direction {
+                    wit::Direction::HigherIsBetter => $old::Direction::HigherIsBetter,
+                    wit::Direction::LowerIsBetter => $old::Direction::LowerIsBetter,
+                },
+            }
+        }
+
+        fn tiers(t: wit::Tiers) -> $old::Tiers {
+            $old::Tiers { deliverable: t.deliverable, final_: t.final_ }
+        }
+
+        fn node(n: &wit::Node) -> $old::Node {
+            $old::Node {
+                name: n.name.clone(),
+                cpu_millicores: n.cpu_millicores,
+                memory_bytes: n.memory_bytes,
+                gpu_memory_bytes: n.gpu_memory_bytes.clone(),
+            }
+        }
+
+        /// An older policy error in current terms.
+        pub(crate) fn error(e: $old::PolicyError) -> wit::PolicyError {
+            match e {
+                $old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
+                $old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
+                $old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
+            }
+        }
+    };
+}
+
+/// An older contract `$old`'s decision `$d` in current terms: its actions (the kinds every
+/// version has, and the older version's others by the arms given), no reason why jobs wait.
+macro_rules! older_decision {
+    ($old:ident, $d:expr $(, $pat:pat => $e:expr)* $(,)?) => {{
+        let d = $d;
+        wit::Decision {
+            actions: d
+                .actions
+                .into_iter()
+                .map(|a| wit::Action {
+                    job: a.job,
+                    reason: a.reason,
+                    kind: match a.kind {
+                        $old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
+                        $old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
+                        $old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
+                        $old::ActionKind::Deliver => wit::ActionKind::Deliver,
+                        $old::ActionKind::Stop => wit::ActionKind::Stop,
+                        $old::ActionKind::SetGpuShare(s) => {
+                            wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: s.gpu, percent: s.percent })
+                        }
+                        $($pat => $e,)*
+                    },
+                })
+                .collect(),
+            next_call_ms: d.next_call_ms,
+            pending: Vec::new(),
+        }
+    }};
+}
+
+pub(crate) use {older_contract, older_decision};
