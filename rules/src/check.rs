@@ -489,11 +489,7 @@ impl Checker {
                         return Err(Problem::BatchOutOfRange { job, batch_size, min, max });
                     }
                 }
-                let given: usize = entries.iter().map(|e| e.gpus().len()).sum();
-                if u32::try_from(given).map_or(true, |g| now.gpu_counts.binary_search(&g).is_err()) {
-                    return Err(Problem::CountNotAllowed { job, given, counts: now.gpu_counts.to_vec() });
-                }
-                self.entries(world, job, entries, share, None)
+                self.elastic_entries(world, job, &now, entries, share)
             }
             Act::SetCpu(_) | Act::SetMemory(_) | Act::Deliver | Act::Stop | Act::Preempt => Ok(()),
         }
@@ -514,11 +510,7 @@ impl Checker {
         }
         if now.gpu_counts.len() > 1 {
             // An elastic job starts on any of its counts, spread as a resize spreads it.
-            let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
-            if u32::try_from(given).map_or(true, |g| now.gpu_counts.binary_search(&g).is_err()) {
-                return Err(Problem::CountNotAllowed { job, given, counts: now.gpu_counts.to_vec() });
-            }
-            return self.entries(world, job, nodes, share, None);
+            return self.elastic_entries(world, job, now, nodes, share);
         }
         if nodes.len() > pieces as usize {
             return Err(Problem::TooManyNodes { job, pieces, replicas: now.replicas, named: nodes.len() });
@@ -529,6 +521,23 @@ impl Checker {
             return Err(Problem::WrongGpuCount { job, asks: now.gpus, given });
         }
         Ok(())
+    }
+
+    /// Why `job` cannot run on the GPUs `nodes` name as an elastic job starts or is resized: a
+    /// total among its counts, each node named with at least one GPU (and [`Self::entries`]).
+    fn elastic_entries<W: World + ?Sized, E: Entry>(
+        &self,
+        world: &W,
+        job: u32,
+        now: &JobNow<'_>,
+        nodes: &[E],
+        share: bool,
+    ) -> Result<(), Problem> {
+        let given: usize = nodes.iter().map(|e| e.gpus().len()).sum();
+        if u32::try_from(given).map_or(true, |g| now.gpu_counts.binary_search(&g).is_err()) {
+            return Err(Problem::CountNotAllowed { job, given, counts: now.gpu_counts.to_vec() });
+        }
+        self.entries(world, job, nodes, share, None)
     }
 
     /// Why `job` cannot have the GPUs `nodes` name, if it cannot: each node exists, can take

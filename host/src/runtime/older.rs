@@ -4,33 +4,40 @@
 
 /// Defines, in the module it is called from, the conversions every older contract `$old` (its
 /// types module) shares with the current one:
-/// - `job_spec_with(s, |old| …)`: the declaration fields both versions have, the closure
-///   adding the older version's own;
+/// - `job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
+///   to those every version has;
 /// - `node(n)`: a node less what the older version lacks;
 /// - `error(e)`: a policy's own failure.
 ///
 /// [`older_decision!`] converts a decision.
 macro_rules! older_contract {
-    ($old:ident) => {
-        fn job_kind(k: wit::JobKind) -> $old::JobKind {
-            match k {
-                wit::JobKind::Training => $old::JobKind::Training,
-                wit::JobKind::Inference => $old::JobKind::Inference,
-            }
-        }
-
-        fn metric(m: &wit::MetricSpec) -> $old::MetricSpec {
-            $old::MetricSpec {
-                name: m.name.clone(),
-                direction: match m.direction {
-                    wit::Direction::HigherIsBetter => $old::Direction::HigherIsBetter,
-                    wit::Direction::LowerIsBetter => $old::Direction::LowerIsBetter,
+    ($old:ident $(, $field:ident)*) => {
+        fn job_spec(s: &wit::JobSpec) -> $old::JobSpec {
+            $old::JobSpec {
+                handle: s.handle,
+                name: s.name.clone(),
+                model: s.model.clone(),
+                kind: match s.kind {
+                    wit::JobKind::Training => $old::JobKind::Training,
+                    wit::JobKind::Inference => $old::JobKind::Inference,
                 },
+                metrics: s
+                    .metrics
+                    .iter()
+                    .map(|m| $old::MetricSpec {
+                        name: m.name.clone(),
+                        direction: match m.direction {
+                            wit::Direction::HigherIsBetter => $old::Direction::HigherIsBetter,
+                            wit::Direction::LowerIsBetter => $old::Direction::LowerIsBetter,
+                        },
+                    })
+                    .collect(),
+                tiers: s.tiers.map(|t| $old::Tiers { deliverable: t.deliverable, final_: t.final_ }),
+                qoe_target: s.qoe_target,
+                max_epochs: s.max_epochs,
+                labels: s.labels.clone(),
+                $($field: s.$field,)*
             }
-        }
-
-        fn tiers(t: wit::Tiers) -> $old::Tiers {
-            $old::Tiers { deliverable: t.deliverable, final_: t.final_ }
         }
 
         fn node(n: &wit::Node) -> $old::Node {

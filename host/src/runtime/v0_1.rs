@@ -62,20 +62,6 @@ pub(crate) fn decision(d: old::Decision) -> wit::Decision {
     super::older::older_decision!(old, d)
 }
 
-fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
-    old::JobSpec {
-        handle: s.handle,
-        name: s.name.clone(),
-        model: s.model.clone(),
-        kind: job_kind(s.kind),
-        metrics: s.metrics.iter().map(metric).collect(),
-        tiers: s.tiers.map(tiers),
-        qoe_target: s.qoe_target,
-        max_epochs: s.max_epochs,
-        labels: s.labels.clone(),
-    }
-}
-
 /// 0.1.0 knew one GPU per job on its node: the first the job holds there.
 fn job_states(c: &wit::JobStates) -> old::JobStates {
     let mut gpu = Vec::with_capacity(c.handle.len());

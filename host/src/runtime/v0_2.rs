@@ -61,24 +61,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
     }
 }
 
-super::older::older_contract!(old);
-
-fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
-    old::JobSpec {
-        handle: s.handle,
-        name: s.name.clone(),
-        model: s.model.clone(),
-        kind: job_kind(s.kind),
-        metrics: s.metrics.iter().map(metric).collect(),
-        tiers: s.tiers.map(tiers),
-        qoe_target: s.qoe_target,
-        max_epochs: s.max_epochs,
-        labels: s.labels.clone(),
-        arrival_ms: s.arrival_ms,
-        gpus: s.gpus,
-        replicas: s.replicas,
-    }
-}
+super::older::older_contract!(old, arrival_ms, gpus, replicas);
 
 /// A 0.2.0 decision in 0.3.0 terms: the same actions, no reasons why jobs wait.
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {

@@ -72,6 +72,22 @@ struct Ledger {
     config: Option<(usize, u32, f64)>,
 }
 
+impl Ledger {
+    /// It starts or moves to `gpus` GPUs of pool `pool` at `now`.
+    fn runs(&mut self, pool: usize, gpus: u32, now: f64) {
+        self.most_gpus = self.most_gpus.max(gpus);
+        self.config = Some((pool, gpus, now));
+    }
+}
+
+/// Add GPUs `gpus` of `node` to `entries`, in the node's entry when it has one.
+fn add_gpus(entries: &mut Entries, node: NodeId, gpus: impl IntoIterator<Item = u32>) {
+    match entries.iter_mut().find(|(n, _)| *n == node) {
+        Some((_, have)) => have.extend(gpus),
+        None => entries.push((node, gpus.into_iter().collect())),
+    }
+}
+
 /// What survives a hot swap.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct State {
@@ -420,10 +436,7 @@ impl Sia {
                     continue;
                 }
                 *slot = true;
-                match mine.iter_mut().find(|(n, _)| *n == g.node) {
-                    Some((_, gpus)) => gpus.push(g.index),
-                    None => mine.push((g.node, vec![g.index])),
-                }
+                add_gpus(mine, g.node, [g.index]);
             }
         }
         for j in order {
@@ -449,10 +462,7 @@ impl Sia {
             };
             let mut entries = mine;
             for (n, gpus) in more {
-                match entries.iter_mut().find(|(m, _)| *m == n) {
-                    Some((_, have)) => have.extend(gpus),
-                    None => entries.push((n, gpus)),
-                }
+                add_gpus(&mut entries, n, gpus);
             }
             for (_, gpus) in &mut entries {
                 gpus.sort_unstable();
@@ -501,8 +511,7 @@ impl Sia {
                     d.push(Action::resize(job.id(), &entries, None).because("sia: goodput-optimal allocation"));
                     ledger.restarts += 1;
                 }
-                ledger.most_gpus = ledger.most_gpus.max(c.gpus);
-                ledger.config = Some((c.pool, c.gpus, now));
+                ledger.runs(c.pool, c.gpus, now);
             }
             if rest.is_empty() {
                 break;
@@ -543,9 +552,7 @@ impl Sia {
                 holder.insert((*n, g[0]), j);
             }
             d.push(Action::place_on(job.id(), &entries, false).because("sia: a GPU the plan left idle"));
-            let ledger = self.state.jobs.entry(job.id().0).or_default();
-            ledger.most_gpus = ledger.most_gpus.max(1);
-            ledger.config = Some((t, 1, now));
+            self.state.jobs.entry(job.id().0).or_default().runs(t, 1, now);
             unplaced.retain(|&k| k != j);
         }
         for (j, job) in jobs.iter().enumerate() {

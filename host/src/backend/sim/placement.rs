@@ -280,14 +280,23 @@ impl Simulator {
             self.set_elastic_step(i);
             return;
         }
+        let types = self.gpu_types_of(i);
         let j = &mut self.jobs[i];
         if let Some(g) = j.gpu {
             let shape = shape_of(j.gpus.iter().map(|s| s.node));
             // Over nodes of several types, the slowest type's step time.
-            let types = j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied());
-            let slowest = types.map(|t| g.step_s_on(j.plan.model, t, &shape)).fold(f64::NAN, f64::max);
+            let slowest = types.into_iter().map(|t| g.step_s_on(j.plan.model, t, &shape)).fold(f64::NAN, f64::max);
             j.step_s = if shape.is_empty() || slowest.is_nan() { f64::INFINITY } else { slowest };
         }
+    }
+
+    /// The GPU types of the GPUs job `i` holds, each once.
+    fn gpu_types_of(&self, i: usize) -> Vec<GpuType> {
+        let mut types: Vec<GpuType> =
+            self.jobs[i].gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied()).collect();
+        types.sort_unstable();
+        types.dedup();
+        types
     }
 
     /// An elastic job's configuration for the GPUs it holds (its pinned batch size, or the
@@ -301,10 +310,7 @@ impl Simulator {
             return;
         }
         let (model, epoch) = (j.plan.model.key(), j.epoch + 1);
-        let mut types: Vec<GpuType> =
-            j.gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied()).collect();
-        types.sort_unstable();
-        types.dedup();
+        let types = self.gpu_types_of(i);
         let replicas: u32 = shape.iter().sum();
         let slowest = types
             .into_iter()
