@@ -6,7 +6,7 @@
 /// types module) shares with the current one:
 /// - `job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
 ///   to those every version has;
-/// - `node(n)`: a node less what the older version lacks;
+/// - `node(n)`, `gpu_states(g)`: a node less what the older version lacks, and the GPUs' use;
 /// - `error(e)`: a policy's own failure.
 ///
 /// [`older_decision!`] converts a decision.
@@ -37,6 +37,13 @@ macro_rules! older_contract {
                 max_epochs: s.max_epochs,
                 labels: s.labels.clone(),
                 $($field: s.$field,)*
+            }
+        }
+
+        fn gpu_states(g: &wit::GpuStates) -> $old::GpuStates {
+            $old::GpuStates {
+                utilisation_percent: g.utilisation_percent.clone(),
+                memory_used_bytes: g.memory_used_bytes.clone(),
             }
         }
 

@@ -43,10 +43,7 @@ impl Adapter {
             interval_ms: s.interval_ms,
             resync: s.resync,
             nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
-            gpus: old::GpuStates {
-                utilisation_percent: s.gpus.utilisation_percent.clone(),
-                memory_used_bytes: s.gpus.memory_used_bytes.clone(),
-            },
+            gpus: gpu_states(&s.gpus),
             added,
             removed,
             jobs: job_states(&s.jobs),

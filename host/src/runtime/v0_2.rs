@@ -16,10 +16,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         interval_ms: s.interval_ms,
         resync: s.resync,
         nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
-        gpus: old::GpuStates {
-            utilisation_percent: s.gpus.utilisation_percent.clone(),
-            memory_used_bytes: s.gpus.memory_used_bytes.clone(),
-        },
+        gpus: gpu_states(&s.gpus),
         added: s.added.iter().map(job_spec).collect(),
         removed: s.removed.clone(),
         jobs: old::JobStates {
