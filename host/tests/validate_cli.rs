@@ -29,7 +29,8 @@ fn a_good_policy_passes_with_one_summary_line() {
     assert!(out.status.success(), "{text}");
     assert_eq!(text.lines().count(), 1, "{text}");
     let line = text.lines().next().unwrap();
-    for part in ["ok ", "contract wasmsched:policy@0.2.0,", "sha256 ", "init ok", "dry-run decide"] {
+    let contract = format!("contract {},", wasmsched::bindings::PACKAGE);
+    for part in ["ok ", &contract, "sha256 ", "init ok", "dry-run decide"] {
         assert!(line.contains(part), "{part:?} missing from {line}");
     }
 }
