@@ -103,3 +103,53 @@ fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
         churn(&mut h, 40, seed, 4, |_| {});
     }
 }
+
+/// Every assignment of `choices` within `capacity`, the best value: the exact answer.
+fn brute_force(choices: &[Vec<Choice>], capacity: &[u32]) -> f64 {
+    fn go(j: usize, choices: &[Vec<Choice>], left: &mut [u32]) -> f64 {
+        let Some(row) = choices.get(j) else { return 0.0 };
+        let mut best = go(j + 1, choices, left);
+        for c in row {
+            if c.value > 0.0 && left[c.pool] >= c.gpus {
+                left[c.pool] -= c.gpus;
+                best = best.max(c.value + go(j + 1, choices, left));
+                left[c.pool] += c.gpus;
+            }
+        }
+        best
+    }
+    go(0, choices, &mut capacity.to_vec())
+}
+
+#[test]
+fn the_allocation_reaches_the_optimum_of_small_problems() {
+    // A deterministic stream of small problems: 7 jobs, 2 types of 6 and 8 GPUs.
+    let mut seed = 0x5eed_u64;
+    let mut next = move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as u32
+    };
+    let capacity = [6, 8];
+    for _ in 0..40 {
+        let choices: Vec<Vec<Choice>> = (0..7)
+            .map(|_| {
+                [1u32, 2, 4, 8]
+                    .iter()
+                    .flat_map(|&gpus| (0..2).map(move |pool| (pool, gpus)))
+                    .filter(|&(pool, gpus)| gpus <= capacity[pool])
+                    .map(|(pool, gpus)| Choice { pool, gpus, value: f64::from(next() % 1000) / 1000.0 - 0.2 })
+                    .collect()
+            })
+            .collect();
+        let pick = allocate(&choices, &[None; 7], &capacity);
+        let value: f64 = pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum();
+        let best = brute_force(&choices, &capacity);
+        assert!(value >= best * (1.0 - 1e-4) - 1e-9, "{value} < optimum {best}");
+        let greedy_value: f64 = greedy(&choices, &[None; 7], &capacity)
+            .iter()
+            .enumerate()
+            .filter_map(|(j, p)| p.map(|k| choices[j][k].value))
+            .sum();
+        assert!(greedy_value <= value + 1e-9);
+    }
+}
