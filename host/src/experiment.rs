@@ -20,6 +20,7 @@ pub mod paper;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod sia_tables;
 pub mod sweep;
 
 /// The built-in scenario `wasmsched demo` runs (`scenarios/demo.toml`).

@@ -52,12 +52,28 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
-    /// Check the simulator against Pollux's: Tiresias on Pollux's workloads 1–4, our mean JCT
-    /// beside the published one; exit status 1 when one is more than 10 % off.
+    /// Check the simulator against published results: `pollux` (Tiresias on Pollux's workloads
+    /// 1–4, our mean JCT beside the one Pollux's simulator published; exit status 1 when one is
+    /// more than 10 % off), `sia-table-3` and `sia-table-4` (Sia's Tables 3 and 4: Sia,
+    /// Pollux, Gavel and Themis on Sia's traces and clusters, ours beside the paper's; exit
+    /// status 1 when an average JCT is more than 15 % off or the policies rank otherwise).
     Fidelity {
+        /// Which published results.
+        #[arg(value_enum, default_value_t = cli::experiments::Published::Pollux)]
+        which: cli::experiments::Published,
         /// How many seeds (0, 1, … N-1) each workload runs with.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
+        /// Sia's tables: run only the first N traces of each trace set.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        traces: Option<u64>,
+        /// Sia's tables: run only these policies (sia, pollux, gavel, themis); give it once per
+        /// policy.
+        #[arg(long = "policy")]
+        policies: Vec<String>,
+        /// Sia's tables: write our rows as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -226,7 +242,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let sweep = cli::experiments::SweepArgs { policy, axes, fixed, baseline, figure, seeds, threads };
             cli::experiments::sweep(&workload, sweep, &out, &runtime)
         }
-        Command::Fidelity { seeds, runtime } => cli::experiments::fidelity(seeds, &runtime),
+        Command::Fidelity { which, seeds, traces, policies, json, runtime } => {
+            let sia = cli::experiments::SiaTableArgs { traces, policies, json };
+            cli::experiments::fidelity(which, seeds, sia, &runtime)
+        }
         Command::Validate { files, runtime } => cli::policy::validate(&files, &runtime),
         Command::New { name, lang, dir, sdk } => cli::policy::new(&name, lang, dir, sdk),
         Command::Run { config } => cli::live::run_host(&config),

@@ -2,7 +2,7 @@
 //! one batch runner ([`wasmsched::experiment::batch`]), several at a time, with one progress
 //! bar.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use wasmsched::experiment::paper::{self, Figure};
 use wasmsched::experiment::report::{self, Compared};
 use wasmsched::experiment::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice};
+use wasmsched::experiment::sia_tables;
 use wasmsched::experiment::sweep::{self, Axis};
 use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::scenario::Scenario;
@@ -176,12 +177,52 @@ pub fn sweep(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `wasmsched fidelity`: the simulator against Pollux's published figures.
-pub fn fidelity(seeds: u64, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+/// The published results `wasmsched fidelity` checks against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Published {
+    /// Pollux's simulator: Tiresias on Pollux's workloads 1–4.
+    Pollux,
+    /// Sia's Table 3: the heterogeneous cluster, Philly and newTrace.
+    #[value(name = "sia-table-3")]
+    SiaTable3,
+    /// Sia's Table 4: the homogeneous cluster, Philly.
+    #[value(name = "sia-table-4")]
+    SiaTable4,
+}
+
+/// What `fidelity` takes for Sia's tables only.
+#[derive(Clone, Debug, Default)]
+pub struct SiaTableArgs {
+    /// Only the first N traces of each set.
+    pub traces: Option<u64>,
+    /// Only these policies.
+    pub policies: Vec<String>,
+    /// Where to write the rows as JSON.
+    pub json: Option<PathBuf>,
+}
+
+/// `wasmsched fidelity`: the simulator against published figures.
+pub fn fidelity(which: Published, seeds: u64, sia: SiaTableArgs, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
     let (rt, limits) = runtime.runtime()?;
-    let rows = experiment::fidelity::against_pollux(&rt, 0..seeds, limits, batch::default_threads())?;
-    println!("{}", experiment::fidelity::table(&rows));
-    Ok(if rows.iter().all(|r| r.within()) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    let table = match which {
+        Published::Pollux => {
+            let rows = experiment::fidelity::against_pollux(&rt, 0..seeds, limits, batch::default_threads())?;
+            println!("{}", experiment::fidelity::table(&rows));
+            return Ok(if rows.iter().all(|r| r.within()) { ExitCode::SUCCESS } else { ExitCode::FAILURE });
+        }
+        Published::SiaTable3 => sia_tables::TABLE_3,
+        Published::SiaTable4 => sia_tables::TABLE_4,
+    };
+    let traces = sia.traces.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+    let plan = sia_tables::Plan::new(table, traces, 0..seeds, &sia.policies, limits)?;
+    let reports = run(&rt, &plan.tasks(&rt)?);
+    let rows = plan.rows(&reports);
+    println!("{}", sia_tables::text(&table, &rows));
+    if let Some(path) = &sia.json {
+        write_file(path, |w| Ok(serde_json::to_writer_pretty(w, &rows)?))?;
+    }
+    let good = rows.iter().all(|r| r.within()) && sia_tables::same_order(&rows);
+    Ok(if good { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// `wasmsched demo`: admit every shipped policy, run each on its own scenario beside its

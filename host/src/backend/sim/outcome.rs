@@ -30,6 +30,8 @@ pub struct JobOutcome {
     pub preemptions: u32,
     /// Time from arrival to its first start; None if it never started.
     pub waited_s: Option<f64>,
+    /// GPU-seconds it held, restarts' restore time included (0 for a job without GPUs).
+    pub gpu_s: f64,
     /// Whether a policy stopped it before its last epoch.
     pub stopped: bool,
     /// Epochs (or latency windows) completed.
@@ -67,6 +69,7 @@ impl Simulator {
                     migrations: j.migrations,
                     preemptions: j.preemptions,
                     waited_s: j.started_s.map(|s| s - j.plan.arrival_s),
+                    gpu_s: if j.plan.gpus > 0 || j.plan.elastic { j.gpu_s } else { 0.0 },
                     stopped: j.stopped,
                     epochs: if j.is_inference() { j.windows } else { j.epoch },
                     progress: j.progress.clone(),
