@@ -18,7 +18,7 @@ use wasmsched::admission;
 use wasmsched::config::DEFAULT_API;
 use wasmsched::experiment::results::Results;
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::scenario::{LoadOptions, Scenario};
+use wasmsched::scenario::{GpuJobs, LoadOptions, Scenario};
 
 pub use calibrate::CalibrateArgs;
 
@@ -80,6 +80,11 @@ pub struct WorkloadArgs {
     /// resizes them to, their own batch size, their model's full schedule and restore delay.
     #[arg(long)]
     pub elastic: bool,
+    /// Run a CSV workload's GPU jobs as Sia's TunedJobs: rigid at their `num_replicas` and
+    /// `batch_size`, by the rules of Sia's simulator otherwise (their model's full schedule,
+    /// progress by goodput, restore delay).
+    #[arg(long, conflicts_with = "elastic")]
+    pub tuned_jobs: bool,
     /// Do not give jobs without targets the default targets derived from their curves.
     #[arg(long)]
     pub no_default_targets: bool,
@@ -87,7 +92,12 @@ pub struct WorkloadArgs {
 
 impl WorkloadArgs {
     pub fn load(&self) -> anyhow::Result<Scenario> {
-        let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster, elastic: self.elastic };
+        let jobs = match (self.elastic, self.tuned_jobs) {
+            (true, _) => GpuJobs::Elastic,
+            (_, true) => GpuJobs::Tuned,
+            _ => GpuJobs::Rigid,
+        };
+        let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster, jobs };
         let scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }

@@ -83,10 +83,24 @@ pub struct LoadOptions {
     /// Runs a CSV workload on one of the clusters Sia's evaluation simulates instead of its
     /// default cluster (refused with `nodes`, and for a scenario).
     pub cluster: Option<Cluster>,
-    /// Makes a CSV workload's GPU training jobs elastic (Sia's adaptive jobs: any GPU count
-    /// a policy gives them, their own batch size, their model's full schedule and restore
-    /// delay); their `num_replicas` and `batch_size` stay what they ask for and start at.
-    pub elastic: bool,
+    /// How a CSV workload's GPU training jobs run.
+    pub jobs: GpuJobs,
+}
+
+/// How a CSV workload's GPU training jobs run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GpuJobs {
+    /// At their `num_replicas` and `batch_size`, to their curve's end (Pollux's simulator).
+    #[default]
+    Rigid,
+    /// Sia's adaptive jobs: any GPU count a policy gives them, their own batch size, their
+    /// model's full schedule and restore delay; their `num_replicas` and `batch_size` stay
+    /// what they ask for and start at.
+    Elastic,
+    /// Sia's TunedJobs: rigid at their `num_replicas` and `batch_size`, run by the same rules
+    /// as elastic jobs otherwise (their model's full schedule, progress by goodput, restore
+    /// delay), as Sia's simulator runs Gavel's and Themis's jobs.
+    Tuned,
 }
 
 /// The clusters of Sia's evaluation (SOSP'23, Tables 3 and 4), 64 GPUs each, for CSV workloads.

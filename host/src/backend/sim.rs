@@ -185,7 +185,7 @@ impl SimJob {
 
     /// The work of epoch `epoch` (1-based), before the per-epoch noise.
     fn epoch_work(&self, epoch: u32) -> f64 {
-        if self.plan.elastic && self.gpu.is_some() {
+        if self.plan.by_goodput() && self.gpu.is_some() {
             let model = self.plan.model.key();
             return (goodput::boundary(model, epoch) - goodput::boundary(model, epoch - 1)) * self.work_per_epoch;
         }
@@ -273,7 +273,7 @@ impl Simulator {
             .iter()
             .map(|plan| {
                 let curve = plan.curve();
-                let schedule = if plan.elastic { plan.model.elastic_epochs() } else { curve.epochs() };
+                let schedule = if plan.by_goodput() { plan.model.elastic_epochs() } else { curve.epochs() };
                 let epochs_total = plan.max_epochs.map_or(schedule, |m| m.min(schedule)).max(1);
                 // A calibrated (profile) job is CPU work whatever it holds.
                 let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
@@ -309,7 +309,7 @@ impl Simulator {
                     limit_cores: None,
                     gpus: Vec::new(),
                     gpu_share: None,
-                    pinned_batch: None,
+                    pinned_batch: plan.tuned.then_some(plan.batch_size),
                     paused_until: 0.0,
                     version: 0,
                     last_update_s: 0.0,
@@ -531,7 +531,7 @@ impl Simulator {
             self.finish(i, false, world);
         } else {
             j.work_left = j.epoch_work(j.epoch + 1) * self.rng.around_one(noise);
-            if j.plan.elastic {
+            if j.plan.by_goodput() {
                 // The next epoch's gradient statistics: another gain, perhaps another batch.
                 let before = j.step_s;
                 self.set_step_time(i);

@@ -6,8 +6,9 @@
 //! How each policy runs, as in the paper:
 //! - Sia and Pollux get **elastic** jobs (any GPU count, their own batch size; the workload's
 //!   `num_replicas` and `batch_size` are where they start);
-//! - Gavel and Themis get **TunedJobs**: rigid jobs at the workload's `num_replicas` and
-//!   `batch_size`, which Sia's authors tuned per job.
+//! - Gavel and Themis get **TunedJobs** ([`GpuJobs::Tuned`]): rigid jobs at the workload's
+//!   `num_replicas` and `batch_size`, which Sia's authors tuned per job, trained as long as
+//!   the elastic ones and restarted at the same cost.
 //!
 //! Every policy is called each 60 s of simulated time (Gavel and Themis plan once per 360 s
 //! round themselves) with a deadline of at least [`MIN_DEADLINE`]: these policies solve an
@@ -29,7 +30,7 @@ use super::batch::Task;
 use super::run::{PolicyChoice, RunOptions, RunReport, mean, std_dev};
 use crate::backend::sim::SimConfig;
 use crate::runtime::{Limits, Runtime};
-use crate::scenario::{Cluster, LoadOptions, Scenario, WorkloadError};
+use crate::scenario::{Cluster, GpuJobs, LoadOptions, Scenario, WorkloadError};
 
 /// The least per-call deadline the tables' runs get.
 pub const MIN_DEADLINE: Duration = Duration::from_secs(2);
@@ -155,7 +156,7 @@ pub const TABLES: [Table; 2] = [TABLE_3, TABLE_4];
 #[derive(Clone, Debug)]
 pub struct Plan {
     table: Table,
-    /// Per set, per trace: (elastic, rigid) scenarios.
+    /// Per set, per trace: (elastic, tuned) scenarios.
     scenarios: Vec<Vec<[Scenario; 2]>>,
     /// The published rows kept (all, or those of the policies asked for).
     rows: Vec<(usize, Published)>,
@@ -213,8 +214,8 @@ impl Plan {
         only: &[String],
         limits: Limits,
     ) -> Result<Plan, WorkloadError> {
-        let load = |name: &str, text: &str, elastic: bool| {
-            Scenario::from_pollux_csv(name, text, &LoadOptions { cluster: Some(table.cluster), elastic, ..Default::default() })
+        let load = |name: &str, text: &str, jobs: GpuJobs| {
+            Scenario::from_pollux_csv(name, text, &LoadOptions { cluster: Some(table.cluster), jobs, ..Default::default() })
         };
         let scenarios = table
             .sets
@@ -223,7 +224,7 @@ impl Plan {
                 set.traces
                     .iter()
                     .take(traces.unwrap_or(usize::MAX).max(1))
-                    .map(|(name, text)| Ok([load(name, text, true)?, load(name, text, false)?]))
+                    .map(|(name, text)| Ok([load(name, text, GpuJobs::Elastic)?, load(name, text, GpuJobs::Tuned)?]))
                     .collect::<Result<Vec<_>, WorkloadError>>()
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -380,7 +381,7 @@ mod tests {
                     let s = Scenario::from_pollux_csv(
                         name,
                         text,
-                        &LoadOptions { cluster: Some(table.cluster), elastic: true, ..Default::default() },
+                        &LoadOptions { cluster: Some(table.cluster), jobs: GpuJobs::Elastic, ..Default::default() },
                     )
                     .unwrap();
                     let jobs = if set.name == "Philly" { 160 } else { 960 };

@@ -499,6 +499,7 @@ pub(super) fn scenario(
                 duration_s,
                 disruptible: table.disruptible.unwrap_or(true),
                 elastic,
+                tuned: false,
             });
         }
     }

@@ -197,7 +197,7 @@ fn an_empty_workload_is_refused() {
     let e = Scenario::from_pollux_csv(
         "w.csv",
         csv,
-        &LoadOptions { nodes: None, limit: Some(0), cluster: None, elastic: false },
+        &LoadOptions { nodes: None, limit: Some(0), cluster: None, jobs: GpuJobs::Rigid },
     );
     assert!(matches!(e, Err(WorkloadError::Empty { .. })), "{e:?}");
 }
@@ -260,7 +260,7 @@ fn zero_nodes_are_refused() {
     let e = Scenario::from_pollux_csv(
         "w.csv",
         csv,
-        &LoadOptions { nodes: Some(0), limit: None, cluster: None, elastic: false },
+        &LoadOptions { nodes: Some(0), limit: None, cluster: None, jobs: GpuJobs::Rigid },
     );
     assert!(matches!(e, Err(WorkloadError::NoNodes { .. })), "{e:?}");
 }
@@ -347,7 +347,7 @@ fn load_refuses_unknown_extensions_missing_files_and_node_counts_for_scenarios()
     std::fs::write(&odd, "when,what\n1,2\n").expect("write");
     assert!(matches!(Scenario::load(&odd, &LoadOptions::default()), Err(WorkloadError::UnknownHeader { .. })));
     let demo = repo_root().join("scenarios/demo.toml");
-    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None, cluster: None, elastic: false });
+    let e = Scenario::load(&demo, &LoadOptions { nodes: Some(3), limit: None, cluster: None, jobs: GpuJobs::Rigid });
     assert!(matches!(&e, Err(WorkloadError::Field { field, .. }) if field == "nodes"), "{e:?}");
 }
 
@@ -379,7 +379,7 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
     let w = Scenario::from_pollux_csv(
         "w",
         csv,
-        &LoadOptions { nodes: Some(2), limit: None, cluster: None, elastic: false },
+        &LoadOptions { nodes: Some(2), limit: None, cluster: None, jobs: GpuJobs::Rigid },
     )
     .expect("loads")
     .workload;
@@ -441,7 +441,7 @@ fn limit_keeps_the_first_jobs_by_arrival() {
     let w = Scenario::from_pollux_csv(
         "w.csv",
         csv,
-        &LoadOptions { nodes: None, limit: Some(2), cluster: None, elastic: false },
+        &LoadOptions { nodes: None, limit: Some(2), cluster: None, jobs: GpuJobs::Rigid },
     )
     .expect("loads")
     .workload;
@@ -537,7 +537,7 @@ fn the_philly_trace_loads_whole() {
         assert!(w.jobs.iter().any(|j| j.model == model), "{model:?} present");
     }
     let limited =
-        Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100), cluster: None, elastic: false })
+        Scenario::load(&path, &LoadOptions { nodes: Some(4), limit: Some(100), cluster: None, jobs: GpuJobs::Rigid })
             .expect("loads")
             .workload;
     assert_eq!((limited.jobs.len(), limited.nodes.len()), (100, 4));
@@ -594,7 +594,7 @@ fn sias_clusters_have_64_gpus_of_their_types_and_refuse_a_node_count() {
         assert_eq!(gpus.into_iter().collect::<Vec<_>>(), types, "{}", cluster.name());
         assert_eq!(Cluster::parse(cluster.name()), Ok(cluster));
     }
-    let both = LoadOptions { cluster: Some(Cluster::Homogeneous64), nodes: Some(4), limit: None, elastic: false };
+    let both = LoadOptions { cluster: Some(Cluster::Homogeneous64), nodes: Some(4), limit: None, jobs: GpuJobs::Rigid };
     let e = Scenario::from_pollux_csv("w.csv", csv, &both).unwrap_err().to_string();
     assert!(e.contains("has its own nodes"), "{e}");
     assert!(Cluster::parse("mixed").unwrap_err().contains("heterogeneous-64, homogeneous-64"));

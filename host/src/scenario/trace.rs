@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use super::{GIB, LoadOptions, PHILLY_NODES, POLLUX_NODES, WorkloadError, finish};
+use super::{GIB, GpuJobs, LoadOptions, PHILLY_NODES, POLLUX_NODES, WorkloadError, finish};
 use crate::backend::sim::model::Model;
 use crate::backend::sim::throughput::{GpuConfig, packed, run_s};
 use crate::backend::sim::workload::{JobPlan, NodeSpec, Workload};
@@ -234,12 +234,13 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         }
         seen.insert(job_name.clone(), line);
         // Data-parallel: each replica holds one GPU and may sit on any node.
-        let elastic = opts.elastic && gpus > 0;
+        let gpu = gpus > 0;
         jobs.push(JobPlan {
             batch_size,
             gpus,
             replicas: gpus.max(1),
-            elastic,
+            elastic: gpu && opts.jobs == GpuJobs::Elastic,
+            tuned: gpu && opts.jobs == GpuJobs::Tuned,
             ..JobPlan::training(job_name, model, arrival_s)
         });
     }

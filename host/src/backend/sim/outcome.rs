@@ -69,7 +69,7 @@ impl Simulator {
                     migrations: j.migrations,
                     preemptions: j.preemptions,
                     waited_s: j.started_s.map(|s| s - j.plan.arrival_s),
-                    gpu_s: if j.plan.gpus > 0 || j.plan.elastic { j.gpu_s } else { 0.0 },
+                    gpu_s: if j.plan.gpus > 0 || j.plan.by_goodput() { j.gpu_s } else { 0.0 },
                     stopped: j.stopped,
                     epochs: if j.is_inference() { j.windows } else { j.epoch },
                     progress: j.progress.clone(),

@@ -233,7 +233,7 @@ impl Simulator {
     pub(super) fn restart_cost(&self, i: usize) -> f64 {
         let j = &self.jobs[i];
         match j.gpu {
-            Some(_) if j.plan.elastic => j.plan.model.restore_s(),
+            Some(_) if j.plan.by_goodput() => j.plan.model.restore_s(),
             Some(_) => self.config.gpu_start_s,
             None => self.config.restart_cost_s,
         }
@@ -276,7 +276,7 @@ impl Simulator {
 
     /// A GPU job's seconds per step on the GPUs it holds now.
     pub(super) fn set_step_time(&mut self, i: usize) {
-        if self.jobs[i].plan.elastic && self.jobs[i].gpu.is_some() {
+        if self.jobs[i].plan.by_goodput() && self.jobs[i].gpu.is_some() {
             self.set_elastic_step(i);
             return;
         }

@@ -95,9 +95,18 @@ pub struct JobPlan {
     /// schedule of epochs, and pays its model's restore delay at every restart. `gpus` is what
     /// it asks for when placed by a policy that does not resize.
     pub elastic: bool,
+    /// A TunedJob (Sia's rigid jobs): rigid at `gpus` and `batch_size` to policies, but run
+    /// by the elastic jobs' rules otherwise (full schedule, progress by goodput, restore delay).
+    pub tuned: bool,
 }
 
 impl JobPlan {
+    /// Whether it runs by Sia's simulator's rules (elastic or tuned): progress by goodput over
+    /// its model's full schedule, its model's restore delay at every restart.
+    pub fn by_goodput(&self) -> bool {
+        self.elastic || self.tuned
+    }
+
     /// A training job of `model` arriving at `arrival_s`: the model's default batch size, no
     /// GPU, no pinned node, its whole curve at the model's work per epoch, no targets.
     pub fn training(name: impl Into<String>, model: Model, arrival_s: f64) -> JobPlan {
@@ -119,6 +128,7 @@ impl JobPlan {
             duration_s: None,
             disruptible: true,
             elastic: false,
+            tuned: false,
         }
     }
 
