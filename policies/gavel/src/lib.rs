@@ -19,7 +19,8 @@
 //!    where its GPUs fit in what the type has left (zero-priority pairs fill what is left).
 //! 4. **Placement.** A job that stays on its type keeps its GPUs; the others take GPUs of the
 //!    type by first fit over its nodes, the most GPUs first (queued ones are placed, running ones
-//!    moved); a running job not scheduled is preempted. Each waiting job is told why.
+//!    moved); a running job not scheduled is preempted, unless the plan leaves all its GPUs
+//!    idle (see below). Each waiting job is told why.
 //!
 //! Reads: each node's GPU type and GPUs and whether it takes work; each job's model, GPUs,
 //! replicas, arrival, batch size while it runs, and epoch (Themis). The bookkeeping and the
@@ -37,6 +38,10 @@
 //! sets the throughput of a job larger than a type to 0.1; we leave that type out for it. Its
 //! workers are reassigned by server order; ours by first fit, which also keeps a job that must
 //! stay on one node whole. A job whose model has no measurements runs at 1 step/s everywhere.
+//! The artifact preempts every job not scheduled; the host starts a queued job that fits
+//! (across GPU types, say) after a minute, so a job the plan cannot schedule on one type but
+//! that fits over several would restart every round. We leave a running job that is not
+//! scheduled where the plan leaves all its GPUs idle (its rounds there are not counted).
 //!
 //! Config (kebab-case keys, all optional): `interval-s` (360).
 

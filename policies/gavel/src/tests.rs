@@ -191,3 +191,23 @@ fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
         churn(&mut h, 40, seed, 4, |_| {});
     }
 }
+
+#[test]
+fn a_job_no_type_can_hold_runs_on_where_the_host_put_it_while_nobody_needs_its_gpus() {
+    // 2 T4s and 2 A100s: no type has the job's 4 GPUs, but the host may start it over both.
+    let mut w = TestWorld::gpu_cluster(&[2, 2]);
+    w.set_gpu_type(NodeId(0), "t4");
+    w.set_gpu_type(NodeId(1), "a100");
+    let a = w.queue_job(job("a", "cifar10").gpus(4).replicas(4));
+    w.start(a, NodeId(0), &[0, 1]);
+    let mut h = Harness::new(gavel(), w);
+    let d = h.tick(Seconds(360.0)).unwrap();
+    assert!(d.actions().iter().all(|x| x.job() != a), "its GPUs are idle in the plan: {d:?}");
+    // Two jobs come that fill both types: now it yields.
+    let b = h.world.queue_job(job("b", "cifar10").gpus(2).replicas(2));
+    let c = h.world.queue_job(job("c", "cifar10").gpus(2).replicas(2));
+    let d = h.tick(Seconds(360.0)).unwrap();
+    assert_eq!(sched::check(&h.runner().view(), &d), Ok(()), "{d:?}");
+    assert!(d.actions().iter().any(|x| x.job() == a && matches!(x.kind(), ActionKind::Preempt)), "{d:?}");
+    assert_eq!(placed(&d).iter().map(|p| p.0).collect::<Vec<_>>(), [b, c], "{d:?}");
+}

@@ -218,9 +218,24 @@ impl<A: Allocation> RoundBased<A> {
                 holder.insert((g.node, g.index), i);
             }
         }
+        // A running job not scheduled runs on where the plan leaves all its GPUs idle (on nodes
+        // that take work): the host would start it again there anyway, after a restart.
+        let wanted: BTreeSet<(NodeId, u32)> = plans
+            .iter()
+            .filter_map(|p| match p {
+                Plan::Runs { entries: Some(e), .. } => Some(e),
+                _ => None,
+            })
+            .flat_map(|e| e.iter().flat_map(|(n, gpus)| gpus.iter().map(move |&g| (*n, g))))
+            .collect();
+        let idle = |job: &Job| {
+            job.gpus()
+                .iter()
+                .all(|g| !wanted.contains(&(g.node, g.index)) && s.node(g.node).is_some_and(|n| n.takes_work()))
+        };
         let mut out: BTreeSet<usize> = BTreeSet::new();
         for (i, job) in jobs.iter().enumerate() {
-            if !job.is_queued() && !matches!(plans[i], Plan::Runs { .. }) {
+            if !job.is_queued() && !matches!(plans[i], Plan::Runs { .. }) && !idle(job) {
                 d.push(Action::preempt(job.id()).because(format!("{name}: not scheduled this round")));
                 holder.retain(|_, h| *h != i);
                 out.insert(i);
