@@ -4,19 +4,20 @@
 //! workloads", OSDI 2020), as Sia's artifact runs it with TunedJobs (Table 3 and 4, "Gavel+TJ").
 //!
 //! Each round (`interval-s`, 360 s):
-//! 1. **Throughput** (`gavel_rounds::table`). Jobs are rigid: their own GPU count `n_i` and batch size.
-//!    On each GPU type among the nodes that take work, `thr[i][t]` is steps per second from
-//!    the measured step times: the batch split over `n_i` GPUs of the type packed onto its
-//!    nodes, with accumulation where a GPU cannot hold its share, times the model's
+//! 1. **Throughput** (`gavel_rounds::table`). Jobs are rigid: their own GPU count `n_i` and
+//!    batch size. On each GPU type among the nodes that take work, `thr[i][t]` is steps per
+//!    second from the measured step times: the batch split over `n_i` GPUs of the type packed
+//!    onto its nodes, with accumulation where a GPU cannot hold its share, times the model's
 //!    calibration; 0 where the type has fewer than `n_i` GPUs.
 //! 2. **Allocation** ([`max_sum_throughput`]): time fractions `x[i][t] ≥ 0` with
 //!    `Σ_t x ≤ 1` and `Σ_i n_i x ≤ GPUs_t` that maximise `Σ thr · x` (raw steps per second, as
 //!    the artifact's), solved exactly with microlp.
-//! 3. **Mechanism** (`gavel_rounds::round`): priority `x[i][t] / (job_time[i][t] / cluster_time[t])`, where
-//!    a job's time on a type starts at half a round and grows by a round each round it runs
-//!    there, and the type's grows by half a round for each new job and a round for each job it
-//!    runs. All (job, type) pairs by priority, then `x`, descending; each job scheduled once,
-//!    where its GPUs fit in what the type has left (zero-priority pairs fill what is left).
+//! 3. **Mechanism** (`gavel_rounds::round`): priority
+//!    `x[i][t] / (job_time[i][t] / cluster_time[t])`, where a job's time on a type starts at
+//!    half a round and grows by a round each round it runs there, and the type's grows by half
+//!    a round for each new job and a round for each job it runs. All (job, type) pairs by
+//!    priority, then `x`, descending; each job scheduled once, where its GPUs fit in what the
+//!    type has left (zero-priority pairs fill what is left).
 //! 4. **Placement.** A job that stays on its type keeps its GPUs; the others take GPUs of the
 //!    type by first fit over its nodes, the most GPUs first (queued ones are placed, running ones
 //!    moved); a running job not scheduled is preempted, unless the plan leaves all its GPUs
@@ -31,10 +32,10 @@
 //! Where we differ from the artifact (siasosp23/artifacts, `gavel.py`): the host does not
 //! declare a rigid job's batch size, so until a job has run (and reported it) we take the
 //! batch that fills its GPUs in one pass, within its model's measured range
-//! (`gavel_rounds::table::guessed_batch`). Its LP is solved by ECOS, an interior-point method, which splits
-//! the time of jobs alike (same model, GPUs and batch) evenly among them; microlp's simplex
-//! ends at a vertex, which would give one of them all and the others nothing, so we solve for
-//! one share per class of jobs alike, the same for each member. It
+//! (`gavel_rounds::table::guessed_batch`). Its LP is solved by ECOS, an interior-point method,
+//! which splits the time of jobs alike (same model, GPUs and batch) evenly among them;
+//! microlp's simplex ends at a vertex, which would give one of them all and the others
+//! nothing, so we solve for one share per class of jobs alike, the same for each member. It
 //! sets the throughput of a job larger than a type to 0.1; we leave that type out for it. Its
 //! workers are reassigned by server order; ours by first fit, which also keeps a job that must
 //! stay on one node whole. A job whose model has no measurements runs at 1 step/s everywhere.

@@ -19,7 +19,8 @@
 //! is reproducible). Of the allocations at the feasible end, each LP takes the one of most
 //! normalised throughput `Σ thr / thr_iso · x` (our reading: the artifact's ECOS minimises ρ
 //! alone and returns an interior point), so GPUs the fairness bound does not need still work.
-//! Then Gavel's mechanism (priorities, greedy pass, placement; `gavel_rounds`, shared with `policy-gavel`) runs it.
+//! Then Gavel's mechanism runs it (priorities, greedy pass, placement: the crate
+//! `gavel_rounds`, shared with `policy-gavel`).
 //!
 //! Reads what Gavel reads; the epoch of each job besides. Config (kebab-case keys, all
 //! optional): `interval-s` (360).
@@ -84,7 +85,7 @@ fn terms(p: &Problem, iso: &[Vec<f64>]) -> Vec<Option<Terms>> {
         .collect()
 }
 
-/// The time fractions that minimise the largest ρ (within [`RHO_TOLERANCE`]), by bisection on ρ
+/// The time fractions that minimise the largest ρ (within 0.1 %), by bisection on ρ
 /// over feasibility LPs (see the module docs).
 pub fn finish_time_fair(p: &Problem) -> Vec<Vec<f64>> {
     let iso = isolated(p);
