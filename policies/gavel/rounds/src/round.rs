@@ -1,0 +1,355 @@
+//! Gavel's round-based mechanism, whatever the allocation ([`Allocation`]): every round it
+//! turns the time fractions `x` into the jobs that run, by priority `x / (job time / cluster
+//! time)`, keeps those whose GPU type is unchanged on their GPUs, places and moves the others,
+//! and preempts the rest. [`RoundBased`] is the policy; Gavel and Themis differ only in the
+//! allocation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::marker::PhantomData;
+
+use serde::{Deserialize, Serialize};
+use wasmsched_goodput::Model;
+use wasmsched_rules::{Ask, GpuBook, first_fit};
+use wasmsched_sdk::prelude::*;
+
+use crate::table::{JobRow, Pool, Problem, guessed_batch, pools, steps_by_epoch, steps_per_s};
+
+/// How a round-based policy splits the cluster's time among the jobs.
+pub trait Allocation {
+    /// The policy's name, at the head of its reasons and errors.
+    const NAME: &'static str;
+
+    /// Per job of `p`, per pool, the fraction of the round it should spend there (each row
+    /// summing to at most 1, each pool's GPUs `Σ_i n_i x[i][t]` at most its capacity).
+    fn allocate(p: &Problem) -> Vec<Vec<f64>>;
+}
+
+/// The mechanism's constants.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Seconds between rounds.
+    pub interval_s: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { interval_s: 360.0 }
+    }
+}
+
+/// What the mechanism remembers of a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Ledger {
+    /// Per GPU type name, the seconds of rounds it was given there, from half a round
+    /// (Gavel's job time).
+    time_s: BTreeMap<String, f64>,
+    /// Its global batch size, once seen running (0 before).
+    batch: u32,
+}
+
+/// What survives a hot swap.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    rounds: Rounds,
+    /// Per GPU type name, the seconds of rounds handed out there (Gavel's cluster time).
+    cluster_time_s: BTreeMap<String, f64>,
+    jobs: BTreeMap<u32, Ledger>,
+}
+
+/// A round-based policy of allocation `A`.
+pub struct RoundBased<A> {
+    config: Config,
+    state: State,
+    allocation: PhantomData<fn() -> A>,
+}
+
+/// A job's GPUs, node by node.
+type Entries = Vec<(NodeId, Vec<u32>)>;
+
+/// The holder the plan books the GPUs of a node that takes no work to.
+const DOWN: u32 = u32::MAX;
+
+/// One round's outcome for a job.
+#[derive(Clone, Debug, PartialEq)]
+enum Plan {
+    /// It runs on pool `pool`: on its own GPUs (no entries), or on the new ones named.
+    Runs { pool: usize, entries: Option<Entries> },
+    /// The greedy pass gave it a pool, but its GPUs do not fit there as its replicas allow.
+    Unplaced,
+    /// Not scheduled.
+    Out,
+}
+
+impl<A: Allocation> RoundBased<A> {
+    /// The state it would hand to its successor (tests compare it across a swap).
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The allocation problem of the jobs `jobs` on `pools` at `now`.
+    fn problem(&self, jobs: &[Job], pools: &[Pool], now: f64) -> Problem {
+        let interval = self.config.interval_s;
+        let rows = jobs
+            .iter()
+            .map(|job| {
+                let model = Model::parse(job.model());
+                let n = job.gpus_asked();
+                let seen = self.state.jobs.get(&job.id().0).map_or(0, |l| l.batch);
+                let batch = match model {
+                    Some(m) if seen == 0 => guessed_batch(m, n),
+                    _ => seen,
+                };
+                let arrival = job.arrival().0;
+                let wait = if interval > 0.0 { interval - arrival % interval } else { 0.0 };
+                let (total, done) = model.map_or((1.0, 0.0), |m| {
+                    let epochs = m.elastic_epochs();
+                    (steps_by_epoch(m, batch, epochs), steps_by_epoch(m, batch, job.epoch().min(epochs)))
+                });
+                JobRow {
+                    gpus: n,
+                    throughput: pools.iter().map(|p| steps_per_s(model, p, n, batch)).collect(),
+                    age_s: (now - arrival).max(0.0),
+                    prestart_s: wait + model.map_or(30.0, Model::restore_s),
+                    steps_total: total,
+                    steps_done: done,
+                }
+            })
+            .collect();
+        Problem { capacity: pools.iter().map(|p| p.total).collect(), jobs: rows }
+    }
+
+    /// Gavel's greedy pass: all (job, pool) pairs by priority, then time fraction, descending;
+    /// each job scheduled once, where its GPUs fit in what the pool has left. Per job its pool.
+    fn schedule(&self, jobs: &[Job], pools: &[Pool], p: &Problem, x: &[Vec<f64>]) -> Vec<Option<usize>> {
+        let mut pairs: Vec<(f64, f64, usize, usize)> = Vec::new();
+        for (i, job) in jobs.iter().enumerate() {
+            let ledger = self.state.jobs.get(&job.id().0);
+            for (t, pool) in pools.iter().enumerate() {
+                if p.jobs[i].throughput[t] <= 0.0 {
+                    continue;
+                }
+                let name = pool.gpu.name();
+                let half = self.config.interval_s / 2.0;
+                let job_time = ledger.and_then(|l| l.time_s.get(name)).copied().unwrap_or(half).max(1e-9);
+                let cluster_time = self.state.cluster_time_s.get(name).copied().unwrap_or(half).max(1e-9);
+                let share = x[i][t];
+                let priority = if share > 1e-9 { share / (job_time / cluster_time) } else { 0.0 };
+                pairs.push((priority, share, i, t));
+            }
+        }
+        pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+        let mut left: Vec<u32> = pools.iter().map(|p| p.total).collect();
+        let mut pick = vec![None; jobs.len()];
+        for (_, _, i, t) in pairs {
+            let n = p.jobs[i].gpus;
+            if pick[i].is_none() && n <= left[t] {
+                pick[i] = Some(t);
+                left[t] -= n;
+            }
+        }
+        pick
+    }
+
+    /// Where each scheduled job runs: on its own GPUs when all of them are of its pool, else
+    /// by first fit over the pool's nodes, the most GPUs first.
+    fn place(s: &Snapshot, jobs: &[Job], pools: &[Pool], pick: &[Option<usize>]) -> Vec<Plan> {
+        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
+        for n in s.nodes().filter(|n| !n.takes_work()) {
+            for g in 0..n.gpus().len() as u32 {
+                book.hold(n.id().0, g, DOWN);
+            }
+        }
+        let mut plans = vec![Plan::Out; jobs.len()];
+        for (i, job) in jobs.iter().enumerate() {
+            let Some(t) = pick[i] else { continue };
+            let stays = !job.is_queued()
+                && job.gpus().len() as u32 == job.gpus_asked()
+                && job.gpus().iter().all(|g| pools[t].nodes.contains(&g.node) && book.is_free(g.node.0, g.index));
+            if stays {
+                for g in job.gpus() {
+                    book.hold(g.node.0, g.index, job.id().0);
+                }
+                plans[i] = Plan::Runs { pool: t, entries: None };
+            }
+        }
+        let mut order: Vec<usize> = (0..jobs.len()).filter(|&i| pick[i].is_some() && plans[i] == Plan::Out).collect();
+        order.sort_by_key(|&i| (pick[i], std::cmp::Reverse(jobs[i].gpus_asked()), i));
+        for i in order {
+            let t = pick[i].expect("scheduled");
+            let nodes: Vec<u32> = pools[t].nodes.iter().map(|n| n.0).collect();
+            let ask = Ask { gpus: jobs[i].gpus_asked(), replicas: jobs[i].replicas() };
+            plans[i] = match first_fit(&book, ask, &nodes) {
+                Some(entries) => {
+                    book.take(&entries, jobs[i].id().0);
+                    Plan::Runs { pool: t, entries: Some(entries.into_iter().map(|(n, g)| (NodeId(n), g)).collect()) }
+                }
+                None => Plan::Unplaced,
+            };
+        }
+        plans
+    }
+
+    fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) {
+        let name = A::NAME;
+        let interval = self.config.interval_s;
+        let pools = pools(s);
+        let jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0).collect();
+        // A job seen for the first time: half a round on every type, for it and the cluster.
+        for job in &jobs {
+            let ledger = self.state.jobs.entry(job.id().0).or_default();
+            if ledger.time_s.is_empty() {
+                for pool in &pools {
+                    ledger.time_s.insert(pool.gpu.name().into(), interval / 2.0);
+                    *self.state.cluster_time_s.entry(pool.gpu.name().into()).or_default() += interval / 2.0;
+                }
+            }
+        }
+        let problem = self.problem(&jobs, &pools, now);
+        let x = A::allocate(&problem);
+        let pick = self.schedule(&jobs, &pools, &problem, &x);
+        let plans = Self::place(s, &jobs, &pools, &pick);
+
+        // Preempt the running jobs that do not run this round, then place and move the others
+        // in an order the host accepts: each once the GPUs it takes are free.
+        let mut holder: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
+        for (i, job) in jobs.iter().enumerate() {
+            for g in job.gpus() {
+                holder.insert((g.node, g.index), i);
+            }
+        }
+        // A running job not scheduled runs on where the plan leaves all its GPUs idle (on nodes
+        // that take work): the host would start it again there anyway, after a restart.
+        let wanted: BTreeSet<(NodeId, u32)> = plans
+            .iter()
+            .filter_map(|p| match p {
+                Plan::Runs { entries: Some(e), .. } => Some(e),
+                _ => None,
+            })
+            .flat_map(|e| e.iter().flat_map(|(n, gpus)| gpus.iter().map(move |&g| (*n, g))))
+            .collect();
+        let idle = |job: &Job| {
+            job.gpus()
+                .iter()
+                .all(|g| !wanted.contains(&(g.node, g.index)) && s.node(g.node).is_some_and(|n| n.takes_work()))
+        };
+        let mut out: BTreeSet<usize> = BTreeSet::new();
+        for (i, job) in jobs.iter().enumerate() {
+            if !job.is_queued() && !matches!(plans[i], Plan::Runs { .. }) && !idle(job) {
+                d.push(Action::preempt(job.id()).because(format!("{name}: not scheduled this round")));
+                holder.retain(|_, h| *h != i);
+                out.insert(i);
+            }
+        }
+        let mut moves: Vec<(usize, usize, &Entries)> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Plan::Runs { pool, entries: Some(e) } => Some((i, *pool, e)),
+                _ => None,
+            })
+            .collect();
+        let mut runs: BTreeMap<usize, usize> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Plan::Runs { pool, entries: None } => Some((i, *pool)),
+                _ => None,
+            })
+            .collect();
+        while !moves.is_empty() {
+            let free = |i: usize, e: &[(NodeId, Vec<u32>)], holder: &BTreeMap<(NodeId, u32), usize>| {
+                e.iter().all(|(n, gpus)| gpus.iter().all(|&g| holder.get(&(*n, g)).is_none_or(|&h| h == i)))
+            };
+            let Some(k) = moves.iter().position(|&(i, _, e)| free(i, e, &holder)) else {
+                // Running jobs that would take each other's GPUs: no order lets the host
+                // accept them. The first waits a round, freeing its GPUs for the others.
+                let k = moves.iter().position(|&(i, _, _)| !jobs[i].is_queued()).expect("a running job blocks");
+                let (i, _, _) = moves.remove(k);
+                d.push(Action::preempt(jobs[i].id()).because(format!("{name}: its new GPUs are held; next round")));
+                holder.retain(|_, h| *h != i);
+                out.insert(i);
+                continue;
+            };
+            let (i, t, entries) = moves.remove(k);
+            holder.retain(|_, h| *h != i);
+            for (n, gpus) in entries {
+                for &g in gpus {
+                    holder.insert((*n, g), i);
+                }
+            }
+            let gpu = pools[t].gpu.name();
+            if jobs[i].is_queued() {
+                d.push(Action::place_on(jobs[i].id(), entries, false).because(format!("{name}: scheduled on {gpu}")));
+            } else {
+                d.push(Action::resize(jobs[i].id(), entries, None).because(format!("{name}: moves to {gpu}")));
+            }
+            runs.insert(i, t);
+        }
+
+        // The bookkeeping: each job that runs has a round more on its type, and so does the type.
+        for (&i, &t) in &runs {
+            let gpu = pools[t].gpu.name();
+            let ledger = self.state.jobs.entry(jobs[i].id().0).or_default();
+            *ledger.time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
+            *self.state.cluster_time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
+        }
+        for (i, job) in jobs.iter().enumerate().filter(|(i, j)| j.is_queued() && !runs.contains_key(i)) {
+            let n = job.gpus_asked();
+            let why = if problem.jobs[i].throughput.iter().all(|&thr| thr <= 0.0) {
+                format!("{name}: no GPU type here has {n} GPUs")
+            } else if plans[i] == Plan::Unplaced || out.contains(&i) {
+                format!("{name}: its {n} GPUs do not fit as its replicas allow this round")
+            } else {
+                let share: f64 = x[i].iter().sum();
+                format!("{name}: not this round; its share {share:.2} ranks below the jobs that run")
+            };
+            d.pending(job.id(), why);
+        }
+    }
+}
+
+impl<A: Allocation> Policy for RoundBased<A> {
+    type Config = Config;
+
+    const PLACES: bool = true;
+
+    fn new(config: Config) -> Result<Self, PolicyError> {
+        if !(config.interval_s >= 0.0 && config.interval_s.is_finite()) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "{}: interval-s = {}: give seconds, 0 or more (Gavel's rounds are 360)",
+                A::NAME,
+                config.interval_s
+            )));
+        }
+        Ok(RoundBased { config, state: State::default(), allocation: PhantomData })
+    }
+
+    fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
+        let mut d = Decision::new();
+        let now = s.time().0;
+        // Forget the jobs that ended; learn the batch sizes of those that run.
+        let live: BTreeSet<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
+        self.state.jobs.retain(|h, _| live.contains(h));
+        for job in s.jobs().filter(|j| j.batch_size() > 0) {
+            self.state.jobs.entry(job.id().0).or_default().batch = job.batch_size();
+        }
+        if !self.state.rounds.due(s.time(), Seconds(self.config.interval_s), &mut d) {
+            return Ok(d);
+        }
+        self.round(s, now, &mut d);
+        // CPU jobs: first fit, as FIFO would.
+        let mut free = sched::FreeGpus::of(s);
+        for job in s.queue().filter(|j| j.gpus_asked() == 0) {
+            if let Some(p) = free.fit_job(&job) {
+                d.push(p.action(job.id()).because(format!("{}: a CPU job, first fit", A::NAME)));
+            }
+        }
+        if self.config.interval_s > 0.0 {
+            d.call_again_in(Seconds(self.config.interval_s));
+        }
+        Ok(d)
+    }
+
+    keep_state!(state);
+}
