@@ -68,7 +68,7 @@ pub const DEMO: [DemoScenario; 7] = [
     DemoScenario {
         name: "sia-mixed",
         text: include_str!("../../scenarios/sia-mixed.toml"),
-        policies: &["fifo", "tiresias", "sia"],
+        policies: &["fifo", "tiresias", "sia", "pollux", "gavel", "themis"],
     },
     DemoScenario {
         name: "gacer-throughput",
