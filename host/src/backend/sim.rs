@@ -690,7 +690,14 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         arrival_ms: secs_to_ms(plan.arrival_s),
         gpus: plan.gpus,
         replicas: plan.replicas.max(1),
-        scaling: if plan.elastic { elastic_scaling(plan.model) } else { wit::Scaling::rigid() },
+        scaling: if plan.elastic {
+            elastic_scaling(plan.model)
+        } else if plan.kind == wit::JobKind::Training && plan.gpus > 0 {
+            // A rigid GPU job declares its one batch size, as the contract has it.
+            wit::Scaling { batch_size_min: plan.batch_size, batch_size_max: plan.batch_size, ..wit::Scaling::rigid() }
+        } else {
+            wit::Scaling::rigid()
+        },
     }
 }
 

@@ -283,6 +283,7 @@ mod tests {
             migrations: 0,
             preemptions: 0,
             waited_s: Some(0.0),
+            gpu_s: 0.0,
             stopped: false,
             epochs: 1,
             progress: Vec::new(),

@@ -448,3 +448,23 @@ fn an_elastic_job_picks_its_batch_for_its_gpus_and_a_resize_onto_more_gpus_speed
     let (stayed, resized) = (run(false), run(true));
     assert!(resized < stayed / 3.0, "eight A100s from ten minutes on: {resized} s against {stayed} s on one T4");
 }
+
+#[test]
+fn a_tuned_job_is_rigid_at_its_batch_size_and_trains_its_models_full_schedule() {
+    let nodes = vec![NodeSpec { gpus: 4, gpu_memory_bytes: 16 << 30, gpu_type: "t4".into(), ..node("t4", 16) }];
+    let job = JobPlan { gpus: 2, replicas: 2, batch_size: 256, tuned: true, ..JobPlan::training("t", Model::Cifar10, 0.0) };
+    let w = Workload::of("t", nodes, vec![job]);
+    let mut sim = Simulator::new(&w, quiet());
+    sim.set_placer(Placer::Policy);
+    let mut world = World::new();
+    sim.observe(&mut world, 1_000);
+    let spec = world.spec(0).unwrap().clone();
+    assert_eq!(spec.scaling.gpu_counts, vec![2], "rigid: its own count");
+    assert_eq!((spec.scaling.batch_size_min, spec.scaling.batch_size_max), (256, 256), "its one batch size");
+    assert!(sim.apply(&[place(0, &[(0, &[0, 1])], false)], &mut world).is_empty());
+    assert_eq!(sim.jobs[0].paused_until, 1.0 + Model::Cifar10.restore_s(), "cifar10's restore delay");
+    sim.observe(&mut world, 600_000);
+    assert_eq!(world.state(0).unwrap().batch_size, 256, "its batch size, not the goodput-best");
+    while step(&mut sim, &mut world, 60_000) {}
+    assert_eq!(sim.outcomes()[0].epochs, Model::Cifar10.elastic_epochs(), "its whole schedule");
+}

@@ -52,6 +52,7 @@ fn outcome(name: &str, jct_s: Option<f64>, progress: Vec<(f64, f64)>) -> JobOutc
         migrations: 1,
         preemptions: 0,
         waited_s: Some(0.0),
+        gpu_s: 0.0,
         stopped: false,
         epochs: 5,
         progress,
