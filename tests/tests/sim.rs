@@ -123,6 +123,31 @@ fn tiresias_on_pollux_workloads_1_to_4_stays_within_ten_percent_of_pollux_simula
 }
 
 #[test]
+fn sias_table_4_reproduces_within_fifteen_percent_and_in_the_papers_order() {
+    // The CI-sized run of `wasmsched fidelity sia-table-4`: every policy on all eight Philly
+    // traces, one seed.
+    use wasmsched::experiment::{batch, sia_tables};
+    let rt = runtime();
+    let plan = sia_tables::Plan::new(sia_tables::TABLE_4, None, 0..1, &[], Default::default()).unwrap();
+    let rows = plan.rows(&batch::run(rt, &plan.tasks(rt).unwrap(), 2, &|_| {}));
+    eprintln!("{}", sia_tables::text(&sia_tables::TABLE_4, &rows));
+    assert_eq!(rows.len(), 4);
+    for r in &rows {
+        assert_eq!((r.unfinished, r.watched), (0, 0), "{}: every job ended, no rescue", r.label);
+        assert!(r.gpu_h_per_job > 0.0 && r.p99_jct_h > r.avg_jct_h.0, "{r:?}");
+        assert!(
+            r.within(),
+            "{}: average JCT {:.2} h, {:+.0} % off the published {} h",
+            r.label,
+            r.avg_jct_h.0,
+            100.0 * r.error(),
+            r.published.avg_jct_h.0
+        );
+    }
+    assert!(sia_tables::same_order(&rows), "the policies rank otherwise than in the paper");
+}
+
+#[test]
 fn a_policy_asking_never_to_be_called_again_is_asked_once_an_hour_and_the_host_does_not_overflow() {
     let rt = runtime();
     let mut choice = PolicyChoice::resolve(rt, "tiresias").unwrap();

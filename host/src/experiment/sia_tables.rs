@@ -302,9 +302,10 @@ impl Plan {
                     gpu_h_per_job: hours(gpu_s) / jobs.max(1) as f64,
                     unfinished: runs.iter().map(|r| r.jobs.iter().filter(|j| j.jct_s.is_none()).count()).sum(),
                     watched: runs.iter().filter(|r| r.rescues > 0 || r.benched.is_some()).count(),
-                    policy_call_ms: runs.iter().map(|r| r.policy_call_ms).fold([0.0, 0.0], |a, b| {
-                        [a[0].max(b[0]), a[1].max(b[1])]
-                    }),
+                    policy_call_ms: runs
+                        .iter()
+                        .map(|r| r.policy_call_ms)
+                        .fold([0.0, 0.0], |a, b| [a[0].max(b[0]), a[1].max(b[1])]),
                     wall_s: runs.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
                     published: *published,
                 }
@@ -329,7 +330,8 @@ pub fn text(table: &Table, rows: &[Row]) -> String {
         "traces", "policy", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h/job", "error", "round ms p50/p99"
     );
     let pm = |(v, sd): (f64, f64)| format!("{v:.1} ± {sd:.1}");
-    let published = |(v, sd): (f64, Option<f64>)| sd.map_or_else(|| format!("{v:.1}"), |sd| format!("{v:.1} ± {sd:.1}"));
+    let published =
+        |(v, sd): (f64, Option<f64>)| sd.map_or_else(|| format!("{v:.1}"), |sd| format!("{v:.1} ± {sd:.1}"));
     for r in rows {
         let p = r.published;
         let _ = write!(

@@ -195,10 +195,8 @@ fn allocate(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32])
     let Ok(Some(solution)) = problem.solve_with(options).map(|o| o.solution().cloned()) else {
         return start;
     };
-    let pick: Vec<Option<usize>> = vars
-        .iter()
-        .map(|vs| vs.iter().position(|v| v.is_some_and(|v| solution.var_value(v) > 0.5)))
-        .collect();
+    let pick: Vec<Option<usize>> =
+        vars.iter().map(|vs| vs.iter().position(|v| v.is_some_and(|v| solution.var_value(v) > 0.5))).collect();
     // The rounded answer is held to the capacities once more: never trust a tolerance.
     let mut used = vec![0u64; capacity.len()];
     for (j, p) in pick.iter().enumerate() {

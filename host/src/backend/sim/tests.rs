@@ -452,7 +452,8 @@ fn an_elastic_job_picks_its_batch_for_its_gpus_and_a_resize_onto_more_gpus_speed
 #[test]
 fn a_tuned_job_is_rigid_at_its_batch_size_and_trains_its_models_full_schedule() {
     let nodes = vec![NodeSpec { gpus: 4, gpu_memory_bytes: 16 << 30, gpu_type: "t4".into(), ..node("t4", 16) }];
-    let job = JobPlan { gpus: 2, replicas: 2, batch_size: 256, tuned: true, ..JobPlan::training("t", Model::Cifar10, 0.0) };
+    let job =
+        JobPlan { gpus: 2, replicas: 2, batch_size: 256, tuned: true, ..JobPlan::training("t", Model::Cifar10, 0.0) };
     let w = Workload::of("t", nodes, vec![job]);
     let mut sim = Simulator::new(&w, quiet());
     sim.set_placer(Placer::Policy);
