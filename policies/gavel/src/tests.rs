@@ -70,7 +70,7 @@ fn the_faster_type_is_worth_more_steps_per_second() {
     let mut r = wasmsched_sdk::Runner::from_policy(wasmsched_sdk::testing::Inspect);
     r.decide(w.snapshot()).unwrap();
     let pools = gavel_rounds::table::pools(&r.view());
-    assert_eq!(pools.iter().map(|p| (p.gpu.name(), p.total)).collect::<Vec<_>>(), [("t4", 4), ("a100", 8)]);
+    assert_eq!(pools.iter().map(|p| (p.kind.name(), p.total)).collect::<Vec<_>>(), [("t4", 4), ("a100", 8)]);
     let m = wasmsched_goodput::Model::parse("cifar10");
     let thr = |pool, gpus| gavel_rounds::table::steps_per_s(m, &pools[pool], gpus, 2048);
     assert!(thr(1, 4) > thr(0, 4) && thr(0, 4) > 0.0, "t4 {}, a100 {}", thr(0, 4), thr(1, 4));
