@@ -112,14 +112,7 @@ impl FreeGpus {
     /// node takes work (a node that does not is full: [`DOWN`] holds its GPUs, and it counts
     /// as loaded beyond any other for CPU jobs).
     pub fn of(s: &Snapshot<'_>) -> Self {
-        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
-        let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
-        for n in s.nodes().filter(|n| !n.takes_work()) {
-            for g in 0..n.gpus().len() as u32 {
-                book.hold(n.id().0, g, DOWN);
-            }
-            nodes[n.id().0 as usize].1 = u32::MAX;
-        }
+        let (mut book, mut nodes) = Self::down(s);
         for job in s.jobs() {
             if let Some(node) = nodes.get_mut(job.node().0 as usize) {
                 node.1 = node.1.saturating_add(1);
@@ -140,6 +133,13 @@ impl FreeGpus {
     /// Every GPU of a node that takes work free, whatever runs (the GPUs of a node that does
     /// not are held by [`DOWN`]): the book a round's plan that reassigns every GPU starts from.
     pub fn up(s: &Snapshot<'_>) -> Self {
+        let (book, nodes) = Self::down(s);
+        Self::indexed(book, nodes)
+    }
+
+    /// The book and per-node jobs of the cluster with nothing running: a node that does not
+    /// take work is full ([`DOWN`] holds its GPUs) and loaded beyond any other.
+    fn down(s: &Snapshot<'_>) -> (GpuBook, Vec<(Millicores, u32)>) {
         let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
         let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
         for n in s.nodes().filter(|n| !n.takes_work()) {
@@ -148,7 +148,7 @@ impl FreeGpus {
             }
             nodes[n.id().0 as usize].1 = u32::MAX;
         }
-        Self::indexed(book, nodes)
+        (book, nodes)
     }
 
     fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>) -> Self {
