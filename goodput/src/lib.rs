@@ -4,6 +4,7 @@
 //!
 //! - [`steps`]: seconds per optimiser step for a placement, a per-GPU batch and a GPU type
 //!   ([`GpuConfig`], [`GpuType`]), measured by the Pollux and Sia authors;
+//! - [`epochs`]: optimiser steps done by the end of an epoch at a batch size;
 //! - [`goodput`]: statistical efficiency from the measured gradient statistics, progress per
 //!   second, and the batch size of highest goodput for a set of GPUs.
 //!
@@ -11,6 +12,7 @@
 //! ([`Model`]) on five GPU types. No dependencies: a policy component carries the same numbers
 //! and the same arithmetic as the simulator.
 
+pub mod epochs;
 pub mod goodput;
 pub mod steps;
 

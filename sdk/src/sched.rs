@@ -2,6 +2,13 @@
 //! from a [`Snapshot`], first-fit placement over it ([`FreeGpus::fit`]), and the
 //! [`Placement`] it returns, which becomes an [`Action`].
 //!
+//! A policy that plans a round per GPU type (Sia, Pollux, Gavel) groups the nodes into
+//! [`Pool`]s, starts from [`FreeGpus::up`] (every GPU of a node that takes work free), takes
+//! the GPUs of the jobs that keep theirs ([`FreeGpus::take_gpu`]), carves the others' out of
+//! their pool ([`FreeGpus::carve`]: a node that holds the job whole, else pieces over few
+//! nodes, in the order a [`Spill`] gives) and gives back what a job that does not fit had
+//! claimed ([`FreeGpus::give_back`]); [`merge`] adds GPUs to a job's [`Entries`].
+//!
 //! Plan a round on the book: `release` the jobs you mean to preempt, `fit` the jobs you mean
 //! to start (each fit takes its GPUs, so the next one sees what is left), and push the
 //! actions, preemptions first. [`check`] says whether a decision would pass the host's
@@ -26,8 +33,10 @@ use crate::units::{JobId, Millicores, NodeId};
 use crate::view::{GpuSlot, Job, Snapshot};
 
 mod nodes;
+mod pools;
 
 use nodes::NodeIndex;
+pub use pools::{Entries, Pieces, Pool, Spill, merge, pool_of};
 
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).
@@ -44,6 +53,11 @@ impl Placement {
     /// job).
     pub fn nodes(&self) -> &[(NodeId, Vec<u32>)] {
         &self.nodes
+    }
+
+    /// Its entries, one per node (what [`Action::place_on`] and [`Action::resize`] take).
+    pub fn into_nodes(self) -> Entries {
+        self.nodes
     }
 
     /// The job's first node (where a spread job does its CPU work).
@@ -98,14 +112,7 @@ impl FreeGpus {
     /// node takes work (a node that does not is full: [`DOWN`] holds its GPUs, and it counts
     /// as loaded beyond any other for CPU jobs).
     pub fn of(s: &Snapshot<'_>) -> Self {
-        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
-        let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
-        for n in s.nodes().filter(|n| !n.takes_work()) {
-            for g in 0..n.gpus().len() as u32 {
-                book.hold(n.id().0, g, DOWN);
-            }
-            nodes[n.id().0 as usize].1 = u32::MAX;
-        }
+        let (mut book, mut nodes) = Self::down(s);
         for job in s.jobs() {
             if let Some(node) = nodes.get_mut(job.node().0 as usize) {
                 node.1 = node.1.saturating_add(1);
@@ -121,6 +128,27 @@ impl FreeGpus {
     pub fn idle(s: &Snapshot<'_>) -> Self {
         let book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
         Self::indexed(book, s.nodes().map(|n| (n.cpu(), 0)).collect())
+    }
+
+    /// Every GPU of a node that takes work free, whatever runs (the GPUs of a node that does
+    /// not are held by [`DOWN`]): the book a round's plan that reassigns every GPU starts from.
+    pub fn up(s: &Snapshot<'_>) -> Self {
+        let (book, nodes) = Self::down(s);
+        Self::indexed(book, nodes)
+    }
+
+    /// The book and per-node jobs of the cluster with nothing running: a node that does not
+    /// take work is full ([`DOWN`] holds its GPUs) and loaded beyond any other.
+    fn down(s: &Snapshot<'_>) -> (GpuBook, Vec<(Millicores, u32)>) {
+        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
+        let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
+        for n in s.nodes().filter(|n| !n.takes_work()) {
+            for g in 0..n.gpus().len() as u32 {
+                book.hold(n.id().0, g, DOWN);
+            }
+            nodes[n.id().0 as usize].1 = u32::MAX;
+        }
+        (book, nodes)
     }
 
     fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>) -> Self {
@@ -208,6 +236,45 @@ impl FreeGpus {
     /// The free GPUs of `node`, lowest index first (none for a node that does not exist).
     pub fn free_on(&self, node: NodeId) -> Vec<u32> {
         self.book.free_on(node.0).collect()
+    }
+
+    /// Whether GPU `gpu` exists and is free.
+    pub fn is_free(&self, gpu: GpuSlot) -> bool {
+        self.book.is_free(gpu.node.0, gpu.index)
+    }
+
+    /// Take GPU `gpu` for the plan if it is free (a job that keeps it, say); whether it was.
+    pub fn take_gpu(&mut self, gpu: GpuSlot) -> bool {
+        if !self.is_free(gpu) {
+            return false;
+        }
+        self.book.hold(gpu.node.0, gpu.index, PLANNED);
+        self.index.set_free(gpu.node.0, self.book.free_count(gpu.node.0));
+        true
+    }
+
+    /// Free again GPUs the plan took ([`Self::take_gpu`], [`Self::carve`], [`Self::fit_on`]).
+    pub fn give_back(&mut self, entries: &[(NodeId, Vec<u32>)]) {
+        for (node, gpus) in entries {
+            for &index in gpus {
+                self.book.release(node.0, index, PLANNED);
+            }
+            self.index.set_free(node.0, self.book.free_count(node.0));
+        }
+    }
+
+    /// First fit of `gpus` GPUs in at most `replicas` pieces over `nodes` alone, tried in the
+    /// order given; takes what it returns. None when they do not fit there now.
+    pub fn fit_on(&mut self, nodes: &[NodeId], gpus: u32, replicas: u32) -> Option<Placement> {
+        let order: Vec<u32> = nodes.iter().map(|n| n.0).collect();
+        let entries = first_fit(&self.book, Ask { gpus, replicas }, &order)?;
+        for (node, gpus) in &entries {
+            for &index in gpus {
+                self.book.hold(*node, index, PLANNED);
+            }
+            self.index.set_free(*node, self.book.free_count(*node));
+        }
+        Some(Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect() })
     }
 
     /// Plan a running job's preemption: its GPUs become free and its node has one job less.

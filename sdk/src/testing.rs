@@ -160,6 +160,16 @@ impl TestWorld {
         w
     }
 
+    /// Nodes `n0`, `n1`, … as [`Self::gpu_cluster`] makes them, each with its GPU count and
+    /// GPU type ("t4", "a100"; "" for none).
+    pub fn typed_gpu_cluster(nodes: &[(usize, &str)]) -> Self {
+        let mut w = TestWorld::gpu_cluster(&nodes.iter().map(|n| n.0).collect::<Vec<_>>());
+        for (i, (_, gpu_type)) in nodes.iter().enumerate().filter(|(_, n)| !n.1.is_empty()) {
+            w.set_gpu_type(NodeId(i as u32), gpu_type);
+        }
+        w
+    }
+
     /// Add a node without GPUs.
     pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
         self.node_with_gpus(name, cpu, memory, &[])
@@ -453,6 +463,12 @@ impl<P: Policy> Harness<P> {
     pub fn runner(&self) -> &Runner<P> {
         &self.runner
     }
+
+    /// A hot swap: `fresh` restored from the state this harness's policy saves now.
+    pub fn swap_into(&self, mut fresh: P) -> Result<P, PolicyError> {
+        fresh.restore_state(&self.runner.save_state())?;
+        Ok(fresh)
+    }
 }
 
 /// A placement's entries as (node, GPU indices) pairs.
@@ -467,6 +483,16 @@ pub fn placed(d: &Decision) -> Vec<(JobId, Entries)> {
             _ => None,
         })
         .collect()
+}
+
+/// [`churn`] for each seed of `seeds`, 40 ticks, each running job ending with one chance in 4,
+/// on nodes of 4, 4, 8 and 8 GPUs, the last two of types "rtx" and "a100" (the first two
+/// without a type): what a policy that plans by GPU type must keep within the host's rules.
+pub fn churn_typed<P: Policy>(policy: impl Fn() -> P, seeds: std::ops::Range<u64>) {
+    for seed in seeds {
+        let world = TestWorld::typed_gpu_cluster(&[(4, ""), (4, ""), (8, "rtx"), (8, "a100")]);
+        churn(&mut Harness::new(policy(), world), 40, seed, 4, |_| {});
+    }
 }
 
 /// A busy world for a scheduler, deterministic for a `seed`: for `ticks` ticks of 30 s, up to

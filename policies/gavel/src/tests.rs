@@ -1,6 +1,6 @@
 use gavel_rounds::JobRow;
 use wasmsched_sdk::prelude::*;
-use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
+use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job, placed};
 
 use super::*;
 
@@ -14,10 +14,7 @@ fn gavel() -> Gavel {
 
 /// Node n0 with 4 T4s and n1 with 8 A100s.
 fn mixed() -> TestWorld {
-    let mut w = TestWorld::gpu_cluster(&[4, 8]);
-    w.set_gpu_type(NodeId(0), "t4");
-    w.set_gpu_type(NodeId(1), "a100");
-    w
+    TestWorld::typed_gpu_cluster(&[(4, "t4"), (8, "a100")])
 }
 
 /// The GPUs `job` holds as the last tick's snapshot saw it (what the decision before it left).
@@ -70,7 +67,7 @@ fn the_faster_type_is_worth_more_steps_per_second() {
     let mut r = wasmsched_sdk::Runner::from_policy(wasmsched_sdk::testing::Inspect);
     r.decide(w.snapshot()).unwrap();
     let pools = gavel_rounds::table::pools(&r.view());
-    assert_eq!(pools.iter().map(|p| (p.gpu.name(), p.total)).collect::<Vec<_>>(), [("t4", 4), ("a100", 8)]);
+    assert_eq!(pools.iter().map(|p| (p.kind.name(), p.total)).collect::<Vec<_>>(), [("t4", 4), ("a100", 8)]);
     let m = wasmsched_goodput::Model::parse("cifar10");
     let thr = |pool, gpus| gavel_rounds::table::steps_per_s(m, &pools[pool], gpus, 2048);
     assert!(thr(1, 4) > thr(0, 4) && thr(0, 4) > 0.0, "t4 {}, a100 {}", thr(0, 4), thr(1, 4));
@@ -164,9 +161,7 @@ fn the_bookkeeping_survives_a_hot_swap() {
     for _ in 0..4 {
         h.tick(Seconds(360.0)).unwrap();
     }
-    let saved = h.runner().save_state();
-    let mut newer = gavel();
-    newer.restore_state(&saved).unwrap();
+    let mut newer = h.swap_into(gavel()).unwrap();
     assert_eq!(newer.state(), h.policy().state());
     assert_ne!(newer.state(), gavel().state(), "there was something to carry");
     assert!(newer.restore_state(b"not a state").is_err());
@@ -183,13 +178,7 @@ fn a_bad_interval_is_refused_with_what_to_write() {
 
 #[test]
 fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
-    for seed in 1..4 {
-        let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
-        w.set_gpu_type(NodeId(2), "rtx");
-        w.set_gpu_type(NodeId(3), "a100");
-        let mut h = Harness::new(Gavel::new(Config { interval_s: 0.0 }).unwrap(), w);
-        churn(&mut h, 40, seed, 4, |_| {});
-    }
+    churn_typed(|| Gavel::new(Config { interval_s: 0.0 }).unwrap(), 1..4);
 }
 
 #[test]

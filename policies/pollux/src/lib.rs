@@ -145,8 +145,7 @@ impl Pollux {
         let ledger = self.state.jobs.get(&job.id().0).cloned().unwrap_or_default();
         let scale = 1.0 / f64::from(vnode);
         let idle = self.cost(FLOOR);
-        let on: BTreeSet<Option<usize>> =
-            job.gpus().iter().map(|g| pools.iter().position(|p| p.nodes.iter().any(|(n, _)| *n == g.node))).collect();
+        let on: BTreeSet<Option<usize>> = job.gpus().iter().map(|g| sched::pool_of(pools, g.node)).collect();
         let on: Vec<Option<usize>> = on.into_iter().collect();
         let current = match (job.is_queued(), &on[..]) {
             (false, [Some(pool)]) => Some((*pool, job.gpus().len() as u32)),
@@ -184,7 +183,7 @@ impl Pollux {
     }
 
     fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) {
-        let pools = Pool::of(s);
+        let pools = place::pools(s);
         let capacity: Vec<u32> = pools.iter().map(|p| p.total).collect();
         let vnode = pools.iter().map(|p| p.per_node).min().unwrap_or(1).max(1);
         let mut jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0 || j.is_elastic()).collect();

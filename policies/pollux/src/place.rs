@@ -10,46 +10,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use wasmsched_sdk::prelude::*;
+use wasmsched_sdk::sched::{Entries, FreeGpus, Pieces, Spill, merge};
 
-/// A job's GPUs, node by node.
-pub(crate) type Entries = Vec<(NodeId, Vec<u32>)>;
+/// One GPU type's nodes that take work, by the type's name as the nodes give it.
+pub(crate) type Pool = sched::Pool<String>;
 
-/// One GPU type's nodes that take work.
-#[derive(Clone, Debug)]
-pub(crate) struct Pool {
-    /// The type's name as the nodes give it.
-    pub name: String,
-    /// (node, its GPU count), in the snapshot's order.
-    pub nodes: Vec<(NodeId, u32)>,
-    /// GPUs of its largest node.
-    pub per_node: u32,
-    /// All its GPUs.
-    pub total: u32,
-}
-
-impl Pool {
-    /// The pools of the nodes that take work and have GPUs, by GPU type, in order of first
-    /// appearance.
-    pub(crate) fn of(s: &Snapshot) -> Vec<Pool> {
-        let mut pools: Vec<Pool> = Vec::new();
-        for n in s.nodes().filter(|n| n.takes_work() && n.gpus().len() > 0) {
-            let count = n.gpus().len() as u32;
-            match pools.iter_mut().find(|p| p.name == n.gpu_type()) {
-                Some(p) => {
-                    p.nodes.push((n.id(), count));
-                    p.per_node = p.per_node.max(count);
-                    p.total += count;
-                }
-                None => pools.push(Pool {
-                    name: n.gpu_type().to_string(),
-                    nodes: vec![(n.id(), count)],
-                    per_node: count,
-                    total: count,
-                }),
-            }
-        }
-        pools
-    }
+/// The pools of the nodes that take work and have GPUs, by GPU type name, in order of first
+/// appearance.
+pub(crate) fn pools(s: &Snapshot) -> Vec<Pool> {
+    Pool::by_kind(s, |n| n.gpu_type().to_string())
 }
 
 /// What became of each job.
@@ -69,82 +38,6 @@ pub(crate) struct Outcome {
     pub filled: Vec<usize>,
 }
 
-/// Per node, which GPUs the plan has taken.
-type Taken = BTreeMap<NodeId, Vec<bool>>;
-
-fn free_on(taken: &Taken, n: NodeId) -> u32 {
-    taken.get(&n).map_or(0, |t| t.iter().filter(|x| !**x).count() as u32)
-}
-
-/// Take `want` GPUs of `nodes` that `taken` leaves free, in pieces of `piece` GPUs on at most
-/// `most` nodes (see the module docs); `spread` holds the nodes that already hold part of a
-/// spread job. None, taking nothing, when they do not fit so.
-fn carve(
-    taken: &mut Taken,
-    spread: &BTreeSet<NodeId>,
-    nodes: &[(NodeId, u32)],
-    want: u32,
-    piece: u32,
-    most: usize,
-) -> Option<Entries> {
-    if want == 0 {
-        return Some(Vec::new());
-    }
-    let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
-    order.sort_by_key(|&(n, size)| {
-        let f = free_on(taken, n);
-        (f < want, if f >= want { f } else { 0 }, f != size, spread.contains(&n), u32::MAX - f)
-    });
-    let mut left = want;
-    let mut plan: Vec<(NodeId, u32)> = Vec::new();
-    for (n, _) in order {
-        if left == 0 || plan.len() == most {
-            break;
-        }
-        let take = (free_on(taken, n).min(left) / piece) * piece;
-        if take > 0 {
-            plan.push((n, take));
-            left -= take;
-        }
-    }
-    if left > 0 {
-        return None;
-    }
-    let mut entries = Vec::with_capacity(plan.len());
-    for (n, count) in plan {
-        let slots = taken.get_mut(&n)?;
-        let got: Vec<u32> =
-            slots.iter().enumerate().filter(|(_, t)| !**t).map(|(i, _)| i as u32).take(count as usize).collect();
-        for &i in &got {
-            slots[i as usize] = true;
-        }
-        entries.push((n, got));
-    }
-    Some(entries)
-}
-
-fn release(taken: &mut Taken, entries: &Entries) {
-    for (n, gpus) in entries {
-        if let Some(slots) = taken.get_mut(n) {
-            for &i in gpus {
-                slots[i as usize] = false;
-            }
-        }
-    }
-}
-
-fn merge(entries: &mut Entries, more: Entries) {
-    for (n, gpus) in more {
-        match entries.iter_mut().find(|(m, _)| *m == n) {
-            Some((_, have)) => have.extend(gpus),
-            None => entries.push((n, gpus)),
-        }
-    }
-    for (_, gpus) in entries.iter_mut() {
-        gpus.sort_unstable();
-    }
-}
-
 /// Put `picks` (per job of `jobs`: pool and GPUs, or none) into `d` as actions.
 pub(crate) fn place(
     s: &Snapshot,
@@ -154,14 +47,8 @@ pub(crate) fn place(
     d: &mut Decision,
 ) -> Outcome {
     let mut out = Outcome::default();
-    let mut taken: Taken = s.nodes().map(|n| (n.id(), vec![!n.takes_work(); n.gpus().len()])).collect();
-    let pool_of = |node: NodeId| pools.iter().position(|p| p.nodes.iter().any(|(n, _)| *n == node));
-    let take = |taken: &mut Taken, g: &GpuSlot| {
-        taken
-            .get_mut(&g.node)
-            .and_then(|t| t.get_mut(g.index as usize))
-            .is_some_and(|slot| !std::mem::replace(slot, true))
-    };
+    let mut taken = FreeGpus::up(s);
+    let pool_of = |node: NodeId| sched::pool_of(pools, node);
     let mut spread: BTreeSet<NodeId> = BTreeSet::new();
     // Jobs whose pool and count stay keep their GPUs.
     let mut kept = vec![false; jobs.len()];
@@ -172,7 +59,7 @@ pub(crate) fn place(
             && job.gpus().iter().all(|g| pool_of(g.node) == Some(pool))
         {
             for g in job.gpus() {
-                take(&mut taken, g);
+                taken.take_gpu(*g);
             }
             let nodes: BTreeSet<NodeId> = job.gpus().iter().map(|g| g.node).collect();
             if nodes.len() > 1 {
@@ -195,7 +82,7 @@ pub(crate) fn place(
         }
         let mine = own.entry(j).or_default();
         for g in job.gpus().iter().take(gpus as usize) {
-            if take(&mut taken, g) {
+            if taken.take_gpu(*g) {
                 merge(mine, vec![(g.node, vec![g.index])]);
             }
         }
@@ -205,17 +92,11 @@ pub(crate) fn place(
         let (pool, gpus) = picks[j].expect("picked");
         let job = &jobs[j];
         let p = &pools[pool];
-        // A rigid job is split only in whole replicas over at most `replicas` nodes.
-        let (piece, most) = if job.is_elastic() {
-            (1, usize::MAX)
-        } else {
-            let replicas = job.replicas();
-            ((gpus / replicas).max(1), replicas as usize)
-        };
+        let pieces = Pieces::of(job, gpus);
         let mine = own.remove(&j).unwrap_or_default();
         let held: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
         let fewest = gpus.div_ceil(p.per_node.max(1)) as usize;
-        let mut grown = carve(&mut taken, &spread, &p.nodes, gpus - held, piece, most).map(|more| {
+        let mut grown = taken.carve(&p.nodes, gpus - held, pieces, Spill::WholeFree { avoid: &spread }).map(|more| {
             let mut e = mine.clone();
             merge(&mut e, more);
             e
@@ -224,17 +105,17 @@ pub(crate) fn place(
         if grown.as_ref().is_some_and(|e| e.len() > fewest) || grown.is_none() {
             let before = taken.clone();
             if let Some(e) = &grown {
-                release(&mut taken, e);
+                taken.give_back(e);
             } else {
-                release(&mut taken, &mine);
+                taken.give_back(&mine);
             }
-            match carve(&mut taken, &spread, &p.nodes, gpus, piece, most) {
+            match taken.carve(&p.nodes, gpus, pieces, Spill::WholeFree { avoid: &spread }) {
                 Some(fresh) if grown.as_ref().is_none_or(|g| fresh.len() < g.len()) => grown = Some(fresh),
                 _ => taken = before,
             }
         }
         let Some(entries) = grown else {
-            release(&mut taken, &mine);
+            taken.give_back(&mine);
             out.unplaced.push(j);
             continue;
         };
@@ -316,7 +197,8 @@ pub(crate) fn place(
         .filter(|&j| jobs[j].is_queued() && jobs[j].is_elastic() && !out.started.iter().any(|s| s.0 == j))
         .collect();
     for j in left_out {
-        let free = pools.iter().find_map(|p| carve(&mut taken, &spread, &p.nodes, 1, 1, 1));
+        let one = Pieces { size: 1, nodes: 1 };
+        let free = pools.iter().find_map(|p| taken.carve(&p.nodes, 1, one, Spill::WholeFree { avoid: &spread }));
         let Some(entries) = free else { break };
         if entries.iter().any(|(n, g)| g.iter().any(|&i| holder.contains_key(&(*n, i)))) {
             continue;

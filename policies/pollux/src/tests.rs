@@ -1,16 +1,10 @@
-use wasmsched_sdk::testing::{Harness, TestWorld, churn, job};
+use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job};
 
 use super::*;
 
 /// Nodes n0, n1 (4 T4 each), n2 (8 A100) and n3 (8 RTX).
 fn mixed() -> TestWorld {
-    let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
-    for n in [0, 1] {
-        w.set_gpu_type(NodeId(n), "t4");
-    }
-    w.set_gpu_type(NodeId(2), "a100");
-    w.set_gpu_type(NodeId(3), "rtx");
-    w
+    TestWorld::typed_gpu_cluster(&[(4, "t4"), (4, "t4"), (8, "a100"), (8, "rtx")])
 }
 
 /// An elastic job of `model`, as the simulator declares one: 1 GPU asked, any count up to 64.
@@ -199,10 +193,8 @@ fn the_state_survives_a_hot_swap() {
     for _ in 0..5 {
         round(&mut h);
     }
-    let saved = h.runner().save_state();
     assert!(h.policy().state.jobs.values().any(|l| l.ran && l.since.is_some()), "{:?}", h.policy().state);
-    let mut fresh = pollux();
-    fresh.restore_state(&saved).unwrap();
+    let fresh = h.swap_into(pollux()).unwrap();
     assert_eq!(fresh.state, h.policy().state);
     assert!(pollux().restore_state(b"not a state").is_err(), "garbage is refused");
 }
@@ -224,11 +216,5 @@ fn a_bad_config_is_refused_with_what_to_write() {
 
 #[test]
 fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
-    for seed in 0..3 {
-        let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
-        w.set_gpu_type(NodeId(2), "rtx");
-        w.set_gpu_type(NodeId(3), "a100");
-        let mut h = Harness::new(Pollux::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), w);
-        churn(&mut h, 40, seed, 4, |_| {});
-    }
+    churn_typed(|| Pollux::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), 0..3);
 }

@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched_goodput::goodput::{best_config, speed, split};
 use wasmsched_goodput::{GpuType, Model, packed};
 use wasmsched_sdk::prelude::*;
+use wasmsched_sdk::sched::{Entries, Pieces, Pool, Spill, merge};
 
 /// Sia's constants.
 #[derive(Clone, Debug, Deserialize)]
@@ -81,14 +82,6 @@ impl Ledger {
     }
 }
 
-/// Add GPUs `gpus` of `node` to `entries`, in the node's entry when it has one.
-fn add_gpus(entries: &mut Entries, node: NodeId, gpus: impl IntoIterator<Item = u32>) {
-    match entries.iter_mut().find(|(n, _)| *n == node) {
-        Some((_, have)) => have.extend(gpus),
-        None => entries.push((node, gpus.into_iter().collect())),
-    }
-}
-
 /// What survives a hot swap.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 struct State {
@@ -102,17 +95,8 @@ pub struct Sia {
     state: State,
 }
 
-/// One GPU type's nodes that take work.
-struct TypePool {
-    gpu: GpuType,
-    /// (node, its GPU count).
-    nodes: Vec<(NodeId, u32)>,
-    per_node: u32,
-    total: u32,
-}
-
-/// A job's GPUs, node by node.
-type Entries = Vec<(NodeId, Vec<u32>)>;
+/// One GPU type's nodes that take work (a type without measurements is planned as T4s).
+type TypePool = Pool<GpuType>;
 
 /// What a job's current configuration gains over another of the same rounded score.
 const STAY_BONUS: f64 = 0.01;
@@ -299,70 +283,10 @@ fn greedy(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -
     best.map_or_else(|| vec![None; choices.len()], |(_, pick)| pick)
 }
 
-/// Take `want` GPUs of `nodes` that `taken` leaves free, in pieces of `piece` GPUs on at most
-/// `most` nodes: a node that can hold all of them (the one with the fewest free that can),
-/// else whole free nodes first, then the nodes with the most free. None, taking nothing, when
-/// they do not fit so.
-fn carve(
-    taken: &mut BTreeMap<NodeId, Vec<bool>>,
-    nodes: &[(NodeId, u32)],
-    want: u32,
-    piece: u32,
-    most: usize,
-) -> Option<Entries> {
-    let free = |taken: &BTreeMap<NodeId, Vec<bool>>, n: NodeId| {
-        taken.get(&n).map_or(0, |t| t.iter().filter(|x| !**x).count() as u32)
-    };
-    let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
-    order.sort_by_key(|&(n, size)| {
-        let f = free(taken, n);
-        (f < want, if f >= want { f } else { u32::MAX - f }, f != size)
-    });
-    let mut left = want;
-    let mut plan: Vec<(NodeId, u32)> = Vec::new();
-    for (n, _) in order {
-        if left == 0 || plan.len() == most {
-            break;
-        }
-        let take = (free(taken, n).min(left) / piece) * piece;
-        if take > 0 {
-            plan.push((n, take));
-            left -= take;
-        }
-    }
-    if left > 0 {
-        return None;
-    }
-    let mut entries = Vec::with_capacity(plan.len());
-    for (n, count) in plan {
-        let slots = taken.get_mut(&n)?;
-        let got: Vec<u32> =
-            slots.iter().enumerate().filter(|(_, t)| !**t).map(|(i, _)| i as u32).take(count as usize).collect();
-        for &i in &got {
-            slots[i as usize] = true;
-        }
-        entries.push((n, got));
-    }
-    Some(entries)
-}
-
 impl Sia {
     /// The node pools by GPU type, of the nodes that take work and have GPUs.
     fn pools(s: &Snapshot) -> Vec<TypePool> {
-        let mut pools: Vec<TypePool> = Vec::new();
-        for n in s.nodes().filter(|n| n.takes_work() && n.gpus().len() > 0) {
-            let gpu = GpuType::parse(n.gpu_type()).unwrap_or_default();
-            let count = n.gpus().len() as u32;
-            match pools.iter_mut().find(|p| p.gpu == gpu) {
-                Some(p) => {
-                    p.nodes.push((n.id(), count));
-                    p.per_node = p.per_node.max(count);
-                    p.total += count;
-                }
-                None => pools.push(TypePool { gpu, nodes: vec![(n.id(), count)], per_node: count, total: count }),
-            }
-        }
-        pools
+        Pool::by_kind(s, |n| GpuType::parse(n.gpu_type()).unwrap_or_default())
     }
 
     /// Job `job`'s choices on `pools` at `now`, and the index of its current one.
@@ -396,11 +320,11 @@ impl Sia {
                         }
                     }
                     Some(m) if job.is_elastic() => {
-                        speed(m, pool.gpu, best_config(m, pool.gpu, &shape, epoch), &shape, epoch)
+                        speed(m, pool.kind, best_config(m, pool.kind, &shape, epoch), &shape, epoch)
                     }
                     Some(m) => {
                         let batch = if job.batch_size() > 0 { job.batch_size() } else { m.default_batch_size() };
-                        speed(m, pool.gpu, split(m, pool.gpu, batch, n), &shape, epoch)
+                        speed(m, pool.kind, split(m, pool.kind, batch, n), &shape, epoch)
                     }
                     // No measurements: every configuration alike, the fewer GPUs the better.
                     None => 1.0 / f64::from(n),
@@ -467,9 +391,8 @@ impl Sia {
         d: &mut Decision,
     ) {
         // Per node, which GPUs are taken in the plan.
-        let mut taken: BTreeMap<NodeId, Vec<bool>> =
-            s.nodes().map(|n| (n.id(), vec![!n.takes_work(); n.gpus().len()])).collect();
-        let pool_of = |node: NodeId| pools.iter().position(|p| p.nodes.iter().any(|(n, _)| *n == node));
+        let mut taken = sched::FreeGpus::up(s);
+        let pool_of = |node: NodeId| sched::pool_of(pools, node);
         let mut moves: Vec<(usize, Entries)> = Vec::new();
         // Jobs whose type and count stay keep their GPUs.
         let mut kept = vec![false; jobs.len()];
@@ -478,9 +401,7 @@ impl Sia {
             let on: Vec<Option<usize>> = job.gpus().iter().map(|g| pool_of(g.node)).collect();
             if !job.is_queued() && job.gpus().len() as u32 == c.gpus && on.iter().all(|p| *p == Some(c.pool)) {
                 for g in job.gpus() {
-                    if let Some(slot) = taken.get_mut(&g.node).and_then(|t| t.get_mut(g.index as usize)) {
-                        *slot = true;
-                    }
+                    taken.take_gpu(*g);
                 }
                 kept[j] = true;
             }
@@ -499,42 +420,24 @@ impl Sia {
             }
             let mine = own.entry(j).or_default();
             for g in job.gpus().iter().take(c.gpus as usize) {
-                let Some(slot) = taken.get_mut(&g.node).and_then(|t| t.get_mut(g.index as usize)) else { continue };
-                if *slot {
-                    continue;
+                if taken.take_gpu(*g) {
+                    merge(mine, vec![(g.node, vec![g.index])]);
                 }
-                *slot = true;
-                add_gpus(mine, g.node, [g.index]);
             }
         }
         for j in order {
             let c = choices[j][pick[j].expect("picked")];
             let job = &jobs[j];
-            // A rigid job is split only in whole replicas over at most `replicas` nodes.
-            let (piece, most) = if job.is_elastic() {
-                (1, usize::MAX)
-            } else {
-                let replicas = job.replicas();
-                ((c.gpus / replicas).max(1), replicas as usize)
-            };
             let mine = own.remove(&j).unwrap_or_default();
             let kept_own: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
-            let Some(more) = carve(&mut taken, &pools[c.pool].nodes, c.gpus - kept_own, piece, most) else {
-                for (n, gpus) in &mine {
-                    for &i in gpus {
-                        taken.get_mut(n).expect("a node of the plan")[i as usize] = false;
-                    }
-                }
+            let (nodes, pieces) = (&pools[c.pool].nodes, Pieces::of(job, c.gpus));
+            let Some(more) = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree) else {
+                taken.give_back(&mine);
                 unplaced.push(j);
                 continue;
             };
             let mut entries = mine;
-            for (n, gpus) in more {
-                add_gpus(&mut entries, n, gpus);
-            }
-            for (_, gpus) in &mut entries {
-                gpus.sort_unstable();
-            }
+            merge(&mut entries, more);
             moves.push((j, entries));
         }
         // Preempt running jobs left without GPUs, then resize and place in an order the host
@@ -611,7 +514,9 @@ impl Sia {
             if !job.is_queued() || !job.is_elastic() {
                 continue;
             }
-            let free = pools.iter().enumerate().find_map(|(t, p)| carve(&mut taken, &p.nodes, 1, 1, 1).map(|e| (t, e)));
+            let free = pools.iter().enumerate().find_map(|(t, p)| {
+                taken.carve(&p.nodes, 1, Pieces { size: 1, nodes: 1 }, Spill::MostFree).map(|e| (t, e))
+            });
             let Some((t, entries)) = free else { break };
             if entries.iter().any(|(n, g)| g.iter().any(|&i| holder.contains_key(&(*n, i)))) {
                 continue;

@@ -1,13 +1,10 @@
-use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
+use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job, placed};
 
 use super::*;
 
 /// Nodes n0 (4 T4) and n1 (8 A100).
 fn mixed() -> TestWorld {
-    let mut w = TestWorld::gpu_cluster(&[4, 8]);
-    w.set_gpu_type(NodeId(0), "t4");
-    w.set_gpu_type(NodeId(1), "a100");
-    w
+    TestWorld::typed_gpu_cluster(&[(4, "t4"), (8, "a100")])
 }
 
 fn elastic(name: &str, model: &str) -> wasmsched_sdk::testing::JobBuilder {
@@ -95,13 +92,7 @@ fn a_bad_config_is_refused_with_what_to_write() {
 
 #[test]
 fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
-    for seed in 0..3 {
-        let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
-        w.set_gpu_type(NodeId(2), "rtx");
-        w.set_gpu_type(NodeId(3), "a100");
-        let mut h = Harness::new(Sia::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), w);
-        churn(&mut h, 40, seed, 4, |_| {});
-    }
+    churn_typed(|| Sia::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), 0..3);
 }
 
 /// Every assignment of `choices` within `capacity`, the best value: the exact answer.

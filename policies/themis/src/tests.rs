@@ -1,6 +1,6 @@
 use gavel_rounds::{Config, JobRow};
 use wasmsched_sdk::prelude::*;
-use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
+use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job, placed};
 
 use super::*;
 
@@ -110,18 +110,11 @@ fn the_state_survives_a_hot_swap() {
     for _ in 0..3 {
         h.tick(Seconds(360.0)).unwrap();
     }
-    let mut newer = themis();
-    newer.restore_state(&h.runner().save_state()).unwrap();
+    let newer = h.swap_into(themis()).unwrap();
     assert_eq!(newer.state(), h.policy().state());
 }
 
 #[test]
 fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
-    for seed in 1..4 {
-        let mut w = TestWorld::gpu_cluster(&[4, 4, 8, 8]);
-        w.set_gpu_type(NodeId(2), "rtx");
-        w.set_gpu_type(NodeId(3), "a100");
-        let mut h = Harness::new(Themis::new(Config { interval_s: 0.0 }).unwrap(), w);
-        churn(&mut h, 40, seed, 4, |_| {});
-    }
+    churn_typed(|| Themis::new(Config { interval_s: 0.0 }).unwrap(), 1..4);
 }

@@ -9,10 +9,11 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Serialize};
 use wasmsched_goodput::Model;
-use wasmsched_rules::{Ask, GpuBook, first_fit};
+use wasmsched_goodput::epochs::steps_by_epoch;
 use wasmsched_sdk::prelude::*;
+use wasmsched_sdk::sched::Entries;
 
-use crate::table::{JobRow, Pool, Problem, guessed_batch, pools, steps_by_epoch, steps_per_s};
+use crate::table::{JobRow, Pool, Problem, guessed_batch, pools, steps_per_s};
 
 /// How a round-based policy splits the cluster's time among the jobs.
 pub trait Allocation {
@@ -63,12 +64,6 @@ pub struct RoundBased<A> {
     state: State,
     allocation: PhantomData<fn() -> A>,
 }
-
-/// A job's GPUs, node by node.
-type Entries = Vec<(NodeId, Vec<u32>)>;
-
-/// The holder the plan books the GPUs of a node that takes no work to.
-const DOWN: u32 = u32::MAX;
 
 /// One round's outcome for a job.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,7 +124,7 @@ impl<A: Allocation> RoundBased<A> {
                 if p.jobs[i].throughput[t] <= 0.0 {
                     continue;
                 }
-                let name = pool.gpu.name();
+                let name = pool.kind.name();
                 let half = self.config.interval_s / 2.0;
                 let job_time = ledger.and_then(|l| l.time_s.get(name)).copied().unwrap_or(half).max(1e-9);
                 let cluster_time = self.state.cluster_time_s.get(name).copied().unwrap_or(half).max(1e-9);
@@ -154,21 +149,16 @@ impl<A: Allocation> RoundBased<A> {
     /// Where each scheduled job runs: on its own GPUs when all of them are of its pool, else
     /// by first fit over the pool's nodes, the most GPUs first.
     fn place(s: &Snapshot, jobs: &[Job], pools: &[Pool], pick: &[Option<usize>]) -> Vec<Plan> {
-        let mut book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
-        for n in s.nodes().filter(|n| !n.takes_work()) {
-            for g in 0..n.gpus().len() as u32 {
-                book.hold(n.id().0, g, DOWN);
-            }
-        }
+        let mut book = sched::FreeGpus::up(s);
         let mut plans = vec![Plan::Out; jobs.len()];
         for (i, job) in jobs.iter().enumerate() {
             let Some(t) = pick[i] else { continue };
             let stays = !job.is_queued()
                 && job.gpus().len() as u32 == job.gpus_asked()
-                && job.gpus().iter().all(|g| pools[t].nodes.contains(&g.node) && book.is_free(g.node.0, g.index));
+                && job.gpus().iter().all(|g| pools[t].has(g.node) && book.is_free(*g));
             if stays {
                 for g in job.gpus() {
-                    book.hold(g.node.0, g.index, job.id().0);
+                    book.take_gpu(*g);
                 }
                 plans[i] = Plan::Runs { pool: t, entries: None };
             }
@@ -177,13 +167,9 @@ impl<A: Allocation> RoundBased<A> {
         order.sort_by_key(|&i| (pick[i], std::cmp::Reverse(jobs[i].gpus_asked()), i));
         for i in order {
             let t = pick[i].expect("scheduled");
-            let nodes: Vec<u32> = pools[t].nodes.iter().map(|n| n.0).collect();
-            let ask = Ask { gpus: jobs[i].gpus_asked(), replicas: jobs[i].replicas() };
-            plans[i] = match first_fit(&book, ask, &nodes) {
-                Some(entries) => {
-                    book.take(&entries, jobs[i].id().0);
-                    Plan::Runs { pool: t, entries: Some(entries.into_iter().map(|(n, g)| (NodeId(n), g)).collect()) }
-                }
+            let nodes: Vec<NodeId> = pools[t].node_ids().collect();
+            plans[i] = match book.fit_on(&nodes, jobs[i].gpus_asked(), jobs[i].replicas()) {
+                Some(p) => Plan::Runs { pool: t, entries: Some(p.into_nodes()) },
                 None => Plan::Unplaced,
             };
         }
@@ -200,8 +186,8 @@ impl<A: Allocation> RoundBased<A> {
             let ledger = self.state.jobs.entry(job.id().0).or_default();
             if ledger.time_s.is_empty() {
                 for pool in &pools {
-                    ledger.time_s.insert(pool.gpu.name().into(), interval / 2.0);
-                    *self.state.cluster_time_s.entry(pool.gpu.name().into()).or_default() += interval / 2.0;
+                    ledger.time_s.insert(pool.kind.name().into(), interval / 2.0);
+                    *self.state.cluster_time_s.entry(pool.kind.name().into()).or_default() += interval / 2.0;
                 }
             }
         }
@@ -278,7 +264,7 @@ impl<A: Allocation> RoundBased<A> {
                     holder.insert((*n, g), i);
                 }
             }
-            let gpu = pools[t].gpu.name();
+            let gpu = pools[t].kind.name();
             if jobs[i].is_queued() {
                 d.push(Action::place_on(jobs[i].id(), entries, false).because(format!("{name}: scheduled on {gpu}")));
             } else {
@@ -289,7 +275,7 @@ impl<A: Allocation> RoundBased<A> {
 
         // The bookkeeping: each job that runs has a round more on its type, and so does the type.
         for (&i, &t) in &runs {
-            let gpu = pools[t].gpu.name();
+            let gpu = pools[t].kind.name();
             let ledger = self.state.jobs.entry(jobs[i].id().0).or_default();
             *ledger.time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
             *self.state.cluster_time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
