@@ -29,9 +29,9 @@
 //! `gavel-rounds` (`policies/gavel/rounds`), shared with Themis (`policy-themis`), which runs
 //! it with another [`Allocation`].
 //!
-//! Where we differ from the artifact (siasosp23/artifacts, `gavel.py`): the host does not
-//! declare a rigid job's batch size, so until a job has run (and reported it) we take the
-//! batch that fills its GPUs in one pass, within its model's measured range
+//! Where we differ from the artifact (siasosp23/artifacts, `gavel.py`): a job's batch size is
+//! the one it runs at, else the one it declares (a rigid job's `scaling`), else the batch that
+//! fills its GPUs in one pass, within its model's measured range
 //! (`gavel_rounds::table::guessed_batch`). Its LP is solved by ECOS, an interior-point method,
 //! which splits the time of jobs alike (same model, GPUs and batch) evenly among them;
 //! microlp's simplex ends at a vertex, which would give one of them all and the others

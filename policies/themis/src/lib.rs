@@ -25,8 +25,8 @@
 //! Reads what Gavel reads; the epoch of each job besides. Config (kebab-case keys, all
 //! optional): `interval-s` (360).
 //!
-//! Where we differ from the artifact: what Gavel's differences say (batch sizes guessed before
-//! a job runs, microlp for ECOS), and the remaining steps come from completed epochs, where the
+//! Where we differ from the artifact: what Gavel's differences say (a batch size guessed before
+//! a job runs when it declares none, microlp for ECOS), and the remaining steps come from completed epochs, where the
 //! artifact interpolates within the epoch. The original Themis's leases and partial-allocation
 //! auction are not in the artifact and not here. When an LP fails the bracket's feasible end
 //! stands; when the first one fails, the isolated share.

@@ -91,9 +91,13 @@ impl<A: Allocation> RoundBased<A> {
                 let model = Model::parse(job.model());
                 let n = job.gpus_asked();
                 let seen = self.state.jobs.get(&job.id().0).map_or(0, |l| l.batch);
+                // What it ran at, else the one batch size a rigid job declares, else a guess.
+                let declared = job.scaling().batch_size_min;
                 let batch = match model {
-                    Some(m) if seen == 0 => guessed_batch(m, n),
-                    _ => seen,
+                    _ if seen > 0 => seen,
+                    _ if declared > 0 => declared,
+                    Some(m) => guessed_batch(m, n),
+                    None => 0,
                 };
                 let arrival = job.arrival().0;
                 let wait = if interval > 0.0 { interval - arrival % interval } else { 0.0 };

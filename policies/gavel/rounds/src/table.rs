@@ -59,9 +59,8 @@ pub fn steps_per_s(model: Option<Model>, pool: &Pool, gpus: u32, batch: u32) -> 
     1.0 / config.step_s_on(m, pool.kind, &shape).max(1e-9) / m.goodput_slowdown()
 }
 
-/// The batch size a job of `model` on `gpus` GPUs is taken to run at before it has run (the
-/// host does not declare a rigid job's batch size): its GPUs filled in one pass, within the
-/// model's measured range.
+/// The batch size a job of `model` on `gpus` GPUs is taken to run at before it has run, when
+/// it declares none: its GPUs filled in one pass, within the model's measured range.
 pub fn guessed_batch(model: Model, gpus: u32) -> u32 {
     gpus.saturating_mul(model.max_local_batch()).clamp(model.default_batch_size(), model.max_batch_size())
 }
