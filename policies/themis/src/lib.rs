@@ -26,8 +26,8 @@
 //! optional): `interval-s` (360).
 //!
 //! Where we differ from the artifact: what Gavel's differences say (a batch size guessed before
-//! a job runs when it declares none, microlp for ECOS), and the remaining steps come from completed epochs, where the
-//! artifact interpolates within the epoch. The original Themis's leases and partial-allocation
+//! a job runs when it declares none, microlp for ECOS), and the remaining steps come from
+//! completed epochs, where the artifact interpolates within the epoch. The original Themis's leases and partial-allocation
 //! auction are not in the artifact and not here. When an LP fails the bracket's feasible end
 //! stands; when the first one fails, the isolated share.
 
