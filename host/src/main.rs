@@ -71,6 +71,9 @@ enum Command {
         /// policy.
         #[arg(long = "policy")]
         policies: Vec<String>,
+        /// Sia's tables: run only these trace sets (philly, newtrace); give it once per set.
+        #[arg(long = "set")]
+        sets: Vec<String>,
         /// Sia's tables: write our rows as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
@@ -242,8 +245,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let sweep = cli::experiments::SweepArgs { policy, axes, fixed, baseline, figure, seeds, threads };
             cli::experiments::sweep(&workload, sweep, &out, &runtime)
         }
-        Command::Fidelity { which, seeds, traces, policies, json, runtime } => {
-            let sia = cli::experiments::SiaTableArgs { traces, policies, json };
+        Command::Fidelity { which, seeds, traces, policies, sets, json, runtime } => {
+            let traces = traces.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+            let select = wasmsched::experiment::sia_tables::Select { traces, sets, policies };
+            let sia = cli::experiments::SiaTableArgs { select, json };
             cli::experiments::fidelity(which, seeds, sia, &runtime)
         }
         Command::Validate { files, runtime } => cli::policy::validate(&files, &runtime),

@@ -128,7 +128,7 @@ fn sias_table_4_reproduces_within_fifteen_percent_and_in_the_papers_order() {
     // traces, one seed.
     use wasmsched::experiment::{batch, sia_tables};
     let rt = runtime();
-    let plan = sia_tables::Plan::new(sia_tables::TABLE_4, None, 0..1, &[], Default::default()).unwrap();
+    let plan = sia_tables::Plan::new(sia_tables::TABLE_4, &Default::default(), 0..1, Default::default()).unwrap();
     let rows = plan.rows(&batch::run(rt, &plan.tasks(rt).unwrap(), 2, &|_| {}));
     eprintln!("{}", sia_tables::text(&sia_tables::TABLE_4, &rows));
     assert_eq!(rows.len(), 4);

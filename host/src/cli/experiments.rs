@@ -193,10 +193,8 @@ pub enum Published {
 /// What `fidelity` takes for Sia's tables only.
 #[derive(Clone, Debug, Default)]
 pub struct SiaTableArgs {
-    /// Only the first N traces of each set.
-    pub traces: Option<u64>,
-    /// Only these policies.
-    pub policies: Vec<String>,
+    /// Which traces and policies.
+    pub select: sia_tables::Select,
     /// Where to write the rows as JSON.
     pub json: Option<PathBuf>,
 }
@@ -213,8 +211,7 @@ pub fn fidelity(which: Published, seeds: u64, sia: SiaTableArgs, runtime: &Runti
         Published::SiaTable3 => sia_tables::TABLE_3,
         Published::SiaTable4 => sia_tables::TABLE_4,
     };
-    let traces = sia.traces.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let plan = sia_tables::Plan::new(table, traces, 0..seeds, &sia.policies, limits)?;
+    let plan = sia_tables::Plan::new(table, &sia.select, 0..seeds, limits)?;
     let reports = run(&rt, &plan.tasks(&rt)?);
     let rows = plan.rows(&reports);
     println!("{}", sia_tables::text(&table, &rows));

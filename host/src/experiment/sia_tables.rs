@@ -159,6 +159,17 @@ pub const TABLE_4: Table = Table {
 /// The tables by name.
 pub const TABLES: [Table; 2] = [TABLE_3, TABLE_4];
 
+/// Which part of a table to run: all of it by default.
+#[derive(Clone, Debug, Default)]
+pub struct Select {
+    /// Only the first N traces of each set.
+    pub traces: Option<usize>,
+    /// Only these trace sets (`philly`, `newtrace`).
+    pub sets: Vec<String>,
+    /// Only these policies (`sia`, `pollux`, `gavel`, `themis`).
+    pub policies: Vec<String>,
+}
+
 /// What to run of a table.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -212,15 +223,10 @@ impl Row {
 }
 
 impl Plan {
-    /// Table `table`, its first `traces` traces of each set (all when None), with `seeds`,
-    /// the policies `only` (all when empty).
-    pub fn new(
-        table: Table,
-        traces: Option<usize>,
-        seeds: Range<u64>,
-        only: &[String],
-        limits: Limits,
-    ) -> Result<Plan, WorkloadError> {
+    /// Table `table` with `seeds`: of `select`'s trace sets and policies, the first `traces`
+    /// traces of each set.
+    pub fn new(table: Table, select: &Select, seeds: Range<u64>, limits: Limits) -> Result<Plan, WorkloadError> {
+        let picked = |list: &[String], name: &str| list.is_empty() || list.iter().any(|o| o.eq_ignore_ascii_case(name));
         let load = |name: &str, text: &str, jobs: GpuJobs| {
             let options = LoadOptions { cluster: Some(table.cluster), jobs, ..Default::default() };
             let mut scenario = Scenario::from_pollux_csv(name, text, &options)?;
@@ -233,7 +239,7 @@ impl Plan {
             .map(|set| {
                 set.traces
                     .iter()
-                    .take(traces.unwrap_or(usize::MAX).max(1))
+                    .take(if picked(&select.sets, set.name) { select.traces.unwrap_or(usize::MAX).max(1) } else { 0 })
                     .map(|(name, text)| Ok([load(name, text, GpuJobs::Elastic)?, load(name, text, GpuJobs::Tuned)?]))
                     .collect::<Result<Vec<_>, WorkloadError>>()
             })
@@ -243,7 +249,7 @@ impl Plan {
             .iter()
             .enumerate()
             .flat_map(|(s, set)| set.rows.iter().map(move |r| (s, *r)))
-            .filter(|(_, r)| only.is_empty() || only.iter().any(|o| o == r.policy))
+            .filter(|(s, r)| picked(&select.sets, table.sets[*s].name) && picked(&select.policies, r.policy))
             .collect();
         let limits = Limits { deadline: limits.deadline.max(MIN_DEADLINE), ..limits };
         Ok(Plan { table, scenarios, rows, seeds, limits })
