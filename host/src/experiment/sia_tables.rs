@@ -332,8 +332,8 @@ pub fn text(table: &Table, rows: &[Row]) -> String {
     let _ = writeln!(out, "{}: ours / published", table.title);
     let _ = writeln!(
         out,
-        "{:<9} {:<10} {:>23} {:>15} {:>23} {:>13} {:>8}  {}",
-        "traces", "policy", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h/job", "error", "round ms p50/p99"
+        "{:<9} {:<10} {:>25} {:>15} {:>27} {:>13} {:>8}  round ms p50/p99",
+        "traces", "policy", "avg JCT h", "p99 JCT h", "makespan h", "GPU-h/job", "error"
     );
     let pm = |(v, sd): (f64, f64)| format!("{v:.1} ± {sd:.1}");
     let published =
@@ -342,7 +342,7 @@ pub fn text(table: &Table, rows: &[Row]) -> String {
         let p = r.published;
         let _ = write!(
             out,
-            "{:<9} {:<10} {:>23} {:>15} {:>23} {:>13} {:>+7.0}%  {:.1}/{:.1}",
+            "{:<9} {:<10} {:>25} {:>15} {:>27} {:>13} {:>+7.0}%  {:.1}/{:.1}",
             r.set,
             r.label,
             format!("{} / {}", pm(r.avg_jct_h), published(p.avg_jct_h)),
