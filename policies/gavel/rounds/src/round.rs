@@ -254,7 +254,10 @@ impl<A: Allocation> RoundBased<A> {
             let Some(k) = moves.iter().position(|&(i, _, e)| free(i, e, &holder)) else {
                 // Running jobs that would take each other's GPUs: no order lets the host
                 // accept them. The first waits a round, freeing its GPUs for the others.
-                let k = moves.iter().position(|&(i, _, _)| !jobs[i].is_queued()).expect("a running job blocks");
+                let Some(k) = moves.iter().position(|&(i, _, _)| !jobs[i].is_queued()) else {
+                    // Only queued jobs blocked: nothing to free this round; they wait for the next.
+                    break;
+                };
                 let (i, _, _) = moves.remove(k);
                 d.push(Action::preempt(jobs[i].id()).because(format!("{name}: its new GPUs are held; next round")));
                 holder.retain(|_, h| *h != i);
