@@ -225,8 +225,16 @@ impl Row {
 impl Plan {
     /// Table `table` with `seeds`: of `select`'s trace sets and policies, the first `traces`
     /// traces of each set.
-    pub fn new(table: Table, select: &Select, seeds: Range<u64>, limits: Limits) -> Result<Plan, WorkloadError> {
+    pub fn new(table: Table, select: &Select, seeds: Range<u64>, limits: Limits) -> anyhow::Result<Plan> {
         let picked = |list: &[String], name: &str| list.is_empty() || list.iter().any(|o| o.eq_ignore_ascii_case(name));
+        let sets: Vec<&str> = table.sets.iter().map(|s| s.name).collect();
+        let mut policies: Vec<&str> = table.sets.iter().flat_map(|s| s.rows.iter().map(|r| r.policy)).collect();
+        policies.dedup();
+        for (asked, known, what) in [(&select.sets, &sets, "trace set"), (&select.policies, &policies, "policy")] {
+            if let Some(bad) = asked.iter().find(|a| !known.iter().any(|k| k.eq_ignore_ascii_case(a))) {
+                anyhow::bail!("{} has no {what} {bad:?}: it has {}", table.name, known.join(", "));
+            }
+        }
         let load = |name: &str, text: &str, jobs: GpuJobs| {
             let options = LoadOptions { cluster: Some(table.cluster), jobs, ..Default::default() };
             let mut scenario = Scenario::from_pollux_csv(name, text, &options)?;
@@ -408,6 +416,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_selection_the_table_lacks_is_refused_with_what_it_has() {
+        let select = |sets: &[&str], policies: &[&str]| Select {
+            traces: Some(1),
+            sets: sets.iter().map(|s| s.to_string()).collect(),
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+        };
+        let err = Plan::new(TABLE_4, &select(&["newtrace"], &[]), 0..1, Limits::default()).unwrap_err();
+        assert_eq!(err.to_string(), r#"sia-table-4 has no trace set "newtrace": it has Philly"#);
+        let err = Plan::new(TABLE_3, &select(&[], &["themis"]), 0..1, Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("no policy \"themis\": it has sia, pollux, gavel"), "{err}");
+        let plan = Plan::new(TABLE_3, &select(&["PHILLY"], &["sia"]), 0..1, Limits::default()).unwrap();
+        assert_eq!(plan.rows.len(), 1);
+        assert_eq!(plan.scenarios.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0], "one Philly trace, no newTrace");
     }
 
     fn ours(label: &str, avg: f64) -> Row {
