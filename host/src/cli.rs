@@ -88,6 +88,11 @@ pub struct WorkloadArgs {
     /// Do not give jobs without targets the default targets derived from their curves.
     #[arg(long)]
     pub no_default_targets: bool,
+    /// How long the watchdog lets a placing policy leave a job waiting that would fit, before
+    /// the host starts it (the workload's `[watchdog] stall-after`, 60 s unless it says):
+    /// longer than a round for a policy that plans in rounds (Gavel, Themis: 360 s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub stall_after: Option<Duration>,
 }
 
 impl WorkloadArgs {
@@ -98,7 +103,10 @@ impl WorkloadArgs {
             _ => GpuJobs::Rigid,
         };
         let opts = LoadOptions { nodes: self.nodes, limit: self.limit, cluster: self.cluster, jobs };
-        let scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
+        let mut scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
+        if let Some(after) = self.stall_after {
+            scenario.watchdog.stall_after = after;
+        }
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }
 }

@@ -108,3 +108,27 @@ fn an_unknown_policy_is_refused_with_the_shipped_names() {
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("flowkon") && shown.contains("fair-share"), "{shown}");
 }
+
+#[test]
+fn a_round_based_policy_is_benched_for_its_rounds_unless_the_stall_rule_waits_longer() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/workloads/sia/philly/workload-1.csv");
+    let workload = workload.display().to_string();
+    let run = |extra: &[&str]| {
+        let json = dir.path().join("gavel.json");
+        let mut args = vec!["compare", "--workload", &workload, "--cluster", "homogeneous-64", "--tuned-jobs"];
+        args.extend(["--policy", "gavel", "--tick", "60s", "--seeds", "1", "--no-default-targets", "--limit", "60"]);
+        args.extend(["--json", json.to_str().unwrap()]);
+        args.extend(extra);
+        let out = wasmsched(&args, dir.path());
+        assert!(out.status.success(), "{}", text(&out));
+        let runs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        runs["runs"][0].clone()
+    };
+    // Gavel plans once per 360 s round: at the default 60 s the host starts the jobs it keeps
+    // waiting between rounds, and benches it.
+    let default = run(&[]);
+    assert!(default["benched"].is_string(), "{default}");
+    let patient = run(&["--stall-after", "13m"]);
+    assert!(patient.get("benched").is_none() && patient.get("rescues").is_none(), "{patient}");
+}
