@@ -12,7 +12,7 @@ use wasmsched_build_support::{build_components, files_under, shipped_policies, w
 /// What `wasmsched new` writes besides the templates and the Python SDK package (whole
 /// folders): single files, from the repository root.
 const SCAFFOLD_SINGLE_FILES: [&str; 5] = [
-    "wit/0.2.0/policy.wit",
+    "wit/policy.wit",
     "toolchains/requirements.txt",
     "toolchains/package.json",
     "sdk/js/wasmsched.js",

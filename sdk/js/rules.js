@@ -139,6 +139,14 @@ const TEXTS = {
   GpuTwice: (f) => `the placement names GPU ${f.gpu} of node ${f.node} twice`,
   GpuHeld: (f) => `GPU ${f.gpu} of node ${f.node} is held by job ${f.holder}; name a free GPU, or place with share`,
   WrongGpuCount: (f) => `job ${f.job} asks for ${f.asks} GPUs; the placement gives ${f.given}`,
+  NodeDown: (f) => `node ${f.node} cannot take work now (NotReady or cordoned)`,
+  // A list as Rust's `{:?}` writes it: `[1, 2, 4]`.
+  CountNotAllowed: (f) => `job ${f.job} runs on [${f.counts.join(", ")}] GPUs (its scaling); the placement gives ${f.given}`,
+  BatchOutOfRange: (f) =>
+    f.min === 0 && f.max === 0
+      ? `job ${f.job} has no batch size the host sets; the resize asks for ${f.batchSize}`
+      : `job ${f.job} accepts batch sizes ${f.min}–${f.max}; the resize asks for ${f.batchSize}`,
+  EmptyEntry: (f) => `the resize names node ${f.node} with no GPU; leave it out`,
 };
 
 /** Why an action is refused: `kind` names the case (as the Rust `Problem` variant), `message` is the host's text. */
@@ -172,8 +180,8 @@ export class Oversized extends Error {
 /**
  * Throws {@link Oversized} for a decision (its actions' kinds) larger than any decision for a
  * world of `room` could need: more actions than {@link maxActions}, more placements than
- * queued jobs, a placement naming more node entries than there are nodes, or a node entry more
- * GPUs than any node has. Counts lengths only, and stops at the first excess.
+ * queued jobs, a placement or resize naming more node entries than there are nodes, or a node
+ * entry more GPUs than any node has. Counts lengths only, and stops at the first excess.
  * @param {{ tag: string, val?: any }[]} kinds @param {Room} room
  */
 export function size(kinds, room) {
@@ -183,10 +191,16 @@ export function size(kinds, room) {
   }
   let placements = 0;
   kinds.forEach((kind, i) => {
-    if (kind.tag !== "place") return;
-    placements += 1;
-    if (placements > room.queued) throw new Oversized(`decision places ${placements} jobs; ${room.queued} are queued`);
-    const entries = kind.val.nodes;
+    let entries;
+    if (kind.tag === "place") {
+      placements += 1;
+      if (placements > room.queued) throw new Oversized(`decision places ${placements} jobs; ${room.queued} are queued`);
+      entries = kind.val.nodes;
+    } else if (kind.tag === "resize") {
+      entries = kind.val.placement.nodes;
+    } else {
+      return;
+    }
     if (entries.length > room.nodes) {
       throw new Oversized(`action ${i} places on ${entries.length} node entries; the cluster has ${room.nodes} nodes`);
     }
@@ -201,11 +215,30 @@ export function size(kinds, room) {
 }
 
 /**
+ * @typedef {object} NodeCap A node's capacity, as the checks need it.
+ * @property {string} name
+ * @property {number} cpu millicores
+ * @property {number} memory bytes
+ * @property {number} gpus how many GPUs it has
+ * @property {boolean} down whether it cannot take work now: nothing is placed, moved or resized onto it
+ */
+
+/**
+ * @typedef {object} JobNow A live job, as the checks need it.
+ * @property {number} gpus the GPUs it asks for
+ * @property {number} replicas into how many pieces it may be split, as declared
+ * @property {number | null} node where it runs (its first node); null while queued
+ * @property {number} memoryUsed bytes
+ * @property {number[]} gpuCounts the GPU counts it can run on, ascending (a rigid job: its `gpus` alone)
+ * @property {[number, number]} batchSizes the global batch sizes it accepts, [min, max]; [0, 0]: none to set
+ */
+
+/**
  * @typedef {object} World What the checks read of the world a decision was made for.
- * @property {(node: number) => { name: string, cpu: number, memory: number, gpus: number } | null} node
+ * @property {(node: number) => NodeCap | null} node
  * @property {() => number} nodeCount
- * @property {(job: number) => { gpus: number, replicas: number, node: number | null, memoryUsed: number } | null} job
- *   a live job: the GPUs it asks for, its replicas as declared, its node (null while queued), its memory use
+ * @property {(job: number) => JobNow | null} job a live job
+ 
  * @property {(job: number) => [number, number][]} gpusOf the GPUs a running job holds, as [node, index]
  * @property {(node: number) => number} memoryUsedOn the memory the jobs running on `node` use
  */
@@ -222,18 +255,16 @@ export class Checker {
 
   /**
    * Check `kind` on `job` (throws {@link Problem}); when it passes, the world moves on as it
-   * says (a placement takes its GPUs, a preemption or a stop frees them).
+   * says (a placement takes its GPUs, a preemption or a stop frees them, a resize does both).
    * @param {World} world @param {number} job @param {ActionKind} kind
    */
   check(world, job, kind) {
     this.problem(world, job, kind);
-    if (kind.tag === "place") {
-      for (const entry of kind.val.nodes) for (const index of entry.gpus) this.book.hold(entry.node, index, job);
-    } else if (kind.tag === "preempt" || kind.tag === "stop") {
-      for (const [node, index] of world.gpusOf(job)) this.book.release(node, index, job);
-    } else {
-      return;
-    }
+    const tag = kind.tag;
+    if (tag !== "place" && tag !== "preempt" && tag !== "stop" && tag !== "resize") return;
+    if (tag !== "place") for (const [node, index] of world.gpusOf(job)) this.book.release(node, index, job);
+    const taken = kind.tag === "place" ? kind.val.nodes : kind.tag === "resize" ? kind.val.placement.nodes : [];
+    for (const entry of taken) for (const index of entry.gpus) this.book.hold(entry.node, index, job);
     this.moved.add(job);
   }
 
@@ -268,6 +299,7 @@ export class Checker {
         const to = kind.val;
         const dest = world.node(to);
         if (dest === null) throw new Problem("NoSuchNode", { node: to, nodes });
+        if (dest.down) throw new Problem("NodeDown", { node: dest.name });
         if (to === on) throw new Problem("AlreadyOn", { job, node: dest.name });
         const held = world.gpusOf(job);
         if (held.some(([n]) => n !== on)) throw new Problem("SpansNodes", { job });
@@ -287,6 +319,15 @@ export class Checker {
       }
       case "place":
         throw new Problem("PlaceRunning", { job, node: node.name });
+      case "resize": {
+        const batchSize = kind.val.batchSize;
+        if (batchSize !== null) {
+          const [min, max] = now.batchSizes;
+          if (batchSize < min || batchSize > max || max === 0) throw new Problem("BatchOutOfRange", { job, batchSize, min, max });
+        }
+        this.elasticEntries(world, job, now, kind.val.placement.nodes, kind.val.placement.share);
+        return;
+      }
       default:
         return;
     }
@@ -294,34 +335,65 @@ export class Checker {
 
   /**
    * Why queued job `job` cannot start where `nodes` say, if it cannot.
-   * @private @param {World} world @param {number} job @param {{ gpus: number, replicas: number }} now
+   * @private @param {World} world @param {number} job @param {JobNow} now
    * @param {{ node: number, gpus: number[] }[]} nodes @param {boolean} share
    */
   placement(world, job, now, nodes, share) {
     const pieces = Math.max(now.replicas, 1);
     if (nodes.length === 0) throw new Problem("NoNodeNamed", { job });
+    if (now.gpuCounts.length > 1) {
+      // An elastic job starts on any of its counts, spread as a resize spreads it.
+      this.elasticEntries(world, job, now, nodes, share);
+      return;
+    }
     if (nodes.length > pieces) throw new Problem("TooManyNodes", { job, pieces, replicas: now.replicas, named: nodes.length });
-    const perPiece = gpusPerPiece(now.gpus, now.replicas);
+    this.entries(world, job, nodes, share, gpusPerPiece(now.gpus, now.replicas));
+    const given = nodes.reduce((n, e) => n + e.gpus.length, 0);
+    if (given !== now.gpus) throw new Problem("WrongGpuCount", { job, asks: now.gpus, given });
+  }
+
+  /**
+   * Why `job` cannot run on the GPUs `nodes` name as an elastic job starts or is resized: a
+   * total among its counts, each node named with at least one GPU (and {@link Checker#entries}).
+   * @private @param {World} world @param {number} job @param {JobNow} now
+   * @param {{ node: number, gpus: number[] }[]} nodes @param {boolean} share
+   */
+  elasticEntries(world, job, now, nodes, share) {
+    const given = nodes.reduce((n, e) => n + e.gpus.length, 0);
+    if (!now.gpuCounts.includes(given)) throw new Problem("CountNotAllowed", { job, given, counts: [...now.gpuCounts] });
+    this.entries(world, job, nodes, share, null);
+  }
+
+  /**
+   * Why `job` cannot have the GPUs `nodes` name: each node exists, can take work and is named
+   * once, each GPU exists, is named once and is free (or `share`, or held by `job` itself, which
+   * a resize gives up). A placement's spread entries hold whole replicas of `perPiece` GPUs; a
+   * resize's (`perPiece` null) at least one GPU each.
+   * @private @param {World} world @param {number} job @param {{ node: number, gpus: number[] }[]} nodes
+   * @param {boolean} share @param {number | null} perPiece
+   */
+  entries(world, job, nodes, share, perPiece) {
+    if (nodes.length === 0) throw new Problem("NoNodeNamed", { job });
     nodes.forEach((entry, k) => {
       const node = world.node(entry.node);
       if (node === null) throw new Problem("NoSuchNode", { node: entry.node, nodes: world.nodeCount() });
+      if (node.down) throw new Problem("NodeDown", { node: node.name });
       if (nodes.slice(0, k).some((e) => e.node === entry.node)) throw new Problem("NodeTwice", { node: node.name });
       const gpus = entry.gpus;
       if (gpus.length > node.gpus) throw new Problem("TooManyGpus", { node: node.name, count: node.gpus, asked: gpus.length });
-      if (nodes.length > 1 && (gpus.length === 0 || gpus.length % perPiece !== 0)) {
+      if (nodes.length > 1 && perPiece !== null && (gpus.length === 0 || gpus.length % perPiece !== 0)) {
         throw new Problem("NotWholeReplicas", { perPiece, node: node.name, got: gpus.length });
       }
+      if (nodes.length > 1 && perPiece === null && gpus.length === 0) throw new Problem("EmptyEntry", { node: node.name });
       gpus.forEach((index, g) => {
         if (index >= node.gpus || !this.book.exists(entry.node, index)) {
           throw new Problem("NoSuchGpu", { node: node.name, gpu: index, count: node.gpus });
         }
         if (gpus.slice(0, g).includes(index)) throw new Problem("GpuTwice", { gpu: index, node: node.name });
-        const holders = this.book.holders(entry.node, index);
-        if (holders.length > 0 && !share) throw new Problem("GpuHeld", { gpu: index, node: node.name, holder: holders[0] });
+        const other = this.book.holders(entry.node, index).find((h) => h !== job);
+        if (other !== undefined && !share) throw new Problem("GpuHeld", { gpu: index, node: node.name, holder: other });
       });
     });
-    const given = nodes.reduce((n, e) => n + e.gpus.length, 0);
-    if (given !== now.gpus) throw new Problem("WrongGpuCount", { job, asks: now.gpus, given });
   }
 }
 
@@ -330,7 +402,9 @@ function seen(s) {
   return {
     node(n) {
       const node = s.node(n);
-      return node === null ? null : { name: node.name, cpu: node.cpu, memory: node.memory, gpus: node.gpuCount };
+      return node === null
+        ? null
+        : { name: node.name, cpu: node.cpu, memory: node.memory, gpus: node.gpuCount, down: !node.takesWork };
     },
     nodeCount: () => s.nodes().length,
     job(j) {
@@ -338,7 +412,15 @@ function seen(s) {
       if (job === null) return null;
       // The declared replicas, 0 included: the host's texts name the declared number.
       const replicas = /** @type {any} */ (job)._e.spec.replicas;
-      return { gpus: job.gpusAsked, replicas, node: job.isQueued ? null : job.node, memoryUsed: job.memoryUse };
+      const { gpuCounts, batchSizeMin, batchSizeMax } = job.scaling;
+      return {
+        gpus: job.gpusAsked,
+        replicas,
+        node: job.isQueued ? null : job.node,
+        memoryUsed: job.memoryUse,
+        gpuCounts,
+        batchSizes: [batchSizeMin, batchSizeMax],
+      };
     },
     gpusOf(j) {
       const job = s.job(j);

@@ -44,6 +44,7 @@ export class JobBuilder {
       arrivalMs: 0,
       gpus: 0,
       replicas: 1,
+      scaling: { gpuCounts: [], batchSizeMin: 0, batchSizeMax: 0 },
     };
   }
 
@@ -92,6 +93,16 @@ export class JobBuilder {
     return this;
   }
 
+  /**
+   * Make it elastic: it runs on any of `gpuCounts` GPUs (its `gpus` among them) at a global
+   * batch size in `[min, max]` (both included), starting at the smallest.
+   * @param {number[]} gpuCounts @param {[number, number]} batchSizes
+   */
+  elastic(gpuCounts, [batchSizeMin, batchSizeMax]) {
+    this.spec.scaling = { gpuCounts: [...gpuCounts], batchSizeMin, batchSizeMax };
+    return this;
+  }
+
   /** @param {string} key @param {string} value */
   label(key, value) {
     this.spec.labels.push([key, value]);
@@ -109,7 +120,7 @@ const idOf = (x) => (typeof x === "object" ? x.id : x);
  * @typedef {object} TestJob
  * @property {JobSpec} spec
  * @property {{ node: number, runMs: number, gpuMs: number, cpuLimit: number | null, memoryLimit: number | null,
- *   cpuUsed: number, memoryUsed: number, gpuShare: number | null, gpuUsed: number }} state
+ *   cpuUsed: number, memoryUsed: number, gpuShare: number | null, gpuUsed: number, batchSize: number }} state
  * @property {{ node: number, index: number }[]} gpus
  * @property {{ reason: "never-started" | "preempted", sinceMs: number, runMs: number, gpuMs: number } | null} queued
  */
@@ -120,8 +131,10 @@ export class TestWorld {
     this.timeMs = 0;
     /** @type {number | null} */
     this.lastCallMs = null;
-    /** @type {{ name: string, cpuMillicores: number, memoryBytes: number, gpuMemoryBytes: number[] }[]} */
+    /** @type {{ name: string, cpuMillicores: number, memoryBytes: number, gpuMemoryBytes: number[], gpuType: string }[]} */
     this.nodes = [];
+    /** The nodes that cannot take work, ascending. @type {number[]} */
+    this.down = [];
     /** Whether the nodes changed since the last snapshot. */
     this.nodesChanged = true;
     /** Per node, each GPU's [utilisation percent, memory used]. @type {[number, number][][]} */
@@ -150,10 +163,24 @@ export class TestWorld {
 
   /** Add a node with GPUs of these memory sizes, idle. @param {string} name @param {number} cpu @param {number} memory @param {number[]} gpus */
   nodeWithGpus(name, cpu, memory, gpus) {
-    this.nodes.push({ name, cpuMillicores: cpu, memoryBytes: memory, gpuMemoryBytes: [...gpus] });
+    this.nodes.push({ name, cpuMillicores: cpu, memoryBytes: memory, gpuMemoryBytes: [...gpus], gpuType: "" });
     this.gpuUse.push(gpus.map(() => [0, 0]));
     this.nodesChanged = true;
     return this.nodes.length - 1;
+  }
+
+  /** Name the type of `node`'s GPUs ("a100"); nodes start with none. @param {number} node @param {string} gpuType */
+  setGpuType(node, gpuType) {
+    const n = this.nodes[node];
+    if (n === undefined) throw new Error(`node ${node} is not in this TestWorld`);
+    n.gpuType = gpuType;
+    this.nodesChanged = true;
+  }
+
+  /** Say whether `node` can take work (false: NotReady or cordoned). @param {number} node @param {boolean} takesWork */
+  setTakesWork(node, takesWork) {
+    const others = this.down.filter((n) => n !== node);
+    this.down = takesWork ? others : [...others, node].sort((a, b) => a - b);
   }
 
   /** A GPU's measured use over the last interval. @param {number} node @param {number} gpu @param {number} percent @param {number} memoryUsed */
@@ -177,9 +204,14 @@ export class TestWorld {
     const s = structuredCloneSpec(spec.spec);
     s.handle = handle;
     s.arrivalMs = this.timeMs;
+    // As the host sends it: the counts ascending, holding the GPUs it asks for.
+    s.scaling.gpuCounts = [...new Set([...s.scaling.gpuCounts, s.gpus])].sort((a, b) => a - b);
     this.jobs.set(handle, {
       spec: s,
-      state: { node: 0, runMs: 0, gpuMs: 0, cpuLimit: null, memoryLimit: null, cpuUsed: 0, memoryUsed: 0, gpuShare: null, gpuUsed: 0 },
+      state: {
+        node: 0, runMs: 0, gpuMs: 0, cpuLimit: null, memoryLimit: null, cpuUsed: 0, memoryUsed: 0, gpuShare: null, gpuUsed: 0,
+        batchSize: s.scaling.batchSizeMin,
+      },
       gpus: [],
       queued: { reason: "never-started", sinceMs: this.timeMs, runMs: 0, gpuMs: 0 },
     });
@@ -294,6 +326,7 @@ export class TestWorld {
       gpuCount: /** @type {number[]} */ ([]), gpuNode: /** @type {number[]} */ ([]), gpuIndex: /** @type {number[]} */ ([]),
       gpuSharePercent: /** @type {number[]} */ ([]), gpuUsedPercent: /** @type {number[]} */ ([]),
       runMs: /** @type {number[]} */ ([]), gpuMs: /** @type {number[]} */ ([]),
+      batchSize: /** @type {number[]} */ ([]),
     };
     const queue = {
       handle: /** @type {number[]} */ ([]), reason: /** @type {string[]} */ ([]), sinceMs: /** @type {number[]} */ ([]),
@@ -317,6 +350,7 @@ export class TestWorld {
         jobs.gpuUsedPercent.push(s.gpuUsed);
         jobs.runMs.push(s.runMs);
         jobs.gpuMs.push(s.gpuMs);
+        jobs.batchSize.push(s.batchSize);
       } else {
         queue.handle.push(handle);
         queue.reason.push(j.queued.reason);
@@ -339,6 +373,7 @@ export class TestWorld {
       intervalMs,
       resync,
       nodes: sendNodes ? this.nodes.map((n) => ({ ...n, gpuMemoryBytes: [...n.gpuMemoryBytes] })) : null,
+      nodesDown: [...this.down],
       gpus: {
         utilisationPercent: this.gpuUse.flat().map((g) => g[0]),
         memoryUsedBytes: this.gpuUse.flat().map((g) => g[1]),
@@ -353,7 +388,7 @@ export class TestWorld {
 
   /**
    * Put a decision into force, as the host would (it trusts the decision; the host checks it
-   * first): limits, migrations, placements, preemptions and stops.
+   * first): limits, migrations, placements, preemptions, resizes and stops.
    * @param {Decision} decision
    */
   apply(decision) {
@@ -380,6 +415,13 @@ export class TestWorld {
         case "preempt":
           this.preempt(a.job);
           break;
+        case "resize": {
+          const nodes = k.val.placement.nodes;
+          j.state.node = nodes[0]?.node ?? j.state.node;
+          j.gpus = nodes.flatMap((e) => e.gpus.map((index) => ({ node: e.node, index })));
+          if (k.val.batchSize !== null) j.state.batchSize = k.val.batchSize;
+          break;
+        }
         case "set-gpu-share":
           j.state.gpuShare = k.val.percent === 0 ? null : k.val.percent;
           break;
@@ -402,6 +444,7 @@ function structuredCloneSpec(s) {
     metrics: s.metrics.map((m) => ({ ...m })),
     tiers: s.tiers === null ? null : { ...s.tiers },
     labels: s.labels.map(([k, v]) => [k, v]),
+    scaling: { ...s.scaling, gpuCounts: [...s.scaling.gpuCounts] },
   };
 }
 
@@ -466,6 +509,10 @@ export function wireProblems(raw) {
     if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > max) problems.push(`${what} is ${typeof v} ${String(v)}`);
   };
   if (raw.nextCallMs !== null) intIn("nextCallMs", raw.nextCallMs, Number.MAX_SAFE_INTEGER);
+  (raw.pending ?? []).forEach((/** @type {any} */ p, /** @type {number} */ i) => {
+    intIn(`pending[${i}].job`, p.job, 0xffff_ffff);
+    if (typeof p.reason !== "string") problems.push(`pending[${i}].reason is not a string`);
+  });
   raw.actions.forEach((/** @type {any} */ a, /** @type {number} */ i) => {
     intIn(`actions[${i}].job`, a.job, 0xffff_ffff);
     if (typeof a.reason !== "string") problems.push(`actions[${i}].reason is not a string`);
@@ -483,12 +530,16 @@ export function wireProblems(raw) {
         intIn(`actions[${i}] percent`, k.val.percent, 255);
         break;
       case "place":
-        for (const e of k.val.nodes) {
+      case "resize": {
+        const p = k.tag === "place" ? k.val : k.val.placement;
+        for (const e of p.nodes) {
           intIn(`actions[${i}] node`, e.node, 0xffff_ffff);
           e.gpus.forEach((/** @type {unknown} */ g) => intIn(`actions[${i}] gpu`, g, 0xffff_ffff));
         }
-        if (typeof k.val.share !== "boolean") problems.push(`actions[${i}] share is not a boolean`);
+        if (typeof p.share !== "boolean") problems.push(`actions[${i}] share is not a boolean`);
+        if (k.tag === "resize" && k.val.batchSize !== null) intIn(`actions[${i}] batch size`, k.val.batchSize, 0xffff_ffff);
         break;
+      }
       case "deliver":
       case "stop":
       case "preempt":

@@ -195,6 +195,15 @@ const idOf = (what, x) => uint(what, typeof x === "object" && x !== null ? x.id 
  * @property {number} arrivalMs
  * @property {number} gpus
  * @property {number} replicas
+ * @property {Scaling} scaling
+ */
+
+/**
+ * @typedef {object} Scaling What a job can be resized to. A rigid job lists one GPU count (its
+ *   `gpus`) and one batch size; an elastic one several counts and a range of batch sizes.
+ * @property {number[]} gpuCounts the GPU counts it can run on, ascending (`[0]` for a CPU job)
+ * @property {number} batchSizeMin the smallest global batch size (0: none to set)
+ * @property {number} batchSizeMax the largest global batch size
  */
 
 /**
@@ -210,6 +219,7 @@ const idOf = (what, x) => uint(what, typeof x === "object" && x !== null ? x.id 
  * @property {number} memoryUsed
  * @property {number | null} gpuShare
  * @property {number} gpuUsed
+ * @property {number} batchSize its global batch size in force (0: none the host knows)
  */
 
 /**
@@ -243,6 +253,7 @@ const noNumbers = () => ({
   memoryUsed: 0,
   gpuShare: null,
   gpuUsed: 0,
+  batchSize: 0,
 });
 
 /** @param {any} s @returns {JobSpec} */
@@ -260,6 +271,11 @@ function specFrom(s) {
     arrivalMs: num(s.arrivalMs),
     gpus: s.gpus,
     replicas: s.replicas,
+    scaling: {
+      gpuCounts: Array.from(s.scaling?.gpuCounts ?? [s.gpus]),
+      batchSizeMin: s.scaling?.batchSizeMin ?? 0,
+      batchSizeMax: s.scaling?.batchSizeMax ?? 0,
+    },
   };
 }
 
@@ -304,7 +320,7 @@ export class JobTable {
     const rows = c.handle.length;
     const columns = [
       c.node, c.cpuLimitMillicores, c.memoryLimitBytes, c.cpuUsedMillicores, c.memoryUsedBytes,
-      c.gpuCount, c.gpuSharePercent, c.gpuUsedPercent, c.runMs, c.gpuMs,
+      c.gpuCount, c.gpuSharePercent, c.gpuUsedPercent, c.runMs, c.gpuMs, c.batchSize,
     ];
     if (
       !columns.every((col) => col.length === rows) ||
@@ -385,6 +401,7 @@ export class JobTable {
           memoryUsed: memoryUsed[i],
           gpuShare: c.gpuSharePercent[i] === 0 ? null : c.gpuSharePercent[i],
           gpuUsed: c.gpuUsedPercent[i],
+          batchSize: c.batchSize[i],
         };
         e.queued = null;
       }
@@ -425,6 +442,7 @@ export class JobTable {
  * @property {number} cpu millicores
  * @property {number} memory bytes
  * @property {number[]} gpuMemory each GPU's memory in bytes, in GPU order
+ * @property {string} gpuType the type of its GPUs as the cluster names it; "" when unknown
  */
 
 /** The nodes as last sent and every GPU's use this tick. */
@@ -438,6 +456,8 @@ export class NodeTable {
     this.utilisation = [];
     /** @type {ArrayLike<number>} */
     this.memoryUsed = [];
+    /** The nodes that cannot take work now, ascending. @type {number[]} */
+    this.down = [];
   }
 
   /**
@@ -451,6 +471,7 @@ export class NodeTable {
       cpu: num(n.cpuMillicores),
       memory: num(n.memoryBytes),
       gpuMemory: Array.from(n.gpuMemoryBytes, num),
+      gpuType: n.gpuType ?? "",
     }));
     const firstGpu = fresh === null ? this.firstGpu : [0];
     if (fresh !== null) for (const n of fresh) firstGpu.push(firstGpu[firstGpu.length - 1] + n.gpuMemory.length);
@@ -466,6 +487,7 @@ export class NodeTable {
     }
     this.utilisation = g.utilisationPercent;
     this.memoryUsed = nums(g.memoryUsedBytes);
+    this.down = Array.from(raw.nodesDown ?? []);
     return null;
   }
 }
@@ -494,6 +516,11 @@ export class Snapshot {
   node(id) {
     const i = typeof id === "object" ? id.id : id;
     return Number.isInteger(i) && i >= 0 && i < this._nodes.nodes.length ? new Node(i, this._nodes) : null;
+  }
+
+  /** The nodes that cannot take work now (NotReady, cordoned), ascending. @returns {number[]} */
+  get nodesDown() {
+    return [...this._nodes.down];
   }
 
   /** Every running job, in handle order. @returns {Job[]} */
@@ -572,6 +599,19 @@ export class Node {
 
   get gpuCount() {
     return this._spec.gpuMemory.length;
+  }
+
+  /** The type of its GPUs as the cluster names it ("t4", "a100"); "" when unknown. */
+  get gpuType() {
+    return this._spec.gpuType;
+  }
+
+  /**
+   * Whether it can take work now: false while it is NotReady or cordoned (the host refuses to
+   * place, migrate or resize onto it; its jobs still run).
+   */
+  get takesWork() {
+    return !this._table.down.includes(this.id);
   }
 
   /**
@@ -696,6 +736,21 @@ export class Job {
     return Math.max(this._e.spec.replicas, 1);
   }
 
+  /** The GPU counts and batch sizes it can run at (a rigid job: its GPU count alone). @returns {Scaling} */
+  get scaling() {
+    return this._e.spec.scaling;
+  }
+
+  /** Whether it may be resized to another GPU count. */
+  get isElastic() {
+    return this._e.spec.scaling.gpuCounts.length > 1;
+  }
+
+  /** Its global batch size in force (0: none the host knows; 0 while queued). */
+  get batchSize() {
+    return this._e.queued === null ? this._e.state.batchSize : 0;
+  }
+
   /** When it arrived, seconds. */
   get arrival() {
     return this._e.spec.arrivalMs / 1000;
@@ -759,9 +814,18 @@ export class Job {
  * @typedef {{ tag: "set-cpu", val: number | null } | { tag: "set-memory", val: number | null }
  *   | { tag: "migrate", val: number } | { tag: "deliver" } | { tag: "stop" } | { tag: "preempt" }
  *   | { tag: "set-gpu-share", val: { gpu: number, percent: number } }
- *   | { tag: "place", val: { nodes: { node: number, gpus: number[] }[], share: boolean } }} ActionKind
+ *   | { tag: "place", val: { nodes: { node: number, gpus: number[] }[], share: boolean } }
+ *   | { tag: "resize", val: { placement: { nodes: { node: number, gpus: number[] }[], share: boolean },
+ *       batchSize: number | null } }} ActionKind
  *   the contract's `action-kind`, exactly as it crosses
  */
+
+/** A placement's `[node, gpus]` entries as they cross. @param {[Id, number[]][]} entries */
+const entriesOf = (entries) =>
+  Array.from(entries, ([node, gpus]) => ({
+    node: idOf("node", node),
+    gpus: Array.from(gpus, (g) => uint("a GPU index", g, 0xffff_ffff)),
+  }));
 
 /** One thing to do to one job, and why. Build with the static builders. */
 export class Action {
@@ -831,11 +895,18 @@ export class Action {
    * @param {Id} job @param {[Id, number[]][]} entries @param {boolean} [share]
    */
   static placeOn(job, entries, share = false) {
-    const nodes = entries.map(([node, gpus]) => ({
-      node: idOf("node", node),
-      gpus: Array.from(gpus, (g) => uint("a GPU index", g, 0xffff_ffff)),
-    }));
-    return new Action(job, { tag: "place", val: { nodes, share: Boolean(share) } });
+    return new Action(job, { tag: "place", val: { nodes: entriesOf(entries), share: Boolean(share) } });
+  }
+
+  /**
+   * Restart a running job from its checkpoint on other GPUs, one `[node, gpus]` entry per node
+   * (their total one of its `scaling.gpuCounts`), at `batchSize` (null keeps it). It pays its
+   * restore delay, as a migration does.
+   * @param {Id} job @param {[Id, number[]][]} entries @param {number | null} [batchSize]
+   */
+  static resize(job, entries, batchSize = null) {
+    const batch = batchSize === null || batchSize === undefined ? null : uint("a batch size", batchSize, 0xffff_ffff);
+    return new Action(job, { tag: "resize", val: { placement: { nodes: entriesOf(entries), share: false }, batchSize: batch } });
   }
 
   /** Checkpoint a running job and send it back to the queue with its progress. @param {Id} job */
@@ -865,7 +936,7 @@ export class Action {
   }
 }
 
-export const { setCpu, liftCpu, setMemory, liftMemory, migrate, deliver, stop, setGpuShare, place, placeOn, preempt } =
+export const { setCpu, liftCpu, setMemory, liftMemory, migrate, deliver, stop, setGpuShare, place, placeOn, preempt, resize } =
   Action;
 
 /** A policy's answer for one tick. */
@@ -876,7 +947,20 @@ export class Decision {
     this.actions = [];
     /** When the policy wants its next call, seconds from now; null: every tick. @type {number | null} */
     this.nextCall = null;
+    /** Why queued jobs wait, as said with {@link Decision#pending}. @type {{ job: number, reason: string }[]} */
+    this.pendingReasons = [];
     this.push(...actions);
+  }
+
+  /**
+   * Say why queued job `job` waits, in a few words ("8 A100 asked, 3 free"); `status`, the
+   * audit log and the report show it. The host keeps the first 120 bytes and the first reason
+   * per job.
+   * @param {Id} job @param {string} reason
+   */
+  pending(job, reason) {
+    this.pendingReasons.push({ job: idOf("job", job), reason: String(reason) });
+    return this;
   }
 
   /** Add actions. @param {Action[]} actions */
@@ -918,7 +1002,8 @@ export class Decision {
   toWit() {
     const s = this.nextCall;
     const nextCallMs = s === null ? null : typeof s === "number" && Number.isFinite(s) && s > 0 ? Math.min(Math.round(s * 1000), Number.MAX_SAFE_INTEGER) : 0;
-    return { actions: this.actions.map((a) => a.toWit()), nextCallMs };
+    const pending = this.pendingReasons.map(({ job, reason }) => ({ job, reason }));
+    return { actions: this.actions.map((a) => a.toWit()), nextCallMs, pending };
   }
 
   /**

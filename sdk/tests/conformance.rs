@@ -145,6 +145,19 @@ fn every_snapshot_vector_decodes_into_the_table_the_host_holds_or_is_refused() {
     }
 }
 
+/// A neutral place's or resize's node entries.
+fn entries(a: &Value) -> Vec<(NodeId, Vec<u32>)> {
+    a["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| {
+            let gpus = n["gpus"].as_array().expect("gpus").iter().map(|g| g.as_u64().expect("a GPU") as u32);
+            (NodeId(n["node"].as_u64().expect("a node") as u32), gpus.collect())
+        })
+        .collect()
+}
+
 /// A neutral action as the SDK's.
 fn action(a: &Value) -> Action {
     let job = JobId(a["job"].as_u64().expect("a job") as u32);
@@ -156,19 +169,10 @@ fn action(a: &Value) -> Action {
         "deliver" => Action::deliver(job),
         "stop" => Action::stop(job),
         "set-gpu-share" => Action::set_gpu_share(job, number("gpu") as u32, number("percent") as u8),
-        "place" => {
-            let nodes: Vec<(NodeId, Vec<u32>)> = a["nodes"]
-                .as_array()
-                .expect("nodes")
-                .iter()
-                .map(|n| {
-                    let gpus = n["gpus"].as_array().expect("gpus").iter().map(|g| g.as_u64().expect("a GPU") as u32);
-                    (NodeId(n["node"].as_u64().expect("a node") as u32), gpus.collect())
-                })
-                .collect();
-            Action::place_on(job, &nodes, a["share"].as_bool().expect("share"))
-        }
+        "place" => Action::place_on(job, &entries(a), a["share"].as_bool().expect("share")),
         "preempt" => Action::preempt(job),
+        // The vectors' resizes are not shared, as the builder makes them.
+        "resize" if a["share"] == false => Action::resize(job, &entries(a), a["batch_size"].as_u64().map(|b| b as u32)),
         other => panic!("no action kind {other}"),
     }
 }

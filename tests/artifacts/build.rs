@@ -121,7 +121,7 @@ impl Language {
 
     /// The command that builds the policy in `dir` to `out`.
     fn command(self, root: &Path, toolchains: &Path, dir: &Path, out: &Path) -> Command {
-        let wit = root.join("wit").join("0.2.0").join("policy.wit");
+        let wit = root.join("wit").join("policy.wit");
         let mut cmd = Command::new(self.tool(toolchains));
         cmd.current_dir(root);
         match self {
@@ -177,7 +177,7 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
             let stamp = stamp(&[
                 &dir,
                 &language.sdk(root),
-                &root.join("wit").join("0.2.0").join("policy.wit"),
+                &root.join("wit").join("policy.wit"),
                 &toolchains.join(language.name()).join(".wasmsched-stamp"),
             ]);
             let fresh = wasm.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp);

@@ -52,7 +52,9 @@ function fromSerde(s, big = false) {
             cpuMillicores: u64(n.cpu_millicores),
             memoryBytes: u64(n.memory_bytes),
             gpuMemoryBytes: u64s(n.gpu_memory_bytes),
+            gpuType: n.gpu_type,
           })),
+    nodesDown: s.nodes_down,
     gpus: { utilisationPercent: floats(s.gpus.utilisation_percent), memoryUsedBytes: u64s(s.gpus.memory_used_bytes) },
     added: s.added.map((a) => ({
       handle: a.handle,
@@ -67,6 +69,11 @@ function fromSerde(s, big = false) {
       arrivalMs: u64(a.arrival_ms),
       gpus: a.gpus,
       replicas: a.replicas,
+      scaling: {
+        gpuCounts: a.scaling.gpu_counts,
+        batchSizeMin: a.scaling.batch_size_min,
+        batchSizeMax: a.scaling.batch_size_max,
+      },
     })),
     removed: s.removed,
     jobs: {
@@ -83,6 +90,7 @@ function fromSerde(s, big = false) {
       gpuUsedPercent: floats(j.gpu_used_percent),
       runMs: u64s(j.run_ms),
       gpuMs: u64s(j.gpu_ms),
+      batchSize: j.batch_size,
     },
     queue: {
       handle: q.handle,
@@ -193,6 +201,10 @@ function action(a) {
       return new Action(a.job, { tag: "set-gpu-share", val: { gpu: a.gpu, percent: a.percent } });
     case "place":
       return new Action(a.job, { tag: "place", val: { nodes: a.nodes.map((n) => ({ node: n.node, gpus: n.gpus })), share: a.share } });
+    case "resize": {
+      const placement = { nodes: a.nodes.map((n) => ({ node: n.node, gpus: n.gpus })), share: a.share };
+      return new Action(a.job, { tag: "resize", val: { placement, batchSize: a.batch_size } });
+    }
     case "deliver":
     case "stop":
     case "preempt":

@@ -39,7 +39,11 @@ test("init says what the policy does, and decide answers in the contract's form"
   assert.deepEqual(policy.init("", null), { places: true });
   const w = world();
   const raw = policy.decide(w.snapshot());
-  assert.deepEqual(raw, { actions: [{ job: 0, kind: { tag: "set-cpu", val: 1001 }, reason: "" }], nextCallMs: 5000 });
+  assert.deepEqual(raw, {
+    actions: [{ job: 0, kind: { tag: "set-cpu", val: 1001 }, reason: "" }],
+    nextCallMs: 5000,
+    pending: [],
+  });
 });
 
 test("a refused config is thrown as the contract's invalid-config, naming the key", () => {

@@ -1,4 +1,4 @@
-"""The component glue against the bindings componentize-py generates from wit/0.2.0/policy.wit
+"""The component glue against the bindings componentize-py generates from wit/policy.wit
 (skipped when componentize-py is not installed beside this Python or on PATH)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from wasmsched import Action, Decision, Failed, InvalidConfig, Policy, Snapshot,
 from wasmsched.component import export
 from wasmsched.testing import TestWorld, job
 
-WIT = Path(__file__).resolve().parents[3] / "wit" / "0.2.0" / "policy.wit"
+WIT = Path(__file__).resolve().parents[3] / "wit" / "policy.wit"
 
 
 def _componentize_py() -> str | None:
@@ -28,7 +28,7 @@ def wit(tmp_path_factory):
     """The generated modules: (types, host, Err)."""
     tool = _componentize_py()
     if tool is None or not WIT.exists():
-        pytest.skip("componentize-py or wit/0.2.0/policy.wit not found")
+        pytest.skip("componentize-py or wit/policy.wit not found")
     out = tmp_path_factory.mktemp("bindings")
     subprocess.run([tool, "-d", str(WIT), "-w", "policy-plugin", "bindings", str(out)], check=True, capture_output=True)
     sys.path.insert(0, str(out))
@@ -57,6 +57,8 @@ class Limits(Policy):
         for j in s.jobs():
             d.push(Action.set_cpu(j.id, 1000).because("capped"))
             d.push(Action.place_on(j.id, [(0, [1])], share=True))
+        for j in s.queue():
+            d.pending(j.id, f"{j.gpus_asked} GPUs asked")
         if s.job_count == 0:
             raise Failed("no jobs")
         return d
@@ -73,18 +75,21 @@ def generated_snapshot(types, world: TestWorld):
     s = world.snapshot()
     spec = [
         types.JobSpec(a.handle, a.name, a.model, types.JobKind(a.kind.value), [], None, None, None, [], a.arrival_ms,
-                      a.gpus, a.replicas)
+                      a.gpus, a.replicas,
+                      types.Scaling(a.scaling.gpu_counts, a.scaling.batch_size_min, a.scaling.batch_size_max))
         for a in s.added
     ]
-    nodes = [types.Node(n.name, n.cpu_millicores, n.memory_bytes, n.gpu_memory_bytes) for n in s.nodes or []]
-    j = s.jobs
+    nodes = [types.Node(n.name, n.cpu_millicores, n.memory_bytes, n.gpu_memory_bytes, n.gpu_type)
+             for n in s.nodes or []]
+    j, q = s.jobs, s.queue
     jobs = types.JobStates(j.handle, j.node, j.cpu_limit_millicores, j.memory_limit_bytes, j.cpu_used_millicores,
                            j.memory_used_bytes, j.gpu_count, j.gpu_node, j.gpu_index, bytes(j.gpu_share_percent),
-                           j.gpu_used_percent, j.run_ms, j.gpu_ms)
+                           j.gpu_used_percent, j.run_ms, j.gpu_ms, j.batch_size)
     return types.Snapshot(
-        s.time_ms, s.interval_ms, s.resync, nodes if s.nodes is not None else None,
+        s.time_ms, s.interval_ms, s.resync, nodes if s.nodes is not None else None, s.nodes_down,
         types.GpuStates(s.gpus.utilisation_percent, s.gpus.memory_used_bytes), spec, s.removed, jobs,
-        types.QueueStates([], [], [], [], []), types.ProgressRecords([], [], [], b"", []),
+        types.QueueStates(q.handle, [types.WaitReason(r.value) for r in q.reason], q.since_ms, q.run_ms, q.gpu_ms),
+        types.ProgressRecords([], [], [], b"", []),
     )
 
 
@@ -107,6 +112,7 @@ def test_a_decision_crosses_as_the_generated_types(wit, monkeypatch):
             types.Action(a, types.ActionKind_Place(types.Placement([types.NodePlacement(0, [1])], True)), ""),
         ],
         2500,
+        [],
     )
     assert lines == [(host.Level.INFO, "call 42")]
     assert exported().save_state() == b"42"
@@ -145,6 +151,16 @@ def test_every_action_kind_converts(wit):
         (Action.stop(1), types.ActionKind_Stop()),
         (Action.set_gpu_share(1, 0, 30), types.ActionKind_SetGpuShare(types.GpuShare(0, 30))),
         (Action.preempt(1), types.ActionKind_Preempt()),
+        (
+            Action.resize(1, [(0, [0, 1]), (1, [2])], 512),
+            types.ActionKind_Resize(
+                types.Resize(types.Placement([types.NodePlacement(0, [0, 1]), types.NodePlacement(1, [2])], False), 512)
+            ),
+        ),
+        (
+            Action.resize(1, [(2, [3])]),
+            types.ActionKind_Resize(types.Resize(types.Placement([types.NodePlacement(2, [3])], False), None)),
+        ),
     ]
     for action, expected in kinds:
         assert to_wit_kind(action.kind, types) == expected
@@ -171,7 +187,29 @@ def test_a_number_the_contract_cannot_carry_is_a_policy_error_not_a_trap(wit):
     from wasmsched.component import to_wit_decision
 
     types = wit[0]
-    for bad in [Action.set_cpu(1, -5), Action.set_cpu(1, 1.5), Action.set_gpu_share(1, 0, 300), Action.stop(-1)]:
+    for bad in [
+        Action.set_cpu(1, -5),
+        Action.set_cpu(1, 1.5),
+        Action.set_gpu_share(1, 0, 300),
+        Action.stop(-1),
+        Action.resize(1, [(0, [0])], 2**32),
+        Action.resize(1, [(0, [-1])]),
+    ]:
         with pytest.raises(Failed, match="the policy's decision holds"):
             to_wit_decision(Decision().push(bad), types)
+    with pytest.raises(Failed, match="the policy's decision holds a job"):
+        to_wit_decision(Decision().pending(-1, "no such job"), types)
     assert to_wit_decision(Decision().push(Action.set_cpu(1, 2**64 - 1)), types).actions[0].kind.value == 2**64 - 1
+
+
+def test_pending_reasons_cross_in_order(wit, monkeypatch):
+    types, host, _ = wit
+    monkeypatch.setattr(host, "log", lambda level, message: None)
+    exported = export(Limits)
+    exported().init("", None)
+    w = TestWorld()
+    w.node("n0", 8000, 1 << 30, [1 << 30, 1 << 30])
+    w.add_job(job("a", "cifar10"))
+    q = w.queue_job(job("q", "cifar10").gpus(8))
+    raw = exported().decide(generated_snapshot(types, w))
+    assert raw.pending == [types.Pending(q, "8 GPUs asked")]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from wasmsched import Action, Decision, Direction, Failed, JobKind, Policy, Runner, WaitReason, rules
+from wasmsched import Action, Decision, Direction, Failed, JobKind, Policy, Resize, Runner, WaitReason, rules
 from wasmsched.recording import snapshot_from_json
 
 VECTORS = Path(__file__).resolve().parents[3] / "wit" / "conformance"
@@ -136,6 +136,9 @@ def action(a: dict[str, Any]) -> Action:
         return Action.set_gpu_share(job, a["gpu"], a["percent"])
     if kind == "place":
         return Action.place_on(job, [(n["node"], n["gpus"]) for n in a["nodes"]], share=a["share"])
+    if kind == "resize":
+        nodes = tuple((n["node"], tuple(n["gpus"])) for n in a["nodes"])
+        return Action(job, Resize(nodes, a["batch_size"], a["share"]))
     return {"deliver": Action.deliver, "stop": Action.stop, "preempt": Action.preempt}[kind](job)
 
 

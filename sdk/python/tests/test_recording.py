@@ -67,4 +67,5 @@ def test_decisions_are_written_as_serde_writes_the_contracts_decision():
             {"job": 4, "kind": {"SetMemory": None}, "reason": ""},
         ],
         "next_call_ms": 60000,
+        "pending": [],
     }

@@ -228,16 +228,16 @@ def test_the_table_reads_generated_records_by_attribute_and_enums_by_value():
     spec = ns(
         handle=7, name="x", model="m", kind=WitKind.INFERENCE, metrics=[ns(name="lat", direction=WitKind.INFERENCE)],
         tiers=ns(deliverable=0.8, final=0.9), qoe_target=20.0, max_epochs=None, labels=[("team", "a")],
-        arrival_ms=1500, gpus=0, replicas=0,
+        arrival_ms=1500, gpus=0, replicas=0, scaling=ns(gpu_counts=[0], batch_size_min=0, batch_size_max=0),
     )
     jobs = ns(
         handle=[7], node=[0], cpu_limit_millicores=[0], memory_limit_bytes=[0], cpu_used_millicores=[300],
         memory_used_bytes=[5], gpu_count=[0], gpu_node=[], gpu_index=[], gpu_share_percent=b"\x00",
-        gpu_used_percent=[0.0], run_ms=[0], gpu_ms=[0],
+        gpu_used_percent=[0.0], run_ms=[0], gpu_ms=[0], batch_size=[0],
     )
     raw = ns(
         time_ms=2000, interval_ms=0, resync=True, nodes=[ns(name="n", cpu_millicores=1000, memory_bytes=1,
-        gpu_memory_bytes=[])], gpus=ns(utilisation_percent=[], memory_used_bytes=[]), added=[spec], removed=[],
+        gpu_memory_bytes=[], gpu_type="")], nodes_down=[], gpus=ns(utilisation_percent=[], memory_used_bytes=[]), added=[spec], removed=[],
         jobs=jobs, queue=ns(handle=[], reason=[], since_ms=[], run_ms=[], gpu_ms=[]),
         progress=ns(job=[7], time_ms=[1900], epoch=[1], value_count=b"\x02", values=[12.0, 3.0]),
     )

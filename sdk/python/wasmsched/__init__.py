@@ -22,6 +22,7 @@ from .decision import (
     Migrate,
     Place,
     Preempt,
+    Resize,
     Rounds,
     SetCpu,
     SetGpuShare,
@@ -30,7 +31,7 @@ from .decision import (
 )
 from .enums import Direction, JobKind, Level, WaitReason
 from .policy import Failed, InvalidConfig, InvalidState, Policy, PolicyError, Runner, decode_state, encode_state
-from .raw import MetricSpec, Tiers
+from .raw import MetricSpec, Scaling, Tiers
 from .units import GiB, MiB, gib, mib
 from .view import HISTORY_LIMIT, Gpu, GpuSlot, Job, Node, ProgressRecord, Snapshot
 
@@ -62,8 +63,10 @@ __all__ = [
     "PolicyError",
     "Preempt",
     "ProgressRecord",
+    "Resize",
     "Rounds",
     "Runner",
+    "Scaling",
     "SetCpu",
     "SetGpuShare",
     "SetMemory",

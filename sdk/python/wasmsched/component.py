@@ -58,11 +58,13 @@ def to_wit_kind(kind: d.ActionKind, types: Any) -> Any:
     elif isinstance(kind, d.SetGpuShare):
         _unsigned(kind.gpu, _U32, "a GPU")
         _unsigned(kind.percent, _U8, "a GPU share")
-    elif isinstance(kind, d.Place):
+    elif isinstance(kind, (d.Place, d.Resize)):
         for n, gpus in kind.nodes:
             _unsigned(n, _U32, "a node")
             for g in gpus:
                 _unsigned(g, _U32, "a GPU")
+        if isinstance(kind, d.Resize) and kind.batch_size is not None:
+            _unsigned(kind.batch_size, _U32, "a batch size")
     if isinstance(kind, d.SetCpu):
         return types.ActionKind_SetCpu(kind.limit)
     if isinstance(kind, d.SetMemory):
@@ -80,6 +82,9 @@ def to_wit_kind(kind: d.ActionKind, types: Any) -> Any:
         return types.ActionKind_Place(types.Placement(nodes, kind.share))
     if isinstance(kind, d.Preempt):
         return types.ActionKind_Preempt()
+    if isinstance(kind, d.Resize):
+        nodes = [types.NodePlacement(n, list(gpus)) for n, gpus in kind.nodes]
+        return types.ActionKind_Resize(types.Resize(types.Placement(nodes, kind.share), kind.batch_size))
     raise TypeError(f"not an action kind: {kind!r}")
 
 
@@ -90,7 +95,8 @@ def to_wit_decision(decision: d.Decision, types: Any) -> Any:
         types.Action(_unsigned(a.job, _U32, "a job"), to_wit_kind(a.kind, types), str(a.reason))
         for a in decision.actions
     ]
-    return types.Decision(actions, decision.next_call_ms)
+    pending = [types.Pending(_unsigned(job, _U32, "a job"), str(reason)) for job, reason in decision.pending_reasons]
+    return types.Decision(actions, decision.next_call_ms, pending)
 
 
 def to_wit_error(error: PolicyError, types: Any) -> Any:

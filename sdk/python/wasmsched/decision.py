@@ -66,7 +66,18 @@ class Preempt:
     """Checkpoint a running job and queue it again with its progress."""
 
 
-ActionKind = Union[SetCpu, SetMemory, Migrate, Deliver, Stop, SetGpuShare, Place, Preempt]
+@dataclass(slots=True, frozen=True)
+class Resize:
+    """Restart a running job from its checkpoint on other GPUs: ``nodes`` holds (node, GPU
+    indices there) per node, their total one of its ``scaling.gpu_counts``; ``batch_size`` is
+    its new global batch size (None keeps it)."""
+
+    nodes: tuple[tuple[int, tuple[int, ...]], ...]
+    batch_size: int | None = None
+    share: bool = False
+
+
+ActionKind = Union[SetCpu, SetMemory, Migrate, Deliver, Stop, SetGpuShare, Place, Preempt, Resize]
 
 
 @dataclass(slots=True, frozen=True)
@@ -135,6 +146,13 @@ class Action:
         """Checkpoint a running job and send it back to the queue with its progress."""
         return cls(job, Preempt())
 
+    @classmethod
+    def resize(cls, job: int, nodes: Iterable[tuple[int, Iterable[int]]], batch_size: int | None = None) -> Action:
+        """Restart a running job from its checkpoint on other GPUs, one entry per node with its
+        GPUs there (their total one of its ``scaling.gpu_counts``), at ``batch_size`` (None
+        keeps it). It pays its restore delay, as a migration does."""
+        return cls(job, Resize(tuple((n, tuple(g)) for n, g in nodes), batch_size))
+
     def because(self, reason: str) -> Action:
         """The same action with its reason; the reason goes into the audit log."""
         return replace(self, reason=reason)
@@ -153,6 +171,8 @@ class Decision:
     actions: list[Action] = field(default_factory=list)
     #: When the policy wants its next call, seconds from now, if it said.
     next_call: float | None = None
+    #: Why queued jobs wait, as said with :meth:`pending`: (job, reason), in order.
+    pending_reasons: list[tuple[int, str]] = field(default_factory=list)
 
     def push(self, action: Action) -> Decision:
         """Add an action; returns the decision, to chain."""
@@ -168,6 +188,13 @@ class Decision:
         """Ask to be called again no sooner than ``seconds`` from now (the host reads more
         than an hour as an hour)."""
         self.next_call = seconds
+        return self
+
+    def pending(self, job: int, reason: str) -> Decision:
+        """Say why queued job ``job`` waits, in a few words ("8 A100 asked, 3 free");
+        ``status``, the audit log and the report show it. The host keeps the first 120 bytes
+        and the first reason per job. Returns the decision, to chain."""
+        self.pending_reasons.append((job, reason))
         return self
 
     def cpu_limit_for(self, job: int) -> SetCpu | None:

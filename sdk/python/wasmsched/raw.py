@@ -30,6 +30,17 @@ class Tiers:
 
 
 @dataclass(slots=True)
+class Scaling:
+    """What a job can be resized to: the GPU counts it can run on, ascending (``[0]`` for a
+    CPU job), and the global batch sizes it accepts (0, 0: none to set). A rigid job lists one
+    count (its ``gpus``); an elastic one several."""
+
+    gpu_counts: list[int] = field(default_factory=list)
+    batch_size_min: int = 0
+    batch_size_max: int = 0
+
+
+@dataclass(slots=True)
 class JobSpec:
     """Everything about a job that does not change while it runs."""
 
@@ -45,16 +56,19 @@ class JobSpec:
     arrival_ms: int = 0
     gpus: int = 0
     replicas: int = 1
+    scaling: Scaling = field(default_factory=Scaling)
 
 
 @dataclass(slots=True)
 class Node:
-    """A node and its capacity; ``gpu_memory_bytes`` has one entry per GPU."""
+    """A node and its capacity; ``gpu_memory_bytes`` has one entry per GPU, ``gpu_type`` names
+    them ("a100"; empty when unknown)."""
 
     name: str
     cpu_millicores: int
     memory_bytes: int
     gpu_memory_bytes: list[int] = field(default_factory=list)
+    gpu_type: str = ""
 
 
 @dataclass(slots=True)
@@ -82,6 +96,8 @@ class JobStates:
     gpu_used_percent: list[float] = field(default_factory=list)
     run_ms: list[int] = field(default_factory=list)
     gpu_ms: list[int] = field(default_factory=list)
+    #: Its global batch size in force (0: none the host knows).
+    batch_size: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -114,6 +130,8 @@ class Snapshot:
     interval_ms: int = 0
     resync: bool = False
     nodes: list[Node] | None = None
+    #: The nodes that cannot take work now (NotReady, cordoned), ascending.
+    nodes_down: list[int] = field(default_factory=list)
     gpus: GpuStates = field(default_factory=GpuStates)
     added: list[JobSpec] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)

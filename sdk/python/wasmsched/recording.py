@@ -17,7 +17,18 @@ from typing import Any
 
 from . import decision as d
 from .enums import Direction, JobKind, WaitReason
-from .raw import GpuStates, JobSpec, JobStates, MetricSpec, Node, ProgressRecords, QueueStates, Snapshot, Tiers
+from .raw import (
+    GpuStates,
+    JobSpec,
+    JobStates,
+    MetricSpec,
+    Node,
+    ProgressRecords,
+    QueueStates,
+    Scaling,
+    Snapshot,
+    Tiers,
+)
 
 _DIRECTIONS = {"HigherIsBetter": Direction.HIGHER_IS_BETTER, "LowerIsBetter": Direction.LOWER_IS_BETTER}
 _KINDS = {"Training": JobKind.TRAINING, "Inference": JobKind.INFERENCE}
@@ -26,6 +37,7 @@ _REASONS = {"NeverStarted": WaitReason.NEVER_STARTED, "Preempted": WaitReason.PR
 
 def _spec(j: dict[str, Any]) -> JobSpec:
     tiers = j.get("tiers")
+    scaling = j.get("scaling") or {}
     return JobSpec(
         handle=j["handle"],
         name=j["name"],
@@ -39,6 +51,12 @@ def _spec(j: dict[str, Any]) -> JobSpec:
         arrival_ms=j["arrival_ms"],
         gpus=j.get("gpus", 0),
         replicas=j.get("replicas", 1),
+        # A recording made under contract 0.2.0 has none: a rigid job at its GPU count.
+        scaling=Scaling(
+            list(scaling.get("gpu_counts", [j.get("gpus", 0)])),
+            scaling.get("batch_size_min", 0),
+            scaling.get("batch_size_max", 0),
+        ),
     )
 
 
@@ -57,7 +75,11 @@ def snapshot_from_json(s: dict[str, Any]) -> Snapshot:
         resync=s["resync"],
         nodes=None
         if nodes is None
-        else [Node(n["name"], n["cpu_millicores"], n["memory_bytes"], list(n["gpu_memory_bytes"])) for n in nodes],
+        else [
+            Node(n["name"], n["cpu_millicores"], n["memory_bytes"], list(n["gpu_memory_bytes"]), n.get("gpu_type", ""))
+            for n in nodes
+        ],
+        nodes_down=list(s.get("nodes_down", [])),
         gpus=GpuStates(_floats(g["utilisation_percent"]), list(g["memory_used_bytes"])),
         added=[_spec(a) for a in s["added"]],
         removed=list(s["removed"]),
@@ -75,6 +97,7 @@ def snapshot_from_json(s: dict[str, Any]) -> Snapshot:
             gpu_used_percent=_floats(j["gpu_used_percent"]),
             run_ms=j["run_ms"],
             gpu_ms=j["gpu_ms"],
+            batch_size=j.get("batch_size", [0] * len(j["handle"])),
         ),
         queue=QueueStates(q["handle"], [_REASONS[r] for r in q["reason"]], q["since_ms"], q["run_ms"], q["gpu_ms"]),
         progress=ProgressRecords(p["job"], p["time_ms"], p["epoch"], list(p["value_count"]), _floats(p["values"])),
@@ -126,10 +149,14 @@ def kind_to_json(kind: d.ActionKind) -> Any:
     if isinstance(kind, d.Place):
         nodes = [{"node": n, "gpus": list(g)} for n, g in kind.nodes]
         return {"Place": {"nodes": nodes, "share": kind.share}}
+    if isinstance(kind, d.Resize):
+        nodes = [{"node": n, "gpus": list(g)} for n, g in kind.nodes]
+        return {"Resize": {"placement": {"nodes": nodes, "share": kind.share}, "batch_size": kind.batch_size}}
     return type(kind).__name__
 
 
 def decision_to_json(decision: d.Decision) -> dict[str, Any]:
     """A decision as serde_json writes the contract's ``Decision``."""
     actions = [{"job": a.job, "kind": kind_to_json(a.kind), "reason": a.reason} for a in decision.actions]
-    return {"actions": actions, "next_call_ms": decision.next_call_ms}
+    pending = [{"job": job, "reason": reason} for job, reason in decision.pending_reasons]
+    return {"actions": actions, "next_call_ms": decision.next_call_ms, "pending": pending}

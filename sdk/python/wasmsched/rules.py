@@ -168,7 +168,14 @@ _TEXTS = {
     "GpuTwice": "the placement names GPU {gpu} of node {node} twice",
     "GpuHeld": "GPU {gpu} of node {node} is held by job {holder}; name a free GPU, or place with share",
     "WrongGpuCount": "job {job} asks for {asks} GPUs; the placement gives {given}",
+    "NodeDown": "node {node} cannot take work now (NotReady or cordoned)",
+    "CountNotAllowed": "job {job} runs on {counts} GPUs (its scaling); the placement gives {given}",
+    "BatchOutOfRange": "job {job} accepts batch sizes {min}\u2013{max}; the resize asks for {batch_size}",
+    "EmptyEntry": "the resize names node {node} with no GPU; leave it out",
 }
+
+#: BatchOutOfRange's text for a job without a batch size (its range is 0–0).
+_NO_BATCH = "job {job} has no batch size the host sets; the resize asks for {batch_size}"
 
 
 class Problem(Exception):
@@ -176,7 +183,12 @@ class Problem(Exception):
     ``fields`` carries what its text names; ``str()`` is the host's text."""
 
     def __init__(self, kind: str, **fields: object) -> None:
-        super().__init__(_TEXTS[kind].format(**fields))
+        text = _TEXTS[kind]
+        if kind == "BatchOutOfRange" and fields["min"] == fields["max"] == 0:
+            text = _NO_BATCH
+        # A list as Rust's `{:?}` writes it: `[1, 2, 4]`.
+        shown = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+        super().__init__(text.format(**shown))
         self.kind = kind
         self.fields = fields
 
@@ -211,18 +223,20 @@ class Room(NamedTuple):
 def size(kinds: Sequence[object], room: Room) -> None:
     """Raise :class:`Oversized` for a decision (its actions' kinds) larger than any decision
     for a world of ``room`` could need: more actions than :func:`max_actions`, more placements
-    than queued jobs, a placement naming more node entries than there are nodes, or a node
-    entry more GPUs than any node has. Counts lengths only, and stops at the first excess."""
+    than queued jobs, a placement or resize naming more node entries than there are nodes, or a
+    node entry more GPUs than any node has. Counts lengths only, and stops at the first
+    excess."""
     actions, limit = len(kinds), max_actions(room.jobs)
     if actions > limit:
         raise Oversized(f"decision has {actions} actions; at most {limit} are accepted for {room.jobs} jobs")
     placements = 0
     for i, kind in enumerate(kinds):
-        if not isinstance(kind, d.Place):
+        if isinstance(kind, d.Place):
+            placements += 1
+            if placements > room.queued:
+                raise Oversized(f"decision places {placements} jobs; {room.queued} are queued")
+        elif not isinstance(kind, d.Resize):
             continue
-        placements += 1
-        if placements > room.queued:
-            raise Oversized(f"decision places {placements} jobs; {room.queued} are queued")
         if len(kind.nodes) > room.nodes:
             raise Oversized(f"action {i} places on {len(kind.nodes)} node entries; the cluster has {room.nodes} nodes")
         for _, gpus in kind.nodes:
@@ -240,6 +254,9 @@ class NodeCap(NamedTuple):
     memory_bytes: int
     #: How many GPUs it has.
     gpus: int
+    #: Whether it cannot take work now (NotReady, cordoned): nothing is placed, moved or
+    #: resized onto it.
+    down: bool = False
 
 
 class JobNow(NamedTuple):
@@ -252,6 +269,10 @@ class JobNow(NamedTuple):
     #: Where it runs (its first node); None while it waits in the queue.
     node: int | None
     memory_used_bytes: int
+    #: The GPU counts it can run on, ascending (a rigid job: its ``gpus`` alone).
+    gpu_counts: tuple[int, ...] = ()
+    #: The global batch sizes it accepts, (min, max); (0, 0): none to set.
+    batch_sizes: tuple[int, int] = (0, 0)
 
 
 class World(Protocol):
@@ -278,16 +299,17 @@ class Checker:
 
     def check(self, world: World, job: int, kind: d.ActionKind) -> None:
         """Check ``kind`` on ``job`` (raises :class:`Problem`); when it passes, the world moves
-        on as it says (a placement takes its GPUs, a preemption or a stop frees them)."""
+        on as it says (a placement takes its GPUs, a preemption or a stop frees them, a resize
+        does both)."""
         self._problem(world, job, kind)
-        if isinstance(kind, d.Place):
+        if isinstance(kind, (d.Preempt, d.Stop, d.Resize)):
+            for node, index in world.gpus_of(job):
+                self.book.release(node, index, job)
+        if isinstance(kind, (d.Place, d.Resize)):
             for node, gpus in kind.nodes:
                 for index in gpus:
                     self.book.hold(node, index, job)
-        elif isinstance(kind, (d.Preempt, d.Stop)):
-            for node, index in world.gpus_of(job):
-                self.book.release(node, index, job)
-        else:
+        elif not isinstance(kind, (d.Preempt, d.Stop)):
             return
         self._moved.add(job)
 
@@ -327,11 +349,19 @@ class Checker:
                 raise Problem("ShareOutOfRange", percent=kind.percent)
         elif isinstance(kind, d.Place):
             raise Problem("PlaceRunning", job=job, node=node.name)
+        elif isinstance(kind, d.Resize):
+            if kind.batch_size is not None:
+                low, high = now.batch_sizes
+                if kind.batch_size < low or kind.batch_size > high or high == 0:
+                    raise Problem("BatchOutOfRange", job=job, batch_size=kind.batch_size, min=low, max=high)
+            self._elastic_entries(world, job, now, kind.nodes, kind.share)
 
     def _migration(self, world: World, job: int, now: JobNow, on: int, to: int, nodes: int) -> None:
         dest = world.node(to)
         if dest is None:
             raise Problem("NoSuchNode", node=to, nodes=nodes)
+        if dest.down:
+            raise Problem("NodeDown", node=dest.name)
         if to == on:
             raise Problem("AlreadyOn", job=job, node=dest.name)
         held = world.gpus_of(job)
@@ -352,30 +382,66 @@ class Checker:
         pieces = max(now.replicas, 1)
         if not nodes:
             raise Problem("NoNodeNamed", job=job)
+        if len(now.gpu_counts) > 1:
+            # An elastic job starts on any of its counts, spread as a resize spreads it.
+            self._elastic_entries(world, job, now, nodes, share)
+            return
         if len(nodes) > pieces:
             raise Problem("TooManyNodes", job=job, pieces=pieces, replicas=now.replicas, named=len(nodes))
-        per_piece = gpus_per_piece(now.gpus, now.replicas)
+        self._entries(world, job, nodes, share, gpus_per_piece(now.gpus, now.replicas))
+        given = sum(len(gpus) for _, gpus in nodes)
+        if given != now.gpus:
+            raise Problem("WrongGpuCount", job=job, asks=now.gpus, given=given)
+
+    def _elastic_entries(
+        self, world: World, job: int, now: JobNow, nodes: Sequence[tuple[int, Sequence[int]]], share: bool
+    ) -> None:
+        """Why ``job`` cannot run on the GPUs ``nodes`` name as an elastic job starts or is
+        resized: a total among its counts, each node named with at least one GPU (and
+        :meth:`_entries`)."""
+        given = sum(len(gpus) for _, gpus in nodes)
+        if given not in now.gpu_counts:
+            raise Problem("CountNotAllowed", job=job, given=given, counts=tuple(now.gpu_counts))
+        self._entries(world, job, nodes, share, None)
+
+    def _entries(
+        self,
+        world: World,
+        job: int,
+        nodes: Sequence[tuple[int, Sequence[int]]],
+        share: bool,
+        per_piece: int | None,
+    ) -> None:
+        """Why ``job`` cannot have the GPUs ``nodes`` name: each node exists, can take work
+        and is named once, each GPU exists, is named once and is free (or ``share``, or held by
+        ``job`` itself, which a resize gives up). A placement's spread entries hold whole
+        replicas of ``per_piece`` GPUs; a resize's (``per_piece`` None) at least one GPU
+        each."""
+        if not nodes:
+            raise Problem("NoNodeNamed", job=job)
         for k, (n, gpus) in enumerate(nodes):
             node = world.node(n)
             if node is None:
                 raise Problem("NoSuchNode", node=n, nodes=world.node_count())
+            if node.down:
+                raise Problem("NodeDown", node=node.name)
             if any(earlier == n for earlier, _ in nodes[:k]):
                 raise Problem("NodeTwice", node=node.name)
             if len(gpus) > node.gpus:
                 raise Problem("TooManyGpus", node=node.name, count=node.gpus, asked=len(gpus))
-            if len(nodes) > 1 and (not gpus or len(gpus) % per_piece != 0):
-                raise Problem("NotWholeReplicas", per_piece=per_piece, node=node.name, got=len(gpus))
+            if len(nodes) > 1:
+                if per_piece is not None and (not gpus or len(gpus) % per_piece != 0):
+                    raise Problem("NotWholeReplicas", per_piece=per_piece, node=node.name, got=len(gpus))
+                if per_piece is None and not gpus:
+                    raise Problem("EmptyEntry", node=node.name)
             for g, index in enumerate(gpus):
                 if index >= node.gpus or not self.book.exists(n, index):
                     raise Problem("NoSuchGpu", node=node.name, gpu=index, count=node.gpus)
                 if index in gpus[:g]:
                     raise Problem("GpuTwice", gpu=index, node=node.name)
-                holders = self.book.holders(n, index)
-                if holders and not share:
-                    raise Problem("GpuHeld", gpu=index, node=node.name, holder=holders[0])
-        given = sum(len(gpus) for _, gpus in nodes)
-        if given != now.gpus:
-            raise Problem("WrongGpuCount", job=job, asks=now.gpus, given=given)
+                other = next((h for h in self.book.holders(n, index) if h != job), None)
+                if other is not None and not share:
+                    raise Problem("GpuHeld", gpu=index, node=node.name, holder=other)
 
 
 class _Seen:
@@ -388,7 +454,7 @@ class _Seen:
 
     def node(self, node: int) -> NodeCap | None:
         n = self._s.node(node)
-        return None if n is None else NodeCap(n.name, n.cpu, n.memory, len(n.gpus))
+        return None if n is None else NodeCap(n.name, n.cpu, n.memory, len(n.gpus), not n.takes_work)
 
     def node_count(self) -> int:
         return len(self._s.nodes())
@@ -399,7 +465,15 @@ class _Seen:
             return None
         # The declared replicas, 0 included: the host's texts name the declared number.
         replicas = j._entry.spec.replicas
-        return JobNow(j.gpus_asked, replicas, None if j.is_queued else j.node, j.memory_use)
+        scaling = j.scaling
+        return JobNow(
+            j.gpus_asked,
+            replicas,
+            None if j.is_queued else j.node,
+            j.memory_use,
+            tuple(scaling.gpu_counts),
+            (scaling.batch_size_min, scaling.batch_size_max),
+        )
 
     def gpus_of(self, job: int) -> list[tuple[int, int]]:
         j = self._s.job(job)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .enums import Direction, JobKind, WaitReason
-from .raw import JobSpec, MetricSpec, Tiers
+from .raw import JobSpec, MetricSpec, Scaling, Tiers
 from .units import from_millis
 
 #: How many progress records the SDK keeps per job (the oldest are dropped first).
@@ -64,6 +64,8 @@ class JobNumbers:
     memory_used: int = 0
     gpu_share: int | None = None
     gpu_used: float = 0.0
+    #: Its global batch size in force (0: none the host knows).
+    batch_size: int = 0
 
 
 @dataclass(slots=True, frozen=True)
@@ -92,6 +94,7 @@ class JobEntry:
 def own_spec(spec: Any) -> JobSpec:
     """A job declaration (generated or the SDK's own) as the SDK's own, enums by value."""
     tiers = spec.tiers
+    scaling = spec.scaling
     return JobSpec(
         handle=spec.handle,
         name=spec.name,
@@ -105,6 +108,7 @@ def own_spec(spec: Any) -> JobSpec:
         arrival_ms=spec.arrival_ms,
         gpus=spec.gpus,
         replicas=spec.replicas,
+        scaling=Scaling(list(scaling.gpu_counts), scaling.batch_size_min, scaling.batch_size_max),
     )
 
 
@@ -121,6 +125,7 @@ def _columns_agree(c: Any) -> bool:
         c.gpu_used_percent,
         c.run_ms,
         c.gpu_ms,
+        c.batch_size,
     )
     return (
         all(len(col) == rows for col in columns)
@@ -145,6 +150,7 @@ def _numbers(c: Any, i: int, gpu_first: int) -> JobNumbers:
         memory_used=c.memory_used_bytes[i],
         gpu_share=share if share != 0 else None,
         gpu_used=c.gpu_used_percent[i],
+        batch_size=c.batch_size[i],
     )
 
 
@@ -262,7 +268,7 @@ class NodeTable:
     """The nodes as last sent (they cross only when they change) and every GPU's use this
     tick."""
 
-    __slots__ = ("nodes", "first_gpu", "utilisation", "memory_used")
+    __slots__ = ("nodes", "first_gpu", "utilisation", "memory_used", "down")
 
     def __init__(self) -> None:
         self.nodes: list[Any] = []
@@ -270,6 +276,8 @@ class NodeTable:
         self.first_gpu: list[int] = []
         self.utilisation: list[float] = []
         self.memory_used: list[int] = []
+        #: The nodes that cannot take work now, ascending.
+        self.down: list[int] = []
 
     def apply(self, raw: Any) -> None:
         """Takes the tick's nodes (when they changed) and GPU columns. Refuses GPU columns
@@ -291,5 +299,6 @@ class NodeTable:
         if nodes is not None and first_gpu is not None:
             self.nodes = list(nodes)
             self.first_gpu = first_gpu
+        self.down = sorted(raw.nodes_down)
         self.utilisation = list(gpus.utilisation_percent)
         self.memory_used = list(gpus.memory_used_bytes)

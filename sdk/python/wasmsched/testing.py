@@ -24,7 +24,18 @@ from dataclasses import dataclass, field
 from . import decision as d
 from .enums import Direction, JobKind, WaitReason
 from .policy import Policy, Runner
-from .raw import GpuStates, JobSpec, JobStates, MetricSpec, Node, ProgressRecords, QueueStates, Snapshot, Tiers
+from .raw import (
+    GpuStates,
+    JobSpec,
+    JobStates,
+    MetricSpec,
+    Node,
+    ProgressRecords,
+    QueueStates,
+    Scaling,
+    Snapshot,
+    Tiers,
+)
 from .table import GpuSlot, JobNumbers, QueueNumbers
 from .units import as_millis, from_millis, gib
 
@@ -77,6 +88,14 @@ class JobBuilder:
         self.spec.replicas = n
         return self
 
+    def elastic(self, gpu_counts: Sequence[int], batch_sizes: tuple[int, int]) -> JobBuilder:
+        """Make it elastic: it runs on any of ``gpu_counts`` GPUs (its ``gpus`` among them) at
+        a global batch size in ``batch_sizes`` (min, max, both included), starting at the
+        smallest."""
+        low, high = batch_sizes
+        self.spec.scaling = Scaling(list(gpu_counts), low, high)
+        return self
+
     def label(self, key: str, value: str) -> JobBuilder:
         """A free-form label."""
         self.spec.labels.append((key, value))
@@ -113,6 +132,8 @@ class TestWorld:
         self._added: list[int] = []
         self._removed: list[int] = []
         self._progress: ProgressRecords | None = None
+        #: The nodes that cannot take work, ascending.
+        self._down: list[int] = []
 
     @classmethod
     def gpu_cluster(cls, gpus: Sequence[int]) -> TestWorld:
@@ -129,6 +150,21 @@ class TestWorld:
         self._nodes.append(Node(name, cpu, memory, list(gpus)))
         self._gpu_use.append([(0.0, 0)] * len(gpus))
         return len(self._nodes) - 1
+
+    def set_gpu_type(self, node: int, gpu_type: str) -> None:
+        """Name the type of ``node``'s GPUs ("a100"); nodes start with none. The nodes are
+        sent again on the next snapshot, as the host sends them when they change."""
+        if not 0 <= node < len(self._nodes):
+            raise IndexError(f"node#{node} is not in this TestWorld")
+        self._nodes[node].gpu_type = gpu_type
+        self._nodes_sent = -1
+
+    def set_takes_work(self, node: int, takes_work: bool) -> None:
+        """Say whether ``node`` can take work (False: NotReady or cordoned)."""
+        if takes_work:
+            self._down = [n for n in self._down if n != node]
+        elif node not in self._down:
+            self._down = sorted([*self._down, node])
 
     def set_gpu_use(self, node: int, gpu: int, utilisation_percent: float, memory_used: int) -> None:
         """Set a GPU's measured use over the last interval."""
@@ -149,8 +185,11 @@ class TestWorld:
         s = copy.deepcopy(spec.spec)
         s.handle = handle
         s.arrival_ms = self.time_ms
+        # As the host sends it: the counts ascending, holding the GPUs it asks for.
+        s.scaling.gpu_counts = sorted({*s.scaling.gpu_counts, s.gpus})
+        state = JobNumbers(batch_size=s.scaling.batch_size_min)
         queued = QueueNumbers(WaitReason.NEVER_STARTED, self.time_ms, 0, 0)
-        self._jobs[handle] = _TestJob(s, queued=queued)
+        self._jobs[handle] = _TestJob(s, state=state, queued=queued)
         self._added.append(handle)
         return handle
 
@@ -256,6 +295,7 @@ class TestWorld:
                 jobs.memory_used_bytes.append(s.memory_used)
                 jobs.gpu_share_percent.append(s.gpu_share or 0)
                 jobs.gpu_used_percent.append(s.gpu_used)
+                jobs.batch_size.append(s.batch_size)
             else:
                 q = j.queued
                 queue.handle.append(handle)
@@ -276,6 +316,7 @@ class TestWorld:
             interval_ms=interval_ms,
             resync=resync,
             nodes=copy.deepcopy(self._nodes) if send_nodes else None,
+            nodes_down=list(self._down),
             gpus=gpus,
             added=added,
             removed=removed,
@@ -286,7 +327,7 @@ class TestWorld:
 
     def apply(self, decision: d.Decision) -> None:
         """Put a decision into force, as the host would: limits, migrations, placements,
-        preemptions and stops (it trusts the decision; the host validates it first)."""
+        preemptions, resizes and stops (it trusts the decision; the host validates it first)."""
         for action in decision.actions:
             j = self._jobs.get(action.job)
             if j is None:
@@ -306,6 +347,12 @@ class TestWorld:
                 self._start_on(action.job, first, slots)
             elif isinstance(kind, d.Preempt):
                 self.preempt(action.job)
+            elif isinstance(kind, d.Resize):
+                if kind.nodes:
+                    j.state.node = kind.nodes[0][0]
+                j.gpus = [GpuSlot(n, g) for n, gpus in kind.nodes for g in gpus]
+                if kind.batch_size is not None:
+                    j.state.batch_size = kind.batch_size
         for handle in self._removed:
             self._jobs.pop(handle, None)
 

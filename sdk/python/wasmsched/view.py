@@ -9,7 +9,7 @@ from itertools import islice
 
 from . import stats
 from .enums import Direction, JobKind, WaitReason
-from .raw import MetricSpec, Tiers
+from .raw import MetricSpec, Scaling, Tiers
 from .table import HISTORY_LIMIT, GpuSlot, JobEntry, JobTable, NodeTable, ProgressRecord
 from .units import fraction_of, from_millis
 
@@ -63,6 +63,17 @@ class Node:
     def memory(self) -> int:
         """Memory capacity, bytes."""
         return self._table.nodes[self.id].memory_bytes
+
+    @property
+    def gpu_type(self) -> str:
+        """The type of its GPUs as the cluster names it ("t4", "a100"); empty when unknown."""
+        return self._table.nodes[self.id].gpu_type
+
+    @property
+    def takes_work(self) -> bool:
+        """Whether it can take work now: False while it is NotReady or cordoned (the host
+        refuses to place, migrate or resize onto it; its jobs still run)."""
+        return self.id not in self._table.down
 
     @property
     def gpus(self) -> list[Gpu]:
@@ -184,6 +195,21 @@ class Job:
     def gpus_asked(self) -> int:
         """The GPUs it asks for, in all."""
         return self._entry.spec.gpus
+
+    @property
+    def scaling(self) -> Scaling:
+        """The GPU counts and batch sizes it can run at (a rigid job: its GPU count alone)."""
+        return self._entry.spec.scaling
+
+    @property
+    def is_elastic(self) -> bool:
+        """Whether it may be resized to another GPU count."""
+        return len(self._entry.spec.scaling.gpu_counts) > 1
+
+    @property
+    def batch_size(self) -> int:
+        """Its global batch size in force (0: none the host knows; 0 while queued)."""
+        return 0 if self._entry.queued is not None else self._entry.state.batch_size
 
     @property
     def replicas(self) -> int:
@@ -321,6 +347,11 @@ class Snapshot:
     def node(self, node_id: int) -> Node | None:
         """One node, if it exists."""
         return Node(node_id, self._nodes) if 0 <= node_id < len(self._nodes.nodes) else None
+
+    @property
+    def nodes_down(self) -> list[int]:
+        """The nodes that cannot take work now (NotReady, cordoned), ascending."""
+        return list(self._nodes.down)
 
     def jobs(self) -> Iterator[Job]:
         """Every running job, in handle order."""

@@ -15,7 +15,7 @@ use wasmsched_rules::check::Checker;
 const GIB: u64 = 1 << 30;
 
 /// Every [`Problem`], by the name [`variant`] gives it.
-pub const PROBLEMS: [&str; 23] = [
+pub const PROBLEMS: [&str; 27] = [
     "NoSuchJob",
     "AlreadyMoved",
     "Queued",
@@ -39,12 +39,11 @@ pub const PROBLEMS: [&str; 23] = [
     "GpuTwice",
     "GpuHeld",
     "WrongGpuCount",
+    "NodeDown",
+    "CountNotAllowed",
+    "BatchOutOfRange",
+    "EmptyEntry",
 ];
-
-/// The problems contract 0.3.0 added (nodes that take no work, resizes). They are checked by
-/// the rules' own tests and the Rust SDK's, and join the vectors when the Python and JS SDKs,
-/// whose rules mirror these vectors, speak 0.3.0 (they build against 0.2.0 until then).
-pub const PROBLEMS_0_3: [&str; 4] = ["NodeDown", "CountNotAllowed", "BatchOutOfRange", "EmptyEntry"];
 
 /// A problem's variant; a new variant does not compile here until it is named (and then the
 /// coverage test asks for a vector of it).
@@ -91,7 +90,7 @@ pub struct Generated {
 pub fn generate() -> Generated {
     let mut problems = BTreeSet::new();
     let mut cases = Vec::new();
-    for (name, world, decision) in cases_on_the_cluster().into_iter().chain(size_cases()) {
+    for (name, world, decision) in cases_on_the_cluster().into_iter().chain(elastic_cases()).chain(size_cases()) {
         cases.push(case(name, &world, decision, &mut problems));
     }
     let json = json!({
@@ -105,27 +104,46 @@ pub fn generate() -> Generated {
 /// A node: its name, CPU, memory and GPU count.
 struct NodeDecl(&'static str, u64, u64, u32);
 
-/// A job: the GPUs it asks for, in how many replicas, and where it runs (None: queued).
+/// A job: the GPUs it asks for, in how many replicas, where it runs (None: queued), and for an
+/// elastic job its other GPU counts and its batch sizes (min, max).
 struct JobDecl {
     gpus: u32,
     replicas: u32,
     running: Option<Running>,
+    scaling: Option<(Vec<u32>, u32, u32)>,
 }
 
 /// Where a running job runs: its node, the GPUs it holds (node, index), the memory it uses.
 struct Running(u32, Vec<(u32, u32)>, u64);
 
+/// Nodes, jobs, and the nodes that cannot take work.
 struct Cluster {
     nodes: Vec<NodeDecl>,
     jobs: Vec<JobDecl>,
+    down: Vec<u32>,
 }
 
 fn queued(gpus: u32, replicas: u32) -> JobDecl {
-    JobDecl { gpus, replicas, running: None }
+    JobDecl { gpus, replicas, running: None, scaling: None }
 }
 
 fn running(gpus: u32, replicas: u32, node: u32, holds: &[(u32, u32)], memory_gib: u64) -> JobDecl {
-    JobDecl { gpus, replicas, running: Some(Running(node, holds.to_vec(), memory_gib * GIB)) }
+    JobDecl { gpus, replicas, running: Some(Running(node, holds.to_vec(), memory_gib * GIB)), scaling: None }
+}
+
+impl JobDecl {
+    /// The same job, elastic: it runs on any of `counts` GPUs (its own among them) at a batch
+    /// size in `min..=max`.
+    fn elastic(self, counts: &[u32], min: u32, max: u32) -> Self {
+        JobDecl { scaling: Some((counts.to_vec(), min, max)), ..self }
+    }
+
+    /// Its scaling as the host settles it: the counts ascending, its own among them.
+    fn scaling(&self) -> wit::Scaling {
+        let (counts, min, max) = self.scaling.clone().unwrap_or_default();
+        let counts: BTreeSet<u32> = counts.into_iter().chain([self.gpus]).collect();
+        wit::Scaling { gpu_counts: counts.into_iter().collect(), batch_size_min: min, batch_size_max: max }
+    }
 }
 
 impl Cluster {
@@ -141,8 +159,11 @@ impl Cluster {
                 gpu_memory_bytes: vec![16 * GIB; gpus as usize],
             });
         }
+        for &node in &self.down {
+            assert!(t.set_node_down(node, true), "node {node} is declared");
+        }
         for (i, j) in self.jobs.iter().enumerate() {
-            let spec = wit::JobSpec { gpus: j.gpus, replicas: j.replicas, ..sample::job_spec(i) };
+            let spec = wit::JobSpec { gpus: j.gpus, replicas: j.replicas, scaling: j.scaling(), ..sample::job_spec(i) };
             let handle = t.enqueue_job(spec);
             if let Some(Running(node, holds, memory)) = &j.running {
                 let gpus = holds.iter().map(|&(node, index)| GpuSlot { node, index }).collect();
@@ -158,8 +179,10 @@ impl Cluster {
         let nodes: Vec<Value> = self
             .nodes
             .iter()
-            .map(|&NodeDecl(name, cpu, memory_gib, gpus)| {
-                json!({ "name": name, "cpu_millicores": cpu, "memory_bytes": memory_gib * GIB, "gpus": gpus })
+            .enumerate()
+            .map(|(i, &NodeDecl(name, cpu, memory_gib, gpus))| {
+                let down = self.down.contains(&(i as u32));
+                json!({ "name": name, "cpu_millicores": cpu, "memory_bytes": memory_gib * GIB, "gpus": gpus, "down": down })
             })
             .collect();
         let jobs: Vec<Value> = self
@@ -172,6 +195,7 @@ impl Cluster {
                     None => (Value::Null, Vec::new(), 0),
                 };
                 let holds: Vec<[u32; 2]> = holds.iter().map(|&(n, i)| [n, i]).collect();
+                let scaling = j.scaling();
                 json!({
                     "handle": handle,
                     "gpus": j.gpus,
@@ -179,6 +203,8 @@ impl Cluster {
                     "node": node,
                     "holds": holds,
                     "memory_used_bytes": memory,
+                    "gpu_counts": scaling.gpu_counts,
+                    "batch_sizes": [scaling.batch_size_min, scaling.batch_size_max],
                 })
             })
             .collect();
@@ -248,25 +274,29 @@ fn kind(a: &Value) -> ActionKind {
         "set-gpu-share" => {
             ActionKind::SetGpuShare(wit::GpuShare { gpu: u32_of("gpu"), percent: u32_of("percent") as u8 })
         }
-        "place" => ActionKind::Place(wit::Placement {
-            nodes: a["nodes"]
-                .as_array()
-                .expect("nodes")
-                .iter()
-                .map(|n| wit::NodePlacement {
-                    node: n["node"].as_u64().expect("node") as u32,
-                    gpus: n["gpus"]
-                        .as_array()
-                        .expect("gpus")
-                        .iter()
-                        .map(|g| g.as_u64().expect("a GPU") as u32)
-                        .collect(),
-                })
-                .collect(),
-            share: a["share"].as_bool().expect("share"),
-        }),
+        "place" => ActionKind::Place(placement(a)),
         "preempt" => ActionKind::Preempt,
+        "resize" => ActionKind::Resize(wit::Resize {
+            placement: placement(a),
+            batch_size: a["batch_size"].as_u64().map(|b| b as u32),
+        }),
         other => panic!("no action kind {other}"),
+    }
+}
+
+/// A neutral place's or resize's `nodes` and `share` as the contract's placement.
+fn placement(a: &Value) -> wit::Placement {
+    wit::Placement {
+        nodes: a["nodes"]
+            .as_array()
+            .expect("nodes")
+            .iter()
+            .map(|n| wit::NodePlacement {
+                node: n["node"].as_u64().expect("node") as u32,
+                gpus: n["gpus"].as_array().expect("gpus").iter().map(|g| g.as_u64().expect("a GPU") as u32).collect(),
+            })
+            .collect(),
+        share: a["share"].as_bool().expect("share"),
     }
 }
 
@@ -303,6 +333,12 @@ fn place(job: u32, nodes: &[(u32, &[u32])], share: bool) -> Value {
     json!({ "job": job, "kind": "place", "nodes": nodes, "share": share })
 }
 
+/// A resize, as the SDKs' builders make it (not shared).
+fn resize(job: u32, nodes: &[(u32, &[u32])], batch_size: Option<u32>) -> Value {
+    let nodes: Vec<Value> = nodes.iter().map(|(node, gpus)| json!({ "node": node, "gpus": gpus })).collect();
+    json!({ "job": job, "kind": "resize", "nodes": nodes, "share": false, "batch_size": batch_size })
+}
+
 /// Three nodes (n0: 8 GPUs, n1: 6 GPUs, n2: no GPU and little memory) and eleven jobs:
 ///
 /// | job | asks | state |
@@ -336,7 +372,80 @@ fn cluster() -> Cluster {
             running(1, 1, 0, &[(0, 0)], 1),
             queued(0, 1),
         ],
+        down: Vec::new(),
     }
+}
+
+/// Contract 0.3.0's world: three nodes (n0: 8 GPUs, n1: 4 GPUs, n2: 4 GPUs and cannot take
+/// work) and six jobs:
+///
+/// | job | asks | scaling | state |
+/// |---|---|---|---|
+/// | 0 | 2 GPUs | elastic: 1, 2 or 4 GPUs, batch 128–1024 | runs on n0, holds GPUs 0 and 1, 4 GiB |
+/// | 1 | 1 GPU | rigid | runs on n0, holds GPU 2, 2 GiB |
+/// | 2 | 2 GPUs | elastic: 2, 4 or 8 GPUs, batch 32–512 | queued |
+/// | 3 | 1 GPU | rigid | queued |
+/// | 4 | no GPU | rigid | runs on n1, 1 GiB |
+/// | 5 | 1 GPU | rigid | runs on n2 (down: its jobs still run), holds GPU 0, 1 GiB |
+///
+/// Free: n0's GPUs 3 to 7, n1's GPUs 0 to 3, n2's GPUs 1 to 3 (but n2 takes no work).
+fn elastic_cluster() -> Cluster {
+    Cluster {
+        nodes: vec![NodeDecl("n0", 16_000, 64, 8), NodeDecl("n1", 8_000, 32, 4), NodeDecl("n2", 8_000, 32, 4)],
+        jobs: vec![
+            running(2, 1, 0, &[(0, 0), (0, 1)], 4).elastic(&[1, 2, 4], 128, 1024),
+            running(1, 1, 0, &[(0, 2)], 2),
+            queued(2, 1).elastic(&[2, 4, 8], 32, 512),
+            queued(1, 1),
+            running(0, 1, 1, &[], 1),
+            running(1, 1, 2, &[(2, 0)], 1),
+        ],
+        down: vec![2],
+    }
+}
+
+fn elastic_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
+    vec![
+        (
+            "a node that cannot take work gets no placement, migration or resize; its jobs still run",
+            elastic_cluster(),
+            vec![
+                place(3, &[(2, &[1])], false),
+                migrate(4, 2),
+                resize(0, &[(2, &[1, 2])], None),
+                set_cpu(5, Some(1000)),
+                place(3, &[(1, &[0])], false),
+            ],
+        ),
+        (
+            "a resize stays within the job's GPU counts and batch sizes, and names no node without a GPU",
+            elastic_cluster(),
+            vec![
+                resize(0, &[(0, &[0, 1, 2])], None),
+                resize(0, &[(0, &[0, 1])], Some(64)),
+                resize(0, &[(0, &[0, 1])], Some(2048)),
+                resize(1, &[(0, &[2])], Some(32)),
+                resize(1, &[(0, &[2, 3])], None),
+                resize(0, &[(0, &[0, 1]), (1, &[])], Some(256)),
+                resize(0, &[(0, &[0, 1, 3, 4])], Some(256)),
+                resize(0, &[(0, &[0])], None),
+            ],
+        ),
+        (
+            "a resize gives up its GPUs and takes new ones: a later placement gets the first, not the second",
+            elastic_cluster(),
+            vec![
+                resize(0, &[(1, &[0, 1])], Some(512)),
+                place(3, &[(0, &[0])], false),
+                place(2, &[(1, &[0]), (0, &[1, 3, 4])], false),
+            ],
+        ),
+        (
+            "a queued elastic job starts on one of its counts, spread with a GPU on every node named",
+            elastic_cluster(),
+            vec![place(2, &[(0, &[3, 4, 5])], false), place(2, &[(0, &[3, 4, 5, 6]), (1, &[])], false)],
+        ),
+    ]
 }
 
 fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
@@ -499,7 +608,11 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
 /// cluster (five queued jobs, three nodes, at most eight GPUs on one): no more placements than
 /// queued jobs, node entries than nodes, GPUs on one entry than any node has.
 fn size_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
-    let small = || Cluster { nodes: vec![NodeDecl("n0", 4_000, 16, 1)], jobs: vec![running(1, 1, 0, &[(0, 0)], 1)] };
+    let small = || Cluster {
+        nodes: vec![NodeDecl("n0", 4_000, 16, 1)],
+        jobs: vec![running(1, 1, 0, &[(0, 0)], 1)],
+        down: Vec::new(),
+    };
     let queued = [1, 2, 5, 8, 10];
     vec![
         ("a decision of as many actions as the limit is checked action by action", small(), vec![deliver(0); 72]),
@@ -518,6 +631,11 @@ fn size_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
             "a node entry naming more GPUs than any node has is refused whole",
             cluster(),
             vec![place(8, &[(0, &[3, 4, 5, 6, 7, 0, 1, 2, 3])], false)],
+        ),
+        (
+            "a resize naming more node entries than there are nodes is refused whole",
+            elastic_cluster(),
+            vec![resize(0, &[(0, &[3]), (1, &[0]), (0, &[4]), (1, &[1])], None)],
         ),
     ]
 }
