@@ -116,13 +116,22 @@ fn simulate(policy: &str, config: &str) -> (LoopSummary, Vec<Seen>, BudgetConfig
 
 /// [`simulate`] under `watchdog`.
 fn simulate_under(policy: &str, config: &str, watchdog: WatchdogConfig) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
+    simulate_within(policy, config, watchdog, Duration::from_millis(200))
+}
+
+/// [`simulate_under`] with a per-call `deadline`.
+fn simulate_within(
+    policy: &str,
+    config: &str,
+    watchdog: WatchdogConfig,
+    deadline: Duration,
+) -> (LoopSummary, Vec<Seen>, BudgetConfig) {
     let workload = Scenario::from_toml_str("hostile", CLUSTER).expect("the scenario parses");
     let budget = workload.budget;
     let mut sim = Simulator::new(&workload.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
     // Instantiation gets the same budget as a call: init-spin is retried on every tick that
     // quarantine allows, and a second each would make this test minutes long.
-    let limits =
-        Limits { deadline: Duration::from_millis(200), instantiate: Duration::from_millis(200), ..Limits::default() };
+    let limits = Limits { deadline, instantiate: deadline, ..Limits::default() };
     let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
     let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget, watchdog };
     let mut seen = Vec::new();
@@ -295,9 +304,14 @@ fn resizes_are_checked_and_budgeted_and_a_flood_of_reasons_is_cut_to_one_short_l
     let over = seen.iter().map(|s| s.over_budget.len()).sum::<usize>();
     assert!(resized > 0 && over > 0, "valid resizes apply, within the budget: {resized} applied, {over} over it");
 
-    let (summary, seen, budget) = simulate("misbehave", r#"{"behaviour": "pending-flood"}"#);
+    // Making 200,000 reasons (13 MB of them) is the policy's own work: a loaded test machine
+    // takes it past 200 ms, which would test the deadline instead of the trimming.
+    let flood = r#"{"behaviour": "pending-flood"}"#;
+    let (summary, seen, budget) =
+        simulate_within("misbehave", flood, WatchdogConfig::default(), Duration::from_secs(2));
     assert_contained("pending-flood", &summary, &seen, &budget);
-    assert!(seen.iter().all(|s| s.failure.is_none()), "the flood is trimmed, not a failure");
+    let failures: Vec<&String> = seen.iter().filter_map(|s| s.failure.as_ref()).take(3).collect();
+    assert!(failures.is_empty(), "the flood is trimmed, not a failure: {failures:?}");
     assert!(seen.iter().any(|s| !s.pending.is_empty()), "queued jobs keep a reason");
     for s in &seen {
         let mut jobs: Vec<u32> = s.pending.iter().map(|p| p.0).collect();
