@@ -40,7 +40,7 @@ pub const MIN_DEADLINE: Duration = Duration::from_secs(2);
 /// (its turn in Gavel's and Themis's rounds has not come; it fits only across GPU types, which
 /// they never place; Sia and Pollux found more goodput elsewhere), and a rescue would make the
 /// run another policy's. The watchdog's other rules still hold.
-const NO_STALL_RULE: Duration = Duration::from_secs(365 * 24 * 3600);
+pub const NO_STALL_RULE: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// What the tables are judged by: every average JCT within this fraction of the published one.
 pub const TOLERANCE: f64 = 0.15;
