@@ -361,6 +361,18 @@ impl FreeGpus {
     }
 }
 
+/// First fit, as FIFO would, for the queued jobs that ask for no GPU and that `keep` keeps: what
+/// a policy planning GPUs leaves to the simplest rule. Each action's reason is `"{policy}: a CPU
+/// job, first fit"`.
+pub fn first_fit_cpu_jobs(s: &Snapshot<'_>, d: &mut Decision, policy: &str, keep: impl Fn(&Job<'_>) -> bool) {
+    let mut free = FreeGpus::of(s);
+    for job in s.queue().filter(|j| j.gpus_asked() == 0 && keep(j)) {
+        if let Some(p) = free.fit_job(&job) {
+            d.push(p.action(job.id()).because(format!("{policy}: a CPU job, first fit")));
+        }
+    }
+}
+
 /// Whether the host would accept every action of `d`, made on `s`: checked in order against
 /// the world as the earlier actions leave it, by the host's own rules. A placement gives a
 /// queued job exactly the GPUs it asks for, on at most `replicas` nodes, each node of a spread
@@ -501,10 +513,14 @@ mod tests {
         let mut free = FreeGpus::of(&s);
         assert_eq!(entries(&free.fit(2, 1).unwrap()), [(1, vec![0, 1])], "node 0 is skipped");
         assert_eq!(free.fit(0, 1).map(|p| p.node()), Some(NodeId(1)), "a CPU job too");
+        let mut d = Decision::new();
+        first_fit_cpu_jobs(&s, &mut d, "p", |_| true);
+        assert_eq!(d.actions().len(), 1, "the CPU job only: {d:?}");
+        assert_eq!((d.actions()[0].job(), d.actions()[0].reason()), (cpu, "p: a CPU job, first fit"));
+        assert!(check(&s, &d).is_ok());
         let there = Decision::new().with(Action::place(a, NodeId(0), &[0, 1]));
         let why = check(&s, &there).unwrap_err();
         assert!(why.contains("node n0 cannot take work now"), "{why}");
-        let _ = cpu;
     }
 
     #[test]

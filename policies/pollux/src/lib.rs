@@ -295,13 +295,7 @@ impl Policy for Pollux {
             return Ok(d);
         }
         self.round(s, now, &mut d);
-        // CPU jobs: first fit, as FIFO would.
-        let mut free = sched::FreeGpus::of(s);
-        for job in s.queue().filter(|j| j.gpus_asked() == 0 && !j.is_elastic()) {
-            if let Some(p) = free.fit_job(&job) {
-                d.push(p.action(job.id()).because("pollux: a CPU job, first fit"));
-            }
-        }
+        sched::first_fit_cpu_jobs(s, &mut d, "pollux", |j| !j.is_elastic());
         if self.config.interval_s > 0.0 {
             d.call_again_in(Seconds(self.config.interval_s));
         }

@@ -331,13 +331,7 @@ impl<A: Allocation> Policy for RoundBased<A> {
             return Ok(d);
         }
         self.round(s, now, &mut d);
-        // CPU jobs: first fit, as FIFO would.
-        let mut free = sched::FreeGpus::of(s);
-        for job in s.queue().filter(|j| j.gpus_asked() == 0) {
-            if let Some(p) = free.fit_job(&job) {
-                d.push(p.action(job.id()).because(format!("{}: a CPU job, first fit", A::NAME)));
-            }
-        }
+        sched::first_fit_cpu_jobs(s, &mut d, A::NAME, |_| true);
         if self.config.interval_s > 0.0 {
             d.call_again_in(Seconds(self.config.interval_s));
         }
