@@ -27,6 +27,7 @@
 //! Reads: each node's GPU type and GPUs and whether it takes work; each job's model, scaling,
 //! GPUs, batch size, epoch and arrival. A job whose model has no measurements, or whose node
 //! type has none, is planned as the T4s of its model, or placed first fit when it has no model.
+//! With `colocate`: also each GPU's holders and memory in use and each job's GPU share.
 //!
 //! Where we differ from the artifact (siasosp23/artifacts): its goodput for a GPU type comes
 //! from a throughput model fitted to what the job has run, bootstrapped from profiles of one
@@ -34,9 +35,25 @@
 //! restart penalties per model are kept (`penalty_s`). Its placement is rebuilt each round from
 //! empty nodes; ours keeps jobs whose configuration is unchanged where they are.
 //!
-//! Config (kebab-case keys, all optional): `interval-s` (60), `p` (−0.5), `lambda` (1.1).
+//! **Co-location** (`colocate = true`; off: Sia as published). After the round, a queued job
+//! it leaves waiting that can run on one GPU joins a GPU that one training job holds, where
+//! the two run well together: [`colocate::speeds`] (Gavel's measured pair speeds, the means
+//! over the two models' families) give the guest's speed `s_g` and the host's `s_h`; a host
+//! on `n` GPUs runs at its slowest GPU's pace, so the pair gains `s_g − n · (pace − min(pace,
+//! s_h))` of a GPU, and must gain at least `colocate-min-gain − 1`; the best GPU first, at
+//! most two jobs a GPU. The two jobs' GPU memory, learnt from each GPU's memory in use while a
+//! job holds it alone (per job, else the most seen for its model), must fit in
+//! `colocate-memory-fraction` of the GPU's. Every job on a shared GPU gets a share of 100 %,
+//! so that the two share it in space at their measured speeds rather than in time slices. A
+//! guest is planned in the next round as if queued: given a configuration, it moves to GPUs of
+//! its own; otherwise it keeps its GPU unless the plan needs it for another job.
+//!
+//! Config (kebab-case keys, all optional): `interval-s` (60), `p` (−0.5), `lambda` (1.1),
+//! `colocate` (false), `colocate-min-gain` (1.5), `colocate-memory-fraction` (0.9).
 
 use std::collections::BTreeMap;
+
+mod colocate;
 
 use microlp::{ComparisonOp, OptimizationDirection, Problem, SolveOptions, Variable};
 use serde::{Deserialize, Serialize};
@@ -55,11 +72,26 @@ pub struct Config {
     pub p: f64,
     /// What leaving a job without GPUs costs the objective.
     pub lambda: f64,
+    /// Put a job that would wait onto a GPU held by a one-GPU job it runs well beside, both
+    /// with a GPU share (false: Sia as published).
+    pub colocate: bool,
+    /// With `colocate`: the least the two jobs' measured speeds beside each other (each a
+    /// fraction of alone) must add up to.
+    pub colocate_min_gain: f64,
+    /// With `colocate`: the fraction of a GPU's memory the two jobs may fill.
+    pub colocate_memory_fraction: f64,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Config { interval_s: 60.0, p: -0.5, lambda: 1.1 }
+        Config {
+            interval_s: 60.0,
+            p: -0.5,
+            lambda: 1.1,
+            colocate: false,
+            colocate_min_gain: 1.5,
+            colocate_memory_fraction: 0.9,
+        }
     }
 }
 
@@ -72,6 +104,12 @@ struct Ledger {
     most_gpus: u32,
     /// Its configuration (type index, GPUs) and since when, while it runs.
     config: Option<(usize, u32, f64)>,
+    /// Whether it runs as a guest on a GPU another job holds (`colocate`).
+    #[serde(default)]
+    guest: bool,
+    /// The most GPU memory one of its GPUs showed in use while it held it alone.
+    #[serde(default)]
+    memory_bytes: u64,
 }
 
 impl Ledger {
@@ -79,6 +117,7 @@ impl Ledger {
     fn runs(&mut self, pool: usize, gpus: u32, now: f64) {
         self.most_gpus = self.most_gpus.max(gpus);
         self.config = Some((pool, gpus, now));
+        self.guest = false;
     }
 }
 
@@ -87,6 +126,9 @@ impl Ledger {
 struct State {
     rounds: Rounds,
     jobs: BTreeMap<u32, Ledger>,
+    /// Per model, the most GPU memory a job of it was seen to take on a GPU alone (`colocate`).
+    #[serde(default)]
+    footprints: BTreeMap<String, u64>,
 }
 
 /// The Sia policy.
@@ -97,6 +139,17 @@ pub struct Sia {
 
 /// One GPU type's nodes that take work (a type without measurements is planned as T4s).
 type TypePool = Pool<GpuType>;
+
+/// Per GPU (node, index), the jobs that hold it in the plan.
+type Holders = BTreeMap<(NodeId, u32), Vec<usize>>;
+
+/// Job `j` leaves every GPU it holds in the plan.
+fn release(holder: &mut Holders, j: usize) {
+    for hs in holder.values_mut() {
+        hs.retain(|&h| h != j);
+    }
+    holder.retain(|_, hs| !hs.is_empty());
+}
 
 /// What a job's current configuration gains over another of the same rounded score.
 const STAY_BONUS: f64 = 0.01;
@@ -335,7 +388,8 @@ impl Sia {
             }
         }
         let lowest = goodputs.iter().map(|g| g.2).fold(f64::INFINITY, f64::min);
-        let current = ledger.config.filter(|_| !job.is_queued()).map(|(t, n, _)| (t, n));
+        // A guest is planned as if queued: whatever it is given is a start of its own.
+        let current = ledger.config.filter(|_| !job.is_queued() && !ledger.guest).map(|(t, n, _)| (t, n));
         let age = (now - job.arrival().0).max(0.0);
         let penalty = penalty_s(model);
         let restart = (age - f64::from(ledger.restarts) * penalty).max(0.0) / (age + penalty);
@@ -358,7 +412,8 @@ impl Sia {
         (out, index)
     }
 
-    fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) {
+    /// One round; whether it put a job beside another on a GPU.
+    fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) -> bool {
         let pools = Self::pools(s);
         let capacity: Vec<u32> = pools.iter().map(|p| p.total).collect();
         let jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0 || j.is_elastic()).collect();
@@ -375,7 +430,7 @@ impl Sia {
             choices.push(c);
         }
         let pick = allocate(&choices, &locked, &capacity);
-        self.place(s, &pools, &jobs, &choices, &pick, now, d);
+        self.place(s, &pools, &jobs, &choices, &pick, now, d)
     }
 
     /// Turn the allocation into actions: keep unchanged jobs' GPUs, place the rest.
@@ -389,17 +444,26 @@ impl Sia {
         pick: &[Option<usize>],
         now: f64,
         d: &mut Decision,
-    ) {
+    ) -> bool {
         // Per node, which GPUs are taken in the plan.
         let mut taken = sched::FreeGpus::up(s);
         let pool_of = |node: NodeId| sched::pool_of(pools, node);
         let mut moves: Vec<(usize, Entries)> = Vec::new();
+        // Guests on others' GPUs (`colocate`): planned as if queued, they keep nothing.
+        let guest: Vec<bool> = jobs
+            .iter()
+            .map(|job| !job.is_queued() && self.state.jobs.get(&job.id().0).is_some_and(|l| l.guest))
+            .collect();
         // Jobs whose type and count stay keep their GPUs.
         let mut kept = vec![false; jobs.len()];
         for (j, job) in jobs.iter().enumerate() {
             let Some(c) = pick[j].map(|k| choices[j][k]) else { continue };
             let on: Vec<Option<usize>> = job.gpus().iter().map(|g| pool_of(g.node)).collect();
-            if !job.is_queued() && job.gpus().len() as u32 == c.gpus && on.iter().all(|p| *p == Some(c.pool)) {
+            if !job.is_queued()
+                && !guest[j]
+                && job.gpus().len() as u32 == c.gpus
+                && on.iter().all(|p| *p == Some(c.pool))
+            {
                 for g in job.gpus() {
                     taken.take_gpu(*g);
                 }
@@ -415,7 +479,7 @@ impl Sia {
         let mut own: BTreeMap<usize, Entries> = BTreeMap::new();
         for &j in &order {
             let (job, c) = (&jobs[j], choices[j][pick[j].expect("picked")]);
-            if !job.is_elastic() || !job.gpus().iter().all(|g| pool_of(g.node) == Some(c.pool)) {
+            if guest[j] || !job.is_elastic() || !job.gpus().iter().all(|g| pool_of(g.node) == Some(c.pool)) {
                 continue;
             }
             let mine = own.entry(j).or_default();
@@ -425,13 +489,28 @@ impl Sia {
                 }
             }
         }
+        // A guest the plan gives nothing keeps its GPU while the others fit elsewhere: moving
+        // it costs a restart.
+        let mut reserved: Entries = Vec::new();
+        for (_, job) in jobs.iter().enumerate().filter(|(j, _)| guest[*j] && pick[*j].is_none()) {
+            for g in job.gpus() {
+                if taken.take_gpu(*g) {
+                    merge(&mut reserved, vec![(g.node, vec![g.index])]);
+                }
+            }
+        }
         for j in order {
             let c = choices[j][pick[j].expect("picked")];
             let job = &jobs[j];
             let mine = own.remove(&j).unwrap_or_default();
             let kept_own: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
             let (nodes, pieces) = (&pools[c.pool].nodes, Pieces::of(job, c.gpus));
-            let Some(more) = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree) else {
+            let mut more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
+            if more.is_none() && !reserved.is_empty() {
+                taken.give_back(&std::mem::take(&mut reserved));
+                more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
+            }
+            let Some(more) = more else {
                 taken.give_back(&mine);
                 unplaced.push(j);
                 continue;
@@ -441,17 +520,43 @@ impl Sia {
             moves.push((j, entries));
         }
         // Preempt running jobs left without GPUs, then resize and place in an order the host
-        // accepts: each move once the GPUs it takes are free.
-        let mut holder: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
+        // accepts: each move once the GPUs it takes are free. A GPU may have two holders (a
+        // guest beside its host).
+        let mut holder: Holders = BTreeMap::new();
         for (j, job) in jobs.iter().enumerate() {
             for g in job.gpus() {
-                holder.insert((g.node, g.index), j);
+                holder.entry((g.node, g.index)).or_default().push(j);
+            }
+        }
+        // Who the plan gives each GPU: the jobs that keep theirs and the moves.
+        let mut claimed: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
+        for (j, job) in jobs.iter().enumerate().filter(|(j, _)| kept[*j]) {
+            for g in job.gpus() {
+                claimed.insert((g.node, g.index), j);
+            }
+        }
+        for (j, entries) in &moves {
+            for (n, gpus) in entries {
+                for &i in gpus {
+                    claimed.insert((*n, i), *j);
+                }
             }
         }
         for (j, job) in jobs.iter().enumerate() {
             if !job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) {
+                // A guest the plan gives nothing stays where it is while its GPU goes to no one
+                // but the host it shares it with now, unchanged.
+                let stays = guest[j]
+                    && job.gpus().iter().all(|g| {
+                        claimed
+                            .get(&(g.node, g.index))
+                            .is_none_or(|&h| kept[h] && holder[&(g.node, g.index)].contains(&h))
+                    });
+                if stays {
+                    continue;
+                }
                 d.push(Action::preempt(job.id()).because("sia: no configuration this round"));
-                holder.retain(|_, h| *h != j);
+                release(&mut holder, j);
                 self.state.jobs.entry(job.id().0).or_default().config = None;
             }
         }
@@ -461,16 +566,17 @@ impl Sia {
             let before = waiting.len();
             let mut rest = Vec::new();
             for (j, entries) in waiting {
-                let blocked =
-                    entries.iter().any(|(n, gpus)| gpus.iter().any(|&i| holder.get(&(*n, i)).is_some_and(|&h| h != j)));
+                let blocked = entries.iter().any(|(n, gpus)| {
+                    gpus.iter().any(|&i| holder.get(&(*n, i)).is_some_and(|hs| hs.iter().any(|&h| h != j)))
+                });
                 if blocked {
                     rest.push((j, entries));
                     continue;
                 }
-                holder.retain(|_, h| *h != j);
+                release(&mut holder, j);
                 for (n, gpus) in &entries {
                     for &i in gpus {
-                        holder.insert((*n, i), j);
+                        holder.entry((*n, i)).or_default().push(j);
                     }
                 }
                 let job = &jobs[j];
@@ -502,7 +608,7 @@ impl Sia {
                 d.push(
                     Action::preempt(jobs[*j].id()).because("sia: its new GPUs are another's, which moves to its own"),
                 );
-                holder.retain(|_, h| h != j);
+                release(&mut holder, *j);
                 self.state.jobs.entry(jobs[*j].id().0).or_default().config = None;
             }
             waiting = rest.into_iter().filter(|(j, _)| jobs[*j].is_queued()).collect();
@@ -522,12 +628,14 @@ impl Sia {
                 continue;
             }
             for (n, g) in &entries {
-                holder.insert((*n, g[0]), j);
+                holder.entry((*n, g[0])).or_default().push(j);
             }
             d.push(Action::place_on(job.id(), &entries, false).because("sia: a GPU the plan left idle"));
             self.state.jobs.entry(job.id().0).or_default().runs(t, 1, now);
             unplaced.retain(|&k| k != j);
         }
+        let colocated =
+            if self.config.colocate { self.colocate(s, pools, jobs, &guest, &mut holder, now, d) } else { Vec::new() };
         for (j, job) in jobs.iter().enumerate() {
             if kept[j] {
                 let c = choices[j][pick[j].expect("picked")];
@@ -537,7 +645,7 @@ impl Sia {
                 }
                 ledger.most_gpus = ledger.most_gpus.max(c.gpus);
             }
-            if job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) {
+            if job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) && !colocated.contains(&j) {
                 let why = if unplaced.contains(&j) {
                     "sia: its GPUs are split over nodes or held this round; next round".to_string()
                 } else if choices[j].is_empty() {
@@ -549,6 +657,7 @@ impl Sia {
                 d.pending(job.id(), why);
             }
         }
+        !colocated.is_empty()
     }
 }
 
@@ -582,13 +691,20 @@ impl Policy for Sia {
         // Forget jobs that ended.
         let live: std::collections::BTreeSet<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
         self.state.jobs.retain(|h, _| live.contains(h));
+        if self.config.colocate {
+            self.tend_shared_gpus(s, &mut d);
+        }
         if !self.state.rounds.due(s.time(), Seconds(self.config.interval_s), &mut d) {
             return Ok(d);
         }
-        self.round(s, now, &mut d);
+        let shared = self.round(s, now, &mut d);
         sched::first_fit_cpu_jobs(s, &mut d, "sia", |j| !j.is_elastic());
         if self.config.interval_s > 0.0 {
             d.call_again_in(Seconds(self.config.interval_s));
+        }
+        if shared {
+            // The guests' shares are set once they run: soon, not a round later.
+            d.call_again_in(Seconds(5.0));
         }
         Ok(d)
     }
