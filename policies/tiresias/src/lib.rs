@@ -119,6 +119,21 @@ struct State {
     jobs: BTreeMap<u32, Ledger>,
 }
 
+/// A live job and what the round reads of its ledger.
+struct Ranked<'s> {
+    /// Queue, then entry (or arrival), then arrival, then id: the ranking, as integers.
+    key: (u64, u64, u64, u32),
+    /// Its run time when its current run began.
+    run_start_s: f64,
+    job: Job<'s>,
+}
+
+/// `x`'s bits, ordered as [`f64::total_cmp`] orders `x`.
+fn ordered(x: f64) -> u64 {
+    let bits = x.to_bits();
+    if bits >> 63 == 1 { !bits } else { bits | 1 << 63 }
+}
+
 /// The Tiresias policy.
 pub struct Tiresias {
     config: Config,
@@ -137,14 +152,20 @@ impl Tiresias {
     }
 
     /// Bring every live job's ledger up to `now`, `elapsed` after the previous round: waits,
-    /// demotions, promotions.
-    fn update(&mut self, s: &Snapshot, now: f64, elapsed: f64) {
+    /// demotions, promotions. Every live job with its rank key, as the round ranks them.
+    fn update<'s>(&mut self, s: &Snapshot<'s>, now: f64, elapsed: f64) -> Vec<Ranked<'s>> {
         let thresholds = &self.config.thresholds_gpu_h;
         let factor = self.config.starvation_factor;
-        let mut live: Vec<u32> = s.jobs().chain(s.queue()).map(|j| j.id().0).collect();
-        live.sort_unstable();
-        self.state.jobs.retain(|h, _| live.binary_search(h).is_ok());
-        for job in s.jobs().chain(s.queue()) {
+        let mut live: Vec<Job<'s>> = s.jobs().chain(s.queue()).collect();
+        live.sort_unstable_by_key(|j| j.id());
+        // One pass over the ledgers and the live jobs, both by id: the ended jobs' ledgers
+        // dropped, new ones opened, and the map rebuilt from the sorted list.
+        let mut old = std::mem::take(&mut self.state.jobs).into_iter().peekable();
+        let mut ledgers: Vec<(u32, Ledger)> = Vec::with_capacity(live.len());
+        let mut ranked = Vec::with_capacity(live.len());
+        for job in live {
+            let id = job.id().0;
+            while old.next_if(|(h, _)| *h < id).is_some() {}
             let (service, run) = (job.attained_service().0, job.run_time().0);
             let fresh = Ledger {
                 queue: usize::MAX,
@@ -154,7 +175,8 @@ impl Tiresias {
                 waited_s: 0.0,
                 run_start_s: 0.0,
             };
-            let l = self.state.jobs.entry(job.id().0).or_insert(fresh);
+            ledgers.push((id, old.next_if(|(h, _)| *h == id).map_or(fresh, |(_, l)| l)));
+            let l = &mut ledgers.last_mut().expect("just pushed").1;
             let ran = run - l.run_base_s;
             if job.is_queued() && ran > 0.0 {
                 l.waited_s += elapsed;
@@ -167,36 +189,30 @@ impl Tiresias {
                 info!("tiresias: {} waited {:.0} s after running {:.0} s: back to queue 0", job.id(), l.waited_s, ran);
                 *l = Ledger { service_base_s: service, run_base_s: run, queue: 0, ..fresh };
             }
+            let at = match self.config.within_queue {
+                WithinQueue::Entry => l.entered_s,
+                WithinQueue::Arrival => job.arrival().0,
+            };
+            let key = (l.queue as u64, ordered(at), ordered(job.arrival().0), job.id().0);
+            ranked.push(Ranked { key, run_start_s: l.run_start_s, job });
         }
+        self.state.jobs = ledgers.into_iter().collect();
+        ranked
     }
 
     /// Whether a running job's current run is long enough to preempt it.
-    fn preemptible(&self, job: &Job) -> bool {
-        let start = self.state.jobs.get(&job.id().0).map_or(0.0, |l| l.run_start_s);
-        job.run_time().0 - start >= self.config.min_run_s && !job.gpus().is_empty()
+    fn preemptible(&self, r: &Ranked) -> bool {
+        r.job.run_time().0 - r.run_start_s >= self.config.min_run_s && !r.job.gpus().is_empty()
     }
 
     /// One round: rank, admit, and push the preemptions and then the placements.
-    fn round(&mut self, s: &Snapshot, d: &mut Decision) {
-        let mut order: Vec<(Job, usize, f64)> = s
-            .jobs()
-            .chain(s.queue())
-            .map(|j| {
-                let ledger = self.state.jobs.get(&j.id().0);
-                let at = match self.config.within_queue {
-                    WithinQueue::Entry => ledger.map_or(j.arrival().0, |l| l.entered_s),
-                    WithinQueue::Arrival => j.arrival().0,
-                };
-                (j, ledger.map_or(0, |l| l.queue), at)
-            })
-            .collect();
-        order.sort_by(|(a, qa, ta), (b, qb, tb)| {
-            qa.cmp(qb).then(ta.total_cmp(tb)).then(a.arrival().0.total_cmp(&b.arrival().0)).then(a.id().cmp(&b.id()))
-        });
-        let order: Vec<Job> = order.into_iter().map(|(j, _, _)| j).collect();
+    fn round(&mut self, s: &Snapshot, mut ranked: Vec<Ranked>, d: &mut Decision) {
+        // Each key is unique (it ends in the job's id): the unstable sort is the stable one.
+        ranked.sort_unstable_by_key(|r| r.key);
         // The running jobs that could be preempted at all, lowest ranked first, once per round.
         let candidates: Vec<usize> =
-            (0..order.len()).rev().filter(|&v| !order[v].is_queued() && self.preemptible(&order[v])).collect();
+            (0..ranked.len()).rev().filter(|&v| !ranked[v].job.is_queued() && self.preemptible(&ranked[v])).collect();
+        let order: Vec<Job> = ranked.into_iter().map(|r| r.job).collect();
         let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
         // The plan with every running job that could still be preempted released: what a
         // queued job could get at most. Kept in step with `free` through the round, so that a
@@ -328,8 +344,8 @@ impl Policy for Tiresias {
         }
         let elapsed = now - self.state.last_round_s.unwrap_or(now);
         self.state.last_round_s = Some(now);
-        self.update(s, now, elapsed);
-        self.round(s, &mut d);
+        let ranked = self.update(s, now, elapsed);
+        self.round(s, ranked, &mut d);
         if interval.0 > 0.0 {
             d.call_again_in(interval);
         }
@@ -373,6 +389,16 @@ mod tests {
         tick(&mut h, 1000.0);
         assert_eq!(h.policy().queue_of(a), Some(1));
         (h, a)
+    }
+
+    #[test]
+    fn the_rank_keys_order_times_as_total_cmp_does() {
+        let xs = [3.5, -0.0, 0.0, -2.0, 1e300, f64::MIN_POSITIVE, -1e-300, 60.0, 59.999, f64::INFINITY];
+        for a in xs {
+            for b in xs {
+                assert_eq!(ordered(a).cmp(&ordered(b)), a.total_cmp(&b), "{a} against {b}");
+            }
+        }
     }
 
     #[test]
