@@ -176,6 +176,11 @@ fn decide(c: &mut Criterion) {
     bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share", "{}");
     bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon", "{}");
     bench_policy::<policy_tiresias::Tiresias>(c, &rt, "tiresias", r#"{"interval-s": 0}"#);
+    // The policies that plan GPU types and counts, a round on every call.
+    bench_policy::<policy_sia::Sia>(c, &rt, "sia", r#"{"interval-s": 0}"#);
+    bench_policy::<policy_pollux::Pollux>(c, &rt, "pollux", r#"{"interval-s": 0}"#);
+    bench_policy::<policy_gavel::Gavel>(c, &rt, "gavel", r#"{"interval-s": 0}"#);
+    bench_policy::<policy_themis::Themis>(c, &rt, "themis", r#"{"interval-s": 0}"#);
     bench_languages(c, &rt);
 }
 
