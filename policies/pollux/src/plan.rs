@@ -39,12 +39,13 @@ impl Candidate {
         }
     }
 
-    /// The GPU counts it may have, ascending: its options and its current count.
+    /// The GPU counts it may have, ascending: its options (ascending already) and its current
+    /// count in its place. The search asks for them for every pair of jobs: nothing allocated.
     fn counts(&self) -> impl Iterator<Item = u32> + '_ {
         let stay = self.current.map(|c| c.1).filter(|n| !self.options.iter().any(|o| o.0 == *n));
-        let mut all: Vec<u32> = self.options.iter().map(|o| o.0).chain(stay).collect();
-        all.sort_unstable();
-        all.into_iter()
+        let at = stay.map_or(self.options.len(), |n| self.options.partition_point(|o| o.0 < n));
+        let (below, above) = self.options.split_at(at);
+        below.iter().map(|o| o.0).chain(stay).chain(above.iter().map(|o| o.0))
     }
 }
 
@@ -208,4 +209,20 @@ pub(crate) fn search(jobs: &[Candidate], capacity: &[u32]) -> Vec<Pick> {
     warm.improve();
     // Ties go to the warm start: it restarts fewer jobs.
     if empty.total() < warm.total() - EPS { empty.picks } else { warm.picks }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_counts_are_its_options_with_its_current_count_in_its_place() {
+        let c = |current| Candidate { options: vec![(1, 4.0), (4, 2.0), (8, 1.0)], idle: 9.0, current, locked: false };
+        let counts = |c: Candidate| c.counts().collect::<Vec<_>>();
+        assert_eq!(counts(c(None)), [1, 4, 8]);
+        assert_eq!(counts(c(Some((0, 2, 3.0)))), [1, 2, 4, 8]);
+        assert_eq!(counts(c(Some((0, 4, 3.0)))), [1, 4, 8], "a count among the options comes once");
+        assert_eq!(counts(c(Some((0, 16, 3.0)))), [1, 4, 8, 16]);
+        assert_eq!(counts(Candidate { options: Vec::new(), ..c(Some((1, 2, 3.0))) }), [2]);
+    }
 }
