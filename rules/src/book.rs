@@ -86,7 +86,11 @@ impl GpuBook {
 
     /// How many GPUs of `node` are free.
     pub fn free_count(&self, node: u32) -> u32 {
-        self.free_on(node).count() as u32
+        let n = node as usize;
+        match (self.offsets.get(n), self.offsets.get(n + 1)) {
+            (Some(&from), Some(&to)) => self.holders[from..to].iter().filter(|h| h.is_empty()).count() as u32,
+            _ => 0,
+        }
     }
 
     /// Every GPU of the cluster, free or not.
@@ -137,5 +141,6 @@ mod tests {
         let mut book = GpuBook::new([2, 2]);
         book.take(&[(0, vec![1]), (1, vec![0, 1])], 3);
         assert_eq!((book.free_count(0), book.free_count(1)), (1, 0));
+        assert_eq!(book.free_count(2), 0, "a node that does not exist has nothing free");
     }
 }
