@@ -37,7 +37,7 @@
 //!
 //! **Co-location** (`colocate = true`; off: Sia as published). After the round, a queued job
 //! it leaves waiting that can run on one GPU joins a GPU that one training job holds, where
-//! the two run well together: [`colocate::speeds`] (Gavel's measured pair speeds, the means
+//! the two run well together: `colocate::speeds` (Gavel's measured pair speeds, the means
 //! over the two models' families) give the guest's speed `s_g` and the host's `s_h`; a host
 //! on `n` GPUs runs at its slowest GPU's pace, so the pair gains `s_g − n · (pace − min(pace,
 //! s_h))` of a GPU, and must gain at least `colocate-min-gain − 1`; the best GPU first, at
