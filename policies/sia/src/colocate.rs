@@ -23,10 +23,12 @@ use super::{Holders, Sia, TypePool};
 
 /// The measured job types and pairs.
 struct Table {
-    /// Each type's family and batch (0: the family's one measured batch).
-    types: Vec<(String, u32)>,
-    /// `(a, b)` → a's speed beside b and b's beside a, both orders; `(0, 0)`: out of memory.
-    pairs: BTreeMap<(usize, usize), (f64, f64)>,
+    /// How many job types (a family at a batch) were measured.
+    #[cfg(test)]
+    types: usize,
+    /// Family → family → the means over their pairs that fit in memory (see [`speeds`]),
+    /// worked out once.
+    means: BTreeMap<String, BTreeMap<String, (f64, f64)>>,
 }
 
 static TABLE: LazyLock<Table> = LazyLock::new(|| {
@@ -36,7 +38,10 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
 
 impl Table {
     fn parse(csv: &str) -> Result<Table, String> {
-        let mut table = Table { types: Vec::new(), pairs: BTreeMap::new() };
+        // Each type's family and batch (0: the family's one measured batch).
+        let mut types: Vec<(String, u32)> = Vec::new();
+        // `(a, b)` → a's speed beside b and b's beside a, both orders; `(0, 0)`: out of memory.
+        let mut pairs: BTreeMap<(usize, usize), (f64, f64)> = BTreeMap::new();
         let index = |types: &mut Vec<(String, u32)>, family: &str, batch: &str| -> Result<usize, String> {
             let batch: u32 = batch.parse().map_err(|_| format!("a batch size {batch:?}"))?;
             Ok(types.iter().position(|(f, b)| f == family && *b == batch).unwrap_or_else(|| {
@@ -47,14 +52,28 @@ impl Table {
         for line in csv.lines().filter(|l| !l.starts_with('#')).skip(1) {
             let cells: Vec<&str> = line.split(',').collect();
             let [fa, ba, fb, bb, sa, sb] = cells[..] else { return Err(format!("a row {line:?}")) };
-            let a = index(&mut table.types, fa, ba)?;
-            let b = index(&mut table.types, fb, bb)?;
+            let a = index(&mut types, fa, ba)?;
+            let b = index(&mut types, fb, bb)?;
             let speed = |s: &str| s.parse::<f64>().map_err(|_| format!("a speed {s:?}"));
             let (sa, sb) = (speed(sa)?, speed(sb)?);
-            table.pairs.insert((a, b), (sa, sb));
-            table.pairs.insert((b, a), (sb, sa));
+            pairs.insert((a, b), (sa, sb));
+            pairs.insert((b, a), (sb, sa));
         }
-        Ok(table)
+        // Sums and counts per pair of families, the pairs taken in the map's order.
+        let mut sums: BTreeMap<(&str, &str), (f64, f64, f64)> = BTreeMap::new();
+        for (&(x, y), &(sx, sy)) in pairs.iter().filter(|(_, s)| s.0 > 0.0 && s.1 > 0.0) {
+            let sum = sums.entry((&types[x].0, &types[y].0)).or_default();
+            *sum = (sum.0 + sx, sum.1 + sy, sum.2 + 1.0);
+        }
+        let mut means: BTreeMap<String, BTreeMap<String, (f64, f64)>> = BTreeMap::new();
+        for ((fa, fb), (sx, sy, n)) in sums {
+            means.entry(fa.to_owned()).or_default().insert(fb.to_owned(), (sx / n, sy / n));
+        }
+        Ok(Table {
+            #[cfg(test)]
+            types: types.len(),
+            means,
+        })
     }
 }
 
@@ -74,21 +93,13 @@ fn family(model: Model) -> &'static str {
 /// whatever their per-GPU batches (which a policy does not see): the means over every measured
 /// pair of their families that fit in memory; None where none did.
 pub fn speeds(a: Model, b: Model) -> Option<(f64, f64)> {
-    let t = &*TABLE;
-    let (mut sum, mut n) = ((0.0, 0.0), 0.0);
-    for (&(x, y), &(sx, sy)) in &t.pairs {
-        if t.types[x].0 == family(a) && t.types[y].0 == family(b) && sx > 0.0 && sy > 0.0 {
-            sum = (sum.0 + sx, sum.1 + sy);
-            n += 1.0;
-        }
-    }
-    (n > 0.0).then(|| (sum.0 / n, sum.1 / n))
+    TABLE.means.get(family(a))?.get(family(b)).copied()
 }
 
 /// How many measured job types there are.
 #[cfg(test)]
 pub fn types() -> usize {
-    TABLE.types.len()
+    TABLE.types
 }
 
 impl Sia {
@@ -161,6 +172,11 @@ impl Sia {
                 *p = p.min(speed);
             }
         }
+        // How many GPUs each job holds in the plan (a guest joining a GPU changes no host's).
+        let mut held: BTreeMap<usize, u32> = BTreeMap::new();
+        for &j in holder.values().flatten() {
+            *held.entry(j).or_default() += 1;
+        }
         let mut waiting: Vec<usize> = (0..jobs.len())
             .filter(|&j| jobs[j].is_queued() && one_gpu(&jobs[j]) && !holder.values().any(|hs| hs.contains(&j)))
             .collect();
@@ -187,7 +203,7 @@ impl Sia {
                     continue;
                 }
                 // The host loses on every GPU it holds: its slowest sets its pace.
-                let gpus = holder.values().filter(|o| o.contains(&h)).count() as f64;
+                let gpus = f64::from(held.get(&h).copied().unwrap_or(1));
                 let now_pace = pace.get(&h).copied().unwrap_or(1.0);
                 let gain = 1.0 + sg - gpus * (now_pace - now_pace.min(sh));
                 if gain >= self.config.colocate_min_gain && best.is_none_or(|(b, ..)| gain > b) {
