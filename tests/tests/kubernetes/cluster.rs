@@ -16,7 +16,8 @@ pub struct Cluster {
     pub kubeconfig: PathBuf,
     pub client: kube::Client,
     pub rt: tokio::runtime::Runtime,
-    image: OnceLock<Option<String>>,
+    /// The trainer's image tag and the tarball it was packed into (kept to import again).
+    image: OnceLock<Option<(String, tempfile::TempDir)>>,
 }
 
 /// The cluster the tests use, or None (and a loud line saying why) when none answers.
@@ -66,6 +67,7 @@ macro_rules! trainer_cluster_or_skip {
         };
         let serial = crate::cluster::serial();
         let Some(image) = c.trainer_image() else { return };
+        c.reimport_images();
         (c, image.to_string(), serial)
     }};
 }
@@ -106,16 +108,31 @@ impl Cluster {
                     .status()
                     .is_ok_and(|s| s.success());
                 assert!(packed, "jobs/trainer/image.sh packs the trainer");
-                let imported = std::process::Command::new(script()).arg("import").arg(&tar).output();
-                match imported {
-                    Ok(o) if o.status.success() => Some(tag),
-                    other => {
-                        eprintln!("SKIPPED: the trainer's image could not be imported into the nodes ({other:?})");
+                match import(&tar) {
+                    Ok(()) => Some((tag, dir)),
+                    Err(e) => {
+                        eprintln!("SKIPPED: the trainer's image could not be imported into the nodes ({e})");
                         None
                     }
                 }
             })
-            .as_deref()
+            .as_ref()
+            .map(|(tag, _)| tag.as_str())
+    }
+
+    /// Import the sandbox (`pause`), busybox and trainer images into every node again, before
+    /// each test. A kubelet short of disk removes the images no pod uses, the sandbox's among
+    /// them, and then no pod on that node gets past ContainerCreating (no registry to pull
+    /// from); importing an image already there takes a fraction of a second.
+    pub fn reimport_images(&self) {
+        let run = PathBuf::from(std::env::var("K8S_RUN").unwrap_or_else(|_| "/tmp/k8s-run".into()));
+        let trainer = self.image.get().and_then(|i| i.as_ref()).map(|(_, dir)| dir.path().join("trainer.tar"));
+        let base = ["pause", "busybox"].map(|i| run.join("images").join(format!("{i}.tar")));
+        for tar in base.into_iter().filter(|t| t.exists()).chain(trainer) {
+            if let Err(e) = import(&tar) {
+                panic!("importing {} into the nodes again failed: {e}", tar.display());
+            }
+        }
     }
 
     /// The pods of the default namespace.
@@ -314,13 +331,26 @@ impl Cluster {
     }
 }
 
-/// The last lines of node `node`'s kubelet log that name pod `pod` (the cluster script keeps it
-/// in its run directory), or None where there is no such log.
+/// `cluster import TAR`: load an image into every node.
+fn import(tar: &std::path::Path) -> Result<(), String> {
+    match std::process::Command::new(script()).arg("import").arg(tar).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!("{}: {}", o.status, String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(format!("{}: {e}", script().display())),
+    }
+}
+
+/// The last lines of node `node`'s kubelet log that name pod `pod`, and the last that say it
+/// reclaimed disk (evicting, removing images), or None where there is no such log.
 fn kubelet_lines(node: &str, pod: &str) -> Option<String> {
     let run = std::env::var("K8S_RUN").unwrap_or_else(|_| "/tmp/k8s-run".into());
     let log = std::fs::read_to_string(format!("{run}/kubelet-{node}.log")).ok()?;
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains(pod)).collect();
-    let tail = &lines[lines.len().saturating_sub(6)..];
+    let last = |keep: &dyn Fn(&str) -> bool, n: usize| {
+        let lines: Vec<&str> = log.lines().filter(|l| keep(l)).collect();
+        lines[lines.len().saturating_sub(n)..].to_vec()
+    };
+    let mut tail = last(&|l| l.contains("eviction_manager") || l.contains("image_gc_manager"), 4);
+    tail.extend(last(&|l| l.contains(pod), 6));
     if tail.is_empty() {
         return None;
     }
