@@ -131,6 +131,9 @@ pub struct HostConfig {
     /// When a failing active policy is benched for a safe one ([`crate::watchdog`]).
     #[serde(default)]
     pub watchdog: WatchdogConfig,
+    /// The tenants jobs belong to, with their weights and quotas ([`crate::tenants`]).
+    #[serde(default)]
+    pub tenants: Vec<crate::tenants::TenantConfig>,
 }
 
 /// Hot reload of the policies directory.
@@ -381,10 +384,16 @@ impl HostConfig {
         Ok(config)
     }
 
+    /// The declared tenants, as the contract has them (checked when the config was parsed).
+    pub fn declared_tenants(&self) -> Vec<crate::bindings::wit::Tenant> {
+        crate::tenants::declare(&self.tenants).unwrap_or_default()
+    }
+
     fn check(&self) -> Result<(), String> {
         if self.tick.is_zero() {
             return Err("tick must be above zero, e.g. \"30s\"".into());
         }
+        crate::tenants::declare(&self.tenants)?;
         let active: Vec<&str> =
             self.policy.iter().filter(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str()).collect();
         if active.len() > 1 {

@@ -18,7 +18,7 @@ use crate::watchdog::{self, Benched, Stalls, Watchdog, WatchdogConfig};
 use crate::world::World;
 
 /// How the loop runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct LoopConfig {
     /// Time between observations, on the backend's clock.
     pub tick: Duration,
@@ -29,6 +29,9 @@ pub struct LoopConfig {
     /// When the active policy is benched, and when queued jobs are rescued from it
     /// ([`crate::watchdog`]).
     pub watchdog: WatchdogConfig,
+    /// The declared tenants ([`crate::tenants`]): every action and the default placement hold
+    /// them to their limits.
+    pub tenants: Vec<crate::bindings::wit::Tenant>,
 }
 
 impl LoopConfig {
@@ -47,6 +50,7 @@ impl Default for LoopConfig {
             horizon: None,
             budget: BudgetConfig::default(),
             watchdog: WatchdogConfig::default(),
+            tenants: Vec::new(),
         }
     }
 }
@@ -203,6 +207,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
     let mut world = World::new();
+    world.set_tenants(config.tenants.clone());
     let mut summary = LoopSummary::default();
     let mut budget = Budget::new(config.budget).share_restarts(backend.gpu_share_restarts());
     let mut dog = Watchdog::new(config.watchdog);

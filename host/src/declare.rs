@@ -20,6 +20,7 @@
 //! wasmsched.deliver=/bin/export,/model   # the command `deliver` runs in the container
 //! wasmsched.checkpoint=/ckpt             # the folder a migration or a preemption carries over
 //! wasmsched.disruptible=false            # never stopped, migrated or preempted (crate::budget)
+//! wasmsched.tenant=vision                # the tenant (team, queue) it belongs to (default: default)
 //! ```
 //!
 //! A label that does not parse is reported with what to write instead, and the job is managed
@@ -52,6 +53,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "deliver",
     "checkpoint",
     "disruptible",
+    "tenant",
     // Written by the host.
     "replaces",
     "wait",
@@ -234,10 +236,18 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
     for key in unknown {
         let hint = match nearest(key) {
             Some(near) => format!("not a key wasmsched reads: did you mean {PREFIX}{near}?"),
-            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..16].join(", ")),
+            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..17].join(", ")),
         };
         problem(key, hint);
     }
+    let tenant = match get("tenant") {
+        None => crate::world::DEFAULT_TENANT.to_string(),
+        Some(t) if crate::tenants::valid_name(t) => t.to_string(),
+        Some(t) => {
+            problem("tenant", format!("{t:?} is not a tenant name: {}", crate::tenants::NAME_RULE));
+            crate::world::DEFAULT_TENANT.to_string()
+        }
+    };
     let model = get("model").filter(|m| !m.is_empty()).unwrap_or(image).to_string();
     let mut kept: Vec<(String, String)> =
         labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -256,6 +266,7 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         gpus,
         replicas,
         scaling: wit::Scaling { gpu_counts, batch_size_min, batch_size_max },
+        tenant,
     };
     Declared { spec, deliver, checkpoint, problems }
 }

@@ -201,8 +201,13 @@ impl Host {
         let mut reloader =
             Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
         let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
-        let loop_config =
-            LoopConfig { tick: config.tick, horizon: None, budget: config.budget, watchdog: config.watchdog };
+        let loop_config = LoopConfig {
+            tick: config.tick,
+            horizon: None,
+            budget: config.budget,
+            watchdog: config.watchdog,
+            tenants: config.declared_tenants(),
+        };
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
             // Watch first, then look: a file that lands in between is seen twice, never missed.
             let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();

@@ -86,6 +86,7 @@ pub mod scaffold;
 pub mod scenario;
 pub mod shadow;
 pub mod shipped;
+pub mod tenants;
 pub mod units;
 pub mod validate;
 pub mod watchdog;

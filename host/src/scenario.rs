@@ -70,6 +70,8 @@ pub struct Scenario {
     /// The watchdog its runs go under: a scenario's `[watchdog]` table, the default when it
     /// has none.
     pub watchdog: WatchdogConfig,
+    /// The tenants its jobs belong to, as declared (`[[tenants]]`); none for a CSV workload.
+    pub tenants: Vec<crate::bindings::wit::Tenant>,
 }
 
 /// How to load a workload file.
@@ -330,7 +332,13 @@ impl Scenario {
     /// A workload with no published figures and no disruption budget: what a trace or a test
     /// runs.
     pub fn of(workload: Workload) -> Scenario {
-        Scenario { workload, claims: Vec::new(), budget: BudgetConfig::off(), watchdog: WatchdogConfig::default() }
+        Scenario {
+            workload,
+            claims: Vec::new(),
+            budget: BudgetConfig::off(),
+            watchdog: WatchdogConfig::default(),
+            tenants: Vec::new(),
+        }
     }
 
     /// Its name, for reports.

@@ -49,7 +49,7 @@ pub const MAX_PENDING_BYTES: usize = 120;
 pub fn check(decision: wit::Decision, world: &World) -> Result<Checked, Oversized> {
     rules::size(decision.actions.iter().map(|a| act(&a.kind)), room(world))?;
     let mut checked = Checked::default();
-    let mut checker = Checker::new(world.gpu_book());
+    let mut checker = Checker::new(world.gpu_book()).with_tenants(world.ledger());
     let seen = Seen::new(world);
     for mut action in decision.actions {
         truncate_marked(&mut action.reason, MAX_REASON_BYTES);
@@ -205,6 +205,7 @@ impl rules::World for Seen<'_> {
             replicas: spec.replicas,
             node: state.is_running().then_some(state.node),
             memory_used_bytes: state.memory_used_bytes,
+            tenant: Some(state.tenant as usize),
         })
     }
 

@@ -30,6 +30,11 @@ pub struct World {
     next_handle: u32,
     next_seq: u64,
     queued: usize,
+    /// Declared tenants first (`declared` of them), then those jobs named undeclared.
+    tenants: Vec<wit::Tenant>,
+    declared: usize,
+    /// Bumped whenever the tenant list changes, so a cursor knows when to resend it.
+    tenants_version: u64,
 }
 
 /// One GPU: its node and its index there.
@@ -73,6 +78,8 @@ pub struct JobState {
     pub gpu_ms: u64,
     /// Its global batch size in force; 0 when the host knows none.
     pub batch_size: u32,
+    /// Its tenant's index in [`World::tenants`].
+    pub tenant: u32,
 }
 
 impl JobState {
@@ -92,6 +99,7 @@ impl JobState {
             run_ms: 0,
             gpu_ms: 0,
             batch_size: 0,
+            tenant: 0,
         }
     }
 
@@ -124,6 +132,7 @@ pub struct Record {
 pub struct Cursor {
     seen: Vec<u32>,
     nodes_version: Option<u64>,
+    tenants_version: Option<u64>,
     progress_seq: u64,
     last_call_ms: Option<u64>,
 }
@@ -239,8 +248,12 @@ impl World {
         self.next_handle += 1;
         spec.handle = handle;
         settle_scaling(&mut spec);
+        if spec.tenant.trim().is_empty() {
+            spec.tenant = DEFAULT_TENANT.into();
+        }
         let mut state = JobState::new(handle, node);
         state.batch_size = spec.scaling.batch_size_min;
+        state.tenant = self.tenant_index(&spec.tenant);
         self.specs.push(spec);
         self.states.push(state);
         self.history.push(VecDeque::new());
@@ -448,6 +461,8 @@ impl World {
         }
         let nodes_changed = resync || cursor.nodes_version != Some(self.nodes_version);
         cursor.nodes_version = Some(self.nodes_version);
+        let tenants_changed = resync || self.tenants_changed(cursor.tenants_version);
+        cursor.tenants_version = Some(self.tenants_version());
         cursor.progress_seq = self.next_seq;
         cursor.last_call_ms = Some(self.time_ms);
         wit::Snapshot {
@@ -456,6 +471,7 @@ impl World {
             resync,
             nodes: nodes_changed.then(|| self.nodes.clone()),
             nodes_down: self.nodes_down.clone(),
+            tenants: tenants_changed.then(|| self.tenants.clone()),
             gpus: wit::GpuStates {
                 utilisation_percent: self.gpu_utilisation.clone(),
                 memory_used_bytes: self.gpu_memory_used.clone(),
@@ -554,6 +570,9 @@ fn progress_columns(records: &[(u64, u32, &Record)]) -> wit::ProgressRecords {
 }
 
 pub mod sample;
+mod tenants;
+
+pub use tenants::{DEFAULT_TENANT, entitlement, undeclared};
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use crate::book::GpuBook;
+use crate::tenants::{Ledger, OverLimit};
 use crate::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, gpus_per_piece, max_actions};
 
 /// A node's capacity, as the checks need it.
@@ -44,6 +45,8 @@ pub struct JobNow<'a> {
     pub gpu_counts: &'a [u32],
     /// The global batch sizes it accepts (0, 0: none to set).
     pub batch_sizes: (u32, u32),
+    /// Its tenant's index in the checker's [`Ledger`]; None: no tenant limits it.
+    pub tenant: Option<usize>,
 }
 
 /// What the checks read of the world a decision was made for.
@@ -184,6 +187,8 @@ pub enum Problem {
     BatchOutOfRange { job: u32, batch_size: u32, min: u32, max: u32 },
     /// A resize naming a node without a GPU of the job's (a spread resize gives each node some).
     EmptyEntry { node: String },
+    /// A placement or resize taking the job's tenant past its limit ([`crate::tenants`]).
+    OverTenantLimit(OverLimit),
 }
 
 impl fmt::Display for Problem {
@@ -253,6 +258,7 @@ impl fmt::Display for Problem {
                 }
             }
             EmptyEntry { node } => write!(f, "the resize names node {node} with no GPU; leave it out"),
+            OverTenantLimit(over) => over.fmt(f),
         }
     }
 }
@@ -372,13 +378,22 @@ pub fn size<'a, E: Entry + 'a>(acts: impl ExactSizeIterator<Item = Act<'a, E>>, 
 #[derive(Clone, Debug)]
 pub struct Checker {
     book: GpuBook,
+    ledger: Ledger,
     moved: HashSet<u32>,
 }
 
 impl Checker {
-    /// Start on a world whose GPUs are held as `book` says (every running job's GPUs).
+    /// Start on a world whose GPUs are held as `book` says (every running job's GPUs), with no
+    /// tenant limits.
     pub fn new(book: GpuBook) -> Self {
-        Checker { book, moved: HashSet::new() }
+        Checker { book, ledger: Ledger::default(), moved: HashSet::new() }
+    }
+
+    /// Hold tenants to their limits, from what `ledger` says they hold now (every running
+    /// job's GPUs, counted to its tenant).
+    pub fn with_tenants(mut self, ledger: Ledger) -> Self {
+        self.ledger = ledger;
+        self
     }
 
     /// The GPUs as the accepted actions so far leave them.
@@ -386,37 +401,50 @@ impl Checker {
         &self.book
     }
 
+    /// What each tenant holds as the accepted actions so far leave it.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
     /// Check `act` on `job`; when it passes, the world moves on as it says (a placement takes
     /// its GPUs, a preemption or a stop frees them, a resize does both).
     pub fn check<W: World + ?Sized, E: Entry>(&mut self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
         self.problem(world, job, act)?;
-        match act {
-            Act::Place { nodes, .. } => {
-                for entry in *nodes {
-                    for &index in entry.gpus() {
-                        self.book.hold(entry.node(), index, job);
-                    }
-                }
-            }
-            Act::Preempt | Act::Stop => {
-                for (node, index) in world.gpus_of(job) {
-                    self.book.release(node, index, job);
-                }
-            }
-            Act::Resize { nodes, .. } => {
-                for (node, index) in world.gpus_of(job) {
-                    self.book.release(node, index, job);
-                }
-                for entry in *nodes {
-                    for &index in entry.gpus() {
-                        self.book.hold(entry.node(), index, job);
-                    }
-                }
-            }
+        let tenant = world.job(job).and_then(|j| j.tenant);
+        let (freed, taken) = match act {
+            Act::Place { nodes, .. } => (Vec::new(), *nodes),
+            Act::Preempt | Act::Stop => (world.gpus_of(job), &[][..]),
+            Act::Resize { nodes, .. } => (world.gpus_of(job), *nodes),
             _ => return Ok(()),
+        };
+        for &(node, index) in &freed {
+            self.book.release(node, index, job);
+        }
+        for entry in taken {
+            for &index in entry.gpus() {
+                self.book.hold(entry.node(), index, job);
+            }
+        }
+        if let Some(t) = tenant {
+            self.ledger.release(t, freed.len() as u64);
+            self.ledger.hold(t, taken.iter().map(|e| e.gpus().len() as u64).sum());
         }
         self.moved.insert(job);
         Ok(())
+    }
+
+    /// Why `job`'s tenant may not go from the GPUs it holds to those `nodes` name.
+    fn tenant_room<W: World + ?Sized, E: Entry>(
+        &self,
+        world: &W,
+        job: u32,
+        now: &JobNow,
+        nodes: &[E],
+    ) -> Result<(), Problem> {
+        let Some(tenant) = now.tenant else { return Ok(()) };
+        let taken: u64 = nodes.iter().map(|e| e.gpus().len() as u64).sum();
+        let held = if now.node.is_some() { world.gpus_of(job).len() as u64 } else { 0 };
+        self.ledger.check(tenant, taken.saturating_sub(held)).map_err(Problem::OverTenantLimit)
     }
 
     fn problem<W: World + ?Sized, E: Entry>(&self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
@@ -426,7 +454,10 @@ impl Checker {
         }
         let Some(on) = now.node else {
             return match act {
-                Act::Place { nodes, share } => self.placement(world, job, &now, nodes, *share),
+                Act::Place { nodes, share } => {
+                    self.placement(world, job, &now, nodes, *share)?;
+                    self.tenant_room(world, job, &now, nodes)
+                }
                 Act::Stop => Ok(()),
                 _ => Err(Problem::Queued { job }),
             };
@@ -489,7 +520,8 @@ impl Checker {
                         return Err(Problem::BatchOutOfRange { job, batch_size, min, max });
                     }
                 }
-                self.elastic_entries(world, job, &now, entries, share)
+                self.elastic_entries(world, job, &now, entries, share)?;
+                self.tenant_room(world, job, &now, entries)
             }
             Act::SetCpu(_) | Act::SetMemory(_) | Act::Deliver | Act::Stop | Act::Preempt => Ok(()),
         }

@@ -15,10 +15,12 @@
 pub mod book;
 pub mod check;
 pub mod fit;
+pub mod tenants;
 
 pub use book::GpuBook;
 pub use check::{Act, Checker, JobNow, NodeCap, Oversized, Problem, Room, World};
 pub use fit::{Ask, first_fit};
+pub use tenants::{Entitlement, Ledger, OverLimit};
 
 /// Docker refuses CPU limits below a hundredth of a core.
 pub const MIN_CPU_MILLICORES: u64 = 10;

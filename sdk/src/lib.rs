@@ -24,7 +24,9 @@ pub mod view;
 pub use decision::{Action, ActionKind, Decision, Rounds};
 pub use policy::{NoConfig, Policy, PolicyError, Runner, state};
 pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
-pub use view::{Direction, Gpu, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Values, WaitReason};
+pub use view::{
+    Direction, Gpu, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Tenant, Values, WaitReason,
+};
 
 /// Everything a policy usually needs, in one `use`.
 pub mod prelude {
@@ -34,7 +36,7 @@ pub mod prelude {
     pub use crate::stats;
     pub use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
     pub use crate::view::{
-        Direction, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Tiers, WaitReason,
+        Direction, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Tenant, Tiers, WaitReason,
     };
     pub use crate::{debug, error, export_policy, info, keep_state, warn};
 }

@@ -398,7 +398,7 @@ pub fn verdicts(s: &Snapshot<'_>, d: &Decision) -> Result<Vec<Result<(), String>
     };
     wasmsched_rules::check::size(d.actions().iter().map(act), room).map_err(|e| e.to_string())?;
     let world = Seen(s);
-    let mut checker = Checker::new(FreeGpus::of(s).book);
+    let mut checker = Checker::new(FreeGpus::of(s).book).with_tenants(s.ledger());
     let verdict = |action: &Action| checker.check(&world, action.job().0, &act(action)).map_err(|p| p.to_string());
     Ok(d.actions().iter().map(verdict).collect())
 }
@@ -448,6 +448,7 @@ impl World for Seen<'_, '_> {
             replicas: j.declared_replicas(),
             node: (!j.is_queued()).then(|| j.node().0),
             memory_used_bytes: j.memory_use().0,
+            tenant: self.0.tenant_index(j.tenant()),
         })
     }
 

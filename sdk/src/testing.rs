@@ -54,7 +54,50 @@ pub fn job(name: &str, model: &str) -> JobBuilder {
         gpus: 0,
         replicas: 1,
         scaling: wit::Scaling { gpu_counts: Vec::new(), batch_size_min: 0, batch_size_max: 0 },
+        tenant: "default".into(),
     })
+}
+
+/// Declares a tenant: start with [`tenant`], chain what it is entitled to, hand it to
+/// [`TestWorld::declare`].
+#[derive(Clone, Debug)]
+pub struct TenantBuilder(wit::Tenant);
+
+/// Tenant `name`: weight 1, no quota, no cohort.
+pub fn tenant(name: &str) -> TenantBuilder {
+    TenantBuilder(wit::Tenant {
+        name: name.into(),
+        weight: 1.0,
+        quota_gpus: None,
+        borrowing_limit_gpus: None,
+        cohort: String::new(),
+    })
+}
+
+impl TenantBuilder {
+    /// Its weight against the other tenants'.
+    pub fn weight(mut self, weight: f64) -> Self {
+        self.0.weight = weight;
+        self
+    }
+
+    /// The GPUs guaranteed to it.
+    pub fn quota(mut self, gpus: u32) -> Self {
+        self.0.quota_gpus = Some(gpus);
+        self
+    }
+
+    /// The most GPUs it may borrow beyond its quota.
+    pub fn borrowing_limit(mut self, gpus: u32) -> Self {
+        self.0.borrowing_limit_gpus = Some(gpus);
+        self
+    }
+
+    /// The cohort it lends to and borrows from.
+    pub fn cohort(mut self, cohort: &str) -> Self {
+        self.0.cohort = cohort.into();
+        self
+    }
 }
 
 impl JobBuilder {
@@ -111,6 +154,12 @@ impl JobBuilder {
         self
     }
 
+    /// The tenant it belongs to (default "default").
+    pub fn tenant(mut self, name: &str) -> Self {
+        self.0.tenant = name.into();
+        self
+    }
+
     /// A free-form label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
         self.0.labels.push((key.into(), value.into()));
@@ -143,6 +192,10 @@ pub struct TestWorld {
     progress: Option<wit::ProgressRecords>,
     /// The nodes that cannot take work, ascending.
     down: Vec<u32>,
+    /// Declared tenants first, then those jobs named undeclared, as the host keeps them.
+    tenants: Vec<wit::Tenant>,
+    declared: usize,
+    tenants_changed: bool,
 }
 
 impl TestWorld {
@@ -168,6 +221,32 @@ impl TestWorld {
             w.set_gpu_type(NodeId(i as u32), gpu_type);
         }
         w
+    }
+
+    /// Declare a tenant (replacing an earlier declaration of the same name).
+    pub fn declare(&mut self, tenant: TenantBuilder) {
+        let t = tenant.0;
+        match self.tenants.iter().position(|d| d.name == t.name) {
+            Some(i) if i < self.declared => self.tenants[i] = t,
+            Some(i) => {
+                self.tenants.remove(i);
+                self.tenants.insert(self.declared, t);
+                self.declared += 1;
+            }
+            None => {
+                self.tenants.insert(self.declared, t);
+                self.declared += 1;
+            }
+        }
+        self.tenants_changed = true;
+    }
+
+    /// A job names tenant `name`: added undeclared (weight 1, no quota) when new.
+    fn name_tenant(&mut self, name: &str) {
+        if !self.tenants.iter().any(|t| t.name == name) {
+            self.tenants.push(tenant(name).0);
+            self.tenants_changed = true;
+        }
     }
 
     /// Add a node without GPUs.
@@ -235,6 +314,10 @@ impl TestWorld {
         spec.scaling.gpu_counts.dedup();
         let batch_size = spec.scaling.batch_size_min;
         spec.arrival_ms = self.time_ms;
+        if spec.tenant.trim().is_empty() {
+            spec.tenant = "default".into();
+        }
+        self.name_tenant(&spec.tenant);
         let queued = QueueNumbers { reason: WaitReason::NeverStarted, since_ms: self.time_ms, run_ms: 0, gpu_ms: 0 };
         let state = JobNumbers { batch_size, ..JobNumbers::default() };
         self.jobs.insert(handle, TestJob { spec, state, gpus: Vec::new(), queued: Some(queued) });
@@ -338,6 +421,7 @@ impl TestWorld {
         // host sends them.
         let nodes_changed = resync || self.nodes_sent != self.nodes.len();
         self.nodes_sent = self.nodes.len();
+        let tenants_changed = resync || std::mem::take(&mut self.tenants_changed);
         let mut jobs = no_states();
         let mut queue = no_queue();
         for (handle, j) in &self.jobs {
@@ -363,6 +447,7 @@ impl TestWorld {
             resync,
             nodes: nodes_changed.then(|| self.nodes.clone()),
             nodes_down: self.down.clone(),
+            tenants: tenants_changed.then(|| self.tenants.clone()),
             gpus: wit::GpuStates {
                 utilisation_percent: self.gpu_use.iter().flatten().map(|g| g.0).collect(),
                 memory_used_bytes: self.gpu_use.iter().flatten().map(|g| g.1).collect(),

@@ -8,9 +8,11 @@ use crate::units::{Bytes, JobId, Millicores, NodeId, Seconds};
 pub use wit::{Direction, JobKind, MetricSpec, Scaling, Tiers, WaitReason};
 
 mod table;
+mod tenant;
 
 use table::JobEntry;
 pub(crate) use table::{JobNumbers, JobTable, NodeTable, QueueNumbers, no_progress, no_queue, no_states};
+pub use tenant::Tenant;
 
 /// One GPU: its node and its index there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -279,6 +281,11 @@ impl<'a> Job<'a> {
     /// The epoch cap, if declared.
     pub fn max_epochs(&self) -> Option<u32> {
         self.entry.spec.max_epochs
+    }
+
+    /// The tenant it belongs to ("default" when it names none).
+    pub fn tenant(&self) -> &'a str {
+        &self.entry.spec.tenant
     }
 
     /// A label from the job's declaration.

@@ -698,6 +698,7 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         } else {
             wit::Scaling::rigid()
         },
+        tenant: plan.tenant.clone(),
     }
 }
 

@@ -221,7 +221,13 @@ pub fn simulate_watched(
     let mut timeline = Vec::new();
     let names: std::collections::HashMap<&str, u32> =
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
-    let config = LoopConfig { tick: options.tick, horizon: None, budget: scenario.budget, watchdog: scenario.watchdog };
+    let config = LoopConfig {
+        tick: options.tick,
+        horizon: None,
+        budget: scenario.budget,
+        watchdog: scenario.watchdog,
+        tenants: scenario.tenants.clone(),
+    };
     let mut benched = None;
     // Per workload job, why it waited as the policy last said.
     let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];

@@ -43,6 +43,9 @@ struct ScenarioFile {
     /// The watchdog its runs go under; the default when absent.
     #[serde(default)]
     watchdog: WatchdogConfig,
+    /// The tenants its jobs belong to ([`crate::tenants`]), one `[[tenants]]` table each.
+    #[serde(default)]
+    tenants: Vec<crate::tenants::TenantConfig>,
 }
 
 /// A `[[node]]` table.
@@ -129,6 +132,8 @@ struct JobTable {
     /// An elastic GPU training job (any GPU count, its own batch size, Sia's restore delays);
     /// false when absent.
     elastic: Option<bool>,
+    /// The tenant it belongs to; `default` when absent.
+    tenant: Option<String>,
 }
 
 /// The most jobs one `[[job]]` table expands into with `count` (more is a typo, and would
@@ -480,6 +485,11 @@ pub(super) fn scenario(
                         .into(),
                 });
             }
+            let tenant = match &table.tenant {
+                None => crate::world::DEFAULT_TENANT.to_string(),
+                Some(t) if crate::tenants::valid_name(t) => t.clone(),
+                Some(_) => return Err(err("tenant", format!("a tenant's name is {}", crate::tenants::NAME_RULE))),
+            };
             seen.insert(name.clone(), i);
             jobs.push(JobPlan {
                 name,
@@ -500,15 +510,23 @@ pub(super) fn scenario(
                 disruptible: table.disruptible.unwrap_or(true),
                 elastic,
                 tuned: false,
+                tenant,
             });
         }
     }
+    let tenants = crate::tenants::declare(&file.tenants).map_err(|message| WorkloadError::Field {
+        path: path.into(),
+        line: None,
+        field: "tenants".into(),
+        message,
+    })?;
     let name = file.name.unwrap_or_else(|| default_name.to_string());
     Ok(Scenario {
         workload: Workload { name, nodes, jobs },
         claims: file.paper,
         budget: file.budget,
         watchdog: file.watchdog,
+        tenants,
     })
 }
 

@@ -30,6 +30,7 @@ pub fn job_spec(i: usize) -> wit::JobSpec {
         qoe_target: (i % 4 == 1).then_some(30.0),
         max_epochs: Some(100),
         labels: vec![("team".into(), format!("t{}", i % 5))],
+        tenant: crate::world::DEFAULT_TENANT.into(),
         scaling: wit::Scaling::rigid(),
         arrival_ms: 0,
         gpus: 0,

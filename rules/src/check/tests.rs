@@ -9,6 +9,8 @@ struct Plain {
     down: Vec<u32>,
     /// Every job's GPU counts (a job not listed here is rigid) and batch sizes.
     scaling: Vec<(u32, Vec<u32>, (u32, u32))>,
+    /// Each job's tenant (a job not listed has none).
+    tenants: Vec<(u32, usize)>,
 }
 
 /// GPUs asked, replicas, where it runs with the (node, index) of its GPUs, memory used.
@@ -39,6 +41,7 @@ impl World for Plain {
             memory_used_bytes: *memory,
             gpu_counts: counts,
             batch_sizes,
+            tenant: self.tenants.iter().find(|t| t.0 == job).map(|t| t.1),
         })
     }
     fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
@@ -70,6 +73,7 @@ fn gpu_world() -> Plain {
         jobs: vec![(1, 1, Some((0, vec![(0, 0)])), 1 << 30), (2, 2, None, 0), (1, 1, None, 0)],
         down: Vec::new(),
         scaling: Vec::new(),
+        tenants: Vec::new(),
     }
 }
 
@@ -257,4 +261,27 @@ fn an_elastic_job_is_placed_on_any_of_its_counts_spread_as_a_resize_spreads() {
     );
     assert_eq!(place_on(&[(0, &[1, 2, 3]), (1, &[0])]), Ok(()), "four GPUs over two nodes, though it asked for one");
     assert!(place_on(&[(0, &[0, 1])]).unwrap_err().contains("held by job 0"));
+}
+
+#[test]
+fn a_tenant_is_held_to_its_limit_and_a_preemption_of_its_own_makes_room() {
+    use crate::tenants::{Entitlement, Ledger};
+    // Jobs 0 (running, 1 GPU) and 1 (2 GPUs) are tenant a's, quota 2 and no cohort; job 2
+    // (1 GPU) is tenant b's, with no quota.
+    let mut w = gpu_world();
+    w.tenants = vec![(0, 0), (1, 0), (2, 1)];
+    let entitled = |name: &str, quota| Entitlement { name: name.into(), quota, ..Entitlement::default() };
+    let mut ledger = Ledger::new(vec![entitled("a", Some(2)), entitled("b", None)]);
+    ledger.hold(0, 1);
+    let mut c = Checker::new(w.book()).with_tenants(ledger);
+    let two = place(&[(1, &[0]), (1, &[1])]);
+    let over = c.check(&w, 1, &Act::Place { nodes: &two[..1], share: false });
+    assert!(over.is_err(), "job 1 asks for 2 GPUs; one entry gives 1");
+    let spread = place(&[(1, &[0, 1])]);
+    let over = c.check(&w, 1, &Act::Place { nodes: &spread, share: false }).unwrap_err();
+    assert_eq!(over.to_string(), "tenant a holds 1 GPUs of its limit of 2 (its quota); 2 more would pass it");
+    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &place(&[(0, &[3])]), share: false }), Ok(()), "b has no quota");
+    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    assert_eq!(c.check(&w, 1, &Act::Place { nodes: &spread, share: false }), Ok(()), "job 0's GPU went back to a");
+    assert_eq!((c.ledger().held(0), c.ledger().held(1)), (2, 1));
 }

@@ -290,6 +290,8 @@ pub(crate) struct NodeTable {
     pub(super) holders: Vec<u32>,
     /// The nodes that cannot take work now, ascending.
     pub(super) down: Vec<u32>,
+    /// The tenants, as last sent.
+    pub(super) tenants: Vec<wit::Tenant>,
 }
 
 impl NodeTable {
@@ -319,6 +321,9 @@ impl NodeTable {
             self.first_gpu = first_gpu;
         }
         self.down = std::mem::take(&mut raw.nodes_down);
+        if let Some(tenants) = raw.tenants.take() {
+            self.tenants = tenants;
+        }
         self.utilisation = std::mem::take(&mut gpus.utilisation_percent);
         self.memory_used = std::mem::take(&mut gpus.memory_used_bytes);
         Ok(())

@@ -6,8 +6,8 @@
 //! is gone, its command does not exist): that is reported once, and only a policy's `place`
 //! tries it again.
 
-use wasmsched_rules::GpuBook;
 use wasmsched_rules::fit::{self as rules, Ask, could_ever_fit};
+use wasmsched_rules::{GpuBook, Ledger};
 
 use super::Docker;
 use crate::backend::Backend;
@@ -29,12 +29,13 @@ impl Docker {
                 engine: m.engine,
                 gpus: m.gpus_asked,
                 arrived_unix_ms: m.arrived_unix_ms,
+                tenant: world.state(m.handle).map_or(0, |s| s.tenant as usize),
             })
             .collect();
         if waiting.is_empty() {
             return Vec::new();
         }
-        first_fit(waiting, world.gpu_book())
+        first_fit(waiting, world.gpu_book(), world.ledger())
     }
 
     /// The queued containers the default placement would start now, in its order.
@@ -94,6 +95,8 @@ pub(super) struct Waiting {
     pub gpus: u32,
     /// When the job arrived, Unix milliseconds (ties go to the older handle).
     pub arrived_unix_ms: u64,
+    /// Its tenant's index in the ledger.
+    pub tenant: usize,
 }
 
 /// What the default placement does with one queued container.
@@ -118,11 +121,14 @@ pub(super) enum Turn {
 }
 
 /// Strict FCFS first fit, each container on its own engine, over the GPUs `book` says are
-/// free.
-pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut book: GpuBook) -> Vec<Turn> {
+/// free; a container whose tenant is at its limit (`ledger`) is passed over.
+pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut book: GpuBook, mut ledger: Ledger) -> Vec<Turn> {
     waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
     let mut turns = Vec::new();
     for w in waiting {
+        if ledger.check(w.tenant, u64::from(w.gpus)).is_err() {
+            continue;
+        }
         let (ask, engine) = (Ask { gpus: w.gpus, replicas: 1 }, [w.engine as u32]);
         if !could_ever_fit(&book, ask, &engine) {
             turns.push(Turn::Never { handle: w.handle, engine: w.engine });
@@ -130,6 +136,7 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut book: GpuBook) -> Vec<Tur
         }
         let Some(mut placed) = rules::first_fit(&book, ask, &engine) else { break };
         book.take(&placed, w.handle);
+        ledger.hold(w.tenant, u64::from(w.gpus));
         let (_, gpus) = placed.swap_remove(0);
         turns.push(Turn::Start { handle: w.handle, engine: w.engine, gpus });
     }
@@ -141,7 +148,7 @@ mod tests {
     use super::*;
 
     fn job(handle: u32, engine: usize, gpus: u32, arrived_unix_ms: u64) -> Waiting {
-        Waiting { handle, engine, gpus, arrived_unix_ms }
+        Waiting { handle, engine, gpus, arrived_unix_ms, tenant: 0 }
     }
 
     /// Engines of `count` GPUs each, those not in `free` held.
@@ -168,28 +175,45 @@ mod tests {
     #[test]
     fn jobs_start_in_arrival_order_on_the_first_free_gpus() {
         let waiting = vec![job(7, 0, 1, 300), job(3, 0, 2, 100), job(5, 0, 0, 200)];
-        let turns = first_fit(waiting, book(&[6], &[&[1, 2, 3, 5]]));
+        let turns = first_fit(waiting, book(&[6], &[&[1, 2, 3, 5]]), Ledger::default());
         assert_eq!(started(&turns), [(3, vec![1, 2]), (5, vec![]), (7, vec![3])]);
     }
 
     #[test]
     fn the_oldest_job_that_does_not_fit_holds_up_the_younger_ones() {
         let waiting = vec![job(0, 0, 3, 100), job(1, 0, 1, 200), job(2, 1, 0, 300)];
-        let turns = first_fit(waiting, book(&[4, 0], &[&[0, 1], &[]]));
+        let turns = first_fit(waiting, book(&[4, 0], &[&[0, 1], &[]]), Ledger::default());
         assert!(turns.is_empty(), "strict FCFS: {turns:?}");
     }
 
     #[test]
     fn a_job_its_engine_can_never_hold_is_reported_and_does_not_block() {
         let waiting = vec![job(0, 1, 2, 100), job(1, 1, 0, 200), job(2, 0, 2, 300)];
-        let turns = first_fit(waiting, book(&[2, 0], &[&[0, 1], &[]]));
+        let turns = first_fit(waiting, book(&[2, 0], &[&[0, 1], &[]]), Ledger::default());
         assert_eq!(turns[0], Turn::Never { handle: 0, engine: 1 });
         assert_eq!(started(&turns), [(1, vec![]), (2, vec![0, 1])]);
     }
 
     #[test]
     fn arrival_ties_go_to_the_older_handle() {
-        let turns = first_fit(vec![job(4, 0, 1, 100), job(2, 0, 1, 100)], book(&[1], &[&[0]]));
+        let turns = first_fit(vec![job(4, 0, 1, 100), job(2, 0, 1, 100)], book(&[1], &[&[0]]), Ledger::default());
         assert_eq!(started(&turns), [(2, vec![0])]);
+    }
+
+    #[test]
+    fn a_container_whose_tenant_is_at_its_limit_is_passed_over_not_waited_for() {
+        use wasmsched_rules::Entitlement;
+        let tenant = |name: &str, quota| Entitlement { name: name.into(), quota, ..Entitlement::default() };
+        let mut ledger = Ledger::new(vec![tenant("a", Some(2)), tenant("b", None)]);
+        ledger.hold(0, 1);
+        let a = |handle, gpus, at| Waiting { tenant: 0, ..job(handle, 0, gpus, at) };
+        let b = |handle, gpus, at| Waiting { tenant: 1, ..job(handle, 0, gpus, at) };
+        let waiting = vec![a(1, 2, 10), a(2, 1, 20), a(3, 1, 30), b(4, 2, 40)];
+        let turns = first_fit(waiting, book(&[6], &[&[1, 2, 3, 4, 5]]), ledger);
+        let started: Vec<u32> = turns
+            .iter()
+            .filter_map(|t| if let Turn::Start { handle, .. } = t { Some(*handle) } else { None })
+            .collect();
+        assert_eq!(started, [2, 4], "job 1 would pass a's quota of 2, job 3 too once job 2 took the last one");
     }
 }

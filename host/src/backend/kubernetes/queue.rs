@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use wasmsched_rules::GpuBook;
+use wasmsched_rules::{GpuBook, Ledger};
 
 use super::{By, Kubernetes};
 use crate::bindings::wit;
@@ -28,6 +28,8 @@ pub(super) struct Waiting {
     pub arrived_unix_ms: u64,
     /// The labels its node must carry.
     pub selector: Arc<BTreeMap<String, String>>,
+    /// Its tenant's index in the ledger.
+    pub tenant: usize,
 }
 
 /// A node's room: CPU and memory left unrequested, pods it takes still, and whether it is
@@ -87,8 +89,14 @@ pub(super) enum Turn {
 
 /// Strict FCFS first fit over the Ready nodes with room, in name order, and the GPUs `book`
 /// says are free. Linear in pods and nodes for a queue of like pods, as a cluster's is: the
-/// leading nodes that none of the pods still to go could take are passed over for good.
-pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut book: GpuBook) -> Vec<Turn> {
+/// leading nodes that none of the pods still to go could take are passed over for good. A pod
+/// whose tenant is at its limit (`ledger`) is passed over.
+pub(super) fn first_fit(
+    mut waiting: Vec<Waiting>,
+    mut rooms: Vec<Room>,
+    mut book: GpuBook,
+    mut ledger: Ledger,
+) -> Vec<Turn> {
     waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
     // The least that any pod from k on asks for, each resource on its own.
     let mut least = vec![(u64::MAX, u64::MAX, u32::MAX); waiting.len() + 1];
@@ -102,6 +110,9 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut boo
     let mut turns = Vec::new();
     let any = BTreeMap::new();
     for (k, w) in waiting.into_iter().enumerate() {
+        if ledger.check(w.tenant, u64::from(w.gpus)).is_err() {
+            continue;
+        }
         let shape = (w.requests.0, w.requests.1, w.gpus, w.selector.clone());
         let fits_some = *ever.entry(shape).or_insert_with(|| {
             rooms.iter().any(|r| {
@@ -128,6 +139,7 @@ pub(super) fn first_fit(mut waiting: Vec<Waiting>, mut rooms: Vec<Room>, mut boo
         let gpus: Vec<u32> = book.free_on(node as u32).take(w.gpus as usize).collect();
         book.take(&[(node as u32, &gpus[..])], w.handle);
         rooms[node].take(w.requests);
+        ledger.hold(w.tenant, u64::from(w.gpus));
         turns.push(Turn::Bind { handle: w.handle, node, gpus });
     }
     turns
@@ -151,12 +163,13 @@ impl Kubernetes {
                 gpus: m.gpus_asked,
                 arrived_unix_ms: m.arrived_unix_ms,
                 selector: m.selector.clone(),
+                tenant: world.state(m.handle).map_or(0, |s| s.tenant as usize),
             })
             .collect();
         if waiting.is_empty() {
             return Vec::new();
         }
-        first_fit(waiting, self.rooms(world), world.gpu_book())
+        first_fit(waiting, self.rooms(world), world.gpu_book(), world.ledger())
     }
 
     /// Every node's room now: its allocatable less what the managed pods bound there (or
@@ -230,7 +243,7 @@ mod tests {
     use super::*;
 
     fn job(handle: u32, cpu: u64, gpus: u32, arrived: u64) -> Waiting {
-        Waiting { handle, requests: (cpu, 0), gpus, arrived_unix_ms: arrived, selector: Arc::default() }
+        Waiting { handle, requests: (cpu, 0), gpus, arrived_unix_ms: arrived, selector: Arc::default(), tenant: 0 }
     }
 
     fn room(cpu: u64, gpus: u32, ready: bool) -> Room {
@@ -245,7 +258,8 @@ mod tests {
     #[test]
     fn pods_are_bound_in_arrival_order_to_the_first_node_with_room() {
         let rooms = vec![room(2000, 1, true), room(2000, 0, true)];
-        let turns = first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms));
+        let turns =
+            first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
             [Turn::Bind { handle: 1, node: 0, gpus: vec![0] }, Turn::Bind { handle: 2, node: 1, gpus: vec![] }]
@@ -255,7 +269,8 @@ mod tests {
     #[test]
     fn a_not_ready_node_gets_nothing_and_the_oldest_pod_holds_up_the_rest() {
         let rooms = vec![room(4000, 0, false), room(2000, 0, true)];
-        let turns = first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], rooms.clone(), book(&rooms));
+        let turns =
+            first_fit(vec![job(1, 3000, 0, 10), job(2, 100, 0, 20)], rooms.clone(), book(&rooms), Ledger::default());
         assert!(turns.is_empty(), "{turns:?}");
     }
 
@@ -264,7 +279,7 @@ mod tests {
         // The small pods fill node 0's GPUs; node 1 has room for the large one only after them.
         let rooms = vec![room(8000, 2, true), room(8000, 1, true), room(8000, 4, true)];
         let pods = vec![job(1, 100, 1, 1), job(2, 100, 1, 2), job(3, 100, 4, 3), job(4, 100, 1, 4)];
-        let turns = first_fit(pods, rooms.clone(), book(&rooms));
+        let turns = first_fit(pods, rooms.clone(), book(&rooms), Ledger::default());
         let nodes: Vec<(u32, usize)> = turns
             .iter()
             .map(|t| match t {
@@ -289,7 +304,7 @@ mod tests {
             job(3, 100, 0, 3),
             Waiting { selector: Arc::new(BTreeMap::from([("pool".into(), "none".into())])), ..job(4, 100, 0, 4) },
         ];
-        let turns = first_fit(pods, rooms.clone(), book(&rooms));
+        let turns = first_fit(pods, rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
             [
@@ -309,7 +324,7 @@ mod tests {
     #[test]
     fn a_pod_no_node_could_hold_is_reported_and_does_not_block() {
         let rooms = vec![room(1000, 2, true)];
-        let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms));
+        let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Bind { handle: 2, node: 0, gpus: vec![0] }]);
     }
 }

@@ -81,8 +81,8 @@ impl Backend for Simulator {
         !self.over()
     }
 
-    fn startable(&self, _world: &World) -> Vec<u32> {
-        Simulator::startable(self)
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Simulator::startable(self, world)
     }
 
     fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {

@@ -2,6 +2,7 @@
 //! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
 //! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
 
+use wasmsched_rules::Ledger;
 use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
 
 use super::colocation;
@@ -119,11 +120,17 @@ impl Simulator {
     }
 
     /// The default placement: start queued jobs in arrival order while the first one fits. A
-    /// job that could not fit even on the empty cluster never blocks the ones behind it.
+    /// job that could not fit even on the empty cluster, or whose tenant is at its limit
+    /// ([`crate::tenants`]), never blocks the ones behind it.
     pub(super) fn place_queued(&mut self, world: &mut World) {
+        let mut ledger = world.ledger();
         let mut k = 0;
         while let Some(&i) = self.queue.get(k) {
-            if let Some((node, gpus)) = self.fit(i) {
+            let tenant = self.tenant_room(i, world, &ledger);
+            if tenant.is_err() {
+                k += 1;
+            } else if let Some((node, gpus)) = self.fit(i) {
+                ledger.hold(tenant.unwrap_or_default(), gpus.len() as u64);
                 self.start(i, node, gpus, world);
             } else if self.could_ever_fit(i) {
                 break;
@@ -133,16 +140,28 @@ impl Simulator {
         }
     }
 
+    /// Job `i`'s tenant's index when it may take the GPUs job `i` asks for; Err when that
+    /// would pass its limit.
+    fn tenant_room(&self, i: usize, world: &World, ledger: &Ledger) -> Result<usize, ()> {
+        let Some(tenant) = self.jobs[i].handle.and_then(|h| world.state(h)).map(|s| s.tenant as usize) else {
+            return Ok(0);
+        };
+        ledger.check(tenant, u64::from(self.jobs[i].plan.gpus)).map(|()| tenant).map_err(drop)
+    }
+
     /// The queued jobs the default placement would start now, in its order, as handles: a dry
     /// run of [`Self::place_queued`] on a copy of the GPU book.
-    pub(super) fn startable(&self) -> Vec<u32> {
+    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
         let mut book = self.book.clone();
+        let mut ledger = world.ledger();
         let mut startable = Vec::new();
         for &i in &self.queue {
             let plan = &self.jobs[i].plan;
+            let Ok(tenant) = self.tenant_room(i, world, &ledger) else { continue };
             match first_fit(&book, Ask { gpus: plan.gpus, replicas: plan.replicas }, &self.node_order(plan)) {
                 Some(entries) => {
                     book.take(&entries, i as u32);
+                    ledger.hold(tenant, u64::from(plan.gpus));
                     startable.extend(self.jobs[i].handle);
                 }
                 None if self.could_ever_fit(i) => break,
@@ -153,12 +172,15 @@ impl Simulator {
     }
 
     /// Start queued `handles` with the default placement, in that order, each where it fits
-    /// now: the watchdog's rescue. Returns those started.
+    /// now and its tenant has room: the watchdog's rescue. Returns those started.
     pub(super) fn rescue(&mut self, handles: &[u32], world: &mut World) -> Vec<u32> {
+        let mut ledger = world.ledger();
         let mut started = Vec::new();
         for &h in handles {
             let Some(i) = self.job_of(h).filter(|&i| self.jobs[i].phase == Phase::Queued) else { continue };
+            let Ok(tenant) = self.tenant_room(i, world, &ledger) else { continue };
             if let Some((node, gpus)) = self.fit(i) {
+                ledger.hold(tenant, gpus.len() as u64);
                 self.start(i, node, gpus, world);
                 started.push(h);
             }

@@ -469,3 +469,40 @@ fn a_tuned_job_is_rigid_at_its_batch_size_and_trains_its_models_full_schedule() 
     while step(&mut sim, &mut world, 60_000) {}
     assert_eq!(sim.outcomes()[0].epochs, Model::Cifar10.elastic_epochs(), "its whole schedule");
 }
+
+#[test]
+fn the_default_placement_holds_a_tenant_to_its_quota_and_starts_the_others_past_it() {
+    let gpu_node = NodeSpec { gpus: 4, gpu_memory_bytes: 32 << 30, ..node("g", 16) };
+    let of = |name: &str, tenant: &str, gpus| JobPlan {
+        gpus,
+        tenant: tenant.into(),
+        max_epochs: Some(2),
+        ..plan(name, 0.0)
+    };
+    let jobs = vec![of("a0", "a", 1), of("a1", "a", 1), of("a2", "a", 1), of("b0", "b", 2)];
+    let w = Workload::of("t", vec![gpu_node], jobs);
+    let mut sim = Simulator::new(&w, quiet());
+    let mut world = World::new();
+    let quota = wit::Tenant { quota_gpus: Some(2), ..crate::world::undeclared("a") };
+    world.set_tenants(vec![quota]);
+    sim.observe(&mut world, 10_000);
+    let running: Vec<&str> = world.jobs().map(|(s, _)| s.name.as_str()).collect();
+    assert_eq!(running, ["a0", "a1", "b0"], "a2 would pass a's quota; b0 behind it starts");
+    let ledger = world.ledger();
+    assert_eq!((ledger.held(0), ledger.room(0)), (2, Some(0)));
+    assert_eq!(world.tenants().iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    let place = wit::Action {
+        job: 2,
+        kind: ActionKind::Place(wit::Placement {
+            nodes: vec![wit::NodePlacement { node: 0, gpus: vec![3] }],
+            share: true,
+        }),
+        reason: String::new(),
+    };
+    let checked =
+        crate::validate::check(wit::Decision { actions: vec![place], next_call_ms: None, pending: Vec::new() }, &world)
+            .unwrap();
+    assert_eq!(checked.rejected[0].reason, "tenant a holds 2 GPUs of its limit of 2 (its quota); 1 more would pass it");
+    while step(&mut sim, &mut world, 10_000) {}
+    assert!(sim.outcomes().iter().all(|j| j.finish_s.is_some()), "a2 ran once a GPU of a's came back");
+}

@@ -98,6 +98,8 @@ pub struct JobPlan {
     /// A TunedJob (Sia's rigid jobs): rigid at `gpus` and `batch_size` to policies, but run
     /// by the elastic jobs' rules otherwise (full schedule, progress by goodput, restore delay).
     pub tuned: bool,
+    /// The tenant it belongs to ("default" unless the scenario or trace names one).
+    pub tenant: String,
 }
 
 impl JobPlan {
@@ -129,6 +131,7 @@ impl JobPlan {
             disruptible: true,
             elastic: false,
             tuned: false,
+            tenant: crate::world::DEFAULT_TENANT.into(),
         }
     }
 

@@ -1,0 +1,118 @@
+//! The world's tenants: those declared (the host's config, a scenario) and those jobs name
+//! without a declaration (weight 1, no quota), each job's tenant kept as an index, and what
+//! each holds against its limits ([`wasmsched_rules::tenants`]).
+
+use wasmsched_rules::{Entitlement, Ledger};
+
+use super::World;
+use crate::bindings::wit;
+
+/// The tenant of a job that names none.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// A tenant nobody declared: weight 1, no quota, no cohort.
+pub fn undeclared(name: &str) -> wit::Tenant {
+    wit::Tenant { name: name.into(), weight: 1.0, quota_gpus: None, borrowing_limit_gpus: None, cohort: String::new() }
+}
+
+impl World {
+    /// The tenants, declared ones first, then those jobs named undeclared, in order of
+    /// appearance.
+    pub fn tenants(&self) -> &[wit::Tenant] {
+        &self.tenants
+    }
+
+    /// Declare the tenants (replacing earlier declarations); tenants that live jobs name and
+    /// `declared` does not stay, undeclared.
+    pub fn set_tenants(&mut self, declared: Vec<wit::Tenant>) {
+        if self.tenants[..self.declared] == declared[..] {
+            return;
+        }
+        let old = std::mem::replace(&mut self.tenants, declared);
+        self.declared = self.tenants.len();
+        self.tenants_version += 1;
+        for state in &mut self.states {
+            let name = &old[state.tenant as usize].name;
+            state.tenant = match self.tenants.iter().position(|t| &t.name == name) {
+                Some(i) => i as u32,
+                None => {
+                    self.tenants.push(undeclared(name));
+                    self.tenants.len() as u32 - 1
+                }
+            };
+        }
+    }
+
+    /// The index of tenant `name`, added undeclared when new.
+    pub(super) fn tenant_index(&mut self, name: &str) -> u32 {
+        match self.tenants.iter().position(|t| t.name == name) {
+            Some(i) => i as u32,
+            None => {
+                self.tenants.push(undeclared(name));
+                self.tenants_version += 1;
+                self.tenants.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Whether a cursor that last saw tenants at `version` must be sent them again.
+    pub(super) fn tenants_changed(&self, version: Option<u64>) -> bool {
+        version != Some(self.tenants_version)
+    }
+
+    pub(super) fn tenants_version(&self) -> u64 {
+        self.tenants_version
+    }
+
+    /// Each tenant's limits and the GPUs its running jobs hold, indexed as [`Self::tenants`].
+    pub fn ledger(&self) -> Ledger {
+        let mut ledger = Ledger::new(self.tenants.iter().map(entitlement).collect());
+        if ledger.limits_anything() {
+            for (_, state) in self.jobs() {
+                ledger.hold(state.tenant as usize, state.gpus.len() as u64);
+            }
+        }
+        ledger
+    }
+
+    /// The name of the tenant at `index`.
+    pub fn tenant_name(&self, index: u32) -> &str {
+        self.tenants.get(index as usize).map_or(DEFAULT_TENANT, |t| &t.name)
+    }
+}
+
+/// A tenant's limits as the rules read them.
+pub fn entitlement(t: &wit::Tenant) -> Entitlement {
+    Entitlement {
+        name: t.name.clone(),
+        quota: t.quota_gpus,
+        borrowing_limit: t.borrowing_limit_gpus,
+        cohort: (!t.cohort.is_empty()).then(|| t.cohort.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::world::{Cursor, sample};
+
+    #[test]
+    fn tenants_cross_on_a_resync_and_when_a_job_names_a_new_one() {
+        let mut w = World::new();
+        w.set_tenants(vec![wit::Tenant { weight: 3.0, ..undeclared("vision") }]);
+        let mut cursor = Cursor::fresh();
+        let names =
+            |s: &wit::Snapshot| s.tenants.as_ref().map(|t| t.iter().map(|t| t.name.clone()).collect::<Vec<_>>());
+        assert_eq!(names(&w.snapshot_for(&mut cursor)), Some(vec!["vision".to_string()]), "resync");
+        w.enqueue_job(wit::JobSpec { tenant: "vision".into(), ..sample::job_spec(0) });
+        assert_eq!(names(&w.snapshot_for(&mut cursor)), None, "no new tenant");
+        let h = w.enqueue_job(wit::JobSpec { tenant: String::new(), ..sample::job_spec(1) });
+        assert_eq!(w.spec(h).unwrap().tenant, DEFAULT_TENANT, "a job naming none is default's");
+        assert_eq!(names(&w.snapshot_for(&mut cursor)), Some(vec!["vision".into(), "default".into()]));
+        // Declaring again keeps the jobs' tenants, and undeclared ones stay.
+        w.set_tenants(vec![undeclared("speech"), wit::Tenant { weight: 3.0, ..undeclared("vision") }]);
+        let tenant_of = |h: u32| w.tenant_name(w.state(h).unwrap().tenant).to_string();
+        assert_eq!((tenant_of(0), tenant_of(1)), ("vision".into(), "default".into()));
+        assert_eq!(names(&w.snapshot_for(&mut cursor)).unwrap(), ["speech", "vision", "default"]);
+    }
+}
