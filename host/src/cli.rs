@@ -93,6 +93,11 @@ pub struct WorkloadArgs {
     /// longer than a round for a policy that plans in rounds (Gavel, Themis: 360 s).
     #[arg(long, value_parser = humantime::parse_duration)]
     pub stall_after: Option<Duration>,
+    /// Declare the workload's tenants from a TOML file of `[[tenants]]` tables (their weights,
+    /// quotas, borrowing limits and cohorts, as in the host's config), in place of the
+    /// scenario's own: a Philly job's tenant is its virtual cluster.
+    #[arg(long)]
+    pub tenants: Option<PathBuf>,
 }
 
 impl WorkloadArgs {
@@ -106,6 +111,9 @@ impl WorkloadArgs {
         let mut scenario = Scenario::load(&self.workload, &opts).context("cannot use the workload")?;
         if let Some(after) = self.stall_after {
             scenario.watchdog.stall_after = after;
+        }
+        if let Some(path) = &self.tenants {
+            scenario.tenants = wasmsched::tenants::load(path)?;
         }
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }

@@ -15,6 +15,7 @@ use crate::scenario::Scenario;
 use crate::scenario::claim::objective;
 
 pub mod batch;
+pub mod fairness;
 pub mod fidelity;
 pub mod paper;
 pub mod report;
@@ -43,7 +44,7 @@ pub struct DemoScenario {
 /// What `wasmsched demo` runs: every shipped policy on the scenario that shows its own
 /// objective (its paper's set-up, or the GPU queue for the schedulers), beside fair-share (or,
 /// for GPU co-location, one job per GPU).
-pub const DEMO: [DemoScenario; 7] = [
+pub const DEMO: [DemoScenario; 8] = [
     DemoScenario {
         name: "flowcon-paper",
         text: include_str!("../../scenarios/flowcon-paper.toml"),
@@ -69,6 +70,11 @@ pub const DEMO: [DemoScenario; 7] = [
         name: "sia-mixed",
         text: include_str!("../../scenarios/sia-mixed.toml"),
         policies: &["fifo", "tiresias", "sia", "pollux", "gavel", "themis"],
+    },
+    DemoScenario {
+        name: "tenants",
+        text: include_str!("../../scenarios/tenants.toml"),
+        policies: &["fifo", "quota", "fair-share-decay", "drf"],
     },
     DemoScenario {
         name: "gacer-throughput",

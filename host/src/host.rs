@@ -566,8 +566,10 @@ impl Driver for HostDriver {
 
     fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>, lead: Option<Leadership>) {
         let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
+        let tenants = crate::host::status::TenantStatus::of(world);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);
+            s.tenants = tenants;
             s.pending.retain(|p| world.state(p.job).is_some_and(|j| !j.is_running()));
             s.leadership = lead;
             if !endpoints.is_empty() {

@@ -26,7 +26,9 @@
 //!   alone on its GPUs packed on the fewest nodes, walks its whole curve in `duration` seconds
 //!   at the measured step times (a CPU job, `num_gpus = 0`: alone with
 //!   [`Model::max_parallelism_cores`](crate::backend::sim::model::Model::max_parallelism_cores) cores);
-//! - the job is named `philly-<row>`, `<row>` being its 1-based data row in the file.
+//! - the job is named `philly-<row>`, `<row>` being its 1-based data row in the file;
+//! - its tenant is the virtual cluster it was submitted to (`cluster`, e.g. `6214e9`; an empty
+//!   cell: `default`), undeclared (weight 1, no quota) unless the run declares it.
 //!
 //! Default cluster: [`PHILLY_NODES`] nodes of 64 cores, 512 GiB, 8 GPUs of 32 GiB.
 //!

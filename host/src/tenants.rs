@@ -57,6 +57,23 @@ fn one() -> f64 {
     1.0
 }
 
+/// A file of `[[tenants]]` tables and nothing else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantsFile {
+    #[serde(default)]
+    tenants: Vec<TenantConfig>,
+}
+
+/// The tenants a file of `[[tenants]]` tables declares (`--tenants`), checked.
+pub fn load(path: &std::path::Path) -> anyhow::Result<Vec<wit::Tenant>> {
+    use anyhow::Context;
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read tenants file {}", path.display()))?;
+    let file: TenantsFile = toml::from_str(&text)
+        .with_context(|| format!("{} is not a file of [[tenants]] tables (see docs/tenants.md)", path.display()))?;
+    declare(&file.tenants).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// Check the declarations and turn them into the contract's tenants, in the order given; the
 /// error says which table is wrong and what to write.
 pub fn declare(tenants: &[TenantConfig]) -> Result<Vec<wit::Tenant>, String> {

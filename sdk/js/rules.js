@@ -1,11 +1,11 @@
 // @ts-check
 /**
- * The contract's rules, as the host applies them: the GPU book (who holds which GPU) and the
- * checks every action passes before it applies, each refusal a {@link Problem} whose message is
- * the host's text, word for word. A port of the Rust crate `wasmsched-rules`
- * (`rules/src/book.rs` and `rules/src/check.rs`), step for step; the vectors in
- * `wit/conformance/checks.json`, which the host writes, hold its outcomes, and this SDK's tests
- * compare.
+ * The contract's rules, as the host applies them: the GPU book (who holds which GPU), the
+ * tenants' limits ({@link Ledger}) and the checks every action passes before it applies, each
+ * refusal a {@link Problem} whose message is the host's text, word for word. A port of the Rust
+ * crate `wasmsched-rules` (`rules/src/book.rs`, `rules/src/tenants.rs` and `rules/src/check.rs`),
+ * step for step; the vectors in `wit/conformance/checks.json`, which the host writes, hold its
+ * outcomes, and this SDK's tests compare.
  *
  * {@link check} says whether the host would accept every action of a decision made on a
  * {@link Snapshot}; {@link verdicts} gives each action's outcome. Actions are checked in order
@@ -112,6 +112,142 @@ export class GpuBook {
   }
 }
 
+/**
+ * @typedef {object} Entitlement What one tenant is entitled to, as the limits need it.
+ * @property {string} name for messages
+ * @property {number | null} quota GPUs guaranteed to it; null: no quota, no limit
+ * @property {number | null} borrowingLimit GPUs it may hold beyond its quota, borrowed within its
+ *   cohort; null: no limit of its own
+ * @property {string | null} cohort its cohort's name; null: it borrows from nobody
+ */
+
+/**
+ * The most GPUs a tenant may hold by its own entitlement (its cohort may allow fewer); null when
+ * unlimited: its quota without a cohort, quota + borrowing limit with one (no borrowing limit:
+ * none of its own).
+ * @param {Entitlement} t @returns {number | null}
+ */
+export function tenantLimit(t) {
+  if (t.quota === null) return null;
+  if (t.cohort === null) return t.quota;
+  return t.borrowingLimit === null ? null : t.quota + t.borrowingLimit;
+}
+
+/**
+ * Why GPUs for a tenant's job are refused: `kind` is "Tenant" (it would pass its own limit;
+ * `fields` tenant, holds, asks, limit, quota) or "Cohort" (its cohort would hold more than its
+ * members' quotas; `fields` tenant, cohort, holds, asks, quotas). Its message is the host's text.
+ */
+export class OverLimit extends Error {
+  /** @param {"Tenant" | "Cohort"} kind @param {Record<string, any>} f */
+  constructor(kind, f) {
+    super(
+      kind === "Tenant"
+        ? `tenant ${f.tenant} holds ${f.holds} GPUs of its limit of ${f.limit} (${
+            f.quota === f.limit ? "its quota" : `quota ${f.quota} + borrowing ${f.limit - f.quota}`
+          }); ${f.asks} more would pass it`
+        : `tenant ${f.tenant}'s cohort ${f.cohort} holds ${f.holds} GPUs of its members' ${f.quotas} of quota; ${f.asks} more would pass it (nothing idle to borrow)`,
+    );
+    this.name = "OverLimit";
+    this.kind = kind;
+    this.fields = f;
+  }
+}
+
+/**
+ * Who holds how many GPUs, per tenant and per cohort, against their limits. A tenant with a
+ * quota holds at most its quota without a cohort, and at most quota + borrowing limit (none: as
+ * much as the cohort has idle) with one; the members of a cohort that have quotas hold, together,
+ * at most the sum of their quotas. A tenant without a quota has no limit. Tenants are named by
+ * their index in the list given.
+ */
+export class Ledger {
+  /** A ledger of `tenants` (indexed as given) holding nothing. @param {Iterable<Entitlement>} [tenants] */
+  constructor(tenants = []) {
+    /** The tenants, in index order. @type {Entitlement[]} */
+    this.tenants = Array.from(tenants);
+    /** @private @type {number[]} */
+    this.heldBy = this.tenants.map(() => 0);
+    /** @private Per cohort: its name, the sum of its members' quotas, what those members hold. @type {{ name: string, quotas: number, holds: number }[]} */
+    this.cohorts = [];
+    /** @private Per tenant, its cohort's index in `cohorts`. @type {(number | null)[]} */
+    this.cohortOf = this.tenants.map((t) => {
+      if (t.cohort === null) return null;
+      let i = this.cohorts.findIndex((c) => c.name === t.cohort);
+      if (i < 0) i = this.cohorts.push({ name: t.cohort, quotas: 0, holds: 0 }) - 1;
+      this.cohorts[i].quotas += t.quota ?? 0;
+      return i;
+    });
+  }
+
+  /** Whether any tenant has a limit: when none has, every check passes. */
+  limitsAnything() {
+    return this.tenants.some((t) => t.quota !== null);
+  }
+
+  /** @private @param {number} tenant */
+  known(tenant) {
+    return Number.isInteger(tenant) && tenant >= 0 && tenant < this.tenants.length;
+  }
+
+  /** The GPUs `tenant`'s running jobs hold (0 for an unknown tenant). @param {number} tenant */
+  held(tenant) {
+    return this.known(tenant) ? this.heldBy[tenant] : 0;
+  }
+
+  /**
+   * How many more GPUs `tenant` may take; null when no limit applies (no quota, or an unknown
+   * tenant).
+   * @param {number} tenant @returns {number | null}
+   */
+  room(tenant) {
+    if (!this.known(tenant) || this.tenants[tenant].quota === null) return null;
+    const limit = tenantLimit(this.tenants[tenant]);
+    const own = limit === null ? null : Math.max(limit - this.heldBy[tenant], 0);
+    const c = this.cohortOf[tenant];
+    const cohort = c === null ? null : Math.max(this.cohorts[c].quotas - this.cohorts[c].holds, 0);
+    if (own !== null && cohort !== null) return Math.min(own, cohort);
+    return own ?? cohort;
+  }
+
+  /** Throws {@link OverLimit} when `tenant` may not take `gpus` more. @param {number} tenant @param {number} gpus */
+  check(tenant, gpus) {
+    if (!this.known(tenant) || gpus === 0) return;
+    const t = this.tenants[tenant];
+    if (t.quota === null) return;
+    const holds = this.heldBy[tenant];
+    const limit = tenantLimit(t);
+    if (limit !== null && holds + gpus > limit) {
+      throw new OverLimit("Tenant", { tenant: t.name, holds, asks: gpus, limit, quota: t.quota });
+    }
+    const c = this.cohortOf[tenant];
+    if (c !== null) {
+      const cohort = this.cohorts[c];
+      if (cohort.holds + gpus > cohort.quotas) {
+        throw new OverLimit("Cohort", { tenant: t.name, cohort: cohort.name, holds: cohort.holds, asks: gpus, quotas: cohort.quotas });
+      }
+    }
+  }
+
+  /** Count `gpus` more held by `tenant` (an unknown tenant is ignored). @param {number} tenant @param {number} gpus */
+  hold(tenant, gpus) {
+    this.shift(tenant, gpus);
+  }
+
+  /** Count `gpus` fewer held by `tenant` (never below zero). @param {number} tenant @param {number} gpus */
+  release(tenant, gpus) {
+    this.shift(tenant, -gpus);
+  }
+
+  /** @private @param {number} tenant @param {number} gpus */
+  shift(tenant, gpus) {
+    if (!this.known(tenant)) return;
+    this.heldBy[tenant] = Math.max(this.heldBy[tenant] + gpus, 0);
+    const c = this.cohortOf[tenant];
+    if (this.tenants[tenant].quota !== null && c !== null) this.cohorts[c].holds = Math.max(this.cohorts[c].holds + gpus, 0);
+  }
+}
+
 /** Each problem's text, as the host's `Display` writes it. @type {Record<string, (f: any) => string>} */
 const TEXTS = {
   NoSuchJob: (f) => `job ${f.job} does not exist or has ended`,
@@ -147,6 +283,8 @@ const TEXTS = {
       ? `job ${f.job} has no batch size the host sets; the resize asks for ${f.batchSize}`
       : `job ${f.job} accepts batch sizes ${f.min}–${f.max}; the resize asks for ${f.batchSize}`,
   EmptyEntry: (f) => `the resize names node ${f.node} with no GPU; leave it out`,
+  // `over` is the OverLimit: its text is the problem's.
+  OverTenantLimit: (f) => f.over.message,
 };
 
 /** Why an action is refused: `kind` names the case (as the Rust `Problem` variant), `message` is the host's text. */
@@ -231,6 +369,7 @@ export function size(kinds, room) {
  * @property {number} memoryUsed bytes
  * @property {number[]} gpuCounts the GPU counts it can run on, ascending (a rigid job: its `gpus` alone)
  * @property {[number, number]} batchSizes the global batch sizes it accepts, [min, max]; [0, 0]: none to set
+ * @property {number | null} [tenant] its tenant's index in the checker's {@link Ledger}; null: no tenant limits it
  */
 
 /**
@@ -238,19 +377,30 @@ export function size(kinds, room) {
  * @property {(node: number) => NodeCap | null} node
  * @property {() => number} nodeCount
  * @property {(job: number) => JobNow | null} job a live job
- 
  * @property {(job: number) => [number, number][]} gpusOf the GPUs a running job holds, as [node, index]
  * @property {(node: number) => number} memoryUsedOn the memory the jobs running on `node` use
  */
 
 /** Checks a decision's actions in order, against the world as the accepted ones leave it. */
 export class Checker {
-  /** Start on a world whose GPUs are held as `book` says (every running job's). @param {GpuBook} book */
+  /** Start on a world whose GPUs are held as `book` says (every running job's), with no tenant limits. @param {GpuBook} book */
   constructor(book) {
     /** The GPUs as the accepted actions so far leave them. */
     this.book = book;
+    /** What each tenant holds as the accepted actions so far leave it. */
+    this.ledger = new Ledger();
     /** @private @type {Set<number>} */
     this.moved = new Set();
+  }
+
+  /**
+   * Hold tenants to their limits, from what `ledger` says they hold now (every running job's
+   * GPUs, counted to its tenant).
+   * @param {Ledger} ledger
+   */
+  withTenants(ledger) {
+    this.ledger = ledger;
+    return this;
   }
 
   /**
@@ -262,10 +412,33 @@ export class Checker {
     this.problem(world, job, kind);
     const tag = kind.tag;
     if (tag !== "place" && tag !== "preempt" && tag !== "stop" && tag !== "resize") return;
-    if (tag !== "place") for (const [node, index] of world.gpusOf(job)) this.book.release(node, index, job);
+    const tenant = world.job(job)?.tenant ?? null;
+    const freed = tag === "place" ? [] : world.gpusOf(job);
+    for (const [node, index] of freed) this.book.release(node, index, job);
     const taken = kind.tag === "place" ? kind.val.nodes : kind.tag === "resize" ? kind.val.placement.nodes : [];
     for (const entry of taken) for (const index of entry.gpus) this.book.hold(entry.node, index, job);
+    if (tenant !== null) {
+      this.ledger.release(tenant, freed.length);
+      this.ledger.hold(tenant, taken.reduce((n, e) => n + e.gpus.length, 0));
+    }
     this.moved.add(job);
+  }
+
+  /**
+   * Why `job`'s tenant may not go from the GPUs it holds to those `nodes` name.
+   * @private @param {World} world @param {number} job @param {JobNow} now @param {{ node: number, gpus: number[] }[]} nodes
+   */
+  tenantRoom(world, job, now, nodes) {
+    const tenant = now.tenant ?? null;
+    if (tenant === null) return;
+    const taken = nodes.reduce((n, e) => n + e.gpus.length, 0);
+    const held = now.node !== null ? world.gpusOf(job).length : 0;
+    try {
+      this.ledger.check(tenant, Math.max(taken - held, 0));
+    } catch (e) {
+      if (e instanceof OverLimit) throw new Problem("OverTenantLimit", { over: e });
+      throw e;
+    }
   }
 
   /** @private @param {World} world @param {number} job @param {ActionKind} kind */
@@ -275,8 +448,10 @@ export class Checker {
     if (this.moved.has(job)) throw new Problem("AlreadyMoved", { job });
     const on = now.node;
     if (on === null) {
-      if (kind.tag === "place") this.placement(world, job, now, kind.val.nodes, kind.val.share);
-      else if (kind.tag !== "stop") throw new Problem("Queued", { job });
+      if (kind.tag === "place") {
+        this.placement(world, job, now, kind.val.nodes, kind.val.share);
+        this.tenantRoom(world, job, now, kind.val.nodes);
+      } else if (kind.tag !== "stop") throw new Problem("Queued", { job });
       return;
     }
     const nodes = world.nodeCount();
@@ -326,6 +501,7 @@ export class Checker {
           if (batchSize < min || batchSize > max || max === 0) throw new Problem("BatchOutOfRange", { job, batchSize, min, max });
         }
         this.elasticEntries(world, job, now, kind.val.placement.nodes, kind.val.placement.share);
+        this.tenantRoom(world, job, now, kind.val.placement.nodes);
         return;
       }
       default:
@@ -420,6 +596,7 @@ function seen(s) {
         memoryUsed: job.memoryUse,
         gpuCounts,
         batchSizes: [batchSizeMin, batchSizeMax],
+        tenant: s.tenantIndex(job.tenant),
       };
     },
     gpusOf(j) {
@@ -456,7 +633,7 @@ export function verdicts(snapshot, decision) {
     },
   );
   const world = seen(snapshot);
-  const checker = new Checker(bookOf(snapshot));
+  const checker = new Checker(bookOf(snapshot)).withTenants(snapshot.ledger());
   return decision.actions.map((action) => {
     try {
       checker.check(world, action.job, action.kind);

@@ -3,8 +3,8 @@
  * Build snapshots natively, so a JavaScript policy is unit-tested with `node --test` without
  * building a component. Mirrors the Rust SDK's `testing` module.
  *
- * A {@link TestWorld} plays the host: nodes, jobs with their declarations, measured use and
- * progress reports, a queue, a clock; it produces the same raw deltas the host sends (resync
+ * A {@link TestWorld} plays the host: nodes, tenants, jobs with their declarations, measured use
+ * and progress reports, a queue, a clock; it produces the same raw deltas the host sends (resync
  * and every node on the first call, then only what changed). A {@link Harness} runs a policy
  * against it tick by tick and, like the host, puts what the policy decides into force.
  *
@@ -45,6 +45,7 @@ export class JobBuilder {
       gpus: 0,
       replicas: 1,
       scaling: { gpuCounts: [], batchSizeMin: 0, batchSizeMax: 0 },
+      tenant: "default",
     };
   }
 
@@ -108,10 +109,54 @@ export class JobBuilder {
     this.spec.labels.push([key, value]);
     return this;
   }
+
+  /** The tenant it belongs to (default "default"). @param {string} name */
+  tenant(name) {
+    this.spec.tenant = name;
+    return this;
+  }
 }
 
 /** A training job named `name` running `model`, with no metrics or targets yet. @param {string} name @param {string} model */
 export const job = (name, model) => new JobBuilder(name, model);
+
+/** @typedef {import("./wasmsched.js").TenantSpec} TenantSpec */
+
+/** Declares a tenant: start with {@link tenant}, chain what it is entitled to, hand it to {@link TestWorld#declare}. */
+export class TenantBuilder {
+  /** @param {string} name */
+  constructor(name) {
+    /** As it crosses. @type {TenantSpec} */
+    this.spec = { name, weight: 1, quotaGpus: null, borrowingLimitGpus: null, cohort: "" };
+  }
+
+  /** Its weight against the other tenants'. @param {number} weight */
+  weight(weight) {
+    this.spec.weight = weight;
+    return this;
+  }
+
+  /** The GPUs guaranteed to it. @param {number} gpus */
+  quota(gpus) {
+    this.spec.quotaGpus = gpus;
+    return this;
+  }
+
+  /** The most GPUs it may borrow beyond its quota. @param {number} gpus */
+  borrowingLimit(gpus) {
+    this.spec.borrowingLimitGpus = gpus;
+    return this;
+  }
+
+  /** The cohort it lends to and borrows from. @param {string} cohort */
+  cohort(cohort) {
+    this.spec.cohort = cohort;
+    return this;
+  }
+}
+
+/** Tenant `name`: weight 1, no quota, no cohort. @param {string} name */
+export const tenant = (name) => new TenantBuilder(name);
 
 /** @param {number | { id: number }} x */
 const idOf = (x) => (typeof x === "object" ? x.id : x);
@@ -147,6 +192,11 @@ export class TestWorld {
     /** @type {number[]} */
     this.removed = [];
     this.progress = noProgress();
+    /** Declared tenants first, then those jobs named undeclared, as the host keeps them. @type {TenantSpec[]} */
+    this.tenants = [];
+    this.declared = 0;
+    /** Whether the tenants changed since the last snapshot. */
+    this.tenantsChanged = false;
   }
 
   /** Nodes n0, n1, … with these GPU counts (16 GiB each), 8 cores and 64 GiB apiece. @param {number[]} gpus */
@@ -154,6 +204,32 @@ export class TestWorld {
     const w = new TestWorld();
     gpus.forEach((n, i) => w.nodeWithGpus(`n${i}`, 8000, gib(64), new Array(n).fill(gib(16))));
     return w;
+  }
+
+  /**
+   * Declare a tenant (replacing an earlier declaration of the same name); the tenants are sent
+   * again on the next snapshot.
+   * @param {TenantBuilder} builder
+   */
+  declare(builder) {
+    const t = { ...builder.spec };
+    const i = this.tenants.findIndex((d) => d.name === t.name);
+    if (i >= 0 && i < this.declared) {
+      this.tenants[i] = t;
+    } else {
+      if (i >= 0) this.tenants.splice(i, 1);
+      this.tenants.splice(this.declared, 0, t);
+      this.declared += 1;
+    }
+    this.tenantsChanged = true;
+  }
+
+  /** A job names tenant `name`: added undeclared (weight 1, no quota) when new. @private @param {string} name */
+  nameTenant(name) {
+    if (!this.tenants.some((t) => t.name === name)) {
+      this.tenants.push({ ...tenant(name).spec });
+      this.tenantsChanged = true;
+    }
   }
 
   /** Add a node without GPUs; returns its id. @param {string} name @param {number} cpu millicores @param {number} memory bytes */
@@ -206,6 +282,8 @@ export class TestWorld {
     s.arrivalMs = this.timeMs;
     // As the host sends it: the counts ascending, holding the GPUs it asks for.
     s.scaling.gpuCounts = [...new Set([...s.scaling.gpuCounts, s.gpus])].sort((a, b) => a - b);
+    if (s.tenant.trim() === "") s.tenant = "default";
+    this.nameTenant(s.tenant);
     this.jobs.set(handle, {
       spec: s,
       state: {
@@ -319,6 +397,9 @@ export class TestWorld {
     this.lastCallMs = this.timeMs;
     const sendNodes = resync || this.nodesChanged;
     this.nodesChanged = false;
+    // The tenants cross when they changed (a declaration, a job naming a new one).
+    const sendTenants = resync || this.tenantsChanged;
+    this.tenantsChanged = false;
     const jobs = {
       handle: /** @type {number[]} */ ([]), node: /** @type {number[]} */ ([]),
       cpuLimitMillicores: /** @type {number[]} */ ([]), memoryLimitBytes: /** @type {number[]} */ ([]),
@@ -374,6 +455,7 @@ export class TestWorld {
       resync,
       nodes: sendNodes ? this.nodes.map((n) => ({ ...n, gpuMemoryBytes: [...n.gpuMemoryBytes] })) : null,
       nodesDown: [...this.down],
+      tenants: sendTenants ? this.tenants.map((t) => ({ ...t })) : null,
       gpus: {
         utilisationPercent: this.gpuUse.flat().map((g) => g[0]),
         memoryUsedBytes: this.gpuUse.flat().map((g) => g[1]),

@@ -17,6 +17,11 @@
  * @module wasmsched
  */
 
+import { Ledger, tenantLimit } from "./rules.js";
+
+/** What tenants hold against their limits ({@link Snapshot#ledger}): the host's own rules. */
+export { Ledger, OverLimit } from "./rules.js";
+
 /** How many progress records the SDK keeps per job (the oldest are dropped first). */
 export const HISTORY_LIMIT = 512;
 
@@ -196,6 +201,7 @@ const idOf = (what, x) => uint(what, typeof x === "object" && x !== null ? x.id 
  * @property {number} gpus
  * @property {number} replicas
  * @property {Scaling} scaling
+ * @property {string} tenant the tenant (team, queue) it belongs to ("default" when it names none)
  */
 
 /**
@@ -276,6 +282,8 @@ function specFrom(s) {
       batchSizeMin: s.scaling?.batchSizeMin ?? 0,
       batchSizeMax: s.scaling?.batchSizeMax ?? 0,
     },
+    // A delta from before tenants names none: the default tenant's.
+    tenant: s.tenant || "default",
   };
 }
 
@@ -445,7 +453,17 @@ export class JobTable {
  * @property {string} gpuType the type of its GPUs as the cluster names it; "" when unknown
  */
 
-/** The nodes as last sent and every GPU's use this tick. */
+/**
+ * @typedef {object} TenantSpec A tenant and what it is entitled to (crosses only when the list changes).
+ * @property {string} name
+ * @property {number} weight its share against the other tenants' weights (fair share); above 0
+ * @property {number | null} quotaGpus the GPUs guaranteed to it; null: no quota, no limit
+ * @property {number | null} borrowingLimitGpus the most GPUs it may borrow beyond its quota within
+ *   its cohort; null: as many as the cohort has idle
+ * @property {string} cohort the cohort whose members lend each other their idle quota; "" for none
+ */
+
+/** The nodes and the tenants as last sent and every GPU's use this tick. */
 export class NodeTable {
   constructor() {
     /** @type {NodeSpec[]} */
@@ -458,6 +476,8 @@ export class NodeTable {
     this.memoryUsed = [];
     /** The nodes that cannot take work now, ascending. @type {number[]} */
     this.down = [];
+    /** The tenants, as last sent. @type {TenantSpec[]} */
+    this.tenants = [];
   }
 
   /**
@@ -488,6 +508,16 @@ export class NodeTable {
     this.utilisation = g.utilisationPercent;
     this.memoryUsed = nums(g.memoryUsedBytes);
     this.down = Array.from(raw.nodesDown ?? []);
+    // null: the list did not change (a delta from before tenants has none either).
+    if (raw.tenants != null) {
+      this.tenants = Array.from(raw.tenants, (t) => ({
+        name: t.name,
+        weight: t.weight ?? 1,
+        quotaGpus: t.quotaGpus ?? null,
+        borrowingLimitGpus: t.borrowingLimitGpus ?? null,
+        cohort: t.cohort ?? "",
+      }));
+    }
     return null;
   }
 }
@@ -521,6 +551,57 @@ export class Snapshot {
   /** The nodes that cannot take work now (NotReady, cordoned), ascending. @returns {number[]} */
   get nodesDown() {
     return [...this._nodes.down];
+  }
+
+  /** Every tenant, declared ones first; every job's tenant is among them. @returns {Tenant[]} */
+  tenants() {
+    return this._nodes.tenants.map((t, i) => new Tenant(i, t));
+  }
+
+  /** Tenant `name`, or null. @param {string} name @returns {Tenant | null} */
+  tenant(name) {
+    const i = this.tenantIndex(name);
+    return i === null ? null : new Tenant(i, this._nodes.tenants[i]);
+  }
+
+  /** The index of tenant `name` in {@link Snapshot#tenants}, or null. @param {string} name @returns {number | null} */
+  tenantIndex(name) {
+    const i = this._nodes.tenants.findIndex((t) => t.name === name);
+    return i < 0 ? null : i;
+  }
+
+  /**
+   * Each tenant's limits and the GPUs its running jobs hold now, indexed as
+   * {@link Snapshot#tenants}: `ledger.room(t)` is how many more GPUs tenant `t` may take before
+   * the host refuses a placement (null: no limit).
+   * @returns {Ledger}
+   */
+  ledger() {
+    const tenants = this._nodes.tenants;
+    const ledger = new Ledger(tenants.map((t, i) => new Tenant(i, t).entitlement()));
+    if (ledger.limitsAnything()) {
+      /** @type {Map<string, number>} */
+      const index = new Map();
+      tenants.forEach((t, i) => {
+        if (!index.has(t.name)) index.set(t.name, i);
+      });
+      for (const job of this.jobs()) {
+        const t = index.get(job.tenant);
+        if (t !== undefined) ledger.hold(t, job.gpus.length);
+      }
+    }
+    return ledger;
+  }
+
+  /**
+   * How many more GPUs tenant `name` may take before the host refuses a placement, by what its
+   * running jobs hold now; null when no limit applies (no quota, or no such tenant). To plan
+   * several placements, take {@link Snapshot#ledger} once and `hold` on it.
+   * @param {string} name @returns {number | null}
+   */
+  room(name) {
+    const i = this.tenantIndex(name);
+    return i === null ? null : this.ledger().room(i);
   }
 
   /** Every running job, in handle order. @returns {Job[]} */
@@ -628,6 +709,50 @@ export class Node {
   }
 }
 
+/** A tenant (team, queue, virtual cluster) and what it is entitled to. */
+export class Tenant {
+  /** @param {number} index @param {TenantSpec} spec */
+  constructor(index, spec) {
+    /** Its index in {@link Snapshot#tenants} (and in {@link Snapshot#ledger}). */
+    this.index = index;
+    /** @private */ this._spec = spec;
+  }
+
+  get name() {
+    return this._spec.name;
+  }
+
+  /** Its weight against the other tenants' (fair share); the host keeps it above 0. */
+  get weight() {
+    return this._spec.weight;
+  }
+
+  /** The GPUs guaranteed to it; null: no quota (and no limit). @returns {number | null} */
+  get quota() {
+    return this._spec.quotaGpus;
+  }
+
+  /** The most GPUs it may borrow beyond its quota within its cohort; null: as many as the cohort has idle. @returns {number | null} */
+  get borrowingLimit() {
+    return this._spec.borrowingLimitGpus;
+  }
+
+  /** Its cohort, the tenants that lend each other their idle quota; null: none. @returns {string | null} */
+  get cohort() {
+    return this._spec.cohort === "" ? null : this._spec.cohort;
+  }
+
+  /** The most GPUs it may hold by its own entitlement (its cohort may allow fewer); null when unlimited. */
+  limit() {
+    return tenantLimit(this.entitlement());
+  }
+
+  /** Its limits as the shared rules ({@link Ledger}) read them. @returns {import("./rules.js").Entitlement} */
+  entitlement() {
+    return { name: this.name, quota: this.quota, borrowingLimit: this.borrowingLimit, cohort: this.cohort };
+  }
+}
+
 /** One live job: its declaration, placement, limits, measured use and progress history. */
 export class Job {
   /** @param {JobEntry} entry @param {JobTable} table */
@@ -677,6 +802,11 @@ export class Job {
 
   get maxEpochs() {
     return this._e.spec.maxEpochs;
+  }
+
+  /** The tenant it belongs to ("default" when it names none). */
+  get tenant() {
+    return this._e.spec.tenant;
   }
 
   /** A label from its declaration, or null. @param {string} key */

@@ -27,6 +27,9 @@ pub use units::{Bytes, JobId, Millicores, NodeId, Seconds};
 pub use view::{
     Direction, Gpu, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Tenant, Values, WaitReason,
 };
+/// What tenants hold against their limits ([`Snapshot::ledger`]), and why a placement would
+/// pass one: the host's own rules.
+pub use wasmsched_rules::{Ledger, OverLimit};
 
 /// Everything a policy usually needs, in one `use`.
 pub mod prelude {
@@ -38,6 +41,7 @@ pub mod prelude {
     pub use crate::view::{
         Direction, GpuSlot, Job, JobKind, Node, ProgressRecord, Scaling, Snapshot, Tenant, Tiers, WaitReason,
     };
+    pub use crate::{Ledger, OverLimit};
     pub use crate::{debug, error, export_policy, info, keep_state, warn};
 }
 

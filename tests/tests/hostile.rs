@@ -133,7 +133,13 @@ fn simulate_within(
     // quarantine allows, and a second each would make this test minutes long.
     let limits = Limits { deadline, instantiate: deadline, ..Limits::default() };
     let mut sup = Supervised::new(loaded(policy), config.into(), limits, Fallback::FairShare, Quarantine::default());
-    let loop_config = LoopConfig { tick: TICK, horizon: Some(Duration::from_secs(2 * 3600)), budget, watchdog };
+    let loop_config = LoopConfig {
+        tick: TICK,
+        horizon: Some(Duration::from_secs(2 * 3600)),
+        budget,
+        watchdog,
+        ..LoopConfig::default()
+    };
     let mut seen = Vec::new();
     let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
         let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());

@@ -69,6 +69,35 @@ pub fn encode(status: &Status) -> String {
         r.register(name, help, g);
     }
 
+    let tenant_gauges = [
+        ("wasmsched_tenant_gpus", "GPUs the tenant's running jobs hold"),
+        ("wasmsched_tenant_gpus_queued", "GPUs the tenant's queued jobs ask for"),
+        ("wasmsched_tenant_jobs_queued", "The tenant's jobs waiting to be placed"),
+        ("wasmsched_tenant_quota_gpus", "The tenant's quota of guaranteed GPUs (absent: none)"),
+    ];
+    let entitled = Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let families: Vec<Family<Labels, Gauge>> = tenant_gauges.iter().map(|_| Family::default()).collect();
+    for t in &status.tenants {
+        let labels = vec![("tenant".to_string(), t.name.clone())];
+        let values = [Some(t.gpus), Some(t.gpus_queued), Some(t.jobs_queued), t.quota_gpus.map(u64::from)];
+        for (family, value) in families.iter().zip(values) {
+            if let Some(v) = value {
+                family.get_or_create(&labels).set(i64::try_from(v).unwrap_or(i64::MAX));
+            }
+        }
+        entitled.get_or_create(&labels).set(t.gpus_entitled);
+    }
+    if !status.tenants.is_empty() {
+        for ((name, help), family) in tenant_gauges.into_iter().zip(families) {
+            r.register(name, help, family);
+        }
+        r.register(
+            "wasmsched_tenant_gpus_entitled",
+            "The tenant's weighted max-min fair share of the GPUs now",
+            entitled,
+        );
+    }
+
     let endpoint_up = Family::<Labels, Gauge>::default();
     for e in &status.endpoints {
         endpoint_up.get_or_create(&vec![("endpoint".to_string(), e.name.clone())]).set(i64::from(e.up));
@@ -265,5 +294,39 @@ mod tests {
         assert!(s.live(1_060_501).unwrap_err().contains("no tick has ended for 60 s"));
         s.running = false;
         assert_eq!(s.live(1_000_600), Err("the loop has stopped".into()));
+    }
+
+    #[test]
+    fn each_tenants_gpus_queue_quota_and_fair_share_are_exported() {
+        use crate::bindings::wit;
+        use crate::host::status::TenantStatus;
+        use crate::world::{GpuSlot, World, sample, undeclared};
+        let mut w = World::new();
+        w.add_node(wit::Node {
+            name: "n0".into(),
+            cpu_millicores: 8000,
+            memory_bytes: 64 << 30,
+            gpu_memory_bytes: vec![1 << 30; 8],
+            gpu_type: String::new(),
+        });
+        w.set_tenants(vec![wit::Tenant { weight: 3.0, quota_gpus: Some(6), ..undeclared("vision") }]);
+        let h = w.enqueue_job(wit::JobSpec { gpus: 2, tenant: "vision".into(), ..sample::job_spec(0) });
+        assert!(w.start_job(h, 0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }]));
+        w.enqueue_job(wit::JobSpec { gpus: 8, tenant: "speech".into(), ..sample::job_spec(1) });
+        let tenants = TenantStatus::of(&w);
+        assert_eq!(tenants.len(), 2);
+        assert_eq!((tenants[0].gpus_entitled, tenants[1].gpus_entitled), (2.0, 6.0), "vision asks for no more than 2");
+        let text = encode(&Status { tenants, ..Status::default() });
+        for line in [
+            r#"wasmsched_tenant_gpus{tenant="vision"} 2"#,
+            r#"wasmsched_tenant_gpus_queued{tenant="speech"} 8"#,
+            r#"wasmsched_tenant_jobs_queued{tenant="speech"} 1"#,
+            r#"wasmsched_tenant_quota_gpus{tenant="vision"} 6"#,
+            r#"wasmsched_tenant_gpus_entitled{tenant="speech"} 6.0"#,
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        assert!(!text.contains(r#"wasmsched_tenant_quota_gpus{tenant="speech"}"#), "no quota, no line");
+        assert!(!encode(&Status::default()).contains("wasmsched_tenant"), "no tenants, no family");
     }
 }

@@ -96,6 +96,11 @@ pub fn compare(
     }
     let comparison = compare_on(&rt, &scenario, &policies, 0..seeds, workload.tick, limits, out.report.is_some())?;
     println!("{}", comparison.table());
+    let fairness = comparison.runs.iter().filter_map(|r| Some((r.policy.as_str(), r.fairness.as_ref()?)));
+    let fairness = wasmsched::experiment::fairness::table(fairness);
+    if !fairness.is_empty() {
+        println!("{fairness}");
+    }
     if !scenario.claims.is_empty() {
         println!("{}", comparison.paper_table(&scenario.claims));
     }

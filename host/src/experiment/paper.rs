@@ -49,6 +49,10 @@ impl Figure {
             Figure::SatisfiedRatio => (base.satisfied > 0).then(|| run.satisfied as f64 / base.satisfied as f64),
             Figure::Throughput => (run.makespan_s > 0.0 && finished(run) == finished(base) && finished(run) > 0)
                 .then(|| base.makespan_s / run.makespan_s),
+            Figure::Jain => {
+                let (ours, theirs) = (run.fairness.as_ref()?.jain, base.fairness.as_ref()?.jain);
+                (theirs > 0.0).then(|| ours / theirs)
+            }
         }
     }
 
@@ -79,6 +83,7 @@ impl Figure {
             Figure::MeanJobT2 => means(pairs(target(1))),
             Figure::SatisfiedRatio => Some((base.satisfied as f64, run.satisfied as f64)),
             Figure::Throughput => Some((base.makespan_s, run.makespan_s)),
+            Figure::Jain => Some((base.fairness.as_ref()?.jain, run.fairness.as_ref()?.jain)),
         }
     }
 }
@@ -316,6 +321,7 @@ mod tests {
             wall_ms: 0.0,
             jobs,
             timeline: Vec::new(),
+            fairness: None,
         }
     }
 

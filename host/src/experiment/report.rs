@@ -193,6 +193,7 @@ fn section(s: &Section, several: bool, out: &mut String) {
     charts::jct_cdf(s, out);
     charts::progress(s, out);
     charts::cpu(s, cores, out);
+    charts::tenants(s, f64::from(gpus), out);
     charts::limits(s, out);
     lanes::placements(s, out);
     if gpus > 0 {

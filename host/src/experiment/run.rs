@@ -192,6 +192,10 @@ pub struct RunReport {
     /// Per tick CPU, when asked for.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timeline: Vec<Sample>,
+    /// How fairly the tenants shared the GPUs, when the jobs belong to more than one
+    /// ([`super::fairness`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<super::fairness::Fairness>,
 }
 
 /// Run one policy on one workload with one seed.
@@ -232,6 +236,7 @@ pub fn simulate_watched(
     // Per workload job, why it waited as the policy last said.
     let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
     let mut calls_ms: Vec<f64> = Vec::new();
+    let mut tracker = super::fairness::Tracker::new();
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
         if outcome.fallback.is_none() {
             calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
@@ -247,6 +252,7 @@ pub fn simulate_watched(
             benched = Some(why.to_string());
         }
         watch(world);
+        tracker.observe(world);
         if options.timeline {
             let jobs = world
                 .jobs()
@@ -300,6 +306,11 @@ pub fn simulate_watched(
         benched,
         unfinished: sim.unfinished().map(|why| format!("{}: {why}", choice.label)),
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
+        fairness: (tracker.tenant_count() > 1).then(|| {
+            let of_jobs: Vec<(String, Option<f64>)> =
+                workload.jobs.iter().zip(&jobs).map(|(plan, o)| (plan.tenant.clone(), o.jct_s)).collect();
+            tracker.finish(&of_jobs)
+        }),
         jobs,
         timeline,
     }

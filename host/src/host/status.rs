@@ -49,6 +49,10 @@ pub struct Status {
     /// Jobs waiting in the queue at the last observation.
     #[serde(default)]
     pub jobs_queued: u64,
+    /// Each tenant's GPUs against its quota and its fair entitlement now, when jobs belong to
+    /// more than one tenant or any is declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantStatus>,
     /// Why queued jobs wait, as the active policy last said ([`PENDING_SHOWN`] at most, in
     /// handle order); a job leaves the list when it starts or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -82,6 +86,68 @@ pub struct Status {
 
 /// How many reasons why jobs wait the status holds (the audit log keeps every one).
 pub const PENDING_SHOWN: usize = 50;
+
+/// One tenant at the last observation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantStatus {
+    /// Its name.
+    pub name: String,
+    /// Its weight.
+    pub weight: f64,
+    /// Its quota, GPUs.
+    pub quota_gpus: Option<u32>,
+    /// GPUs its running jobs hold.
+    pub gpus: u64,
+    /// GPUs its queued jobs ask for.
+    pub gpus_queued: u64,
+    /// Its jobs running.
+    pub jobs_running: u64,
+    /// Its jobs waiting.
+    pub jobs_queued: u64,
+    /// Its weighted max-min fair share of the GPUs of the nodes taking work, given what every
+    /// tenant holds and asks for now (`docs/tenants.md`).
+    pub gpus_entitled: f64,
+}
+
+impl TenantStatus {
+    /// Every tenant of `world`, as it stands; empty when there is only the default one.
+    pub fn of(world: &crate::world::World) -> Vec<TenantStatus> {
+        let tenants = world.tenants();
+        if tenants.len() <= 1 && tenants.iter().all(|t| t.quota_gpus.is_none()) {
+            return Vec::new();
+        }
+        let mut out: Vec<TenantStatus> = tenants
+            .iter()
+            .map(|t| TenantStatus {
+                name: t.name.clone(),
+                weight: t.weight,
+                quota_gpus: t.quota_gpus,
+                ..Default::default()
+            })
+            .collect();
+        for (spec, s) in world.all_jobs() {
+            let Some(t) = out.get_mut(s.tenant as usize) else { continue };
+            if s.is_running() {
+                t.gpus += s.gpus.len() as u64;
+                t.jobs_running += 1;
+            } else {
+                t.gpus_queued += u64::from(spec.gpus);
+                t.jobs_queued += 1;
+            }
+        }
+        let capacity: u64 = (0..world.nodes().len())
+            .filter(|&n| !world.is_node_down(n as u32))
+            .map(|n| world.nodes()[n].gpu_memory_bytes.len() as u64)
+            .sum();
+        let demand: Vec<u64> = out.iter().map(|t| t.gpus + t.gpus_queued).collect();
+        let weights: Vec<f64> = out.iter().map(|t| t.weight).collect();
+        let entitled = crate::experiment::fairness::water_fill(capacity as f64, &demand, &weights);
+        for (t, e) in out.iter_mut().zip(entitled) {
+            t.gpus_entitled = e;
+        }
+        out
+    }
+}
 
 /// Why one queued job waits, as the active policy said.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -262,6 +328,14 @@ impl Status {
             self.backend_time_ms as f64 / 1000.0
         );
         let _ = writeln!(out, "{} jobs running, {} queued", self.jobs_running, self.jobs_queued);
+        for t in &self.tenants {
+            let quota = t.quota_gpus.map_or_else(|| "no quota".to_string(), |q| format!("quota {q}"));
+            let _ = writeln!(
+                out,
+                "  tenant {}: {} GPUs ({quota}, fair share now {:.1}), {} jobs running, {} queued asking {} GPUs",
+                t.name, t.gpus, t.gpus_entitled, t.jobs_running, t.jobs_queued, t.gpus_queued
+            );
+        }
         for p in &self.pending {
             let _ = writeln!(out, "  pending {} (job {}): {}", p.name, p.job, p.reason);
         }

@@ -29,6 +29,9 @@ pub enum Figure {
     /// Aggregate throughput as a multiple of the baseline's: the same jobs finish in both runs,
     /// so it is the baseline's makespan over ours.
     Throughput,
+    /// Jain's index of the tenants' GPU-time against their weighted entitlement while the
+    /// cluster was contended, as a multiple of the baseline's (`crate::experiment::fairness`).
+    Jain,
 }
 
 impl std::str::FromStr for Figure {
@@ -55,16 +58,21 @@ impl Figure {
             Figure::MeanJobT2 => "per-job time to T2, mean",
             Figure::SatisfiedRatio => "QoE satisfied, ratio",
             Figure::Throughput => "aggregate throughput",
+            Figure::Jain => "tenants' fairness (Jain)",
         }
     }
 
     pub(crate) fn is_ratio(self) -> bool {
-        matches!(self, Figure::SatisfiedRatio | Figure::Throughput)
+        matches!(self, Figure::SatisfiedRatio | Figure::Throughput | Figure::Jain)
     }
 
-    /// A value of [`Figure::values`] for a person: a time, or a count of jobs.
+    /// A value of [`Figure::values`] for a person: a time, a count of jobs, or an index.
     pub fn format_value(self, value: f64) -> String {
-        if self == Figure::SatisfiedRatio { format!("{value:.1} jobs") } else { format_seconds(value) }
+        match self {
+            Figure::SatisfiedRatio => format!("{value:.1} jobs"),
+            Figure::Jain => format!("{value:.3}"),
+            _ => format_seconds(value),
+        }
     }
 
     /// A measured figure for a person: `+12.3 %`, or `2.50×` for a ratio.
@@ -90,11 +98,12 @@ impl Figure {
             Figure::MeanJobT2 => "mean-job-t2",
             Figure::SatisfiedRatio => "satisfied-ratio",
             Figure::Throughput => "throughput",
+            Figure::Jain => "jain",
         }
     }
 
     /// Every figure.
-    pub const ALL: [Figure; 10] = [
+    pub const ALL: [Figure; 11] = [
         Figure::Makespan,
         Figure::MeanJct,
         Figure::BestJobJct,
@@ -105,6 +114,7 @@ impl Figure {
         Figure::MeanJobT2,
         Figure::SatisfiedRatio,
         Figure::Throughput,
+        Figure::Jain,
     ];
 
     /// Whether a lower value is better (every time); a ratio of satisfied jobs is better

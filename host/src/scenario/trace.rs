@@ -250,7 +250,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
 /// Streams the Philly trace CSV (see the module docs for the mapping).
 pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOptions) -> Result<Workload, WorkloadError> {
     let mut reader = csv_reader(input);
-    let [c_time, c_duration, c_gpus, c_gpu_time, _c_cluster] =
+    let [c_time, c_duration, c_gpus, c_gpu_time, c_cluster] =
         csv_header(path, &mut reader, PHILLY_COLUMNS, PHILLY_HEADER)?;
     let nodes = cluster(
         path,
@@ -297,10 +297,20 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         if !work_scale.is_finite() {
             return Err(row.err("duration", format!("{duration_s} seconds is too long to simulate: fix the cell")));
         }
+        // The virtual cluster a job was submitted to is its tenant.
+        let tenant = match row.cell(c_cluster).trim() {
+            "" => crate::world::DEFAULT_TENANT.to_string(),
+            vc if crate::tenants::valid_name(vc) => vc.to_string(),
+            vc => {
+                return Err(row
+                    .err("cluster", format!("`{vc}` is not a virtual cluster's name: {}", crate::tenants::NAME_RULE)));
+            }
+        };
         jobs.push(JobPlan {
             gpus,
             replicas: gpus.max(1),
             work_scale,
+            tenant,
             ..JobPlan::training(format!("philly-{data_row}"), model, submitted_s)
         });
     }

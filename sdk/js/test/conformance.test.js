@@ -55,6 +55,17 @@ function fromSerde(s, big = false) {
             gpuType: n.gpu_type,
           })),
     nodesDown: s.nodes_down,
+    // Absent from vectors written before tenants: the list did not change.
+    tenants:
+      s.tenants == null
+        ? null
+        : s.tenants.map((t) => ({
+            name: t.name,
+            weight: t.weight,
+            quotaGpus: t.quota_gpus,
+            borrowingLimitGpus: t.borrowing_limit_gpus,
+            cohort: t.cohort,
+          })),
     gpus: { utilisationPercent: floats(s.gpus.utilisation_percent), memoryUsedBytes: u64s(s.gpus.memory_used_bytes) },
     added: s.added.map((a) => ({
       handle: a.handle,
@@ -74,6 +85,7 @@ function fromSerde(s, big = false) {
         batchSizeMin: a.scaling.batch_size_min,
         batchSizeMax: a.scaling.batch_size_max,
       },
+      tenant: a.tenant ?? "default",
     })),
     removed: s.removed,
     jobs: {

@@ -76,8 +76,11 @@ def generated_snapshot(types, world: TestWorld):
     spec = [
         types.JobSpec(a.handle, a.name, a.model, types.JobKind(a.kind.value), [], None, None, None, [], a.arrival_ms,
                       a.gpus, a.replicas,
-                      types.Scaling(a.scaling.gpu_counts, a.scaling.batch_size_min, a.scaling.batch_size_max))
+                      types.Scaling(a.scaling.gpu_counts, a.scaling.batch_size_min, a.scaling.batch_size_max), a.tenant)
         for a in s.added
+    ]
+    tenants = None if s.tenants is None else [
+        types.Tenant(t.name, t.weight, t.quota_gpus, t.borrowing_limit_gpus, t.cohort) for t in s.tenants
     ]
     nodes = [types.Node(n.name, n.cpu_millicores, n.memory_bytes, n.gpu_memory_bytes, n.gpu_type)
              for n in s.nodes or []]
@@ -86,7 +89,7 @@ def generated_snapshot(types, world: TestWorld):
                            j.memory_used_bytes, j.gpu_count, j.gpu_node, j.gpu_index, bytes(j.gpu_share_percent),
                            j.gpu_used_percent, j.run_ms, j.gpu_ms, j.batch_size)
     return types.Snapshot(
-        s.time_ms, s.interval_ms, s.resync, nodes if s.nodes is not None else None, s.nodes_down,
+        s.time_ms, s.interval_ms, s.resync, nodes if s.nodes is not None else None, s.nodes_down, tenants,
         types.GpuStates(s.gpus.utilisation_percent, s.gpus.memory_used_bytes), spec, s.removed, jobs,
         types.QueueStates(q.handle, [types.WaitReason(r.value) for r in q.reason], q.since_ms, q.run_ms, q.gpu_ms),
         types.ProgressRecords([], [], [], b"", []),
@@ -200,6 +203,38 @@ def test_a_number_the_contract_cannot_carry_is_a_policy_error_not_a_trap(wit):
     with pytest.raises(Failed, match="the policy's decision holds a job"):
         to_wit_decision(Decision().pending(-1, "no such job"), types)
     assert to_wit_decision(Decision().push(Action.set_cpu(1, 2**64 - 1)), types).actions[0].kind.value == 2**64 - 1
+
+
+class Room(Policy):
+    """Says, for every queued job, its tenant and how many more GPUs that tenant may take."""
+
+    def decide(self, s: Snapshot) -> Decision:
+        d = Decision()
+        for j in s.queue():
+            t = s.tenant(j.tenant)
+            d.pending(j.id, f"{t.name} (weight {t.weight:g}, cohort {t.cohort}) has room for {s.room(j.tenant)}")
+        return d
+
+
+def test_tenants_cross_as_the_generated_types_and_are_kept_until_sent_again(wit, monkeypatch):
+    from wasmsched.testing import tenant
+
+    types, host, _ = wit
+    monkeypatch.setattr(host, "log", lambda level, message: None)
+    exported = export(Room)
+    exported().init("", None)
+    w = TestWorld.gpu_cluster([4])
+    w.declare(tenant("a").weight(2.0).quota(3).borrowing_limit(1).cohort("lab"))
+    w.declare(tenant("b").quota(2).cohort("lab"))
+    a = w.queue_job(job("a1", "cifar10").gpus(1).tenant("a"))
+    w.start(a, 0, [0])
+    q = w.queue_job(job("a2", "cifar10").gpus(2).tenant("a"))
+    raw = exported().decide(generated_snapshot(types, w))
+    assert raw.pending == [types.Pending(q, "a (weight 2, cohort lab) has room for 3")]
+    snapshot = generated_snapshot(types, w)
+    assert snapshot.tenants is None, "unchanged: not sent"
+    raw = exported().decide(snapshot)
+    assert raw.pending == [types.Pending(q, "a (weight 2, cohort lab) has room for 3")], "the list is kept"
 
 
 def test_pending_reasons_cross_in_order(wit, monkeypatch):

@@ -32,8 +32,9 @@ from .decision import (
 from .enums import Direction, JobKind, Level, WaitReason
 from .policy import Failed, InvalidConfig, InvalidState, Policy, PolicyError, Runner, decode_state, encode_state
 from .raw import MetricSpec, Scaling, Tiers
+from .rules import Ledger, OverLimit
 from .units import GiB, MiB, gib, mib
-from .view import HISTORY_LIMIT, Gpu, GpuSlot, Job, Node, ProgressRecord, Snapshot
+from .view import HISTORY_LIMIT, Gpu, GpuSlot, Job, Node, ProgressRecord, Snapshot, Tenant
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -53,11 +54,13 @@ __all__ = [
     "InvalidState",
     "Job",
     "JobKind",
+    "Ledger",
     "Level",
     "MetricSpec",
     "MiB",
     "Migrate",
     "Node",
+    "OverLimit",
     "Place",
     "Policy",
     "PolicyError",
@@ -72,6 +75,7 @@ __all__ = [
     "SetMemory",
     "Snapshot",
     "Stop",
+    "Tenant",
     "Tiers",
     "WaitReason",
     "decode_state",

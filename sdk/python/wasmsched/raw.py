@@ -57,6 +57,22 @@ class JobSpec:
     gpus: int = 0
     replicas: int = 1
     scaling: Scaling = field(default_factory=Scaling)
+    #: The tenant (team, queue) it belongs to: a name in ``Snapshot.tenants``.
+    tenant: str = "default"
+
+
+@dataclass(slots=True)
+class Tenant:
+    """Whose jobs share an entitlement (a team, a queue): its weight against the other
+    tenants' (fair share), the GPUs guaranteed to it (``quota_gpus``; None: no quota, no
+    limit), how many it may borrow beyond them within its cohort (``borrowing_limit_gpus``;
+    None: as many as the cohort has idle) and its cohort (empty: none)."""
+
+    name: str
+    weight: float = 1.0
+    quota_gpus: int | None = None
+    borrowing_limit_gpus: int | None = None
+    cohort: str = ""
 
 
 @dataclass(slots=True)
@@ -132,6 +148,9 @@ class Snapshot:
     nodes: list[Node] | None = None
     #: The nodes that cannot take work now (NotReady, cordoned), ascending.
     nodes_down: list[int] = field(default_factory=list)
+    #: The tenants, when the list changed since the previous call (always on a resync); None
+    #: when it did not, and the last list sent still holds.
+    tenants: list[Tenant] | None = None
     gpus: GpuStates = field(default_factory=GpuStates)
     added: list[JobSpec] = field(default_factory=list)
     removed: list[int] = field(default_factory=list)

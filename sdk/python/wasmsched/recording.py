@@ -27,6 +27,7 @@ from .raw import (
     QueueStates,
     Scaling,
     Snapshot,
+    Tenant,
     Tiers,
 )
 
@@ -57,6 +58,14 @@ def _spec(j: dict[str, Any]) -> JobSpec:
             scaling.get("batch_size_min", 0),
             scaling.get("batch_size_max", 0),
         ),
+        # A recording made before tenants names none: the default tenant's.
+        tenant=j.get("tenant") or "default",
+    )
+
+
+def _tenant(t: dict[str, Any]) -> Tenant:
+    return Tenant(
+        t["name"], t.get("weight", 1.0), t.get("quota_gpus"), t.get("borrowing_limit_gpus"), t.get("cohort", "")
     )
 
 
@@ -68,6 +77,8 @@ def _floats(values: Iterable[Any]) -> list[float]:
 def snapshot_from_json(s: dict[str, Any]) -> Snapshot:
     """A snapshot as serde_json writes the contract's ``Snapshot``."""
     nodes = s.get("nodes")
+    # None (or absent, before tenants): the list did not change.
+    tenants = s.get("tenants")
     j, q, p, g = s["jobs"], s["queue"], s["progress"], s["gpus"]
     return Snapshot(
         time_ms=s["time_ms"],
@@ -80,6 +91,7 @@ def snapshot_from_json(s: dict[str, Any]) -> Snapshot:
             for n in nodes
         ],
         nodes_down=list(s.get("nodes_down", [])),
+        tenants=None if tenants is None else [_tenant(t) for t in tenants],
         gpus=GpuStates(_floats(g["utilisation_percent"]), list(g["memory_used_bytes"])),
         added=[_spec(a) for a in s["added"]],
         removed=list(s["removed"]),
@@ -116,6 +128,8 @@ def _merge(earlier: dict[str, Any], later: dict[str, Any]) -> dict[str, Any]:
     merged["interval_ms"] = earlier["interval_ms"] + later["interval_ms"]
     if later.get("nodes") is None:
         merged["nodes"] = earlier.get("nodes")
+    if later.get("tenants") is None:
+        merged["tenants"] = earlier.get("tenants")
     progress = {k: list(earlier["progress"][k]) + list(later["progress"][k]) for k in later["progress"]}
     merged["progress"] = progress
     return merged

@@ -1,8 +1,9 @@
-"""The contract's rules, as the host applies them: the GPU book (who holds which GPU) and the
-checks every action passes before it applies, each refusal a :class:`Problem` whose text is
-the host's, word for word. A port of the Rust crate ``wasmsched-rules`` (``rules/src/book.rs``
-and ``rules/src/check.rs``), step for step; the vectors in ``wit/conformance/checks.json``,
-which the host writes, hold its outcomes, and this SDK's tests compare.
+"""The contract's rules, as the host applies them: the GPU book (who holds which GPU), the
+tenants' limits (:class:`Ledger`) and the checks every action passes before it applies, each
+refusal a :class:`Problem` whose text is the host's, word for word. A port of the Rust crate
+``wasmsched-rules`` (``rules/src/book.rs``, ``rules/src/tenants.rs`` and
+``rules/src/check.rs``), step for step; the vectors in ``wit/conformance/checks.json``, which
+the host writes, hold its outcomes, and this SDK's tests compare.
 
 :func:`check` says whether the host would accept every action of a decision made on a
 :class:`~wasmsched.view.Snapshot`; :func:`verdicts` gives each action's outcome. Actions are
@@ -14,7 +15,7 @@ is not acted on again in it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from . import decision as d
 
@@ -25,9 +26,12 @@ __all__ = [
     "MIN_CPU_MILLICORES",
     "MIN_MEMORY_BYTES",
     "Checker",
+    "Entitlement",
     "GpuBook",
     "JobNow",
+    "Ledger",
     "NodeCap",
+    "OverLimit",
     "Oversized",
     "Problem",
     "Room",
@@ -138,6 +142,155 @@ class GpuBook:
         return sum(1 for h in self._holders if not h)
 
 
+class Entitlement(NamedTuple):
+    """What one tenant is entitled to, as the limits need it."""
+
+    #: Its name, for messages.
+    name: str
+    #: GPUs guaranteed to it; None: no quota, no limit.
+    quota: int | None = None
+    #: GPUs it may hold beyond its quota, borrowed within its cohort; None: no limit of its own.
+    borrowing_limit: int | None = None
+    #: Its cohort's name; None: it borrows from nobody.
+    cohort: str | None = None
+
+    def limit(self) -> int | None:
+        """The most GPUs it may hold by its own entitlement (its cohort may allow fewer); None
+        when unlimited: a quota alone without a cohort, quota + borrowing limit with one (no
+        borrowing limit: none of its own)."""
+        if self.quota is None:
+            return None
+        if self.cohort is None:
+            return self.quota
+        return None if self.borrowing_limit is None else self.quota + self.borrowing_limit
+
+
+class OverLimit(Exception):
+    """Why GPUs for a tenant's job are refused: ``kind`` is ``"Tenant"`` (it would pass its own
+    limit; ``fields`` tenant, holds, asks, limit, quota) or ``"Cohort"`` (its cohort would
+    hold more than its members' quotas; ``fields`` tenant, cohort, holds, asks, quotas).
+    ``str()`` is the host's text."""
+
+    def __init__(self, kind: str, **fields: Any) -> None:
+        f = fields
+        if kind == "Tenant":
+            beyond = (
+                "its quota" if f["quota"] == f["limit"] else f"quota {f['quota']} + borrowing {f['limit'] - f['quota']}"
+            )
+            text = (
+                f"tenant {f['tenant']} holds {f['holds']} GPUs of its limit of {f['limit']} ({beyond}); "
+                f"{f['asks']} more would pass it"
+            )
+        else:
+            text = (
+                f"tenant {f['tenant']}'s cohort {f['cohort']} holds {f['holds']} GPUs of its members' "
+                f"{f['quotas']} of quota; {f['asks']} more would pass it (nothing idle to borrow)"
+            )
+        super().__init__(text)
+        self.kind = kind
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OverLimit) and (self.kind, self.fields) == (other.kind, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, str(self)))
+
+    def __repr__(self) -> str:
+        return f"OverLimit({self.kind!r}, {str(self)!r})"
+
+
+class Ledger:
+    """Who holds how many GPUs, per tenant and per cohort, against their limits. A tenant with a
+    quota holds at most its quota without a cohort, and at most quota + borrowing limit (no
+    borrowing limit: as much as the cohort has idle) with one; the members of a cohort that
+    have quotas hold, together, at most the sum of their quotas. A tenant without a quota has
+    no limit. Tenants are named by their index in the list given."""
+
+    __slots__ = ("_tenants", "_held", "_cohort_of", "_cohorts")
+
+    def __init__(self, tenants: Iterable[Entitlement] = ()) -> None:
+        """A ledger of ``tenants`` (indexed as given) holding nothing."""
+        self._tenants = list(tenants)
+        self._held = [0] * len(self._tenants)
+        #: Per cohort: [its name, the sum of its members' quotas, what those members hold].
+        self._cohorts: list[list[Any]] = []
+        #: Per tenant, its cohort's index in ``_cohorts``.
+        self._cohort_of: list[int | None] = []
+        for t in self._tenants:
+            if t.cohort is None:
+                self._cohort_of.append(None)
+                continue
+            i = next((k for k, c in enumerate(self._cohorts) if c[0] == t.cohort), None)
+            if i is None:
+                self._cohorts.append([t.cohort, 0, 0])
+                i = len(self._cohorts) - 1
+            self._cohorts[i][1] += t.quota or 0
+            self._cohort_of.append(i)
+
+    def limits_anything(self) -> bool:
+        """Whether any tenant has a limit: when none has, every check passes."""
+        return any(t.quota is not None for t in self._tenants)
+
+    @property
+    def tenants(self) -> Sequence[Entitlement]:
+        """The tenants, in index order."""
+        return tuple(self._tenants)
+
+    def _known(self, tenant: int) -> bool:
+        return 0 <= tenant < len(self._tenants)
+
+    def held(self, tenant: int) -> int:
+        """The GPUs ``tenant``'s running jobs hold (0 for an unknown tenant)."""
+        return self._held[tenant] if self._known(tenant) else 0
+
+    def room(self, tenant: int) -> int | None:
+        """How many more GPUs ``tenant`` may take; None when no limit applies (no quota, or
+        an unknown tenant)."""
+        if not self._known(tenant) or self._tenants[tenant].quota is None:
+            return None
+        limit = self._tenants[tenant].limit()
+        own = None if limit is None else max(limit - self._held[tenant], 0)
+        c = self._cohort_of[tenant]
+        cohort = None if c is None else max(self._cohorts[c][1] - self._cohorts[c][2], 0)
+        if own is not None and cohort is not None:
+            return min(own, cohort)
+        return own if own is not None else cohort
+
+    def check(self, tenant: int, gpus: int) -> None:
+        """Raise :class:`OverLimit` when ``tenant`` may not take ``gpus`` more."""
+        if not self._known(tenant) or gpus == 0:
+            return
+        t = self._tenants[tenant]
+        if t.quota is None:
+            return
+        holds = self._held[tenant]
+        limit = t.limit()
+        if limit is not None and holds + gpus > limit:
+            raise OverLimit("Tenant", tenant=t.name, holds=holds, asks=gpus, limit=limit, quota=t.quota)
+        c = self._cohort_of[tenant]
+        if c is not None:
+            cohort, quotas, held = self._cohorts[c]
+            if held + gpus > quotas:
+                raise OverLimit("Cohort", tenant=t.name, cohort=cohort, holds=held, asks=gpus, quotas=quotas)
+
+    def hold(self, tenant: int, gpus: int) -> None:
+        """Count ``gpus`` more held by ``tenant`` (an unknown tenant is ignored)."""
+        self._shift(tenant, gpus)
+
+    def release(self, tenant: int, gpus: int) -> None:
+        """Count ``gpus`` fewer held by ``tenant`` (never below zero)."""
+        self._shift(tenant, -gpus)
+
+    def _shift(self, tenant: int, gpus: int) -> None:
+        if not self._known(tenant):
+            return
+        self._held[tenant] = max(self._held[tenant] + gpus, 0)
+        c = self._cohort_of[tenant]
+        if self._tenants[tenant].quota is not None and c is not None:
+            self._cohorts[c][2] = max(self._cohorts[c][2] + gpus, 0)
+
+
 #: Each problem's text, as the host's ``Display`` writes it.
 _TEXTS = {
     "NoSuchJob": "job {job} does not exist or has ended",
@@ -172,6 +325,8 @@ _TEXTS = {
     "CountNotAllowed": "job {job} runs on {counts} GPUs (its scaling); the placement gives {given}",
     "BatchOutOfRange": "job {job} accepts batch sizes {min}\u2013{max}; the resize asks for {batch_size}",
     "EmptyEntry": "the resize names node {node} with no GPU; leave it out",
+    # ``over`` is the OverLimit: its text is the problem's.
+    "OverTenantLimit": "{over}",
 }
 
 #: BatchOutOfRange's text for a job without a batch size (its range is 0–0).
@@ -273,6 +428,8 @@ class JobNow(NamedTuple):
     gpu_counts: tuple[int, ...] = ()
     #: The global batch sizes it accepts, (min, max); (0, 0): none to set.
     batch_sizes: tuple[int, int] = (0, 0)
+    #: Its tenant's index in the checker's :class:`Ledger`; None: no tenant limits it.
+    tenant: int | None = None
 
 
 class World(Protocol):
@@ -289,29 +446,54 @@ class Checker:
     """Checks a decision's actions in order, against the world as the accepted ones leave
     it."""
 
-    __slots__ = ("book", "_moved")
+    __slots__ = ("book", "ledger", "_moved")
 
     def __init__(self, book: GpuBook) -> None:
-        """Start on a world whose GPUs are held as ``book`` says (every running job's)."""
+        """Start on a world whose GPUs are held as ``book`` says (every running job's), with no
+        tenant limits."""
         #: The GPUs as the accepted actions so far leave them.
         self.book = book
+        #: What each tenant holds as the accepted actions so far leave it.
+        self.ledger = Ledger()
         self._moved: set[int] = set()
+
+    def with_tenants(self, ledger: Ledger) -> Checker:
+        """Hold tenants to their limits, from what ``ledger`` says they hold now (every running
+        job's GPUs, counted to its tenant)."""
+        self.ledger = ledger
+        return self
 
     def check(self, world: World, job: int, kind: d.ActionKind) -> None:
         """Check ``kind`` on ``job`` (raises :class:`Problem`); when it passes, the world moves
         on as it says (a placement takes its GPUs, a preemption or a stop frees them, a resize
         does both)."""
         self._problem(world, job, kind)
-        if isinstance(kind, (d.Preempt, d.Stop, d.Resize)):
-            for node, index in world.gpus_of(job):
-                self.book.release(node, index, job)
-        if isinstance(kind, (d.Place, d.Resize)):
-            for node, gpus in kind.nodes:
-                for index in gpus:
-                    self.book.hold(node, index, job)
-        elif not isinstance(kind, (d.Preempt, d.Stop)):
+        if not isinstance(kind, (d.Place, d.Preempt, d.Stop, d.Resize)):
             return
+        now = world.job(job)
+        tenant = None if now is None else now.tenant
+        freed = [] if isinstance(kind, d.Place) else world.gpus_of(job)
+        taken = kind.nodes if isinstance(kind, (d.Place, d.Resize)) else ()
+        for node, index in freed:
+            self.book.release(node, index, job)
+        for node, gpus in taken:
+            for index in gpus:
+                self.book.hold(node, index, job)
+        if tenant is not None:
+            self.ledger.release(tenant, len(freed))
+            self.ledger.hold(tenant, sum(len(gpus) for _, gpus in taken))
         self._moved.add(job)
+
+    def _tenant_room(self, world: World, job: int, now: JobNow, nodes: Sequence[tuple[int, Sequence[int]]]) -> None:
+        """Why ``job``'s tenant may not go from the GPUs it holds to those ``nodes`` name."""
+        if now.tenant is None:
+            return
+        taken = sum(len(gpus) for _, gpus in nodes)
+        held = len(world.gpus_of(job)) if now.node is not None else 0
+        try:
+            self.ledger.check(now.tenant, max(taken - held, 0))
+        except OverLimit as over:
+            raise Problem("OverTenantLimit", over=over) from None
 
     def _problem(self, world: World, job: int, kind: d.ActionKind) -> None:
         now = world.job(job)
@@ -323,6 +505,7 @@ class Checker:
         if on is None:
             if isinstance(kind, d.Place):
                 self._placement(world, job, now, kind.nodes, kind.share)
+                self._tenant_room(world, job, now, kind.nodes)
             elif not isinstance(kind, d.Stop):
                 raise Problem("Queued", job=job)
             return
@@ -355,6 +538,7 @@ class Checker:
                 if kind.batch_size < low or kind.batch_size > high or high == 0:
                     raise Problem("BatchOutOfRange", job=job, batch_size=kind.batch_size, min=low, max=high)
             self._elastic_entries(world, job, now, kind.nodes, kind.share)
+            self._tenant_room(world, job, now, kind.nodes)
 
     def _migration(self, world: World, job: int, now: JobNow, on: int, to: int, nodes: int) -> None:
         dest = world.node(to)
@@ -473,6 +657,7 @@ class _Seen:
             j.memory_use,
             tuple(scaling.gpu_counts),
             (scaling.batch_size_min, scaling.batch_size_max),
+            self._s.tenant_index(j.tenant),
         )
 
     def gpus_of(self, job: int) -> list[tuple[int, int]]:
@@ -506,7 +691,7 @@ def verdicts(snapshot: Snapshot, decision: d.Decision) -> list[Problem | None]:
     )
     size([a.kind for a in decision.actions], room)
     world = _Seen(snapshot)
-    checker = Checker(_book(snapshot))
+    checker = Checker(_book(snapshot)).with_tenants(snapshot.ledger())
     out: list[Problem | None] = []
     for action in decision.actions:
         try:

@@ -1,7 +1,7 @@
 """The job and node tables the SDK keeps inside the guest: each tick's delta (added and
-removed jobs, numbers in columns, new progress records, nodes when they change) folded into
-complete tables, so only what changed has to cross. :class:`wasmsched.view.Snapshot` reads
-them. A port of the Rust SDK's ``view/table.rs``, step for step."""
+removed jobs, numbers in columns, new progress records, nodes and tenants when they change)
+folded into complete tables, so only what changed has to cross.
+:class:`wasmsched.view.Snapshot` reads them. A port of the Rust SDK's ``view/table.rs``, step for step."""
 
 from __future__ import annotations
 
@@ -109,6 +109,8 @@ def own_spec(spec: Any) -> JobSpec:
         gpus=spec.gpus,
         replicas=spec.replicas,
         scaling=Scaling(list(scaling.gpu_counts), scaling.batch_size_min, scaling.batch_size_max),
+        # A delta from before tenants (an older recording) names none: the default one.
+        tenant=getattr(spec, "tenant", None) or "default",
     )
 
 
@@ -265,10 +267,10 @@ class JobTable:
 
 
 class NodeTable:
-    """The nodes as last sent (they cross only when they change) and every GPU's use this
-    tick."""
+    """The nodes and the tenants as last sent (they cross only when they change) and every
+    GPU's use this tick."""
 
-    __slots__ = ("nodes", "first_gpu", "utilisation", "memory_used", "down")
+    __slots__ = ("nodes", "first_gpu", "utilisation", "memory_used", "down", "tenants")
 
     def __init__(self) -> None:
         self.nodes: list[Any] = []
@@ -278,10 +280,13 @@ class NodeTable:
         self.memory_used: list[int] = []
         #: The nodes that cannot take work now, ascending.
         self.down: list[int] = []
+        #: The tenants, as last sent (generated ``Tenant`` records or :class:`raw.Tenant`).
+        self.tenants: list[Any] = []
 
     def apply(self, raw: Any) -> None:
-        """Takes the tick's nodes (when they changed) and GPU columns. Refuses GPU columns
-        that do not match the nodes' GPU counts (a host bug) without touching the table."""
+        """Takes the tick's nodes and tenants (when they changed) and GPU columns. Refuses GPU
+        columns that do not match the nodes' GPU counts (a host bug) without touching the
+        table."""
         nodes = raw.nodes
         first_gpu = None
         if nodes is not None:
@@ -300,5 +305,9 @@ class NodeTable:
             self.nodes = list(nodes)
             self.first_gpu = first_gpu
         self.down = sorted(raw.nodes_down)
+        # None: the list did not change (a delta from before tenants has none either).
+        tenants = getattr(raw, "tenants", None)
+        if tenants is not None:
+            self.tenants = list(tenants)
         self.utilisation = list(gpus.utilisation_percent)
         self.memory_used = list(gpus.memory_used_bytes)

@@ -1,7 +1,7 @@
 """Build snapshots natively, so a policy's logic is tested with plain ``pytest``.
 
-A :class:`TestWorld` plays the host: nodes, jobs with their declarations, measured use and
-progress reports, a queue of jobs that wait, and a clock. Its :meth:`TestWorld.snapshot` is
+A :class:`TestWorld` plays the host: nodes, tenants, jobs with their declarations, measured
+use and progress reports, a queue of jobs that wait, and a clock. Its :meth:`TestWorld.snapshot` is
 the delta a real host sends (a resync on the first call). :class:`Harness` runs a policy
 against it tick by tick and, like the host, puts what the policy decides into force: limits,
 migrations, placements, preemptions and stops::
@@ -34,12 +34,13 @@ from .raw import (
     QueueStates,
     Scaling,
     Snapshot,
+    Tenant,
     Tiers,
 )
 from .table import GpuSlot, JobNumbers, QueueNumbers
 from .units import as_millis, from_millis, gib
 
-__all__ = ["Harness", "JobBuilder", "TestWorld", "job", "placed"]
+__all__ = ["Harness", "JobBuilder", "TenantBuilder", "TestWorld", "job", "placed", "tenant"]
 
 
 def _f32(x: float) -> float:
@@ -101,10 +102,48 @@ class JobBuilder:
         self.spec.labels.append((key, value))
         return self
 
+    def tenant(self, name: str) -> JobBuilder:
+        """The tenant it belongs to (default "default")."""
+        self.spec.tenant = name
+        return self
+
 
 def job(name: str, model: str) -> JobBuilder:
     """A training job named ``name`` running ``model``, with no metrics or targets yet."""
     return JobBuilder(JobSpec(handle=0, name=name, model=model))
+
+
+@dataclass
+class TenantBuilder:
+    """Declares a tenant: start with :func:`tenant`, chain what it is entitled to, hand it to
+    :meth:`TestWorld.declare`."""
+
+    raw: Tenant
+
+    def weight(self, weight: float) -> TenantBuilder:
+        """Its weight against the other tenants'."""
+        self.raw.weight = weight
+        return self
+
+    def quota(self, gpus: int) -> TenantBuilder:
+        """The GPUs guaranteed to it."""
+        self.raw.quota_gpus = gpus
+        return self
+
+    def borrowing_limit(self, gpus: int) -> TenantBuilder:
+        """The most GPUs it may borrow beyond its quota."""
+        self.raw.borrowing_limit_gpus = gpus
+        return self
+
+    def cohort(self, cohort: str) -> TenantBuilder:
+        """The cohort it lends to and borrows from."""
+        self.raw.cohort = cohort
+        return self
+
+
+def tenant(name: str) -> TenantBuilder:
+    """Tenant ``name``: weight 1, no quota, no cohort."""
+    return TenantBuilder(Tenant(name))
 
 
 @dataclass
@@ -134,6 +173,10 @@ class TestWorld:
         self._progress: ProgressRecords | None = None
         #: The nodes that cannot take work, ascending.
         self._down: list[int] = []
+        #: Declared tenants first, then those jobs named undeclared, as the host keeps them.
+        self._tenants: list[Tenant] = []
+        self._declared = 0
+        self._tenants_changed = False
 
     @classmethod
     def gpu_cluster(cls, gpus: Sequence[int]) -> TestWorld:
@@ -150,6 +193,26 @@ class TestWorld:
         self._nodes.append(Node(name, cpu, memory, list(gpus)))
         self._gpu_use.append([(0.0, 0)] * len(gpus))
         return len(self._nodes) - 1
+
+    def declare(self, tenant: TenantBuilder) -> None:
+        """Declare a tenant (replacing an earlier declaration of the same name); the tenants
+        are sent again on the next snapshot."""
+        t = copy.deepcopy(tenant.raw)
+        i = next((k for k, d in enumerate(self._tenants) if d.name == t.name), None)
+        if i is not None and i < self._declared:
+            self._tenants[i] = t
+        else:
+            if i is not None:
+                del self._tenants[i]
+            self._tenants.insert(self._declared, t)
+            self._declared += 1
+        self._tenants_changed = True
+
+    def _name_tenant(self, name: str) -> None:
+        """A job names tenant ``name``: added undeclared (weight 1, no quota) when new."""
+        if all(t.name != name for t in self._tenants):
+            self._tenants.append(Tenant(name))
+            self._tenants_changed = True
 
     def set_gpu_type(self, node: int, gpu_type: str) -> None:
         """Name the type of ``node``'s GPUs ("a100"); nodes start with none. The nodes are
@@ -187,6 +250,9 @@ class TestWorld:
         s.arrival_ms = self.time_ms
         # As the host sends it: the counts ascending, holding the GPUs it asks for.
         s.scaling.gpu_counts = sorted({*s.scaling.gpu_counts, s.gpus})
+        if not s.tenant.strip():
+            s.tenant = "default"
+        self._name_tenant(s.tenant)
         state = JobNumbers(batch_size=s.scaling.batch_size_min)
         queued = QueueNumbers(WaitReason.NEVER_STARTED, self.time_ms, 0, 0)
         self._jobs[handle] = _TestJob(s, state=state, queued=queued)
@@ -276,6 +342,9 @@ class TestWorld:
         self._last_call_ms = self.time_ms
         send_nodes = resync or self._nodes_sent != len(self._nodes)
         self._nodes_sent = len(self._nodes)
+        # The tenants cross when they changed (a declaration, a job naming a new one).
+        send_tenants = resync or self._tenants_changed
+        self._tenants_changed = False
         jobs = JobStates()
         queue = QueueStates()
         for handle in sorted(self._jobs):
@@ -317,6 +386,7 @@ class TestWorld:
             resync=resync,
             nodes=copy.deepcopy(self._nodes) if send_nodes else None,
             nodes_down=list(self._down),
+            tenants=copy.deepcopy(self._tenants) if send_tenants else None,
             gpus=gpus,
             added=added,
             removed=removed,

@@ -1,15 +1,18 @@
-"""The typed view a policy reads: :class:`Snapshot`, :class:`Job`, :class:`Node`. Times are
-float seconds, CPU int millicores, memory int bytes; ids are ints (handles)."""
+"""The typed view a policy reads: :class:`Snapshot`, :class:`Job`, :class:`Node`,
+:class:`Tenant`. Times are float seconds, CPU int millicores, memory int bytes; ids are ints
+(handles)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 from . import stats
 from .enums import Direction, JobKind, WaitReason
 from .raw import MetricSpec, Scaling, Tiers
+from .rules import Entitlement, Ledger
 from .table import HISTORY_LIMIT, GpuSlot, JobEntry, JobTable, NodeTable, ProgressRecord
 from .units import fraction_of, from_millis
 
@@ -21,6 +24,7 @@ __all__ = [
     "Node",
     "ProgressRecord",
     "Snapshot",
+    "Tenant",
 ]
 
 
@@ -86,6 +90,55 @@ class Node:
         ]
 
 
+class Tenant:
+    """A tenant (team, queue, virtual cluster) and what it is entitled to."""
+
+    __slots__ = ("index", "_raw")
+
+    def __init__(self, index: int, raw: Any) -> None:
+        #: Its index in :meth:`Snapshot.tenants` (and in :meth:`Snapshot.ledger`).
+        self.index = index
+        self._raw = raw
+
+    def __repr__(self) -> str:
+        return f"Tenant(index={self.index}, name={self.name!r})"
+
+    @property
+    def name(self) -> str:
+        """Its name."""
+        return self._raw.name
+
+    @property
+    def weight(self) -> float:
+        """Its weight against the other tenants' (fair share); the host keeps it above 0."""
+        return self._raw.weight
+
+    @property
+    def quota(self) -> int | None:
+        """The GPUs guaranteed to it; None: no quota (and no limit)."""
+        return self._raw.quota_gpus
+
+    @property
+    def borrowing_limit(self) -> int | None:
+        """The most GPUs it may borrow beyond its quota within its cohort; None: as many as
+        the cohort has idle."""
+        return self._raw.borrowing_limit_gpus
+
+    @property
+    def cohort(self) -> str | None:
+        """Its cohort, the tenants that lend each other their idle quota; None: none."""
+        return self._raw.cohort or None
+
+    def limit(self) -> int | None:
+        """The most GPUs it may hold by its own entitlement (its cohort may allow fewer); None
+        when unlimited."""
+        return self.entitlement().limit()
+
+    def entitlement(self) -> Entitlement:
+        """Its limits as the shared rules (:class:`wasmsched.rules.Ledger`) read them."""
+        return Entitlement(self.name, self.quota, self.borrowing_limit, self.cohort)
+
+
 class Job:
     """One live job: its declaration, placement, limits, measured use and progress history."""
 
@@ -143,6 +196,11 @@ class Job:
     def max_epochs(self) -> int | None:
         """The epoch cap, if declared."""
         return self._entry.spec.max_epochs
+
+    @property
+    def tenant(self) -> str:
+        """The tenant it belongs to ("default" when it names none)."""
+        return self._entry.spec.tenant
 
     def label(self, key: str) -> str | None:
         """A label from the job's declaration."""
@@ -352,6 +410,42 @@ class Snapshot:
     def nodes_down(self) -> list[int]:
         """The nodes that cannot take work now (NotReady, cordoned), ascending."""
         return list(self._nodes.down)
+
+    def tenants(self) -> list[Tenant]:
+        """Every tenant, declared ones first; every job's tenant is among them."""
+        return [Tenant(i, t) for i, t in enumerate(self._nodes.tenants)]
+
+    def tenant(self, name: str) -> Tenant | None:
+        """Tenant ``name``, if there is one."""
+        i = self.tenant_index(name)
+        return None if i is None else Tenant(i, self._nodes.tenants[i])
+
+    def tenant_index(self, name: str) -> int | None:
+        """The index of tenant ``name`` in :meth:`tenants`."""
+        return next((i for i, t in enumerate(self._nodes.tenants) if t.name == name), None)
+
+    def ledger(self) -> Ledger:
+        """Each tenant's limits and the GPUs its running jobs hold now, indexed as
+        :meth:`tenants`: ``ledger.room(t)`` is how many more GPUs tenant ``t`` may take before
+        the host refuses a placement (None: no limit)."""
+        tenants = self._nodes.tenants
+        ledger = Ledger(Tenant(i, t).entitlement() for i, t in enumerate(tenants))
+        if ledger.limits_anything():
+            index = {}
+            for i, t in enumerate(tenants):
+                index.setdefault(t.name, i)
+            for job in self.jobs():
+                t = index.get(job.tenant)
+                if t is not None:
+                    ledger.hold(t, len(job.gpus))
+        return ledger
+
+    def room(self, tenant: str) -> int | None:
+        """How many more GPUs tenant ``tenant`` may take before the host refuses a placement,
+        by what its running jobs hold now; None when no limit applies (no quota, or no such
+        tenant). To plan several placements, take :meth:`ledger` once and ``hold`` on it."""
+        i = self.tenant_index(tenant)
+        return None if i is None else self.ledger().room(i)
 
     def jobs(self) -> Iterator[Job]:
         """Every running job, in handle order."""

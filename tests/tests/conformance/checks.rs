@@ -15,7 +15,7 @@ use wasmsched_rules::check::Checker;
 const GIB: u64 = 1 << 30;
 
 /// Every [`Problem`], by the name [`variant`] gives it.
-pub const PROBLEMS: [&str; 27] = [
+pub const PROBLEMS: [&str; 28] = [
     "NoSuchJob",
     "AlreadyMoved",
     "Queued",
@@ -43,6 +43,7 @@ pub const PROBLEMS: [&str; 27] = [
     "CountNotAllowed",
     "BatchOutOfRange",
     "EmptyEntry",
+    "OverTenantLimit",
 ];
 
 /// A problem's variant; a new variant does not compile here until it is named (and then the
@@ -77,6 +78,7 @@ fn variant(p: &Problem) -> &'static str {
         CountNotAllowed { .. } => "CountNotAllowed",
         BatchOutOfRange { .. } => "BatchOutOfRange",
         EmptyEntry { .. } => "EmptyEntry",
+        OverTenantLimit(_) => "OverTenantLimit",
     }
 }
 
@@ -90,7 +92,8 @@ pub struct Generated {
 pub fn generate() -> Generated {
     let mut problems = BTreeSet::new();
     let mut cases = Vec::new();
-    for (name, world, decision) in cases_on_the_cluster().into_iter().chain(elastic_cases()).chain(size_cases()) {
+    let all = cases_on_the_cluster().into_iter().chain(elastic_cases()).chain(tenant_cases()).chain(size_cases());
+    for (name, world, decision) in all {
         cases.push(case(name, &world, decision, &mut problems));
     }
     let json = json!({
@@ -111,6 +114,7 @@ struct JobDecl {
     replicas: u32,
     running: Option<Running>,
     scaling: Option<(Vec<u32>, u32, u32)>,
+    tenant: &'static str,
 }
 
 /// Where a running job runs: its node, the GPUs it holds (node, index), the memory it uses.
@@ -121,14 +125,17 @@ struct Cluster {
     nodes: Vec<NodeDecl>,
     jobs: Vec<JobDecl>,
     down: Vec<u32>,
+    /// The declared tenants (name, quota, borrowing limit, cohort).
+    tenants: Vec<(&'static str, Option<u32>, Option<u32>, &'static str)>,
 }
 
 fn queued(gpus: u32, replicas: u32) -> JobDecl {
-    JobDecl { gpus, replicas, running: None, scaling: None }
+    JobDecl { gpus, replicas, running: None, scaling: None, tenant: "default" }
 }
 
 fn running(gpus: u32, replicas: u32, node: u32, holds: &[(u32, u32)], memory_gib: u64) -> JobDecl {
-    JobDecl { gpus, replicas, running: Some(Running(node, holds.to_vec(), memory_gib * GIB)), scaling: None }
+    let running = Some(Running(node, holds.to_vec(), memory_gib * GIB));
+    JobDecl { gpus, replicas, running, scaling: None, tenant: "default" }
 }
 
 impl JobDecl {
@@ -136,6 +143,11 @@ impl JobDecl {
     /// size in `min..=max`.
     fn elastic(self, counts: &[u32], min: u32, max: u32) -> Self {
         JobDecl { scaling: Some((counts.to_vec(), min, max)), ..self }
+    }
+
+    /// The same job, of tenant `tenant`.
+    fn of(self, tenant: &'static str) -> Self {
+        JobDecl { tenant, ..self }
     }
 
     /// Its scaling as the host settles it: the counts ascending, its own among them.
@@ -162,8 +174,10 @@ impl Cluster {
         for &node in &self.down {
             assert!(t.set_node_down(node, true), "node {node} is declared");
         }
+        t.set_tenants(self.tenants.iter().map(tenant).collect());
         for (i, j) in self.jobs.iter().enumerate() {
-            let spec = wit::JobSpec { gpus: j.gpus, replicas: j.replicas, scaling: j.scaling(), ..sample::job_spec(i) };
+            let (gpus, replicas, scaling, tenant) = (j.gpus, j.replicas, j.scaling(), j.tenant.to_string());
+            let spec = wit::JobSpec { gpus, replicas, scaling, tenant, ..sample::job_spec(i) };
             let handle = t.enqueue_job(spec);
             if let Some(Running(node, holds, memory)) = &j.running {
                 let gpus = holds.iter().map(|&(node, index)| GpuSlot { node, index }).collect();
@@ -205,10 +219,25 @@ impl Cluster {
                     "memory_used_bytes": memory,
                     "gpu_counts": scaling.gpu_counts,
                     "batch_sizes": [scaling.batch_size_min, scaling.batch_size_max],
+                    "tenant": j.tenant,
                 })
             })
             .collect();
-        json!({ "nodes": nodes, "jobs": jobs })
+        // Every tenant the world has: those declared, then those jobs name.
+        let tenants: Vec<Value> = self
+            .to_world()
+            .tenants()
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.name,
+                    "quota_gpus": t.quota_gpus,
+                    "borrowing_limit_gpus": t.borrowing_limit_gpus,
+                    "cohort": t.cohort,
+                })
+            })
+            .collect();
+        json!({ "nodes": nodes, "jobs": jobs, "tenants": tenants })
     }
 }
 
@@ -237,7 +266,7 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
             for r in &checked.rejected {
                 outcomes[r.action.reason.parse::<usize>().expect("our index")] = json!(r.reason);
             }
-            let mut checker = Checker::new(t.gpu_book());
+            let mut checker = Checker::new(t.gpu_book()).with_tenants(t.ledger());
             let seen = validate::Seen::new(&t);
             for (a, outcome) in actions.iter().zip(&outcomes) {
                 match checker.check(&seen, a.job, &validate::act(&a.kind)) {
@@ -259,6 +288,17 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
         "outcomes": outcomes,
         "refused_whole": whole,
     })
+}
+
+/// A declared tenant as the contract's.
+fn tenant(&(name, quota, borrowing, cohort): &(&str, Option<u32>, Option<u32>, &str)) -> wit::Tenant {
+    wit::Tenant {
+        name: name.into(),
+        weight: 1.0,
+        quota_gpus: quota,
+        borrowing_limit_gpus: borrowing,
+        cohort: cohort.into(),
+    }
 }
 
 /// A neutral action as the contract's.
@@ -373,6 +413,7 @@ fn cluster() -> Cluster {
             queued(0, 1),
         ],
         down: Vec::new(),
+        tenants: Vec::new(),
     }
 }
 
@@ -401,6 +442,7 @@ fn elastic_cluster() -> Cluster {
             running(1, 1, 2, &[(2, 0)], 1),
         ],
         down: vec![2],
+        tenants: Vec::new(),
     }
 }
 
@@ -607,11 +649,62 @@ fn cases_on_the_cluster() -> Vec<(&'static str, Cluster, Vec<Value>)> {
 /// One node and one job: a decision may hold `64 + 8 × jobs` actions, 72 here. On the
 /// cluster (five queued jobs, three nodes, at most eight GPUs on one): no more placements than
 /// queued jobs, node entries than nodes, GPUs on one entry than any node has.
+/// Tenants' limits: two nodes of four GPUs; tenant a has a quota of 2 and no cohort; b (quota
+/// 2, borrowing at most 1) and c (quota 2) lend each other in cohort "lab"; jobs of no declared
+/// tenant are default's (no quota):
+///
+/// | job | tenant | asks | state |
+/// |---|---|---|---|
+/// | 0 | a | 1 GPU | runs on n0, holds GPU 0 |
+/// | 1 | a | 2 GPUs | queued |
+/// | 2 | b | 1 GPU | runs on n0, holds GPU 1 |
+/// | 3 | b | 3 GPUs | queued |
+/// | 4 | c | 2 GPUs | queued |
+/// | 5 | c | 2 GPUs | queued |
+/// | 6 | default | 4 GPUs | queued |
+fn tenant_cluster() -> Cluster {
+    Cluster {
+        nodes: vec![NodeDecl("n0", 16_000, 64, 4), NodeDecl("n1", 16_000, 64, 4)],
+        jobs: vec![
+            running(1, 1, 0, &[(0, 0)], 1).of("a"),
+            queued(2, 1).of("a"),
+            running(1, 1, 0, &[(0, 1)], 1).of("b"),
+            queued(3, 1).of("b"),
+            queued(2, 1).of("c"),
+            queued(2, 1).of("c"),
+            queued(4, 1),
+        ],
+        down: Vec::new(),
+        tenants: vec![("a", Some(2), None, ""), ("b", Some(2), Some(1), "lab"), ("c", Some(2), None, "lab")],
+    }
+}
+
+fn tenant_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
+    vec![
+        (
+            "a placement past its tenant's quota is refused, and one of the tenant's own preemptions makes room",
+            tenant_cluster(),
+            vec![place(1, &[(1, &[0, 1])], false), preempt(0), place(1, &[(1, &[0, 1])], false)],
+        ),
+        (
+            "a tenant borrows within its cohort up to its borrowing limit and the cohort's idle quota",
+            tenant_cluster(),
+            vec![
+                place(3, &[(1, &[0, 1, 2])], false),
+                place(4, &[(0, &[2, 3])], false),
+                place(5, &[(1, &[0, 1])], false),
+                place(6, &[(1, &[0, 1, 2, 3])], true),
+            ],
+        ),
+    ]
+}
+
 fn size_cases() -> Vec<(&'static str, Cluster, Vec<Value>)> {
     let small = || Cluster {
         nodes: vec![NodeDecl("n0", 4_000, 16, 1)],
         jobs: vec![running(1, 1, 0, &[(0, 0)], 1)],
         down: Vec::new(),
+        tenants: Vec::new(),
     };
     let queued = [1, 2, 5, 8, 10];
     vec![

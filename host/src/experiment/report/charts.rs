@@ -1,5 +1,5 @@
 //! The report's charts over time: the JCT CDF of every policy, each job's progress toward its
-//! target, the CPU each job used, and the CPU limits a policy set.
+//! target, the CPU each job used, the GPUs each tenant held, and the CPU limits a policy set.
 
 use std::fmt::Write as _;
 
@@ -233,34 +233,91 @@ pub(super) fn cpu(s: &Section, capacity_cores: f64, out: &mut String) {
         if stack.is_empty() {
             chart.empty("no timeline recorded for this run");
         }
-        let layers = s.drawn.len() + usize::from(hidden > 0);
-        let mut base: Vec<f64> = vec![0.0; stack.len()];
-        for layer in 0..layers {
-            let top: Vec<f64> = stack
-                .iter()
-                .zip(&base)
-                .map(|((_, drawn, other), b)| b + drawn.get(layer).copied().unwrap_or(*other))
-                .collect();
-            let mut points: Vec<(f64, f64)> =
-                stack.iter().zip(&top).map(|(x, &y)| chart.at(x.0 / unit.seconds, y)).collect();
-            points.extend(stack.iter().zip(&base).rev().map(|(x, &y)| chart.at(x.0 / unit.seconds, y)));
-            let fill = s.drawn.get(layer).map_or(super::OTHER_COLOUR, |&j| s.colour(j));
-            if stack.len() == 1 {
-                // One tick: a thin bar instead of an area of no width.
-                let (x, y0) = chart.at(stack[0].0 / unit.seconds, base[0]);
-                let (_, y1) = chart.at(stack[0].0 / unit.seconds, top[0]);
-                chart.svg.rect(x - 2.0, y1, 4.0, y0 - y1, fill, "none");
-            } else if stack.len() > 1 {
-                chart.svg.polygon(&points, fill);
-            }
-            base = top;
-        }
+        let rows: Vec<(f64, Vec<f64>)> = stack
+            .iter()
+            .map(|(t, drawn, other)| (*t, drawn.iter().copied().chain((hidden > 0).then_some(*other)).collect()))
+            .collect();
+        let colours: Vec<&str> =
+            s.drawn.iter().map(|&j| s.colour(j)).chain((hidden > 0).then_some(super::OTHER_COLOUR)).collect();
+        stacked_areas(&mut chart, &rows, &colours, unit.seconds);
         if capacity_cores > 0.0 {
             let (x0, y) = chart.at(chart.x.lo, capacity_cores);
             let (x1, _) = chart.at(chart.x.hi, capacity_cores);
             chart.svg.line(x0, y, x1, y, "cap");
             chart.svg.text(x1 - 4.0, y - 4.0, Anchor::End, "", &format!("capacity {} cores", number(capacity_cores)));
         }
+        chart.legend(&legend);
+        out.push_str(&chart.finish());
+    }
+}
+
+/// Draw `rows` (time s, one value per layer) as areas stacked in layer order, each in its
+/// colour, time divided by `per` for the x axis; a single row as thin bars.
+fn stacked_areas(chart: &mut TimeChart, rows: &[(f64, Vec<f64>)], colours: &[&str], per: f64) {
+    let mut base: Vec<f64> = vec![0.0; rows.len()];
+    for (layer, fill) in colours.iter().enumerate() {
+        let top: Vec<f64> =
+            rows.iter().zip(&base).map(|((_, values), b)| b + values.get(layer).copied().unwrap_or(0.0)).collect();
+        if rows.len() == 1 {
+            let (x, y0) = chart.at(rows[0].0 / per, base[0]);
+            let (_, y1) = chart.at(rows[0].0 / per, top[0]);
+            chart.svg.rect(x - 2.0, y1, 4.0, y0 - y1, fill, "none");
+        } else if rows.len() > 1 {
+            let mut points: Vec<(f64, f64)> = rows.iter().zip(&top).map(|(x, &y)| chart.at(x.0 / per, y)).collect();
+            points.extend(rows.iter().zip(&base).rev().map(|(x, &y)| chart.at(x.0 / per, y)));
+            chart.svg.polygon(&points, fill);
+        }
+        base = top;
+    }
+}
+
+/// Each tenant's GPUs over time, stacked, for the first run of every policy whose jobs belong to
+/// more than one tenant; nothing when none does.
+pub(super) fn tenants(s: &Section, capacity_gpus: f64, out: &mut String) {
+    let runs: Vec<(&RunReport, &crate::experiment::fairness::Fairness)> =
+        s.first.iter().filter_map(|run| Some((*run, run.fairness.as_ref()?))).collect();
+    if runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "<h3>GPUs by tenant over time</h3>\n<p class=\"note\">The GPUs each tenant's jobs hold, stacked, at every \
+         tick of the first seed; the table gives each tenant's share against its weighted entitlement.</p>"
+    );
+    let max_x = runs.iter().filter_map(|(_, f)| f.held.last()).map(|h| h.0).fold(0.0, f64::max);
+    let unit = TimeUnit::for_max(max_x);
+    for (run, f) in runs {
+        let _ = writeln!(out, "<h4>{} (seed {})</h4>", escape(&run.policy), run.seed);
+        let mut chart = TimeChart::new(
+            &format!("GPUs by tenant: {} (seed {})", run.policy, run.seed),
+            max_x / unit.seconds,
+            0.0,
+            capacity_gpus.max(1.0),
+            &format!("time ({})", unit.name),
+            "GPUs",
+        );
+        let rows: Vec<(f64, Vec<f64>)> =
+            f.held.iter().map(|(t, held)| (*t, held.iter().map(|&g| f64::from(g)).collect())).collect();
+        let colours: Vec<&str> = (0..f.tenants.len()).map(|k| super::PALETTE[k % super::PALETTE.len()]).collect();
+        stacked_areas(&mut chart, &rows, &colours, unit.seconds);
+        let (x0, y) = chart.at(chart.x.lo, capacity_gpus);
+        let (x1, _) = chart.at(chart.x.hi, capacity_gpus);
+        chart.svg.line(x0, y, x1, y, "cap");
+        let legend: Vec<(String, &str)> = f
+            .tenants
+            .iter()
+            .zip(&colours)
+            .map(|(t, c)| {
+                let name = format!(
+                    "{} (w {}, {:.0} % of {:.0} %)",
+                    t.name,
+                    number(t.weight),
+                    100.0 * t.share,
+                    100.0 * t.entitled_share
+                );
+                (name, *c)
+            })
+            .collect();
         chart.legend(&legend);
         out.push_str(&chart.finish());
     }

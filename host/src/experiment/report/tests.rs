@@ -85,6 +85,7 @@ fn run(policy: &str, seed: u64, jobs: Vec<JobOutcome>, timeline: Vec<Sample>) ->
         wall_ms: 3.0,
         jobs,
         timeline,
+        fairness: None,
     }
 }
 

@@ -1,0 +1,329 @@
+//! Quota: each tenant's guaranteed GPUs first, idle quota lent within a cohort, and lent GPUs
+//! taken back by preemption when their owner's jobs wait.
+//!
+//! Each round the queue is walked twice in order of arrival, by first fit
+//! ([`sched::FreeGpus`]):
+//!
+//! 1. **Within quota.** A job whose tenant stays within its quota once it starts. When it does
+//!    not fit now and `reclaim` is on, GPUs are taken back: running jobs that hold GPUs beyond
+//!    their tenant's quota are preempted (first those of tenants without a quota, then those
+//!    of borrowing tenants of the job's cohort, the most recently started first) until the
+//!    job fits, and it is placed in the same decision. A job is preempted only after
+//!    `min-run-s` of running, at most `max-preemptions` a round.
+//! 2. **Borrowing.** Every job left whose tenant has room under its limit (quota plus what its
+//!    cohort lends, [`Snapshot::ledger`]), or has no quota at all, starts where it fits now;
+//!    nothing is preempted for it.
+//!
+//! Within a tenant, `queueing = "best-effort-fifo"` (the default) lets a later job that fits
+//! start while an earlier one waits; `"strict-fifo"` holds the tenant's later jobs behind its
+//! first waiting one. A tenant without a quota runs on what is idle and is the first to give
+//! it back. The host enforces the same limits on every placement (`crate`-independent rules in
+//! `wasmsched-rules`), and the disruption budget on every preemption: a refused preemption is
+//! tried again on a later round.
+//!
+//! Reads: the tenants (weights unused; quotas, borrowing limits, cohorts), each queued job's
+//! tenant, GPUs asked and arrival, and the running jobs' tenants and GPUs.
+//!
+//! Says why the first [`REASONS`] jobs it leaves in the queue wait: at the tenant's limit,
+//! GPUs being taken back, or no room now.
+//!
+//! Config (kebab-case keys, all optional):
+//! - `reclaim` (true): take back lent GPUs for jobs within their tenant's quota;
+//! - `min-run-s` (0): a job runs at least this long before it is preempted;
+//! - `max-preemptions` (8): preemptions a round at most;
+//! - `queueing` ("best-effort-fifo"): or "strict-fifo".
+//!
+//! Source: the quota model of Kubernetes Kueue (ClusterQueues with nominal quotas, cohorts,
+//! borrowing limits, reclaim within the cohort), <https://kueue.sigs.k8s.io/docs/concepts/>.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use wasmsched_sdk::prelude::*;
+
+/// How a tenant's own jobs queue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Queueing {
+    /// A later job that fits starts while an earlier one waits.
+    #[default]
+    BestEffortFifo,
+    /// The tenant's later jobs wait behind its first waiting one.
+    StrictFifo,
+}
+
+/// Quota's knobs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Take lent GPUs back for jobs within their tenant's quota.
+    pub reclaim: bool,
+    /// Seconds a job runs at least before it is preempted.
+    pub min_run_s: f64,
+    /// Preemptions a round at most.
+    pub max_preemptions: u32,
+    /// How a tenant's own jobs queue.
+    pub queueing: Queueing,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { reclaim: true, min_run_s: 0.0, max_preemptions: 8, queueing: Queueing::BestEffortFifo }
+    }
+}
+
+/// How many waiting jobs Quota gives a reason for, in queue order.
+pub const REASONS: usize = 64;
+
+/// What Quota remembers: when each running job last started, on the snapshot's clock (a job
+/// preempted and placed again starts anew).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    started: BTreeMap<u32, f64>,
+}
+
+/// The Quota policy.
+pub struct Quota {
+    config: Config,
+    state: State,
+}
+
+/// A running job that may be preempted for a job within its tenant's quota.
+#[derive(Clone, Copy)]
+struct Victim<'a> {
+    job: Job<'a>,
+    tenant: usize,
+    /// 0: its tenant has no quota; 1: its tenant has one, and may be borrowing.
+    class: u8,
+    /// Its tenant's quota.
+    quota: Option<u32>,
+    started_s: f64,
+}
+
+impl Quota {
+    /// Remember when each running job started; forget the others.
+    fn track_starts(&mut self, s: &Snapshot) {
+        let running: BTreeMap<u32, f64> =
+            s.jobs().map(|j| (j.id().0, self.state.started.get(&j.id().0).copied().unwrap_or(s.time().0))).collect();
+        self.state.started = running;
+    }
+
+    /// The running jobs that may be taken back for a job of tenant `t` in `cohort`: those of
+    /// tenants without a quota, then of the cohort's other tenants with one (taken only while
+    /// their tenant holds more than its quota: [`make_room`]); the most recently started first
+    /// within each class.
+    fn victims<'a>(&self, s: &Snapshot<'a>, for_tenant: usize, cohort: Option<&str>) -> Vec<Victim<'a>> {
+        let tenants: Vec<Tenant> = s.tenants().collect();
+        let now = s.time().0;
+        let mut victims: Vec<Victim> = s
+            .jobs()
+            .filter(|j| !j.gpus().is_empty())
+            .filter_map(|j| {
+                let started_s = self.state.started.get(&j.id().0).copied()?;
+                if now - started_s < self.config.min_run_s {
+                    return None;
+                }
+                let tenant = s.tenant_index(j.tenant())?;
+                let t = tenants[tenant];
+                let class = match t.quota() {
+                    _ if tenant == for_tenant => return None,
+                    None => 0,
+                    Some(_) if cohort.is_some() && t.cohort() == cohort => 1,
+                    Some(_) => return None,
+                };
+                Some(Victim { job: j, tenant, class, quota: t.quota(), started_s })
+            })
+            .collect();
+        victims.sort_by(|a, b| {
+            a.class.cmp(&b.class).then(b.started_s.total_cmp(&a.started_s)).then(b.job.id().cmp(&a.job.id()))
+        });
+        victims
+    }
+}
+
+impl Policy for Quota {
+    type Config = Config;
+
+    const PLACES: bool = true;
+
+    fn new(config: Config) -> Result<Self, PolicyError> {
+        if !(config.min_run_s.is_finite() && config.min_run_s >= 0.0) {
+            return Err(PolicyError::InvalidConfig("min-run-s must be zero or more seconds".into()));
+        }
+        Ok(Quota { config, state: State::default() })
+    }
+
+    fn decide(&mut self, s: &Snapshot) -> Result<Decision, PolicyError> {
+        self.track_starts(s);
+        let mut d = Decision::new();
+        if s.queue_len() == 0 {
+            return Ok(d);
+        }
+        let tenants: Vec<Tenant> = s.tenants().collect();
+        let mut ledger = s.ledger();
+        let mut free = sched::FreeGpus::of(s);
+        let queue: Vec<Job> = s.queue().collect();
+        let tenant_of = |j: &Job| s.tenant_index(j.tenant()).unwrap_or(usize::MAX);
+        let mut placed = vec![false; queue.len()];
+        // Why a job within its tenant's quota waits, from the first pass.
+        let mut waiting: Vec<Option<String>> = vec![None; queue.len()];
+        // Per tenant: its first job that waits (strict FIFO holds the rest behind it).
+        let mut held_back: Vec<Option<JobId>> = vec![None; tenants.len()];
+        let mut preempted: Vec<JobId> = Vec::new();
+        let mut placements = Vec::new();
+        let strict = self.config.queueing == Queueing::StrictFifo;
+        // 1. Within quota, taking lent GPUs back where needed.
+        for (i, job) in queue.iter().enumerate() {
+            let t = tenant_of(job);
+            let Some(quota) = tenants.get(t).and_then(|x| x.quota()) else { continue };
+            let ask = u64::from(job.gpus_asked());
+            if ledger.held(t) + ask > u64::from(quota) || (strict && held_back[t].is_some()) {
+                continue;
+            }
+            let placement = match free.find_job(job) {
+                Some(p) => Some(p),
+                None if self.config.reclaim => {
+                    let room = (self.config.max_preemptions as usize).saturating_sub(preempted.len());
+                    let victims: Vec<Victim> = self
+                        .victims(s, t, tenants[t].cohort())
+                        .into_iter()
+                        .filter(|v| !preempted.contains(&v.job.id()))
+                        .collect();
+                    match make_room(&mut free, &ledger, job, &victims, room) {
+                        Some((p, needed)) => {
+                            for v in needed {
+                                free.release(&v.job);
+                                ledger.release(v.tenant, v.job.gpus().len() as u64);
+                                preempted.push(v.job.id());
+                                let why = format!(
+                                    "quota: {} of tenant {} is within its quota of {quota}; {} runs beyond its tenant's",
+                                    job.id(),
+                                    tenants[t].name(),
+                                    v.job.id()
+                                );
+                                d.push(Action::preempt(v.job.id()).because(why));
+                            }
+                            Some(p)
+                        }
+                        None => None,
+                    }
+                }
+                None => None,
+            };
+            match placement {
+                Some(p) if ledger.check(t, ask).is_ok() => {
+                    free.take(&p);
+                    ledger.hold(t, ask);
+                    placed[i] = true;
+                    let why =
+                        format!("quota: tenant {} within its quota ({} of {quota})", tenants[t].name(), ledger.held(t));
+                    placements.push(p.action(job.id()).because(why));
+                }
+                _ => {
+                    held_back[t] = held_back[t].or(Some(job.id()));
+                    let name = tenants[t].name();
+                    waiting[i] = Some(if !self.config.reclaim {
+                        format!(
+                            "within tenant {name}'s quota; {} GPUs asked, {} free",
+                            job.gpus_asked(),
+                            free.free_count()
+                        )
+                    } else {
+                        format!(
+                            "within tenant {name}'s quota; waiting for lent GPUs to come back (a job runs {:.0} s at \
+                             least, {} preemptions a round)",
+                            self.config.min_run_s, self.config.max_preemptions
+                        )
+                    });
+                }
+            }
+        }
+        // 2. Borrowing, and tenants without a quota, on what is free.
+        let mut reasons = 0;
+        for (i, job) in queue.iter().enumerate() {
+            if placed[i] {
+                continue;
+            }
+            if let Some(why) = waiting[i].take() {
+                if reasons < REASONS {
+                    d.pending(job.id(), why);
+                    reasons += 1;
+                }
+                continue;
+            }
+            let t = tenant_of(job);
+            let ask = u64::from(job.gpus_asked());
+            let blocked = strict && t < held_back.len() && held_back[t].is_some_and(|first| first != job.id());
+            let over = ledger.check(t, ask).err();
+            let fits = if blocked || over.is_some() { None } else { free.find_job(job) };
+            match fits {
+                Some(p) => {
+                    free.take(&p);
+                    ledger.hold(t, ask);
+                    placed[i] = true;
+                    let name = tenants.get(t).map_or("?", |x| x.name());
+                    placements.push(p.action(job.id()).because(format!("quota: tenant {name} borrows idle GPUs")));
+                }
+                None if reasons < REASONS => {
+                    let why = match (over, blocked) {
+                        (Some(over), _) => over.to_string(),
+                        (None, true) => "behind its tenant's first waiting job (strict FIFO)".into(),
+                        (None, false) => format!("{} GPUs asked, {} free", job.gpus_asked(), free.free_count()),
+                    };
+                    d.pending(job.id(), why);
+                    reasons += 1;
+                }
+                None => {}
+            }
+            if !placed[i] && t < held_back.len() {
+                held_back[t] = held_back[t].or(Some(job.id()));
+            }
+        }
+        for p in placements {
+            d.push(p);
+        }
+        Ok(d)
+    }
+
+    keep_state!(state);
+}
+
+/// Where `job` fits once some of `victims` (in the order to take them) are released from
+/// `free`, and which it needs: released one by one until it fits, a victim of a tenant with a
+/// quota only while that tenant still holds more than its quota, keeping only those whose GPUs
+/// the placement takes, at most `most`. `free` is left as it was.
+fn make_room<'a>(
+    free: &mut sched::FreeGpus,
+    ledger: &Ledger,
+    job: &Job,
+    victims: &[Victim<'a>],
+    most: usize,
+) -> Option<(sched::Placement, Vec<Victim<'a>>)> {
+    let mut ledger = ledger.clone();
+    let mut found = None;
+    let mut released = Vec::new();
+    for v in victims {
+        if v.quota.is_some_and(|q| ledger.held(v.tenant) <= u64::from(q)) {
+            continue;
+        }
+        free.release(&v.job);
+        ledger.release(v.tenant, v.job.gpus().len() as u64);
+        released.push(*v);
+        if let Some(p) = free.find_job(job) {
+            found = Some(p);
+            break;
+        }
+    }
+    for v in &released {
+        free.hold(&v.job);
+    }
+    let p = found?;
+    let taken: Vec<GpuSlot> = p.gpus().collect();
+    let needed: Vec<Victim> = released.into_iter().filter(|v| v.job.gpus().iter().any(|g| taken.contains(g))).collect();
+    (needed.len() <= most).then_some((p, needed))
+}
+
+export_policy!(Quota);
+
+#[cfg(test)]
+mod tests;
