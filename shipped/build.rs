@@ -11,12 +11,13 @@ use wasmsched_build_support::{build_components, files_under, shipped_policies, w
 
 /// What `wasmsched new` writes besides the templates and the Python SDK package (whole
 /// folders): single files, from the repository root.
-const SCAFFOLD_SINGLE_FILES: [&str; 5] = [
+const SCAFFOLD_SINGLE_FILES: [&str; 6] = [
     "wit/policy.wit",
     "toolchains/requirements.txt",
     "toolchains/package.json",
     "sdk/js/wasmsched.js",
     "sdk/js/testing.js",
+    "sdk/js/rules.js",
 ];
 
 /// The folders `wasmsched new` writes every file of.

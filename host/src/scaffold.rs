@@ -181,6 +181,7 @@ pub fn create(name: &str, lang: Lang, dir: &Path, sdk: &Path) -> Result<Project,
         Lang::Js => {
             copy("sdk/js/wasmsched.js", "sdk/wasmsched.js", &mut files);
             copy("sdk/js/testing.js", "sdk/testing.js", &mut files);
+            copy("sdk/js/rules.js", "sdk/rules.js", &mut files);
             copy("wit/policy.wit", "wit/policy.wit", &mut files);
         }
     }
@@ -252,6 +253,7 @@ mod tests {
                     "package.json",
                     "sdk/wasmsched.js",
                     "sdk/testing.js",
+                    "sdk/rules.js",
                     "wit/policy.wit",
                 ],
             ),

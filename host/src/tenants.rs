@@ -110,6 +110,19 @@ pub fn declare(tenants: &[TenantConfig]) -> Result<Vec<wit::Tenant>, String> {
     Ok(out)
 }
 
+/// Jain's index of `x`: (Σx)² / (n Σx²); 1 for an empty or all-zero list.
+pub fn jain(x: &[f64]) -> f64 {
+    let (sum, squares) = x.iter().fold((0.0, 0.0), |(s, q), v| (s + v, q + v * v));
+    if squares > 0.0 { sum * sum / (x.len() as f64 * squares) } else { 1.0 }
+}
+
+/// `capacity` split among claimants of `demand` in proportion to `weights`, none given more
+/// than it asks for, what one cannot use split again among the rest (weighted max-min).
+pub fn water_fill(capacity: f64, demand: &[u64], weights: &[f64]) -> Vec<f64> {
+    let caps: Vec<f64> = demand.iter().map(|&d| d as f64).collect();
+    wasmsched_rules::split::proportional_split(capacity, weights, &vec![0.0; demand.len()], &caps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

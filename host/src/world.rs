@@ -572,7 +572,7 @@ fn progress_columns(records: &[(u64, u32, &Record)]) -> wit::ProgressRecords {
 pub mod sample;
 mod tenants;
 
-pub use tenants::{DEFAULT_TENANT, entitlement, undeclared};
+pub use tenants::{DEFAULT_TENANT, TenantLoad, entitlement, undeclared};
 
 #[cfg(test)]
 mod tests {

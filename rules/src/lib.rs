@@ -15,6 +15,7 @@
 pub mod book;
 pub mod check;
 pub mod fit;
+pub mod split;
 pub mod tenants;
 
 pub use book::GpuBook;

@@ -34,9 +34,11 @@ use crate::view::{GpuSlot, Job, Snapshot};
 
 mod nodes;
 mod pools;
+mod room;
 
 use nodes::NodeIndex;
 pub use pools::{Entries, Pieces, Pool, Spill, merge, pool_of};
+pub use room::TenantRoom;
 
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).

@@ -11,7 +11,7 @@ use std::path::Path;
 fn layer(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "lib" | "bindings" | "world" | "declare" | "units" | "recording" => (1, "vocabulary"),
+        "lib" | "bindings" | "world" | "declare" | "units" | "recording" | "tenants" => (1, "vocabulary"),
         "runtime" | "validate" | "admission" | "shipped" => (2, "runtime"),
         "backend" | "gpu" => (2, "backends"),
         "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::tenants::{jain, water_fill};
 use crate::world::World;
 
 /// One tenant's figures over a run.
@@ -107,29 +108,10 @@ impl Tracker {
             self.tenants = tenants.to_vec();
         }
         let n = tenants.len();
-        let (mut held, mut demand, mut smallest_ask) = (vec![0u64; n], vec![0u64; n], vec![u64::MAX; n]);
-        for (spec, s) in world.all_jobs() {
-            let t = s.tenant as usize;
-            if t >= n {
-                continue;
-            }
-            if s.is_running() {
-                held[t] += s.gpus.len() as u64;
-                demand[t] += s.gpus.len() as u64;
-            } else {
-                demand[t] += u64::from(spec.gpus);
-                if spec.gpus > 0 {
-                    smallest_ask[t] = smallest_ask[t].min(u64::from(spec.gpus));
-                }
-            }
-        }
-        let capacity: u64 = world
-            .nodes()
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !world.is_node_down(*i as u32))
-            .map(|(_, node)| node.gpu_memory_bytes.len() as u64)
-            .sum();
+        let loads = world.tenant_loads();
+        let held: Vec<u64> = loads.iter().map(|l| l.gpus).collect();
+        let demand: Vec<u64> = loads.iter().map(|l| l.demand()).collect();
+        let capacity = world.gpus_taking_work();
         let dt = self.last_s.map_or(0.0, |last| (now - last).max(0.0));
         self.last_s = Some(now);
         let contended = demand.iter().sum::<u64>() > capacity;
@@ -147,7 +129,7 @@ impl Tracker {
             }
             let waits = tenants[t].quota_gpus.is_some_and(|q| {
                 let q = u64::from(q);
-                held[t] < q && smallest_ask[t] <= q - held[t] && (0..n).any(|o| o != t && over_quota(o))
+                held[t] < q && loads[t].smallest_ask <= q - held[t] && (0..n).any(|o| o != t && over_quota(o))
             });
             match (waits, acc.waiting_since) {
                 (true, None) => acc.waiting_since = Some(now),
@@ -287,37 +269,6 @@ pub fn table<'a>(runs: impl IntoIterator<Item = (&'a str, &'a Fairness)>) -> Str
     out
 }
 
-/// Jain's index of `x`: (Σx)² / (n Σx²); 1 for an empty or all-zero list.
-pub fn jain(x: &[f64]) -> f64 {
-    let (sum, squares) = x.iter().fold((0.0, 0.0), |(s, q), v| (s + v, q + v * v));
-    if squares > 0.0 { sum * sum / (x.len() as f64 * squares) } else { 1.0 }
-}
-
-/// `capacity` split among claimants of `demand` in proportion to `weights`, none given more
-/// than it asks for, what one cannot use split again among the rest (weighted max-min).
-pub fn water_fill(capacity: f64, demand: &[u64], weights: &[f64]) -> Vec<f64> {
-    let mut given = vec![0.0; demand.len()];
-    let mut open: Vec<usize> = (0..demand.len()).filter(|&i| demand[i] > 0 && weights[i] > 0.0).collect();
-    let mut left = capacity;
-    while !open.is_empty() && left > 1e-9 {
-        let total: f64 = open.iter().map(|&i| weights[i]).sum();
-        let capped: Vec<usize> =
-            open.iter().copied().filter(|&i| demand[i] as f64 - given[i] <= left * weights[i] / total).collect();
-        if capped.is_empty() {
-            for &i in &open {
-                given[i] += left * weights[i] / total;
-            }
-            break;
-        }
-        for &i in &capped {
-            left -= demand[i] as f64 - given[i];
-            given[i] = demand[i] as f64;
-        }
-        open.retain(|i| !capped.contains(i));
-    }
-    given
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,10 +277,11 @@ mod tests {
 
     #[test]
     fn water_filling_gives_by_weight_and_shares_what_one_cannot_use() {
-        assert_eq!(water_fill(8.0, &[10, 10], &[3.0, 1.0]), [6.0, 2.0]);
-        assert_eq!(water_fill(8.0, &[1, 10, 10], &[1.0, 1.0, 1.0]), [1.0, 3.5, 3.5]);
+        let close = |got: Vec<f64>, want: &[f64]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6);
+        assert!(close(water_fill(8.0, &[10, 10], &[3.0, 1.0]), &[6.0, 2.0]));
+        assert!(close(water_fill(8.0, &[1, 10, 10], &[1.0, 1.0, 1.0]), &[1.0, 3.5, 3.5]));
         assert_eq!(water_fill(8.0, &[2, 3], &[1.0, 1.0]), [2.0, 3.0], "every demand met");
-        assert_eq!(water_fill(8.0, &[0, 10], &[5.0, 1.0]), [0.0, 8.0], "no demand, no entitlement");
+        assert!(close(water_fill(8.0, &[0, 10], &[5.0, 1.0]), &[0.0, 8.0]), "no demand, no entitlement");
     }
 
     #[test]

@@ -116,36 +116,25 @@ impl TenantStatus {
         if tenants.len() <= 1 && tenants.iter().all(|t| t.quota_gpus.is_none()) {
             return Vec::new();
         }
-        let mut out: Vec<TenantStatus> = tenants
+        let loads = world.tenant_loads();
+        let demand: Vec<u64> = loads.iter().map(|l| l.demand()).collect();
+        let weights: Vec<f64> = tenants.iter().map(|t| t.weight).collect();
+        let entitled = crate::tenants::water_fill(world.gpus_taking_work() as f64, &demand, &weights);
+        tenants
             .iter()
-            .map(|t| TenantStatus {
+            .zip(loads)
+            .zip(entitled)
+            .map(|((t, l), gpus_entitled)| TenantStatus {
                 name: t.name.clone(),
                 weight: t.weight,
                 quota_gpus: t.quota_gpus,
-                ..Default::default()
+                gpus: l.gpus,
+                gpus_queued: l.gpus_queued,
+                jobs_running: l.jobs_running,
+                jobs_queued: l.jobs_queued,
+                gpus_entitled,
             })
-            .collect();
-        for (spec, s) in world.all_jobs() {
-            let Some(t) = out.get_mut(s.tenant as usize) else { continue };
-            if s.is_running() {
-                t.gpus += s.gpus.len() as u64;
-                t.jobs_running += 1;
-            } else {
-                t.gpus_queued += u64::from(spec.gpus);
-                t.jobs_queued += 1;
-            }
-        }
-        let capacity: u64 = (0..world.nodes().len())
-            .filter(|&n| !world.is_node_down(n as u32))
-            .map(|n| world.nodes()[n].gpu_memory_bytes.len() as u64)
-            .sum();
-        let demand: Vec<u64> = out.iter().map(|t| t.gpus + t.gpus_queued).collect();
-        let weights: Vec<f64> = out.iter().map(|t| t.weight).collect();
-        let entitled = crate::experiment::fairness::water_fill(capacity as f64, &demand, &weights);
-        for (t, e) in out.iter_mut().zip(entitled) {
-            t.gpus_entitled = e;
-        }
-        out
+            .collect()
     }
 }
 

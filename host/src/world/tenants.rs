@@ -81,6 +81,55 @@ impl World {
     }
 }
 
+/// What one tenant's jobs hold and ask for now ([`World::tenant_loads`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantLoad {
+    /// GPUs its running jobs hold.
+    pub gpus: u64,
+    /// GPUs its queued jobs ask for.
+    pub gpus_queued: u64,
+    /// Its running jobs.
+    pub jobs_running: u64,
+    /// Its queued jobs.
+    pub jobs_queued: u64,
+    /// The fewest GPUs a queued GPU job of it asks for (u64::MAX when none waits).
+    pub smallest_ask: u64,
+}
+
+impl TenantLoad {
+    /// What it holds and asks for in all.
+    pub fn demand(&self) -> u64 {
+        self.gpus + self.gpus_queued
+    }
+}
+
+impl World {
+    /// Per tenant, in [`World::tenants`] order, what its jobs hold and ask for now.
+    pub fn tenant_loads(&self) -> Vec<TenantLoad> {
+        let mut loads = vec![TenantLoad { smallest_ask: u64::MAX, ..TenantLoad::default() }; self.tenants.len()];
+        for (spec, s) in self.all_jobs() {
+            let Some(l) = loads.get_mut(s.tenant as usize) else { continue };
+            if s.is_running() {
+                l.gpus += s.gpus.len() as u64;
+                l.jobs_running += 1;
+            } else {
+                l.gpus_queued += u64::from(spec.gpus);
+                l.jobs_queued += 1;
+                if spec.gpus > 0 {
+                    l.smallest_ask = l.smallest_ask.min(u64::from(spec.gpus));
+                }
+            }
+        }
+        loads
+    }
+
+    /// The GPUs of the nodes that take work.
+    pub fn gpus_taking_work(&self) -> u64 {
+        let nodes = self.nodes.iter().enumerate();
+        nodes.filter(|(i, _)| !self.is_node_down(*i as u32)).map(|(_, n)| n.gpu_memory_bytes.len() as u64).sum()
+    }
+}
+
 /// A tenant's limits as the rules read them.
 pub fn entitlement(t: &wit::Tenant) -> Entitlement {
     Entitlement {

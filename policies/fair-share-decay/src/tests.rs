@@ -414,8 +414,8 @@ fn run_busy_world(config: &str, ticks: u32, seed: u64) -> (usize, usize) {
 fn every_decision_on_a_busy_world_of_tenants_passes_the_hosts_rules() {
     for (config, seed) in [
         (DEFAULT, 0x9e37_79b9_7f4a_7c15),
-        (r#"{"order": "las", "backfill": false, "min-run-s": 120}"#, 0x2545_f491_4f6c_dd1d),
-        (r#"{"interval-s": 300, "max-preemptions": 8, "half-life-s": 600}"#, 0x1234_5678_9abc_def1),
+        (r#"{"order": "fifo", "backfill": false, "min-run-s": 120}"#, 0x2545_f491_4f6c_dd1d),
+        (r#"{"order": "fifo", "interval-s": 300, "max-preemptions": 8, "half-life-s": 600}"#, 0x1234_5678_9abc_def1),
     ] {
         let (placements, preemptions) = run_busy_world(config, 400, seed);
         assert!(placements > 100 && preemptions > 5, "{config}: {placements} placed, {preemptions} preempted");

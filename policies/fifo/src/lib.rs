@@ -3,8 +3,9 @@
 //! Each tick the queue is walked in order of arrival and every job that fits now starts, by
 //! first fit ([`sched::FreeGpus`]); strict FCFS stops at the first job that does not fit, and
 //! with `backfill` later jobs that fit go ahead of it. Nothing is ever preempted. A job that
-//! would not fit even on the empty cluster never holds back the ones behind it (as the host's
-//! default placement). Backfill keeps no reservation: a large job may wait while small ones
+//! would not fit even on the empty cluster, or whose tenant is at its limit
+//! ([`sched::TenantRoom`]), never holds back the ones behind it (as the host's default
+//! placement). Backfill keeps no reservation: a large job may wait while small ones
 //! pass it.
 //!
 //! Reads: the queue (arrival order, GPUs asked, replicas), each node's GPUs and cores, whether
@@ -54,6 +55,7 @@ impl Policy for Fifo {
             return Ok(d);
         }
         let mut free = sched::FreeGpus::of(s);
+        let mut room = sched::TenantRoom::of(s);
         // Made the first time a job does not fit now.
         let mut empty = None;
         let mut passed = false;
@@ -66,8 +68,15 @@ impl Policy for Fifo {
                 }
                 d.pending(job.id(), format!("behind {} (first come, first served)", ahead.name()));
                 reasons += 1;
+            } else if let Err(over) = room.check(&job) {
+                // The host would refuse it, and its default placement passes over it too.
+                if reasons < REASONS {
+                    d.pending(job.id(), over.to_string());
+                    reasons += 1;
+                }
             } else if let Some(p) = free.fit_job(&job) {
                 let why = if passed { "fifo: backfilled past a job that waits" } else { "fifo: next in arrival order" };
+                room.take(&job);
                 d.push(p.action(job.id()).because(why));
             } else {
                 let never = empty.get_or_insert_with(|| sched::FreeGpus::idle(s)).find_job(&job).is_none();
@@ -107,7 +116,7 @@ export_policy!(Fifo);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed};
+    use wasmsched_sdk::testing::{Harness, TestWorld, churn, job, placed, tenant};
 
     fn fifo(backfill: bool, world: TestWorld) -> Harness<Fifo> {
         Harness::new(Fifo::new(Config { backfill }).unwrap(), world)
@@ -223,5 +232,21 @@ mod tests {
         let backfill = run_busy_world(true);
         assert!(strict > 50, "{strict} placements");
         assert!(backfill > strict, "backfill places more ({backfill} against {strict})");
+    }
+
+    #[test]
+    fn a_job_whose_tenant_is_at_its_limit_is_passed_over_not_waited_for() {
+        let mut w = TestWorld::gpu_cluster(&[4]);
+        w.declare(tenant("a").quota(1));
+        let a0 = w.queue_job(job("a0", "cifar10").gpus(1).tenant("a"));
+        let a1 = w.queue_job(job("a1", "cifar10").gpus(1).tenant("a"));
+        let b0 = w.queue_job(job("b0", "cifar10").gpus(1).tenant("b"));
+        let mut h = fifo(false, w);
+        let d = h.tick(Seconds(30.0)).unwrap();
+        assert_eq!(sched::check(&h.runner().view(), &d), Ok(()));
+        let started: Vec<JobId> = placed(&d).into_iter().map(|(j, _)| j).collect();
+        assert_eq!(started, [a0, b0], "strict FCFS, yet a1 holds nobody back");
+        let why = d.pending_reasons().iter().find(|(j, _)| *j == a1).map(|(_, w)| w.as_str());
+        assert_eq!(why, Some("tenant a holds 1 GPUs of its limit of 1 (its quota); 1 more would pass it"));
     }
 }

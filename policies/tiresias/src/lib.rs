@@ -214,6 +214,8 @@ impl Tiresias {
             (0..ranked.len()).rev().filter(|&v| !ranked[v].job.is_queued() && self.preemptible(&ranked[v])).collect();
         let order: Vec<Job> = ranked.into_iter().map(|r| r.job).collect();
         let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
+        // A job whose tenant is at its limit is passed over, as the host would refuse it.
+        let mut tenants = sched::TenantRoom::of(s);
         // The plan with every running job that could still be preempted released: what a
         // queued job could get at most. Kept in step with `free` through the round, so that a
         // job that would not fit even then is passed over without trying the victims.
@@ -241,6 +243,9 @@ impl Tiresias {
                 }
                 continue;
             }
+            if tenants.check(job).is_err() {
+                continue;
+            }
             let placement = match free.find_job(job) {
                 Some(p) => p,
                 None => {
@@ -252,6 +257,7 @@ impl Tiresias {
                     let Some((p, needed)) = make_room(&mut free, job, &order, &victims) else { continue };
                     for v in needed {
                         free.release(&order[v]);
+                        tenants.release(&order[v]);
                         preempted[v] = true;
                         let why = format!(
                             "tiresias: {} (queue {}) needs its GPUs; this job is in queue {}",
@@ -266,6 +272,7 @@ impl Tiresias {
             };
             free.take(&placement);
             room.take(&placement);
+            tenants.take(job);
             (admitted[i], left) = (true, left - ask);
             if let Some(l) = self.state.jobs.get_mut(&job.id().0) {
                 l.run_start_s = job.run_time().0;

@@ -8,6 +8,7 @@ mod faults;
 mod manifests;
 mod replicas;
 mod scale;
+mod tenants;
 
 use std::time::{Duration, Instant};
 
