@@ -62,12 +62,20 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
             ("metrics", "loss:lower"),
             ("tiers", "0.6,0.8"),
             ("max-epochs", "400"),
+            ("tenant", "vision"),
         ],
         QUICK,
         None,
     );
     let mut docker = backend(&e.endpoint, &label);
     let mut world = World::new();
+    world.set_tenants(vec![wit::Tenant {
+        name: "vision".into(),
+        weight: 3.0,
+        quota_gpus: Some(2),
+        borrowing_limit_gpus: None,
+        cohort: String::new(),
+    }]);
     step(&mut docker, &mut world, 200);
     // Just started: managed, with no progress yet, and nothing fails for it.
     let (spec, _) = world.jobs().next().expect("the labelled container is managed");
@@ -75,6 +83,9 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
     assert_eq!(spec.metrics.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["accuracy", "loss"]);
     assert_eq!(spec.tiers, Some(wit::Tiers { deliverable: 0.6, final_: 0.8 }));
     assert_eq!(spec.max_epochs, Some(400));
+    assert_eq!(spec.tenant, "vision", "its tenant, from its label");
+    let tenants = wasmsched::host::status::TenantStatus::of(&world);
+    assert_eq!((tenants[0].name.as_str(), tenants[0].jobs_running, tenants[0].quota_gpus), ("vision", 1, Some(2)));
     let handle = spec.handle;
     let records = eventually("three epochs", Duration::from_secs(60), || {
         step(&mut docker, &mut world, 500);
