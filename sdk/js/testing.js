@@ -584,6 +584,23 @@ export class Harness {
  * @param {any} raw
  * @returns {string[]}
  */
+/** A policy that decides nothing: run it to see a world as a policy sees it. */
+export class Inspect {
+  decide() {
+    return new Decision();
+  }
+}
+
+/**
+ * A runner of {@link Inspect} that took `world`'s next snapshot: `seen(w).view()`.
+ * @param {TestWorld} world
+ */
+export function seen(world) {
+  const runner = new Runner(new Inspect());
+  runner.decide(world.snapshot());
+  return runner;
+}
+
 export function wireProblems(raw) {
   /** @type {string[]} */
   const problems = [];

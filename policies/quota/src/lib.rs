@@ -111,7 +111,7 @@ impl Quota {
     /// The running jobs that may be taken back for a job of tenant `t` in `cohort`: those of
     /// tenants without a quota, then of the cohort's other tenants with one (taken only while
     /// their tenant holds more than its quota: [`make_room`]); the most recently started first
-    /// within each class.
+    /// within each class (then the latest to arrive).
     fn victims<'a>(&self, s: &Snapshot<'a>, for_tenant: usize, cohort: Option<&str>) -> Vec<Victim<'a>> {
         let tenants: Vec<Tenant> = s.tenants().collect();
         let now = s.time().0;
@@ -135,7 +135,8 @@ impl Quota {
             })
             .collect();
         victims.sort_by(|a, b| {
-            a.class.cmp(&b.class).then(b.started_s.total_cmp(&a.started_s)).then(b.job.id().cmp(&a.job.id()))
+            let newest = b.started_s.total_cmp(&a.started_s).then(b.job.arrival().0.total_cmp(&a.job.arrival().0));
+            a.class.cmp(&b.class).then(newest).then(b.job.id().cmp(&a.job.id()))
         });
         victims
     }

@@ -4,22 +4,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Decision, Runner, migrate, place, placeOn, resize } from "../wasmsched.js";
+import { Decision, migrate, place, placeOn, resize } from "../wasmsched.js";
 import { check, verdicts } from "../rules.js";
-import { Harness, TestWorld, job, wireProblems } from "../testing.js";
+import { Harness, TestWorld, job, seen, wireProblems } from "../testing.js";
 
-class Inspect {
-  decide() {
-    return new Decision();
-  }
-}
-
-/** @param {TestWorld} w */
-function seen(w) {
-  const r = new Runner(new Inspect());
-  r.decide(w.snapshot());
-  return r;
-}
 
 test("a node shows its GPU type and whether it takes work", () => {
   const w = TestWorld.gpuCluster([4, 4]);

@@ -6,20 +6,8 @@ import { test } from "node:test";
 
 import { Decision, Ledger as Reexported, Runner, placeOn, preempt, resize } from "../wasmsched.js";
 import { Ledger, OverLimit, check, tenantLimit, verdicts } from "../rules.js";
-import { TestWorld, job, tenant } from "../testing.js";
+import { Inspect, TestWorld, job, seen, tenant } from "../testing.js";
 
-class Inspect {
-  decide() {
-    return new Decision();
-  }
-}
-
-/** @param {TestWorld} w */
-function seen(w) {
-  const r = new Runner(new Inspect());
-  r.decide(w.snapshot());
-  return r;
-}
 
 /** @param {string} name @param {number | null} [quota] @param {number | null} [borrowingLimit] @param {string | null} [cohort] */
 const entitlement = (name, quota = null, borrowingLimit = null, cohort = null) => ({ name, quota, borrowingLimit, cohort });

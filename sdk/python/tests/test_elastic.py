@@ -6,20 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from wasmsched import Action, Decision, Policy, Resize, Runner, Scaling, rules
+from wasmsched import Action, Decision, Policy, Resize, Scaling, rules
 from wasmsched.recording import decision_to_json, snapshot_from_json
-from wasmsched.testing import Harness, TestWorld, job
-
-
-class Inspect(Policy):
-    def decide(self, snapshot):
-        return Decision()
-
-
-def seen(w: TestWorld) -> Runner:
-    r = Runner(Inspect())
-    r.decide(w.snapshot())
-    return r
+from wasmsched.testing import Harness, TestWorld, job, seen
 
 
 def test_a_node_shows_its_gpu_type_and_whether_it_takes_work():

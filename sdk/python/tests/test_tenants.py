@@ -11,18 +11,7 @@ import pytest
 from wasmsched import Action, Decision, Failed, Policy, Runner, rules
 from wasmsched.recording import policy_calls, snapshot_from_json
 from wasmsched.rules import Entitlement, Ledger, OverLimit
-from wasmsched.testing import TestWorld, job, tenant
-
-
-class Inspect(Policy):
-    def decide(self, snapshot):
-        return Decision()
-
-
-def seen(w: TestWorld) -> Runner:
-    r = Runner(Inspect())
-    r.decide(w.snapshot())
-    return r
+from wasmsched.testing import Inspect, TestWorld, job, seen, tenant
 
 
 def test_a_job_names_its_tenant_and_the_view_shows_what_each_tenant_is_entitled_to():

@@ -460,6 +460,20 @@ class Harness:
         return decision
 
 
+class Inspect(Policy):
+    """A policy that decides nothing: run it to see a world as a policy sees it."""
+
+    def decide(self, snapshot):
+        return d.Decision()
+
+
+def seen(world: TestWorld) -> Runner:
+    """A runner of :class:`Inspect` that took ``world``'s next snapshot: ``seen(w).view()``."""
+    runner = Runner(Inspect())
+    runner.decide(world.snapshot())
+    return runner
+
+
 def placed(decision: d.Decision) -> list[tuple[int, list[tuple[int, list[int]]]]]:
     """The placements of a decision, in order: each job with its (node, GPUs) entries."""
     return [

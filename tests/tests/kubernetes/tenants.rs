@@ -84,7 +84,8 @@ fn a_tenant_borrows_idle_quota_and_gives_it_back_by_preemption_when_its_owner_as
                 }
             }
             let preempted = w.queue().filter(|(_, s)| s.queued == Some(wit::WaitReason::Preempted)).count();
-            let done = borrowed && of("speech") == 2;
+            // Done once the preemptions have landed too: two of each run.
+            let done = borrowed && of("speech") == 2 && of("vision") == 2;
             if done {
                 seen = Some((of("vision"), of("speech"), preempted));
             }
