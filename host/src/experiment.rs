@@ -89,9 +89,10 @@ pub fn demo_table(done: &[(Scenario, Comparison)], seeds: u64) -> String {
     let mut out = format!(
         "each policy on the scenario that shows its own objective, against its baseline; mean over {seeds} seed(s)\n"
     );
+    let w = done.iter().flat_map(|(_, c)| c.policies()).map(str::len).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<10} {:<16} {:<22} {:>12} {:>12} {:>12} {:>20} {:>10}",
+        "{:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>20} {:>10}",
         "policy", "scenario", "objective", "baseline", "theirs", "ours", "change ± sd", "paper"
     );
     for (scenario, comparison) in done {
@@ -104,7 +105,7 @@ pub fn demo_table(done: &[(Scenario, Comparison)], seeds: u64) -> String {
             let paper = claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v));
             let _ = writeln!(
                 out,
-                "{policy:<10} {:<16} {:<22} {:>12} {:>12} {:>12} {:>20} {paper:>10}",
+                "{policy:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>20} {paper:>10}",
                 scenario.name(),
                 claim.figure.name(),
                 comparison.baseline_of(claim),

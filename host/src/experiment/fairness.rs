@@ -225,20 +225,19 @@ pub fn table<'a>(runs: impl IntoIterator<Item = (&'a str, &'a Fairness)>) -> Str
         let v: Vec<f64> = xs.collect();
         if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 }
     };
-    let mut out = String::from(
-        "tenants: fairness while contended, mean over seeds
-",
-    );
+    let mut out = String::from("tenants: fairness while contended, mean over seeds\n");
+    let w = by_policy.iter().map(|(p, _)| p.len()).max().unwrap_or(0).max(6);
+    let t = first[0].tenants.iter().map(|x| x.name.len()).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<14} {:>8} {:>16} {:>18} {:>14} {:>14}",
+        "{:<w$} {:>8} {:>16} {:>18} {:>14} {:>14}",
         "policy", "Jain", "max share error", "longest quota wait", "mean reclaim", "contended"
     );
     for (policy, fs) in &by_policy {
         let reclaim = mean(&mut fs.iter().filter_map(|f| f.mean_reclaim_s));
         let _ = writeln!(
             out,
-            "{policy:<14} {:>8.3} {:>15.1}% {:>18} {:>14} {:>14}",
+            "{policy:<w$} {:>8.3} {:>15.1}% {:>18} {:>14} {:>14}",
             mean(&mut fs.iter().map(|f| f.jain)),
             100.0 * mean(&mut fs.iter().map(|f| f.max_share_error)),
             crate::scenario::claim::format_seconds(mean(&mut fs.iter().map(|f| f.longest_quota_wait_s))),
@@ -248,16 +247,16 @@ pub fn table<'a>(runs: impl IntoIterator<Item = (&'a str, &'a Fairness)>) -> Str
     }
     let _ = writeln!(
         out,
-        "{:<14} {:<14} {:>7} {:>9} {:>9} {:>12}",
+        "{:<t$} {:<w$} {:>7} {:>9} {:>9} {:>12}",
         "tenant", "policy", "weight", "entitled", "share", "mean JCT"
     );
-    for (t, tenant) in first[0].tenants.iter().enumerate() {
+    for (k, tenant) in first[0].tenants.iter().enumerate() {
         for (policy, fs) in &by_policy {
-            let of = |pick: fn(&TenantFigures) -> f64| mean(&mut fs.iter().filter_map(|f| f.tenants.get(t)).map(pick));
-            let jct = mean(&mut fs.iter().filter_map(|f| f.tenants.get(t)?.mean_jct_s));
+            let of = |pick: fn(&TenantFigures) -> f64| mean(&mut fs.iter().filter_map(|f| f.tenants.get(k)).map(pick));
+            let jct = mean(&mut fs.iter().filter_map(|f| f.tenants.get(k)?.mean_jct_s));
             let _ = writeln!(
                 out,
-                "{:<14} {policy:<14} {:>7.2} {:>8.1}% {:>8.1}% {:>12}",
+                "{:<t$} {policy:<w$} {:>7.2} {:>8.1}% {:>8.1}% {:>12}",
                 tenant.name,
                 tenant.weight,
                 100.0 * of(|f| f.entitled_share),

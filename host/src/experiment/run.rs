@@ -393,13 +393,14 @@ impl Comparison {
         ];
         let mut out = String::new();
         let _ = writeln!(out, "workload {} — {} seed(s); mean ± sd, (×) ratio to {baseline}", self.workload, seeds);
-        let _ = write!(out, "{:<14}", "policy");
+        let w = policies.iter().map(|p| p.len()).max().unwrap_or(0).max(14);
+        let _ = write!(out, "{:<w$}", "policy");
         for (name, _) in &columns {
             let _ = write!(out, " {name:>24}");
         }
         let _ = writeln!(out, " {:>12}", "policy ms");
         for policy in &policies {
-            let _ = write!(out, "{policy:<14}");
+            let _ = write!(out, "{policy:<w$}");
             for (_, f) in &columns {
                 let xs = self.of(policy, f);
                 let base = mean(&self.of(baseline, f));
