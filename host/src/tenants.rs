@@ -167,4 +167,15 @@ mod tests {
             assert!(e.contains(expected), "{text}: {e}");
         }
     }
+
+    #[test]
+    fn the_philly_virtual_clusters_file_declares_a_quota_for_each_of_64_gpus() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/tenants/philly-vcs.toml");
+        let t = load(std::path::Path::new(path)).unwrap();
+        assert_eq!(t.len(), 11);
+        assert_eq!(t.iter().filter_map(|t| t.quota_gpus).sum::<u32>(), 64);
+        assert!(t.iter().all(|t| t.cohort == "philly"));
+        let e = load(std::path::Path::new("/nonexistent/tenants.toml")).unwrap_err();
+        assert!(e.to_string().contains("cannot read tenants file"), "{e}");
+    }
 }

@@ -58,8 +58,12 @@ const TICK: Duration = Duration::from_secs(1);
 /// How far a simulated figure may be from the live one.
 const TOLERANCE: f64 = 0.10;
 
-/// How many times calibration and live runs are measured before a miss fails the test.
-const ATTEMPTS: u32 = 3;
+/// How many times calibration and live runs are measured before a miss fails the test (about
+/// four minutes each). Three were not enough on the development machine: one run of the suite
+/// missed three times, each time in another place (FlowCon's first learner +18 %; all of
+/// FlowCon's jobs +20 to +28 %; fair-share's learners −10.4 %), with a tenth of a core of
+/// other load throughout.
+const ATTEMPTS: u32 = 5;
 
 /// The most backend time one live run may take.
 const LIVE_LIMIT_MS: u64 = 240_000;
