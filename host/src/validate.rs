@@ -377,6 +377,16 @@ mod tests {
     }
 
     #[test]
+    fn a_placement_past_its_tenants_quota_is_refused_until_a_preemption_of_its_own_makes_room() {
+        let mut w = gpu_world();
+        w.set_tenants(vec![wit::Tenant { quota_gpus: Some(1), ..crate::world::undeclared("default") }]);
+        let why = refused(&w, place(2, &[(0, &[1])], false));
+        assert_eq!(why, "tenant default holds 1 GPUs of its limit of 1 (its quota); 1 more would pass it");
+        let c = check(decision(vec![act(0, ActionKind::Preempt), place(2, &[(0, &[1])], false)]), &w).unwrap();
+        assert_eq!((c.accepted.len(), c.rejected.len()), (2, 0), "{:?}", c.rejected);
+    }
+
+    #[test]
     fn a_migration_needs_as_many_free_gpus_as_the_job_holds() {
         let mut w = gpu_world();
         w.state_mut(0).unwrap().gpus = (0..4).map(|index| GpuSlot { node: 0, index }).collect();
