@@ -353,6 +353,44 @@ impl FreeGpus {
         self.fit(job.gpus_asked(), job.replicas())
     }
 
+    /// Where queued `job` fits once some running jobs are preempted, and which of them it
+    /// needs. `victims` (a key of the caller's, and the job) are released one by one in their
+    /// order, each only if `release(key)` agrees (asked in that order, so it may keep its own
+    /// count), until `job` fits; of those released, only the ones whose GPUs the placement
+    /// takes are needed, at most `most` of them (None when more). The plan is left as it was.
+    pub fn make_room<'a, K: Copy>(
+        &mut self,
+        job: &Job<'_>,
+        victims: impl IntoIterator<Item = (K, Job<'a>)>,
+        mut release: impl FnMut(K) -> bool,
+        most: usize,
+    ) -> Option<(Placement, Vec<K>)> {
+        let mut released = Vec::new();
+        let mut found = None;
+        for (key, victim) in victims {
+            if !release(key) {
+                continue;
+            }
+            self.release(&victim);
+            released.push((key, victim));
+            found = self.find_job(job);
+            if found.is_some() {
+                break;
+            }
+        }
+        for (_, victim) in &released {
+            self.hold(victim);
+        }
+        let p = found?;
+        let taken: Vec<GpuSlot> = p.gpus().collect();
+        let needed: Vec<K> = released
+            .into_iter()
+            .filter(|(_, v)| v.gpus().iter().any(|g| taken.contains(g)))
+            .map(|(key, _)| key)
+            .collect();
+        (needed.len() <= most).then_some((p, needed))
+    }
+
     /// Book a placement: its GPUs are held and its first node has one job more.
     pub fn take(&mut self, placement: &Placement) {
         for g in placement.gpus() {

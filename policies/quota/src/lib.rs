@@ -108,12 +108,11 @@ impl Quota {
         self.state.started = running;
     }
 
-    /// The running jobs that may be taken back for a job of tenant `t` in `cohort`: those of
-    /// tenants without a quota, then of the cohort's other tenants with one (taken only while
-    /// their tenant holds more than its quota: [`make_room`]); the most recently started first
-    /// within each class (then the latest to arrive).
-    fn victims<'a>(&self, s: &Snapshot<'a>, for_tenant: usize, cohort: Option<&str>) -> Vec<Victim<'a>> {
-        let tenants: Vec<Tenant> = s.tenants().collect();
+    /// The running jobs that may ever be taken back this round (they have run `min-run-s`): those
+    /// of tenants without a quota first, then those of tenants with one (taken only for a job of
+    /// their cohort, and only while their tenant holds more than its quota); the most recently
+    /// started first within each (then the latest to arrive).
+    fn victims<'a>(&self, s: &Snapshot<'a>, tenants: &[Tenant<'a>]) -> Vec<Victim<'a>> {
         let now = s.time().0;
         let mut victims: Vec<Victim> = s
             .jobs()
@@ -124,14 +123,8 @@ impl Quota {
                     return None;
                 }
                 let tenant = s.tenant_index(j.tenant())?;
-                let t = tenants[tenant];
-                let class = match t.quota() {
-                    _ if tenant == for_tenant => return None,
-                    None => 0,
-                    Some(_) if cohort.is_some() && t.cohort() == cohort => 1,
-                    Some(_) => return None,
-                };
-                Some(Victim { job: j, tenant, class, quota: t.quota(), started_s })
+                let quota = tenants[tenant].quota();
+                Some(Victim { job: j, tenant, class: u8::from(quota.is_some()), quota, started_s })
             })
             .collect();
         victims.sort_by(|a, b| {
@@ -164,6 +157,7 @@ impl Policy for Quota {
         let mut ledger = s.ledger();
         let mut free = sched::FreeGpus::of(s);
         let queue: Vec<Job> = s.queue().collect();
+        let victims = if self.config.reclaim { self.victims(s, &tenants) } else { Vec::new() };
         let tenant_of = |j: &Job| s.tenant_index(j.tenant()).unwrap_or(usize::MAX);
         let mut placed = vec![false; queue.len()];
         // Why a job within its tenant's quota waits, from the first pass.
@@ -184,15 +178,26 @@ impl Policy for Quota {
             let placement = match free.find_job(job) {
                 Some(p) => Some(p),
                 None if self.config.reclaim => {
-                    let room = (self.config.max_preemptions as usize).saturating_sub(preempted.len());
-                    let victims: Vec<Victim> = self
-                        .victims(s, t, tenants[t].cohort())
-                        .into_iter()
-                        .filter(|v| !preempted.contains(&v.job.id()))
-                        .collect();
-                    match make_room(&mut free, &ledger, job, &victims, room) {
+                    let most = (self.config.max_preemptions as usize).saturating_sub(preempted.len());
+                    let cohort = tenants[t].cohort();
+                    let mine = |v: &&Victim| {
+                        v.tenant != t && (v.quota.is_none() || cohort.is_some() && tenants[v.tenant].cohort() == cohort)
+                    };
+                    let candidates = victims.iter().enumerate().filter(|(_, v)| mine(v));
+                    let candidates = candidates.filter(|(_, v)| !preempted.contains(&v.job.id()));
+                    // A borrower gives back only while it holds more than its quota.
+                    let mut holds = ledger.clone();
+                    let borrowing = |k: usize| {
+                        let v = &victims[k];
+                        let beyond = v.quota.is_none_or(|q| holds.held(v.tenant) > u64::from(q));
+                        if beyond {
+                            holds.release(v.tenant, v.job.gpus().len() as u64);
+                        }
+                        beyond
+                    };
+                    match free.make_room(job, candidates.map(|(k, v)| (k, v.job)), borrowing, most) {
                         Some((p, needed)) => {
-                            for v in needed {
+                            for v in needed.into_iter().map(|k| &victims[k]) {
                                 free.release(&v.job);
                                 ledger.release(v.tenant, v.job.gpus().len() as u64);
                                 preempted.push(v.job.id());
@@ -287,41 +292,6 @@ impl Policy for Quota {
     }
 
     keep_state!(state);
-}
-
-/// Where `job` fits once some of `victims` (in the order to take them) are released from
-/// `free`, and which it needs: released one by one until it fits, a victim of a tenant with a
-/// quota only while that tenant still holds more than its quota, keeping only those whose GPUs
-/// the placement takes, at most `most`. `free` is left as it was.
-fn make_room<'a>(
-    free: &mut sched::FreeGpus,
-    ledger: &Ledger,
-    job: &Job,
-    victims: &[Victim<'a>],
-    most: usize,
-) -> Option<(sched::Placement, Vec<Victim<'a>>)> {
-    let mut ledger = ledger.clone();
-    let mut found = None;
-    let mut released = Vec::new();
-    for v in victims {
-        if v.quota.is_some_and(|q| ledger.held(v.tenant) <= u64::from(q)) {
-            continue;
-        }
-        free.release(&v.job);
-        ledger.release(v.tenant, v.job.gpus().len() as u64);
-        released.push(*v);
-        if let Some(p) = free.find_job(job) {
-            found = Some(p);
-            break;
-        }
-    }
-    for v in &released {
-        free.hold(&v.job);
-    }
-    let p = found?;
-    let taken: Vec<GpuSlot> = p.gpus().collect();
-    let needed: Vec<Victim> = released.into_iter().filter(|v| v.job.gpus().iter().any(|g| taken.contains(g))).collect();
-    (needed.len() <= most).then_some((p, needed))
 }
 
 export_policy!(Quota);

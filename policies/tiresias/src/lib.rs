@@ -254,7 +254,8 @@ impl Tiresias {
                     }
                     let victims: Vec<usize> =
                         candidates.iter().copied().filter(|&v| !admitted[v] && !preempted[v]).collect();
-                    let Some((p, needed)) = make_room(&mut free, job, &order, &victims) else { continue };
+                    let victims = victims.iter().map(|&v| (v, order[v]));
+                    let Some((p, needed)) = free.make_room(job, victims, |_| true, usize::MAX) else { continue };
                     for v in needed {
                         free.release(&order[v]);
                         tenants.release(&order[v]);
@@ -288,34 +289,6 @@ impl Tiresias {
             d.push(action);
         }
     }
-}
-
-/// Where `job` fits once some of `victims` (ranks into `order`, lowest ranked first) are
-/// released from `free`, and which of them it needs: released one by one until it fits,
-/// keeping only those whose GPUs the placement takes. `free` is left as it was.
-fn make_room(
-    free: &mut sched::FreeGpus,
-    job: &Job,
-    order: &[Job],
-    victims: &[usize],
-) -> Option<(sched::Placement, Vec<usize>)> {
-    let mut found = None;
-    let mut released = 0;
-    for &v in victims {
-        free.release(&order[v]);
-        released += 1;
-        if let Some(p) = free.find_job(job) {
-            found = Some(p);
-            break;
-        }
-    }
-    for &v in &victims[..released] {
-        free.hold(&order[v]);
-    }
-    let p = found?;
-    let taken: Vec<GpuSlot> = p.gpus().collect();
-    let needed = victims[..released].iter().copied().filter(|&v| order[v].gpus().iter().any(|g| taken.contains(g)));
-    Some((p, needed.collect()))
 }
 
 impl Policy for Tiresias {
