@@ -65,7 +65,8 @@ pub struct Fairness {
     /// The mean of the waits for quota that ended, seconds (the reclaim latency); None when
     /// none ended.
     pub mean_reclaim_s: Option<f64>,
-    /// Each tenant's GPUs held, sampled at every tick: (seconds, GPUs per tenant in order).
+    /// Each tenant's GPUs held, sampled at every tick: (seconds, GPUs per tenant in order);
+    /// kept only when asked for (the report draws it), as a run's timeline is.
     #[serde(skip)]
     pub held: Vec<(f64, Vec<u32>)>,
 }
@@ -89,14 +90,18 @@ pub struct Tracker {
     acc: Vec<Acc>,
     last_s: Option<f64>,
     contended_s: f64,
-    ended_waits: Vec<f64>,
+    /// The waits for quota that ended: their sum, seconds, and their number.
+    ended_waits: (f64, u32),
+    /// Whether to keep each tick's GPUs per tenant.
+    keep_series: bool,
     held: Vec<(f64, Vec<u32>)>,
 }
 
 impl Tracker {
-    /// A tracker that has seen nothing.
-    pub fn new() -> Self {
-        Self::default()
+    /// A tracker that has seen nothing; `keep_series` keeps each tick's GPUs per tenant
+    /// ([`Fairness::held`]).
+    pub fn new(keep_series: bool) -> Self {
+        Tracker { keep_series, ..Self::default() }
     }
 
     /// Take in the world as a tick leaves it: what each tenant held since the last tick.
@@ -135,13 +140,15 @@ impl Tracker {
                 (true, None) => acc.waiting_since = Some(now),
                 (false, Some(since)) => {
                     acc.longest_wait_s = acc.longest_wait_s.max(now - since);
-                    self.ended_waits.push(now - since);
+                    self.ended_waits = (self.ended_waits.0 + now - since, self.ended_waits.1 + 1);
                     acc.waiting_since = None;
                 }
                 _ => {}
             }
         }
-        self.held.push((now, held.iter().map(|&h| h.min(u64::from(u32::MAX)) as u32).collect()));
+        if self.keep_series {
+            self.held.push((now, held.iter().map(|&h| h.min(u64::from(u32::MAX)) as u32).collect()));
+        }
     }
 
     /// How many tenants it has seen.
@@ -199,8 +206,7 @@ impl Tracker {
                 .map(|f| f.share_error.abs())
                 .fold(0.0, f64::max),
             longest_quota_wait_s: figures.iter().map(|f| f.longest_quota_wait_s).fold(0.0, f64::max),
-            mean_reclaim_s: (!self.ended_waits.is_empty())
-                .then(|| self.ended_waits.iter().sum::<f64>() / self.ended_waits.len() as f64),
+            mean_reclaim_s: (self.ended_waits.1 > 0).then(|| self.ended_waits.0 / f64::from(self.ended_waits.1)),
             tenants: figures,
             held: self.held,
         }
@@ -322,7 +328,7 @@ mod tests {
         job(&mut w, "b", 4, Some(&[4, 5, 6, 7]));
         job(&mut w, "a", 4, None);
         job(&mut w, "b", 4, None);
-        let mut t = Tracker::new();
+        let mut t = Tracker::new(true);
         for s in 0..=10 {
             w.set_time_ms(s * 60_000);
             t.observe(&w);
@@ -345,7 +351,7 @@ mod tests {
         let borrowed = job(&mut w, "b", 4, Some(&[0, 1, 2, 3]));
         job(&mut w, "a", 4, Some(&[4, 5, 6, 7]));
         job(&mut w, "a", 2, None);
-        let mut t = Tracker::new();
+        let mut t = Tracker::new(true);
         for s in 0..=5 {
             w.set_time_ms(s * 60_000);
             t.observe(&w);

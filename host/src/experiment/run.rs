@@ -236,7 +236,7 @@ pub fn simulate_watched(
     // Per workload job, why it waited as the policy last said.
     let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
     let mut calls_ms: Vec<f64> = Vec::new();
-    let mut tracker = super::fairness::Tracker::new();
+    let mut tracker = super::fairness::Tracker::new(options.timeline);
     let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
         if outcome.fallback.is_none() {
             calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
