@@ -121,6 +121,18 @@ impl Ledger {
         Ledger { held: vec![0; tenants.len()], tenants, cohort_of, cohorts }
     }
 
+    /// A ledger of `tenants` holding what `held` says (tenant index, GPUs), which is read only
+    /// when some tenant has a limit (else nothing is ever refused, and nothing need be counted).
+    pub fn holding(tenants: Vec<Entitlement>, held: impl IntoIterator<Item = (usize, u64)>) -> Self {
+        let mut ledger = Ledger::new(tenants);
+        if ledger.limits_anything() {
+            for (tenant, gpus) in held {
+                ledger.hold(tenant, gpus);
+            }
+        }
+        ledger
+    }
+
     /// Whether any tenant has a limit: when none has, every check passes.
     pub fn limits_anything(&self) -> bool {
         self.tenants.iter().any(|t| t.quota.is_some())

@@ -66,13 +66,8 @@ impl World {
 
     /// Each tenant's limits and the GPUs its running jobs hold, indexed as [`Self::tenants`].
     pub fn ledger(&self) -> Ledger {
-        let mut ledger = Ledger::new(self.tenants.iter().map(entitlement).collect());
-        if ledger.limits_anything() {
-            for (_, state) in self.jobs() {
-                ledger.hold(state.tenant as usize, state.gpus.len() as u64);
-            }
-        }
-        ledger
+        let held = self.jobs().map(|(_, state)| (state.tenant as usize, state.gpus.len() as u64));
+        Ledger::holding(self.tenants.iter().map(entitlement).collect(), held)
     }
 
     /// The name of the tenant at `index`.

@@ -77,15 +77,8 @@ impl<'a> Snapshot<'a> {
     /// [`Self::tenants`]: `ledger.room(t)` is how many more GPUs tenant `t` may take before the
     /// host refuses a placement.
     pub fn ledger(&self) -> Ledger {
-        let mut ledger = Ledger::new(self.tenants().map(|t| t.entitlement()).collect());
-        if ledger.limits_anything() {
-            for job in self.jobs() {
-                if let Some(t) = self.tenant_index(job.tenant()) {
-                    ledger.hold(t, job.gpus().len() as u64);
-                }
-            }
-        }
-        ledger
+        let held = self.jobs().filter_map(|job| Some((self.tenant_index(job.tenant())?, job.gpus().len() as u64)));
+        Ledger::holding(self.tenants().map(|t| t.entitlement()).collect(), held)
     }
 
     /// The index of tenant `name` in [`Self::tenants`].
