@@ -270,8 +270,12 @@ struct Managed {
     last_cpu: Option<(u64, u64)>,
     /// The last log line read, Unix ns; a follower resumes after it.
     last_line_ns: Arc<std::sync::atomic::AtomicU64>,
-    /// Its log's follower; it ends true when the stream opened.
+    /// Its log's follower; it ends true when the stream opened. After a migration or a
+    /// preemption it is still the original pod's, reading that log to its end: the copy's is
+    /// followed once it has ended, so the job's lines come in order.
     follower: Option<tokio::task::JoinHandle<bool>>,
+    /// The uid of the pod this one copies: lines its follower still reads are this job's.
+    former: Option<Arc<str>>,
     /// After streams that would not open: when to try again, and the failures in a row.
     follow_retry: Option<(Instant, u32)>,
     /// The pod's `resourceVersion` when it was last read: an unchanged pod is not read again.

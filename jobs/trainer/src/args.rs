@@ -1,4 +1,4 @@
-//! The command line, parsed by hand (the trainer has no dependencies).
+//! The command line, parsed by hand (the trainer keeps its dependencies to the one it needs).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -28,7 +28,8 @@ Options:
                        from PATH when it holds a checkpoint of a run with the same settings
   -h, --help           print this help
 
-Epoch lines go to stdout, everything else to stderr. Accuracy and loss are measured on the
+On SIGTERM or SIGINT it finishes the epoch under way (saving and printing it) and exits with
+status 143. Epoch lines go to stdout, everything else to stderr. Accuracy and loss are measured on the
 validation set; time_s is the wall time of the epoch. The defaults take about one second of
 one core per epoch.
 ";

@@ -4,8 +4,9 @@
 //! one-hidden-layer MLP on it by minibatch SGD on several threads ([`model`]) and prints the
 //! validation accuracy and loss after every epoch, so a CPU limit really slows it down and its
 //! learning curve really rises fast and then flattens. It can save a checkpoint after every
-//! epoch and resume from it ([`checkpoint`]). It has no dependencies and links statically, to
-//! run as PID 1 in a container built FROM scratch.
+//! epoch and resume from it ([`checkpoint`]). Asked to stop (SIGTERM), it finishes the epoch
+//! under way, so its last checkpoint and its last line agree. It has one small dependency (for
+//! the signal) and links statically, to run as PID 1 in a container built FROM scratch.
 //!
 //! Start reading at [`run`], then [`train::Trainer`].
 
@@ -18,6 +19,7 @@ pub mod train;
 
 use std::fmt;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::args::{Args, Format};
 use crate::checkpoint::{Checkpoint, CheckpointError};
@@ -56,15 +58,27 @@ pub fn export(from: &std::path::Path, to: &std::path::Path) -> Result<(), Error>
     checkpoint.save(to).map_err(Error::Checkpoint)
 }
 
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// `--epochs` epochs are done.
+    Trained,
+    /// It was asked to stop, after this many epochs (each saved and printed).
+    Stopped(u64),
+}
+
 /// Trains until `args.epochs` epochs are done, writing one line per epoch to `out` (flushed
 /// at once) and the rest to `log`: the banner, and whether a checkpoint was resumed or
-/// refused. A checkpoint that cannot be used is reported and training starts afresh.
-pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write) -> Result<(), Error> {
+/// refused. A checkpoint that cannot be used is reported and training starts afresh. Once
+/// `stop` is set it ends after the epoch under way, saved and printed: a job stopped to be
+/// moved or preempted resumes from the epoch after its last line, neither skipping one nor
+/// running one twice.
+pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write, stop: &AtomicBool) -> Result<Ended, Error> {
     let mut trainer = start(args, log);
     let (done, split) = (trainer.epochs_done(), trainer.split());
     if done >= args.epochs {
         note(log, format_args!("nothing to train: {done} epochs done, --epochs is {}", args.epochs));
-        return Ok(());
+        return Ok(Ended::Trained);
     }
     note(
         log,
@@ -80,6 +94,11 @@ pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write) -> Result<(), 
         ),
     );
     while trainer.epochs_done() < args.epochs {
+        if stop.load(Ordering::Relaxed) {
+            let done = trainer.epochs_done();
+            note(log, format_args!("asked to stop: ending after epoch {done}"));
+            return Ok(Ended::Stopped(done));
+        }
         let report = trainer.run_epoch();
         // Saved before the line is printed: after a restart, no epoch is printed twice.
         if let Some(path) = &args.checkpoint {
@@ -87,7 +106,7 @@ pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write) -> Result<(), 
         }
         writeln!(out, "{}", epoch_line(args.format, &report)).and_then(|()| out.flush()).map_err(Error::Output)?;
     }
-    Ok(())
+    Ok(Ended::Trained)
 }
 
 /// The trainer to start with: resumed from the checkpoint when there is a usable one.

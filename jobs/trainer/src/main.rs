@@ -2,8 +2,14 @@
 
 use std::io;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
+use wasmsched_trainer::Ended;
 use wasmsched_trainer::args::{self, Command, USAGE};
+
+/// The exit status after a stop asked for: a process ended by SIGTERM, as shells count it.
+const STOPPED: u8 = 128 + 15;
 
 fn main() -> ExitCode {
     let args = match args::parse(std::env::args_os().skip(1)) {
@@ -29,9 +35,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = wasmsched_trainer::run(&args, &mut io::stdout().lock(), &mut io::stderr().lock());
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {
+            eprintln!("wasmsched-trainer: cannot catch signal {signal} ({e}); a stop will end the epoch under way");
+        }
+    }
+    let result = wasmsched_trainer::run(&args, &mut io::stdout().lock(), &mut io::stderr().lock(), &stop);
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Ended::Trained) => ExitCode::SUCCESS,
+        Ok(Ended::Stopped(_)) => ExitCode::from(STOPPED),
         Err(e) => {
             eprintln!("wasmsched-trainer: {e}");
             ExitCode::FAILURE

@@ -1,7 +1,9 @@
 //! Whole runs, small enough to take a fraction of a second each.
 
 use std::fs;
+use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::*;
@@ -23,7 +25,7 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Runs `args`, returning stdout and stderr.
 fn run_captured(args: &Args) -> (String, String) {
     let (mut out, mut log) = (Vec::new(), Vec::new());
-    run(args, &mut out, &mut log).expect("run succeeds");
+    run(args, &mut out, &mut log, &AtomicBool::new(false)).expect("run succeeds");
     (String::from_utf8(out).expect("utf-8"), String::from_utf8(log).expect("utf-8"))
 }
 
@@ -115,11 +117,52 @@ fn a_checkpoint_of_another_model_shape_is_refused() {
     fs::remove_dir_all(dir).expect("cleanup");
 }
 
+/// Standard output that asks the run to stop once it has `lines` lines, as a signal would
+/// while the next epoch trains.
+struct StopAfter<'a> {
+    out: Vec<u8>,
+    lines: usize,
+    stop: &'a AtomicBool,
+}
+
+impl io::Write for StopAfter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.extend_from_slice(buf);
+        if self.out.iter().filter(|&&b| b == b'\n').count() >= self.lines {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_stop_ends_after_the_epoch_under_way_and_the_next_run_resumes_after_its_line() {
+    let dir = temp_dir("stop");
+    let path = dir.join("model.ckpt");
+    let stop = AtomicBool::new(false);
+    let args = Args { checkpoint: Some(path.clone()), ..small(10) };
+    let mut out = StopAfter { out: Vec::new(), lines: 2, stop: &stop };
+    let mut log = Vec::new();
+    let ended = run(&args, &mut out, &mut log, &stop).expect("run succeeds");
+    assert_eq!(ended, Ended::Stopped(2));
+    let printed = String::from_utf8(out.out).expect("utf-8");
+    assert_eq!(printed.lines().count(), 2, "{printed}");
+    assert!(String::from_utf8(log).expect("utf-8").contains("asked to stop: ending after epoch 2"));
+    assert_eq!(Checkpoint::load(&path).expect("valid").map(|c| c.epoch), Some(2), "the last line's epoch is saved");
+    let (resumed, _) = run_captured(&Args { epochs: 3, ..args });
+    assert!(resumed.starts_with("{\"epoch\":3,") && resumed.lines().count() == 1, "{resumed}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
 #[test]
 fn an_unwritable_checkpoint_stops_the_run_with_the_path() {
     let dir = temp_dir("unwritable");
     let args = Args { checkpoint: Some(dir.join("missing/model.ckpt")), ..small(1) };
-    let err = run(&args, &mut Vec::new(), &mut Vec::new()).expect_err("cannot save");
+    let err = run(&args, &mut Vec::new(), &mut Vec::new(), &AtomicBool::new(false)).expect_err("cannot save");
     assert!(err.to_string().contains("missing/model.ckpt.tmp"), "{err}");
     fs::remove_dir_all(dir).expect("cleanup");
 }

@@ -495,14 +495,14 @@ impl Kubernetes {
         }
     }
 
-    /// Pod `uid` is gone and a copy carries its job on: its follower reads to the end of its
-    /// log, those last records are handed over, and the job's entry is taken out.
+    /// Pod `uid` is gone and a copy carries its job on: the records read so far are handed
+    /// over and the job's entry is taken out. Its follower goes on with the entry, reading the
+    /// pod's log to the end: on a loaded cluster the stream brings the last lines a second or
+    /// more after the pod is gone, and those lines are the job's too.
     fn hand_over(&mut self, uid: &Arc<str>, world: &mut World) -> Option<super::Managed> {
-        if let Some(f) = self.jobs.get_mut(uid).and_then(|m| m.follower.take()) {
-            let _ = self.rt.block_on(async { tokio::time::timeout(Duration::from_millis(300), f).await });
-        }
         self.deliver_progress(world, world.time_ms());
         let mut m = self.unmanage(uid)?;
+        m.former = Some(uid.clone());
         m.last_cpu = None;
         if let Some(s) = world.state_mut(m.handle) {
             s.cpu_used_millicores = 0;

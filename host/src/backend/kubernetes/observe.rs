@@ -377,6 +377,7 @@ impl Kubernetes {
             last_cpu: None,
             last_line_ns: Arc::default(),
             follower: None,
+            former: None,
             follow_retry: None,
             version: p.metadata.resource_version.clone(),
             present: true,
@@ -648,7 +649,16 @@ impl Kubernetes {
     pub(super) fn deliver_progress(&mut self, world: &mut World, until_ms: u64) {
         let origin = self.origin.map_or(0, |(_, unix)| unix);
         for incoming in self.inbox.take() {
-            let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
+            let key = if self.jobs.contains_key(&incoming.key) {
+                incoming.key.clone()
+            } else {
+                // An original pod's last lines, read after its copy took its job over.
+                match self.jobs.iter().find(|(_, m)| m.former.as_ref() == Some(&incoming.key)) {
+                    Some((uid, _)) => uid.clone(),
+                    None => continue,
+                }
+            };
+            let m = self.jobs.get_mut(&key).expect("just found");
             let fallback = || m.name.clone();
             if let Some((key, message)) =
                 progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
