@@ -116,13 +116,6 @@ pub fn jain(x: &[f64]) -> f64 {
     if squares > 0.0 { sum * sum / (x.len() as f64 * squares) } else { 1.0 }
 }
 
-/// `capacity` split among claimants of `demand` in proportion to `weights`, none given more
-/// than it asks for, what one cannot use split again among the rest (weighted max-min).
-pub fn water_fill(capacity: f64, demand: &[u64], weights: &[f64]) -> Vec<f64> {
-    let caps: Vec<f64> = demand.iter().map(|&d| d as f64).collect();
-    wasmsched_rules::split::proportional_split(capacity, weights, &vec![0.0; demand.len()], &caps)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

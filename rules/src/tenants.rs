@@ -33,6 +33,25 @@ impl Entitlement {
             (Some(_), None) => None,
         }
     }
+
+    /// The GPUs it can use now, over which entitlements are shared ([`entitled`]): what it
+    /// holds plus what its waiting jobs ask for (`asks`), leaving out any job that alone asks
+    /// for more than its limit or than the `capacity` taking work, and in all no more than its
+    /// limit (or than it holds, when that is more). A job it could never run is no part of its
+    /// due.
+    pub fn usable_demand(&self, held: u64, asks: impl IntoIterator<Item = u64>, capacity: u64) -> u64 {
+        let most = self.limit().map_or(capacity, |l| l.min(capacity));
+        let asked = asks.into_iter().filter(|&a| a <= most).fold(0u64, u64::saturating_add);
+        held.saturating_add(asked).min(most.max(held))
+    }
+}
+
+/// What each tenant is entitled to now: `capacity` GPUs shared by `weights`, max-min fair
+/// (water-filling), none given more than its usable demand ([`Entitlement::usable_demand`]);
+/// what one cannot use goes to the others by weight.
+pub fn entitled(capacity: u64, weights: &[f64], demand: &[u64]) -> Vec<f64> {
+    let caps: Vec<f64> = demand.iter().map(|&d| d as f64).collect();
+    crate::split::proportional_split(capacity as f64, weights, &vec![0.0; demand.len()], &caps)
 }
 
 /// Why GPUs for a tenant's job are refused.
@@ -258,5 +277,26 @@ mod tests {
         assert_eq!(l.held(0), 0);
         assert!(l.limits_anything());
         assert!(!Ledger::new(vec![tenant("x", None, None, Some("c"))]).limits_anything());
+    }
+
+    #[test]
+    fn usable_demand_leaves_out_what_the_tenant_could_never_hold() {
+        let capped = tenant("a", Some(6), None, None);
+        assert_eq!(capped.usable_demand(2, [2, 2], 64), 6, "within its limit: all of it");
+        assert_eq!(capped.usable_demand(0, [8, 2], 64), 2, "an 8-GPU job can never run under a limit of 6");
+        assert_eq!(capped.usable_demand(4, [4, 4], 64), 6, "no more than its limit in all");
+        assert_eq!(capped.usable_demand(7, [], 64), 7, "what it holds counts, even past its limit");
+        let free = tenant("b", None, None, None);
+        assert_eq!(free.usable_demand(0, [16, 4], 8), 4, "a job larger than the capacity is left out");
+        assert_eq!(free.usable_demand(u64::MAX, [u64::MAX], u64::MAX), u64::MAX, "no overflow");
+    }
+
+    #[test]
+    fn entitlements_are_water_filled_by_weight_up_to_each_demand() {
+        let close = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9);
+        assert!(close(&entitled(8, &[3.0, 1.0], &[10, 10]), &[6.0, 2.0]));
+        assert!(close(&entitled(8, &[1.0, 1.0, 1.0], &[1, 10, 10]), &[1.0, 3.5, 3.5]));
+        assert!(close(&entitled(8, &[1.0, 1.0], &[2, 3]), &[2.0, 3.0]), "every demand met");
+        assert!(close(&entitled(8, &[5.0, 1.0], &[0, 10]), &[0.0, 8.0]), "no demand, no entitlement");
     }
 }

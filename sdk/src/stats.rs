@@ -69,6 +69,11 @@ pub fn growth_efficiency(rate: f64, cpu_fraction: f64) -> f64 {
 /// ones the host measures against.
 pub use wasmsched_rules::split::proportional_split;
 
+/// Each tenant's entitlement now: `capacity` GPUs shared by weight, max-min fair, none given
+/// more than its usable demand ([`crate::view::Tenant::usable_demand`]): the host's own rule,
+/// the one its fairness figures measure against.
+pub use wasmsched_rules::tenants::entitled;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,14 @@
 //! How fairly a run shared the GPUs among tenants, measured tick by tick ([`Tracker`]) and
 //! summed up at the end ([`Fairness`]).
 //!
-//! - **Entitlement.** While the tenants' demand (the GPUs their running jobs hold and their
-//!   queued jobs ask for) exceeds the GPUs of the nodes that take work, the cluster is
-//!   *contended*, and each tenant is entitled to its weighted max-min fair share of those GPUs:
-//!   shares in proportion to the weights, no tenant more than it asks for, what one cannot use
-//!   shared again among the others (water-filling). Only contended time counts: when every
-//!   demand is met, every split is fair.
+//! - **Entitlement.** While the tenants' usable demand (the GPUs their running jobs hold and
+//!   their queued jobs ask for, leaving out jobs a tenant could never run: larger than its
+//!   limit or than the cluster, [`wasmsched_rules::Entitlement::usable_demand`]) exceeds the
+//!   GPUs of the nodes that take work, the cluster is *contended*, and each tenant is entitled
+//!   to its weighted max-min fair share of those GPUs: shares in proportion to the weights, no
+//!   tenant more than it can use, what one cannot use shared again among the others
+//!   (water-filling, [`wasmsched_rules::tenants::entitled`], the rule `fair-share-decay` plans
+//!   by). Only contended time counts: when every demand is met, every split is fair.
 //! - **Share.** A tenant's GPU-time received while contended, over the whole cluster's; its
 //!   *entitled* share likewise. `share_error` is share / entitled − 1.
 //! - **Jain's index** of the tenants' received over entitled GPU-time: 1 when every tenant got
@@ -21,7 +23,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tenants::{jain, water_fill};
+use crate::tenants::jain;
 use crate::world::World;
 
 /// One tenant's figures over a run.
@@ -115,13 +117,11 @@ impl Tracker {
         let n = tenants.len();
         let loads = world.tenant_loads();
         let held: Vec<u64> = loads.iter().map(|l| l.gpus).collect();
-        let demand: Vec<u64> = loads.iter().map(|l| l.demand()).collect();
         let capacity = world.gpus_taking_work();
         let dt = self.last_s.map_or(0.0, |last| (now - last).max(0.0));
         self.last_s = Some(now);
-        let contended = demand.iter().sum::<u64>() > capacity;
-        let weights: Vec<f64> = tenants.iter().map(|t| t.weight).collect();
-        let entitled = if contended { water_fill(capacity as f64, &demand, &weights) } else { Vec::new() };
+        let contended = loads.iter().map(|l| l.usable).sum::<u64>() > capacity;
+        let entitled = if contended { world.entitlements(&loads) } else { Vec::new() };
         if contended {
             self.contended_s += dt;
         }
@@ -281,15 +281,6 @@ mod tests {
     use crate::world::{GpuSlot, sample, undeclared};
 
     #[test]
-    fn water_filling_gives_by_weight_and_shares_what_one_cannot_use() {
-        let close = |got: Vec<f64>, want: &[f64]| got.iter().zip(want).all(|(g, w)| (g - w).abs() < 1e-6);
-        assert!(close(water_fill(8.0, &[10, 10], &[3.0, 1.0]), &[6.0, 2.0]));
-        assert!(close(water_fill(8.0, &[1, 10, 10], &[1.0, 1.0, 1.0]), &[1.0, 3.5, 3.5]));
-        assert_eq!(water_fill(8.0, &[2, 3], &[1.0, 1.0]), [2.0, 3.0], "every demand met");
-        assert!(close(water_fill(8.0, &[0, 10], &[5.0, 1.0]), &[0.0, 8.0]), "no demand, no entitlement");
-    }
-
-    #[test]
     fn jain_is_one_when_fair_and_one_over_n_when_one_takes_all() {
         assert_eq!(jain(&[1.0, 1.0, 1.0]), 1.0);
         assert!((jain(&[3.0, 0.0, 0.0]) - 1.0 / 3.0).abs() < 1e-12);
@@ -343,6 +334,20 @@ mod tests {
         assert_eq!(a.gpu_hours, 4.0 * 600.0 / 3600.0);
         // a waits for its quota (it holds 4 of 6, a job of 4 will not fit within it): no wait.
         assert_eq!(f.longest_quota_wait_s, 0.0);
+    }
+
+    #[test]
+    fn a_job_beyond_its_tenants_limit_is_no_part_of_its_due() {
+        let mut w = world(8);
+        job(&mut w, "a", 6, Some(&[0, 1, 2, 3, 4, 5]));
+        job(&mut w, "b", 4, None); // b's limit is its quota of 2: this job can never run
+        let mut t = Tracker::new(false);
+        for s in 0..=10 {
+            w.set_time_ms(s * 60_000);
+            t.observe(&w);
+        }
+        assert_eq!(w.tenant_loads()[1].usable, 0);
+        assert_eq!(t.finish(&[]).contended_s, 0.0, "8 GPUs, 6 held and nothing else usable: not contended");
     }
 
     #[test]

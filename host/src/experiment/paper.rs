@@ -278,6 +278,8 @@ mod tests {
         JobOutcome {
             name: "j".into(),
             model: "cifar10".into(),
+            tenant: "default".into(),
+            gpus: 1,
             arrival_s: 0.0,
             finish_s: jct_s,
             jct_s,

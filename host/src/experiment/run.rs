@@ -308,7 +308,7 @@ pub fn simulate_watched(
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
         fairness: (tracker.tenant_count() > 1).then(|| {
             let of_jobs: Vec<(String, Option<f64>)> =
-                workload.jobs.iter().zip(&jobs).map(|(plan, o)| (plan.tenant.clone(), o.jct_s)).collect();
+                jobs.iter().map(|o| (o.tenant.clone(), o.jct_s)).collect();
             tracker.finish(&of_jobs)
         }),
         jobs,

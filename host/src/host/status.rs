@@ -105,7 +105,7 @@ pub struct TenantStatus {
     /// Its jobs waiting.
     pub jobs_queued: u64,
     /// Its weighted max-min fair share of the GPUs of the nodes taking work, given what every
-    /// tenant holds and asks for now (`docs/tenants.md`).
+    /// tenant holds and could use of what it asks for now (`docs/tenants.md`).
     pub gpus_entitled: f64,
 }
 
@@ -117,9 +117,7 @@ impl TenantStatus {
             return Vec::new();
         }
         let loads = world.tenant_loads();
-        let demand: Vec<u64> = loads.iter().map(|l| l.demand()).collect();
-        let weights: Vec<f64> = tenants.iter().map(|t| t.weight).collect();
-        let entitled = crate::tenants::water_fill(world.gpus_taking_work() as f64, &demand, &weights);
+        let entitled = world.entitlements(&loads);
         tenants
             .iter()
             .zip(loads)

@@ -89,19 +89,16 @@ pub struct TenantLoad {
     pub jobs_queued: u64,
     /// The fewest GPUs a queued GPU job of it asks for (u64::MAX when none waits).
     pub smallest_ask: u64,
-}
-
-impl TenantLoad {
-    /// What it holds and asks for in all.
-    pub fn demand(&self) -> u64 {
-        self.gpus + self.gpus_queued
-    }
+    /// The GPUs it can use now, over which entitlements are shared
+    /// ([`Entitlement::usable_demand`]): jobs it could never run left out.
+    pub usable: u64,
 }
 
 impl World {
     /// Per tenant, in [`World::tenants`] order, what its jobs hold and ask for now.
     pub fn tenant_loads(&self) -> Vec<TenantLoad> {
         let mut loads = vec![TenantLoad { smallest_ask: u64::MAX, ..TenantLoad::default() }; self.tenants.len()];
+        let mut asks: Vec<Vec<u64>> = vec![Vec::new(); self.tenants.len()];
         for (spec, s) in self.all_jobs() {
             let Some(l) = loads.get_mut(s.tenant as usize) else { continue };
             if s.is_running() {
@@ -112,10 +109,24 @@ impl World {
                 l.jobs_queued += 1;
                 if spec.gpus > 0 {
                     l.smallest_ask = l.smallest_ask.min(u64::from(spec.gpus));
+                    asks[s.tenant as usize].push(u64::from(spec.gpus));
                 }
             }
         }
+        let capacity = self.gpus_taking_work();
+        for ((l, t), asks) in loads.iter_mut().zip(&self.tenants).zip(asks) {
+            l.usable = entitlement(t).usable_demand(l.gpus, asks, capacity);
+        }
         loads
+    }
+
+    /// Each tenant's entitlement now, in [`World::tenants`] order, given `loads`
+    /// ([`World::tenant_loads`]): the GPUs taking work shared by weight, max-min fair, up to
+    /// each tenant's usable demand.
+    pub fn entitlements(&self, loads: &[TenantLoad]) -> Vec<f64> {
+        let weights: Vec<f64> = self.tenants.iter().map(|t| t.weight).collect();
+        let demand: Vec<u64> = loads.iter().map(|l| l.usable).collect();
+        wasmsched_rules::tenants::entitled(self.gpus_taking_work(), &weights, &demand)
     }
 
     /// The GPUs of the nodes that take work.

@@ -11,9 +11,10 @@
 //!    the weights of every tenant there is; F = 1 while nobody has used anything. A tenant
 //!    that used exactly its share has F = ½; less, more; more, less.
 //! 3. **Entitlement.** The GPUs of the nodes that take work are split among the tenants by
-//!    weight, each capped by its demand (the GPUs its running jobs hold and its waiting jobs
-//!    ask, jobs larger than the cluster left out, capped by its own hard limit): weighted
-//!    max-min fairness, by water-filling ([`stats::proportional_split`]).
+//!    weight, each capped by its usable demand (the GPUs its running jobs hold and its waiting
+//!    jobs ask, jobs larger than the cluster or than its own hard limit left out, the whole
+//!    capped by that limit): weighted max-min fairness, by water-filling ([`stats::entitled`],
+//!    the host's rule, which its fairness figures measure against).
 //! 4. **Order and placement.** Each tenant's waiting jobs are ordered by `order` (arrival, or
 //!    least attained service first). The tenants then take turns, one job at a time: next is
 //!    a tenant whose next job keeps it within its entitlement, and among those (later, among
@@ -274,16 +275,14 @@ impl FairShareDecay {
             }
         }
         let capacity: u64 = s.nodes().filter(|n| n.takes_work()).map(|n| n.gpus().len() as u64).sum();
-        let demand: Vec<f64> = tenants
+        let demand: Vec<u64> = tenants
             .iter()
             .map(|t| {
-                let i = t.index();
-                let asked: u64 = queues[i].iter().map(|j| u64::from(j.gpus_asked())).filter(|&g| g <= capacity).sum();
-                let wants = holds[i] + asked;
-                t.limit().map_or(wants, |l| wants.min(l.max(holds[i]))) as f64
+                let asks = queues[t.index()].iter().map(|j| u64::from(j.gpus_asked()));
+                t.usable_demand(holds[t.index()], asks, capacity)
             })
             .collect();
-        let entitled = stats::proportional_split(capacity as f64, &weights, &vec![0.0; tenants.len()], &demand);
+        let entitled = stats::entitled(capacity, &weights, &demand);
         let names = tenants.iter().map(|t| t.name()).collect();
         (Tenants { names, share, usage, factor, entitled, holds }, queues)
     }

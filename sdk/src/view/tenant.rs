@@ -51,6 +51,14 @@ impl<'a> Tenant<'a> {
         self.entitlement().limit()
     }
 
+    /// The GPUs it can use now, given what it `held` and what its waiting jobs ask for
+    /// (`asks`): jobs that alone ask for more than its limit or than the `capacity` taking
+    /// work are left out, and the whole is capped by its limit. Entitlements are shared over
+    /// this ([`crate::stats::entitled`]).
+    pub fn usable_demand(&self, held: u64, asks: impl IntoIterator<Item = u64>, capacity: u64) -> u64 {
+        self.entitlement().usable_demand(held, asks, capacity)
+    }
+
     /// Its limits as the shared rules read them.
     pub fn entitlement(&self) -> Entitlement {
         Entitlement {

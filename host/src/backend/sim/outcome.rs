@@ -10,6 +10,10 @@ pub struct JobOutcome {
     pub name: String,
     /// Its model.
     pub model: String,
+    /// Its tenant (`default` when it names none).
+    pub tenant: String,
+    /// The GPUs it asked for.
+    pub gpus: u32,
     /// When it arrived.
     pub arrival_s: f64,
     /// When it ended (finished, stopped, or its service window closed); None if it never did.
@@ -59,6 +63,8 @@ impl Simulator {
                 JobOutcome {
                     name: j.plan.name.clone(),
                     model: j.plan.model_name().to_string(),
+                    tenant: j.plan.tenant.clone(),
+                    gpus: j.plan.gpus,
                     arrival_s: j.plan.arrival_s,
                     finish_s: j.finish_s,
                     jct_s: j.finish_s.map(|f| f - j.plan.arrival_s),

@@ -42,6 +42,8 @@ fn outcome(name: &str, jct_s: Option<f64>, progress: Vec<(f64, f64)>) -> JobOutc
     JobOutcome {
         name: name.into(),
         model: "cifar10".into(),
+        tenant: "default".into(),
+        gpus: 1,
         arrival_s: 0.0,
         finish_s: jct_s,
         jct_s,
