@@ -134,6 +134,22 @@ export function tenantLimit(t) {
 }
 
 /**
+ * The GPUs tenant `t` can use now, over which entitlements are shared: what it `held` plus what
+ * its waiting jobs ask (`asks`), leaving out any job that alone asks for more than its limit or
+ * than the `capacity` taking work, and in all no more than its limit (or than it holds, when
+ * that is more). The host's rule.
+ * @param {Entitlement} t @param {number} held @param {Iterable<number>} asks @param {number} capacity
+ * @returns {number}
+ */
+export function usableDemand(t, held, asks, capacity) {
+  const limit = tenantLimit(t);
+  const most = limit === null ? capacity : Math.min(limit, capacity);
+  let asked = 0;
+  for (const a of asks) if (a <= most) asked += a;
+  return Math.min(held + asked, Math.max(most, held));
+}
+
+/**
  * Why GPUs for a tenant's job are refused: `kind` is "Tenant" (it would pass its own limit;
  * `fields` tenant, holds, asks, limit, quota) or "Cohort" (its cohort would hold more than its
  * members' quotas; `fields` tenant, cohort, holds, asks, quotas). Its message is the host's text.

@@ -17,7 +17,7 @@
  * @module wasmsched
  */
 
-import { Ledger, tenantLimit } from "./rules.js";
+import { Ledger, tenantLimit, usableDemand } from "./rules.js";
 
 /** What tenants hold against their limits ({@link Snapshot#ledger}): the host's own rules. */
 export { Ledger, OverLimit } from "./rules.js";
@@ -750,6 +750,15 @@ export class Tenant {
   /** Its limits as the shared rules ({@link Ledger}) read them. @returns {import("./rules.js").Entitlement} */
   entitlement() {
     return { name: this.name, quota: this.quota, borrowingLimit: this.borrowingLimit, cohort: this.cohort };
+  }
+
+  /**
+   * The GPUs it can use now, given what it `held` and what its waiting jobs ask (`asks`): the
+   * host's rule (rules.js `usableDemand`). @param {number} held @param {Iterable<number>} asks
+   * @param {number} capacity @returns {number}
+   */
+  usableDemand(held, asks, capacity) {
+    return usableDemand(this.entitlement(), held, asks, capacity);
   }
 }
 

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { Decision, Ledger as Reexported, Runner, placeOn, preempt, resize } from "../wasmsched.js";
-import { Ledger, OverLimit, check, tenantLimit, verdicts } from "../rules.js";
+import { Ledger, OverLimit, check, tenantLimit, usableDemand, verdicts } from "../rules.js";
 import { Inspect, TestWorld, job, seen, tenant } from "../testing.js";
 
 
@@ -237,4 +237,14 @@ test("a resize counts only the GPUs it adds", () => {
     check(view, new Decision(resize(e, [[0, [0, 1, 2, 3]]]))),
     "action 0: tenant a holds 2 GPUs of its limit of 3 (its quota); 2 more would pass it",
   );
+});
+
+test("usable demand leaves out what the tenant could never hold, as the host's rule does", () => {
+  const capped = { name: "a", quota: 6, borrowingLimit: null, cohort: null };
+  assert.equal(usableDemand(capped, 2, [2, 2], 64), 6);
+  assert.equal(usableDemand(capped, 0, [8, 2], 64), 2, "an 8-GPU job can never run under a limit of 6");
+  assert.equal(usableDemand(capped, 4, [4, 4], 64), 6);
+  assert.equal(usableDemand(capped, 7, [], 64), 7, "what it holds counts, even past its limit");
+  const free = { name: "b", quota: null, borrowingLimit: null, cohort: null };
+  assert.equal(usableDemand(free, 0, [16, 4], 8), 4, "a job larger than the cluster is left out");
 });

@@ -12,6 +12,7 @@ from wasmsched import Action, Decision, Failed, Policy, Runner, rules
 from wasmsched.recording import policy_calls, snapshot_from_json
 from wasmsched.rules import Entitlement, Ledger, OverLimit
 from wasmsched.testing import Inspect, TestWorld, job, seen, tenant
+from wasmsched.stats import entitled
 
 
 def test_a_job_names_its_tenant_and_the_view_shows_what_each_tenant_is_entitled_to():
@@ -246,3 +247,16 @@ def test_a_recording_carries_tenants_and_one_from_before_them_reads_as_the_defau
              json.dumps({"tick": 1, "snapshot": later, "decision": {"actions": []}})]
     [(_, folded, _)] = list(policy_calls(lines))
     assert [t["name"] for t in folded["tenants"]] == ["t"], "folding keeps the earlier list"
+
+
+def test_usable_demand_and_entitlements_follow_the_hosts_rule():
+    capped = Entitlement("a", quota=6)
+    assert capped.usable_demand(2, [2, 2], 64) == 6
+    assert capped.usable_demand(0, [8, 2], 64) == 2, "an 8-GPU job can never run under a limit of 6"
+    assert capped.usable_demand(4, [4, 4], 64) == 6
+    assert capped.usable_demand(7, [], 64) == 7, "what it holds counts, even past its limit"
+    assert Entitlement("b").usable_demand(0, [16, 4], 8) == 4, "a job larger than the cluster is left out"
+    close = lambda a, b: all(abs(x - y) < 1e-9 for x, y in zip(a, b, strict=True))
+    assert close(entitled(8, [3.0, 1.0], [10, 10]), [6.0, 2.0])
+    assert close(entitled(8, [1.0, 1.0, 1.0], [1, 10, 10]), [1.0, 3.5, 3.5])
+    assert close(entitled(8, [5.0, 1.0], [0, 10]), [0.0, 8.0])

@@ -164,6 +164,17 @@ class Entitlement(NamedTuple):
             return self.quota
         return None if self.borrowing_limit is None else self.quota + self.borrowing_limit
 
+    def usable_demand(self, held: int, asks: Iterable[int], capacity: int) -> int:
+        """The GPUs it can use now, over which entitlements are shared
+        (:func:`wasmsched.stats.entitled`): what it ``held`` plus what its waiting jobs ask
+        (``asks``), leaving out any job that alone asks for more than its limit or than the
+        ``capacity`` taking work, and in all no more than its limit (or than it holds, when
+        that is more)."""
+        limit = self.limit()
+        most = capacity if limit is None else min(limit, capacity)
+        asked = sum(a for a in asks if a <= most)
+        return min(held + asked, max(most, held))
+
 
 class OverLimit(Exception):
     """Why GPUs for a tenant's job are refused: ``kind`` is ``"Tenant"`` (it would pass its own

@@ -122,8 +122,17 @@ def proportional_split(
     return [_clamp(hi * w[i], floors[i], caps[i]) for i in range(n)]
 
 
+def entitled(capacity: int, weights: Sequence[float], demand: Sequence[int]) -> list[float]:
+    """Each tenant's entitlement now: ``capacity`` GPUs shared by ``weights``, max-min fair
+    (water-filling), none given more than its usable demand
+    (:meth:`wasmsched.rules.Entitlement.usable_demand`): the host's own rule, the one its
+    fairness figures measure against."""
+    return proportional_split(float(capacity), weights, [0.0] * len(demand), [float(d) for d in demand])
+
+
 __all__ = [
     "Normaliser",
+    "entitled",
     "growth_efficiency",
     "growth_rate",
     "proportional_split",

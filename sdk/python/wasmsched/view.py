@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -137,6 +137,10 @@ class Tenant:
     def entitlement(self) -> Entitlement:
         """Its limits as the shared rules (:class:`wasmsched.rules.Ledger`) read them."""
         return Entitlement(self.name, self.quota, self.borrowing_limit, self.cohort)
+
+    def usable_demand(self, held: int, asks: Iterable[int], capacity: int) -> int:
+        """The GPUs it can use now (:meth:`wasmsched.rules.Entitlement.usable_demand`)."""
+        return self.entitlement().usable_demand(held, asks, capacity)
 
 
 class Job:
