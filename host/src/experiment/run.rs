@@ -307,8 +307,7 @@ pub fn simulate_watched(
         unfinished: sim.unfinished().map(|why| format!("{}: {why}", choice.label)),
         wall_ms: started.elapsed().as_secs_f64() * 1000.0,
         fairness: (tracker.tenant_count() > 1).then(|| {
-            let of_jobs: Vec<(String, Option<f64>)> =
-                jobs.iter().map(|o| (o.tenant.clone(), o.jct_s)).collect();
+            let of_jobs: Vec<(String, Option<f64>)> = jobs.iter().map(|o| (o.tenant.clone(), o.jct_s)).collect();
             tracker.finish(&of_jobs)
         }),
         jobs,

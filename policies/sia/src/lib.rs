@@ -49,7 +49,8 @@
 //! its own; otherwise it keeps its GPU unless the plan needs it for another job.
 //!
 //! Config (kebab-case keys, all optional): `interval-s` (60), `p` (−0.5), `lambda` (1.1),
-//! `colocate` (false), `colocate-min-gain` (1.5), `colocate-memory-fraction` (0.9).
+//! `colocate` (false), `colocate-min-gain` (1.5; above 0, at most 2), `colocate-memory-fraction`
+//! (0.9; above 0, at most 1). A value out of range is refused at load, with what to write.
 
 use std::collections::BTreeMap;
 
@@ -680,6 +681,21 @@ impl Policy for Sia {
             return Err(PolicyError::InvalidConfig(format!(
                 "lambda = {}: give a positive cost, e.g. 1.1",
                 config.lambda
+            )));
+        }
+        // Each job's speed beside the other is a fraction of alone: the pair adds up to 2 at most.
+        let gain = config.colocate_min_gain;
+        if !(gain.is_finite() && gain > 0.0 && gain <= 2.0) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "colocate-min-gain = {gain}: give the least the two jobs' speeds beside each other (each a fraction \
+                 of alone) must add up to, above 0 and at most 2, e.g. 1.5"
+            )));
+        }
+        let fraction = config.colocate_memory_fraction;
+        if !(fraction.is_finite() && fraction > 0.0 && fraction <= 1.0) {
+            return Err(PolicyError::InvalidConfig(format!(
+                "colocate-memory-fraction = {fraction}: give the fraction of a GPU's memory two jobs may fill, above \
+                 0 and at most 1, e.g. 0.9"
             )));
         }
         Ok(Sia { config, state: State::default() })

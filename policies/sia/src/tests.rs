@@ -82,9 +82,15 @@ fn a_rigid_job_gets_its_own_count_and_a_node_that_takes_no_work_gets_nothing() {
 
 #[test]
 fn a_bad_config_is_refused_with_what_to_write() {
-    for (json, says) in
-        [(r#"{"p": 0}"#, "p = 0"), (r#"{"lambda": -1}"#, "lambda = -1"), (r#"{"interval-s": -5}"#, "interval-s")]
-    {
+    for (json, says) in [
+        (r#"{"p": 0}"#, "p = 0"),
+        (r#"{"lambda": -1}"#, "lambda = -1"),
+        (r#"{"interval-s": -5}"#, "interval-s"),
+        (r#"{"colocate-min-gain": 2.5}"#, "colocate-min-gain = 2.5"),
+        (r#"{"colocate-min-gain": 0}"#, "at most 2, e.g. 1.5"),
+        (r#"{"colocate-memory-fraction": 1.2}"#, "colocate-memory-fraction = 1.2"),
+        (r#"{"colocate-memory-fraction": 0}"#, "at most 1, e.g. 0.9"),
+    ] {
         let e = Harness::<Sia>::from_config(json, mixed()).err().expect("refused").to_string();
         assert!(e.contains(says), "{e}");
     }
