@@ -36,7 +36,8 @@
 //! which splits the time of jobs alike (same model, GPUs and batch) evenly among them;
 //! microlp's simplex ends at a vertex, which would give one of them all and the others
 //! nothing, so we solve for one share per class of jobs alike, the same for each member. It
-//! sets the throughput of a job larger than a type to 0.1; we leave that type out for it. Its
+//! sets the throughput of a job larger than a type to 0.1; we leave that type out for it (0.1
+//! gives the same figures on Sia's tables, and 0 lets a job too large everywhere be told so). Its
 //! workers are reassigned by server order; ours by first fit, which also keeps a job that must
 //! stay on one node whole. A job whose model has no measurements runs at 1 step/s everywhere.
 //! The artifact preempts every job not scheduled; the host starts a queued job that fits
