@@ -394,6 +394,18 @@ impl<'a> TrainerPod<'a> {
             gpus: 0,
         }
     }
+
+    /// The same, with folder `dir` of this machine (opened to every user) mounted at `/ckpt`
+    /// through a hostPath volume: a checkpoint folder that outlives the pod and that both of
+    /// the kit's nodes reach.
+    pub fn with_checkpoint_dir(self, dir: &std::path::Path) -> Self {
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        TrainerPod {
+            mounts: Some(json!([{"name": "ckpt", "mountPath": "/ckpt"}])),
+            volumes: Some(json!([{"name": "ckpt", "hostPath": {"path": dir, "type": "Directory"}}])),
+            ..self
+        }
+    }
 }
 
 /// A node advertising `nvidia.com/gpu` (accounting only: no device plugin, no device) until

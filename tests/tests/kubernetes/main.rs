@@ -405,17 +405,12 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     let label = test_label("migrate");
     let _sweep = c.sweep(&label);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let volumes = json!([{"name": "ckpt", "hostPath": {"path": dir.path(), "type": "Directory"}}]);
-    let mounts = json!([{"name": "ckpt", "mountPath": "/ckpt"}]);
     let pod = c.trainer(
         &image,
         TrainerPod {
             annotations: &[("checkpoint", "/ckpt")],
             node: Some("vm"),
-            mounts: Some(mounts),
-            volumes: Some(volumes),
-            ..TrainerPod::new("mover", &label, CHECKPOINTED)
+            ..TrainerPod::new("mover", &label, CHECKPOINTED).with_checkpoint_dir(dir.path())
         },
     );
     let name = pod.metadata.name.unwrap();

@@ -108,7 +108,6 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
     );
 
     let ckpt = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(ckpt.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let pod = c.trainer(
         &image,
         TrainerPod {
@@ -116,9 +115,7 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
                 ("checkpoint", "/ckpt"),
                 ("deliver", "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered"),
             ],
-            mounts: Some(json!([{"name": "ckpt", "mountPath": "/ckpt"}])),
-            volumes: Some(json!([{"name": "ckpt", "hostPath": {"path": ckpt.path(), "type": "Directory"}}])),
-            ..TrainerPod::new("rbac", &label, CHECKPOINTED)
+            ..TrainerPod::new("rbac", &label, CHECKPOINTED).with_checkpoint_dir(ckpt.path())
         },
     );
     let name = pod.metadata.name.unwrap();

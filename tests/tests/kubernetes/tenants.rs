@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, LoopConfig};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
@@ -43,17 +42,12 @@ fn a_tenant_borrows_idle_quota_and_gives_it_back_by_preemption_when_its_owner_as
     let _gpus = c.advertise_gpus("vm2", 4);
     let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
     let pod = |name: &str, tenant: &str, dir: &tempfile::TempDir| {
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-        let volumes = json!([{"name": "ckpt", "hostPath": {"path": dir.path(), "type": "Directory"}}]);
-        let mounts = json!([{"name": "ckpt", "mountPath": "/ckpt"}]);
         let labels = [("tenant", tenant)];
         let spec = TrainerPod {
             labels: &labels,
             annotations: &[("checkpoint", "/ckpt")],
             gpus: 1,
-            mounts: Some(mounts),
-            volumes: Some(volumes),
-            ..TrainerPod::new(name, &label, CHECKPOINTED)
+            ..TrainerPod::new(name, &label, CHECKPOINTED).with_checkpoint_dir(dir.path())
         };
         c.trainer(&image, spec).metadata.name.unwrap()
     };
