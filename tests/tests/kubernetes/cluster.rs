@@ -187,7 +187,8 @@ impl Cluster {
             Some(node) => pod_spec["nodeName"] = json!(node),
             None => pod_spec["schedulerName"] = json!("wasmsched"),
         }
-        let name = format!("wst-{}-{}", std::process::id(), spec.name);
+        // The label holds the test and the process, so two tests never share a pod's name.
+        let name = format!("wst-{}-{}", spec.label, spec.name);
         let pod: Pod = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Pod",

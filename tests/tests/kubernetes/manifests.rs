@@ -166,7 +166,7 @@ fn the_example_config_and_pods_run_as_documented() {
     // The shipped pods as they are, but for this test's image, names and label.
     let mut names = Vec::new();
     for mut doc in manifest("pods.yaml") {
-        let name = format!("wst-{}-{}", std::process::id(), doc["metadata"]["name"].as_str().unwrap());
+        let name = format!("wst-{label}-{}", doc["metadata"]["name"].as_str().unwrap());
         doc["metadata"]["name"] = json!(name);
         doc["metadata"]["namespace"] = json!("default");
         doc["metadata"]["labels"]["wasmsched.test"] = json!(label);
