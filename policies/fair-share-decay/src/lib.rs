@@ -31,12 +31,20 @@
 //!    the GPUs still free (work conserving), so a tenant never takes idle GPUs that a tenant
 //!    below its entitlement is about to get back.
 //! 5. **Preemption** (`preempt`). A tenant whose GPUs plus one of its waiting jobs' stay
-//!    within its entitlement takes GPUs back for that job, tenants by factor, highest first:
-//!    running jobs of the tenant most above its entitlement are released one by one, the
-//!    most recently started first (then the highest handle), only those whose current run
-//!    has lasted `min-run-s` and never taking their tenant below its entitlement, until the
-//!    job fits; only those whose GPUs its first fit then takes are preempted. At most
-//!    `max-preemptions` a round. The job is placed in the same decision, right after its
+//!    within its entitlement takes GPUs back for that job, tenants by factor, highest first.
+//!    So does a tenant below its entitlement whose every waiting job asks for more than it
+//!    lacks, for its smallest job (else a tenant whose jobs are larger than its entitlement,
+//!    say 8 GPUs against 3, would never run at all). Running jobs of the tenant most above its
+//!    entitlement are released one by one, the most recently started first (then the highest
+//!    handle), only those whose current run has lasted `min-run-s`, until the job fits; only
+//!    those whose GPUs its first fit then takes are preempted. A job of several GPUs also
+//!    tries each of the 16 nodes with the most GPUs free or held by victims alone, and takes
+//!    the room that preempts the fewest (released over the whole cluster, the newest jobs may
+//!    free two GPUs on each node where the job needs four on one). A victim's tenant is never
+//!    left below where the taking tenant stands now (for a job within its entitlement: each
+//!    preemption narrows the gap between the two and never reverses it, so nothing moves
+//!    back the next round) nor, for a job past the entitlement, below its own entitlement. At
+//!    most `max-preemptions` a round. The job is placed in the same decision, right after its
 //!    preemptions (the host frees a preempted job's GPUs for the actions after it), so that
 //!    the GPUs go to nobody else. A decision thus holds the placements within entitlements,
 //!    then each group of preemptions with its placement, then the placements beyond.

@@ -1,5 +1,7 @@
 //! Step 5 of the round: GPUs taken back for tenants below their entitlement.
 
+use std::collections::BTreeMap;
+
 use wasmsched_sdk::prelude::*;
 
 use super::{EPS, FairShareDecay, Plan, Tenants};
@@ -35,28 +37,34 @@ impl FairShareDecay {
         let mut order: Vec<usize> = (0..ts.names.len()).filter(|&t| !queues[t].is_empty()).collect();
         order.sort_by(|&a, &b| ts.factor[b].total_cmp(&ts.factor[a]).then(ts.names[a].cmp(ts.names[b])));
         for t in order {
+            // A tenant below its entitlement whose every job asks for more than it lacks may
+            // take its smallest job past the entitlement (else it would never reach it).
+            let smallest = queues[t].iter().map(|j| u64::from(j.gpus_asked())).filter(|&a| a > 0).min();
+            let past = smallest.filter(|&a| {
+                let h = ts.holds[t] as f64;
+                h + EPS < ts.entitled[t] && h + a as f64 > ts.entitled[t] + EPS
+            });
             for (i, job) in queues[t].iter().enumerate() {
                 let ask = u64::from(job.gpus_asked());
                 if budget == 0 {
                     return;
                 }
-                if placed[t][i] || ask == 0 || (ts.holds[t] + ask) as f64 > ts.entitled[t] + EPS {
+                let allowed = (ts.holds[t] + ask) as f64 <= ts.entitled[t] + EPS || past == Some(ask);
+                if placed[t][i] || ask == 0 || !allowed {
                     continue;
                 }
                 if free.find_job(job).is_some() {
                     continue; // it waits for another reason than GPUs (its limit, or no backfill)
                 }
-                let Some((p, needed)) = make_room(free, &victims, &mut gone, ts, job, t, budget) else { continue };
+                let Some((p, needed)) = least_room(s, free, &victims, &mut gone, ts, job, t, budget) else { continue };
                 for &v in &needed {
                     ledger.release(victims[v].tenant, victims[v].job.gpus().len() as u64);
                 }
                 if ledger.check(t, ask).is_err() {
                     for &v in &needed {
-                        let (vt, g) = (victims[v].tenant, victims[v].job.gpus().len() as u64);
-                        (gone[v], ts.holds[vt]) = (false, ts.holds[vt] + g);
-                        ledger.hold(vt, g);
-                        free.hold(&victims[v].job);
+                        ledger.hold(victims[v].tenant, victims[v].job.gpus().len() as u64);
                     }
+                    put_back(free, &victims, &mut gone, ts, &needed);
                     continue;
                 }
                 budget -= needed.len();
@@ -89,12 +97,17 @@ impl FairShareDecay {
     }
 }
 
-/// Where `job` of tenant `t` fits once running jobs of other tenants are released from `free`,
-/// at most `budget` of them, and which of them it needs. Released one at a time: of the tenant
-/// most above its entitlement, the shortest current run first, then the highest handle, never
-/// taking a tenant below its entitlement; then only those whose GPUs the placement takes are
-/// kept released (`gone`, their tenants' holds lowered). Leaves everything as it was on None.
-fn make_room(
+/// At most this many nodes are tried one by one for a job's room, those with the most GPUs
+/// free or held by victims first.
+const NODES_TRIED: usize = 16;
+
+/// [`make_room`] over the whole cluster and on each of the likeliest nodes alone: the room that
+/// preempts the fewest jobs (freed one at a time over the whole cluster, victims on several
+/// nodes may free GPUs no single node gathers for a job of several GPUs). Leaves the chosen
+/// room's victims released, or everything as it was on None.
+#[allow(clippy::too_many_arguments)]
+fn least_room(
+    s: &Snapshot,
     free: &mut sched::FreeGpus,
     victims: &[Victim],
     gone: &mut [bool],
@@ -103,13 +116,79 @@ fn make_room(
     t: usize,
     budget: usize,
 ) -> Option<(sched::Placement, Vec<usize>)> {
+    let mut tries = vec![None];
+    if job.gpus_asked() > 1 {
+        let mut held: BTreeMap<NodeId, usize> = BTreeMap::new();
+        for v in (0..victims.len()).filter(|&v| !gone[v] && victims[v].tenant != t) {
+            for g in victims[v].job.gpus() {
+                *held.entry(g.node).or_default() += 1;
+            }
+        }
+        let mut nodes: Vec<(usize, NodeId)> = s
+            .nodes()
+            .filter(|n| n.gpus().len() >= job.gpus_asked() as usize)
+            .map(|n| (free.free_on(n.id()).len() + held.get(&n.id()).copied().unwrap_or(0), n.id()))
+            .filter(|&(room, _)| room >= job.gpus_asked() as usize)
+            .collect();
+        nodes.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        tries.extend(nodes.into_iter().take(NODES_TRIED).map(|(_, n)| Some(n)));
+    }
+    // Each tried and undone; the one that preempts the fewest (the first of equals) made again.
+    let mut best: Option<(usize, Option<NodeId>)> = None;
+    for on in tries {
+        let most = best.map_or(budget, |(n, _)| n.saturating_sub(1));
+        if most == 0 {
+            break;
+        }
+        if let Some((_, needed)) = make_room(free, victims, gone, ts, job, t, budget, on) {
+            put_back(free, victims, gone, ts, &needed);
+            if needed.len() <= most {
+                best = Some((needed.len(), on));
+            }
+        }
+    }
+    make_room(free, victims, gone, ts, job, t, budget, best?.1)
+}
+
+/// Undo the release of `vs`: their GPUs held again, their tenants' holds raised.
+fn put_back(free: &mut sched::FreeGpus, victims: &[Victim], gone: &mut [bool], ts: &mut Tenants, vs: &[usize]) {
+    for &v in vs {
+        gone[v] = false;
+        ts.holds[victims[v].tenant] += victims[v].job.gpus().len() as u64;
+        free.hold(&victims[v].job);
+    }
+}
+
+/// Where `job` of tenant `t` fits once running jobs of other tenants are released from `free`,
+/// at most `budget` of them, and which of them it needs; with `on`, only jobs on that node are
+/// released. Released one at a time: of the tenant most above its entitlement, the shortest
+/// current run first, then the highest handle, never taking a tenant below its entitlement;
+/// then only those whose GPUs the placement takes are kept released (`gone`, their tenants'
+/// holds lowered). Leaves everything as it was on None.
+#[allow(clippy::too_many_arguments)]
+fn make_room(
+    free: &mut sched::FreeGpus,
+    victims: &[Victim],
+    gone: &mut [bool],
+    ts: &mut Tenants,
+    job: &Job,
+    t: usize,
+    budget: usize,
+    on: Option<NodeId>,
+) -> Option<(sched::Placement, Vec<usize>)> {
     let mut released = Vec::new();
     let mut found = None;
+    // Where a victim's tenant may be left against its entitlement: for a job within its own
+    // tenant's, above where that tenant stands now (a preemption narrows the gap between the
+    // two, never reverses it, so nothing moves back next round); for a job past it, not below.
+    let within = (ts.holds[t] + u64::from(job.gpus_asked())) as f64 <= ts.entitled[t] + EPS;
+    let floor = if within { ts.holds[t] as f64 - ts.entitled[t] + 2.0 * EPS } else { 0.0 };
     while released.len() < budget {
         let excess = |v: usize| ts.holds[victims[v].tenant] as f64 - ts.entitled[victims[v].tenant];
         let next = (0..victims.len())
             .filter(|&v| !gone[v] && victims[v].tenant != t)
-            .filter(|&v| excess(v) - victims[v].job.gpus().len() as f64 >= -EPS)
+            .filter(|&v| on.is_none_or(|node| victims[v].job.gpus().iter().any(|g| g.node == node)))
+            .filter(|&v| excess(v) - victims[v].job.gpus().len() as f64 >= floor - EPS)
             .max_by(|&a, &b| {
                 let newer = victims[b].run_s.total_cmp(&victims[a].run_s);
                 excess(a).total_cmp(&excess(b)).then(newer).then(victims[a].job.id().cmp(&victims[b].job.id()))
@@ -127,10 +206,6 @@ fn make_room(
     let taken: Vec<GpuSlot> = found.iter().flat_map(|p| p.gpus()).collect();
     let (needed, spare): (Vec<usize>, Vec<usize>) =
         released.into_iter().partition(|&v| victims[v].job.gpus().iter().any(|g| taken.contains(g)));
-    for v in spare {
-        gone[v] = false;
-        ts.holds[victims[v].tenant] += victims[v].job.gpus().len() as u64;
-        free.hold(&victims[v].job);
-    }
+    put_back(free, victims, gone, ts, &spare);
     Some((found?, needed))
 }

@@ -176,6 +176,73 @@ fn gpus_go_to_the_tenant_below_its_entitlement_before_any_beyond_and_the_taken_o
     assert!(why(&d, a3).is_some_and(|r| r.ends_with("1 GPUs asked, 0 free")), "{d:?}");
 }
 
+/// Tenant "big" runs eight one-GPU jobs on two nodes of four, taking turns between the nodes;
+/// 600 s later b asks for 4 GPUs and c for 1, all of the same weight.
+fn big_fills_two_nodes_then_b_and_c_arrive() -> (Harness<FairShareDecay>, Vec<JobId>, JobId, JobId) {
+    let mut w = TestWorld::gpu_cluster(&[4, 4]);
+    let big: Vec<JobId> =
+        (0..8).map(|k| w.queue_job(job(&format!("big{k}"), "cifar10").tenant("big").gpus(1))).collect();
+    for (k, &id) in big.iter().enumerate() {
+        w.start(id, NodeId(k as u32 % 2), &[k as u32 / 2]);
+    }
+    let mut h = policy(DEFAULT, w);
+    tick(&mut h, 0.0);
+    let b = h.world.queue_job(job("b0", "imagenet").tenant("b").gpus(4));
+    let c = h.world.queue_job(job("c0", "cifar10").tenant("c").gpus(1));
+    h.world.advance(Seconds(600.0));
+    (h, big, b, c)
+}
+
+#[test]
+fn a_tenant_whose_job_asks_more_than_its_entitlement_gets_a_node_emptied_for_it() {
+    // Entitled by what each asks for (8, 4 and 1 GPUs): big 3.5, b 3.5, c 1. b holds none and
+    // its one job asks for 4. Big, 4.5 GPUs past its entitlement, gives back the four jobs of
+    // one node (four preemptions are the round's budget: freeing the newest first over both
+    // nodes would have freed two on each).
+    let (mut h, big, b, c) = big_fills_two_nodes_then_b_and_c_arrive();
+    let d = tick(&mut h, 0.0);
+    assert_eq!(preempted(&d), [big[6], big[4], big[2], big[0]], "{d:?}");
+    assert_eq!(placed(&d), [(b, vec![(0, vec![0, 1, 2, 3])])]);
+    assert!(why(&d, c).is_some(), "c waits for the next round's budget: {d:?}");
+    // Next round c, 1 GPU below its entitlement, takes one of big's, which leaves big only
+    // 0.5 below its own; then nobody is further below than another is above by a whole job.
+    let d = tick(&mut h, 30.0);
+    assert_eq!(preempted(&d).len(), 1, "{d:?}");
+    assert_eq!(placed_jobs(&d), [c]);
+    for _ in 0..10 {
+        assert!(tick(&mut h, 60.0).is_empty(), "nothing moves back and forth");
+    }
+    assert_eq!((holds(&h, "big"), holds(&h, "b"), holds(&h, "c")), (3, 4, 1));
+}
+
+#[test]
+fn a_tenant_is_taken_below_its_entitlement_only_for_one_left_further_below() {
+    // Weights 4 and 1 on 8 GPUs: big is entitled to 6.4, c to 1.6. Big's jobs take two GPUs
+    // each, so giving one back leaves it 0.4 below its entitlement, while c, placed on it,
+    // stands 0.6 below its own: closer to even than before (c 1.6 below), so it is taken.
+    let mut w = TestWorld::gpu_cluster(&[4, 4]);
+    w.declare(tenant("big").weight(4.0));
+    w.declare(tenant("c").weight(1.0));
+    let big: Vec<JobId> =
+        (0..4).map(|k| w.queue_job(job(&format!("big{k}"), "cifar10").tenant("big").gpus(2))).collect();
+    for (k, &id) in big.iter().enumerate() {
+        w.start(id, NodeId(k as u32 % 2), &[2 * (k as u32 / 2), 2 * (k as u32 / 2) + 1]);
+    }
+    let mut h = policy(DEFAULT, w);
+    tick(&mut h, 0.0);
+    let c: Vec<JobId> =
+        (0..2).map(|k| h.world.queue_job(job(&format!("c{k}"), "cifar10").tenant("c").gpus(1))).collect();
+    h.world.advance(Seconds(600.0));
+    let d = tick(&mut h, 0.0);
+    assert_eq!(preempted(&d), [big[3]], "{d:?}");
+    assert_eq!(placed_jobs(&d), c[..1]);
+    assert_eq!(placed_jobs(&tick(&mut h, 30.0)), c[1..], "c1 on the GPU left over, beyond c's entitlement");
+    for _ in 0..10 {
+        assert!(tick(&mut h, 60.0).is_empty(), "nothing moves back");
+    }
+    assert_eq!((holds(&h, "big"), holds(&h, "c")), (6, 2));
+}
+
 #[test]
 fn a_heavier_tenant_that_arrives_late_gets_its_weighted_share_within_a_few_rounds() {
     let mut w = TestWorld::gpu_cluster(&[4, 4]);
@@ -385,7 +452,8 @@ fn run_busy_world(config: &str, ticks: u32, seed: u64) -> (usize, usize) {
         placements += placed(&d).len();
         preemptions += preempted(&d).len();
         // What each tenant holds once the decision is in force: within its limit, and a
-        // tenant preempted keeps at least its entitlement.
+        // tenant preempted keeps at least its entitlement, or is left no further below it than
+        // a tenant the decision placed a job for stood before.
         let view = h.runner().view();
         let mut after: BTreeMap<&str, i64> = BTreeMap::new();
         for j in view.jobs() {
@@ -398,12 +466,22 @@ fn run_busy_world(config: &str, ticks: u32, seed: u64) -> (usize, usize) {
             *after.entry(view.job(id).unwrap().tenant()).or_default() +=
                 entries.iter().map(|e| e.1.len() as i64).sum::<i64>();
         }
+        let entitled = |name: &str| h.policy().standing(name).unwrap().entitled;
+        let past = |name: &str| after.get(name).copied().unwrap_or(0) as f64 - entitled(name);
+        let before = |name: &str| {
+            view.jobs().filter(|j| j.tenant() == name).map(|j| j.gpus().len()).sum::<usize>() as f64 - entitled(name)
+        };
+        let floor = placed(&d).iter().map(|(id, _)| before(view.job(*id).unwrap().tenant())).fold(0.0, f64::min);
         for x in view.tenants() {
             let holds = after.get(x.name()).copied().unwrap_or(0);
             assert!(x.limit().is_none_or(|l| holds as u64 <= l), "tick {t}: {} past its limit", x.name());
             if preempted(&d).iter().any(|&id| view.job(id).unwrap().tenant() == x.name()) {
-                let entitled = h.policy().standing(x.name()).unwrap().entitled;
-                assert!(holds as f64 >= entitled - 1e-6, "tick {t}: {} below {entitled}: {d:?}", x.name());
+                assert!(
+                    past(x.name()) >= floor - 1e-6,
+                    "tick {t}: {} left {} from its entitlement: {d:?}",
+                    x.name(),
+                    past(x.name())
+                );
             }
         }
     }
