@@ -222,10 +222,23 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     // A cap is a limit below the flat pod's fair share: FlowCon may first lift limits (a
     // limit of the node's whole CPU here) while the epochs of both are still few.
     let node_millicores = 1000 * std::thread::available_parallelism().map_or(2, |n| n.get() as u64);
-    let (mut at_cap, mut at_end) = (None, (0, 0));
+    /// When the cap was first seen: the time, both jobs' last epochs, the cap, the learning
+    /// pod's limit.
+    struct Cap {
+        time_ms: u64,
+        epochs: (u32, u32),
+        flat: u64,
+        learning: Option<u64>,
+    }
+    let (mut at_cap, mut at_end) = (None::<Cap>, (0, 0));
     let capped = |w: &World| match at_cap {
         None => {
-            at_cap = limit(&flat).is_some_and(|l| l < node_millicores / 2).then(|| (w.time_ms(), last_epochs(w)));
+            at_cap = limit(&flat).filter(|&l| l < node_millicores / 2).map(|flat| Cap {
+                time_ms: w.time_ms(),
+                epochs: last_epochs(w),
+                flat,
+                learning: limit(&learning),
+            });
             false
         }
         // As soon as both have moved on by three epochs (a few tenths of a second at these
@@ -233,7 +246,7 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
         // 10 s: `Cluster::assert_no_kept_epoch_lost`). Not longer: by now the learning job's
         // curve is nearly flat too, and two rounds later FlowCon may rightly find both jobs
         // completing and lift both limits (a CI run saw that within its five seconds).
-        Some((t, (learning, flat))) => {
+        Some(Cap { time_ms: t, epochs: (learning, flat), .. }) => {
             at_end = last_epochs(w);
             let flowed = at_end.0 >= learning + 3 && at_end.1 >= flat + 3;
             flowed || w.time_ms() >= t + 40_000
@@ -242,16 +255,30 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     let mut driver = Until { policy: &mut policy, done: capped, limit_ms: 150_000 };
     let summary = control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_secs(1)));
     assert!(summary.applied > 0, "FlowCon set limits: {summary:?}\n{}", c.describe(&label));
-    let (_, (learning_at_cap, flat_at_cap)) = at_cap.expect("the flat pod was capped");
+    let Cap { epochs: (learning_at_cap, flat_at_cap), flat: flat_limit, learning: learning_limit, .. } =
+        at_cap.expect("the flat pod was capped");
     assert!(
         at_end.0 > learning_at_cap && at_end.1 > flat_at_cap,
         "epochs flowed after the resize: learning {learning_at_cap} -> {}, flat {flat_at_cap} -> {}",
         at_end.0,
         at_end.1
     );
-    let flat_limit = limit(&flat).expect("the flat pod is capped");
-    assert!(flat_limit < node_millicores / 2, "the flat pod is capped below its fair share: {flat_limit}m");
-    assert!(limit(&learning).is_none_or(|l| l > flat_limit), "the learning pod keeps more");
+    assert!(learning_limit.is_none_or(|l| l > flat_limit), "the learning pod keeps more: {learning_limit:?}");
+    // On a loaded machine the window after the cap may outlast the learning job's progress:
+    // FlowCon then rightly finds both completing and lifts the cap. The cap it chose is set
+    // again, so that what follows measures it.
+    if limit(&flat) != Some(flat_limit) {
+        eprintln!(
+            "NOTE: FlowCon lifted its cap of {flat_limit}m on the flat pod in a later round (now {:?}); set again",
+            limit(&flat)
+        );
+        let mut k = backend(c, &label);
+        let mut world = World::new();
+        step(&mut k, &mut world, 500);
+        let handle = job_named(&world, &flat).unwrap();
+        let errors = k.apply(&[action(handle, wit::ActionKind::SetCpu(Some(flat_limit)))], &mut world);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
     // In force: the kubelet wrote the container's CFS quota, with no restart.
     let flat_pod = c.pod(&flat).unwrap();
     c.wait(&label, "the quota in the cgroup", Duration::from_secs(20), || {
