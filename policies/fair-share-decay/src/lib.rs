@@ -41,10 +41,10 @@
 //!    tries each of the 16 nodes with the most GPUs free or held by victims alone, and takes
 //!    the room that preempts the fewest (released over the whole cluster, the newest jobs may
 //!    free two GPUs on each node where the job needs four on one). A victim's tenant is never
-//!    left below where the taking tenant stands now (for a job within its entitlement: each
-//!    preemption narrows the gap between the two and never reverses it, so nothing moves
-//!    back the next round) nor, for a job past the entitlement, below its own entitlement. At
-//!    most `max-preemptions` a round. The job is placed in the same decision, right after its
+//!    left further below its entitlement than the taking tenant stands now (GPUs held minus
+//!    entitlement): each preemption narrows the gap between the two and never reverses it, so
+//!    the lowest standing only rises and nothing moves back the next round. At most
+//!    `max-preemptions` a round. The job is placed in the same decision, right after its
 //!    preemptions (the host frees a preempted job's GPUs for the actions after it), so that
 //!    the GPUs go to nobody else. A decision thus holds the placements within entitlements,
 //!    then each group of preemptions with its placement, then the placements beyond.

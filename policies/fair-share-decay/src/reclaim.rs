@@ -178,12 +178,10 @@ impl Room<'_, '_, '_> {
         on: Option<NodeId>,
     ) -> Option<(sched::Placement, Vec<usize>)> {
         let (victims, ts) = (self.victims, &*self.ts);
-        // Where a victim's tenant may be left against its entitlement: for a job within its
-        // own tenant's, above where that tenant stands now (a preemption narrows the gap
-        // between the two, never reverses it, so nothing moves back next round); for a job
-        // past it, not below.
-        let within = (ts.holds[t] + u64::from(job.gpus_asked())) as f64 <= ts.entitled[t] + EPS;
-        let floor = if within { ts.holds[t] as f64 - ts.entitled[t] + 2.0 * EPS } else { 0.0 };
+        // A victim's tenant is never left below where tenant `t` stands now, against their
+        // entitlements: each preemption narrows the gap between the two and never reverses
+        // it, so the lowest standing only rises and nothing moves back the next round.
+        let floor = ts.holds[t] as f64 - ts.entitled[t] + 2.0 * EPS;
         let mut released = Vec::new();
         let mut found = None;
         while released.len() < budget {

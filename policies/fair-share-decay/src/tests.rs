@@ -151,7 +151,7 @@ fn an_over_served_tenant_gives_back_its_newest_jobs_past_min_run_down_to_its_ent
     assert_eq!((preempted(&d), placed_jobs(&d)), (vec![a[2]], vec![b[3]]), "one more to reach 4 each");
     for _ in 0..20 {
         let d = tick(&mut h, 60.0);
-        assert!(d.is_empty(), "never below its entitlement: {d:?}");
+        assert!(d.is_empty(), "nothing moves once both hold their entitlements: {d:?}");
         assert_eq!((holds(&h, "a"), holds(&h, "b")), (4, 4));
     }
 }
