@@ -105,6 +105,7 @@ fn simulated_jcts_and_makespans_are_within_ten_per_cent_of_live_runs() {
                 None => errors.push((figure, vec![error])),
             }
         }
+        let median = |seen: &[f64]| calibrate::fit::median(seen).expect("a figure is listed with its first error");
         let misses: Vec<String> = errors
             .iter()
             .filter(|(_, seen)| median(seen).abs() > TOLERANCE)
@@ -122,14 +123,6 @@ fn simulated_jcts_and_makespans_are_within_ten_per_cent_of_live_runs() {
         }
         eprintln!("after run {attempt}: {message} (medians so far):\n{}", misses.join("\n"));
     }
-}
-
-/// The median of `xs` (the mean of the middle two when there is an even number).
-fn median(xs: &[f64]) -> f64 {
-    let mut sorted = xs.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 1 { sorted[mid] } else { (sorted[mid - 1] + sorted[mid]) / 2.0 }
 }
 
 /// Calibrates, runs both policies live and simulated, prints the table; each figure's
