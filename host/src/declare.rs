@@ -61,6 +61,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "run-ms",
     "gpu-ms",
     "gpu-share",
+    "batch-size-in-force",
     "job-name",
     "calibrate",
 ];

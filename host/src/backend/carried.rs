@@ -1,7 +1,7 @@
 //! What a job carries from one container (or pod) to the next when a backend re-creates it to
-//! place, preempt or migrate it: the bookkeeping keys it writes as labels (Docker) or
-//! annotations (Kubernetes), and the service the job attained before. The queue lives in the
-//! engine, so a host that restarts finds every job as it left it.
+//! place, preempt, migrate or resize it: the bookkeeping keys it writes as labels (Docker) or
+//! annotations (Kubernetes), the batch size in force, and the service the job attained before.
+//! The queue lives in the engine, so a host that restarts finds every job as it left it.
 
 use std::collections::HashMap;
 
@@ -18,6 +18,18 @@ pub const GPU_MS: &str = "wasmsched.gpu-ms";
 /// The job's share of its GPUs in percent, set by `set-gpu-share` (Docker: its MPS active
 /// thread percentage).
 pub const GPU_SHARE: &str = "wasmsched.gpu-share";
+/// The job's global batch size in force, set by a `resize`: the host reads it back as the
+/// job's `batch-size` (the job reads [`BATCH_SIZE_ENV`]).
+pub const BATCH_IN_FORCE: &str = "wasmsched.batch-size-in-force";
+/// The environment variable through which a resized job's main container learns the global
+/// batch size to train at (the same as [`BATCH_IN_FORCE`]).
+pub const BATCH_SIZE_ENV: &str = "WASMSCHED_BATCH_SIZE";
+
+/// The batch size in force that a job's keys carry ([`BATCH_IN_FORCE`]); None where they
+/// carry none, or none above 0.
+pub fn batch_in_force(keys: &HashMap<String, String>) -> Option<u32> {
+    keys.get(BATCH_IN_FORCE).and_then(|v| v.trim().parse::<u32>().ok()).filter(|&b| b > 0)
+}
 
 /// The job's service before this copy, from its keys, plus the time this copy has run (since
 /// `started_unix_ms`, when it runs): (run ms, GPU ms).
@@ -47,9 +59,19 @@ mod tests {
 
     #[test]
     fn every_key_the_host_writes_is_one_the_label_check_knows() {
-        for key in [REPLACES, WAIT, ARRIVED, RUN_MS, GPU_MS, GPU_SHARE] {
+        for key in [REPLACES, WAIT, ARRIVED, RUN_MS, GPU_MS, GPU_SHARE, BATCH_IN_FORCE] {
             let short = key.strip_prefix(PREFIX).expect("a wasmsched key");
             assert!(KNOWN_KEYS.contains(&short), "{key} would be reported as a misspelling");
         }
+    }
+
+    #[test]
+    fn the_batch_in_force_is_read_only_when_it_is_a_size() {
+        let keys = |v: &str| HashMap::from([(BATCH_IN_FORCE.to_string(), v.to_string())]);
+        assert_eq!(batch_in_force(&keys(" 256 ")), Some(256));
+        for bad in ["0", "-4", "lots", ""] {
+            assert_eq!(batch_in_force(&keys(bad)), None, "{bad:?}");
+        }
+        assert_eq!(batch_in_force(&HashMap::new()), None);
     }
 }

@@ -13,7 +13,12 @@
 //!   host's bookkeeping). A bound pod is a running job. *Preempting* it makes a copy of the
 //!   pod, unbound (queued, `wasmsched.wait=preempted`, its attained service in annotations),
 //!   then deletes the original and waits until it is gone, so its last checkpoint is final;
-//!   *migrating* does the same and then binds the copy to the target node. The checkpoint
+//!   *migrating* does the same and then binds the copy to the target node; *resizing* is a
+//!   migration whose copy's main container asks for the new `nvidia.com/gpu` count and is told
+//!   the batch size in force (`WASMSCHED_BATCH_SIZE`, kept in the pod's
+//!   `wasmsched.batch-size-in-force` annotation, which the world's batch size is read from),
+//!   bound to the one node the resize names (a resize spread over nodes is refused: a pod runs
+//!   on one). A copy is bound once every pod its decision takes away is gone. The checkpoint
 //!   must lie on a volume that outlives the pod. The copy keeps the job's handle, its name
 //!   (`wasmsched.job-name`) and its arrival; `wasmsched.replaces` names the original's uid, so
 //!   a copy a stopped host left half-made is settled by the next: while its original still
@@ -42,8 +47,8 @@
 //!   restart; a lifted limit is the node's allocatable); what Kubernetes would refuse (a
 //!   change of QoS class, a resize policy that restarts the container, a limit below the
 //!   request) is refused first, saying what to change. `deliver` execs the declared command
-//!   in the pod; `stop` deletes it; `set-gpu-share` is refused (the device plugin gives whole
-//!   GPUs).
+//!   in the pod; `stop` deletes it; `preempt`, `migrate` and `resize` re-create it (above);
+//!   `set-gpu-share` is refused (the device plugin gives whole GPUs).
 //! - **Faults.** The apiserver going away: the watches retry with backoff, every job stays as
 //!   last seen, the cause is logged once, and when it answers the watches list again and the
 //!   log streams resume after the last line read. A pod deleted behind the host's back leaves

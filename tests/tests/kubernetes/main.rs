@@ -506,6 +506,108 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
 }
 
 #[test]
+fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_checkpoint() {
+    use wasmsched::backend::kubernetes::pod::gpus_asked;
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("resize");
+    let _sweep = c.sweep(&label);
+    // Accounting only: the kubelets admit the pods by these counts; no device is behind them.
+    let (_vm, _vm2) = (c.advertise_gpus("vm", 1), c.advertise_gpus("vm2", 2));
+    let dir = tempfile::tempdir().unwrap();
+    let annotations = [("checkpoint", "/ckpt"), ("gpu-counts", "1,2"), ("batch-size", "64-1024")];
+    let pod = c.trainer(
+        &image,
+        TrainerPod {
+            annotations: &annotations,
+            node: Some("vm"),
+            gpus: 1,
+            ..TrainerPod::new("elastic", &label, CHECKPOINTED).with_checkpoint_dir(dir.path())
+        },
+    );
+    let name = pod.metadata.name.unwrap();
+    let mut k = backend(c, &label);
+    let mut world = World::new();
+    let handle = c.wait(&label, "three epochs on vm", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let h = job_named(&world, &name)?;
+        (world.history(h).count() >= 3 && world.state(h)?.gpus.len() == 1).then_some(h)
+    });
+    assert_eq!(world.spec(handle).unwrap().scaling.gpu_counts, [1, 2], "elastic, from its annotation");
+    assert_eq!(world.state(handle).unwrap().batch_size, 64, "the least of its range until a resize sets one");
+    let resize = |nodes: Vec<wit::NodePlacement>, batch_size| {
+        let placement = wit::Placement { nodes, share: false };
+        action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size }))
+    };
+
+    // A pod runs on one node: a resize spread over both is refused, saying what to do, and
+    // the pod is left as it was.
+    let spread = vec![wit::NodePlacement { node: 0, gpus: vec![0] }, wit::NodePlacement { node: 1, gpus: vec![0] }];
+    let mut errors = k.apply(&[resize(spread, None)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(10)));
+    assert!(
+        errors.len() == 1 && errors[0].reason.contains("a single node") && errors[0].reason.contains("over 2"),
+        "{errors:?}"
+    );
+    assert!(c.pod(&name).is_some(), "the pod is untouched");
+
+    // 1 GPU on vm -> 2 GPUs on vm2 at batch size 256: the pod re-created from its checkpoint.
+    let started = Instant::now();
+    let onto_vm2 = vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }];
+    let mut errors = k.apply(&[resize(onto_vm2, Some(256))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    let landed = started.elapsed();
+    assert!(errors.is_empty(), "{errors:?}\n{}", c.describe(&label));
+    let state = world.state(handle).unwrap();
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "the world after: {state:?}");
+    let copies = c.labelled(&label);
+    assert_eq!(copies.len(), 1, "the original is gone, its copy runs");
+    let copy = &copies[0];
+    let new_name = copy.metadata.name.clone().unwrap();
+    assert_eq!(copy.spec.as_ref().unwrap().node_name.as_deref(), Some("vm2"), "bound to vm2");
+    assert_eq!(gpus_asked(copy), 2, "asks for 2 GPUs");
+    let main = &copy.spec.as_ref().unwrap().containers[0];
+    let requests = main.resources.as_ref().and_then(|r| r.requests.clone()).unwrap_or_default();
+    assert_eq!(requests.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"), "requested as well as limited");
+    let env = main.env.clone().unwrap_or_default();
+    let batch_env = env.iter().find(|v| v.name == "WASMSCHED_BATCH_SIZE").and_then(|v| v.value.as_deref());
+    assert_eq!(batch_env, Some("256"), "its main container is told the batch size");
+    let kept = copy.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(kept.get("wasmsched.batch-size-in-force").map(String::as_str), Some("256"));
+    assert_eq!(kept.get("wasmsched.job-name"), Some(&name), "the job keeps its name");
+
+    // It resumes from its checkpoint: the copy's log goes on from the epochs done before.
+    let epochs_before = world.history(handle).last().unwrap().epoch;
+    let first_progress = c.wait(&label, "the copy's first epoch", Duration::from_secs(90), || {
+        let first = c.kept_epochs(&new_name).first().copied()?;
+        Some((first, started.elapsed()))
+    });
+    assert!(first_progress.0 > 1, "the copy went on from epoch {}, not from the start", first_progress.0);
+    c.wait(&label, "epochs on vm2", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(handle).last()?.epoch >= epochs_before + 2).then_some(())
+    });
+    assert_consecutive_epochs(world.history(handle), "resumed from the checkpoint after the resize");
+    let state = world.state(handle).unwrap();
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "as observed: {state:?}");
+    eprintln!(
+        "resize 1 GPU on vm -> 2 GPUs on vm2: decision to copy bound {landed:.1?}; to the copy's first epoch (epoch {}) \
+         {:.1?}",
+        first_progress.0, first_progress.1
+    );
+
+    // A host that starts afresh finds the job as the resize left it.
+    let mut k = backend(c, &label);
+    let mut world = World::new();
+    let handle = c.wait(&label, "the resized job, seen afresh", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &name).filter(|&h| world.state(h).is_some_and(|s| s.is_running()))
+    });
+    let state = world.state(handle).unwrap();
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "after a restart: {state:?}");
+    assert_eq!(world.spec(handle).unwrap().gpus, 2, "its nvidia.com/gpu");
+}
+
+#[test]
 fn a_policy_hot_swapped_while_pods_run() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("swap");

@@ -1,9 +1,12 @@
 //! Putting actions into force on pods: the request each action becomes, and what the world
-//! learns when it succeeds. A preemption or a migration re-creates the pod: copy (unbound) →
-//! delete the original → wait until it is gone → (bind the copy to the target node).
+//! learns when it succeeds. A preemption, a migration or a resize re-creates the pod: copy
+//! (unbound; for a resize, asking for the new GPUs and told the new batch size) → delete the
+//! original → wait until it is gone → (bind the copy to the target node, once every pod the
+//! same decision takes away is gone).
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
@@ -17,7 +20,7 @@ use super::pod::{self, Resource};
 use super::{By, Kubernetes, within};
 use crate::backend::ApplyError;
 use crate::bindings::wit;
-use crate::world::World;
+use crate::world::{GpuSlot, World};
 
 /// What an action did, for the world's bookkeeping.
 enum Effect {
@@ -29,11 +32,13 @@ enum Effect {
         node: usize,
         gpus: Vec<u32>,
     },
-    /// The job runs on as pod `uid` (`name`), bound to `node`.
+    /// The job runs on as pod `uid` (`name`), bound to `node`; after a resize, on these GPUs
+    /// there (the host's bookkeeping) at this batch size.
     Moved {
         node: usize,
         uid: String,
         name: String,
+        resized: Option<(Vec<u32>, Option<u32>)>,
     },
     /// The job waits again as the unbound pod `uid` (`name`).
     Requeued {
@@ -69,8 +74,8 @@ pub(super) struct Flight {
     pub(super) job: u32,
     /// The pod acted on.
     pub(super) uid: Arc<str>,
-    /// Whether it re-creates the pod (a preemption or a migration): until it lands, the pod's
-    /// absence and its copy's presence are its own doing.
+    /// Whether it re-creates the pod (a preemption, a migration or a resize): until it lands,
+    /// the pod's absence and its copy's presence are its own doing.
     pub(super) moves: bool,
     by: By,
     /// For a placement: the node and GPUs it binds the pod to.
@@ -78,6 +83,11 @@ pub(super) struct Flight {
     /// For a placement the world already shows bound: the wait it had, restored if the bind
     /// fails.
     assumed: Option<(wit::WaitReason, u64)>,
+    /// For a resize: the node and GPUs it gives the job.
+    resize: Option<(u32, Vec<u32>)>,
+    /// For a resize the world already shows on its new GPUs: the node and GPUs it held
+    /// before, restored if the resize fails.
+    held: Option<(u32, Vec<GpuSlot>)>,
     task: tokio::task::JoinHandle<Result<Effect, Failure>>,
 }
 
@@ -86,6 +96,47 @@ pub(super) struct Flight {
 /// in flight shows in the world as bound (as kube-scheduler assumes a pod bound while its
 /// binding is out), so no tick places it twice.
 const APPLY_WAIT: Duration = Duration::from_millis(250);
+
+/// What a decision's actions take away and have not yet: every preemption and stop until it
+/// is done, every migration's and resize's original until it is gone, and the decision itself
+/// until all its actions are sent. A migration or a resize binds its copy only once nothing
+/// is left, so its copy never goes to a node whose kubelet still counts the GPUs of a pod on
+/// its way out (the kubelet would refuse the copy: `OutOfnvidia.com/gpu`).
+#[derive(Default)]
+struct Freeing {
+    left: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// One thing a decision takes away, counted in [`Freeing`] until it is dropped.
+struct Frees(Arc<Freeing>);
+
+impl Freeing {
+    /// Count one more thing to take away.
+    fn frees(self: &Arc<Self>) -> Frees {
+        self.left.fetch_add(1, Ordering::SeqCst);
+        Frees(self.clone())
+    }
+
+    /// Wait until everything counted is taken away.
+    async fn all_done(&self) {
+        loop {
+            let done = self.done.notified();
+            if self.left.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
+        }
+    }
+}
+
+impl Drop for Frees {
+    fn drop(&mut self) {
+        if self.0.left.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.done.notify_waiters();
+        }
+    }
+}
 
 impl Kubernetes {
     /// Put `actions` into force, preemptions and stops first (a placement in the same decision
@@ -103,29 +154,34 @@ impl Kubernetes {
             return actions.iter().map(|a| ApplyError { job: a.job, reason: reason.clone() }).collect();
         }
         // The decision's preemptions and stops each hold a read lock until done; its placements
-        // take the write lock (and let it go) before they bind.
+        // take the write lock (and let it go) before they bind. Its migrations and resizes bind
+        // once what it takes away is gone ([`Freeing`]), counted from now until all is sent.
         let first = Arc::new(tokio::sync::RwLock::new(()));
+        let freeing = Arc::new(Freeing::default());
+        let sending = freeing.frees();
         let busy: HashSet<u32> = self.flight.iter().map(|f| f.job).collect();
         let mut errors = Vec::new();
         let mut sent = Vec::new();
-        // A placement must find the room kube-scheduler would ask for: the policy sees GPUs,
-        // not the pods' requests, selectors or a node's pod count.
-        let mut rooms = if places.is_empty() { Vec::new() } else { self.rooms(world) };
+        // A placement (or a resize onto another node) must find the room kube-scheduler would
+        // ask for: the policy sees GPUs, not the pods' requests, selectors or a node's pod count.
+        let takes_room = |a: &&wit::Action| matches!(a.kind, wit::ActionKind::Place(_) | wit::ActionKind::Resize(_));
+        let mut rooms = if actions.iter().any(|a| takes_room(&a)) { self.rooms(world) } else { Vec::new() };
         for action in rest.into_iter().chain(places) {
             if busy.contains(&action.job) {
                 let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
                 errors.push(ApplyError { job: action.job, reason: reason.into() });
                 continue;
             }
-            if let Err(reason) = self.room_for(action, &mut rooms) {
+            if let Err(reason) = self.room_for(action, world, &mut rooms) {
                 errors.push(ApplyError { job: action.job, reason });
                 continue;
             }
-            match self.send(action, world, by, &first) {
+            match self.send(action, world, by, &first, &freeing) {
                 Ok(flight) => sent.push(flight),
                 Err(reason) => errors.push(ApplyError { job: action.job, reason }),
             }
         }
+        drop(sending);
         self.wait_for(&sent, APPLY_WAIT);
         for mut flight in sent {
             if flight.task.is_finished() {
@@ -139,23 +195,41 @@ impl Kubernetes {
             {
                 // Assumed bound until the apiserver says otherwise.
                 flight.assumed = state.queued.map(|reason| (reason, state.since_ms));
-                let slots = gpus.iter().map(|&index| crate::world::GpuSlot { node: *node, index }).collect();
+                let slots = gpus.iter().map(|&index| GpuSlot { node: *node, index }).collect();
                 world.start_job(flight.job, *node, slots);
+            }
+            if let Some((node, gpus)) = &flight.resize
+                && let Some(state) = world.state_mut(flight.job).filter(|s| s.is_running())
+            {
+                // Shown on its new GPUs while the resize goes on, so that no later tick gives
+                // them away; back where it was if the resize fails.
+                let slots = gpus.iter().map(|&index| GpuSlot { node: *node, index }).collect();
+                flight.held =
+                    Some((std::mem::replace(&mut state.node, *node), std::mem::replace(&mut state.gpus, slots)));
             }
             self.flight.push(flight);
         }
         errors
     }
 
-    /// For a placement, take its pod's room on its node out of `rooms`; why not, when it does
-    /// not fit there.
-    fn room_for(&self, action: &wit::Action, rooms: &mut [super::queue::Room]) -> Result<(), String> {
-        let wit::ActionKind::Place(placement) = &action.kind else { return Ok(()) };
+    /// For a placement, or a resize onto another node, take its pod's room on its node out of
+    /// `rooms`; why not, when it does not fit there.
+    fn room_for(&self, action: &wit::Action, world: &World, rooms: &mut [super::queue::Room]) -> Result<(), String> {
+        let placement = match &action.kind {
+            wit::ActionKind::Place(placement) => placement,
+            wit::ActionKind::Resize(r) => &r.placement,
+            _ => return Ok(()),
+        };
         let (Some(target), Some(m)) =
             (placement.nodes.first(), self.uid_of(action.job).and_then(|u| self.jobs.get(&u)))
         else {
             return Ok(());
         };
+        if matches!(action.kind, wit::ActionKind::Resize(_))
+            && world.state(action.job).is_some_and(|s| s.node == target.node)
+        {
+            return Ok(()); // its own requests are counted there already
+        }
         let (Some(room), Some(node)) = (rooms.get_mut(target.node as usize), self.nodes.get(target.node as usize))
         else {
             return Err(format!("node {} is not in the cluster", target.node));
@@ -167,23 +241,27 @@ impl Kubernetes {
 
     /// Send one action: checked against what the host knows (the pod), then spawned. A
     /// placement waits for `first`'s write lock; any other action holds its read lock until it
-    /// is done (so a decision's placements wait for its preemptions and stops).
+    /// is done (so a decision's placements wait for its preemptions and stops). What it takes
+    /// away is counted in `freeing`.
     fn send(
         &mut self,
         action: &wit::Action,
         world: &World,
         by: By,
         first: &Arc<tokio::sync::RwLock<()>>,
+        freeing: &Arc<Freeing>,
     ) -> Result<Flight, String> {
         let uid = self.uid_of(action.job).ok_or("the pod is no longer managed")?;
         let p = self.jobs.get(&uid).and_then(|m| self.pod_of(m)).ok_or("the pod is no longer managed")?;
         let state = world.state(action.job).ok_or("the pod is no longer managed")?;
-        let target = match &action.kind {
-            wit::ActionKind::Place(p) => p.nodes.first().map(|n| (n.node, n.gpus.clone())),
-            _ => None,
+        let (target, resize) = match &action.kind {
+            wit::ActionKind::Place(p) => (p.nodes.first().map(|n| (n.node, n.gpus.clone())), None),
+            wit::ActionKind::Resize(r) => (None, r.placement.nodes.first().map(|n| (n.node, n.gpus.clone()))),
+            _ => (None, None),
         };
-        let moves = matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_));
-        let ask = self.act(&p, action, state);
+        let moves =
+            matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_));
+        let ask = self.act(&p, action, state, freeing);
         let task = match target {
             Some(_) => {
                 let lock = first.clone();
@@ -201,7 +279,7 @@ impl Kubernetes {
                 })
             }
         };
-        Ok(Flight { job: action.job, uid, moves, by, target, assumed: None, task })
+        Ok(Flight { job: action.job, uid, moves, by, target, assumed: None, resize, held: None, task })
     }
 
     /// The actions sent on earlier ticks that have landed since, into the world. The failures
@@ -275,6 +353,11 @@ impl Kubernetes {
         {
             state.since_ms = since_ms;
         }
+        if let Some((node, gpus)) = flight.held.take()
+            && let Some(state) = world.state_mut(job).filter(|s| s.is_running())
+        {
+            (state.node, state.gpus) = (node, gpus);
+        }
         let m = self.jobs.get_mut(&uid).filter(|_| flight.target.is_some());
         let reason = match failure {
             Failure::Refused(reason) => {
@@ -308,8 +391,9 @@ impl Kubernetes {
         );
     }
 
-    /// The request that puts one action into force on pod `p`, job `state`.
-    fn act(&self, p: &Pod, action: &wit::Action, state: &crate::world::JobState) -> Ask {
+    /// The request that puts one action into force on pod `p`, job `state`; what it takes
+    /// away is counted in `freeing` until it is gone.
+    fn act(&self, p: &Pod, action: &wit::Action, state: &crate::world::JobState, freeing: &Arc<Freeing>) -> Ask {
         let api = self.pods_api();
         let name = p.metadata.name.clone().unwrap_or_default();
         let limit = self.config.timeout;
@@ -354,23 +438,45 @@ impl Kubernetes {
                     Ok(Effect::Started { node: to, gpus })
                 })
             }
-            wit::ActionKind::Resize(_) => refuse(
-                "the Kubernetes backend does not resize yet: preempt the pod and place it on the GPUs it should have"
-                    .into(),
-            ),
-            wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) => {
+            wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => {
                 let Some(m) = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)) else {
                     return refuse("the pod is no longer managed".into());
                 };
-                let target = match action.kind {
-                    wit::ActionKind::Migrate(to) => match node_of(to) {
-                        Some((node, true)) if to != state.node => Some((to as usize, node)),
-                        Some((node, true)) => return refuse(format!("the pod already runs on node {node}")),
-                        Some((node, false)) => return refuse(format!("node {node} is NotReady")),
-                        None => return refuse(format!("node {to} is not in the cluster")),
+                let resize = match &action.kind {
+                    wit::ActionKind::Resize(r) => Some(r),
+                    _ => None,
+                };
+                let to = match &action.kind {
+                    wit::ActionKind::Migrate(to) => Some(*to),
+                    wit::ActionKind::Resize(_) if !state.is_running() => {
+                        return refuse(
+                            "a queued pod is placed, not resized: place it on the GPUs it should have".into(),
+                        );
+                    }
+                    wit::ActionKind::Resize(r) => match r.placement.nodes.as_slice() {
+                        [entry] => Some(entry.node),
+                        spread => {
+                            return refuse(format!(
+                                "a pod runs on one node and this resize spreads it over {}: resize it onto GPUs of \
+                                 a single node (Kubernetes cannot split one pod across nodes)",
+                                spread.len()
+                            ));
+                        }
                     },
                     _ => None,
                 };
+                let target = match to.map(|to| (to, node_of(to))) {
+                    None => None,
+                    Some((to, Some((node, true)))) if to != state.node || resize.is_some() => Some((to as usize, node)),
+                    Some((_, Some((node, true)))) => return refuse(format!("the pod already runs on node {node}")),
+                    Some((_, Some((node, false)))) => return refuse(format!("node {node} is NotReady")),
+                    Some((to, None)) => return refuse(format!("node {to} is not in the cluster")),
+                };
+                if resize.is_some()
+                    && let Err(why) = pod::resizable(p)
+                {
+                    return refuse(why);
+                }
                 match (&m.checkpoint, target.is_none()) {
                     (None, true) => {
                         return refuse(
@@ -386,16 +492,23 @@ impl Kubernetes {
                     }
                     (None, false) => {}
                 }
+                // A resize gives the job its new GPUs and the batch size in force: the one asked
+                // for, else the one it had.
+                let gpus = resize.and_then(|r| r.placement.nodes.first()).map(|e| e.gpus.clone());
+                let batch_size = resize.and_then(|r| r.batch_size.or(Some(state.batch_size).filter(|&b| b > 0)));
                 let changes = pod::Changes {
                     scheduler: self.config.scheduler.clone(),
                     preempted: target.is_none(),
                     service: (state.run_ms, state.gpu_ms),
                     arrived_unix_ms: m.arrived_unix_ms,
+                    gpus: gpus.as_ref().map(|g| g.len() as u32),
+                    batch_size,
                 };
                 let copy = pod::copy(p, &changes);
                 let original_uid = p.metadata.uid.clone().unwrap_or_default();
                 let grace =
                     p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
+                let (frees, freeing) = (freeing.frees(), freeing.clone());
                 Box::pin(async move {
                     let (post, delete) = (PostParams::default(), DeleteParams::default());
                     let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
@@ -404,10 +517,13 @@ impl Kubernetes {
                     gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
                     let patience = limit + Duration::from_secs(grace as u64 + 30);
                     gone(&api, &gate, &name, &original_uid, patience).await?;
+                    drop(frees);
                     match target {
                         Some((to, node)) => {
+                            freeing.all_done().await;
                             gate.pass(|| within(limit, bind(&api, &new_name, &node))).await?;
-                            Ok(Effect::Moved { node: to, uid, name: new_name })
+                            let resized = gpus.map(|gpus| (gpus, batch_size));
+                            Ok(Effect::Moved { node: to, uid, name: new_name, resized })
                         }
                         None => Ok(Effect::Requeued { uid, name: new_name }),
                     }
@@ -415,9 +531,11 @@ impl Kubernetes {
             }
             wit::ActionKind::Stop => {
                 let queued = !state.is_running();
+                let frees = freeing.frees();
                 Box::pin(async move {
                     let delete = DeleteParams::default();
                     gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
+                    drop(frees);
                     Ok(if queued { Effect::Removed } else { Effect::Done })
                 })
             }
@@ -456,17 +574,29 @@ impl Kubernetes {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.refused, m.retry) = (None, None);
                 tracing::debug!(job, pod = %m.name, node = %self.nodes[node].name, ?gpus, "bound");
-                let slots = gpus.iter().map(|&index| crate::world::GpuSlot { node: node as u32, index }).collect();
+                let slots = gpus.iter().map(|&index| GpuSlot { node: node as u32, index }).collect();
                 world.start_job(job, node as u32, slots);
             }
-            Effect::Moved { node, uid: new_uid, name } => {
+            Effect::Moved { node, uid: new_uid, name, resized } => {
                 let Some(mut m) = self.hand_over(uid, world) else { return };
-                tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, "migrated: re-created from its checkpoint");
+                match &resized {
+                    Some((gpus, batch_size)) => {
+                        tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
+                        m.gpus_asked = gpus.len() as u32;
+                    }
+                    None => {
+                        tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, "migrated: re-created from its checkpoint");
+                    }
+                }
                 m.name = name;
                 m.last_line_ns = Arc::default();
                 self.manage(Arc::from(new_uid.as_str()), m);
                 if let Some(s) = world.state_mut(job) {
                     s.node = node as u32;
+                    if let Some((gpus, batch_size)) = resized {
+                        s.gpus = gpus.iter().map(|&index| GpuSlot { node: node as u32, index }).collect();
+                        s.batch_size = batch_size.unwrap_or(s.batch_size);
+                    }
                 }
             }
             Effect::Requeued { uid: new_uid, name } => {
@@ -585,5 +715,30 @@ async fn run_in(
                 s.message.unwrap_or_default()
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_waits_to_bind_until_everything_its_decision_takes_away_is_gone() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let freeing = Arc::new(Freeing::default());
+            freeing.all_done().await; // nothing counted: at once
+            let (preempted, resized) = (freeing.frees(), freeing.frees());
+            let waiter = tokio::spawn({
+                let freeing = freeing.clone();
+                async move { freeing.all_done().await }
+            });
+            tokio::task::yield_now().await;
+            drop(resized);
+            tokio::task::yield_now().await;
+            assert!(!waiter.is_finished(), "a preempted pod is still on its way out");
+            drop(preempted);
+            tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken once all are gone").unwrap();
+        });
     }
 }

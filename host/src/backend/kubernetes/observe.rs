@@ -16,7 +16,7 @@ use super::{
     unix_ms, within,
 };
 use crate::backend::Backend;
-use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, unix_ms_of};
+use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, batch_in_force, unix_ms_of};
 use crate::backend::progress;
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
@@ -306,16 +306,20 @@ impl Kubernetes {
         }
     }
 
-    /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable).
+    /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable),
+    /// and the batch size in force its `wasmsched.batch-size-in-force` annotation carries (a
+    /// resize writes it; without it the job's is the least of its declared range).
     fn read_limits(&self, handle: u32, p: &Pod, node: Option<usize>, world: &mut World) {
         let (cpu, memory) = pod::limits(p);
         let (all_cpu, all_memory) = node.map_or((u64::MAX, u64::MAX), |i| {
             let n = &self.nodes[i];
             (n.cpu_millicores, n.memory_bytes)
         });
+        let batch = batch_in_force(&pod::keys(p));
         if let Some(state) = world.state_mut(handle) {
             state.cpu_limit_millicores = cpu.filter(|&m| m < all_cpu);
             state.memory_limit_bytes = memory.filter(|&b| b < all_memory);
+            state.batch_size = batch.unwrap_or(state.batch_size);
         }
     }
 

@@ -1,14 +1,14 @@
 //! Pods as jobs, pure: what a pod declares, where it stands, what it asks for, the resize a
 //! limit becomes (and what Kubernetes would refuse), and the spec of the pod that carries a
-//! job on after a preemption or a migration. Unit-tested against pod JSON.
+//! job on after a preemption, a migration or a resize. Unit-tested against pod JSON.
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
 
-use crate::backend::carried::{ARRIVED, GPU_MS, REPLACES, RUN_MS, WAIT};
+use crate::backend::carried::{ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, REPLACES, RUN_MS, WAIT};
 use crate::declare::{self, Declared};
 
 /// The extended resource GPUs are counted by (the NVIDIA device plugin's).
@@ -363,11 +363,20 @@ pub struct Changes {
     pub service: (u64, u64),
     /// When the job arrived, Unix ms, if the original does not say.
     pub arrived_unix_ms: u64,
+    /// After a resize: the `nvidia.com/gpu` its main container asks for from now on (requests
+    /// and limits); None keeps the original's.
+    pub gpus: Option<u32>,
+    /// After a resize: the global batch size in force, given to the main container as
+    /// `WASMSCHED_BATCH_SIZE` and kept in the `wasmsched.batch-size-in-force` annotation; None
+    /// keeps the original's.
+    pub batch_size: Option<u32>,
 }
 
 /// The pod that carries `pod`'s job on: its own spec, unbound, for our scheduler, with the
 /// bookkeeping annotations (the uid it replaces, the job's name and arrival, its attained
-/// service, whether it waits as preempted); a name made by the apiserver from the job's.
+/// service, whether it waits as preempted, its batch size in force); after a resize, its main
+/// container asks for the new GPUs and is told the new batch size; a name made by the
+/// apiserver from the job's.
 pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     let meta = &pod.metadata;
     let mut annotations = meta.annotations.clone().unwrap_or_default();
@@ -382,9 +391,29 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     } else {
         annotations.remove(WAIT);
     }
+    if let Some(batch) = changes.batch_size {
+        annotations.insert(BATCH_IN_FORCE.into(), batch.to_string());
+    }
     let mut spec = pod.spec.clone().unwrap_or_default();
     spec.node_name = None;
     spec.scheduler_name = Some(changes.scheduler.clone());
+    if let Some(main) = spec.containers.first_mut() {
+        if let Some(count) = changes.gpus {
+            let resources = main.resources.get_or_insert_with(Default::default);
+            for asked in [&mut resources.requests, &mut resources.limits] {
+                let asked = asked.get_or_insert_with(BTreeMap::new);
+                asked.remove(GPU_RESOURCE);
+                if count > 0 {
+                    asked.insert(GPU_RESOURCE.into(), Quantity(count.to_string()));
+                }
+            }
+        }
+        if let Some(batch) = changes.batch_size {
+            let env = main.env.get_or_insert_with(Vec::new);
+            env.retain(|v| v.name != BATCH_SIZE_ENV);
+            env.push(EnvVar { name: BATCH_SIZE_ENV.into(), value: Some(batch.to_string()), value_from: None });
+        }
+    }
     // A generated name: `job-` plus five characters, within the 63 a name may have.
     let stem: String = job_name.chars().take(50).collect();
     Pod {
@@ -398,6 +427,32 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// Whether a resize can give pod `pod` its new GPUs: it sets the main container's
+/// `nvidia.com/gpu`, so no other container may ask for any (the job's GPUs would not be the
+/// count the resize names). Says why not.
+pub fn resizable(pod: &Pod) -> Result<(), String> {
+    let spec = pod.spec.as_ref().ok_or("the pod has no spec")?;
+    let others: Vec<&str> = spec
+        .containers
+        .iter()
+        .skip(1)
+        .filter(|c| {
+            let r = c.resources.as_ref();
+            let asks = |q: Option<&BTreeMap<String, Quantity>>| q.is_some_and(|q| q.contains_key(GPU_RESOURCE));
+            asks(r.and_then(|r| r.limits.as_ref())) || asks(r.and_then(|r| r.requests.as_ref()))
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "containers {} ask for nvidia.com/gpu besides the main one; a resize sets the main container's GPUs only: \
+         ask for the job's GPUs in its first container alone",
+        others.join(", ")
+    ))
 }
 
 /// Whether the declared checkpoint folder survives the pod: it lies under a volume mount of

@@ -110,8 +110,13 @@ fn what_kubernetes_would_refuse_is_refused_with_what_to_change() {
 fn a_copy_is_the_pods_own_spec_unbound_with_its_bookkeeping() {
     let mut p = burstable();
     p.spec.as_mut().unwrap().node_name = Some("vm".into());
-    let changes =
-        Changes { scheduler: "wasmsched".into(), preempted: true, service: (60_000, 120_000), arrived_unix_ms: 5 };
+    let changes = Changes {
+        scheduler: "wasmsched".into(),
+        preempted: true,
+        service: (60_000, 120_000),
+        arrived_unix_ms: 5,
+        ..Changes::default()
+    };
     let c = copy(&p, &changes);
     let a = c.metadata.annotations.as_ref().unwrap();
     assert_eq!(a[REPLACES], "uid-a");
@@ -130,6 +135,44 @@ fn a_copy_is_the_pods_own_spec_unbound_with_its_bookkeeping() {
     let again = copy(&c, &Changes { preempted: false, ..changes });
     let a = again.metadata.annotations.unwrap();
     assert_eq!((a[JOB_NAME].as_str(), a.get(WAIT)), ("train-a", None));
+}
+
+#[test]
+fn a_resized_copy_asks_for_its_new_gpus_and_carries_its_batch_size() {
+    let mut p = burstable();
+    p.spec.as_mut().unwrap().containers[0].env =
+        Some(vec![EnvVar { name: BATCH_SIZE_ENV.into(), value: Some("64".into()), value_from: None }]);
+    let changes = Changes { scheduler: "wasmsched".into(), gpus: Some(4), batch_size: Some(512), ..Changes::default() };
+    let c = copy(&p, &changes);
+    assert_eq!(gpus_asked(&c), 4);
+    let resources = c.spec.as_ref().unwrap().containers[0].resources.clone().unwrap();
+    let gpu = |q: Option<BTreeMap<String, Quantity>>| q.and_then(|q| q.get(GPU_RESOURCE).map(|g| g.0.clone()));
+    assert_eq!(gpu(resources.requests.clone()).as_deref(), Some("4"), "requested");
+    assert_eq!(gpu(resources.limits.clone()).as_deref(), Some("4"), "limited");
+    assert_eq!(resources.limits.unwrap()["cpu"].0, "2", "the rest of its limits stay");
+    let env = c.spec.as_ref().unwrap().containers[0].env.clone().unwrap();
+    let batch: Vec<_> = env.iter().filter(|v| v.name == BATCH_SIZE_ENV).map(|v| v.value.as_deref()).collect();
+    assert_eq!(batch, [Some("512")], "the new batch size replaces the old");
+    assert_eq!(c.metadata.annotations.as_ref().unwrap()[BATCH_IN_FORCE], "512");
+    assert_eq!(crate::backend::carried::batch_in_force(&keys(&c)), Some(512), "read back as the batch in force");
+    // A resize to no GPU asks for none; one that keeps the batch size leaves it as it was.
+    let none = copy(&c, &Changes { gpus: Some(0), batch_size: None, ..changes });
+    assert_eq!(gpus_asked(&none), 0);
+    assert_eq!(none.metadata.annotations.as_ref().unwrap()[BATCH_IN_FORCE], "512");
+    // A migration's copy changes neither.
+    let moved = copy(&p, &Changes { scheduler: "wasmsched".into(), ..Changes::default() });
+    assert_eq!(moved.spec.as_ref().unwrap().containers, p.spec.as_ref().unwrap().containers);
+}
+
+#[test]
+fn a_resize_is_refused_when_another_container_asks_for_gpus() {
+    let mut p = burstable();
+    assert!(resizable(&p).is_ok());
+    let mut sidecar = p.spec.as_ref().unwrap().containers[0].clone();
+    sidecar.name = "sidecar".into();
+    p.spec.as_mut().unwrap().containers.push(sidecar);
+    let why = resizable(&p).unwrap_err();
+    assert!(why.contains("sidecar") && why.contains("first container alone"), "{why}");
 }
 
 #[test]
