@@ -26,7 +26,12 @@
 //!   to the engine's whole capacity, which is what Docker can express); `deliver` runs the
 //!   container's declared delivery command; `stop` stops a running container and removes a
 //!   queued one; `migrate` restarts it from its checkpoint folder on another engine (the image
-//!   is carried along if that engine lacks it); `place` and `preempt` as above.
+//!   is carried along if that engine lacks it); `resize` does the same on the one engine it
+//!   names (a spread resize is refused: a container runs on one engine), the copy with a
+//!   device request for exactly its new GPUs and the batch size in force as
+//!   `WASMSCHED_BATCH_SIZE` (kept in the `wasmsched.batch-size-in-force` label, which the
+//!   world's batch size is read from); `place` and `preempt` as above. Placements and resizes
+//!   start once the same decision's preemptions, stops and migrations are done.
 //! - **Faults.** A request that cannot reach an engine marks it down: its jobs stay in the
 //!   world as last seen (nothing the host owns is dropped), the cause is logged once, and the
 //!   engine is retried with a growing backoff. When it answers again, its containers are
@@ -533,10 +538,10 @@ impl Backend for Docker {
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
-        // Preemptions and stops go first: a placement in the same decision may take the GPUs
-        // they free, and must not start before they are free.
+        // Preemptions, stops and migrations go first: a placement or a resize in the same
+        // decision may take the GPUs they free, and must not start before they are free.
         let (places, rest): (Vec<&wit::Action>, Vec<&wit::Action>) =
-            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_)));
+            actions.iter().partition(|a| matches!(a.kind, wit::ActionKind::Place(_) | wit::ActionKind::Resize(_)));
         let mut errors = self.apply_some(&rest, world);
         errors.extend(self.apply_some(&places, world));
         errors

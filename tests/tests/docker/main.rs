@@ -390,6 +390,88 @@ fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_
     assert_eq!(e.labelled(&label)[0].state, "running");
 }
 
+/// A resize: the container stopped, copied from its checkpoint with the batch size in force,
+/// and started. This engine has no GPUs (nor the NVIDIA runtime), so the resize names none: the
+/// copy's device request for exactly the resize's GPUs is checked by `copy/tests.rs`, and live
+/// at the end of this test only where the engine has the NVIDIA runtime.
+#[test]
+fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("resize");
+    let _sweep = e.sweep(&label);
+    let labels =
+        [("test", label.as_str()), ("checkpoint", "/ckpt"), ("gpu-counts", "0,1,2"), ("batch-size", "64-1024")];
+    let c = e.start_trainer("resize", &labels, CHECKPOINTED, None);
+    let mut docker = backend(&e.endpoint, &label);
+    let mut world = World::new();
+    let handle = eventually("three epochs", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 300);
+        let (spec, _) = world.jobs().next()?;
+        (world.history(spec.handle).count() >= 3).then_some(spec.handle)
+    });
+    assert_eq!(world.state(handle).unwrap().batch_size, 64, "the least of its range until a resize sets one");
+    let resize = |nodes: Vec<wit::NodePlacement>, batch_size| {
+        let placement = wit::Placement { nodes, share: false };
+        action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size }))
+    };
+
+    // A container runs on one engine: a resize spread over two is refused, saying what to do.
+    let spread = (0..2).map(|node| wit::NodePlacement { node, gpus: Vec::new() }).collect();
+    let errors = docker.apply(&[resize(spread, None)], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("a single node"), "{errors:?}");
+    assert_eq!(e.labelled(&label)[0].id, c.id, "the container is left as it was");
+
+    let started = Instant::now();
+    let errors = docker.apply(&[resize(vec![wit::NodePlacement { node: 0, gpus: Vec::new() }], Some(256))], &mut world);
+    let took = started.elapsed();
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(handle).unwrap().batch_size, 256, "the batch size in force");
+    let listed = e.labelled(&label);
+    assert_eq!(listed.len(), 1, "the original is gone, its copy runs: {listed:?}");
+    assert_ne!(listed[0].id, c.id);
+    assert_eq!((listed[0].name.as_str(), listed[0].state.as_str()), (c.name.as_str(), "running"));
+    assert_eq!(listed[0].labels.get("wasmsched.batch-size-in-force").map(String::as_str), Some("256"));
+    let copy = e.rt.block_on(e.client.inspect_container(&listed[0].id, None)).unwrap();
+    let env = copy.config.and_then(|c| c.env).unwrap_or_default();
+    assert!(env.contains(&"WASMSCHED_BATCH_SIZE=256".to_string()), "told the batch size: {env:?}");
+    let (seen, last_before) = (world.history(handle).count(), world.history(handle).last().unwrap().epoch);
+    let (after, first) = eventually("epochs after the resize", Duration::from_secs(60), || {
+        step(&mut docker, &mut world, 200);
+        let after: Vec<u32> = world.history(handle).skip(seen).map(|r| r.epoch).collect();
+        (after.len() >= 2).then(|| (after, started.elapsed()))
+    });
+    assert!(
+        after[0] == last_before + 1 || after[0] == last_before + 2,
+        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
+    );
+    assert_eq!(world.all_jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
+    eprintln!("resize (stop, checkpoint out, copy, checkpoint in, start): {took:.1?}; to its second epoch {first:.1?}");
+
+    // A host started now reads the batch size in force from the copy's label.
+    let mut fresh = World::new();
+    step(&mut backend(&e.endpoint, &label), &mut fresh, 300);
+    assert_eq!(fresh.jobs().next().map(|(_, s)| s.batch_size), Some(256), "after a host restart");
+
+    let runtimes = e.rt.block_on(e.client.info()).ok().and_then(|i| i.runtimes).unwrap_or_default();
+    if !runtimes.contains_key("nvidia") {
+        eprintln!(
+            "SKIPPED (a resize onto GPUs, live): this engine has no NVIDIA runtime ({:?}), so no container can be \
+             given a GPU here; copy/tests.rs checks the copy's device request",
+            runtimes.keys().collect::<Vec<_>>()
+        );
+        return;
+    }
+    let errors = docker.apply(&[resize(vec![wit::NodePlacement { node: 0, gpus: vec![0] }], None)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    let listed = e.labelled(&label);
+    let copy = e.rt.block_on(e.client.inspect_container(&listed[0].id, None)).unwrap();
+    let requests = copy.host_config.and_then(|h| h.device_requests).unwrap_or_default();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].device_ids.as_deref(), Some(&["0".to_string()][..]), "exactly GPU 0");
+    let state = world.state(handle).unwrap();
+    assert_eq!((state.gpus.len(), state.batch_size), (1, 256), "{state:?}");
+}
+
 #[test]
 fn a_copy_a_host_left_half_made_is_finished_by_the_next_one() {
     let (e, _serial) = trainer_engine_or_skip!();

@@ -1,6 +1,6 @@
 //! Putting actions into force: the request each action becomes, and what the world learns
-//! when it succeeds. Placement, preemption, migration and delivery are the long ones; the
-//! first three make a copy of the container ([`super::copy`]).
+//! when it succeeds. Placement, preemption, migration, resize and delivery are the long ones;
+//! the first four make a copy of the container ([`super::copy`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +25,14 @@ pub(super) enum Effect {
     Moved {
         to: usize,
         new_id: String,
+    },
+    /// A running container was re-created as `new_id` on engine `to`, on `gpus` there, at
+    /// batch size `batch_size` (None: the one it had).
+    Resized {
+        to: usize,
+        new_id: String,
+        gpus: Vec<u32>,
+        batch_size: Option<u32>,
     },
     /// A queued container started on `engine` with `gpus`, as a copy when `new_id` is set.
     Started {
@@ -117,12 +125,46 @@ impl Docker {
                     Ok(Effect::Started { engine: to, gpus, new_id: Some(new_id) })
                 })
             }
-            wit::ActionKind::Resize(_) => Box::pin(async move {
-                Err(refused(
-                    "the Docker backend does not resize yet: preempt the job and place it on the GPUs it should have"
-                        .into(),
-                ))
-            }),
+            wit::ActionKind::Resize(ref r) => {
+                allowed = copying;
+                let target = match r.placement.nodes.as_slice() {
+                    _ if !state.is_running() => {
+                        Err("a queued container is placed, not resized: place it on the GPUs it should have".into())
+                    }
+                    [entry] => Ok((entry.node as usize, entry.gpus.clone())),
+                    spread => Err(format!(
+                        "a container runs on one engine and this resize spreads it over {}: resize it onto GPUs of a \
+                         single node (Docker cannot split one container across engines)",
+                        spread.len()
+                    )),
+                };
+                let to_client = target.as_ref().ok().and_then(|(to, _)| answering(*to));
+                // The batch size in force: the one asked for, else the one it had.
+                let batch_size = r.batch_size.or(Some(state.batch_size).filter(|&b| b > 0));
+                Box::pin(async move {
+                    let (to, gpus) = target.map_err(refused)?;
+                    let Some(to_client) = to_client else {
+                        return Err(refused(format!("node {to} is an engine that does not answer")));
+                    };
+                    let changes = Changes {
+                        gpus: Some(gpus.clone()),
+                        asks_gpus: Some(gpus.len() as u32),
+                        batch_size,
+                        ..Changes::default()
+                    };
+                    let copy = Copy {
+                        from: &client,
+                        to: &to_client,
+                        moves: to != from,
+                        id: &id,
+                        checkpoint: checkpoint.as_deref(),
+                        changes,
+                        stop: true,
+                        start: true,
+                    };
+                    Ok(Effect::Resized { to, new_id: copy.run().await?, gpus, batch_size })
+                })
+            }
             wit::ActionKind::Preempt => {
                 allowed = copying;
                 let changes = Changes {
@@ -131,6 +173,7 @@ impl Docker {
                     service: Some((state.run_ms, state.gpu_ms)),
                     // It leaves its GPUs, and its share with them.
                     gpu_share: state.gpu_share_percent.map(|_| 100),
+                    ..Changes::default()
                 };
                 Box::pin(async move {
                     let Some(checkpoint) = checkpoint else {
@@ -254,6 +297,18 @@ impl Docker {
             Effect::Moved { to, new_id } => {
                 if self.resumed_copy(id, &new_id, Some(to), world) {
                     tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
+                }
+            }
+            Effect::Resized { to, new_id, gpus, batch_size } => {
+                if self.resumed_copy(id, &new_id, Some(to), world) {
+                    tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
+                    if let Some(m) = self.jobs.get_mut(new_id.as_str()) {
+                        m.gpus_asked = gpus.len() as u32;
+                    }
+                    if let Some(s) = world.state_mut(job) {
+                        s.gpus = gpus.iter().map(|&index| GpuSlot { node: to as u32, index }).collect();
+                        s.batch_size = batch_size.unwrap_or(s.batch_size);
+                    }
                 }
             }
             Effect::Shared { new_id, percent } => {

@@ -1,6 +1,7 @@
 //! Re-creating a container from its own config. Docker fixes a container's GPUs, labels and
 //! engine when it is created, so placing a queued container on GPUs or on another engine,
-//! preempting a running one back into the queue, and migrating one all make a **copy**:
+//! preempting a running one back into the queue, migrating one and resizing one (new GPUs, a
+//! new batch size) all make a **copy**:
 //! inspect → create body ([`copy_body`], pure) → create → carry the checkpoint folder →
 //! (start) → remove the original → give the copy the original's name. The job keeps its
 //! handle; the copy's id replaces the original's.
@@ -17,7 +18,13 @@ use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceReque
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-pub(super) use crate::backend::carried::{ARRIVED, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, attained, unix_ms_of};
+pub(super) use crate::backend::carried::{
+    ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, attained, batch_in_force,
+    unix_ms_of,
+};
+
+/// The label by which a container declares the GPUs its job asks for ([`crate::declare`]).
+const GPUS_LABEL: &str = "wasmsched.gpus";
 
 /// How long a container may take to stop (and write a last checkpoint) before it is killed.
 pub(super) const STOP_GRACE_S: i32 = 30;
@@ -44,6 +51,12 @@ pub(super) struct Changes {
     /// Its share of its GPUs in percent (the [`MPS_PERCENTAGE`] it starts with, and the
     /// [`GPU_SHARE`] label); None keeps the original's.
     pub gpu_share: Option<u8>,
+    /// After a resize: the GPUs its job asks for from now on (its `wasmsched.gpus` label), so
+    /// that once preempted it waits for as many; None keeps the original's.
+    pub asks_gpus: Option<u32>,
+    /// After a resize: the global batch size in force, given to it as [`BATCH_SIZE_ENV`] and
+    /// kept in the [`BATCH_IN_FORCE`] label; None keeps the original's.
+    pub batch_size: Option<u32>,
 }
 
 /// The create body of a copy of `info` with `changes`: the same image, command, environment,
@@ -68,6 +81,15 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
         labels.insert(GPU_MS.into(), gpu_ms.to_string());
     }
     let mut env = config.env;
+    if let Some(count) = changes.asks_gpus {
+        labels.insert(GPUS_LABEL.into(), count.to_string());
+    }
+    if let Some(batch) = changes.batch_size {
+        labels.insert(BATCH_IN_FORCE.into(), batch.to_string());
+        let vars = env.get_or_insert_with(Vec::new);
+        vars.retain(|v| !v.starts_with(&format!("{BATCH_SIZE_ENV}=")));
+        vars.push(format!("{BATCH_SIZE_ENV}={batch}"));
+    }
     if let Some(percent) = changes.gpu_share {
         labels.insert(GPU_SHARE.into(), percent.to_string());
         let vars = env.get_or_insert_with(Vec::new);

@@ -106,6 +106,7 @@ impl Docker {
             (state.run_ms, state.gpu_ms) = (run_ms, gpu_ms);
             state.gpu_share_percent =
                 labels.get(copy::GPU_SHARE).and_then(|v| v.trim().parse::<u8>().ok()).filter(|p| (1..100).contains(p));
+            state.batch_size = copy::batch_in_force(labels).unwrap_or(state.batch_size);
         }
         let mut m = Managed {
             handle,

@@ -55,13 +55,41 @@ fn a_preempted_copy_waits_without_gpus_and_carries_its_service_and_arrival() {
     let labels = info.config.as_mut().unwrap().labels.as_mut().unwrap();
     labels.insert(ARRIVED.into(), "1700000000000".into());
     let changes =
-        Changes { gpus: Some(Vec::new()), preempted: true, service: Some((61_000, 122_000)), gpu_share: None };
+        Changes { gpus: Some(Vec::new()), preempted: true, service: Some((61_000, 122_000)), ..Changes::default() };
     let body = copy_body(&info, &changes);
     assert_eq!(body.host_config.as_ref().unwrap().device_requests, None);
     assert!(visible(&body).is_empty());
     assert_eq!(label(&body, WAIT), Some("preempted"));
     assert_eq!((label(&body, RUN_MS), label(&body, GPU_MS)), (Some("61000"), Some("122000")));
     assert_eq!(label(&body, ARRIVED), Some("1700000000000"), "the first arrival is kept through copies");
+}
+
+#[test]
+fn a_resized_copy_gets_exactly_its_new_gpus_its_new_size_and_the_batch_size_in_force() {
+    let mut info = recorded();
+    let config = info.config.as_mut().unwrap();
+    config.env.as_mut().unwrap().push(format!("{BATCH_SIZE_ENV}=64"));
+    config.labels.as_mut().unwrap().insert(BATCH_IN_FORCE.into(), "64".into());
+    let changes =
+        Changes { gpus: Some(vec![0, 1, 2, 3]), asks_gpus: Some(4), batch_size: Some(512), ..Changes::default() };
+    let body = copy_body(&info, &changes);
+    let requests = body.host_config.as_ref().unwrap().device_requests.clone().unwrap();
+    assert_eq!(requests.len(), 1, "one GPU request: {requests:?}");
+    assert_eq!(requests[0].device_ids.as_deref(), Some(&["0", "1", "2", "3"].map(String::from)[..]));
+    assert_eq!(gpus_of(body.host_config.as_ref(), 8), [0, 1, 2, 3], "read back as the job's GPUs");
+    assert_eq!(visible(&body), ["NVIDIA_VISIBLE_DEVICES=0,1,2,3"]);
+    let batch: Vec<&String> = body.env.iter().flatten().filter(|v| v.starts_with(BATCH_SIZE_ENV)).collect();
+    assert_eq!(batch, [&format!("{BATCH_SIZE_ENV}=512")], "the new batch size replaces the old");
+    assert_eq!(label(&body, BATCH_IN_FORCE), Some("512"));
+    let labels: HashMap<String, String> = body.labels.clone().unwrap().into_iter().collect();
+    assert_eq!(batch_in_force(&labels), Some(512), "read back as the batch size in force");
+    assert_eq!(label(&body, "wasmsched.gpus"), Some("4"), "preempted later, it waits for its new size");
+    assert_eq!(crate::declare::from_labels("x", "i", &labels).spec.gpus, 4);
+    assert_eq!(label(&body, WAIT), None);
+    // A resize that keeps its batch size leaves the variable and the label as they were.
+    let kept = copy_body(&info, &Changes { gpus: Some(vec![1]), asks_gpus: Some(1), ..Changes::default() });
+    assert_eq!(label(&kept, BATCH_IN_FORCE), Some("64"));
+    assert!(kept.env.iter().flatten().any(|v| v == &format!("{BATCH_SIZE_ENV}=64")));
 }
 
 #[test]
