@@ -47,6 +47,22 @@ impl Candidate {
         let (below, above) = self.options.split_at(at);
         below.iter().map(|o| o.0).chain(stay).chain(above.iter().map(|o| o.0))
     }
+
+    /// Its counts ([`Candidate::counts`]), each with its cost off its current place (infinite
+    /// for its current count, which is not an option elsewhere): the search's inner loops
+    /// read these rather than look each cost up.
+    fn menu(&self) -> Vec<(u32, f64)> {
+        self.counts().map(|n| (n, self.options.iter().find(|o| o.0 == n).map_or(f64::INFINITY, |o| o.1))).collect()
+    }
+
+    /// Its cost on `gpus` GPUs of `pool`, `elsewhere` being that count's cost off its current
+    /// place (from its menu): [`Candidate::cost`] without the lookup.
+    fn priced(&self, pool: usize, gpus: u32, elsewhere: f64) -> f64 {
+        match self.current {
+            Some((p, n, stay)) if (p, n) == (pool, gpus) => stay,
+            _ => elsewhere,
+        }
+    }
 }
 
 /// Drop the options no cheaper than a smaller one (more GPUs for no gain).
@@ -61,11 +77,14 @@ pub(crate) fn prune(mut options: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
     options
 }
 
-/// A search state: the picks and each pool's free GPUs.
+/// A search state: the picks, each job's cost at its pick, and each pool's free GPUs.
 #[derive(Clone, Debug)]
 struct State<'a> {
     jobs: &'a [Candidate],
+    /// Each job's [`Candidate::menu`].
+    menus: &'a [Vec<(u32, f64)>],
     picks: Vec<Pick>,
+    costs: Vec<f64>,
     free: Vec<i64>,
 }
 
@@ -107,6 +126,7 @@ impl State<'_> {
             self.free[p] -= i64::from(n);
         }
         self.picks[j] = pick;
+        self.costs[j] = self.jobs[j].cost(pick);
     }
 
     /// Greedy: the upgrade of most cost saved per GPU added, while one saves anything.
@@ -116,10 +136,10 @@ impl State<'_> {
             let mut best: Option<(f64, usize, Pick)> = None;
             for (j, c) in self.jobs.iter().enumerate().filter(|(_, c)| !c.locked) {
                 let have = self.picks[j].map_or(0, |p| p.1);
-                let now = c.cost(self.picks[j]);
-                for gpus in c.counts().filter(|&n| n > have) {
+                let now = self.costs[j];
+                for &(gpus, elsewhere) in self.menus[j].iter().filter(|e| e.0 > have) {
                     let Some(pool) = self.pool_for(j, gpus, None) else { continue };
-                    let saved = now - c.cost(Some((pool, gpus)));
+                    let saved = now - c.priced(pool, gpus, elsewhere);
                     if saved <= EPS {
                         continue;
                     }
@@ -145,11 +165,11 @@ impl State<'_> {
             if ca.locked {
                 continue;
             }
-            let smaller = ca.counts().filter(|&n| n < have).last();
+            let smaller = self.menus[a].iter().rev().map(|e| e.0).find(|&n| n < have);
             let mut best: Option<(f64, Pick, usize, Pick)> = None;
             for keep in [smaller, Some(0)].into_iter().flatten() {
                 let give = if keep == 0 { None } else { Some((pool, keep)) };
-                let loss = ca.cost(give) - ca.cost(self.picks[a]);
+                let loss = ca.cost(give) - self.costs[a];
                 let freed = i64::from(have - keep);
                 for (b, cb) in self.jobs.iter().enumerate() {
                     if b == a || cb.locked {
@@ -157,12 +177,12 @@ impl State<'_> {
                     }
                     let from = self.picks[b].filter(|p| p.0 == pool).map_or(0, |p| p.1);
                     let room = self.free[pool] + freed + i64::from(from);
-                    let now = cb.cost(self.picks[b]);
-                    for gpus in cb.counts().filter(|&n| n > from) {
+                    let now = self.costs[b];
+                    for &(gpus, elsewhere) in self.menus[b].iter().filter(|e| e.0 > from) {
                         if i64::from(gpus) > room {
                             break;
                         }
-                        let delta = loss + cb.cost(Some((pool, gpus))) - now;
+                        let delta = loss + cb.priced(pool, gpus, elsewhere) - now;
                         if delta < -EPS && best.as_ref().is_none_or(|x| delta < x.0 - EPS) {
                             best = Some((delta, give, b, Some((pool, gpus))));
                         }
@@ -192,8 +212,14 @@ impl State<'_> {
 /// The picks of least total cost for `jobs` on pools of `capacity` GPUs: a locked job keeps
 /// its current allocation, no pool gives more GPUs than it has.
 pub(crate) fn search(jobs: &[Candidate], capacity: &[u32]) -> Vec<Pick> {
-    let mut empty =
-        State { jobs, picks: vec![None; jobs.len()], free: capacity.iter().map(|&c| i64::from(c)).collect() };
+    let menus: Vec<Vec<(u32, f64)>> = jobs.iter().map(Candidate::menu).collect();
+    let mut empty = State {
+        jobs,
+        menus: &menus,
+        picks: vec![None; jobs.len()],
+        costs: jobs.iter().map(|c| c.idle).collect(),
+        free: capacity.iter().map(|&c| i64::from(c)).collect(),
+    };
     let mut warm = empty.clone();
     for (j, c) in jobs.iter().enumerate() {
         if let Some((pool, gpus, _)) = c.current.filter(|cur| cur.0 < capacity.len())

@@ -268,6 +268,15 @@ fn greedy(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -
     let total = |pick: &[Option<usize>]| -> f64 {
         pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum()
     };
+    // The fill's order: jobs by their best choice's value, highest first, ties by index (a
+    // stable sort). Prices never enter it, so it is sorted once; each repair walks it and
+    // skips the picked jobs, which is the order a sort of the unpicked ones would give.
+    let mut by_value: Vec<(usize, f64)> = choices
+        .iter()
+        .enumerate()
+        .map(|(j, row)| (j, row.iter().fold(0.0, |m, c| if c.value > m { c.value } else { m })))
+        .collect();
+    by_value.sort_by(|a, b| b.1.total_cmp(&a.1));
     // Repair: drop the picks of least value per GPU on an overfull type (never a locked
     // one), then fill what is left greedily with each job's best affordable choice.
     let repair = |mut pick: Vec<Option<usize>>| {
@@ -284,12 +293,10 @@ fn greedy(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -
                 used[t] -= u64::from(c.gpus);
             }
         }
-        let mut order: Vec<usize> = (0..pick.len()).filter(|&j| pick[j].is_none()).collect();
-        order.sort_by(|&a, &b| {
-            let best = |j: usize| choices[j].iter().map(|c| c.value).fold(0.0, f64::max);
-            best(b).total_cmp(&best(a))
-        });
-        for j in order {
+        for &(j, _) in &by_value {
+            if pick[j].is_some() {
+                continue;
+            }
             let fits = |c: &Choice| used[c.pool] + u64::from(c.gpus) <= u64::from(capacity[c.pool]);
             let best = (0..choices[j].len())
                 .filter(|&k| choices[j][k].value > 0.0 && fits(&choices[j][k]))
@@ -344,20 +351,18 @@ impl Sia {
     }
 
     /// Job `job`'s choices on `pools` at `now`, and the index of its current one.
-    fn choices(&self, job: &Job, pools: &[TypePool], now: f64) -> (Vec<Choice>, Option<usize>) {
+    fn choices(&self, job: &Job, pools: &[TypePool], offers: &[Vec<u32>], now: f64) -> (Vec<Choice>, Option<usize>) {
         let model = Model::parse(job.model());
         let ledger = self.state.jobs.get(&job.id().0).cloned().unwrap_or_default();
         let allowed = &job.scaling().gpu_counts;
         let cap = (2 * ledger.most_gpus).max(1);
         let epoch = job.epoch() + 1;
         let mut goodputs: Vec<(usize, u32, f64)> = Vec::new();
-        for (t, pool) in pools.iter().enumerate() {
+        for (t, (pool, counts)) in pools.iter().zip(offers).enumerate() {
             // Sia's counts, and a rigid job's own (3 GPUs, say) where the type has as many.
-            let mut offered = counts(pool);
-            if !job.is_elastic() && job.gpus_asked() <= pool.total && !offered.contains(&job.gpus_asked()) {
-                offered.push(job.gpus_asked());
-            }
-            for n in offered {
+            let own = job.gpus_asked();
+            let extra = (!job.is_elastic() && own <= pool.total && !counts.contains(&own)).then_some(own);
+            for n in counts.iter().copied().chain(extra) {
                 let elastic_ok = job.is_elastic() && allowed.binary_search(&n).is_ok() && n <= cap;
                 if !(elastic_ok || n == job.gpus_asked()) {
                     continue;
@@ -418,10 +423,11 @@ impl Sia {
         let pools = Self::pools(s);
         let capacity: Vec<u32> = pools.iter().map(|p| p.total).collect();
         let jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0 || j.is_elastic()).collect();
+        let offers: Vec<Vec<u32>> = pools.iter().map(counts).collect();
         let mut choices = Vec::with_capacity(jobs.len());
         let mut locked = Vec::with_capacity(jobs.len());
         for job in &jobs {
-            let (c, current) = self.choices(job, &pools, now);
+            let (c, current) = self.choices(job, &pools, &offers, now);
             let ledger = self.state.jobs.get(&job.id().0);
             let restoring = ledger.and_then(|l| l.config).is_some_and(|(_, _, since)| {
                 let restore = Model::parse(job.model()).map_or(30.0, |m| m.restore_s());

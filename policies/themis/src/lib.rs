@@ -16,9 +16,10 @@
 //! the denominator. So we **bisect on ρ with feasibility LPs** ([`finish_time_fair`]): from a
 //! bound no allocation beats (each job alone on its best type) to one the isolated share
 //! reaches, until the bracket is within 0.1 % (at most 40 LPs, no clock involved: the result
-//! is reproducible). Of the allocations at the feasible end, each LP takes the one of most
-//! normalised throughput `Σ thr / thr_iso · x` (our reading: the artifact's ECOS minimises ρ
-//! alone and returns an interior point), so GPUs the fairness bound does not need still work.
+//! is reproducible). The bisection's LPs ask only whether a ρ is feasible; one more LP at the
+//! feasible end takes, of its allocations, the one of most normalised throughput
+//! `Σ thr / thr_iso · x` (our reading: the artifact's ECOS minimises ρ alone and returns an
+//! interior point), so GPUs the fairness bound does not need still work.
 //! Then Gavel's mechanism runs it (priorities, greedy pass, placement: the crate
 //! `gavel_rounds`, shared with `policy-gavel`).
 //!
@@ -103,28 +104,40 @@ pub fn finish_time_fair(p: &Problem) -> Vec<Vec<f64>> {
         })
         .fold(0.0, f64::max);
     let mut hi = max_rho(p, &terms, &iso);
-    let Some(mut best) = feasible(p, &terms, hi * (1.0 + 1e-9)) else { return iso };
-    for _ in 1..MAX_LPS {
+    let Some(first) = feasible(p, &terms, hi * (1.0 + 1e-9), Objective::Throughput) else { return iso };
+    // The bisection asks only whether a ρ is feasible (no objective: the simplex stops at the
+    // first feasible point); the allocation is the one LP with the objective at the end.
+    let mut moved = false;
+    for _ in 2..MAX_LPS {
         if hi - lo <= RHO_TOLERANCE * hi {
             break;
         }
         let mid = (lo + hi) / 2.0;
-        match feasible(p, &terms, mid) {
-            Some(x) => {
-                hi = mid;
-                best = x;
-            }
+        match feasible(p, &terms, mid, Objective::None) {
+            Some(_) => (hi, moved) = (mid, true),
             None => lo = mid,
         }
     }
-    best
+    if moved { feasible(p, &terms, hi, Objective::Throughput).unwrap_or(first) } else { first }
 }
 
-/// An allocation in which every job's ρ is at most `rho`, of most normalised throughput; None
-/// when there is none.
-fn feasible(p: &Problem, terms: &[Option<Terms>], rho: f64) -> Option<Vec<Vec<f64>>> {
+/// What a feasibility LP maximises.
+#[derive(Clone, Copy, PartialEq)]
+enum Objective {
+    /// Nothing: any feasible point answers.
+    None,
+    /// The normalised throughput `Σ thr / thr_iso · x`.
+    Throughput,
+}
+
+/// An allocation in which every job's ρ is at most `rho`, the one of most normalised
+/// throughput where `objective` asks for it; None when there is none.
+fn feasible(p: &Problem, terms: &[Option<Terms>], rho: f64, objective: Objective) -> Option<Vec<Vec<f64>>> {
     let normalised = |i: usize, t: usize| terms[i].map_or(0.0, |k| p.jobs[i].throughput[t] / k.thr_iso);
-    let mut lp = Lp::new(p, normalised);
+    let mut lp = match objective {
+        Objective::Throughput => Lp::new(p, normalised),
+        Objective::None => Lp::new(p, |_, _| 0.0),
+    };
     for (i, t) in terms.iter().enumerate() {
         let Some(t) = t else { continue };
         let slack = rho * t.isolated_s - t.age_s;

@@ -49,8 +49,11 @@ fn the_largest_finish_time_ratio_is_minimised_within_the_gpus() {
     assert!(ours < worst(&policy_gavel_like(&p)) - 1e-3, "fairer than the fastest allocation: {ours}");
     // Within the bisection's tolerance of the optimum: 1 % less is out of reach.
     let terms = terms(&p, &isolated(&p));
-    assert!(feasible(&p, &terms, ours * 1.001).is_some());
-    assert!(feasible(&p, &terms, ours * 0.99).is_none(), "{ours} is not the least largest ratio");
+    // The bisection's LPs (no objective) and the last one (throughput) agree on both.
+    for objective in [Objective::None, Objective::Throughput] {
+        assert!(feasible(&p, &terms, ours * 1.001, objective).is_some());
+        assert!(feasible(&p, &terms, ours * 0.99, objective).is_none(), "{ours} is not the least largest ratio");
+    }
 }
 
 /// The allocation that maximises the summed throughput alone (what Gavel would pick): all of

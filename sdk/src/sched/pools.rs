@@ -122,7 +122,8 @@ impl FreeGpus {
         }
         let free = |n: NodeId| self.book.free_count(n.0);
         let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
-        order.sort_by_key(|&(n, size)| {
+        // Each node's free count is read once, not at every comparison.
+        order.sort_by_cached_key(|&(n, size)| {
             let f = free(n);
             let (whole, avoided) = (f == size, matches!(spill, Spill::WholeFree { avoid } if avoid.contains(&n)));
             if f >= want {
