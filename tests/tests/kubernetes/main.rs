@@ -512,7 +512,7 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
     let label = test_label("resize");
     let _sweep = c.sweep(&label);
     // Accounting only: the kubelets admit the pods by these counts; no device is behind them.
-    let (_vm, _vm2) = (c.advertise_gpus("vm", 1), c.advertise_gpus("vm2", 2));
+    let (_vm, _vm2) = (c.advertise_gpus("vm", 2), c.advertise_gpus("vm2", 2));
     let dir = tempfile::tempdir().unwrap();
     let annotations = [("checkpoint", "/ckpt"), ("gpu-counts", "1,2"), ("batch-size", "64-1024")];
     let pod = c.trainer(
@@ -605,6 +605,15 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
     let state = world.state(handle).unwrap();
     assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "after a restart: {state:?}");
     assert_eq!(world.spec(handle).unwrap().gpus, 2, "its nvidia.com/gpu");
+
+    // Migrated back to vm, it holds as many GPUs there: the lowest free, in the host's books.
+    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(0))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}\n{}", c.describe(&label));
+    let state = world.state(handle).unwrap();
+    let held: Vec<(u32, u32)> = state.gpus.iter().map(|g| (g.node, g.index)).collect();
+    assert_eq!((state.node, held), (0, vec![(0, 0), (0, 1)]), "its GPUs moved with it: {state:?}");
+    assert_eq!(c.labelled(&label)[0].spec.as_ref().unwrap().node_name.as_deref(), Some("vm"));
 }
 
 #[test]
