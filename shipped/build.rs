@@ -51,7 +51,7 @@ fn main() {
 /// the templates (`templates/new/<language>/`), the contract, the toolchains' pins, and the
 /// Python and JavaScript SDKs, which a new project carries a copy of.
 fn embed_scaffold_files(root: &Path, code: &mut String) {
-    let skip = |name: &str| name.starts_with('.') && name != ".gitignore" || name == "__pycache__";
+    let skip = |name: &str| name.starts_with('.') && name != ".gitignore" && name != ".cargo" || name == "__pycache__";
     let mut found = Vec::new();
     for folder in SCAFFOLD_FOLDERS {
         files_under(&root.join(folder), &skip, &mut found);

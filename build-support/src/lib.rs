@@ -15,12 +15,6 @@ use std::process::{Command, ExitStatus};
 /// The target every policy component is built for.
 pub const TARGET: &str = "wasm32-wasip2";
 
-/// What every component is compiled with: inlining past LLVM's default threshold (225). In the
-/// sandbox a call that stays a call pays the runtime's deadline and stack checks on entry, which
-/// a native call does not; with this, Themis's round (microlp's pivots) takes 18 % less time in
-/// the sandbox, the components grow by about 4 %, and native builds are untouched.
-pub const GUEST_RUSTFLAGS: &str = "-Cllvm-args=-inline-threshold=600";
-
 /// The workspace's root: the nearest folder at or above the build script's package that holds
 /// `Cargo.lock`.
 ///
@@ -113,7 +107,7 @@ pub fn build_components(root: &Path, crates: &[Crate]) {
     for c in crates {
         args.extend(["-p", &c.package]);
     }
-    let status = nested_cargo(root, &components_dir(root), &args, Some(GUEST_RUSTFLAGS));
+    let status = nested_cargo(root, &components_dir(root), &args, None);
     if !status.success() {
         panic!(
             "building the policies for {TARGET} failed (see above). If the target is missing, run \

@@ -232,7 +232,7 @@ mod tests {
     fn every_language_gets_its_files_with_nothing_left_to_fill() {
         let sdk = default_sdk();
         for (lang, must) in [
-            (Lang::Rust, &["Cargo.toml", "src/lib.rs", "README.md"][..]),
+            (Lang::Rust, &["Cargo.toml", ".cargo/config.toml", "src/lib.rs", "README.md"][..]),
             (
                 Lang::Python,
                 &[
