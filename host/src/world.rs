@@ -374,6 +374,18 @@ impl World {
         self.gpu_book().free_on(node).collect()
     }
 
+    /// The GPUs job `job` holds on node `to` once migrated there: as many as it holds now, the
+    /// lowest free there (fewer where fewer are free; none for a job without GPUs). A live
+    /// backend's bookkeeping, as the simulator picks them; the device plugin or the runtime
+    /// picks the devices.
+    pub fn gpus_after_migration(&self, job: u32, to: u32) -> Vec<u32> {
+        let held = self.state(job).map_or(0, |s| s.gpus.len());
+        if held == 0 {
+            return Vec::new();
+        }
+        self.gpu_book().free_on(to).take(held).collect()
+    }
+
     /// Where `gpu` sits in the GPU columns; None when it does not exist.
     pub fn gpu_position(&self, gpu: GpuSlot) -> Option<usize> {
         let count = self.nodes.get(gpu.node as usize)?.gpu_memory_bytes.len();
@@ -582,6 +594,26 @@ mod tests {
         let mut s = sample::job_spec(0);
         s.name = name.into();
         s
+    }
+
+    #[test]
+    fn a_migrated_job_holds_as_many_gpus_on_its_new_node_the_lowest_free_there() {
+        let mut t = World::new();
+        for n in 0..2 {
+            t.add_node(wit::Node { name: format!("n{n}"), ..sample::gpu_cluster(1, 4, 0, 0).nodes()[0].clone() });
+        }
+        let hold = |t: &mut World, job, node, gpus: &[u32]| {
+            t.state_mut(job).unwrap().gpus = gpus.iter().map(|&index| GpuSlot { node, index }).collect();
+        };
+        let mover = t.add_job(spec("mover"), 0);
+        hold(&mut t, mover, 0, &[0, 1]);
+        let there = t.add_job(spec("there"), 1);
+        hold(&mut t, there, 1, &[0, 2]);
+        assert_eq!(t.gpus_after_migration(mover, 1), [1, 3], "as many as it holds, around the ones held there");
+        let cpu = t.add_job(spec("cpu"), 0);
+        assert!(t.gpus_after_migration(cpu, 1).is_empty(), "a job without GPUs takes none");
+        hold(&mut t, there, 1, &[0, 1, 2]);
+        assert_eq!(t.gpus_after_migration(mover, 1), [3], "fewer where fewer are free");
     }
 
     #[test]

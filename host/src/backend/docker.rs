@@ -26,12 +26,13 @@
 //!   to the engine's whole capacity, which is what Docker can express); `deliver` runs the
 //!   container's declared delivery command; `stop` stops a running container and removes a
 //!   queued one; `migrate` restarts it from its checkpoint folder on another engine (the image
-//!   is carried along if that engine lacks it); `resize` does the same on the one engine it
-//!   names (a spread resize is refused: a container runs on one engine), the copy with a
-//!   device request for exactly its new GPUs and the batch size in force as
-//!   `WASMSCHED_BATCH_SIZE` (kept in the `wasmsched.batch-size-in-force` label, which the
-//!   world's batch size is read from); `place` and `preempt` as above. Placements and resizes
-//!   start once the same decision's preemptions, stops and migrations are done.
+//!   is carried along if that engine lacks it), on as many GPUs there as it held, the lowest
+//!   free; `resize` does the same on the one engine it names (a spread resize is refused: a
+//!   container runs on one engine), the copy with a device request for exactly its new GPUs
+//!   and the batch size in force as `WASMSCHED_BATCH_SIZE` (kept in the
+//!   `wasmsched.batch-size-in-force` label, which the world's batch size is read from);
+//!   `place` and `preempt` as above. Placements and resizes start once the same decision's
+//!   preemptions, stops and migrations are done.
 //! - **Faults.** A request that cannot reach an engine marks it down: its jobs stay in the
 //!   world as last seen (nothing the host owns is dropped), the cause is logged once, and the
 //!   engine is retried with a growing backoff. When it answers again, its containers are
@@ -565,7 +566,11 @@ impl Docker {
                 errors.push(ApplyError { job: action.job, reason });
                 continue;
             };
-            asks.push(self.act(client, id.clone(), m, action, state));
+            let there = match action.kind {
+                wit::ActionKind::Migrate(to) => world.gpus_after_migration(action.job, to),
+                _ => Vec::new(),
+            };
+            asks.push(self.act(client, id.clone(), m, action, state, there));
         }
         let done = self.rt.block_on(futures_util::future::join_all(asks.into_iter().map(|ask| async move {
             let result = within(ask.limit, ask.fut).await;

@@ -22,9 +22,11 @@ pub(super) enum Effect {
     Cpu(Option<u64>),
     Memory(Option<u64>),
     Done,
+    /// A running container was re-created as `new_id` on engine `to`, on `gpus` there.
     Moved {
         to: usize,
         new_id: String,
+        gpus: Vec<u32>,
     },
     /// A running container was re-created as `new_id` on engine `to`, on `gpus` there, at
     /// batch size `batch_size` (None: the one it had).
@@ -68,8 +70,17 @@ pub(super) struct Ask {
 }
 
 impl Docker {
-    /// The request that puts one action into force on job `state`, held by container `id`.
-    pub(super) fn act(&self, client: Client, id: Arc<str>, m: &Managed, action: &wit::Action, state: &JobState) -> Ask {
+    /// The request that puts one action into force on job `state`, held by container `id`;
+    /// a migration takes the job to `there` ([`World::gpus_after_migration`]).
+    pub(super) fn act(
+        &self,
+        client: Client,
+        id: Arc<str>,
+        m: &Managed,
+        action: &wit::Action,
+        state: &JobState,
+        there: Vec<u32>,
+    ) -> Ask {
         let (cpu_all, memory_all) = self.engines[m.engine].capacity.unwrap_or((0, 0));
         let timeout = self.config.timeout * 4;
         let copying = timeout + Duration::from_secs(STOP_GRACE_S as u64);
@@ -218,21 +229,31 @@ impl Docker {
                 allowed = copying;
                 let to = to as usize;
                 let target = answering(to);
+                let held = state.gpus.len();
                 Box::pin(async move {
                     let Some(target) = target.filter(|_| to != from) else {
                         return Err(refused(format!("node {to} is not another engine that answers")));
                     };
+                    if there.len() < held {
+                        return Err(refused(format!(
+                            "engine {to} has {} free GPUs and the container holds {held}: migrate it where as many \
+                             are free",
+                            there.len()
+                        )));
+                    }
+                    // Its GPUs there, not the indices it held on the engine it leaves.
+                    let changes = Changes { gpus: (held > 0).then(|| there.clone()), ..Changes::default() };
                     let copy = Copy {
                         from: &client,
                         to: &target,
                         moves: true,
                         id: &id,
                         checkpoint: checkpoint.as_deref(),
-                        changes: Changes::default(),
+                        changes,
                         stop: true,
                         start: true,
                     };
-                    Ok(Effect::Moved { to, new_id: copy.run().await? })
+                    Ok(Effect::Moved { to, new_id: copy.run().await?, gpus: there })
                 })
             }
             wit::ActionKind::SetGpuShare(share) => {
@@ -294,9 +315,12 @@ impl Docker {
                 }
             }
             Effect::Done => {}
-            Effect::Moved { to, new_id } => {
+            Effect::Moved { to, new_id, gpus } => {
                 if self.resumed_copy(id, &new_id, Some(to), world) {
-                    tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, "migrated from its checkpoint");
+                    tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, ?gpus, "migrated from its checkpoint");
+                    if let Some(s) = world.state_mut(job) {
+                        s.gpus = gpus.iter().map(|&index| GpuSlot { node: to as u32, index }).collect();
+                    }
                 }
             }
             Effect::Resized { to, new_id, gpus, batch_size } => {

@@ -592,16 +592,7 @@ impl Kubernetes {
                 m.last_line_ns = Arc::default();
                 self.manage(Arc::from(new_uid.as_str()), m);
                 let to = node as u32;
-                // A migrated job holds as many GPUs on its new node as it held before: the
-                // lowest free there, in the host's bookkeeping (the device plugin picks the
-                // devices), as the simulator picks them.
-                let (gpus, batch_size) = match resized {
-                    Some((gpus, batch_size)) => (gpus, batch_size),
-                    None => {
-                        let held = world.state(job).map_or(0, |s| s.gpus.len());
-                        (world.free_gpus(to).into_iter().take(held).collect(), None)
-                    }
-                };
+                let (gpus, batch_size) = resized.unwrap_or_else(|| (world.gpus_after_migration(job, to), None));
                 if let Some(s) = world.state_mut(job) {
                     s.node = to;
                     s.gpus = gpus.iter().map(|&index| GpuSlot { node: to, index }).collect();
