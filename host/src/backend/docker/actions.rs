@@ -287,16 +287,19 @@ impl Docker {
         Ask { id: key, job: m.handle, places, limit: allowed, fut }
     }
 
-    /// Container `id`'s running copy `new_id` carries its job on, on engine `to` (None: the
-    /// same); false when the job is gone.
-    fn resumed_copy(&mut self, id: &Arc<str>, new_id: &str, to: Option<usize>, world: &mut World) -> bool {
+    /// Container `id`'s running copy `new_id` carries its job on, on engine `to` and its GPUs
+    /// there (None: the same engine and GPUs); false when the job is gone.
+    fn resumed_copy(&mut self, id: &Arc<str>, new_id: &str, to: Option<(usize, &[u32])>, world: &mut World) -> bool {
         let Some(mut m) = self.hand_over(id, new_id, world) else { return false };
         let job = m.handle;
-        m.engine = to.unwrap_or(m.engine);
+        m.engine = to.map_or(m.engine, |(engine, _)| engine);
         m.last_line_ns = Arc::default();
         m.follower = self.follow(m.engine, new_id, &m);
         if let Some(s) = world.state_mut(job) {
             s.node = m.engine as u32;
+            if let Some((_, gpus)) = to {
+                s.gpus = gpus.iter().map(|&index| GpuSlot { node: s.node, index }).collect();
+            }
         }
         self.jobs.insert(Arc::from(new_id), m);
         true
@@ -316,21 +319,17 @@ impl Docker {
             }
             Effect::Done => {}
             Effect::Moved { to, new_id, gpus } => {
-                if self.resumed_copy(id, &new_id, Some(to), world) {
+                if self.resumed_copy(id, &new_id, Some((to, &gpus)), world) {
                     tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, ?gpus, "migrated from its checkpoint");
-                    if let Some(s) = world.state_mut(job) {
-                        s.gpus = gpus.iter().map(|&index| GpuSlot { node: to as u32, index }).collect();
-                    }
                 }
             }
             Effect::Resized { to, new_id, gpus, batch_size } => {
-                if self.resumed_copy(id, &new_id, Some(to), world) {
+                if self.resumed_copy(id, &new_id, Some((to, &gpus)), world) {
                     tracing::info!(job, from = %short(id), to = %short(&new_id), node = to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
                     if let Some(m) = self.jobs.get_mut(new_id.as_str()) {
                         m.gpus_asked = gpus.len() as u32;
                     }
                     if let Some(s) = world.state_mut(job) {
-                        s.gpus = gpus.iter().map(|&index| GpuSlot { node: to as u32, index }).collect();
                         s.batch_size = batch_size.unwrap_or(s.batch_size);
                     }
                 }

@@ -86,28 +86,18 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
     }
     if let Some(batch) = changes.batch_size {
         labels.insert(BATCH_IN_FORCE.into(), batch.to_string());
-        let vars = env.get_or_insert_with(Vec::new);
-        vars.retain(|v| !v.starts_with(&format!("{BATCH_SIZE_ENV}=")));
-        vars.push(format!("{BATCH_SIZE_ENV}={batch}"));
+        set_var(&mut env, BATCH_SIZE_ENV, Some(batch.to_string()));
     }
     if let Some(percent) = changes.gpu_share {
         labels.insert(GPU_SHARE.into(), percent.to_string());
-        let vars = env.get_or_insert_with(Vec::new);
-        vars.retain(|v| !v.starts_with(&format!("{MPS_PERCENTAGE}=")));
-        if percent < 100 {
-            vars.push(format!("{MPS_PERCENTAGE}={percent}"));
-        }
+        set_var(&mut env, MPS_PERCENTAGE, (percent < 100).then(|| percent.to_string()));
     }
     let mut host_config = info.host_config.clone();
     if let Some(gpus) = &changes.gpus {
         // Under the NVIDIA runtime this variable (CUDA images set it to `all`) chooses the
         // GPUs, whatever the device requests say: it must name the same ones.
         let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
-        let vars = env.get_or_insert_with(Vec::new);
-        vars.retain(|v| !v.starts_with(&format!("{VISIBLE_DEVICES}=")));
-        if !list.is_empty() {
-            vars.push(format!("{VISIBLE_DEVICES}={}", list.join(",")));
-        }
+        set_var(&mut env, VISIBLE_DEVICES, (!list.is_empty()).then(|| list.join(",")));
         let hc = host_config.get_or_insert_with(Default::default);
         let mut requests = hc.device_requests.take().unwrap_or_default();
         let old_gpu = requests.iter().position(is_gpu_request).map(|k| requests.remove(k));
@@ -152,6 +142,17 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
         shell: config.shell,
         host_config,
         ..Default::default()
+    }
+}
+
+/// Set `key` in a container's environment to `value`, replacing any value it had; None
+/// removes it.
+fn set_var(env: &mut Option<Vec<String>>, key: &str, value: Option<String>) {
+    let vars = env.get_or_insert_with(Vec::new);
+    let prefix = format!("{key}=");
+    vars.retain(|v| !v.starts_with(&prefix));
+    if let Some(value) = value {
+        vars.push(format!("{prefix}{value}"));
     }
 }
 
