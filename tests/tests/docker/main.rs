@@ -155,7 +155,10 @@ fn limits_are_in_force_as_docker_reports_them() {
 fn deliver_runs_the_declared_command_in_the_container() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("deliver");
-    let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+    // Epochs of seconds, not a fraction of one: the first delivery is asked for before the first
+    // checkpoint is written (the world hears of an epoch only at the next observation, so the
+    // check below cannot see one that is written but not yet read).
+    let args = ["--epochs", "400", "--samples", "200000", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let deliver = "/wasmsched-trainer,export,/ckpt/model,/ckpt/delivered";
     let _c = e.start_trainer("deliver", &[("test", &label), ("deliver", deliver)], &args, None);
     let mut docker = backend(&e.endpoint, &label);
