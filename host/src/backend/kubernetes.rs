@@ -211,11 +211,14 @@ struct NodeEntry {
     stats: Option<StatsRoute>,
     /// The summary asked for and not yet read: the text and how it was reached, or why not.
     asking: Option<tokio::task::JoinHandle<Result<(String, StatsRoute), String>>>,
-    /// When its summary is next asked for: the kubelet's refresh period after an answer,
-    /// longer after each failure in a row ([`stats_backoff`]).
+    /// When its summary is next asked for: [`STATS_EVERY`] after an answer, the next tick
+    /// while a pod there is not measured yet (at most [`STATS_EARLY`] times in a row), longer
+    /// after each failure in a row ([`stats_backoff`]).
     stats_due: Option<Instant>,
     /// Its summary's failures in a row.
     stats_failures: u32,
+    /// Its summaries in a row asked for again at the next tick.
+    stats_early: u32,
     /// Its `resourceVersion` when last read: an unchanged node is not read again.
     version: Option<String>,
 }
@@ -223,9 +226,14 @@ struct NodeEntry {
 /// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.
 const STATS_WAIT: Duration = Duration::from_millis(250);
 
-/// How often a node's kubelet summary is read: the kubelet refreshes it about this often, so
-/// asking every tick would read the same figures again.
+/// How often a node's kubelet summary is read: the kubelet refreshes its pod-level figures
+/// about this often, and one request per node per tick would weigh on a large cluster.
 const STATS_EVERY: Duration = Duration::from_secs(10);
+
+/// How many times in a row a node's summary is asked for again at the next tick because a pod
+/// there is not measured yet (then every [`STATS_EVERY`]: a pod the kubelet never measures
+/// does not cost a request a tick).
+const STATS_EARLY: u32 = 10;
 
 /// The most kubelet summaries asked for at once (the rest wait their turn, oldest due first).
 const STATS_IN_FLIGHT: usize = 16;
@@ -273,6 +281,8 @@ struct Managed {
     epochs: u32,
     /// The last cumulative CPU sample (core-ns, Unix ns).
     last_cpu: Option<(u64, u64)>,
+    /// Whether its pod's CPU use has been measured (a first sample may come without a rate).
+    cpu_measured: bool,
     /// The last log line read, Unix ns; a follower resumes after it.
     last_line_ns: Arc<std::sync::atomic::AtomicU64>,
     /// Its log's follower; it ends true when the stream opened. After a migration or a

@@ -192,7 +192,15 @@ fn the_example_config_and_pods_run_as_documented() {
     let host = Running::start(config);
     let limit = |name: &str| c.pod(name).and_then(|p| wasmsched::backend::kubernetes::pod::limits(&p).0);
     let capped =
-        c.wait(&label, "FlowCon capping the flat pod", Duration::from_secs(90), || limit(flat).filter(|&m| m < 1000));
+        crate::cluster::poll(Duration::from_secs(90), Duration::from_millis(200), || limit(flat).filter(|&m| m < 1000))
+            .unwrap_or_else(|| {
+                let telemetry = setup.dir.path().join("telemetry.jsonl");
+                panic!(
+                    "waited 90s for FlowCon capping the flat pod\n{}\nwhat the host saw and did, tick by tick:\n{}",
+                    c.describe(&label),
+                    digest(&telemetry)
+                )
+            });
     let nodes: Vec<_> = names.iter().map(|n| c.pod(n).and_then(|p| p.spec?.node_name)).collect();
     let learning_limit = limit(learning);
     host.stop();
@@ -200,4 +208,59 @@ fn the_example_config_and_pods_run_as_documented() {
     assert!(learning_limit.is_none_or(|m| m > capped), "the learning pod keeps more: {learning_limit:?}m");
     let audit = std::fs::read_to_string(setup.dir.path().join("audit.jsonl")).unwrap();
     assert!(audit.contains("flowcon: completing"), "the audit log has FlowCon's reason");
+}
+
+/// A telemetry recording, one line a tick: each running job's node, CPU use and limit, the
+/// progress records that arrived (count, last epoch and values), and the actions applied; so
+/// that a failure says what the policy was shown.
+fn digest(path: &std::path::Path) -> String {
+    let Ok(text) = std::fs::read_to_string(path) else { return format!("no recording at {}", path.display()) };
+    let column = |v: &serde_json::Value, c: &str| -> Vec<serde_json::Value> {
+        v.get(c).and_then(|c| c.as_array()).cloned().unwrap_or_default()
+    };
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let Ok(tick) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let s = &tick["snapshot"];
+        let jobs = &s["jobs"];
+        let (handles, nodes, used, limits) = (
+            column(jobs, "handle"),
+            column(jobs, "node"),
+            column(jobs, "cpu_used_millicores"),
+            column(jobs, "cpu_limit_millicores"),
+        );
+        let mut out = format!("t={:.1}s", s["time_ms"].as_f64().unwrap_or(0.0) / 1000.0);
+        for i in 0..handles.len() {
+            out.push_str(&format!(" | job {} node {} used {}m limit {}m", handles[i], nodes[i], used[i], limits[i]));
+        }
+        let progress = &s["progress"];
+        let (job, epoch, counts, values) = (
+            column(progress, "job"),
+            column(progress, "epoch"),
+            column(progress, "value_count"),
+            column(progress, "values"),
+        );
+        let starts: Vec<usize> = counts
+            .iter()
+            .scan(0, |at, n| {
+                let start = *at;
+                *at += n.as_u64().unwrap_or(0) as usize;
+                Some(start)
+            })
+            .collect();
+        for h in &handles {
+            let mine: Vec<usize> = (0..job.len()).filter(|&i| &job[i] == h).collect();
+            if let Some(&last) = mine.last() {
+                let n = counts[last].as_u64().unwrap_or(0) as usize;
+                let shown = serde_json::Value::from(values.get(starts[last]..starts[last] + n).unwrap_or_default());
+                out.push_str(&format!(" | job {h}: {} records, last epoch {} {shown}", mine.len(), epoch[last]));
+            }
+        }
+        out.push_str(&format!(" | queued {}", column(&s["queue"], "handle").len()));
+        if let Some(actions) = tick["decision"]["actions"].as_array().filter(|a| !a.is_empty()) {
+            out.push_str(&format!(" | actions {}", serde_json::Value::Array(actions.clone())));
+        }
+        lines.push(out);
+    }
+    lines.join("\n")
 }

@@ -633,7 +633,7 @@ impl Kubernetes {
         self.deliver_progress(world, world.time_ms());
         let mut m = self.unmanage(uid)?;
         m.former = Some(uid.clone());
-        m.last_cpu = None;
+        (m.last_cpu, m.cpu_measured) = (None, false);
         if let Some(s) = world.state_mut(m.handle) {
             s.cpu_used_millicores = 0;
         }

@@ -12,8 +12,8 @@ use kube::api::{DeleteParams, LogParams};
 
 use super::pod::{self, Stand};
 use super::{
-    Kubernetes, Managed, NodeEntry, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, lease, stats, stats_backoff,
-    unix_ms, within,
+    Kubernetes, Managed, NodeEntry, STATS_EARLY, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, lease, stats,
+    stats_backoff, unix_ms, within,
 };
 use crate::backend::Backend;
 use crate::backend::carried::{ARRIVED, REPLACES, WAIT, attained, batch_in_force, unix_ms_of};
@@ -150,6 +150,7 @@ impl Kubernetes {
                         asking: None,
                         stats_due: None,
                         stats_failures: 0,
+                        stats_early: 0,
                         version: None,
                     });
                     self.nodes.len() - 1
@@ -379,6 +380,7 @@ impl Kubernetes {
             annotated: None,
             epochs: 0,
             last_cpu: None,
+            cpu_measured: false,
             last_line_ns: Arc::default(),
             follower: None,
             former: None,
@@ -475,9 +477,9 @@ impl Kubernetes {
     }
 
     /// The kubelet summaries of the nodes that run managed pods, each read every
-    /// [`STATS_EVERY`] (the kubelet's own refresh period), at most [`STATS_IN_FLIGHT`] asked
-    /// at once, oldest due first; a node whose summary fails is asked again later and later
-    /// ([`stats_backoff`]). The asks run on the runtime and the tick waits for them briefly
+    /// [`STATS_EVERY`] (sooner while a pod there is not measured yet), at most
+    /// [`STATS_IN_FLIGHT`] asked at once, oldest due first; a node whose summary fails is asked
+    /// again later and later ([`stats_backoff`]). The asks run on the runtime and the tick waits for them briefly
     /// ([`STATS_WAIT`]): an answer that takes longer (a hung kubelet) is read at a later tick
     /// and never holds the loop up.
     fn measure(&mut self, world: &mut World) {
@@ -597,7 +599,6 @@ impl Kubernetes {
             tracing::info!(node = %node.name, "node's kubelet summary read again");
         }
         node.stats_failures = 0;
-        node.stats_due = Some(Instant::now() + STATS_EVERY);
         if node.stats != Some(route) {
             if route == StatsRoute::Direct {
                 tracing::info!(node = %node.name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
@@ -614,13 +615,17 @@ impl Kubernetes {
                 (Some(now), Some(then)) if now.1 > then.1 => {
                     if let Some(mc) = stats::millicores_between(then, now) {
                         state.cpu_used_millicores = mc;
+                        m.cpu_measured = true;
                     }
                     m.last_cpu = Some(now);
                 }
                 (Some(now), None) => {
                     m.last_cpu = Some(now);
-                    if let Some(nano) = u.nano_cores {
+                    // A container's first sample has a rate of zero (the runtime has nothing
+                    // to take it against): not a measurement; the next sample's difference is.
+                    if let Some(nano) = u.nano_cores.filter(|&n| n > 0) {
                         state.cpu_used_millicores = nano / 1_000_000;
+                        m.cpu_measured = true;
                     }
                 }
                 _ => {}
@@ -629,6 +634,17 @@ impl Kubernetes {
                 state.memory_used_bytes = b;
             }
         }
+        // A pod that has started but that the summary does not measure yet (its containers
+        // are a few seconds old) is asked about again at the next tick, not a period later: a
+        // policy meanwhile sees a job that uses no CPU.
+        let unmeasured = self
+            .jobs
+            .values()
+            .any(|m| !m.cpu_measured && world.state(m.handle).is_some_and(|s| s.node as usize == i && s.is_running()));
+        let node = &mut self.nodes[i];
+        let early = unmeasured && node.stats_early < STATS_EARLY;
+        node.stats_early = if unmeasured { node.stats_early.saturating_add(1) } else { 0 };
+        node.stats_due = Some(Instant::now() + if early { Duration::ZERO } else { STATS_EVERY });
         Ok(())
     }
 

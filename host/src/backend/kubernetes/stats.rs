@@ -1,6 +1,12 @@
 //! What the kubelet measures: its `/stats/summary`, one request per node per tick, read through
 //! the apiserver's node proxy or, where the apiserver will not proxy (a node on loopback), from
 //! the kubelet itself. Parsing is pure and tested against a recorded summary.
+//!
+//! A pod's use is the sum of its containers' figures, which the kubelet has from the container
+//! runtime and refreshes every few seconds from a container's start. The pod-level figures
+//! (from the pod's cgroup) serve only where no container has any: on a kubelet measured here
+//! they stayed at zero, stamped with the pod's start, for the first 18 s of a pod's life, and a
+//! policy shown a job that uses no CPU judges it idle.
 
 use std::collections::HashMap;
 
@@ -25,6 +31,14 @@ struct Summary {
 #[serde(rename_all = "camelCase")]
 struct PodStats {
     pod_ref: PodRef,
+    cpu: Option<Cpu>,
+    memory: Option<Memory>,
+    #[serde(default)]
+    containers: Vec<ContainerStats>,
+}
+
+#[derive(serde::Deserialize)]
+struct ContainerStats {
     cpu: Option<Cpu>,
     memory: Option<Memory>,
 }
@@ -56,16 +70,36 @@ pub fn parse(text: &str) -> Result<HashMap<String, PodUse>, serde_json::Error> {
         .pods
         .into_iter()
         .map(|p| {
-            let cpu = p.cpu.as_ref();
-            let at = cpu.and_then(|c| c.time.as_deref()).and_then(crate::backend::progress::unix_ns);
+            let containers = use_of(p.containers.iter().map(|c| (c.cpu.as_ref(), c.memory.as_ref())));
+            let pod = use_of([(p.cpu.as_ref(), p.memory.as_ref())]);
             let used = PodUse {
-                cpu: cpu.and_then(|c| c.usage_core_nano_seconds).zip(at),
-                nano_cores: cpu.and_then(|c| c.usage_nano_cores),
-                memory_bytes: p.memory.and_then(|m| m.working_set_bytes.or(m.usage_bytes)),
+                cpu: containers.cpu.or(pod.cpu),
+                nano_cores: if containers.cpu.is_some() { containers.nano_cores } else { pod.nano_cores },
+                memory_bytes: containers.memory_bytes.or(pod.memory_bytes),
             };
             (p.pod_ref.uid, used)
         })
         .collect())
+}
+
+/// The summed use of `parts` (a pod's containers, or the pod itself): cumulative CPU stamped
+/// with the latest sample's time, where any part has a sample; memory where any part has it.
+fn use_of<'a>(parts: impl IntoIterator<Item = (Option<&'a Cpu>, Option<&'a Memory>)>) -> PodUse {
+    let mut total = PodUse { cpu: None, nano_cores: None, memory_bytes: None };
+    for (cpu, memory) in parts {
+        let at = cpu.and_then(|c| c.time.as_deref()).and_then(crate::backend::progress::unix_ns);
+        if let Some((core_ns, at)) = cpu.and_then(|c| c.usage_core_nano_seconds).zip(at) {
+            let (sum, latest) = total.cpu.unwrap_or((0, 0));
+            total.cpu = Some((sum.saturating_add(core_ns), latest.max(at)));
+        }
+        if let Some(n) = cpu.and_then(|c| c.usage_nano_cores) {
+            total.nano_cores = Some(total.nano_cores.unwrap_or(0).saturating_add(n));
+        }
+        if let Some(b) = memory.and_then(|m| m.working_set_bytes.or(m.usage_bytes)) {
+            total.memory_bytes = Some(total.memory_bytes.unwrap_or(0).saturating_add(b));
+        }
+    }
+    total
 }
 
 /// Mean CPU use in millicores between two cumulative samples (core-ns, Unix ns); None when the
@@ -86,7 +120,19 @@ mod tests {
          "startTime": "2026-11-24T09:59:00Z",
          "cpu": {"time": "2026-11-24T10:00:01.500000000Z", "usageNanoCores": 950000000, "usageCoreNanoSeconds": 61000000000},
          "memory": {"time": "2026-11-24T10:00:01Z", "usageBytes": 9000000, "workingSetBytes": 8000000}},
-        {"podRef": {"name": "b", "namespace": "default", "uid": "u-b"}}
+        {"podRef": {"name": "b", "namespace": "default", "uid": "u-b"}},
+        {"podRef": {"name": "c", "namespace": "default", "uid": "u-c"},
+         "startTime": "2026-11-27T12:47:12Z",
+         "containers": [
+           {"name": "trainer", "startTime": "2026-11-27T12:47:13Z",
+            "cpu": {"time": "2026-11-27T12:47:16Z", "usageNanoCores": 1629800187, "usageCoreNanoSeconds": 5864426983},
+            "memory": {"time": "2026-11-27T12:47:16Z", "workingSetBytes": 30000000}},
+           {"name": "sidecar", "startTime": "2026-11-27T12:47:13Z",
+            "cpu": {"time": "2026-11-27T12:47:15Z", "usageNanoCores": 100000000, "usageCoreNanoSeconds": 135573017},
+            "memory": {"time": "2026-11-27T12:47:15Z", "workingSetBytes": 2000000}}
+         ],
+         "cpu": {"time": "2026-11-27T12:47:12Z", "usageNanoCores": 0, "usageCoreNanoSeconds": 0},
+         "memory": {"time": "2026-11-27T12:47:12Z", "workingSetBytes": 0}}
       ]
     }"#;
 
@@ -99,6 +145,17 @@ mod tests {
         assert_eq!(at % 1_000_000_000, 500_000_000);
         assert_eq!((a.nano_cores, a.memory_bytes), (Some(950_000_000), Some(8_000_000)));
         assert_eq!(pods["u-b"], PodUse { cpu: None, nano_cores: None, memory_bytes: None }, "a pod not yet measured");
+    }
+
+    #[test]
+    fn a_young_pods_use_is_its_containers_not_its_stale_cgroup() {
+        // As a kubelet gave it 4 s after the pod started: the pod-level figures still zero,
+        // stamped with the pod's start; the containers' fresh.
+        let c = parse(SUMMARY).unwrap()["u-c"];
+        let (core_ns, at) = c.cpu.unwrap();
+        assert_eq!(core_ns, 5_864_426_983 + 135_573_017);
+        assert_eq!(at, crate::backend::progress::unix_ns("2026-11-27T12:47:16Z").unwrap(), "the latest sample's time");
+        assert_eq!((c.nano_cores, c.memory_bytes), (Some(1_729_800_187), Some(32_000_000)));
     }
 
     #[test]
