@@ -27,9 +27,10 @@ fn main() {
     let root = wasmsched_build_support::workspace_root();
     let crates = shipped_policies(&root);
     // What a shipped component is built from: its folder, the SDK and the rules it calls, the
-    // contract, the workspace's manifest (a new policy joins its members) and lock file.
+    // contract, the workspace's manifest (a new policy joins its members) and lock file, and
+    // the flags it is compiled with.
     watch(&root, crates.iter().map(|c| Path::new("policies").join(&c.name)));
-    watch(&root, ["sdk/Cargo.toml", "sdk/src", "rules", "wit", "Cargo.toml", "Cargo.lock"]);
+    watch(&root, ["sdk/Cargo.toml", "sdk/src", "rules", "wit", "Cargo.toml", "Cargo.lock", ".cargo/config.toml"]);
     watch(&root, SCAFFOLD_FOLDERS.iter().chain(&SCAFFOLD_SINGLE_FILES));
 
     build_components(&root, &crates);

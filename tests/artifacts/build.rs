@@ -35,6 +35,7 @@ fn main() {
             "toolchains",
             "Cargo.toml",
             "Cargo.lock",
+            ".cargo/config.toml",
         ],
     );
 
