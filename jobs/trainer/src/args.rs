@@ -19,6 +19,9 @@ Options:
   --samples N          generated samples, a fifth of them for validation [default: 40000]
   --hidden N           hidden units of the MLP [default: 512]
   --threads N          threads computing each minibatch's gradient, 1 to 64 [default: 2]
+  --batch-size N       samples per minibatch, 1 to 65536; without it, the environment
+                       variable WASMSCHED_BATCH_SIZE (the host sets it when it resizes an
+                       elastic job) [default: 64]
   --seed N             seed of the data, the initial weights and the shuffling [default: 1]
   --lr RATE            learning rate of the first epoch; it halves by epoch 10; 0 leaves the
                        model as initialised, a job whose curve is flat [default: 0.05]
@@ -54,6 +57,9 @@ pub struct Args {
     pub hidden: usize,
     /// Threads per minibatch.
     pub threads: usize,
+    /// Samples per minibatch; None: [`BATCH_SIZE_VAR`], else [`crate::model::BATCH`]
+    /// ([`Args::batch_size`]).
+    pub batch_size: Option<usize>,
     /// Seed of data, initial weights and shuffling.
     pub seed: u64,
     /// Learning rate of the first epoch.
@@ -71,6 +77,7 @@ impl Default for Args {
             samples: 40_000,
             hidden: 512,
             threads: 2,
+            batch_size: None,
             seed: 1,
             lr: crate::train::LEARNING_RATE,
             format: Format::Json,
@@ -134,8 +141,30 @@ impl fmt::Display for ArgsError {
 impl std::error::Error for ArgsError {}
 
 /// The options that take a value.
-const OPTIONS: [&str; 8] =
-    ["--epochs", "--samples", "--hidden", "--threads", "--seed", "--lr", "--format", "--checkpoint"];
+const OPTIONS: [&str; 9] =
+    ["--epochs", "--samples", "--hidden", "--threads", "--batch-size", "--seed", "--lr", "--format", "--checkpoint"];
+
+/// The environment variable a batch size comes from when `--batch-size` is not given: the host
+/// sets it on a job it resizes, with the batch size the policy chose.
+pub const BATCH_SIZE_VAR: &str = "WASMSCHED_BATCH_SIZE";
+
+/// The largest batch size taken.
+const MAX_BATCH: u64 = 65_536;
+
+impl Args {
+    /// Samples per minibatch: `--batch-size`, else [`BATCH_SIZE_VAR`] as `from_env` gives it
+    /// (unset or empty: not given), else [`crate::model::BATCH`]. A value in the environment
+    /// that is not a batch size is refused, as the option would be.
+    pub fn batch_size(&self, from_env: Option<OsString>) -> Result<usize, ArgsError> {
+        if let Some(n) = self.batch_size {
+            return Ok(n);
+        }
+        match from_env.filter(|v| !v.is_empty()) {
+            Some(value) => Ok(number(BATCH_SIZE_VAR, &value.to_string_lossy(), 1, MAX_BATCH)? as usize),
+            None => Ok(crate::model::BATCH),
+        }
+    }
+}
 
 /// Parses the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgsError> {
@@ -177,6 +206,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, ArgsEr
             "--samples" => parsed.samples = number(option, &value, 100, 10_000_000)? as usize,
             "--hidden" => parsed.hidden = number(option, &value, 1, 65_536)? as usize,
             "--threads" => parsed.threads = number(option, &value, 1, 64)? as usize,
+            "--batch-size" => parsed.batch_size = Some(number(option, &value, 1, MAX_BATCH)? as usize),
             "--seed" => parsed.seed = number(option, &value, 0, u64::MAX)?,
             "--lr" => {
                 parsed.lr = match value.parse::<f32>() {
@@ -243,6 +273,8 @@ mod tests {
             "--hidden",
             "16",
             "--threads=3",
+            "--batch-size",
+            "256",
             "--seed",
             "9",
             "--lr=0",
@@ -255,12 +287,27 @@ mod tests {
             samples: 2000,
             hidden: 16,
             threads: 3,
+            batch_size: Some(256),
             seed: 9,
             lr: 0.0,
             format: Format::Flowcon,
             checkpoint: Some(PathBuf::from("/ckpt/model")),
         };
         assert_eq!(command, Ok(Command::Train(expected)));
+    }
+
+    #[test]
+    fn the_batch_size_comes_from_the_option_else_the_environment_else_the_default() {
+        let given = Args { batch_size: Some(32), ..Args::default() };
+        assert_eq!(given.batch_size(Some("256".into())), Ok(32), "the option wins");
+        let unset = Args::default();
+        assert_eq!(unset.batch_size(Some("256".into())), Ok(256));
+        assert_eq!(unset.batch_size(None), Ok(crate::model::BATCH));
+        assert_eq!(unset.batch_size(Some("".into())), Ok(crate::model::BATCH), "empty is unset");
+        for bad in ["0", "big", "70000"] {
+            let err = unset.batch_size(Some(bad.into())).expect_err("refused");
+            assert!(err.to_string().contains("WASMSCHED_BATCH_SIZE"), "{bad}: {err}");
+        }
     }
 
     #[test]
@@ -278,7 +325,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_refused_with_a_reason() {
-        let cases: [(&[&str], &str); 11] = [
+        let cases: [(&[&str], &str); 12] = [
             (&["--epoch", "3"], "unknown option --epoch"),
             (&["30"], "unexpected argument \"30\""),
             (&["--epochs"], "--epochs needs a value"),
@@ -286,6 +333,7 @@ mod tests {
             (&["--threads", "0"], "expected a whole number from 1 to 64"),
             (&["--threads", "two"], "--threads \"two\" is not valid"),
             (&["--samples", "10"], "expected a whole number from 100 to 10000000"),
+            (&["--batch-size", "0"], "expected a whole number from 1 to 65536"),
             (&["--format", "csv"], "expected json or flowcon"),
             (&["--lr", "-0.1"], "expected a number from 0 to 10"),
             (&["--lr", "fast"], "expected a number from 0 to 10"),

@@ -84,11 +84,12 @@ pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write, stop: &AtomicB
         log,
         format_args!(
             "wasmsched-trainer: {} training and {} validation samples, {FEATURES} features, {CLASSES} classes, \
-             {} hidden units, {} threads, epochs {} to {}",
+             {} hidden units, {} threads, batch size {}, epochs {} to {}",
             split.train.len(),
             split.validation.len(),
             args.hidden,
             args.threads,
+            args.batch_size.unwrap_or(model::BATCH),
             done + 1,
             args.epochs,
         ),

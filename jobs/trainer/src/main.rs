@@ -12,7 +12,7 @@ use wasmsched_trainer::args::{self, Command, USAGE};
 const STOPPED: u8 = 128 + 15;
 
 fn main() -> ExitCode {
-    let args = match args::parse(std::env::args_os().skip(1)) {
+    let mut args = match args::parse(std::env::args_os().skip(1)) {
         Ok(Command::Train(args)) => args,
         Ok(Command::Help) => {
             print!("{USAGE}");
@@ -35,6 +35,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    match args.batch_size(std::env::var_os(args::BATCH_SIZE_VAR)) {
+        Ok(batch) => args.batch_size = Some(batch),
+        Err(e) => {
+            eprintln!("wasmsched-trainer: {e}\nSet it to a whole number of samples, or unset it for the default.");
+            return ExitCode::from(2);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {

@@ -14,7 +14,7 @@ use std::thread;
 use crate::data::Dataset;
 use crate::rng::SplitMix64;
 
-/// Samples per minibatch.
+/// Samples per minibatch unless the run says otherwise.
 pub const BATCH: usize = 64;
 
 /// The weights of a one-hidden-layer perceptron, in one flat vector: the input-to-hidden
@@ -214,13 +214,14 @@ impl Mlp {
     }
 
     /// One pass of minibatch SGD over `data` in the order `order`, at learning rate `rate`,
-    /// each minibatch's gradient computed by `threads` threads.
-    pub fn train_epoch(&mut self, data: &Dataset, order: &[u32], rate: f32, threads: usize) {
-        let threads = threads.clamp(1, BATCH);
+    /// in minibatches of `batch` samples, each one's gradient computed by `threads` threads.
+    pub fn train_epoch(&mut self, data: &Dataset, order: &[u32], rate: f32, batch: usize, threads: usize) {
+        let batch = batch.max(1);
+        let threads = threads.clamp(1, batch);
         let size = self.params.len();
         if threads == 1 {
             let (mut grad, mut scratch) = (vec![0.0; size], self.scratch());
-            for batch in order.chunks(BATCH) {
+            for batch in order.chunks(batch) {
                 grad.fill(0.0);
                 self.accumulate_gradient(data, batch, &mut grad, &mut scratch);
                 self.step(&[&grad], rate / batch.len() as f32);
@@ -229,7 +230,7 @@ impl Mlp {
         }
         let buffers: [Vec<RwLock<Vec<f32>>>; 2] =
             std::array::from_fn(|_| (0..threads).map(|_| RwLock::new(vec![0.0; size])).collect());
-        let shared = Shared { data, order, rate, threads, buffers: &buffers, barrier: &Barrier::new(threads) };
+        let shared = Shared { data, order, rate, batch, threads, buffers: &buffers, barrier: &Barrier::new(threads) };
         thread::scope(|s| {
             for worker in 1..threads {
                 let mut replica = self.clone();
@@ -242,7 +243,7 @@ impl Mlp {
     /// Thread `worker`'s part of [`Mlp::train_epoch`]: its shard of every minibatch.
     fn train_shards(&mut self, worker: usize, shared: &Shared<'_>) {
         let mut scratch = self.scratch();
-        for (k, batch) in shared.order.chunks(BATCH).enumerate() {
+        for (k, batch) in shared.order.chunks(shared.batch).enumerate() {
             let buffers = &shared.buffers[k % 2];
             {
                 let mut grad = buffers[worker].write().unwrap_or_else(PoisonError::into_inner);
@@ -264,6 +265,7 @@ struct Shared<'a> {
     data: &'a Dataset,
     order: &'a [u32],
     rate: f32,
+    batch: usize,
     threads: usize,
     /// Per minibatch parity, one gradient buffer per thread.
     buffers: &'a [Vec<RwLock<Vec<f32>>>; 2],
@@ -312,13 +314,30 @@ mod tests {
         let (data, model) = setup();
         let order: Vec<u32> = (0..data.len() as u32).collect();
         let (mut one, mut three) = (model.clone(), model);
-        one.train_epoch(&data, &order, 0.1, 1);
-        three.train_epoch(&data, &order, 0.1, 3);
+        one.train_epoch(&data, &order, 0.1, BATCH, 1);
+        three.train_epoch(&data, &order, 0.1, BATCH, 3);
         // Equal up to the order of the floating-point sums.
         for (a, b) in one.params.iter().zip(&three.params) {
             assert!((a - b).abs() < 1e-4, "{a} vs {b}");
         }
         assert_ne!(one.params, Mlp::new(6, 10, 3, &mut SplitMix64::new(9)).params);
+    }
+
+    #[test]
+    fn the_batch_size_sets_how_many_steps_an_epoch_takes() {
+        let (data, model) = setup();
+        let order: Vec<u32> = (0..data.len() as u32).collect();
+        // One batch of the whole epoch is one step on the mean gradient: on any number of
+        // threads, and not the same as many small steps.
+        let (mut whole, mut whole_threads, mut small) = (model.clone(), model.clone(), model);
+        whole.train_epoch(&data, &order, 0.1, data.len(), 1);
+        whole_threads.train_epoch(&data, &order, 0.1, data.len(), 4);
+        small.train_epoch(&data, &order, 0.1, 8, 1);
+        for (a, b) in whole.params.iter().zip(&whole_threads.params) {
+            assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+        }
+        let apart = whole.params.iter().zip(&small.params).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        assert!(apart > 1e-3, "batches of 8 train otherwise than one batch: {apart}");
     }
 
     #[test]

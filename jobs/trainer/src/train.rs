@@ -32,6 +32,7 @@ pub struct Trainer {
     shuffle: SplitMix64,
     epochs_done: u64,
     threads: usize,
+    batch: usize,
     rate: f32,
 }
 
@@ -59,11 +60,13 @@ impl Trainer {
             shuffle,
             epochs_done: 0,
             threads: args.threads,
+            batch: args.batch_size.unwrap_or(crate::model::BATCH),
             rate: args.lr,
         }
     }
 
-    /// The run saved in `checkpoint`, continued with `args`'s threads; refused when it was
+    /// The run saved in `checkpoint`, continued with `args`'s threads and batch size (a job
+    /// resized to other GPUs resumes at the batch size chosen for them); refused when it was
     /// written by a run with other data or another model shape.
     pub fn resume(args: &Args, checkpoint: Checkpoint) -> Result<Self, CheckpointError> {
         let problem = problem(args);
@@ -91,6 +94,7 @@ impl Trainer {
             shuffle: SplitMix64::new(checkpoint.rng_state),
             epochs_done: checkpoint.epoch,
             threads: args.threads,
+            batch: args.batch_size.unwrap_or(crate::model::BATCH),
             rate: args.lr,
         })
     }
@@ -117,7 +121,7 @@ impl Trainer {
         let mut order: Vec<u32> = (0..self.split.train.len() as u32).collect();
         self.shuffle.shuffle(&mut order);
         let rate = self.rate / (1.0 + self.epochs_done as f32 / RATE_DECAY_EPOCHS);
-        self.model.train_epoch(&self.split.train, &order, rate, self.threads);
+        self.model.train_epoch(&self.split.train, &order, rate, self.batch, self.threads);
         let validation = self.model.evaluate(&self.split.validation, self.threads);
         self.epochs_done += 1;
         EpochReport { epoch: self.epochs_done, validation, elapsed: start.elapsed() }

@@ -201,19 +201,25 @@ impl Cluster {
 
     /// The epoch times (`time_s`) pod `name` printed so far.
     pub fn epoch_times(&self, name: &str) -> Vec<f64> {
-        let logs = self.rt.block_on(self.pods().logs(name, &Default::default())).unwrap_or_default();
-        logs.lines()
+        self.log(name)
+            .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("time_s")?.as_f64())
             .collect()
     }
 
     /// The epochs pod `name`'s log still holds, as the apiserver gives it now.
     pub fn kept_epochs(&self, name: &str) -> Vec<u32> {
-        let logs = self.rt.block_on(self.pods().logs(name, &Default::default())).unwrap_or_default();
-        logs.lines()
+        self.log(name)
+            .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("epoch")?.as_u64())
             .map(|e| e as u32)
             .collect()
+    }
+
+    /// What pod `name`'s log holds (its main container's, stdout and stderr), empty when it
+    /// cannot be read.
+    pub fn log(&self, name: &str) -> String {
+        self.rt.block_on(self.pods().logs(name, &Default::default())).unwrap_or_default()
     }
 
     /// No epoch that pod `name`'s log still holds is missing from `records`, and none was read

@@ -582,6 +582,8 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
         Some((first, started.elapsed()))
     });
     assert!(first_progress.0 > 1, "the copy went on from epoch {}, not from the start", first_progress.0);
+    let banner = c.log(&new_name).lines().find(|l| l.starts_with("wasmsched-trainer:")).unwrap_or_default().to_owned();
+    assert!(banner.contains("batch size 256"), "the trainer trains at the batch size it was given: {banner}");
     c.wait(&label, "epochs on vm2", Duration::from_secs(90), || {
         step(&mut k, &mut world, 500);
         (world.history(handle).last()?.epoch >= epochs_before + 2).then_some(())
