@@ -31,6 +31,21 @@ pub fn batch_in_force(keys: &HashMap<String, String>) -> Option<u32> {
     keys.get(BATCH_IN_FORCE).and_then(|v| v.trim().parse::<u32>().ok()).filter(|&b| b > 0)
 }
 
+/// The batch size a resize leaves in force: the one it asks for, else the one the job had
+/// (none where it had none).
+pub fn batch_after_resize(asked: Option<u32>, had: u32) -> Option<u32> {
+    asked.or(Some(had).filter(|&b| b > 0))
+}
+
+/// Why a job that declares no checkpoint is not resized: `what` names it ("the pod", "the
+/// container"), `declare` says how to declare one.
+pub fn resize_needs_checkpoint(what: &str, declare: &str) -> String {
+    format!(
+        "{what} declares no wasmsched.checkpoint folder, and a resize re-creates it from its checkpoint: it would \
+         start its training over; {declare}"
+    )
+}
+
 /// The job's service before this copy, from its keys, plus the time this copy has run (since
 /// `started_unix_ms`, when it runs): (run ms, GPU ms).
 pub fn attained(

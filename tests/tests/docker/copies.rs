@@ -186,6 +186,24 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
     assert!(errors.len() == 1 && errors[0].reason.contains("a single node"), "{errors:?}");
     assert_eq!(e.labelled(&label)[0].id, c.id, "the container is left as it was");
 
+    // An elastic container that declares no checkpoint would start its training over: refused,
+    // and left as it was.
+    let bare = e.start_trainer("resize-bare", &[("test", label.as_str()), ("gpu-counts", "0,1")], CHECKPOINTED, None);
+    let bare_handle = eventually("the container without a checkpoint seen", Duration::from_secs(30), || {
+        step(&mut docker, &mut world, 300);
+        world.jobs().map(|(spec, _)| spec.handle).find(|&h| h != handle)
+    });
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 0, gpus: Vec::new() }], share: false };
+    let no_checkpoint = action(bare_handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(128) }));
+    let errors = docker.apply(&[no_checkpoint], &mut world);
+    assert!(errors.len() == 1 && errors[0].reason.contains("declares no wasmsched.checkpoint"), "{errors:?}");
+    assert!(e.labelled(&label).iter().any(|l| l.id == bare.id), "the container is left as it was");
+    bare.remove();
+    eventually("the container without a checkpoint gone", Duration::from_secs(30), || {
+        step(&mut docker, &mut world, 300);
+        (world.jobs().count() == 1).then_some(())
+    });
+
     let started = Instant::now();
     let errors = docker.apply(&[resize(vec![wit::NodePlacement { node: 0, gpus: Vec::new() }], Some(256))], &mut world);
     let took = started.elapsed();

@@ -550,6 +550,35 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
     );
     assert!(c.pod(&name).is_some(), "the pod is untouched");
 
+    // An elastic pod that declares no checkpoint would start its training over: refused, and
+    // left as it was.
+    let bare = c.trainer(
+        &image,
+        TrainerPod {
+            annotations: &[("gpu-counts", "1,2")],
+            node: Some("vm2"),
+            ..TrainerPod::new("no-checkpoint", &label, QUICK)
+        },
+    );
+    let bare = bare.metadata.name.unwrap();
+    let bare_handle = c.wait(&label, "the pod without a checkpoint running", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &bare).filter(|&h| world.state(h).is_some_and(|s| s.is_running()))
+    });
+    let onto = vec![wit::NodePlacement { node: 1, gpus: vec![0] }];
+    let placement = wit::Placement { nodes: onto, share: false };
+    let no_checkpoint = action(bare_handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: None }));
+    let mut errors = k.apply(&[no_checkpoint], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(10)));
+    assert!(errors.len() == 1 && errors[0].reason.contains("declares no wasmsched.checkpoint"), "{errors:?}");
+    let left = c.pod(&bare).expect("the pod is untouched");
+    assert_eq!(gpus_asked(&left), 0, "it asks for no GPU still");
+    c.rt.block_on(c.pods().delete(&bare, &Default::default())).unwrap();
+    c.wait(&label, "the pod without a checkpoint gone", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 300);
+        (c.pod(&bare).is_none() && world.state(bare_handle).is_none()).then_some(())
+    });
+
     // 1 GPU on vm -> 2 GPUs on vm2 at batch size 256: the pod re-created from its checkpoint.
     let started = Instant::now();
     let onto_vm2 = vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }];

@@ -14,6 +14,7 @@ use futures_util::future::BoxFuture;
 
 use super::copy::{Changes, Copy, STOP_GRACE_S};
 use super::{Docker, Managed, short};
+use crate::backend::carried::{batch_after_resize, resize_needs_checkpoint};
 use crate::bindings::wit;
 use crate::world::{GpuSlot, JobState, World};
 
@@ -142,6 +143,9 @@ impl Docker {
                     _ if !state.is_running() => {
                         Err("a queued container is placed, not resized: place it on the GPUs it should have".into())
                     }
+                    _ if checkpoint.is_none() => {
+                        Err(resize_needs_checkpoint("the container", "label it with the folder it checkpoints to"))
+                    }
                     [entry] => Ok((entry.node as usize, entry.gpus.clone())),
                     spread => Err(format!(
                         "a container runs on one engine and this resize spreads it over {}: resize it onto GPUs of a \
@@ -150,8 +154,7 @@ impl Docker {
                     )),
                 };
                 let to_client = target.as_ref().ok().and_then(|(to, _)| answering(*to));
-                // The batch size in force: the one asked for, else the one it had.
-                let batch_size = r.batch_size.or(Some(state.batch_size).filter(|&b| b > 0));
+                let batch_size = batch_after_resize(r.batch_size, state.batch_size);
                 Box::pin(async move {
                     let (to, gpus) = target.map_err(refused)?;
                     let Some(to_client) = to_client else {

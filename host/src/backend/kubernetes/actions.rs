@@ -19,6 +19,7 @@ use super::gate::Gate;
 use super::pod::{self, Resource};
 use super::{By, Kubernetes, within};
 use crate::backend::ApplyError;
+use crate::backend::carried::{batch_after_resize, resize_needs_checkpoint};
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 
@@ -485,6 +486,12 @@ impl Kubernetes {
                                 .into(),
                         );
                     }
+                    (None, false) if resize.is_some() => {
+                        return refuse(resize_needs_checkpoint(
+                            "the pod",
+                            "annotate it with the folder it checkpoints to, on a volume that outlives it",
+                        ));
+                    }
                     (Some(folder), _) => {
                         if let Err(why) = pod::checkpoint_survives(p, folder) {
                             return refuse(why);
@@ -492,10 +499,9 @@ impl Kubernetes {
                     }
                     (None, false) => {}
                 }
-                // A resize gives the job its new GPUs and the batch size in force: the one asked
-                // for, else the one it had.
+                // A resize gives the job its new GPUs and the batch size in force.
                 let gpus = resize.and_then(|r| r.placement.nodes.first()).map(|e| e.gpus.clone());
-                let batch_size = resize.and_then(|r| r.batch_size.or(Some(state.batch_size).filter(|&b| b > 0)));
+                let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
                 let changes = pod::Changes {
                     scheduler: self.config.scheduler.clone(),
                     preempted: target.is_none(),
