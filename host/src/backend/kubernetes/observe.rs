@@ -479,9 +479,9 @@ impl Kubernetes {
     /// The kubelet summaries of the nodes that run managed pods, each read every
     /// [`STATS_EVERY`] (sooner while a pod there is not measured yet), at most
     /// [`STATS_IN_FLIGHT`] asked at once, oldest due first; a node whose summary fails is asked
-    /// again later and later ([`stats_backoff`]). The asks run on the runtime and the tick waits for them briefly
-    /// ([`STATS_WAIT`]): an answer that takes longer (a hung kubelet) is read at a later tick
-    /// and never holds the loop up.
+    /// again later and later ([`stats_backoff`]). The asks run on the runtime and the tick
+    /// waits for them briefly ([`STATS_WAIT`]): an answer that takes longer (a hung kubelet) is
+    /// read at a later tick and never holds the loop up.
     fn measure(&mut self, world: &mut World) {
         let now = Instant::now();
         let mut wanted = vec![false; self.nodes.len()];

@@ -1,6 +1,6 @@
-//! What the kubelet measures: its `/stats/summary`, one request per node per tick, read through
-//! the apiserver's node proxy or, where the apiserver will not proxy (a node on loopback), from
-//! the kubelet itself. Parsing is pure and tested against a recorded summary.
+//! What the kubelet measures: its `/stats/summary`, one request per node every 10 s (sooner for
+//! a pod not measured yet), read through the apiserver's node proxy or, where the apiserver
+//! will not proxy (a node on loopback), from the kubelet itself. Parsing is pure and tested against a recorded summary.
 //!
 //! A pod's use is the sum of its containers' figures, which the kubelet has from the container
 //! runtime and refreshes every few seconds from a container's start. The pod-level figures
