@@ -484,12 +484,15 @@ impl Kubernetes {
     /// read at a later tick and never holds the loop up.
     fn measure(&mut self, world: &mut World) {
         let now = Instant::now();
+        // Per node: whether it runs managed pods, and how many of them have no CPU figure yet.
         let mut wanted = vec![false; self.nodes.len()];
+        let mut unmeasured = vec![0u32; self.nodes.len()];
         for m in self.jobs.values() {
             if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
                 && let Some(w) = wanted.get_mut(s.node as usize)
             {
                 *w = true;
+                unmeasured[s.node as usize] += u32::from(!m.cpu_measured);
             }
         }
         let asking = self.nodes.iter().filter(|n| n.asking.is_some()).count();
@@ -522,7 +525,7 @@ impl Kubernetes {
         }
         let mut failed = Vec::new();
         for (i, answer) in answers {
-            if let Err(why) = self.read_summary(i, answer, world) {
+            if let Err(why) = self.read_summary(i, answer, unmeasured[i], world) {
                 failed.push((i, why));
             }
         }
@@ -579,10 +582,12 @@ impl Kubernetes {
 
     /// Node `i`'s kubelet summary into its pods' use; why there is none, when it newly fails
     /// (a node that keeps failing is reported once, when it starts to).
+    /// `unmeasured`: node `i`'s running pods with no CPU figure before this summary.
     fn read_summary(
         &mut self,
         i: usize,
         answer: Result<(String, StatsRoute), String>,
+        mut unmeasured: u32,
         world: &mut World,
     ) -> Result<(), String> {
         let node = &mut self.nodes[i];
@@ -611,24 +616,25 @@ impl Kubernetes {
             if state.node as usize != i || !state.is_running() {
                 continue;
             }
-            match (u.cpu, m.last_cpu) {
+            let measured = match (u.cpu, m.last_cpu) {
                 (Some(now), Some(then)) if now.1 > then.1 => {
-                    if let Some(mc) = stats::millicores_between(then, now) {
-                        state.cpu_used_millicores = mc;
-                        m.cpu_measured = true;
-                    }
                     m.last_cpu = Some(now);
+                    stats::millicores_between(then, now)
                 }
+                // A container's first sample has a rate of zero (the runtime has nothing to
+                // take it against): not a measurement; the next sample's difference is.
                 (Some(now), None) => {
                     m.last_cpu = Some(now);
-                    // A container's first sample has a rate of zero (the runtime has nothing
-                    // to take it against): not a measurement; the next sample's difference is.
-                    if let Some(nano) = u.nano_cores.filter(|&n| n > 0) {
-                        state.cpu_used_millicores = nano / 1_000_000;
-                        m.cpu_measured = true;
-                    }
+                    u.nano_cores.filter(|&n| n > 0).map(|nano| nano / 1_000_000)
                 }
-                _ => {}
+                _ => None,
+            };
+            if let Some(mc) = measured {
+                state.cpu_used_millicores = mc;
+                if !m.cpu_measured {
+                    m.cpu_measured = true;
+                    unmeasured = unmeasured.saturating_sub(1);
+                }
             }
             if let Some(b) = u.memory_bytes {
                 state.memory_used_bytes = b;
@@ -636,14 +642,11 @@ impl Kubernetes {
         }
         // A pod that has started but that the summary does not measure yet (its containers
         // are a few seconds old) is asked about again at the next tick, not a period later: a
-        // policy meanwhile sees a job that uses no CPU.
-        let unmeasured = self
-            .jobs
-            .values()
-            .any(|m| !m.cpu_measured && world.state(m.handle).is_some_and(|s| s.node as usize == i && s.is_running()));
+        // policy meanwhile sees a job that uses no CPU. Counted, not looked for among every
+        // job: this runs for every summary read.
         let node = &mut self.nodes[i];
-        let early = unmeasured && node.stats_early < STATS_EARLY;
-        node.stats_early = if unmeasured { node.stats_early.saturating_add(1) } else { 0 };
+        let early = unmeasured > 0 && node.stats_early < STATS_EARLY;
+        node.stats_early = if unmeasured > 0 { node.stats_early.saturating_add(1) } else { 0 };
         node.stats_due = Some(Instant::now() + if early { Duration::ZERO } else { STATS_EVERY });
         Ok(())
     }
