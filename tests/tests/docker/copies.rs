@@ -18,8 +18,7 @@ fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
     let (e, _serial) = trainer_engine_or_skip!();
     let Some(second) = engine::SecondEngine::start(e) else { return };
     let label = test_label("migrate");
-    let args = ["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
-    let c = e.start_trainer("migrate", &[("test", &label), ("checkpoint", "/ckpt")], &args, None);
+    let c = e.start_trainer("migrate", &[("test", &label), ("checkpoint", "/ckpt")], CHECKPOINTED, None);
     let mut docker = Docker::new(DockerConfig {
         engines: vec![e.endpoint.clone(), second.endpoint.clone()],
         selector: format!("wasmsched.test={label}"),
@@ -49,16 +48,23 @@ fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
         let after: Vec<u32> = world.history(handle).skip(seen).map(|r| r.epoch).collect();
         (after.len() >= 2).then_some(after)
     });
-    assert!(
-        after[0] == last_before + 1 || after[0] == last_before + 2,
-        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
-    );
+    assert_resumed(last_before, &after);
     assert_eq!(world.jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
 }
 
 /// A trainer that checkpoints every epoch to `/ckpt/model` (declared as its checkpoint folder).
 const CHECKPOINTED: &[&str] =
     &["--epochs", "400", "--samples", "2000", "--threads", "1", "--checkpoint", "/ckpt/model"];
+
+/// The epochs a copy printed, `after`, follow `last_before`, the last one read from the
+/// original: it resumed from its checkpoint (the epoch under way when it was stopped may have
+/// been saved and not yet read), not from scratch.
+fn assert_resumed(last_before: u32, after: &[u32]) {
+    assert!(
+        after[0] == last_before + 1 || after[0] == last_before + 2,
+        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
+    );
+}
 
 /// Start queued job `job` on `node`, without GPUs (this engine's node has none).
 fn place(job: u32, node: u32) -> wit::Action {
@@ -147,10 +153,7 @@ fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_
          place again → first progress {resumed:.1?} (epoch {last_before}, then {})",
         after[0]
     );
-    assert!(
-        after[0] == last_before + 1 || after[0] == last_before + 2,
-        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
-    );
+    assert_resumed(last_before, &after);
     assert_eq!(world.all_jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
     assert_eq!(e.labelled(&label)[0].state, "running");
 }
@@ -223,10 +226,7 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
         let after: Vec<u32> = world.history(handle).skip(seen).map(|r| r.epoch).collect();
         (after.len() >= 2).then(|| (after, started.elapsed()))
     });
-    assert!(
-        after[0] == last_before + 1 || after[0] == last_before + 2,
-        "training resumed from the checkpoint, not from scratch: epoch {last_before}, then {after:?}"
-    );
+    assert_resumed(last_before, &after);
     assert_eq!(world.all_jobs().map(|(s, _)| s.handle).collect::<Vec<_>>(), [handle], "one job, its handle kept");
     eprintln!("resize (stop, checkpoint out, copy, checkpoint in, start): {took:.1?}; to its second epoch {first:.1?}");
 
