@@ -152,16 +152,19 @@ pub const BATCH_SIZE_VAR: &str = "WASMSCHED_BATCH_SIZE";
 const MAX_BATCH: u64 = 65_536;
 
 impl Args {
+    /// Samples per minibatch as settled: `--batch-size` (which the binary sets from
+    /// [`Args::batch_size`] before it trains), else [`crate::model::BATCH`].
+    pub fn batch(&self) -> usize {
+        self.batch_size.unwrap_or(crate::model::BATCH)
+    }
+
     /// Samples per minibatch: `--batch-size`, else [`BATCH_SIZE_VAR`] as `from_env` gives it
     /// (unset or empty: not given), else [`crate::model::BATCH`]. A value in the environment
     /// that is not a batch size is refused, as the option would be.
     pub fn batch_size(&self, from_env: Option<OsString>) -> Result<usize, ArgsError> {
-        if let Some(n) = self.batch_size {
-            return Ok(n);
-        }
-        match from_env.filter(|v| !v.is_empty()) {
+        match from_env.filter(|v| !v.is_empty() && self.batch_size.is_none()) {
             Some(value) => Ok(number(BATCH_SIZE_VAR, &value.to_string_lossy(), 1, MAX_BATCH)? as usize),
-            None => Ok(crate::model::BATCH),
+            None => Ok(self.batch()),
         }
     }
 }

@@ -89,7 +89,7 @@ pub fn run(args: &Args, out: &mut dyn Write, log: &mut dyn Write, stop: &AtomicB
             split.validation.len(),
             args.hidden,
             args.threads,
-            args.batch_size.unwrap_or(model::BATCH),
+            args.batch(),
             done + 1,
             args.epochs,
         ),

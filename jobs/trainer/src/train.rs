@@ -60,7 +60,7 @@ impl Trainer {
             shuffle,
             epochs_done: 0,
             threads: args.threads,
-            batch: args.batch_size.unwrap_or(crate::model::BATCH),
+            batch: args.batch(),
             rate: args.lr,
         }
     }
@@ -94,7 +94,7 @@ impl Trainer {
             shuffle: SplitMix64::new(checkpoint.rng_state),
             epochs_done: checkpoint.epoch,
             threads: args.threads,
-            batch: args.batch_size.unwrap_or(crate::model::BATCH),
+            batch: args.batch(),
             rate: args.lr,
         })
     }
