@@ -12,240 +12,23 @@
 //! [`BackendConfig`] and of [`BackendError`] with their arms below, and a feature in
 //! `host/Cargo.toml` when it brings dependencies.
 
-pub mod carried;
-#[cfg(feature = "docker")]
-pub mod docker;
-#[cfg(feature = "kubernetes")]
-pub mod kubernetes;
 pub mod playback;
-pub mod progress;
 pub mod sim;
 
-use std::fmt;
+pub use wasmsched_core::backend::*;
+pub use wasmsched_core::live::{carried, progress};
+pub use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
+#[cfg(feature = "docker")]
+pub use wasmsched_docker as docker;
+#[cfg(feature = "kubernetes")]
+pub use wasmsched_kubernetes as kubernetes;
+
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::de::{DeserializeOwned, Unexpected, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::bindings::wit;
-use crate::world::World;
 use sim::workload::Workload;
-
-/// How fast the backend's clock runs against the wall clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub enum Speed {
-    /// One backend second a wall second.
-    #[default]
-    RealTime,
-    /// This many backend seconds a wall second.
-    Factor(f64),
-    /// No waiting: the next tick as soon as the last is done.
-    Max,
-}
-
-impl Speed {
-    /// The wall time one backend interval takes; None for [`Speed::Max`].
-    pub fn wall(&self, backend: Duration) -> Option<Duration> {
-        match self {
-            Speed::RealTime => Some(backend),
-            Speed::Factor(f) => Some(Duration::try_from_secs_f64(backend.as_secs_f64() / f).unwrap_or(Duration::MAX)),
-            Speed::Max => None,
-        }
-    }
-}
-
-impl fmt::Display for Speed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Speed::RealTime => f.write_str("real-time"),
-            Speed::Factor(x) => write!(f, "{x}x"),
-            Speed::Max => f.write_str("max"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for Speed {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Word(String),
-            Number(f64),
-        }
-        let bad = || serde::de::Error::custom("speed is \"real-time\", \"max\", or a factor above 0 such as 60");
-        match Raw::deserialize(d)? {
-            Raw::Word(w) if w == "real-time" => Ok(Speed::RealTime),
-            Raw::Word(w) if w == "max" => Ok(Speed::Max),
-            Raw::Number(x) if x.is_finite() && x > 0.0 => Ok(Speed::Factor(x)),
-            _ => Err(bad()),
-        }
-    }
-}
-
-/// Why an action could not be put into force.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("job {job}: {reason}")]
-pub struct ApplyError {
-    /// The job acted on.
-    pub job: u32,
-    /// What went wrong.
-    pub reason: String,
-}
-
-/// One place a backend reaches (a Docker Engine, a Kubernetes apiserver), as the status shows it.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Endpoint {
-    /// What it is: `engine` (a Docker Engine) or `apiserver` (a Kubernetes apiserver).
-    #[serde(default)]
-    pub kind: String,
-    /// Its address.
-    pub name: String,
-    /// Whether it answered at the last observation.
-    pub up: bool,
-    /// The jobs managed there.
-    pub jobs: u32,
-    /// How long it has not answered, milliseconds; None while it answers.
-    pub down_for_ms: Option<u64>,
-    /// Requests the host has made to it since it started, where the backend counts them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requests: Option<u64>,
-    /// Actions sent to it and not yet answered, where the backend sends them without waiting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub in_flight: Option<u64>,
-}
-
-/// Where this host stands among replicas of it that share a backend (a Kubernetes cluster
-/// with `[backend.election]`), as the status shows it.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Leadership {
-    /// This replica's identity.
-    pub identity: String,
-    /// Whether this replica acts now.
-    pub leading: bool,
-    /// Who held the lead at the last look (None: nobody, or not read yet).
-    pub holder: Option<String>,
-    /// Where the lead is kept: the Lease's `namespace/name`.
-    pub lease: String,
-    /// How many times the lead changed hands, as the Lease counts.
-    pub transitions: u64,
-    /// Times this replica took the lead since it started.
-    pub acquired: u64,
-}
-
-/// A policy's state as the leader saved it, kept by the backend for the replica that leads
-/// next ([`Backend::keep`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Checkpoint {
-    /// The policy's name in the config.
-    pub policy: String,
-    /// The sha256 of the version that saved it.
-    pub sha256: String,
-    /// That version's number among the policy's versions on the host that saved it.
-    pub version: u32,
-    /// The tick it was saved at.
-    pub tick: u64,
-    /// When, milliseconds since the Unix epoch.
-    pub saved_unix_ms: u64,
-    /// What the version's `save-state` returned.
-    pub state: Vec<u8>,
-}
-
-/// Who starts queued jobs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Placer {
-    /// The backend's default placement: first come, first served, first fit, as soon as a
-    /// job fits (for a policy that does not place, or one that is failing).
-    #[default]
-    Backend,
-    /// The active policy, through its `place` actions.
-    Policy,
-}
-
-/// A place where jobs run: the simulator ([`sim`]), real containers, pods, a recording played
-/// back ([`playback`]).
-pub trait Backend {
-    /// Who starts queued jobs from now on; the loop says so before every observation.
-    fn set_placer(&mut self, _by: Placer) {}
-
-    /// Bring `world` up to `until_ms` on the backend's clock: new jobs, ended jobs, measured
-    /// use, progress records. Returns false once nothing is left to run.
-    fn observe(&mut self, world: &mut World, until_ms: u64) -> bool;
-
-    /// Put validated actions into force at the world's current time. Returns the ones that
-    /// failed (a container that vanished, say); the rest took effect.
-    fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError>;
-
-    /// The actions of earlier ticks' [`Backend::apply`] that were still in flight when it
-    /// returned (counted as applied then) and failed since; each is returned once. A backend
-    /// that waits for every action has none.
-    fn settled(&mut self) -> Vec<ApplyError> {
-        Vec::new()
-    }
-
-    /// The places it reaches and whether they answer, for the status; none for a backend that
-    /// reaches nothing outside the process.
-    fn endpoints(&self) -> Vec<Endpoint> {
-        Vec::new()
-    }
-
-    /// The queued jobs its default placement would start now, in the order it would start
-    /// them, without starting any: what a placing policy is judged against (the watchdog's
-    /// stall rule). None for a backend that starts nothing of its own.
-    fn startable(&self, _world: &World) -> Vec<u32> {
-        Vec::new()
-    }
-
-    /// Start queued `jobs` now with the default placement, in the order given, each where it
-    /// fits (the watchdog's rescue of jobs a placing policy left waiting). Returns those
-    /// started; the others stay queued.
-    fn rescue(&mut self, _jobs: &[u32], _world: &mut World) -> Vec<u32> {
-        Vec::new()
-    }
-
-    /// When any job last did work, on the backend's clock (ms), where the backend can tell
-    /// (the simulator can; a live one cannot tell a container at work from one stuck). The
-    /// watchdog benches a policy under which jobs run but none progresses.
-    fn last_progress_ms(&self) -> Option<u64> {
-        None
-    }
-
-    /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is
-    /// made anew): then it counts against the disruption budget like a migration.
-    fn gpu_share_restarts(&self) -> bool {
-        false
-    }
-
-    /// Where this host stands among its replicas; None for a backend that runs no replicas
-    /// (it always acts). While a replica does not lead, its `observe` changes nothing outside
-    /// the host, and the loop asks no policy and applies nothing: the world stays warm for
-    /// the moment it takes the lead.
-    fn leadership(&self) -> Option<Leadership> {
-        None
-    }
-
-    /// Whether this host may act now: it leads, or it runs no replicas.
-    fn leads(&self) -> bool {
-        self.leadership().is_none_or(|l| l.leading)
-    }
-
-    /// Every how many ticks the leader hands the policies' states to [`Backend::keep`]; None
-    /// for a backend that keeps none.
-    fn keep_every(&self) -> Option<u64> {
-        None
-    }
-
-    /// Keep the policies' states where the next leader finds them ([`Backend::kept`]).
-    fn keep(&mut self, _checkpoints: &[Checkpoint]) {}
-
-    /// The states the last leader kept, read when this host takes the lead.
-    fn kept(&mut self) -> Vec<Checkpoint> {
-        Vec::new()
-    }
-
-    /// The host is stopping: stop acting and hand the lead on now rather than at its expiry.
-    fn step_down(&mut self) {}
-}
 
 /// The `[backend]` table of `wasmsched run`: which backend (`kind`), with that backend's own
 /// settings. Another backend's key is refused with the kind it belongs to; a kind this host
@@ -264,33 +47,6 @@ pub enum BackendConfig {
 
 /// Every backend `run` knows, built in or not; a backend's Cargo feature is its kind.
 const KINDS: &[&str] = &["sim", "docker", "kubernetes"];
-
-/// What [`BackendConfig`] asks of a backend's own table.
-pub trait Settings: DeserializeOwned {
-    /// Its `kind`.
-    const KIND: &'static str;
-    /// What the backend does, in a few words, for the message that asks to remove another
-    /// backend's key: "the docker backend *runs real containers in real time*; remove speed".
-    const DOES: &'static str;
-
-    /// Refuse values that parse but cannot be used, saying what to write instead.
-    fn check(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// For a [`Settings::check`]: `Err(says)` when `value` is empty or blank.
-pub(crate) fn filled(value: &str, says: &str) -> Result<(), String> {
-    if value.trim().is_empty() { Err(says.into()) } else { Ok(()) }
-}
-
-/// A backend ready to run, and how the status names it.
-pub struct Built {
-    /// The backend.
-    pub backend: Box<dyn Backend + Send>,
-    /// What it is, for the status and the logs: `sim (demo)`, `docker (unix:///…)`.
-    pub name: String,
-}
 
 /// Why a backend could not be built: the setup error of the backend configured. One variant
 /// a backend, each carrying that backend's own error type (not a boxed one), so a caller can

@@ -206,125 +206,188 @@ pub const MAX_NEXT_CALL_MS: u64 = 3_600_000;
 pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, config: &LoopConfig) -> LoopSummary {
     let tick_ms = (config.tick.as_millis() as u64).max(1);
     let horizon_ms = config.horizon.map(|h| h.as_millis() as u64);
-    let mut world = World::new();
-    world.set_tenants(config.tenants.clone());
-    let mut summary = LoopSummary::default();
-    let mut budget = Budget::new(config.budget).share_restarts(backend.gpu_share_restarts());
-    let mut dog = Watchdog::new(config.watchdog);
-    let mut stalls = Stalls::new();
-    let mut next_call_ms = 0;
-    // The digest of the version whose `next-call-ms` holds.
-    let mut delayed_by: Option<String> = None;
-    let mut led = false;
+    let mut run = Run::new(backend, config);
     loop {
-        let until = summary.end_ms + tick_ms;
+        let until = run.summary.end_ms + tick_ms;
         if horizon_ms.is_some_and(|h| until > h) || !driver.boundary(rt, until) {
             break;
         }
-        let leading = backend.leads();
-        if leading && !led && backend.keep_every().is_some() {
-            driver.restore(rt, backend.kept());
-            delayed_by = None;
-        }
-        led = leading;
-        // Whether the active policy places, and whether it is another version than the one
-        // whose `next-call-ms` holds (then it is asked now).
-        // And whether the version the watchdog benched is no longer the active one.
-        // A standby asks nothing of its policies and leaves the watchdog as it stands.
-        let (placing, swapped, released) = match driver.policies().active {
-            _ if !leading => (false, false, false),
-            Some(p) => {
-                let digest = p.policy().digest();
-                let released = dog.benched().is_some_and(|b| b.sha256 != digest);
-                let swapped = delayed_by.as_deref() != Some(digest);
-                (p.places(rt, summary.end_ms), swapped, released)
-            }
-            None => (false, delayed_by.is_some(), dog.benched().is_some()),
-        };
-        if swapped {
-            next_call_ms = 0;
-        }
-        if released && let Some(b) = dog.release() {
-            tracing::warn!(policy = %b.policy, sha256 = %b.sha256, "watchdog: another version is active; control goes back to the policy");
-        }
+        let leading = run.lead(backend, driver, rt);
+        let placing = run.placing(driver, rt, leading);
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
-        if !backend.observe(&mut world, until) {
-            // The last observation: nothing is left to run, and the driver sees it so.
-            driver.observed(&world, backend.endpoints(), backend.leadership());
+        let more = backend.observe(&mut run.world, until);
+        driver.observed(&run.world, backend.endpoints(), backend.replicas().map(|r| r.leadership()));
+        if !more {
+            // The last observation: nothing is left to run, and the driver has seen it so.
             break;
         }
-        summary.end_ms = until;
-        summary.ticks += 1;
-        driver.observed(&world, backend.endpoints(), backend.leadership());
-        let asked = leading && world.job_count() + world.queue_len() > 0 && until >= next_call_ms;
-        // Actions of earlier ticks that were in flight, counted as applied then, and failed since.
-        let mut apply_errors = backend.settled();
-        if let Some(failed) = validate::summary(apply_errors.iter().map(|e| (e.job, None, &e.reason[..]))) {
-            tracing::warn!(%failed, "actions of earlier ticks failed once they reached the backend");
-        }
-        summary.applied = summary.applied.saturating_sub(apply_errors.len() as u64);
-        summary.apply_errors += apply_errors.len() as u64;
-        let (mut active, mut shadows, mut disrupted) = (None, Vec::new(), 0);
-        if asked {
-            summary.decisions += 1;
-            let policies = driver.policies();
-            active = policies.active.map(|p| Decided::ask(p, rt, &world));
-            shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &world)).collect();
-            if let Some(a) = &mut active {
-                let (admitted, refused) = budget.admit(std::mem::take(&mut a.outcome.actions), &world);
-                let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
-                if let Some(summary) = validate::summary(over) {
-                    tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
-                }
-                a.outcome.actions = admitted;
-                a.outcome.over_budget = refused;
-                disrupted = budget.disruptions(&a.outcome.actions);
-                summary.disruptions += disrupted;
-                summary.over_budget += a.outcome.over_budget.len() as u64;
-                let failed = backend.apply(&a.outcome.actions, &mut world);
-                if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
-                    tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
-                }
-                summary.applied += (a.outcome.actions.len() - failed.len()) as u64;
-                summary.apply_errors += failed.len() as u64;
-                apply_errors.extend(failed);
-            }
-            let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
-            next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
-            delayed_by = active.as_ref().map(|a| a.digest.clone());
-        }
-        let rescued = if leading && placing && config.watchdog.enabled {
-            rescue(backend, &mut world, &mut stalls, config.watchdog.stall_after)
-        } else {
-            stalls.clear();
-            Vec::new()
+        run.summary.end_ms = until;
+        run.summary.ticks += 1;
+        let asked = leading && run.world.job_count() + run.world.queue_len() > 0 && until >= run.next_call_ms;
+        let mut apply_errors = run.settled(backend);
+        let (active, shadows, disrupted) = match asked {
+            true => run.decide(backend, driver, rt, until, &mut apply_errors),
+            false => (None, Vec::new(), 0),
         };
-        summary.rescues += rescued.len() as u64;
-        let benched_now = leading && watch(&mut dog, driver, backend, &world, active.as_ref(), &rescued);
-        summary.benchings += u64::from(benched_now);
-        if leading && backend.keep_every().is_some_and(|n| n > 0 && summary.ticks % n == 0) {
-            let kept = driver.checkpoints(summary.ticks);
-            backend.keep(&kept);
+        let rescued = match leading && placing && config.watchdog.enabled {
+            true => rescue(backend, &mut run.world, &mut run.stalls, config.watchdog.stall_after),
+            false => {
+                run.stalls.clear();
+                Vec::new()
+            }
+        };
+        run.summary.rescues += rescued.len() as u64;
+        let benched_now = leading && watch(&mut run.dog, driver, backend, &run.world, active.as_ref(), &rescued);
+        run.summary.benchings += u64::from(benched_now);
+        if leading
+            && let Some(replicas) = backend.replicas_mut()
+            && replicas.keep_every() > 0
+            && run.summary.ticks % replicas.keep_every() == 0
+        {
+            replicas.keep(&driver.checkpoints(run.summary.ticks));
         }
         driver.record(Tick {
-            number: summary.ticks,
-            world: &world,
+            number: run.summary.ticks,
+            world: &run.world,
             asked,
             active,
             shadows,
             apply_errors,
             disruptions: disrupted,
             rescued,
-            benched: dog.benched(),
+            benched: run.dog.benched(),
             benched_now,
         });
     }
-    if led && backend.leads() && backend.keep_every().is_some() {
-        let kept = driver.checkpoints(summary.ticks);
-        backend.keep(&kept);
+    if let Some(replicas) = backend.replicas_mut() {
+        if run.led && replicas.leads() {
+            replicas.keep(&driver.checkpoints(run.summary.ticks));
+        }
+        replicas.step_down();
     }
-    backend.step_down();
-    summary
+    run.summary
+}
+
+/// What the loop keeps from tick to tick.
+struct Run {
+    world: World,
+    summary: LoopSummary,
+    budget: Budget,
+    dog: Watchdog,
+    stalls: Stalls,
+    /// Before this backend time the active version asked not to be called.
+    next_call_ms: u64,
+    /// The digest of the version whose `next-call-ms` holds.
+    delayed_by: Option<String>,
+    /// Whether this host led at the last tick.
+    led: bool,
+}
+
+impl Run {
+    fn new(backend: &dyn Backend, config: &LoopConfig) -> Run {
+        let mut world = World::new();
+        world.set_tenants(config.tenants.clone());
+        Run {
+            world,
+            summary: LoopSummary::default(),
+            budget: Budget::new(config.budget).share_restarts(backend.gpu_share_restarts()),
+            dog: Watchdog::new(config.watchdog),
+            stalls: Stalls::new(),
+            next_call_ms: 0,
+            delayed_by: None,
+            led: false,
+        }
+    }
+
+    /// Whether this host leads now; when it has just taken the lead, the policies start from
+    /// the states the last leader kept.
+    fn lead(&mut self, backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime) -> bool {
+        let leading = backend.leads();
+        if leading
+            && !self.led
+            && let Some(replicas) = backend.replicas_mut()
+        {
+            driver.restore(rt, replicas.kept());
+            self.delayed_by = None;
+        }
+        self.led = leading;
+        leading
+    }
+
+    /// Whether the active policy places. Another version than the one whose `next-call-ms`
+    /// holds is asked now; a version the watchdog benched that is no longer the active one is
+    /// released. A standby asks nothing of its policies and leaves the watchdog as it stands.
+    fn placing(&mut self, driver: &mut dyn Driver, rt: &Runtime, leading: bool) -> bool {
+        let (placing, swapped, released) = match driver.policies().active {
+            _ if !leading => (false, false, false),
+            Some(p) => {
+                let digest = p.policy().digest();
+                let released = self.dog.benched().is_some_and(|b| b.sha256 != digest);
+                let swapped = self.delayed_by.as_deref() != Some(digest);
+                (p.places(rt, self.summary.end_ms), swapped, released)
+            }
+            None => (false, self.delayed_by.is_some(), self.dog.benched().is_some()),
+        };
+        if swapped {
+            self.next_call_ms = 0;
+        }
+        if released && let Some(b) = self.dog.release() {
+            tracing::warn!(policy = %b.policy, sha256 = %b.sha256, "watchdog: another version is active; control goes back to the policy");
+        }
+        placing
+    }
+
+    /// Actions of earlier ticks that were in flight, counted as applied then, and failed since.
+    fn settled(&mut self, backend: &mut dyn Backend) -> Vec<ApplyError> {
+        let failed = backend.settled();
+        if let Some(failed) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
+            tracing::warn!(%failed, "actions of earlier ticks failed once they reached the backend");
+        }
+        self.summary.applied = self.summary.applied.saturating_sub(failed.len() as u64);
+        self.summary.apply_errors += failed.len() as u64;
+        failed
+    }
+
+    /// Ask every policy; hold the active one's actions to the budget and apply them. Returns
+    /// the active's and the shadows' answers and how many applied actions disrupt their jobs;
+    /// the actions that failed go to `apply_errors`.
+    fn decide(
+        &mut self,
+        backend: &mut dyn Backend,
+        driver: &mut dyn Driver,
+        rt: &Runtime,
+        until: u64,
+        apply_errors: &mut Vec<ApplyError>,
+    ) -> (Option<Decided>, Vec<Decided>, u64) {
+        self.summary.decisions += 1;
+        let policies = driver.policies();
+        let mut active = policies.active.map(|p| Decided::ask(p, rt, &self.world));
+        let shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &self.world)).collect();
+        let mut disrupted = 0;
+        if let Some(a) = &mut active {
+            let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
+            let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
+            if let Some(summary) = validate::summary(over) {
+                tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
+            }
+            a.outcome.actions = admitted;
+            a.outcome.over_budget = refused;
+            disrupted = self.budget.disruptions(&a.outcome.actions);
+            self.summary.disruptions += disrupted;
+            self.summary.over_budget += a.outcome.over_budget.len() as u64;
+            let failed = backend.apply(&a.outcome.actions, &mut self.world);
+            if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
+                tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
+            }
+            self.summary.applied += (a.outcome.actions.len() - failed.len()) as u64;
+            self.summary.apply_errors += failed.len() as u64;
+            apply_errors.extend(failed);
+        }
+        let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
+        self.next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
+        self.delayed_by = active.as_ref().map(|a| a.digest.clone());
+        (active, shadows, disrupted)
+    }
 }
 
 /// The watchdog's stall rule: start the queued jobs the default placement would have started

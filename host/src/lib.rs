@@ -64,21 +64,21 @@
     allow(rustdoc::broken_intra_doc_links, reason = "the docs link to the backends a full build has")
 )]
 
+pub use wasmsched_core::{bindings, declare, recording, tenants, units, world};
+#[cfg(feature = "docker")]
+pub use wasmsched_docker::gpu;
+
 pub mod admission;
 pub mod api;
 pub mod backend;
-pub mod bindings;
 pub mod budget;
 #[cfg(feature = "docker")]
 pub mod calibrate;
 pub mod config;
 pub mod control;
-pub mod declare;
 pub mod experiment;
-pub mod gpu;
 pub mod host;
 pub mod record;
-pub mod recording;
 pub mod reload;
 pub mod replay;
 pub mod runtime;
@@ -86,11 +86,8 @@ pub mod scaffold;
 pub mod scenario;
 pub mod shadow;
 pub mod shipped;
-pub mod tenants;
-pub mod units;
 pub mod validate;
 pub mod watchdog;
-pub mod world;
 
 /// An error and its sources on one line, `: `-separated, for logs and the command line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use wasmsched_rules::check::{self as rules, Act, Checker, Entry, JobNow, NodeCap, Room};
+use wasmsched_rules::check::{self as rules, Act, Checker, JobNow, NodeCap, Room};
 pub use wasmsched_rules::check::{Oversized, Problem};
 pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
 
@@ -148,15 +148,6 @@ pub fn act(kind: &ActionKind) -> Act<'_, wit::NodePlacement> {
         ActionKind::Resize(r) => {
             Act::Resize { nodes: &r.placement.nodes, share: r.placement.share, batch_size: r.batch_size }
         }
-    }
-}
-
-impl Entry for wit::NodePlacement {
-    fn node(&self) -> u32 {
-        self.node
-    }
-    fn gpus(&self) -> &[u32] {
-        &self.gpus
     }
 }
 

@@ -7,7 +7,11 @@
 //! the GPUs of the jobs that keep theirs ([`FreeGpus::take_gpu`]), carves the others' out of
 //! their pool ([`FreeGpus::carve`]: a node that holds the job whole, else pieces over few
 //! nodes, in the order a [`Spill`] gives) and gives back what a job that does not fit had
-//! claimed ([`FreeGpus::give_back`]); [`merge`] adds GPUs to a job's [`Entries`].
+//! claimed ([`FreeGpus::give_back`]); [`merge`] adds GPUs to a job's [`Entries`]. From such a
+//! plan to actions ([`Pick`]: per job a pool and a count): [`keep`] keeps the jobs that stay
+//! and lets elastic ones claim their own GPUs first, [`order_moves`] orders the moves so that
+//! each lands once its GPUs are free ([`Holders`]), and [`fill_idle`] starts queued elastic
+//! jobs left out on GPUs the plan left idle.
 //!
 //! Plan a round on the book: `release` the jobs you mean to preempt, `fit` the jobs you mean
 //! to start (each fit takes its GPUs, so the next one sees what is left), and push the
@@ -32,10 +36,12 @@ use crate::decision::{Action, ActionKind, Decision};
 use crate::units::{JobId, Millicores, NodeId};
 use crate::view::{GpuSlot, Job, Snapshot};
 
+mod moves;
 mod nodes;
 mod pools;
 mod room;
 
+pub use moves::{Filled, Holders, Kept, Pick, Step, fill_idle, keep, order_moves};
 use nodes::NodeIndex;
 pub use pools::{Entries, Pieces, Pool, Spill, merge, pool_of};
 pub use room::TenantRoom;

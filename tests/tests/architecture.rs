@@ -1,7 +1,9 @@
 //! The house plan, checked (docs/architecture.md): every file of the host library imports only
 //! its own layer and the layers below, the policy runtime and the backends never import each
 //! other, and no file's imports lead back to it. Tests (`#[cfg(test)]` modules and `tests.rs`
-//! files) may reach anywhere.
+//! files) may reach anywhere. Between the crates (the vocabulary in `wasmsched-core`, the live
+//! backends in `wasmsched-docker` and `wasmsched-kubernetes`, the rest in `wasmsched`) cargo
+//! holds the layers; this checks the files inside `wasmsched`, and which crates depend on which.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,9 +13,9 @@ use std::path::Path;
 fn layer(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
-        "lib" | "bindings" | "world" | "declare" | "units" | "recording" | "tenants" => (1, "vocabulary"),
+        "lib" => (1, "vocabulary"),
         "runtime" | "validate" | "admission" | "shipped" => (2, "runtime"),
-        "backend" | "gpu" => (2, "backends"),
+        "backend" => (2, "backends"),
         "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),
         "scenario" | "experiment" | "replay" | "calibrate" => (5, "scenarios and experiments"),
         "api" | "scaffold" => (6, "the face"),
@@ -34,12 +36,20 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         .iter()
         .map(|(file, text)| {
             let me = module_path(file);
+            // A path may also start at one of the file's own modules (`sim::workload::Workload`
+            // in backend.rs), or at `self`.
+            let children: Vec<String> = modules
+                .keys()
+                .filter(|m| m.len() == me.len() + 1 && m.starts_with(&me))
+                .map(|m| m[me.len()].clone())
+                .collect();
             let mut found = BTreeSet::new();
-            for path in paths(text) {
+            for path in paths(text, &children) {
                 let segments = match path[0].as_str() {
                     "crate" => path[1..].to_vec(),
                     "super" if !me.is_empty() => [&me[..me.len() - 1], &path[1..]].concat(),
-                    _ => continue,
+                    "self" => [&me[..], &path[1..]].concat(),
+                    _ => [&me[..], &path[..]].concat(),
                 };
                 if let Some(target) = resolve(&segments).filter(|t| t != file) {
                     found.insert(target);
@@ -77,15 +87,18 @@ fn module_path(file: &str) -> Vec<String> {
     if file == "lib" { Vec::new() } else { file.split('/').map(String::from).collect() }
 }
 
-/// Every `crate::…` and `super::…` path in `text`, `use` trees expanded; comments skipped.
-fn paths(text: &str) -> Vec<Vec<String>> {
+/// Every `crate::…`, `super::…` and `self::…` path in `text`, and every path that starts at one
+/// of `children` (the file's own modules), `use` trees expanded; comments skipped.
+fn paths(text: &str, children: &[String]) -> Vec<Vec<String>> {
+    let roots: Vec<String> =
+        ["crate", "super", "self"].iter().map(|r| r.to_string()).chain(children.iter().cloned()).collect();
     let code: String = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
     let mut out = Vec::new();
     let bytes = code.as_bytes();
     let mut i = 0;
     while i < code.len() {
         let rest = &code[i..];
-        let starts = (rest.starts_with("crate::") || rest.starts_with("super::"))
+        let starts = roots.iter().any(|r| rest.starts_with(r.as_str()) && rest[r.len()..].starts_with("::"))
             && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_' || bytes[i - 1] == b':'));
         if !starts {
             i += rest.chars().next().map_or(1, char::len_utf8);
@@ -183,7 +196,35 @@ fn no_file_of_the_library_imports_its_way_back_to_itself() {
 
 #[test]
 fn the_checker_reads_use_trees_and_paths_in_code() {
-    let found = paths("use crate::{a::{b, c}, d};\nlet x = crate::e::f(super::g);\n// crate::not\n");
+    let text =
+        "use crate::{a::{b, c}, d};\nlet x = crate::e::f(super::g);\n// crate::not\nsim::h::I; self::j; xsim::k;\n";
+    let found = paths(text, &["sim".to_string()]);
     let found: Vec<String> = found.iter().map(|p| p.join("::")).collect();
-    assert_eq!(found, ["crate::a::b", "crate::a::c", "crate::d", "crate::e::f", "super::g"]);
+    assert_eq!(found, ["crate::a::b", "crate::a::c", "crate::d", "crate::e::f", "super::g", "sim::h::I", "self::j"]);
+}
+
+/// The crates, bottom up, and the workspace crates each may depend on (besides the rules and
+/// goodput crates, which depend on nothing of ours).
+const CRATES: &[(&str, &[&str])] = &[
+    ("core", &[]),
+    ("kubernetes", &["wasmsched-core"]),
+    ("docker", &["wasmsched-core"]),
+    ("host", &["wasmsched-core", "wasmsched-docker", "wasmsched-kubernetes", "wasmsched-shipped"]),
+];
+
+#[test]
+fn each_crate_depends_only_on_the_crates_below_it_and_only_the_top_one_on_the_shipped_policies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for (folder, allowed) in CRATES {
+        let manifest = std::fs::read_to_string(root.join(folder).join("Cargo.toml")).expect("a manifest");
+        let table: toml::Table = toml::from_str(&manifest).expect("a TOML manifest");
+        let deps = table.get("dependencies").and_then(|d| d.as_table()).cloned().unwrap_or_default();
+        for name in deps.keys().filter(|n| n.starts_with("wasmsched") || n.starts_with("policy-")) {
+            if !allowed.contains(&name.as_str()) && !["wasmsched-rules", "wasmsched-goodput"].contains(&name.as_str()) {
+                wrong.push(format!("{folder}/ depends on {name}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "dependencies against the layers (docs/architecture.md):\n{}", wrong.join("\n"));
 }

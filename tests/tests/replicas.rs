@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer};
+use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer, Replicas};
 use wasmsched::bindings::wit;
 use wasmsched::config::HostConfig;
 use wasmsched::host::status::{ReloadOutcome, Status};
@@ -55,7 +55,7 @@ impl Backend for Replica {
         self.inner.observe(world, until_ms)
     }
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
-        if !self.leads() {
+        if !Backend::leads(self) {
             self.applied_standing_by.fetch_add(actions.len() as u64, Ordering::Relaxed);
         }
         self.inner.apply(actions, world)
@@ -69,12 +69,21 @@ impl Backend for Replica {
     fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
         self.inner.rescue(jobs, world)
     }
-    fn leadership(&self) -> Option<Leadership> {
-        let leading = !self.stepped_down && self.observed >= self.lead_from;
-        Some(Leadership { identity: "replica".into(), leading, ..Leadership::default() })
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        Some(self)
     }
-    fn keep_every(&self) -> Option<u64> {
-        Some(2)
+    fn replicas_mut(&mut self) -> Option<&mut dyn Replicas> {
+        Some(self)
+    }
+}
+
+impl Replicas for Replica {
+    fn leadership(&self) -> Leadership {
+        let leading = !self.stepped_down && self.observed >= self.lead_from;
+        Leadership { identity: "replica".into(), leading, ..Leadership::default() }
+    }
+    fn keep_every(&self) -> u64 {
+        2
     }
     fn keep(&mut self, checkpoints: &[Checkpoint]) {
         *self.store.lock().unwrap() = checkpoints.to_vec();

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use toml::de::DeTable;
 
 use super::{Claim, Scenario, WorkloadError};
 use crate::backend::sim::model::{Curve, Model};
@@ -148,65 +149,44 @@ enum Table {
     Profile,
 }
 
-/// Finds the lines of `[[node]]`/`[[job]]` tables and of their keys in a scenario's text, so
-/// that semantic errors point at a line. Gives `None` when the file uses another TOML form
-/// (inline arrays of tables) and the count does not match.
-struct LineIndex<'a> {
-    lines: Vec<&'a str>,
-    /// 0-based line of each `[[node]]` header.
-    nodes: Vec<usize>,
-    /// 0-based line of each `[[job]]` header.
-    jobs: Vec<usize>,
-    /// 0-based line of each `[[profile]]` header.
-    profiles: Vec<usize>,
+impl Table {
+    /// Its key in the file.
+    fn key(self) -> &'static str {
+        match self {
+            Table::Node => "node",
+            Table::Job => "job",
+            Table::Profile => "profile",
+        }
+    }
 }
 
-impl<'a> LineIndex<'a> {
-    fn new(text: &'a str, node_count: usize, job_count: usize, profile_count: usize) -> LineIndex<'a> {
-        let lines: Vec<&str> = text.lines().collect();
-        let headers = |name: &str| -> Vec<usize> {
-            let header = format!("[[{name}]]");
-            lines
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| {
-                    let l = l.trim();
-                    l.strip_prefix(&header).is_some_and(|rest| rest.trim().is_empty() || rest.trim().starts_with('#'))
-                })
-                .map(|(i, _)| i)
-                .collect()
-        };
-        let (mut nodes, mut jobs, mut profiles) = (headers("node"), headers("job"), headers("profile"));
-        if nodes.len() != node_count {
-            nodes.clear();
-        }
-        if jobs.len() != job_count {
-            jobs.clear();
-        }
-        if profiles.len() != profile_count {
-            profiles.clear();
-        }
-        LineIndex { lines, nodes, jobs, profiles }
+/// Where a semantic error is: the file, and the lines of its tables and keys, from the spans
+/// the TOML parser gives every key and table.
+struct Fields<'a> {
+    path: &'a str,
+    text: &'a str,
+    /// The document as parsed, with spans (None if it does not parse, which `toml::from_str`
+    /// has already said).
+    doc: Option<toml::Spanned<DeTable<'a>>>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(path: &'a str, text: &'a str) -> Fields<'a> {
+        Fields { path, text, doc: DeTable::parse(text).ok() }
     }
 
-    /// The 1-based line of the `index`-th table's header.
-    fn table(&self, table: Table, index: usize) -> Option<usize> {
-        let starts = match table {
-            Table::Node => &self.nodes,
-            Table::Job => &self.jobs,
-            Table::Profile => &self.profiles,
-        };
-        starts.get(index).map(|l| l + 1)
+    /// The 1-based line of `key` in the `index`-th table of `table`, else of that table.
+    fn line(&self, table: Table, index: usize, key: &str) -> Option<usize> {
+        let tables = self.doc.as_ref()?.get_ref().iter().find(|(k, _)| k.get_ref() == table.key())?.1;
+        let entry = tables.get_ref().as_array()?.get(index)?;
+        let keyed = entry.get_ref().as_table().and_then(|t| t.iter().find(|(k, _)| k.get_ref() == key));
+        let span = keyed.map_or_else(|| entry.span(), |(k, _)| k.span());
+        Some(line_column(self.text, span.start).0)
     }
 
-    /// The 1-based line of `key` in the `index`-th table, else that table's header line.
-    fn field(&self, table: Table, index: usize, key: &str) -> Option<usize> {
-        let start = self.table(table, index)?;
-        let found = self.lines[start..]
-            .iter()
-            .take_while(|l| !l.trim_start().starts_with('['))
-            .position(|l| l.trim_start().strip_prefix(key).is_some_and(|rest| rest.trim_start().starts_with('=')));
-        Some(found.map_or(start, |offset| start + offset + 1))
+    /// `message` about `key` of the `index`-th table of `table`.
+    fn err(&self, table: Table, index: usize, key: &str, message: String) -> WorkloadError {
+        WorkloadError::Field { path: self.path.into(), line: self.line(table, index, key), field: key.into(), message }
     }
 }
 
@@ -226,14 +206,7 @@ pub(super) fn scenario(
         });
         WorkloadError::Toml { path: path.into(), line, column, message: e.message().trim_end().to_string() }
     })?;
-    let lines = LineIndex::new(text, file.node.len(), file.job.len(), file.profile.len());
-    let field_err = |table, index, key: &str, message: String| WorkloadError::Field {
-        path: path.into(),
-        line: lines.field(table, index, key),
-        field: key.into(),
-        message,
-    };
-
+    let at = Fields::new(path, text);
     if file.node.is_empty() {
         return Err(WorkloadError::NoNodes {
             path: path.into(),
@@ -242,89 +215,14 @@ pub(super) fn scenario(
     }
     let mut nodes: Vec<NodeSpec> = Vec::with_capacity(file.node.len());
     for (i, table) in file.node.iter().enumerate() {
-        let err = |key: &str, message: String| field_err(Table::Node, i, key, message);
-        let name = table.name.clone().unwrap_or_else(|| format!("node-{i}"));
-        if nodes.iter().any(|n| n.name == name) {
-            return Err(err("name", format!("node name `{name}` is used twice: give every node its own name")));
+        let node = node(i, table, &at)?;
+        if nodes.iter().any(|n| n.name == node.name) {
+            let message = format!("node name `{}` is used twice: give every node its own name", node.name);
+            return Err(at.err(Table::Node, i, "name", message));
         }
-        let cpu_millicores = (table.cores * 1000.0).round();
-        if !table.cores.is_finite() || cpu_millicores < 1.0 || table.cores > MAX_NODE_CORES {
-            return Err(err(
-                "cores",
-                format!(
-                    "{} cores: a node needs a positive number of cores up to {MAX_NODE_CORES}, e.g. 16 or 0.5",
-                    table.cores
-                ),
-            ));
-        }
-        let memory_bytes = parse_bytes(&table.memory).map_err(|m| err("memory", m))?;
-        if memory_bytes > MAX_NODE_MEMORY_BYTES {
-            return Err(err(
-                "memory",
-                format!("{}: a node has at most 1024TiB of memory, e.g. \"256GiB\"", table.memory),
-            ));
-        }
-        let gpus = whole("gpus", table.gpus, 0).map_err(|m| err("gpus", m))?;
-        if gpus > MAX_NODE_GPUS {
-            return Err(err("gpus", format!("{gpus} GPUs: a node has at most {MAX_NODE_GPUS}, e.g. 8")));
-        }
-        let gpu_memory_bytes = match (&table.gpu_memory, gpus) {
-            (Some(text), _) => parse_bytes(text).map_err(|m| err("gpu-memory", m))?,
-            (None, 0) => 0,
-            (None, _) => {
-                return Err(err(
-                    "gpu-memory",
-                    "the node has GPUs: say how much memory each has, e.g. \"32GiB\"".into(),
-                ));
-            }
-        };
-        // The name as the simulator has measured it ("dgx-ext" is written "a100").
-        let gpu_type = match table.gpu_type.as_deref() {
-            None => String::new(),
-            Some(text) => match GpuType::parse(text) {
-                Some(t) => t.name().to_string(),
-                None => {
-                    let known: Vec<&str> = GpuType::ALL.iter().map(|t| t.name()).collect();
-                    return Err(err(
-                        "gpu-type",
-                        format!(
-                            "{text:?} is not a GPU type the simulator has measurements of: write one of {}",
-                            known.join(", ")
-                        ),
-                    ));
-                }
-            },
-        };
-        nodes.push(NodeSpec {
-            name,
-            cpu_millicores: cpu_millicores as u64,
-            memory_bytes,
-            gpus,
-            gpu_memory_bytes,
-            gpu_type,
-        });
+        nodes.push(node);
     }
-
-    let mut profiles: HashMap<String, Arc<Profile>> = HashMap::new();
-    for (i, table) in file.profile.iter().enumerate() {
-        let err = |key: &str, message: String| field_err(Table::Profile, i, key, message);
-        let at = folder.map_or_else(|| Path::new(&table.file).to_path_buf(), |f| f.join(&table.file));
-        let mut profile = Profile::load(&at).map_err(|e| err("file", crate::error_chain(&e)))?;
-        if let Some(name) = &table.name {
-            profile.name.clone_from(name);
-        }
-        if Model::parse(&profile.name).is_some() {
-            return Err(err(
-                "name",
-                format!("`{}` is a built-in model's name: give the profile another `name`", profile.name),
-            ));
-        }
-        if profiles.contains_key(&profile.name) {
-            return Err(err("name", format!("two profiles are named `{}`: give each its own `name`", profile.name)));
-        }
-        profiles.insert(profile.name.clone(), Arc::new(profile));
-    }
-
+    let profiles = profiles(&file.profile, folder, &at)?;
     if file.job.is_empty() {
         return Err(WorkloadError::Empty {
             path: path.into(),
@@ -334,185 +232,8 @@ pub(super) fn scenario(
     let mut jobs = Vec::new();
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, table) in file.job.iter().enumerate() {
-        let err = |key: &str, message: String| field_err(Table::Job, i, key, message);
-        let profile = profiles.get(&table.model).cloned();
-        let model = match (&profile, Model::parse(&table.model)) {
-            (Some(_), _) => Model::Cifar10,
-            (None, Some(model)) => model,
-            (None, None) => {
-                return Err(WorkloadError::UnknownModel {
-                    path: path.into(),
-                    line: lines.field(Table::Job, i, "model"),
-                    field: "model".into(),
-                    found: table.model.clone(),
-                });
-            }
-        };
-        if profile.is_some() && table.batch_size.is_some() {
-            return Err(err(
-                "batch-size",
-                format!(
-                    "profile `{}` has one measured curve; the batch size picks a built-in model's: drop it",
-                    table.model
-                ),
-            ));
-        }
-        let kind = match table.kind.unwrap_or(KindName::Training) {
-            KindName::Training => wit::JobKind::Training,
-            KindName::Inference => wit::JobKind::Inference,
-        };
-        let arrival_s = match &table.arrival {
-            Some(text) => parse_duration_s(text).map_err(|m| err("arrival", m))?,
-            None => 0.0,
-        };
-        let node = match &table.node {
-            Some(wanted) => {
-                let index = nodes.iter().position(|n| &n.name == wanted).ok_or_else(|| WorkloadError::UnknownNode {
-                    path: path.into(),
-                    line: lines.field(Table::Job, i, "node"),
-                    job: table.name.clone(),
-                    node: wanted.clone(),
-                    known: nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
-                })?;
-                Some(index as u32)
-            }
-            None => None,
-        };
-        let batch_size = match table.batch_size {
-            Some(b) => whole("batch-size", b, 1).map_err(|m| err("batch-size", m))?,
-            None => model.default_batch_size(),
-        };
-        let gpus = whole("gpus", table.gpus.unwrap_or(0), 0).map_err(|m| err("gpus", m))?;
-        if gpus > MAX_JOB_GPUS {
-            return Err(err("gpus", format!("{gpus} GPUs: a job asks for at most {MAX_JOB_GPUS}")));
-        }
-        let replicas = whole("replicas", table.replicas.unwrap_or(1), 1).map_err(|m| err("replicas", m))?;
-        if replicas > MAX_JOB_GPUS {
-            return Err(err("replicas", format!("{replicas} replicas: a job has at most {MAX_JOB_GPUS}")));
-        }
-        let max_epochs =
-            table.max_epochs.map(|e| whole("max-epochs", e, 1)).transpose().map_err(|m| err("max-epochs", m))?;
-        let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
-        let qoe_target =
-            table.qoe_target.map(|q| positive("qoe-target", q)).transpose().map_err(|m| err("qoe-target", m))?;
-        let tiers = match (table.tiers.as_deref(), kind) {
-            (None, _) => None,
-            (Some(_), wit::JobKind::Inference) => {
-                return Err(err(
-                    "tiers",
-                    "tiers apply to training jobs: give an inference service a qoe-target".into(),
-                ));
-            }
-            (Some(&[t1, t2]), wit::JobKind::Training) => {
-                let plan = JobPlan { profile: profile.clone(), ..JobPlan::training("", model, 0.0) };
-                Some(check_tiers(&plan, t1, t2).map_err(|m| err("tiers", m))?)
-            }
-            (Some(other), wit::JobKind::Training) => {
-                return Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())));
-            }
-        };
-        let (request_rate, duration_s) = match kind {
-            wit::JobKind::Inference => {
-                let rate = table.request_rate.ok_or_else(|| {
-                    err("request-rate", "an inference job needs `request-rate`, in requests per second, e.g. 20".into())
-                })?;
-                let rate = positive("request-rate", rate).map_err(|m| err("request-rate", m))?;
-                let text = table.duration.as_deref().ok_or_else(|| {
-                    err("duration", "an inference job needs `duration`, how long it serves, e.g. \"1h\"".into())
-                })?;
-                let duration = parse_duration_s(text).map_err(|m| err("duration", m))?;
-                if duration <= 0.0 {
-                    return Err(err(
-                        "duration",
-                        "an inference service must run for a positive duration, e.g. \"1h\"".into(),
-                    ));
-                }
-                (Some(rate), Some(duration))
-            }
-            wit::JobKind::Training => {
-                for (key, set) in
-                    [("request-rate", table.request_rate.is_some()), ("duration", table.duration.is_some())]
-                {
-                    if set {
-                        return Err(err(
-                            key,
-                            format!("`{key}` is for inference jobs: drop it or add kind = \"inference\""),
-                        ));
-                    }
-                }
-                (None, None)
-            }
-        };
-        let count = match table.count {
-            Some(c) if c > MAX_COUNT => {
-                return Err(err("count", format!("{c} is out of range: `count` is at most {MAX_COUNT} jobs a table")));
-            }
-            Some(c) => whole("count", c, 1).map_err(|m| err("count", m))? as usize,
-            None => 1,
-        };
-        let every_s = match (&table.every, table.count) {
-            (Some(_), None) => {
-                return Err(err("every", "`every` spaces the jobs of a `count`: add `count` or drop it".into()));
-            }
-            (Some(text), Some(_)) => parse_duration_s(text).map_err(|m| err("every", m))?,
-            (None, _) => 0.0,
-        };
-        if !(arrival_s + every_s * (count - 1) as f64).is_finite() {
-            let message = format!("`arrival` + `every` × {} is too long: write shorter durations", count - 1);
-            return Err(err("every", message));
-        }
-        let line = lines.field(Table::Job, i, "name");
-        for k in 0..count {
-            let name = if table.count.is_some() { format!("{}-{k}", table.name) } else { table.name.clone() };
-            if name.trim().is_empty() {
-                return Err(err("name", "a job needs a non-empty name".into()));
-            }
-            if let Some(&first) = seen.get(&name) {
-                return Err(WorkloadError::DuplicateJob {
-                    path: path.into(),
-                    line,
-                    name,
-                    first_line: lines.field(Table::Job, first, "name"),
-                });
-            }
-            let elastic = table.elastic.unwrap_or(false);
-            if elastic && (gpus == 0 || kind != wit::JobKind::Training || profile.is_some()) {
-                return Err(WorkloadError::Field {
-                    path: path.into(),
-                    line: lines.field(Table::Job, i, "elastic"),
-                    field: "elastic".into(),
-                    message: "an elastic job is a GPU training job of a built-in model: give it gpus, or drop elastic"
-                        .into(),
-                });
-            }
-            let tenant = match &table.tenant {
-                None => crate::world::DEFAULT_TENANT.to_string(),
-                Some(t) if crate::tenants::valid_name(t) => t.clone(),
-                Some(_) => return Err(err("tenant", format!("a tenant's name is {}", crate::tenants::NAME_RULE))),
-            };
-            seen.insert(name.clone(), i);
-            jobs.push(JobPlan {
-                name,
-                model,
-                profile: profile.clone(),
-                kind,
-                arrival_s: arrival_s + every_s * k as f64,
-                node,
-                batch_size,
-                gpus,
-                replicas,
-                max_epochs,
-                work_scale,
-                tiers,
-                qoe_target,
-                request_rate,
-                duration_s,
-                disruptible: table.disruptible.unwrap_or(true),
-                elastic,
-                tuned: false,
-                tenant,
-            });
-        }
+        let (plan, spacing) = job(i, table, &nodes, &profiles, &at)?;
+        expand(i, table, plan, spacing, &mut seen, &mut jobs, &at)?;
     }
     let tenants = crate::tenants::declare(&file.tenants).map_err(|message| WorkloadError::Field {
         path: path.into(),
@@ -528,6 +249,299 @@ pub(super) fn scenario(
         watchdog: file.watchdog,
         tenants,
     })
+}
+
+/// The `i`-th `[[node]]` table.
+fn node(i: usize, table: &NodeTable, at: &Fields) -> Result<NodeSpec, WorkloadError> {
+    let err = |key: &str, message: String| at.err(Table::Node, i, key, message);
+    let name = table.name.clone().unwrap_or_else(|| format!("node-{i}"));
+    let cpu_millicores = (table.cores * 1000.0).round();
+    if !table.cores.is_finite() || cpu_millicores < 1.0 || table.cores > MAX_NODE_CORES {
+        return Err(err(
+            "cores",
+            format!(
+                "{} cores: a node needs a positive number of cores up to {MAX_NODE_CORES}, e.g. 16 or 0.5",
+                table.cores
+            ),
+        ));
+    }
+    let memory_bytes = parse_bytes(&table.memory).map_err(|m| err("memory", m))?;
+    if memory_bytes > MAX_NODE_MEMORY_BYTES {
+        return Err(err("memory", format!("{}: a node has at most 1024TiB of memory, e.g. \"256GiB\"", table.memory)));
+    }
+    let gpus = whole("gpus", table.gpus, 0).map_err(|m| err("gpus", m))?;
+    if gpus > MAX_NODE_GPUS {
+        return Err(err("gpus", format!("{gpus} GPUs: a node has at most {MAX_NODE_GPUS}, e.g. 8")));
+    }
+    let gpu_memory_bytes = match (&table.gpu_memory, gpus) {
+        (Some(text), _) => parse_bytes(text).map_err(|m| err("gpu-memory", m))?,
+        (None, 0) => 0,
+        (None, _) => {
+            return Err(err("gpu-memory", "the node has GPUs: say how much memory each has, e.g. \"32GiB\"".into()));
+        }
+    };
+    // The name as the simulator has measured it ("dgx-ext" is written "a100").
+    let gpu_type = match table.gpu_type.as_deref() {
+        None => String::new(),
+        Some(text) => match GpuType::parse(text) {
+            Some(t) => t.name().to_string(),
+            None => {
+                let known: Vec<&str> = GpuType::ALL.iter().map(|t| t.name()).collect();
+                return Err(err(
+                    "gpu-type",
+                    format!(
+                        "{text:?} is not a GPU type the simulator has measurements of: write one of {}",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(NodeSpec { name, cpu_millicores: cpu_millicores as u64, memory_bytes, gpus, gpu_memory_bytes, gpu_type })
+}
+
+/// The `[[profile]]` tables, by the name jobs use; their files relative to `folder`.
+fn profiles(
+    tables: &[ProfileTable],
+    folder: Option<&Path>,
+    at: &Fields,
+) -> Result<HashMap<String, Arc<Profile>>, WorkloadError> {
+    let mut profiles: HashMap<String, Arc<Profile>> = HashMap::new();
+    for (i, table) in tables.iter().enumerate() {
+        let err = |key: &str, message: String| at.err(Table::Profile, i, key, message);
+        let file = folder.map_or_else(|| Path::new(&table.file).to_path_buf(), |f| f.join(&table.file));
+        let mut profile = Profile::load(&file).map_err(|e| err("file", crate::error_chain(&e)))?;
+        if let Some(name) = &table.name {
+            profile.name.clone_from(name);
+        }
+        if Model::parse(&profile.name).is_some() {
+            return Err(err(
+                "name",
+                format!("`{}` is a built-in model's name: give the profile another `name`", profile.name),
+            ));
+        }
+        if profiles.contains_key(&profile.name) {
+            return Err(err("name", format!("two profiles are named `{}`: give each its own `name`", profile.name)));
+        }
+        profiles.insert(profile.name.clone(), Arc::new(profile));
+    }
+    Ok(profiles)
+}
+
+/// How a `[[job]]` table's `count` spreads its jobs: how many, and the time between two
+/// arrivals (seconds).
+struct Spacing {
+    count: usize,
+    every_s: f64,
+}
+
+/// The `i`-th `[[job]]` table as one job's plan (its name and arrival those of the table),
+/// and how its `count` spreads it.
+fn job(
+    i: usize,
+    table: &JobTable,
+    nodes: &[NodeSpec],
+    profiles: &HashMap<String, Arc<Profile>>,
+    at: &Fields,
+) -> Result<(JobPlan, Spacing), WorkloadError> {
+    let err = |key: &str, message: String| at.err(Table::Job, i, key, message);
+    let profile = profiles.get(&table.model).cloned();
+    let model = match (&profile, Model::parse(&table.model)) {
+        (Some(_), _) => Model::Cifar10,
+        (None, Some(model)) => model,
+        (None, None) => {
+            return Err(WorkloadError::UnknownModel {
+                path: at.path.into(),
+                line: at.line(Table::Job, i, "model"),
+                field: "model".into(),
+                found: table.model.clone(),
+            });
+        }
+    };
+    if profile.is_some() && table.batch_size.is_some() {
+        return Err(err(
+            "batch-size",
+            format!(
+                "profile `{}` has one measured curve; the batch size picks a built-in model's: drop it",
+                table.model
+            ),
+        ));
+    }
+    let kind = match table.kind.unwrap_or(KindName::Training) {
+        KindName::Training => wit::JobKind::Training,
+        KindName::Inference => wit::JobKind::Inference,
+    };
+    let arrival_s = match &table.arrival {
+        Some(text) => parse_duration_s(text).map_err(|m| err("arrival", m))?,
+        None => 0.0,
+    };
+    let node = match &table.node {
+        Some(wanted) => {
+            let index = nodes.iter().position(|n| &n.name == wanted).ok_or_else(|| WorkloadError::UnknownNode {
+                path: at.path.into(),
+                line: at.line(Table::Job, i, "node"),
+                job: table.name.clone(),
+                node: wanted.clone(),
+                known: nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", "),
+            })?;
+            Some(index as u32)
+        }
+        None => None,
+    };
+    let batch_size = match table.batch_size {
+        Some(b) => whole("batch-size", b, 1).map_err(|m| err("batch-size", m))?,
+        None => model.default_batch_size(),
+    };
+    let gpus = whole("gpus", table.gpus.unwrap_or(0), 0).map_err(|m| err("gpus", m))?;
+    if gpus > MAX_JOB_GPUS {
+        return Err(err("gpus", format!("{gpus} GPUs: a job asks for at most {MAX_JOB_GPUS}")));
+    }
+    let replicas = whole("replicas", table.replicas.unwrap_or(1), 1).map_err(|m| err("replicas", m))?;
+    if replicas > MAX_JOB_GPUS {
+        return Err(err("replicas", format!("{replicas} replicas: a job has at most {MAX_JOB_GPUS}")));
+    }
+    let max_epochs =
+        table.max_epochs.map(|e| whole("max-epochs", e, 1)).transpose().map_err(|m| err("max-epochs", m))?;
+    let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
+    let qoe_target =
+        table.qoe_target.map(|q| positive("qoe-target", q)).transpose().map_err(|m| err("qoe-target", m))?;
+    let tiers = match (table.tiers.as_deref(), kind) {
+        (None, _) => None,
+        (Some(_), wit::JobKind::Inference) => {
+            return Err(err("tiers", "tiers apply to training jobs: give an inference service a qoe-target".into()));
+        }
+        (Some(&[t1, t2]), wit::JobKind::Training) => {
+            let plan = JobPlan { profile: profile.clone(), ..JobPlan::training("", model, 0.0) };
+            Some(check_tiers(&plan, t1, t2).map_err(|m| err("tiers", m))?)
+        }
+        (Some(other), wit::JobKind::Training) => {
+            return Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())));
+        }
+    };
+    let (request_rate, duration_s) = service(table, kind, &err)?;
+    let spacing = spacing(table, arrival_s, &err)?;
+    let plan = JobPlan {
+        name: table.name.clone(),
+        model,
+        profile,
+        kind,
+        arrival_s,
+        node,
+        batch_size,
+        gpus,
+        replicas,
+        max_epochs,
+        work_scale,
+        tiers,
+        qoe_target,
+        request_rate,
+        duration_s,
+        disruptible: table.disruptible.unwrap_or(true),
+        elastic: table.elastic.unwrap_or(false),
+        tuned: false,
+        tenant: crate::world::DEFAULT_TENANT.to_string(),
+    };
+    Ok((plan, spacing))
+}
+
+/// An inference job's `request-rate` and `duration` (both required); none for a training job
+/// (which may have neither).
+fn service(
+    table: &JobTable,
+    kind: wit::JobKind,
+    err: &impl Fn(&str, String) -> WorkloadError,
+) -> Result<(Option<f64>, Option<f64>), WorkloadError> {
+    if kind == wit::JobKind::Training {
+        for (key, set) in [("request-rate", table.request_rate.is_some()), ("duration", table.duration.is_some())] {
+            if set {
+                return Err(err(key, format!("`{key}` is for inference jobs: drop it or add kind = \"inference\"")));
+            }
+        }
+        return Ok((None, None));
+    }
+    let rate = table.request_rate.ok_or_else(|| {
+        err("request-rate", "an inference job needs `request-rate`, in requests per second, e.g. 20".into())
+    })?;
+    let rate = positive("request-rate", rate).map_err(|m| err("request-rate", m))?;
+    let text = table
+        .duration
+        .as_deref()
+        .ok_or_else(|| err("duration", "an inference job needs `duration`, how long it serves, e.g. \"1h\"".into()))?;
+    let duration = parse_duration_s(text).map_err(|m| err("duration", m))?;
+    if duration <= 0.0 {
+        return Err(err("duration", "an inference service must run for a positive duration, e.g. \"1h\"".into()));
+    }
+    Ok((Some(rate), Some(duration)))
+}
+
+/// A `[[job]]` table's `count` and `every`, its last arrival still a time.
+fn spacing(
+    table: &JobTable,
+    arrival_s: f64,
+    err: &impl Fn(&str, String) -> WorkloadError,
+) -> Result<Spacing, WorkloadError> {
+    let count = match table.count {
+        Some(c) if c > MAX_COUNT => {
+            return Err(err("count", format!("{c} is out of range: `count` is at most {MAX_COUNT} jobs a table")));
+        }
+        Some(c) => whole("count", c, 1).map_err(|m| err("count", m))? as usize,
+        None => 1,
+    };
+    let every_s = match (&table.every, table.count) {
+        (Some(_), None) => {
+            return Err(err("every", "`every` spaces the jobs of a `count`: add `count` or drop it".into()));
+        }
+        (Some(text), Some(_)) => parse_duration_s(text).map_err(|m| err("every", m))?,
+        (None, _) => 0.0,
+    };
+    if !(arrival_s + every_s * (count - 1) as f64).is_finite() {
+        let message = format!("`arrival` + `every` × {} is too long: write shorter durations", count - 1);
+        return Err(err("every", message));
+    }
+    Ok(Spacing { count, every_s })
+}
+
+/// The jobs of the `i`-th `[[job]]` table, as `plan` spaced by `spacing` (`<name>-<k>` with a
+/// `count`), into `jobs`; `seen` has the table each name came from.
+fn expand(
+    i: usize,
+    table: &JobTable,
+    plan: JobPlan,
+    spacing: Spacing,
+    seen: &mut HashMap<String, usize>,
+    jobs: &mut Vec<JobPlan>,
+    at: &Fields,
+) -> Result<(), WorkloadError> {
+    let err = |key: &str, message: String| at.err(Table::Job, i, key, message);
+    for k in 0..spacing.count {
+        let name = if table.count.is_some() { format!("{}-{k}", table.name) } else { table.name.clone() };
+        if name.trim().is_empty() {
+            return Err(err("name", "a job needs a non-empty name".into()));
+        }
+        if let Some(&first) = seen.get(&name) {
+            return Err(WorkloadError::DuplicateJob {
+                path: at.path.into(),
+                line: at.line(Table::Job, i, "name"),
+                name,
+                first_line: at.line(Table::Job, first, "name"),
+            });
+        }
+        if plan.elastic && (plan.gpus == 0 || plan.kind != wit::JobKind::Training || plan.profile.is_some()) {
+            return Err(err(
+                "elastic",
+                "an elastic job is a GPU training job of a built-in model: give it gpus, or drop elastic".into(),
+            ));
+        }
+        let tenant = match &table.tenant {
+            None => crate::world::DEFAULT_TENANT.to_string(),
+            Some(t) if crate::tenants::valid_name(t) => t.clone(),
+            Some(_) => return Err(err("tenant", format!("a tenant's name is {}", crate::tenants::NAME_RULE))),
+        };
+        seen.insert(name.clone(), i);
+        let arrival_s = plan.arrival_s + spacing.every_s * k as f64;
+        jobs.push(JobPlan { name, arrival_s, tenant, ..plan.clone() });
+    }
+    Ok(())
 }
 
 /// 1-based line and column (in characters) of byte `offset` in `text`.

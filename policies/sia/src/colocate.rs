@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use wasmsched_goodput::Model;
 use wasmsched_sdk::prelude::*;
 
-use super::{Holders, Sia, TypePool};
+use super::{Sia, TypePool};
 
 /// The measured job types and pairs.
 struct Table {
@@ -148,7 +148,7 @@ impl Sia {
         pools: &[TypePool],
         jobs: &[Job],
         guest: &[bool],
-        holder: &mut Holders,
+        holder: &mut sched::Holders,
         now: f64,
         d: &mut Decision,
     ) -> Vec<usize> {
@@ -160,7 +160,7 @@ impl Sia {
         // Each host's speed beside the guests on its GPUs: the slowest of its GPUs sets the pace
         // of a job spread over several.
         let mut pace: BTreeMap<usize, f64> = BTreeMap::new();
-        for hs in holder.values() {
+        for (_, hs) in holder.iter() {
             let (hosts, guests): (Vec<usize>, Vec<usize>) = hs.iter().partition(|&&j| !guest[j]);
             if let ([h], [g]) = (hosts.as_slice(), guests.as_slice()) {
                 let speed = self
@@ -174,11 +174,11 @@ impl Sia {
         }
         // How many GPUs each job holds in the plan (a guest joining a GPU changes no host's).
         let mut held: BTreeMap<usize, u32> = BTreeMap::new();
-        for &j in holder.values().flatten() {
+        for &j in holder.iter().flat_map(|(_, hs)| hs) {
             *held.entry(j).or_default() += 1;
         }
         let mut waiting: Vec<usize> = (0..jobs.len())
-            .filter(|&j| jobs[j].is_queued() && one_gpu(&jobs[j]) && !holder.values().any(|hs| hs.contains(&j)))
+            .filter(|&j| jobs[j].is_queued() && one_gpu(&jobs[j]) && !holder.iter().any(|(_, hs)| hs.contains(&j)))
             .collect();
         waiting.sort_by(|&a, &b| jobs[a].arrival().0.total_cmp(&jobs[b].arrival().0));
         for g in waiting {
@@ -186,8 +186,8 @@ impl Sia {
             // The best GPU: the most the guest gains less what its host loses, each a fraction
             // of its own speed alone.
             let mut best: Option<(f64, (NodeId, u32), usize, f64)> = None;
-            for (&(node, index), hs) in holder.iter() {
-                let &[h] = hs.as_slice() else { continue };
+            for ((node, index), hs) in holder.iter() {
+                let &[h] = hs else { continue };
                 let host = &jobs[h];
                 if guest[h]
                     || placed.contains(&h)
@@ -227,7 +227,7 @@ impl Sia {
                 d.push(Action::set_gpu_share(host.id(), index, 100).because("sia: takes a guest on its GPU"));
             }
             pace.insert(h, slowed);
-            holder.entry((node, index)).or_default().push(g);
+            holder.hold(g, &[(node, vec![index])]);
             let ledger = self.state.jobs.entry(jobs[g].id().0).or_default();
             ledger.runs(pool, 1, now);
             ledger.guest = true;

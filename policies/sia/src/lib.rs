@@ -61,7 +61,7 @@ use serde::{Deserialize, Serialize};
 use wasmsched_goodput::goodput::{best_config, speed, split};
 use wasmsched_goodput::{GpuType, Model, packed};
 use wasmsched_sdk::prelude::*;
-use wasmsched_sdk::sched::{Entries, Pieces, Pool, Spill, merge};
+use wasmsched_sdk::sched::{Entries, Holders, Kept, Pick, Pieces, Pool, Spill, Step, merge};
 
 /// Sia's constants.
 #[derive(Clone, Debug, Deserialize)]
@@ -140,17 +140,6 @@ pub struct Sia {
 
 /// One GPU type's nodes that take work (a type without measurements is planned as T4s).
 type TypePool = Pool<GpuType>;
-
-/// Per GPU (node, index), the jobs that hold it in the plan.
-type Holders = BTreeMap<(NodeId, u32), Vec<usize>>;
-
-/// Job `j` leaves every GPU it holds in the plan.
-fn release(holder: &mut Holders, j: usize) {
-    for hs in holder.values_mut() {
-        hs.retain(|&h| h != j);
-    }
-    holder.retain(|_, hs| !hs.is_empty());
-}
 
 /// What a job's current configuration gains over another of the same rounded score.
 const STAY_BONUS: f64 = 0.01;
@@ -454,48 +443,21 @@ impl Sia {
     ) -> bool {
         // Per node, which GPUs are taken in the plan.
         let mut taken = sched::FreeGpus::up(s);
-        let pool_of = |node: NodeId| sched::pool_of(pools, node);
         let mut moves: Vec<(usize, Entries)> = Vec::new();
         // Guests on others' GPUs (`colocate`): planned as if queued, they keep nothing.
         let guest: Vec<bool> = jobs
             .iter()
             .map(|job| !job.is_queued() && self.state.jobs.get(&job.id().0).is_some_and(|l| l.guest))
             .collect();
-        // Jobs whose type and count stay keep their GPUs.
-        let mut kept = vec![false; jobs.len()];
-        for (j, job) in jobs.iter().enumerate() {
-            let Some(c) = pick[j].map(|k| choices[j][k]) else { continue };
-            let on: Vec<Option<usize>> = job.gpus().iter().map(|g| pool_of(g.node)).collect();
-            if !job.is_queued()
-                && !guest[j]
-                && job.gpus().len() as u32 == c.gpus
-                && on.iter().all(|p| *p == Some(c.pool))
-            {
-                for g in job.gpus() {
-                    taken.take_gpu(*g);
-                }
-                kept[j] = true;
-            }
-        }
-        // The others, most GPUs first: whole free nodes, then the fullest-free nodes.
-        let mut order: Vec<usize> = (0..jobs.len()).filter(|&j| pick[j].is_some() && !kept[j]).collect();
-        order.sort_by_key(|&j| std::cmp::Reverse(pick[j].map_or(0, |k| choices[j][k].gpus)));
+        // Jobs whose type and count stay keep their GPUs. The others go most GPUs first: whole
+        // free nodes, then the fullest-free nodes; but first, every elastic job that stays on its
+        // type keeps what it can of its own GPUs (growing or shrinking in place), so that jobs
+        // seldom need each other's GPUs.
+        let picks: Vec<Option<Pick>> = (0..jobs.len())
+            .map(|j| pick[j].map(|k| Pick { pool: choices[j][k].pool, gpus: choices[j][k].gpus }))
+            .collect();
+        let Kept { kept, movers, mut own } = sched::keep(&mut taken, pools, jobs, &picks, |j| !guest[j]);
         let mut unplaced = Vec::new();
-        // First, every elastic job that stays on its type keeps what it can of its own GPUs
-        // (growing or shrinking in place), so that jobs seldom need each other's GPUs.
-        let mut own: BTreeMap<usize, Entries> = BTreeMap::new();
-        for &j in &order {
-            let (job, c) = (&jobs[j], choices[j][pick[j].expect("picked")]);
-            if guest[j] || !job.is_elastic() || !job.gpus().iter().all(|g| pool_of(g.node) == Some(c.pool)) {
-                continue;
-            }
-            let mine = own.entry(j).or_default();
-            for g in job.gpus().iter().take(c.gpus as usize) {
-                if taken.take_gpu(*g) {
-                    merge(mine, vec![(g.node, vec![g.index])]);
-                }
-            }
-        }
         // A guest the plan gives nothing keeps its GPU while the others fit elsewhere: moving
         // it costs a restart.
         let mut reserved: Entries = Vec::new();
@@ -506,7 +468,7 @@ impl Sia {
                 }
             }
         }
-        for j in order {
+        for j in movers {
             let c = choices[j][pick[j].expect("picked")];
             let job = &jobs[j];
             let mine = own.remove(&j).unwrap_or_default();
@@ -529,12 +491,7 @@ impl Sia {
         // Preempt running jobs left without GPUs, then resize and place in an order the host
         // accepts: each move once the GPUs it takes are free. A GPU may have two holders (a
         // guest beside its host).
-        let mut holder: Holders = BTreeMap::new();
-        for (j, job) in jobs.iter().enumerate() {
-            for g in job.gpus() {
-                holder.entry((g.node, g.index)).or_default().push(j);
-            }
-        }
+        let mut holder = Holders::of(jobs);
         // Who the plan gives each GPU: the jobs that keep theirs and the moves.
         let mut claimed: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
         for (j, job) in jobs.iter().enumerate().filter(|(j, _)| kept[*j]) {
@@ -557,89 +514,46 @@ impl Sia {
                     && job.gpus().iter().all(|g| {
                         claimed
                             .get(&(g.node, g.index))
-                            .is_none_or(|&h| kept[h] && holder[&(g.node, g.index)].contains(&h))
+                            .is_none_or(|&h| kept[h] && holder.on(g.node, g.index).contains(&h))
                     });
                 if stays {
                     continue;
                 }
                 d.push(Action::preempt(job.id()).because("sia: no configuration this round"));
-                release(&mut holder, j);
+                holder.release(j);
                 self.state.jobs.entry(job.id().0).or_default().config = None;
             }
         }
-        let mut waiting: Vec<(usize, Entries)> = moves;
-        let mut broke = false;
-        loop {
-            let before = waiting.len();
-            let mut rest = Vec::new();
-            for (j, entries) in waiting {
-                let blocked = entries.iter().any(|(n, gpus)| {
-                    gpus.iter().any(|&i| holder.get(&(*n, i)).is_some_and(|hs| hs.iter().any(|&h| h != j)))
-                });
-                if blocked {
-                    rest.push((j, entries));
-                    continue;
-                }
-                release(&mut holder, j);
-                for (n, gpus) in &entries {
-                    for &i in gpus {
-                        holder.entry((*n, i)).or_default().push(j);
+        for step in sched::order_moves(jobs, &mut holder, moves) {
+            match step {
+                Step::Land { job: j, entries } => {
+                    let job = &jobs[j];
+                    let c = choices[j][pick[j].expect("picked")];
+                    let ledger = self.state.jobs.entry(job.id().0).or_default();
+                    if job.is_queued() {
+                        d.push(Action::place_on(job.id(), &entries, false).because("sia: goodput-optimal allocation"));
+                    } else {
+                        d.push(Action::resize(job.id(), &entries, None).because("sia: goodput-optimal allocation"));
+                        ledger.restarts += 1;
                     }
+                    ledger.runs(c.pool, c.gpus, now);
                 }
-                let job = &jobs[j];
-                let c = choices[j][pick[j].expect("picked")];
-                let ledger = self.state.jobs.entry(job.id().0).or_default();
-                if job.is_queued() {
-                    d.push(Action::place_on(job.id(), &entries, false).because("sia: goodput-optimal allocation"));
-                } else {
-                    d.push(Action::resize(job.id(), &entries, None).because("sia: goodput-optimal allocation"));
-                    ledger.restarts += 1;
+                Step::Preempt { job: j } => {
+                    d.push(
+                        Action::preempt(jobs[j].id())
+                            .because("sia: its new GPUs are another's, which moves to its own"),
+                    );
+                    self.state.jobs.entry(jobs[j].id().0).or_default().config = None;
                 }
-                ledger.runs(c.pool, c.gpus, now);
+                Step::Wait { job: j } => unplaced.push(j),
             }
-            if rest.is_empty() {
-                break;
-            }
-            if rest.len() < before {
-                waiting = rest;
-                continue;
-            }
-            if broke {
-                unplaced.extend(rest.iter().map(|(j, _)| *j));
-                break;
-            }
-            // Running jobs that would swap GPUs with each other: no order of resizes lets the
-            // host accept them. Preempt them (they start again next round) and place the rest.
-            broke = true;
-            for (j, _) in rest.iter().filter(|(j, _)| !jobs[*j].is_queued()) {
-                d.push(
-                    Action::preempt(jobs[*j].id()).because("sia: its new GPUs are another's, which moves to its own"),
-                );
-                release(&mut holder, *j);
-                self.state.jobs.entry(jobs[*j].id().0).or_default().config = None;
-            }
-            waiting = rest.into_iter().filter(|(j, _)| jobs[*j].is_queued()).collect();
         }
         // A queued elastic job left out takes one free GPU where the plan left one: every GPU
         // the plan leaves idle is one the host's stall rule would hand out anyway.
-        for &j in &unplaced.clone() {
-            let job = &jobs[j];
-            if !job.is_queued() || !job.is_elastic() {
-                continue;
-            }
-            let free = pools.iter().enumerate().find_map(|(t, p)| {
-                taken.carve(&p.nodes, 1, Pieces { size: 1, nodes: 1 }, Spill::MostFree).map(|e| (t, e))
-            });
-            let Some((t, entries)) = free else { break };
-            if entries.iter().any(|(n, g)| g.iter().any(|&i| holder.contains_key(&(*n, i)))) {
-                continue;
-            }
-            for (n, g) in &entries {
-                holder.entry((*n, g[0])).or_default().push(j);
-            }
-            d.push(Action::place_on(job.id(), &entries, false).because("sia: a GPU the plan left idle"));
-            self.state.jobs.entry(job.id().0).or_default().runs(t, 1, now);
-            unplaced.retain(|&k| k != j);
+        for f in sched::fill_idle(&mut taken, pools, jobs, &mut holder, unplaced.clone(), Spill::MostFree) {
+            d.push(Action::place_on(jobs[f.job].id(), &f.entries, false).because("sia: a GPU the plan left idle"));
+            self.state.jobs.entry(jobs[f.job].id().0).or_default().runs(f.pool, 1, now);
+            unplaced.retain(|&k| k != f.job);
         }
         let colocated =
             if self.config.colocate { self.colocate(s, pools, jobs, &guest, &mut holder, now, d) } else { Vec::new() };

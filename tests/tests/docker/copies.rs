@@ -14,6 +14,10 @@ use crate::engine::{self, eventually, trainer_engine_or_skip};
 use crate::{action, backend, step, test_label};
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
     let (e, _serial) = trainer_engine_or_skip!();
     let Some(second) = engine::SecondEngine::start(e) else { return };
@@ -73,6 +77,10 @@ fn place(job: u32, node: u32) -> wit::Action {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_a_preemption() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("queue");
@@ -163,6 +171,10 @@ fn a_created_container_waits_until_placed_and_resumes_from_its_checkpoint_after_
 /// copy's device request for exactly the resize's GPUs is checked by `copy/tests.rs`, and live
 /// at the end of this test only where the engine has the NVIDIA runtime.
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("resize");
@@ -256,6 +268,10 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_copy_a_host_left_half_made_is_finished_by_the_next_one() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("half-made");

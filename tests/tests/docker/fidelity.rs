@@ -90,6 +90,10 @@ fn actions_of(world: &World, actions: &[wit::Action], into: &mut Vec<String>) {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn simulated_jcts_and_makespans_are_within_ten_per_cent_of_live_runs() {
     let (e, _serial) = trainer_engine_or_skip!();
     // A shared two-core machine stalls now and then for seconds at a time, and other work on it

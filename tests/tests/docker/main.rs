@@ -52,6 +52,10 @@ fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("declare");
@@ -104,6 +108,10 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn limits_are_in_force_as_docker_reports_them() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("limits");
@@ -152,6 +160,10 @@ fn limits_are_in_force_as_docker_reports_them() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn deliver_runs_the_declared_command_in_the_container() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("deliver");
@@ -184,6 +196,10 @@ fn deliver_runs_the_declared_command_in_the_container() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("vanish");
@@ -202,6 +218,10 @@ fn a_container_removed_between_observe_and_apply_is_an_apply_error_and_leaves() 
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn flowcon_format_lines_are_progress_and_a_bad_label_is_dropped() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("flowcon-format");
@@ -227,6 +247,10 @@ fn flowcon_format_lines_are_progress_and_a_bad_label_is_dropped() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
     let e = engine_or_skip!();
     let _serial = serial();
@@ -253,6 +277,10 @@ fn garbage_log_lines_are_skipped_and_the_progress_around_them_kept() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn the_default_placement_starts_created_containers_and_a_placing_policy_leaves_them_queued() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("default-placement");
@@ -322,6 +350,10 @@ impl<F: FnMut(&World) -> bool> Driver for Until<'_, F> {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn flowcon_moves_real_cpu_between_two_real_training_containers() {
     let (e, _serial) = trainer_engine_or_skip!();
     // Two jobs with the same work per epoch: one learning, one that has learnt all it will
@@ -400,6 +432,10 @@ impl Driver for Rescues<'_> {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdog() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("stall");
@@ -434,6 +470,10 @@ fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdo
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn the_engine_going_away_and_coming_back_is_survived() {
     let (e, _serial) = trainer_engine_or_skip!();
     let dir = tempfile::tempdir().unwrap();
@@ -483,6 +523,10 @@ fn the_engine_going_away_and_coming_back_is_survived() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
 fn a_policy_hot_swapped_while_containers_run() {
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("swap");

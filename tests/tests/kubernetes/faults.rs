@@ -70,6 +70,10 @@ impl Apiserver {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn the_apiserver_restarted_mid_run_is_survived() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let Some(apiserver) = Apiserver::find(c) else {
@@ -146,6 +150,10 @@ fn report_ready(c: &Cluster, name: &str, ready: bool) {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn a_node_going_not_ready_keeps_its_pods_and_gets_nothing_new() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let Some((_, kubelet)) = pid_of(c, "kubelet-vm") else {

@@ -105,6 +105,10 @@ impl<F: FnMut(&World) -> bool> Driver for Until<'_, F> {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("fifo");
@@ -178,6 +182,10 @@ fn queued_pods_are_bound_by_fifo_and_their_progress_flows_from_the_log() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("flowcon");
@@ -348,6 +356,10 @@ fn flowcon_moves_real_cpu_between_two_trainer_pods_through_resize() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("gpus");
@@ -377,6 +389,10 @@ fn gpus_are_counted_from_the_pods_requests_and_the_nodes_allocatable() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn progress_written_to_the_pods_annotation_is_read_without_a_log_stream() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("annotated");
@@ -427,6 +443,10 @@ fn progress_written_to_the_pods_annotation_is_read_without_a_log_stream() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoint() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("migrate");
@@ -506,6 +526,10 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_checkpoint() {
     use wasmsched::backend::kubernetes::pod::gpus_asked;
     let (c, image, _serial) = trainer_cluster_or_skip!();
@@ -648,6 +672,10 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn a_policy_hot_swapped_while_pods_run() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("swap");

@@ -80,6 +80,10 @@ fn the_deployments_host_config_parses() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     for doc in manifest("rbac.yaml") {
@@ -159,6 +163,10 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn the_example_config_and_pods_run_as_documented() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("example");

@@ -14,6 +14,10 @@ use wasmsched_scale::kubernetes::{self as scale, Only, Options};
 use crate::cluster;
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler() {
     let Some(c) = cluster::cluster() else {
         eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());

@@ -35,6 +35,10 @@ fn running_by_tenant(world: &World) -> Vec<(String, usize)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
 fn a_tenant_borrows_idle_quota_and_gives_it_back_by_preemption_when_its_owner_asks() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let label = test_label("tenants");

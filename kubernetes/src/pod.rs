@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
 
-use crate::backend::carried::{ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, REPLACES, RUN_MS, WAIT};
-use crate::declare::{self, Declared};
+use wasmsched_core::declare::{self, Declared};
+use wasmsched_core::live::carried::{ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, REPLACES, RUN_MS, WAIT};
 
 /// The extended resource GPUs are counted by (the NVIDIA device plugin's).
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";

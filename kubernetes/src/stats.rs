@@ -87,7 +87,7 @@ pub fn parse(text: &str) -> Result<HashMap<String, PodUse>, serde_json::Error> {
 fn use_of<'a>(parts: impl IntoIterator<Item = (Option<&'a Cpu>, Option<&'a Memory>)>) -> PodUse {
     let mut total = PodUse { cpu: None, nano_cores: None, memory_bytes: None };
     for (cpu, memory) in parts {
-        let at = cpu.and_then(|c| c.time.as_deref()).and_then(crate::backend::progress::unix_ns);
+        let at = cpu.and_then(|c| c.time.as_deref()).and_then(wasmsched_core::live::progress::unix_ns);
         if let Some((core_ns, at)) = cpu.and_then(|c| c.usage_core_nano_seconds).zip(at) {
             let (sum, latest) = total.cpu.unwrap_or((0, 0));
             total.cpu = Some((sum.saturating_add(core_ns), latest.max(at)));
@@ -154,7 +154,11 @@ mod tests {
         let c = parse(SUMMARY).unwrap()["u-c"];
         let (core_ns, at) = c.cpu.unwrap();
         assert_eq!(core_ns, 5_864_426_983 + 135_573_017);
-        assert_eq!(at, crate::backend::progress::unix_ns("2026-11-27T12:47:16Z").unwrap(), "the latest sample's time");
+        assert_eq!(
+            at,
+            wasmsched_core::live::progress::unix_ns("2026-11-27T12:47:16Z").unwrap(),
+            "the latest sample's time"
+        );
         assert_eq!((c.nano_cores, c.memory_bytes), (Some(1_729_800_187), Some(32_000_000)));
     }
 

@@ -84,7 +84,7 @@ fn a_resized_copy_gets_exactly_its_new_gpus_its_new_size_and_the_batch_size_in_f
     let labels: HashMap<String, String> = body.labels.clone().unwrap().into_iter().collect();
     assert_eq!(batch_in_force(&labels), Some(512), "read back as the batch size in force");
     assert_eq!(label(&body, "wasmsched.gpus"), Some("4"), "preempted later, it waits for its new size");
-    assert_eq!(crate::declare::from_labels("x", "i", &labels).spec.gpus, 4);
+    assert_eq!(wasmsched_core::declare::from_labels("x", "i", &labels).spec.gpus, 4);
     assert_eq!(label(&body, WAIT), None);
     // A resize that keeps its batch size leaves the variable and the label as they were.
     let kept = copy_body(&info, &Changes { gpus: Some(vec![1]), asks_gpus: Some(1), ..Changes::default() });

@@ -16,7 +16,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use sha2::{Digest, Sha256};
 
 use super::{Kubernetes, within};
-use crate::backend::Checkpoint;
+use wasmsched_core::replicas::Checkpoint;
 
 /// The most state bytes one ConfigMap carries.
 const INLINE: usize = 768 << 10;
@@ -45,7 +45,7 @@ impl Kubernetes {
                     tracing::debug!(policy = %c.policy, bytes = c.state.len(), configmap = %name, "policy state kept");
                     self.kept.insert(c.policy.clone(), digest);
                 }
-                Err(e) => self.log_once(format!("keep:{}", c.policy), || {
+                Err(e) => self.logged.once(format!("keep:{}", c.policy), || {
                     format!("cannot keep {}'s state in ConfigMap {name}: {e}; the next leader may start it from an older one", c.policy)
                 }),
             }

@@ -111,145 +111,21 @@ pub struct Declared {
 /// Parse a container's labels into its declaration. `name` and `image` name the job when no
 /// label does. Every `wasmsched.*` label is also kept in the spec's labels, for policies.
 pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) -> Declared {
-    let get = |key: &str| labels.get(&format!("{PREFIX}{key}")).map(|v| v.trim());
-    let mut problems = Vec::new();
-    let mut problem = |key: &str, why: String| problems.push((format!("{PREFIX}{key}"), why));
-
-    let direction = match get("direction") {
-        None => wit::Direction::HigherIsBetter,
-        Some(d) => parse_direction(d).unwrap_or_else(|| {
-            problem("direction", format!("{d:?} is not a direction: write higher-is-better or lower-is-better"));
-            wit::Direction::HigherIsBetter
-        }),
-    };
-    let main = get("metric").filter(|m| !m.is_empty()).unwrap_or(match direction {
-        wit::Direction::HigherIsBetter => "accuracy",
-        wit::Direction::LowerIsBetter => "loss",
-    });
-    let mut metrics = vec![wit::MetricSpec { name: main.to_string(), direction }];
-    if let Some(more) = get("metrics") {
-        for item in more.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match item.split_once(':').map(|(n, d)| (n.trim(), parse_direction(d.trim()))) {
-                Some((n, Some(d))) if !n.is_empty() => metrics.push(wit::MetricSpec { name: n.into(), direction: d }),
-                _ => problem(
-                    "metrics",
-                    format!("{item:?} is not NAME:DIRECTION: write e.g. loss:lower,f1:higher (after the main metric)"),
-                ),
-            }
-        }
-    }
-    let kind = match get("kind") {
-        None | Some("training") => wit::JobKind::Training,
-        Some("inference") => wit::JobKind::Inference,
-        Some(k) => {
-            problem("kind", format!("{k:?} is not a job kind: write training or inference"));
-            wit::JobKind::Training
-        }
-    };
-    let tiers = get("tiers").and_then(|t| {
-        let parsed: Option<Vec<f64>> = t.split(',').map(|x| x.trim().parse().ok()).collect();
-        match parsed.as_deref() {
-            Some(&[t1, t2]) => match tier_order(direction, t1, t2) {
-                Ok(()) => Some(wit::Tiers { deliverable: t1, final_: t2 }),
-                Err(order) => {
-                    problem("tiers", format!("{t}: for {main}, {order}"));
-                    None
-                }
-            },
-            _ => {
-                problem("tiers", format!("{t:?} is not two numbers: write T1,T2, e.g. 0.8,0.9"));
-                None
-            }
-        }
-    });
-    let qoe_target = get("qoe-target").and_then(|q| match q.parse::<f64>() {
-        Ok(x) if x.is_finite() && x > 0.0 => Some(x),
-        _ => {
-            problem("qoe-target", format!("{q:?} is not a positive number (seconds per epoch, ms per request)"));
-            None
-        }
-    });
-    let max_epochs = get("max-epochs").and_then(|e| match e.parse::<u32>() {
-        Ok(n) if n > 0 => Some(n),
-        _ => {
-            problem("max-epochs", format!("{e:?} is not a whole number of epochs above 0"));
-            None
-        }
-    });
-    let mut count = |key: &str, least: u32, default: u32| {
-        get(key).map_or(default, |v| match v.parse::<u32>() {
-            Ok(n) if n >= least => n,
-            _ => {
-                problem(key, format!("{v:?} is not a whole number of at least {least}"));
-                default
-            }
-        })
-    };
-    let gpus = count("gpus", 0, 0);
-    let replicas = count("replicas", 1, 1);
-    let gpu_counts = get("gpu-counts").map_or_else(Vec::new, |text| {
-        let counts: Option<Vec<u32>> = text.split(',').map(|c| c.trim().parse().ok()).collect();
-        counts.unwrap_or_else(|| {
-            problem(
-                "gpu-counts",
-                format!("{text:?} is not a list of GPU counts: write them comma-separated, as 1,2,4,8"),
-            );
-            Vec::new()
-        })
-    });
-    let (batch_size_min, batch_size_max) = get("batch-size").map_or((0, 0), |text| {
-        let (lo, hi) = text.split_once('-').unwrap_or((text, text));
-        match (lo.trim().parse::<u32>(), hi.trim().parse::<u32>()) {
-            (Ok(lo), Ok(hi)) if lo <= hi => (lo, hi),
-            _ => {
-                problem(
-                    "batch-size",
-                    format!("{text:?} is not a batch size: write one (128) or a range the job accepts (64-1024)"),
-                );
-                (0, 0)
-            }
-        }
-    });
-    let deliver = get("deliver").and_then(|d| {
-        let argv: Vec<String> = d.split(',').map(|a| a.trim().to_string()).collect();
-        if argv.first().is_some_and(|a| a.starts_with('/')) {
-            Some(argv)
-        } else {
-            problem(
-                "deliver",
-                format!("{d:?} is not a command: write an absolute path and its arguments, comma-separated"),
-            );
-            None
-        }
-    });
-    let checkpoint = get("checkpoint").and_then(|c| {
-        let folder = c.trim_end_matches('/');
-        if c.starts_with('/') && !folder.is_empty() {
-            Some(folder.to_string())
-        } else {
-            problem("checkpoint", format!("{c:?} is not an absolute folder path inside the container"));
-            None
-        }
-    });
-    let mut unknown: Vec<&str> =
-        labels.keys().filter_map(|k| k.strip_prefix(PREFIX)).filter(|k| !KNOWN_KEYS.contains(k)).collect();
-    unknown.sort_unstable();
-    for key in unknown {
-        let hint = match nearest(key) {
-            Some(near) => format!("not a key wasmsched reads: did you mean {PREFIX}{near}?"),
-            None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..17].join(", ")),
-        };
-        problem(key, hint);
-    }
-    let tenant = match get("tenant") {
-        None => crate::world::DEFAULT_TENANT.to_string(),
-        Some(t) if crate::tenants::valid_name(t) => t.to_string(),
-        Some(t) => {
-            problem("tenant", format!("{t:?} is not a tenant name: {}", crate::tenants::NAME_RULE));
-            crate::world::DEFAULT_TENANT.to_string()
-        }
-    };
-    let model = get("model").filter(|m| !m.is_empty()).unwrap_or(image).to_string();
+    let mut read = Labels { labels, problems: Vec::new() };
+    let direction = read.direction();
+    let metrics = read.metrics(direction);
+    let kind = read.kind();
+    let tiers = read.tiers(direction, &metrics[0].name);
+    let qoe_target = read.qoe_target();
+    let max_epochs = read.max_epochs();
+    let gpus = read.count("gpus", 0, 0);
+    let replicas = read.count("replicas", 1, 1);
+    let scaling = read.scaling();
+    let deliver = read.deliver();
+    let checkpoint = read.checkpoint();
+    read.unknown_keys();
+    let tenant = read.tenant();
+    let model = read.get("model").filter(|m| !m.is_empty()).unwrap_or(image).to_string();
     let mut kept: Vec<(String, String)> =
         labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
     kept.sort();
@@ -266,10 +142,209 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         arrival_ms: 0,
         gpus,
         replicas,
-        scaling: wit::Scaling { gpu_counts, batch_size_min, batch_size_max },
+        scaling,
         tenant,
     };
-    Declared { spec, deliver, checkpoint, problems }
+    Declared { spec, deliver, checkpoint, problems: read.problems }
+}
+
+/// A job's labels as they are read, one key at a time, with what did not parse.
+struct Labels<'a> {
+    labels: &'a HashMap<String, String>,
+    /// The label and what to write instead.
+    problems: Vec<(String, String)>,
+}
+
+impl<'a> Labels<'a> {
+    /// The value of `wasmsched.KEY`, trimmed.
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.labels.get(&format!("{PREFIX}{key}")).map(|v| v.trim())
+    }
+
+    fn problem(&mut self, key: &str, why: String) {
+        self.problems.push((format!("{PREFIX}{key}"), why));
+    }
+
+    /// `direction`: of the main metric (higher is better unless said).
+    fn direction(&mut self) -> wit::Direction {
+        match self.get("direction") {
+            None => wit::Direction::HigherIsBetter,
+            Some(d) => parse_direction(d).unwrap_or_else(|| {
+                self.problem(
+                    "direction",
+                    format!("{d:?} is not a direction: write higher-is-better or lower-is-better"),
+                );
+                wit::Direction::HigherIsBetter
+            }),
+        }
+    }
+
+    /// `metric` (the main one: accuracy or loss by its direction) and `metrics`, the others.
+    fn metrics(&mut self, direction: wit::Direction) -> Vec<wit::MetricSpec> {
+        let main = self.get("metric").filter(|m| !m.is_empty()).unwrap_or(match direction {
+            wit::Direction::HigherIsBetter => "accuracy",
+            wit::Direction::LowerIsBetter => "loss",
+        });
+        let mut metrics = vec![wit::MetricSpec { name: main.to_string(), direction }];
+        for item in self.get("metrics").unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            match item.split_once(':').map(|(n, d)| (n.trim(), parse_direction(d.trim()))) {
+                Some((n, Some(d))) if !n.is_empty() => metrics.push(wit::MetricSpec { name: n.into(), direction: d }),
+                _ => self.problem(
+                    "metrics",
+                    format!("{item:?} is not NAME:DIRECTION: write e.g. loss:lower,f1:higher (after the main metric)"),
+                ),
+            }
+        }
+        metrics
+    }
+
+    /// `kind`: training (the default) or inference.
+    fn kind(&mut self) -> wit::JobKind {
+        match self.get("kind") {
+            None | Some("training") => wit::JobKind::Training,
+            Some("inference") => wit::JobKind::Inference,
+            Some(k) => {
+                self.problem("kind", format!("{k:?} is not a job kind: write training or inference"));
+                wit::JobKind::Training
+            }
+        }
+    }
+
+    /// `tiers`: TRADL's two targets of the main metric `main`, in its direction's order.
+    fn tiers(&mut self, direction: wit::Direction, main: &str) -> Option<wit::Tiers> {
+        let t = self.get("tiers")?;
+        let parsed: Option<Vec<f64>> = t.split(',').map(|x| x.trim().parse().ok()).collect();
+        match parsed.as_deref() {
+            Some(&[t1, t2]) => match tier_order(direction, t1, t2) {
+                Ok(()) => Some(wit::Tiers { deliverable: t1, final_: t2 }),
+                Err(order) => {
+                    self.problem("tiers", format!("{t}: for {main}, {order}"));
+                    None
+                }
+            },
+            _ => {
+                self.problem("tiers", format!("{t:?} is not two numbers: write T1,T2, e.g. 0.8,0.9"));
+                None
+            }
+        }
+    }
+
+    /// `qoe-target`: DQoES's target, a positive number.
+    fn qoe_target(&mut self) -> Option<f64> {
+        let q = self.get("qoe-target")?;
+        match q.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Some(x),
+            _ => {
+                self.problem(
+                    "qoe-target",
+                    format!("{q:?} is not a positive number (seconds per epoch, ms per request)"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `max-epochs`: a whole number above 0.
+    fn max_epochs(&mut self) -> Option<u32> {
+        let e = self.get("max-epochs")?;
+        match e.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => {
+                self.problem("max-epochs", format!("{e:?} is not a whole number of epochs above 0"));
+                None
+            }
+        }
+    }
+
+    /// A whole number of at least `least` under `key`, else `default`.
+    fn count(&mut self, key: &str, least: u32, default: u32) -> u32 {
+        self.get(key).map_or(default, |v| match v.parse::<u32>() {
+            Ok(n) if n >= least => n,
+            _ => {
+                self.problem(key, format!("{v:?} is not a whole number of at least {least}"));
+                default
+            }
+        })
+    }
+
+    /// `gpu-counts` and `batch-size`: what an elastic job may be resized to.
+    fn scaling(&mut self) -> wit::Scaling {
+        let gpu_counts = self.get("gpu-counts").map_or_else(Vec::new, |text| {
+            let counts: Option<Vec<u32>> = text.split(',').map(|c| c.trim().parse().ok()).collect();
+            counts.unwrap_or_else(|| {
+                self.problem(
+                    "gpu-counts",
+                    format!("{text:?} is not a list of GPU counts: write them comma-separated, as 1,2,4,8"),
+                );
+                Vec::new()
+            })
+        });
+        let (batch_size_min, batch_size_max) = self.get("batch-size").map_or((0, 0), |text| {
+            let (lo, hi) = text.split_once('-').unwrap_or((text, text));
+            match (lo.trim().parse::<u32>(), hi.trim().parse::<u32>()) {
+                (Ok(lo), Ok(hi)) if lo <= hi => (lo, hi),
+                _ => {
+                    self.problem(
+                        "batch-size",
+                        format!("{text:?} is not a batch size: write one (128) or a range the job accepts (64-1024)"),
+                    );
+                    (0, 0)
+                }
+            }
+        });
+        wit::Scaling { gpu_counts, batch_size_min, batch_size_max }
+    }
+
+    /// `deliver`: an absolute command and its arguments, comma-separated.
+    fn deliver(&mut self) -> Option<Vec<String>> {
+        let d = self.get("deliver")?;
+        let argv: Vec<String> = d.split(',').map(|a| a.trim().to_string()).collect();
+        if argv.first().is_some_and(|a| a.starts_with('/')) {
+            return Some(argv);
+        }
+        self.problem(
+            "deliver",
+            format!("{d:?} is not a command: write an absolute path and its arguments, comma-separated"),
+        );
+        None
+    }
+
+    /// `checkpoint`: an absolute folder inside the container.
+    fn checkpoint(&mut self) -> Option<String> {
+        let c = self.get("checkpoint")?;
+        let folder = c.trim_end_matches('/');
+        if c.starts_with('/') && !folder.is_empty() {
+            return Some(folder.to_string());
+        }
+        self.problem("checkpoint", format!("{c:?} is not an absolute folder path inside the container"));
+        None
+    }
+
+    /// Every `wasmsched.` key that is not one we read, with the nearest one that is.
+    fn unknown_keys(&mut self) {
+        let mut unknown: Vec<&str> =
+            self.labels.keys().filter_map(|k| k.strip_prefix(PREFIX)).filter(|k| !KNOWN_KEYS.contains(k)).collect();
+        unknown.sort_unstable();
+        for key in unknown {
+            let hint = match nearest(key) {
+                Some(near) => format!("not a key wasmsched reads: did you mean {PREFIX}{near}?"),
+                None => format!("not a key wasmsched reads (they are {PREFIX}{})", KNOWN_KEYS[..17].join(", ")),
+            };
+            self.problem(key, hint);
+        }
+    }
+
+    /// `tenant`: a tenant's name, else the default tenant.
+    fn tenant(&mut self) -> String {
+        match self.get("tenant") {
+            None => crate::world::DEFAULT_TENANT.to_string(),
+            Some(t) if crate::tenants::valid_name(t) => t.to_string(),
+            Some(t) => {
+                self.problem("tenant", format!("{t:?} is not a tenant name: {}", crate::tenants::NAME_RULE));
+                crate::world::DEFAULT_TENANT.to_string()
+            }
+        }
+    }
 }
 
 fn parse_direction(text: &str) -> Option<wit::Direction> {

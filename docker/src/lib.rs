@@ -2,7 +2,7 @@
 //!
 //! - **Which containers.** Those carrying the selector label (`wasmsched.managed=true` by
 //!   default), running or created. Each engine is a node, in the order configured; a
-//!   container's labels declare its targets and the GPUs it asks for ([`crate::declare`]).
+//!   container's labels declare its targets and the GPUs it asks for ([`wasmsched_core::declare`]).
 //! - **Queued, placed, preempted.** A container that is *created* (not started) is a queued
 //!   job: it arrived when it was created, and waits as never started, or as preempted when it
 //!   carries `wasmsched.wait=preempted`. *Placing* it starts it: as it is when it stays on
@@ -43,11 +43,12 @@
 mod actions;
 mod copy;
 mod discover;
+pub mod gpu;
 mod queue;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
@@ -55,12 +56,12 @@ use bollard::query_parameters as q;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use crate::backend::{ApplyError, Backend, Built, Placer, Settings, filled, progress};
-use crate::bindings::wit;
-use crate::world::World;
+use wasmsched_core::backend::{ApplyError, Backend, Built, Placer, Settings, filled};
+use wasmsched_core::bindings::wit;
+use wasmsched_core::live::{self, Clock, Logged, progress, unix_ms};
+use wasmsched_core::world::World;
 
-/// The label that marks managed containers when none is configured.
-pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
+pub use wasmsched_core::live::DEFAULT_SELECTOR;
 
 /// `kind = "docker"`: how the backend reaches its engines. The `[backend]` table of
 /// `wasmsched run`; every key is optional.
@@ -191,10 +192,9 @@ pub struct Docker {
     engines: Vec<Engine>,
     jobs: BTreeMap<Arc<str>, Managed>,
     inbox: progress::Inbox,
-    /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
-    origin: Option<(Instant, u64)>,
+    clock: Clock,
     /// Causes already logged, so each is logged once.
-    logged: HashSet<String>,
+    logged: Logged,
     gpus: Option<crate::gpu::GpuProbe>,
     /// Who starts queued containers.
     placer: Placer,
@@ -237,8 +237,8 @@ impl Docker {
             engines,
             jobs: BTreeMap::new(),
             inbox: progress::Inbox::default(),
-            origin: None,
-            logged: HashSet::new(),
+            clock: Clock::default(),
+            logged: Logged::default(),
             gpus,
             placer: Placer::Backend,
             up: Vec::new(),
@@ -250,12 +250,6 @@ impl Docker {
         self.engines.get(i).is_some_and(|e| e.down.is_none() && e.capacity.is_some())
     }
 
-    fn log_once(&mut self, key: String, message: impl FnOnce() -> String) {
-        if self.logged.insert(key) {
-            tracing::warn!("{}", message());
-        }
-    }
-
     /// Mark engine `i` unreachable after `error`; its jobs stay as they were.
     fn engine_failed(&mut self, i: usize, error: &DockerError) {
         let now = Instant::now();
@@ -264,7 +258,7 @@ impl Docker {
         let since = engine.down.as_ref().map_or(now, |d| d.since);
         engine.down = Some(Down { since, retry_at: now + backoff, backoff });
         let endpoint = engine.endpoint.clone();
-        self.log_once(format!("down:{i}"), || {
+        self.logged.once(format!("down:{i}"), || {
             format!("Docker engine {endpoint} is unreachable ({error}); its jobs keep their last state, retrying with backoff")
         });
         for m in self.jobs.values_mut().filter(|m| m.engine == i) {
@@ -307,7 +301,7 @@ impl Docker {
                 engine.client = Some(client);
                 if let Some(down) = engine.down.take() {
                     tracing::info!(engine = %engine.endpoint, "Docker engine answers again after {:.1?}", down.since.elapsed());
-                    self.logged.remove(&format!("down:{i}"));
+                    self.logged.clear(&format!("down:{i}"));
                 }
                 let node = wit::Node {
                     name: info.name.unwrap_or_else(|| engine.endpoint.clone()),
@@ -400,7 +394,7 @@ impl Docker {
             Ok(s) => s,
             Err(e) => {
                 let message = format!("cannot read the GPUs through NVML ({e}); GPU use stays as last read");
-                self.log_once("nvml-sample".into(), || message);
+                self.logged.once("nvml-sample".into(), || message);
                 return;
             }
         };
@@ -413,7 +407,7 @@ impl Docker {
             let Some(state) = world.state_mut(m.handle) else { continue };
             match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
                 Some(use_) => {
-                    let slot = crate::world::GpuSlot { node: 0, index: use_.gpu };
+                    let slot = wasmsched_core::world::GpuSlot { node: 0, index: use_.gpu };
                     if !state.gpus.contains(&slot) {
                         state.gpus.push(slot);
                     }
@@ -426,7 +420,7 @@ impl Docker {
 
     /// Hand the lines the followers read to the world, in order.
     fn deliver_progress(&mut self, world: &mut World, until_ms: u64) {
-        let origin = self.origin.map_or(0, |(_, unix)| unix);
+        let origin = self.clock.origin_unix_ms();
         for incoming in self.inbox.take() {
             let Some(m) = self.jobs.get_mut(&incoming.key) else { continue };
             let id = incoming.key.clone();
@@ -434,7 +428,7 @@ impl Docker {
             if let Some((key, message)) =
                 progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
             {
-                self.log_once(key, || message);
+                self.logged.once(key, || message);
             }
         }
     }
@@ -446,16 +440,7 @@ impl Backend for Docker {
     }
 
     fn observe(&mut self, world: &mut World, until_ms: u64) -> bool {
-        // The backend's clock is the wall clock: wait until `until_ms` is due (the host's
-        // pacer usually has already), so any driver can run this backend.
-        let elapsed = Duration::from_millis(until_ms);
-        let (origin, _) = *self.origin.get_or_insert_with(|| {
-            let now = Instant::now();
-            (now.checked_sub(elapsed).unwrap_or(now), unix_ms().saturating_sub(until_ms))
-        });
-        if let Some(wait) = (origin + elapsed).checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
-        }
+        self.clock.wait_for(until_ms);
         // Every job that ran since the last observation ran all of it: placements and
         // preemptions happen right after an observation, at its time.
         world.accrue_service(until_ms.saturating_sub(world.time_ms()));
@@ -523,17 +508,17 @@ impl Backend for Docker {
         true
     }
 
-    fn endpoints(&self) -> Vec<crate::backend::Endpoint> {
+    fn endpoints(&self) -> Vec<wasmsched_core::backend::Endpoint> {
         self.engines
             .iter()
             .enumerate()
-            .map(|(i, e)| crate::backend::Endpoint {
+            .map(|(i, e)| wasmsched_core::backend::Endpoint {
                 kind: "engine".into(),
                 name: e.endpoint.clone(),
                 up: self.engine_up(i),
                 jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,
                 down_for_ms: e.down.as_ref().map(|d| d.since.elapsed().as_millis() as u64),
-                ..crate::backend::Endpoint::default()
+                ..wasmsched_core::backend::Endpoint::default()
             })
             .collect()
     }
@@ -627,7 +612,7 @@ fn check_scheme(endpoint: &str) -> Result<(), String> {
 
 /// A client for `endpoint` (whose scheme was checked); nothing is contacted, but a Unix
 /// socket must exist.
-pub(crate) fn connect(endpoint: &str, timeout: Duration) -> Result<Client, DockerError> {
+pub fn connect(endpoint: &str, timeout: Duration) -> Result<Client, DockerError> {
     let secs = timeout.as_secs().max(1);
     if endpoint.starts_with("unix://") {
         Client::connect_with_unix(endpoint, secs, bollard::API_DEFAULT_VERSION)
@@ -638,11 +623,7 @@ pub(crate) fn connect(endpoint: &str, timeout: Duration) -> Result<Client, Docke
 
 /// `fut`, failing as unreachable after `limit`.
 async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, DockerError>>) -> Result<T, DockerError> {
-    tokio::time::timeout(limit, fut).await.unwrap_or(Err(DockerError::RequestTimeoutError))
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    live::within(limit, fut, || DockerError::RequestTimeoutError).await
 }
 
 fn short(id: &str) -> &str {

@@ -41,8 +41,8 @@ fn labels_and_annotations_declare_the_job_as_container_labels_do() {
     assert_eq!(d.spec.gpus, 2, "GPUs from nvidia.com/gpu");
 }
 
-fn wit_tiers(deliverable: f64, final_: f64) -> crate::bindings::wit::Tiers {
-    crate::bindings::wit::Tiers { deliverable, final_ }
+fn wit_tiers(deliverable: f64, final_: f64) -> wasmsched_core::bindings::wit::Tiers {
+    wasmsched_core::bindings::wit::Tiers { deliverable, final_ }
 }
 
 #[test]
@@ -154,7 +154,7 @@ fn a_resized_copy_asks_for_its_new_gpus_and_carries_its_batch_size() {
     let batch: Vec<_> = env.iter().filter(|v| v.name == BATCH_SIZE_ENV).map(|v| v.value.as_deref()).collect();
     assert_eq!(batch, [Some("512")], "the new batch size replaces the old");
     assert_eq!(c.metadata.annotations.as_ref().unwrap()[BATCH_IN_FORCE], "512");
-    assert_eq!(crate::backend::carried::batch_in_force(&keys(&c)), Some(512), "read back as the batch in force");
+    assert_eq!(wasmsched_core::live::carried::batch_in_force(&keys(&c)), Some(512), "read back as the batch in force");
     // A resize to no GPU asks for none; one that keeps the batch size leaves it as it was.
     let none = copy(&c, &Changes { gpus: Some(0), batch_size: None, ..changes });
     assert_eq!(gpus_asked(&none), 0);

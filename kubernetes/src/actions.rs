@@ -18,36 +18,20 @@ use serde_json::json;
 use super::gate::Gate;
 use super::pod::{self, Resource};
 use super::{By, Kubernetes, within};
-use crate::backend::ApplyError;
-use crate::backend::carried::{batch_after_resize, resize_needs_checkpoint};
-use crate::bindings::wit;
-use crate::world::{GpuSlot, World};
+use wasmsched_core::backend::ApplyError;
+use wasmsched_core::bindings::wit;
+use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
+use wasmsched_core::live::effect;
+use wasmsched_core::world::{GpuSlot, JobState, World};
 
-/// What an action did, for the world's bookkeeping.
-enum Effect {
-    Cpu(Option<u64>),
-    Memory(Option<u64>),
-    Done,
-    /// A queued pod was bound to node `node`.
-    Started {
-        node: usize,
-        gpus: Vec<u32>,
-    },
-    /// The job runs on as pod `uid` (`name`), bound to `node`; after a resize, on these GPUs
-    /// there (the host's bookkeeping) at this batch size.
-    Moved {
-        node: usize,
-        uid: String,
-        name: String,
-        resized: Option<(Vec<u32>, Option<u32>)>,
-    },
-    /// The job waits again as the unbound pod `uid` (`name`).
-    Requeued {
-        uid: String,
-        name: String,
-    },
-    /// A queued pod was deleted.
-    Removed,
+/// What an action did; a copy is named by its pod's uid and name.
+type Effect = effect::Effect<PodCopy>;
+
+/// The pod that carries a job on after its pod was re-created.
+#[derive(Clone, Debug, PartialEq)]
+struct PodCopy {
+    uid: String,
+    name: String,
 }
 
 /// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
@@ -284,7 +268,7 @@ impl Kubernetes {
     }
 
     /// The actions sent on earlier ticks that have landed since, into the world. The failures
-    /// of the policy's wait in [`Backend::settled`](crate::backend::Backend::settled); the default placement's are logged.
+    /// of the policy's wait in [`Backend::settled`](wasmsched_core::backend::Backend::settled); the default placement's are logged.
     pub(super) fn land_flights(&mut self, world: &mut World) {
         let mut flights = std::mem::take(&mut self.flight);
         let mut failed = Vec::new();
@@ -314,7 +298,7 @@ impl Kubernetes {
     }
 
     /// Wait until every action in flight has landed (`limit` at most), and take them into
-    /// the world; the policy's failures since the last [`Backend::settled`](crate::backend::Backend::settled) (the default
+    /// the world; the policy's failures since the last [`Backend::settled`](wasmsched_core::backend::Backend::settled) (the default
     /// placement's are logged). For callers that act outside the loop and want the outcome.
     pub fn drain(&mut self, world: &mut World, limit: Duration) -> Vec<ApplyError> {
         self.wait_for(&self.flight, limit);
@@ -393,233 +377,223 @@ impl Kubernetes {
     }
 
     /// The request that puts one action into force on pod `p`, job `state`; what it takes
-    /// away is counted in `freeing` until it is gone.
-    fn act(&self, p: &Pod, action: &wit::Action, state: &crate::world::JobState, freeing: &Arc<Freeing>) -> Ask {
-        let api = self.pods_api();
-        let name = p.metadata.name.clone().unwrap_or_default();
-        let limit = self.config.timeout;
-        let gate = self.gate.clone();
-        let node_of = |i: u32| self.nodes.get(i as usize).map(|n| (n.name.clone(), n.ready));
-        let capacity = self.nodes.get(state.node as usize).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
-        let refuse = |why: String| -> Ask { Box::pin(async move { Err(Failure::Declined(why)) }) };
-        match &action.kind {
-            wit::ActionKind::SetCpu(m) | wit::ActionKind::SetMemory(m) => {
-                let (resource, all) = match action.kind {
-                    wit::ActionKind::SetCpu(_) => (Resource::Cpu, capacity.0),
-                    _ => (Resource::Memory, capacity.1),
-                };
-                if !state.is_running() {
-                    return refuse("a queued pod has no limits in force to resize; it gets its own when bound".into());
-                }
-                let patch = match pod::resize(p, resource, m.unwrap_or(all).max(1)) {
-                    Ok(patch) => patch,
-                    Err(why) => return refuse(why),
-                };
-                let limit_asked = *m;
-                Box::pin(async move {
-                    let (params, patch) = (PatchParams::default(), Patch::Strategic(patch));
-                    gate.pass(|| within(limit, api.patch_subresource("resize", &name, &params, &patch))).await?;
-                    Ok(match resource {
-                        Resource::Cpu => Effect::Cpu(limit_asked),
-                        Resource::Memory => Effect::Memory(limit_asked),
-                    })
-                })
-            }
-            wit::ActionKind::Place(placement) => {
-                let [target] = placement.nodes.as_slice() else {
-                    return refuse("a pod runs on one node: place it on one (Kubernetes cannot split it)".into());
-                };
-                // Its room, readiness and selector were checked before it was sent (`room_for`).
-                let Some((node, _)) = node_of(target.node) else {
-                    return refuse(format!("node {} is not in the cluster", target.node));
-                };
-                let (to, gpus) = (target.node as usize, target.gpus.clone());
-                Box::pin(async move {
-                    gate.pass(|| within(limit, bind(&api, &name, &node))).await?;
-                    Ok(Effect::Started { node: to, gpus })
-                })
-            }
+    /// away is counted in `freeing` until it is gone. An action the host declines before asking
+    /// is a request that fails at once.
+    fn act(&self, p: &Pod, action: &wit::Action, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
+        let to = PodRef {
+            api: self.pods_api(),
+            name: p.metadata.name.clone().unwrap_or_default(),
+            limit: self.config.timeout,
+            gate: self.gate.clone(),
+        };
+        let asked = match &action.kind {
+            wit::ActionKind::SetCpu(m) => self.set_limit(to, p, Resource::Cpu, *m, state),
+            wit::ActionKind::SetMemory(m) => self.set_limit(to, p, Resource::Memory, *m, state),
+            wit::ActionKind::Place(placement) => self.bind_queued(to, placement),
             wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => {
-                let Some(m) = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)) else {
-                    return refuse("the pod is no longer managed".into());
-                };
-                let resize = match &action.kind {
-                    wit::ActionKind::Resize(r) => Some(r),
-                    _ => None,
-                };
-                let to = match &action.kind {
-                    wit::ActionKind::Migrate(to) => Some(*to),
-                    wit::ActionKind::Resize(_) if !state.is_running() => {
-                        return refuse(
-                            "a queued pod is placed, not resized: place it on the GPUs it should have".into(),
-                        );
-                    }
-                    wit::ActionKind::Resize(r) => match r.placement.nodes.as_slice() {
-                        [entry] => Some(entry.node),
-                        spread => {
-                            return refuse(format!(
-                                "a pod runs on one node and this resize spreads it over {}: resize it onto GPUs of \
-                                 a single node (Kubernetes cannot split one pod across nodes)",
-                                spread.len()
-                            ));
-                        }
-                    },
-                    _ => None,
-                };
-                let target = match to.map(|to| (to, node_of(to))) {
-                    None => None,
-                    Some((to, Some((node, true)))) if to != state.node || resize.is_some() => Some((to as usize, node)),
-                    Some((_, Some((node, true)))) => return refuse(format!("the pod already runs on node {node}")),
-                    Some((_, Some((node, false)))) => return refuse(format!("node {node} is NotReady")),
-                    Some((to, None)) => return refuse(format!("node {to} is not in the cluster")),
-                };
-                if resize.is_some()
-                    && let Err(why) = pod::resizable(p)
-                {
-                    return refuse(why);
-                }
-                match (&m.checkpoint, target.is_none()) {
-                    (None, true) => {
-                        return refuse(
-                            "the pod declares no wasmsched.checkpoint folder, so a preemption would lose its \
-                             progress; annotate it with the folder it checkpoints to, on a volume that outlives it"
-                                .into(),
-                        );
-                    }
-                    (None, false) if resize.is_some() => {
-                        return refuse(resize_needs_checkpoint(
-                            "the pod",
-                            "annotate it with the folder it checkpoints to, on a volume that outlives it",
-                        ));
-                    }
-                    (Some(folder), _) => {
-                        if let Err(why) = pod::checkpoint_survives(p, folder) {
-                            return refuse(why);
-                        }
-                    }
-                    (None, false) => {}
-                }
-                // A resize gives the job its new GPUs and the batch size in force.
-                let gpus = resize.and_then(|r| r.placement.nodes.first()).map(|e| e.gpus.clone());
-                let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
-                let changes = pod::Changes {
-                    scheduler: self.config.scheduler.clone(),
-                    preempted: target.is_none(),
-                    service: (state.run_ms, state.gpu_ms),
-                    arrived_unix_ms: m.arrived_unix_ms,
-                    gpus: gpus.as_ref().map(|g| g.len() as u32),
-                    batch_size,
-                };
-                let copy = pod::copy(p, &changes);
-                let original_uid = p.metadata.uid.clone().unwrap_or_default();
-                let grace =
-                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
-                let (frees, freeing) = (freeing.frees(), freeing.clone());
-                Box::pin(async move {
-                    let (post, delete) = (PostParams::default(), DeleteParams::default());
-                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
-                    let (uid, new_name) =
-                        (made.metadata.uid.unwrap_or_default(), made.metadata.name.unwrap_or_default());
-                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    let patience = limit + Duration::from_secs(grace as u64 + 30);
-                    gone(&api, &gate, &name, &original_uid, patience).await?;
-                    drop(frees);
-                    match target {
-                        Some((to, node)) => {
-                            freeing.all_done().await;
-                            gate.pass(|| within(limit, bind(&api, &new_name, &node))).await?;
-                            let resized = gpus.map(|gpus| (gpus, batch_size));
-                            Ok(Effect::Moved { node: to, uid, name: new_name, resized })
-                        }
-                        None => Ok(Effect::Requeued { uid, name: new_name }),
-                    }
-                })
+                self.recreate(to, p, action, state, freeing)
             }
-            wit::ActionKind::Stop => {
-                let queued = !state.is_running();
-                let frees = freeing.frees();
-                Box::pin(async move {
-                    let delete = DeleteParams::default();
-                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    drop(frees);
-                    Ok(if queued { Effect::Removed } else { Effect::Done })
-                })
-            }
+            wit::ActionKind::Stop => Ok(delete(to, state, freeing)),
             wit::ActionKind::Deliver => {
                 let command = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)?.deliver.clone());
-                let container = pod::main_container(p).map(|c| c.name.clone());
-                Box::pin(async move {
-                    match command {
-                        Some(cmd) => run_in(&api, &name, container, cmd, limit * 4).await,
-                        None => Ok(Effect::Done),
-                    }
-                })
+                Ok(deliver(to, pod::main_container(p).map(|c| c.name.clone()), command))
             }
-            wit::ActionKind::SetGpuShare(_) => refuse(
-                "Kubernetes gives a pod whole GPUs through the device plugin; it cannot cap a pod's GPU share".into(),
-            ),
+            wit::ActionKind::SetGpuShare(_) => {
+                Err("Kubernetes gives a pod whole GPUs through the device plugin; it cannot cap a pod's GPU share"
+                    .into())
+            }
+        };
+        asked.unwrap_or_else(|why| Box::pin(async move { Err(Failure::Declined(why)) }))
+    }
+
+    /// Resize a running pod's CPU or memory limit in place (a lifted limit is the node's
+    /// allocatable).
+    fn set_limit(
+        &self,
+        to: PodRef,
+        p: &Pod,
+        resource: Resource,
+        m: Option<u64>,
+        state: &JobState,
+    ) -> Result<Ask, String> {
+        let capacity = self.nodes.get(state.node as usize).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
+        let all = match resource {
+            Resource::Cpu => capacity.0,
+            Resource::Memory => capacity.1,
+        };
+        if !state.is_running() {
+            return Err("a queued pod has no limits in force to resize; it gets its own when bound".into());
+        }
+        let patch = pod::resize(p, resource, m.unwrap_or(all).max(1))?;
+        Ok(Box::pin(async move {
+            let (params, patch) = (PatchParams::default(), Patch::Strategic(patch));
+            let PodRef { api, name, limit, gate } = to;
+            gate.pass(|| within(limit, api.patch_subresource("resize", &name, &params, &patch))).await?;
+            Ok(match resource {
+                Resource::Cpu => Effect::Cpu(m),
+                Resource::Memory => Effect::Memory(m),
+            })
+        }))
+    }
+
+    /// Bind a queued pod to the one node of its placement. Its room, readiness and selector
+    /// were checked before it was sent (`room_for`).
+    fn bind_queued(&self, to: PodRef, placement: &wit::Placement) -> Result<Ask, String> {
+        let [target] = placement.nodes.as_slice() else {
+            return Err("a pod runs on one node: place it on one (Kubernetes cannot split it)".into());
+        };
+        let node = self.nodes.get(target.node as usize).ok_or(format!("node {} is not in the cluster", target.node))?;
+        let (node_name, node, gpus) = (node.name.clone(), target.node, target.gpus.clone());
+        Ok(Box::pin(async move {
+            let PodRef { api, name, limit, gate } = to;
+            gate.pass(|| within(limit, bind(&api, &name, &node_name))).await?;
+            Ok(Effect::Started { node, gpus, copy: None })
+        }))
+    }
+
+    /// Where a preemption (nowhere: it waits again), a migration or a resize takes a running
+    /// pod: a Ready node, and another one unless it is resized there.
+    fn copy_target(&self, kind: &wit::ActionKind, state: &JobState) -> Result<Option<(u32, String)>, String> {
+        let to = match kind {
+            wit::ActionKind::Migrate(to) => *to,
+            wit::ActionKind::Resize(_) if !state.is_running() => {
+                return Err("a queued pod is placed, not resized: place it on the GPUs it should have".into());
+            }
+            wit::ActionKind::Resize(r) => match r.placement.nodes.as_slice() {
+                [entry] => entry.node,
+                spread => {
+                    return Err(format!(
+                        "a pod runs on one node and this resize spreads it over {}: resize it onto GPUs of a single \
+                         node (Kubernetes cannot split one pod across nodes)",
+                        spread.len()
+                    ));
+                }
+            },
+            _ => return Ok(None),
+        };
+        let resizes = matches!(kind, wit::ActionKind::Resize(_));
+        match self.nodes.get(to as usize) {
+            Some(n) if n.ready && (to != state.node || resizes) => Ok(Some((to, n.name.clone()))),
+            Some(n) if n.ready => Err(format!("the pod already runs on node {}", n.name)),
+            Some(n) => Err(format!("node {} is NotReady", n.name)),
+            None => Err(format!("node {to} is not in the cluster")),
         }
     }
 
-    fn took_effect(&mut self, uid: &Arc<str>, job: u32, effect: Effect, world: &mut World) {
-        match effect {
-            Effect::Cpu(limit) => {
-                if let Some(s) = world.state_mut(job) {
-                    s.cpu_limit_millicores = limit;
-                }
-                self.follow_anew(uid);
+    /// Re-create a running pod from its checkpoint: a copy that waits unbound (a preemption),
+    /// or is bound to another node (a migration), or asks for other GPUs at another batch size
+    /// (a resize); the copy is made, the original deleted and waited for until it is gone.
+    fn recreate(
+        &self,
+        to: PodRef,
+        p: &Pod,
+        action: &wit::Action,
+        state: &JobState,
+        freeing: &Arc<Freeing>,
+    ) -> Result<Ask, String> {
+        let m = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)).ok_or("the pod is no longer managed")?;
+        let resize = match &action.kind {
+            wit::ActionKind::Resize(r) => Some(r),
+            _ => None,
+        };
+        let target = self.copy_target(&action.kind, state)?;
+        if resize.is_some() {
+            pod::resizable(p)?;
+        }
+        match (&m.checkpoint, target.is_none()) {
+            (None, true) => {
+                return Err("the pod declares no wasmsched.checkpoint folder, so a preemption would lose its \
+                            progress; annotate it with the folder it checkpoints to, on a volume that outlives it"
+                    .into());
             }
-            Effect::Memory(limit) => {
-                if let Some(s) = world.state_mut(job) {
-                    s.memory_limit_bytes = limit;
-                }
-                self.follow_anew(uid);
+            (None, false) if resize.is_some() => {
+                return Err(resize_needs_checkpoint(
+                    "the pod",
+                    "annotate it with the folder it checkpoints to, on a volume that outlives it",
+                ));
             }
-            Effect::Done => {}
-            Effect::Started { node, gpus } => {
+            (Some(folder), _) => pod::checkpoint_survives(p, folder)?,
+            (None, false) => {}
+        }
+        // A resize gives the job its new GPUs and the batch size in force.
+        let gpus = resize.and_then(|r| r.placement.nodes.first()).map(|e| e.gpus.clone());
+        let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
+        let changes = pod::Changes {
+            scheduler: self.config.scheduler.clone(),
+            preempted: target.is_none(),
+            service: (state.run_ms, state.gpu_ms),
+            arrived_unix_ms: m.arrived_unix_ms,
+            gpus: gpus.as_ref().map(|g| g.len() as u32),
+            batch_size,
+        };
+        let copy = pod::copy(p, &changes);
+        let original_uid = p.metadata.uid.clone().unwrap_or_default();
+        let grace = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
+        let resized = resize.is_some().then_some(batch_size);
+        let (frees, freeing) = (freeing.frees(), freeing.clone());
+        Ok(Box::pin(async move {
+            let PodRef { api, name, limit, gate } = to;
+            let (post, delete) = (PostParams::default(), DeleteParams::default());
+            let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
+            let copy =
+                PodCopy { uid: made.metadata.uid.unwrap_or_default(), name: made.metadata.name.unwrap_or_default() };
+            gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
+            let patience = limit + Duration::from_secs(grace as u64 + 30);
+            gone(&api, &gate, &name, &original_uid, patience).await?;
+            drop(frees);
+            let Some((node, node_name)) = target else { return Ok(Effect::Requeued { copy }) };
+            freeing.all_done().await;
+            gate.pass(|| within(limit, bind(&api, &copy.name, &node_name))).await?;
+            // A migration's GPUs there are the world's to say when it lands.
+            Ok(Effect::Moved { node, gpus: gpus.unwrap_or_default(), copy, resized })
+        }))
+    }
+
+    /// Put what the action on pod `uid` did into the world and the books.
+    fn took_effect(&mut self, uid: &Arc<str>, job: u32, mut effect: Effect, world: &mut World) {
+        match &mut effect {
+            Effect::Cpu(_) | Effect::Memory(_) => self.follow_anew(uid),
+            Effect::Done | Effect::Shared { .. } => {}
+            Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.refused, m.retry) = (None, None);
-                tracing::debug!(job, pod = %m.name, node = %self.nodes[node].name, ?gpus, "bound");
-                let slots = gpus.iter().map(|&index| GpuSlot { node: node as u32, index }).collect();
-                world.start_job(job, node as u32, slots);
+                tracing::debug!(job, pod = %m.name, node = %self.nodes[*node as usize].name, ?gpus, "bound");
             }
-            Effect::Moved { node, uid: new_uid, name, resized } => {
+            Effect::Moved { node, gpus, copy, resized } => {
                 let Some(mut m) = self.hand_over(uid, world) else { return };
-                match &resized {
-                    Some((gpus, batch_size)) => {
-                        tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
+                let to = &self.nodes[*node as usize].name;
+                match resized {
+                    Some(batch_size) => {
+                        tracing::info!(job, from = %m.name, to = %copy.name, node = %to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
                         m.gpus_asked = gpus.len() as u32;
                     }
                     None => {
-                        tracing::info!(job, from = %m.name, to = %name, node = %self.nodes[node].name, "migrated: re-created from its checkpoint");
+                        tracing::info!(job, from = %m.name, to = %copy.name, node = %to, "migrated: re-created from its checkpoint");
+                        *gpus = world.gpus_after_migration(job, *node);
                     }
                 }
-                m.name = name;
-                m.last_line_ns = Arc::default();
-                self.manage(Arc::from(new_uid.as_str()), m);
-                let to = node as u32;
-                let (gpus, batch_size) = resized.unwrap_or_else(|| (world.gpus_after_migration(job, to), None));
-                if let Some(s) = world.state_mut(job) {
-                    s.node = to;
-                    s.gpus = gpus.iter().map(|&index| GpuSlot { node: to, index }).collect();
-                    s.batch_size = batch_size.unwrap_or(s.batch_size);
-                }
+                self.resume(copy, m);
             }
-            Effect::Requeued { uid: new_uid, name } => {
-                let Some(mut m) = self.hand_over(uid, world) else { return };
-                tracing::info!(job, from = %m.name, to = %name, "preempted: waits unbound with its checkpoint");
-                m.name = name;
-                m.last_line_ns = Arc::default();
-                self.manage(Arc::from(new_uid.as_str()), m);
-                world.requeue_job(job, wit::WaitReason::Preempted);
+            Effect::Requeued { copy } => {
+                let Some(m) = self.hand_over(uid, world) else { return };
+                tracing::info!(job, from = %m.name, to = %copy.name, "preempted: waits unbound with its checkpoint");
+                self.resume(copy, m);
             }
             Effect::Removed => {
                 if let Some(m) = self.unmanage(uid) {
                     tracing::info!(job, pod = %m.name, "deleted a queued pod");
                 }
-                world.remove_job(job);
             }
         }
+        effect.update(job, world);
+    }
+
+    /// Manage the pod `copy` as the job's entry `m`: its log is followed from its start once
+    /// the original's has ended.
+    fn resume(&mut self, copy: &PodCopy, mut m: super::Managed) {
+        m.name = copy.name.clone();
+        m.last_line_ns = Arc::default();
+        self.manage(Arc::from(copy.uid.as_str()), m);
     }
 
     /// Stop following pod `uid`'s log; the next observation follows it again from after the
@@ -640,11 +614,40 @@ impl Kubernetes {
         let mut m = self.unmanage(uid)?;
         m.former = Some(uid.clone());
         (m.last_cpu, m.cpu_measured) = (None, false);
-        if let Some(s) = world.state_mut(m.handle) {
-            s.cpu_used_millicores = 0;
-        }
         Some(m)
     }
+}
+
+/// The pod an action's request is about, and how requests reach the apiserver.
+struct PodRef {
+    api: Api<Pod>,
+    name: String,
+    /// How long one request may take.
+    limit: Duration,
+    gate: Gate,
+}
+
+/// Delete the pod: a running one stops (the next observation sees it gone), a queued one is
+/// removed from the queue.
+fn delete(to: PodRef, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
+    let queued = !state.is_running();
+    let frees = freeing.frees();
+    Box::pin(async move {
+        let (PodRef { api, name, limit, gate }, delete) = (to, DeleteParams::default());
+        gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
+        drop(frees);
+        Ok(if queued { Effect::Removed } else { Effect::Done })
+    })
+}
+
+/// Run the pod's declared delivery command in its main `container`, if it declares one.
+fn deliver(to: PodRef, container: Option<String>, command: Option<Vec<String>>) -> Ask {
+    Box::pin(async move {
+        match command {
+            Some(cmd) => run_in(&to.api, &to.name, container, cmd, to.limit * 4).await,
+            None => Ok(Effect::Done),
+        }
+    })
 }
 
 /// Bind pod `name` to node `node` (the `binding` subresource), as a scheduler does.

@@ -11,9 +11,9 @@ use bollard::query_parameters as q;
 
 use super::copy::{self, ARRIVED, REPLACES, WAIT};
 use super::{Docker, Managed, short, unix_ms, within};
-use crate::bindings::wit;
-use crate::declare;
-use crate::world::{GpuSlot, World};
+use wasmsched_core::bindings::wit;
+use wasmsched_core::declare;
+use wasmsched_core::world::{GpuSlot, World};
 
 impl Docker {
     /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
@@ -71,11 +71,12 @@ impl Docker {
         let mut declared = declare::from_labels(name, summary.image.as_deref().unwrap_or(""), labels);
         for (label, why) in &declared.problems {
             let job = declared.spec.name.clone();
-            self.log_once(format!("label:{id}:{label}"), || format!("container {job}: ignoring label {label}: {why}"));
+            self.logged
+                .once(format!("label:{id}:{label}"), || format!("container {job}: ignoring label {label}: {why}"));
         }
         let info = self.rt.block_on(within(self.config.timeout, client.inspect_container(id, None))).ok();
         let hc = info.as_ref().and_then(|c| c.host_config.clone());
-        let origin = self.origin.map_or(0, |(_, unix)| unix);
+        let origin = self.clock.origin_unix_ms();
         let created_ms = info
             .as_ref()
             .and_then(|c| c.created.as_deref())

@@ -3,7 +3,7 @@
 //!
 //! - **Which pods.** Those in the configured namespace that carry the selector label
 //!   (`wasmsched.managed=true` by default). Their labels and annotations declare them exactly
-//!   as a container's labels do ([`crate::declare`]; an annotation wins over a label, and
+//!   as a container's labels do ([`wasmsched_core::declare`]; an annotation wins over a label, and
 //!   values a label cannot hold, such as `wasmsched.tiers=0.8,0.9`, go in annotations). The
 //!   GPUs a pod asks for are its `nvidia.com/gpu` requests. Every node is a node, in name
 //!   order; its allocatable CPU, memory and `nvidia.com/gpu` are its capacity.
@@ -55,19 +55,25 @@
 //!   at the next observation; a node going NotReady is logged once and its pods are kept.
 
 mod actions;
+mod adopt;
+mod follow;
 pub mod gate;
 mod keep;
 pub mod lease;
+mod nodes;
 mod observe;
 pub mod pod;
 mod queue;
 pub mod stats;
+mod usage;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+pub use follow::PROGRESS;
+
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -77,13 +83,13 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
-use crate::backend::progress;
-use crate::backend::{ApplyError, Backend, Built, Checkpoint, Endpoint, Leadership, Placer, Settings, filled};
-use crate::bindings::wit;
-use crate::world::World;
+use wasmsched_core::backend::{ApplyError, Backend, Built, Endpoint, Placer, Settings, filled};
+use wasmsched_core::bindings::wit;
+use wasmsched_core::live::{self, Clock, Logged, progress};
+use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
+use wasmsched_core::world::World;
 
-/// The label that marks managed pods when none is configured.
-pub const DEFAULT_SELECTOR: &str = "wasmsched.managed=true";
+pub use wasmsched_core::live::DEFAULT_SELECTOR;
 
 /// The scheduler name that queued pods give (`spec.schedulerName`) when none is configured.
 pub const DEFAULT_SCHEDULER: &str = "wasmsched";
@@ -327,10 +333,9 @@ pub struct Kubernetes {
     /// Pod uids by job handle.
     uids: HashMap<u32, Arc<str>>,
     inbox: progress::Inbox,
-    /// The backend's clock zero, as an instant and in Unix ms, set at the first observe.
-    origin: Option<(Instant, u64)>,
+    clock: Clock,
     /// Causes already logged, so each is logged once.
-    logged: HashSet<String>,
+    logged: Logged,
     placer: Placer,
     /// This replica's candidacy, with `[backend.election]`, from its first warm observation.
     election: Option<lease::Election>,
@@ -408,8 +413,8 @@ impl Kubernetes {
             jobs: BTreeMap::new(),
             uids: HashMap::new(),
             inbox: progress::Inbox::default(),
-            origin: None,
-            logged: HashSet::new(),
+            clock: Clock::default(),
+            logged: Logged::default(),
             placer: Placer::Backend,
         })
     }
@@ -432,12 +437,6 @@ impl Kubernetes {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
-    fn log_once(&mut self, key: String, message: impl FnOnce() -> String) {
-        if self.logged.insert(key) {
-            tracing::warn!("{}", message());
-        }
-    }
-
     /// The managed pod `handle`, by uid.
     fn uid_of(&self, handle: u32) -> Option<Arc<str>> {
         self.uids.get(&handle).cloned()
@@ -457,6 +456,12 @@ impl Kubernetes {
     fn manage(&mut self, uid: Arc<str>, m: Managed) {
         self.uids.insert(m.handle, uid.clone());
         self.jobs.insert(uid, m);
+    }
+
+    /// Whether this host acts now: it runs no election, or its candidacy holds the lead (not
+    /// one waiting for a warm world, nor one that stepped down).
+    pub fn leads(&self) -> bool {
+        self.config.election.is_none() || self.election.as_ref().is_some_and(lease::Election::leading)
     }
 
     /// Stop managing pod `uid`; its entry.
@@ -499,47 +504,12 @@ impl Backend for Kubernetes {
         self.apply_from(actions, world, By::Policy)
     }
 
-    fn leadership(&self) -> Option<Leadership> {
-        let config = self.config.election.as_ref()?;
-        Some(match (&self.election, &self.candidate) {
-            (Some(e), _) => e.leadership(),
-            (None, candidate) => Leadership {
-                identity: candidate.as_ref().map(|(_, id)| id.clone()).unwrap_or_default(),
-                lease: format!(
-                    "{}/{}",
-                    candidate.as_ref().and_then(|(api, _)| api.namespace()).unwrap_or("?"),
-                    config.lease
-                ),
-                ..Leadership::default()
-            },
-        })
+    fn replicas(&self) -> Option<&dyn Replicas> {
+        self.config.election.is_some().then_some(self as &dyn Replicas)
     }
 
-    fn leads(&self) -> bool {
-        // With an election, only a candidacy that holds the lead acts: not one waiting for a
-        // warm world, nor one that stepped down.
-        self.config.election.is_none() || self.election.as_ref().is_some_and(lease::Election::leading)
-    }
-
-    fn keep_every(&self) -> Option<u64> {
-        self.config.election.as_ref().map(|e| e.checkpoint_every)
-    }
-
-    fn keep(&mut self, checkpoints: &[Checkpoint]) {
-        if self.leads() {
-            self.keep_checkpoints(checkpoints);
-        }
-    }
-
-    fn kept(&mut self) -> Vec<Checkpoint> {
-        self.kept_checkpoints()
-    }
-
-    fn step_down(&mut self) {
-        self.candidate = None;
-        if let Some(e) = self.election.as_mut() {
-            e.step_down(&self.rt, self.config.timeout);
-        }
+    fn replicas_mut(&mut self) -> Option<&mut dyn Replicas> {
+        self.config.election.is_some().then_some(self as &mut dyn Replicas)
     }
 
     fn settled(&mut self) -> Vec<ApplyError> {
@@ -558,6 +528,47 @@ impl Backend for Kubernetes {
             requests: Some(self.requests.load(Ordering::Relaxed)),
             in_flight: Some(self.flight.len() as u64),
         }]
+    }
+}
+
+/// With `[backend.election]`: one replica of the host leads (a Lease), the others stand by;
+/// the policies' states are kept in Secrets for the next leader (`lease.rs`, `keep.rs`).
+impl Replicas for Kubernetes {
+    fn leadership(&self) -> Leadership {
+        let lease = self.config.election.as_ref().map_or("", |e| &e.lease[..]);
+        match (&self.election, &self.candidate) {
+            (Some(e), _) => e.leadership(),
+            (None, candidate) => Leadership {
+                identity: candidate.as_ref().map(|(_, id)| id.clone()).unwrap_or_default(),
+                lease: format!("{}/{}", candidate.as_ref().and_then(|(api, _)| api.namespace()).unwrap_or("?"), lease),
+                ..Leadership::default()
+            },
+        }
+    }
+
+    fn leads(&self) -> bool {
+        Kubernetes::leads(self)
+    }
+
+    fn keep_every(&self) -> u64 {
+        self.config.election.as_ref().map_or(0, |e| e.checkpoint_every)
+    }
+
+    fn keep(&mut self, checkpoints: &[Checkpoint]) {
+        if self.leads() {
+            self.keep_checkpoints(checkpoints);
+        }
+    }
+
+    fn kept(&mut self) -> Vec<Checkpoint> {
+        self.kept_checkpoints()
+    }
+
+    fn step_down(&mut self) {
+        self.candidate = None;
+        if let Some(e) = self.election.as_mut() {
+            e.step_down(&self.rt, self.config.timeout);
+        }
     }
 }
 
@@ -609,16 +620,9 @@ where
     store
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// `fut`, failing after `limit`.
 async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, kube::Error>>) -> Result<T, kube::Error> {
-    match tokio::time::timeout(limit, fut).await {
-        Ok(result) => result,
-        Err(_) => Err(kube::Error::Service(format!("no answer within {limit:?}").into())),
-    }
+    live::within(limit, fut, || kube::Error::Service(format!("no answer within {limit:?}").into())).await
 }
 
 #[cfg(test)]

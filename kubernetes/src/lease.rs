@@ -31,7 +31,7 @@ use kube::api::PostParams;
 use serde::Deserialize;
 
 use super::within;
-use crate::backend::Leadership;
+use wasmsched_core::replicas::Leadership;
 
 /// `[backend.election]`: run several replicas of the host against one cluster, one acting at a
 /// time (`docs/kubernetes.md`, "Replicas"). Every key is optional; the times are
@@ -48,14 +48,14 @@ pub struct ElectionConfig {
     /// suffix).
     pub identity: Option<String>,
     /// How long a standby waits after the Lease last changed before it takes over (15 s).
-    #[serde(deserialize_with = "crate::units::duration")]
+    #[serde(deserialize_with = "wasmsched_core::units::duration")]
     pub lease_duration: Duration,
     /// How long the leader acts after its last renewal began (10 s); it renews every retry
     /// period.
-    #[serde(deserialize_with = "crate::units::duration")]
+    #[serde(deserialize_with = "wasmsched_core::units::duration")]
     pub renew_deadline: Duration,
     /// How often every replica tries the Lease (2 s).
-    #[serde(deserialize_with = "crate::units::duration")]
+    #[serde(deserialize_with = "wasmsched_core::units::duration")]
     pub retry_period: Duration,
     /// The leader saves the policies' states to the cluster every this many ticks, and at a
     /// clean stop (10; 0 only at a stop).
@@ -404,13 +404,13 @@ impl Campaign {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::BackendConfig;
+    use wasmsched_core::backend::Settings;
 
     fn election(text: &str) -> Result<ElectionConfig, String> {
-        let table: toml::Table = toml::from_str(&format!("kind = \"kubernetes\"\n[election]\n{text}")).unwrap();
-        let config: BackendConfig = table.try_into().map_err(|e: toml::de::Error| e.to_string())?;
-        let BackendConfig::Kubernetes(k) = config else { unreachable!() };
-        Ok(k.election.expect("an election table"))
+        let config: crate::KubernetesConfig =
+            toml::from_str(&format!("[election]\n{text}")).map_err(|e: toml::de::Error| e.to_string())?;
+        config.check()?;
+        Ok(config.election.expect("an election table"))
     }
 
     #[test]

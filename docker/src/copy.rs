@@ -12,18 +12,20 @@
 //! original still runs is the unfinished one and is removed; otherwise the checkpoint folder
 //! is carried over again and the original removed.
 
+use std::sync::Arc;
+
 use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
 use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceRequest};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
-pub(super) use crate::backend::carried::{
+pub(super) use wasmsched_core::live::carried::{
     ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, attained, batch_in_force,
     unix_ms_of,
 };
 
-/// The label by which a container declares the GPUs its job asks for ([`crate::declare`]).
+/// The label by which a container declares the GPUs its job asks for ([`wasmsched_core::declare`]).
 const GPUS_LABEL: &str = "wasmsched.gpus";
 
 /// How long a container may take to stop (and write a last checkpoint) before it is killed.
@@ -182,50 +184,75 @@ pub(super) fn gpus_of(host_config: Option<&bollard::models::HostConfig>, count: 
     gpus
 }
 
-/// What a copy does.
-pub(super) struct Copy<'a> {
+/// What a copy does: made from the original's config with its checkpoint folder carried, by
+/// default on the original's engine, the original stopped first and the copy started
+/// ([`Copy::of`]).
+pub(super) struct Copy {
     /// The original's engine.
-    pub from: &'a Client,
+    from: Client,
     /// The copy's engine (the same client when it stays).
-    pub to: &'a Client,
+    to: Client,
     /// Whether `to` is another engine: the image is carried when it lacks it.
-    pub moves: bool,
+    moves: bool,
     /// The original's id.
-    pub id: &'a str,
+    id: Arc<str>,
     /// The folder carried from the original to the copy.
-    pub checkpoint: Option<&'a str>,
+    checkpoint: Option<String>,
     /// How the copy differs.
-    pub changes: Changes,
+    changes: Changes,
     /// Stop the original first (it runs): its last checkpoint is final.
-    pub stop: bool,
+    stop: bool,
     /// Start the copy.
-    pub start: bool,
+    start: bool,
 }
 
-impl Copy<'_> {
+impl Copy {
+    /// A copy of container `id` on engine `from` with `changes`, carrying its `checkpoint`
+    /// folder: on the same engine, the original stopped first, the copy started.
+    pub(super) fn of(from: &Client, id: &Arc<str>, checkpoint: Option<String>, changes: Changes) -> Copy {
+        let (from, id) = (from.clone(), id.clone());
+        Copy { to: from.clone(), from, moves: false, id, checkpoint, changes, stop: true, start: true }
+    }
+
+    /// The copy made on engine `to`, another one when `moves`.
+    pub(super) fn onto(self, to: Client, moves: bool) -> Copy {
+        Copy { to, moves, ..self }
+    }
+
+    /// The original is queued (created, never run): nothing to stop.
+    pub(super) fn of_queued(self) -> Copy {
+        Copy { stop: false, ..self }
+    }
+
+    /// The copy waits, created and not started.
+    pub(super) fn left_queued(self) -> Copy {
+        Copy { start: false, ..self }
+    }
+
     /// Make the copy and remove the original; the copy's id. When it fails after stopping
     /// the original, the original is started again (it resumes from its checkpoint) and the
     /// unfinished copy removed, so the job is where it was.
     pub(super) async fn run(self) -> Result<String, DockerError> {
-        let info = self.from.inspect_container(self.id, None).await?;
+        let (id, checkpoint) = (&self.id[..], self.checkpoint.as_deref());
+        let info = self.from.inspect_container(id, None).await?;
         if self.moves {
-            carry_image(self.from, self.to, info.config.as_ref().and_then(|c| c.image.as_deref()).unwrap_or(""))
+            carry_image(&self.from, &self.to, info.config.as_ref().and_then(|c| c.image.as_deref()).unwrap_or(""))
                 .await?;
         }
         if self.stop {
             let options = q::StopContainerOptions { t: Some(STOP_GRACE_S), signal: None };
-            self.from.stop_container(self.id, Some(options)).await?;
+            self.from.stop_container(id, Some(options)).await?;
         }
         let body = copy_body(&info, &self.changes);
         let made = async {
-            let folder = match self.checkpoint {
-                Some(path) => download(self.from, self.id, path).await?,
+            let folder = match checkpoint {
+                Some(path) => download(&self.from, id, path).await?,
                 None => None,
             };
             let created = self.to.create_container(None::<q::CreateContainerOptions>, body).await?;
             let finished = async {
-                if let (Some(tar), Some(path)) = (folder, self.checkpoint) {
-                    upload(self.to, &created.id, path, tar).await?;
+                if let (Some(tar), Some(path)) = (folder, checkpoint) {
+                    upload(&self.to, &created.id, path, tar).await?;
                 }
                 if self.start {
                     self.to.start_container(&created.id, None).await?;
@@ -242,18 +269,18 @@ impl Copy<'_> {
             Ok(new_id) => new_id,
             Err(e) => {
                 if self.stop {
-                    let _ = self.from.start_container(self.id, None).await;
+                    let _ = self.from.start_container(id, None).await;
                 }
                 return Err(e);
             }
         };
-        if let Err(e) = self.from.remove_container(self.id, Some(force())).await {
+        if let Err(e) = self.from.remove_container(id, Some(force())).await {
             // The copy is the job now; the next observation removes the original ([`settle`]).
-            tracing::warn!(container = %super::short(self.id), "the original outlives its copy for now: {e}");
+            tracing::warn!(container = %super::short(id), "the original outlives its copy for now: {e}");
             return Ok(new_id);
         }
         if let Some(name) = info.name.as_deref().map(|n| n.trim_start_matches('/')).filter(|n| !n.is_empty()) {
-            rename(self.to, &new_id, name).await;
+            rename(&self.to, &new_id, name).await;
         }
         Ok(new_id)
     }

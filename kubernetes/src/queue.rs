@@ -14,23 +14,19 @@ use std::sync::Arc;
 use wasmsched_rules::{GpuBook, Ledger};
 
 use super::{By, Kubernetes};
-use crate::bindings::wit;
-use crate::world::World;
+use wasmsched_core::live::queue::{self, Eligible, Turn};
+use wasmsched_core::world::World;
+
+/// What a queued pod asks of a node beyond GPUs: CPU (millicores) and memory (bytes) requested,
+/// and the labels its node must carry (its node selector).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct PodAsk {
+    pub requests: (u64, u64),
+    pub selector: Arc<BTreeMap<String, String>>,
+}
 
 /// A queued pod, as the default placement sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Waiting {
-    pub handle: u32,
-    /// CPU (millicores) and memory (bytes) requested.
-    pub requests: (u64, u64),
-    pub gpus: u32,
-    /// When the job arrived, Unix ms (ties go to the older handle).
-    pub arrived_unix_ms: u64,
-    /// The labels its node must carry.
-    pub selector: Arc<BTreeMap<String, String>>,
-    /// Its tenant's index in the ledger.
-    pub tenant: usize,
-}
+pub(super) type Waiting = queue::Waiting<PodAsk>;
 
 /// A node's room: CPU and memory left unrequested, pods it takes still, and whether it is
 /// Ready (its free GPUs are in the GPU book).
@@ -78,71 +74,71 @@ impl Room {
     }
 }
 
-/// What the default placement does with one queued pod.
-#[derive(Clone, Debug, PartialEq)]
-pub(super) enum Turn {
-    /// Bind it to node `node` with these GPUs (bookkeeping).
-    Bind { handle: u32, node: usize, gpus: Vec<u32> },
-    /// No node could ever hold it.
-    Never { handle: u32 },
+/// The nodes' room as the default placement goes down the queue. Linear in pods and nodes for
+/// a queue of like pods, as a cluster's is: the leading nodes that none of the pods still to go
+/// could take are passed over for good.
+struct Rooms {
+    rooms: Vec<Room>,
+    /// The least that any pod from k on asks for, each resource on its own.
+    least: Vec<(u64, u64, u32)>,
+    /// The first node that some pod still to go could take.
+    start: usize,
+    /// Whether some node could ever hold a pod of this shape.
+    ever: HashMap<(u64, u64, u32, Arc<BTreeMap<String, String>>), bool>,
 }
 
-/// Strict FCFS first fit over the Ready nodes with room, in name order, and the GPUs `book`
-/// says are free. Linear in pods and nodes for a queue of like pods, as a cluster's is: the
-/// leading nodes that none of the pods still to go could take are passed over for good. A pod
-/// whose tenant is at its limit (`ledger`) is passed over.
-pub(super) fn first_fit(
-    mut waiting: Vec<Waiting>,
-    mut rooms: Vec<Room>,
-    mut book: GpuBook,
-    mut ledger: Ledger,
-) -> Vec<Turn> {
-    waiting.sort_by_key(|w| (w.arrived_unix_ms, w.handle));
-    // The least that any pod from k on asks for, each resource on its own.
-    let mut least = vec![(u64::MAX, u64::MAX, u32::MAX); waiting.len() + 1];
-    for (k, w) in waiting.iter().enumerate().rev() {
-        let after = least[k + 1];
-        least[k] = (after.0.min(w.requests.0), after.1.min(w.requests.1), after.2.min(w.gpus));
+impl Rooms {
+    fn new(rooms: Vec<Room>) -> Rooms {
+        Rooms { rooms, least: Vec::new(), start: 0, ever: HashMap::new() }
     }
-    type Shape = (u64, u64, u32, Arc<BTreeMap<String, String>>);
-    let mut ever: HashMap<Shape, bool> = HashMap::new();
-    let mut start = 0;
-    let mut turns = Vec::new();
-    let any = BTreeMap::new();
-    for (k, w) in waiting.into_iter().enumerate() {
-        if ledger.check(w.tenant, u64::from(w.gpus)).is_err() {
-            continue;
+}
+
+impl Eligible<PodAsk> for Rooms {
+    fn queue(&mut self, sorted: &[Waiting]) {
+        self.least = vec![(u64::MAX, u64::MAX, u32::MAX); sorted.len() + 1];
+        for (k, w) in sorted.iter().enumerate().rev() {
+            let after = self.least[k + 1];
+            self.least[k] = (after.0.min(w.ask.requests.0), after.1.min(w.ask.requests.1), after.2.min(w.gpus));
         }
-        let shape = (w.requests.0, w.requests.1, w.gpus, w.selector.clone());
-        let fits_some = *ever.entry(shape).or_insert_with(|| {
+    }
+
+    fn ever(&mut self, w: &Waiting, _: &GpuBook) -> bool {
+        let shape = (w.ask.requests.0, w.ask.requests.1, w.gpus, w.ask.selector.clone());
+        let rooms = &self.rooms;
+        *self.ever.entry(shape).or_insert_with(|| {
             rooms.iter().any(|r| {
-                w.requests.0 <= r.all.0
-                    && w.requests.1 <= r.all.1
+                w.ask.requests.0 <= r.all.0
+                    && w.ask.requests.1 <= r.all.1
                     && w.gpus <= r.all.2
-                    && super::pod::selects(&w.selector, &r.labels)
+                    && super::pod::selects(&w.ask.selector, &r.labels)
             })
-        });
-        if !fits_some {
-            turns.push(Turn::Never { handle: w.handle });
-            continue;
-        }
-        // Resources alone (not labels) pass a node over for good: another pod may select it.
-        let (cpu, memory, gpus) = least[k];
+        })
+    }
+
+    fn now(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Vec<u32> {
         let fits = |r: &Room, i: usize, requests, gpus, selector| {
             gpus <= book.free_count(i as u32) && r.takes(requests, selector).is_ok()
         };
-        while start < rooms.len() && !fits(&rooms[start], start, (cpu, memory), gpus, &any) {
-            start += 1;
+        // Resources alone (not labels) pass a node over for good: another pod may select it.
+        let (cpu, memory, gpus) = self.least[k];
+        let any = BTreeMap::new();
+        while self.start < self.rooms.len() && !fits(&self.rooms[self.start], self.start, (cpu, memory), gpus, &any) {
+            self.start += 1;
         }
-        let found = (start..rooms.len()).find(|&i| fits(&rooms[i], i, w.requests, w.gpus, &w.selector));
-        let Some(node) = found else { break };
-        let gpus: Vec<u32> = book.free_on(node as u32).take(w.gpus as usize).collect();
-        book.take(&[(node as u32, &gpus[..])], w.handle);
-        rooms[node].take(w.requests);
-        ledger.hold(w.tenant, u64::from(w.gpus));
-        turns.push(Turn::Bind { handle: w.handle, node, gpus });
+        let found =
+            (self.start..self.rooms.len()).find(|&i| fits(&self.rooms[i], i, w.ask.requests, w.gpus, &w.ask.selector));
+        found.map(|i| vec![i as u32]).unwrap_or_default()
     }
-    turns
+
+    fn took(&mut self, w: &Waiting, node: u32) {
+        self.rooms[node as usize].take(w.ask.requests);
+    }
+}
+
+/// Strict FCFS first fit over the Ready nodes with room, in name order, and the GPUs `book`
+/// says are free; a pod whose tenant is at its limit (`ledger`) is passed over.
+fn first_fit(waiting: Vec<Waiting>, rooms: Vec<Room>, book: GpuBook, ledger: Ledger) -> Vec<Turn> {
+    queue::first_come_first_served(waiting, book, ledger, &mut Rooms::new(rooms))
 }
 
 impl Kubernetes {
@@ -159,11 +155,10 @@ impl Kubernetes {
             .filter(|m| only.as_ref().is_none_or(|only| only.contains(&m.handle)))
             .map(|m| Waiting {
                 handle: m.handle,
-                requests: m.requests,
                 gpus: m.gpus_asked,
                 arrived_unix_ms: m.arrived_unix_ms,
-                selector: m.selector.clone(),
                 tenant: world.state(m.handle).map_or(0, |s| s.tenant as usize),
+                ask: PodAsk { requests: m.requests, selector: m.selector.clone() },
             })
             .collect();
         if waiting.is_empty() {
@@ -203,38 +198,25 @@ impl Kubernetes {
         if !self.apiserver_up() {
             return Vec::new();
         }
-        let turns = self.turns(world, None);
-        turns.into_iter().filter_map(|t| if let Turn::Bind { handle, .. } = t { Some(handle) } else { None }).collect()
+        queue::started(&self.turns(world, None))
     }
 
     /// Bind what the default placement binds now (of `only`, when given). Returns the jobs
     /// bound.
     pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[u32]>) -> Vec<u32> {
-        let mut actions = Vec::new();
-        for turn in self.turns(world, only) {
-            match turn {
-                Turn::Bind { handle, node, gpus } => actions.push(wit::Action {
-                    job: handle,
-                    kind: wit::ActionKind::Place(wit::Placement {
-                        nodes: vec![wit::NodePlacement { node: node as u32, gpus }],
-                        share: false,
-                    }),
-                    reason: "default placement: first come, first served".into(),
-                }),
-                Turn::Never { handle } => {
-                    let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
-                    self.log_once(format!("never:{handle}"), || {
-                        format!(
-                            "pod {name} asks for more CPU, memory or GPUs than any node has: the default placement \
-                             cannot bind it; the pods behind it go ahead"
-                        )
-                    });
-                }
-            }
+        let (actions, never) = queue::placements(self.turns(world, only));
+        for handle in never {
+            let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
+            self.logged.once(format!("never:{handle}"), || {
+                format!(
+                    "pod {name} asks for more CPU, memory or GPUs than any node has: the default placement \
+                     cannot bind it; the pods behind it go ahead"
+                )
+            });
         }
         let errors = self.apply_from(&actions, world, By::Backend);
         self.report_binds(&errors);
-        actions.iter().map(|a| a.job).filter(|job| errors.iter().all(|e| e.job != *job)).collect()
+        queue::succeeded(&actions, &errors)
     }
 }
 
@@ -243,7 +225,8 @@ mod tests {
     use super::*;
 
     fn job(handle: u32, cpu: u64, gpus: u32, arrived: u64) -> Waiting {
-        Waiting { handle, requests: (cpu, 0), gpus, arrived_unix_ms: arrived, selector: Arc::default(), tenant: 0 }
+        let ask = PodAsk { requests: (cpu, 0), selector: Arc::default() };
+        Waiting { handle, gpus, arrived_unix_ms: arrived, tenant: 0, ask }
     }
 
     fn room(cpu: u64, gpus: u32, ready: bool) -> Room {
@@ -262,7 +245,7 @@ mod tests {
             first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
-            [Turn::Bind { handle: 1, node: 0, gpus: vec![0] }, Turn::Bind { handle: 2, node: 1, gpus: vec![] }]
+            [Turn::Start { handle: 1, node: 0, gpus: vec![0] }, Turn::Start { handle: 2, node: 1, gpus: vec![] }]
         );
     }
 
@@ -280,11 +263,11 @@ mod tests {
         let rooms = vec![room(8000, 2, true), room(8000, 1, true), room(8000, 4, true)];
         let pods = vec![job(1, 100, 1, 1), job(2, 100, 1, 2), job(3, 100, 4, 3), job(4, 100, 1, 4)];
         let turns = first_fit(pods, rooms.clone(), book(&rooms), Ledger::default());
-        let nodes: Vec<(u32, usize)> = turns
+        let nodes: Vec<(u32, u32)> = turns
             .iter()
             .map(|t| match t {
-                Turn::Bind { handle, node, .. } => (*handle, *node),
-                Turn::Never { handle } => (*handle, usize::MAX),
+                Turn::Start { handle, node, .. } => (*handle, *node),
+                Turn::Never { handle } => (*handle, u32::MAX),
             })
             .collect();
         assert_eq!(nodes, [(1, 0), (2, 0), (3, 2), (4, 1)]);
@@ -299,18 +282,24 @@ mod tests {
             room(8000, 0, true),
         ];
         let pods = vec![
-            Waiting { selector: labelled.clone(), ..job(1, 100, 0, 1) },
+            Waiting { ask: PodAsk { selector: labelled.clone(), ..job(1, 100, 0, 1).ask }, ..job(1, 100, 0, 1) },
             job(2, 100, 0, 2),
             job(3, 100, 0, 3),
-            Waiting { selector: Arc::new(BTreeMap::from([("pool".into(), "none".into())])), ..job(4, 100, 0, 4) },
+            Waiting {
+                ask: PodAsk {
+                    selector: Arc::new(BTreeMap::from([("pool".into(), "none".into())])),
+                    ..job(4, 100, 0, 4).ask
+                },
+                ..job(4, 100, 0, 4)
+            },
         ];
         let turns = first_fit(pods, rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
             [
-                Turn::Bind { handle: 1, node: 1, gpus: vec![] },
-                Turn::Bind { handle: 2, node: 0, gpus: vec![] },
-                Turn::Bind { handle: 3, node: 1, gpus: vec![] },
+                Turn::Start { handle: 1, node: 1, gpus: vec![] },
+                Turn::Start { handle: 2, node: 0, gpus: vec![] },
+                Turn::Start { handle: 3, node: 1, gpus: vec![] },
                 Turn::Never { handle: 4 },
             ],
             "node 0 takes one pod; only node 1 carries the label"
@@ -325,6 +314,6 @@ mod tests {
     fn a_pod_no_node_could_hold_is_reported_and_does_not_block() {
         let rooms = vec![room(1000, 2, true)];
         let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms), Ledger::default());
-        assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Bind { handle: 2, node: 0, gpus: vec![0] }]);
+        assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Start { handle: 2, node: 0, gpus: vec![0] }]);
     }
 }

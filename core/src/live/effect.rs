@@ -1,0 +1,116 @@
+//! What an action did to a job on a live backend, and the world's update for it: one rule for
+//! every live backend, which keeps only its own books (container ids, pod uids, log followers).
+
+use crate::bindings::wit;
+use crate::world::{GpuSlot, World};
+
+/// What an action did. `C` is how the backend names the copy that carries a job on after it
+/// was re-created (Docker: the new container's id; Kubernetes: the new pod's uid and name).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect<C> {
+    /// Its CPU limit is now this (None: none).
+    Cpu(Option<u64>),
+    /// Its memory limit is now this (None: none).
+    Memory(Option<u64>),
+    /// Nothing the world shows changed (a delivery, a stop that the next observation sees).
+    Done,
+    /// A queued job started on `node` with `gpus` there, as `copy` when one was made.
+    Started {
+        /// Its node.
+        node: u32,
+        /// Its GPUs there.
+        gpus: Vec<u32>,
+        /// The copy that runs it, where the backend made one to start it.
+        copy: Option<C>,
+    },
+    /// A running job was re-created from its checkpoint as `copy` on `node`, on `gpus` there:
+    /// a migration, or (with `resized`) a resize, at that batch size (None: the one it had).
+    Moved {
+        /// Its node now.
+        node: u32,
+        /// Its GPUs there.
+        gpus: Vec<u32>,
+        /// The copy that runs it.
+        copy: C,
+        /// After a resize, the batch size in force (None within: unchanged).
+        resized: Option<Option<u32>>,
+    },
+    /// A running job was re-created as `copy` with its GPU share at `percent`.
+    Shared {
+        /// The copy that runs it.
+        copy: C,
+        /// Its share of each of its GPUs.
+        percent: u8,
+    },
+    /// A running job was stopped and waits again, preempted, as `copy`.
+    Requeued {
+        /// The copy that waits.
+        copy: C,
+    },
+    /// A queued job was removed.
+    Removed,
+}
+
+impl<C> Effect<C> {
+    /// Put the effect on `job` into `world`.
+    pub fn update(&self, job: u32, world: &mut World) {
+        match self {
+            Effect::Cpu(limit) => {
+                if let Some(s) = world.state_mut(job) {
+                    s.cpu_limit_millicores = *limit;
+                }
+            }
+            Effect::Memory(limit) => {
+                if let Some(s) = world.state_mut(job) {
+                    s.memory_limit_bytes = *limit;
+                }
+            }
+            Effect::Done => {}
+            Effect::Started { node, gpus, .. } => {
+                world.start_job(job, *node, slots(*node, gpus));
+            }
+            Effect::Moved { node, gpus, resized, .. } => {
+                copied(job, world);
+                if let Some(s) = world.state_mut(job) {
+                    s.node = *node;
+                    s.gpus = slots(*node, gpus);
+                    s.batch_size = resized.flatten().unwrap_or(s.batch_size);
+                }
+            }
+            Effect::Shared { percent, .. } => {
+                copied(job, world);
+                if let Some(s) = world.state_mut(job) {
+                    s.gpu_share_percent = Some(*percent).filter(|&p| p < 100);
+                }
+            }
+            Effect::Requeued { .. } => {
+                copied(job, world);
+                world.requeue_job(job, wit::WaitReason::Preempted);
+            }
+            Effect::Removed => {
+                world.remove_job(job);
+            }
+        }
+    }
+
+    /// The copy that carries the job on, where one was made.
+    pub fn copy(&self) -> Option<&C> {
+        match self {
+            Effect::Started { copy, .. } => copy.as_ref(),
+            Effect::Moved { copy, .. } | Effect::Shared { copy, .. } | Effect::Requeued { copy } => Some(copy),
+            Effect::Cpu(_) | Effect::Memory(_) | Effect::Done | Effect::Removed => None,
+        }
+    }
+}
+
+/// The job runs on as a copy of itself: its CPU use is unknown until the copy's is measured.
+fn copied(job: u32, world: &mut World) {
+    if let Some(s) = world.state_mut(job) {
+        s.cpu_used_millicores = 0;
+    }
+}
+
+/// GPU indices on `node` as the world's slots.
+fn slots(node: u32, gpus: &[u32]) -> Vec<GpuSlot> {
+    gpus.iter().map(|&index| GpuSlot { node, index }).collect()
+}

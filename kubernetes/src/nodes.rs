@@ -1,0 +1,142 @@
+//! The cluster's nodes as the host knows them: a handle each, given as they appear (in name
+//! order within one observation), with their capacity, what they take and whether they are
+//! Ready. Only the nodes whose resource version moved are read again.
+
+use std::sync::Arc;
+
+use wasmsched_core::bindings::wit;
+use wasmsched_core::world::World;
+
+use super::pod::{self, NodeFacts};
+use super::{Kubernetes, NodeEntry};
+
+/// Node `facts` as the world shows it.
+fn wit_node(facts: &NodeFacts) -> wit::Node {
+    wit::Node {
+        name: facts.name.clone(),
+        cpu_millicores: facts.cpu,
+        memory_bytes: facts.memory,
+        gpu_memory_bytes: vec![facts.gpu_memory_bytes; facts.gpus as usize],
+        gpu_type: facts.gpu_type.clone(),
+    }
+}
+
+impl NodeEntry {
+    /// A node first seen with `facts`; it counts as Ready until its facts are taken.
+    fn new(facts: &NodeFacts) -> NodeEntry {
+        NodeEntry {
+            name: facts.name.clone(),
+            cpu_millicores: facts.cpu,
+            memory_bytes: facts.memory,
+            gpus: facts.gpus,
+            pods: facts.pods,
+            labels: Arc::new(facts.labels.clone()),
+            ready: true,
+            stats: None,
+            asking: None,
+            stats_due: None,
+            stats_failures: 0,
+            stats_early: 0,
+            version: None,
+        }
+    }
+
+    /// Take the node's `facts` as read at resource `version`; whether it is Ready now, when
+    /// that changed.
+    fn take(&mut self, facts: NodeFacts, version: Option<String>) -> Option<bool> {
+        (self.cpu_millicores, self.memory_bytes, self.gpus, self.pods) =
+            (facts.cpu, facts.memory, facts.gpus, facts.pods);
+        self.version = version;
+        if *self.labels != facts.labels {
+            self.labels = Arc::new(facts.labels);
+        }
+        let changed = self.ready != facts.ready;
+        self.ready = facts.ready;
+        changed.then_some(facts.ready)
+    }
+}
+
+impl Kubernetes {
+    /// Nodes in name order get handles as they appear; capacity and readiness follow them.
+    pub(super) fn observe_nodes(&mut self, world: &mut World) {
+        // Only the nodes new or changed since the last observation.
+        let store = self.node_store.state();
+        let mut nodes: Vec<_> = store
+            .iter()
+            .filter(|n| {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                let seen = self.node_index(name).and_then(|i| self.nodes[i].version.as_deref());
+                seen.is_none() || seen != n.metadata.resource_version.as_deref()
+            })
+            .map(|n| (pod::node_facts(n), n.metadata.resource_version.clone()))
+            .collect();
+        nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        for (facts, version) in nodes {
+            let node = wit_node(&facts);
+            let i = match self.node_index(&facts.name) {
+                Some(i) => i,
+                None => {
+                    world.add_node(node.clone());
+                    self.node_names.insert(facts.name.clone(), self.nodes.len());
+                    self.nodes.push(NodeEntry::new(&facts));
+                    self.nodes.len() - 1
+                }
+            };
+            // Only nodes whose resource version moved are here: their description is sent
+            // again when any of it changed (the world ignores an equal one).
+            world.set_node(i as u32, node);
+            world.set_node_down(i as u32, !facts.ready);
+            let name = facts.name.clone();
+            match self.nodes[i].take(facts, version) {
+                Some(true) => {
+                    self.logged.clear(&format!("notready:{name}"));
+                    tracing::info!(node = %name, "node is Ready again");
+                }
+                Some(false) => self.logged.once(format!("notready:{name}"), || {
+                    format!("node {name} is NotReady or cordoned; its pods keep their last state and nothing is placed there")
+                }),
+                None => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn facts(name: &str, ready: bool) -> NodeFacts {
+        NodeFacts {
+            name: name.into(),
+            cpu: 4000,
+            memory: 8 << 30,
+            gpus: 2,
+            pods: 110,
+            ready,
+            gpu_type: "t4".into(),
+            gpu_memory_bytes: 16 << 30,
+            labels: BTreeMap::from([("pool".to_string(), "a".to_string())]),
+        }
+    }
+
+    #[test]
+    fn a_node_shows_its_gpus_with_their_type_and_memory() {
+        let node = wit_node(&facts("vm", true));
+        assert_eq!((node.cpu_millicores, node.gpu_type.as_str()), (4000, "t4"));
+        assert_eq!(node.gpu_memory_bytes, [16 << 30, 16 << 30]);
+    }
+
+    #[test]
+    fn a_node_read_again_says_when_its_readiness_changed_and_keeps_equal_labels() {
+        let mut entry = NodeEntry::new(&facts("vm", true));
+        let labels = entry.labels.clone();
+        assert_eq!(entry.take(facts("vm", true), Some("1".into())), None, "a new node counts as Ready");
+        assert!(Arc::ptr_eq(&labels, &entry.labels), "equal labels are not copied again");
+        assert_eq!(entry.take(facts("vm", false), Some("2".into())), Some(false));
+        assert_eq!(entry.take(NodeFacts { cpu: 2000, ..facts("vm", false) }, Some("3".into())), None);
+        assert_eq!((entry.cpu_millicores, entry.version.as_deref()), (2000, Some("3")));
+        assert_eq!(entry.take(facts("vm", true), None), Some(true));
+    }
+}
