@@ -2,15 +2,18 @@
 //! backend crate of its own: the wall clock their ticks wait for ([`Clock`]), causes logged once
 //! ([`Logged`]), requests bounded in time ([`within`]), the first-come-first-served default
 //! placement over `wasmsched_rules::first_fit` ([`queue`]), the world's update for each effect an
-//! action had ([`effect`]), what a job's checkpoint copy carries ([`carried`]) and its progress
-//! lines ([`progress`]).
+//! action had ([`effect`]), the fields every managed job has ([`Job`]), what a job's checkpoint
+//! copy carries ([`carried`]) and its progress lines ([`progress`]).
 
 pub mod carried;
 pub mod effect;
+mod job;
 pub mod progress;
 pub mod queue;
 
 use std::collections::HashSet;
+
+pub use job::Job;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The label that marks the jobs a live backend manages when none is configured.
@@ -102,17 +105,10 @@ mod tests {
     #[test]
     fn a_cause_is_logged_once_until_cleared() {
         let mut logged = Logged::default();
-        let mut said = 0;
-        logged.once("down".into(), || {
-            said += 1;
-            String::new()
-        });
-        logged.once("down".into(), || {
-            said += 1;
-            String::new()
-        });
-        assert_eq!(said, 1);
+        logged.once("down".into(), String::new);
+        assert!(!logged.first("down".into()), "logged once already");
         assert!(logged.clear("down") && !logged.clear("down"));
+        assert!(logged.first("down".into()), "a cause that was over is new again");
     }
 
     #[test]

@@ -69,7 +69,7 @@ impl Docker {
     ) -> Ask {
         let timeout = self.config.timeout * 4;
         let copying = timeout + Duration::from_secs(STOP_GRACE_S as u64);
-        let t = Target { client, id: id.clone(), from: m.engine, checkpoint: m.checkpoint.clone() };
+        let t = Target { client, id: id.clone(), from: m.engine, checkpoint: m.job.checkpoint.clone() };
         let (cpu_all, memory_all) = self.engines[m.engine].capacity.unwrap_or((0, 0));
         let (limit, fut) = match &action.kind {
             wit::ActionKind::SetCpu(limit) => (timeout, set_cpu(t, *limit, cpu_all)),
@@ -78,12 +78,12 @@ impl Docker {
             wit::ActionKind::Resize(r) => (copying, self.resize(t, r, state)),
             wit::ActionKind::Preempt => (copying, preempt(t, m, state)),
             wit::ActionKind::Stop => (timeout, stop(t, state)),
-            wit::ActionKind::Deliver => (timeout, deliver(t, m.deliver.clone())),
+            wit::ActionKind::Deliver => (timeout, deliver(t, m.job.deliver.clone())),
             wit::ActionKind::Migrate(to) => (copying, self.migrate(t, *to as usize, state, there)),
             wit::ActionKind::SetGpuShare(share) => (copying, set_gpu_share(t, share.percent, state)),
         };
         let places = matches!(action.kind, wit::ActionKind::Place(_));
-        Ask { id, job: m.handle, places, limit, fut }
+        Ask { id, job: m.job.handle, places, limit, fut }
     }
 
     /// Engine `to`'s client, when it answers.
@@ -198,7 +198,7 @@ fn set_memory(t: Target, limit: Option<u64>, all: u64) -> Request {
 /// with its checkpoint folder and its attained service.
 fn preempt(t: Target, m: &Managed, state: &JobState) -> Request {
     let changes = Changes {
-        gpus: (m.gpus_asked > 0).then(Vec::new),
+        gpus: (m.job.gpus_asked > 0).then(Vec::new),
         preempted: true,
         service: Some((state.run_ms, state.gpu_ms)),
         // It leaves its GPUs, and its share with them.
@@ -267,7 +267,7 @@ impl Docker {
                 let Some(mut m) = self.jobs.remove(id) else { return };
                 tracing::info!(job, container = %short(&new_id), node, ?gpus, copied = *id != new_id, "placed");
                 m.engine = *node as usize;
-                m.refused = None;
+                m.job.refused = None;
                 m.last_cpu = None;
                 m.follower = self.follow(m.engine, &new_id, &m);
                 self.jobs.insert(new_id, m);
@@ -277,7 +277,7 @@ impl Docker {
                 match resized {
                     Some(batch_size) => {
                         tracing::info!(job, from = %short(id), to = %short(copy), node, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
-                        m.gpus_asked = gpus.len() as u32;
+                        m.job.gpus_asked = gpus.len() as u32;
                     }
                     None => {
                         tracing::info!(job, from = %short(id), to = %short(copy), node, ?gpus, "migrated from its checkpoint")
@@ -308,7 +308,7 @@ impl Docker {
     /// when it `runs`.
     fn resume(&mut self, new_id: &str, mut m: Managed, runs: bool) {
         if runs {
-            m.last_line_ns = Arc::default();
+            m.job.last_line_ns = Arc::default();
             m.follower = self.follow(m.engine, new_id, &m);
         }
         self.jobs.insert(Arc::from(new_id), m);

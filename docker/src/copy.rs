@@ -21,8 +21,8 @@ use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
 pub(super) use wasmsched_core::live::carried::{
-    ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, attained, batch_in_force,
-    unix_ms_of,
+    ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, GPU_SHARE, REPLACES, RUN_MS, WAIT, arrived_unix_ms, attained,
+    batch_in_force, unix_ms_of, wait_reason,
 };
 
 /// The label by which a container declares the GPUs its job asks for ([`wasmsched_core::declare`]).

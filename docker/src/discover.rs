@@ -9,10 +9,10 @@ use bollard::errors::Error as DockerError;
 use bollard::models::{ContainerSummary, ContainerSummaryStateEnum};
 use bollard::query_parameters as q;
 
-use super::copy::{self, ARRIVED, REPLACES, WAIT};
+use super::copy::{self, REPLACES};
 use super::{Docker, Managed, short, unix_ms, within};
-use wasmsched_core::bindings::wit;
 use wasmsched_core::declare;
+use wasmsched_core::live;
 use wasmsched_core::world::{GpuSlot, World};
 
 impl Docker {
@@ -35,7 +35,7 @@ impl Docker {
                 self.adopt(i, &client, summary, world);
                 continue;
             };
-            let handle = m.handle;
+            let handle = m.job.handle;
             if runs && world.state(handle).is_some_and(|s| !s.is_running()) {
                 // Started by someone else: it runs on the GPUs its own device requests give it.
                 let info = self.rt.block_on(within(timeout, client.inspect_container(id, None))).ok();
@@ -83,12 +83,11 @@ impl Docker {
             .and_then(copy::unix_ms_of)
             .or_else(|| summary.created.and_then(|s| u64::try_from(s).ok()).map(|s| s * 1000))
             .unwrap_or_else(unix_ms);
-        let arrived = labels.get(ARRIVED).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(created_ms);
+        let arrived = copy::arrived_unix_ms(labels, created_ms);
         declared.spec.arrival_ms = arrived.saturating_sub(origin);
         let runs = summary.state == Some(ContainerSummaryStateEnum::RUNNING);
-        let metrics = declared.spec.metrics.clone();
-        let gpus_asked = declared.spec.gpus;
-        let handle = if runs { world.add_job(declared.spec, i as u32) } else { world.enqueue_job(declared.spec) };
+        let spec = declared.spec.clone();
+        let handle = if runs { world.add_job(spec, i as u32) } else { world.enqueue_job(spec) };
         let gpus = if runs { self.gpu_slots(i, hc.as_ref(), world) } else { Vec::new() };
         let started = info.as_ref().and_then(|c| c.state.as_ref()?.started_at.as_deref()).and_then(copy::unix_ms_of);
         let (run_ms, gpu_ms) = copy::attained(labels, started.filter(|_| runs), unix_ms(), gpus.len());
@@ -99,8 +98,7 @@ impl Docker {
                 state.memory_limit_bytes = hc.memory.filter(|&b| b > 0).map(|b| b as u64).filter(|&b| b < capacity.1);
             }
             if !runs {
-                let preempted = labels.get(WAIT).is_some_and(|w| w.trim() == "preempted");
-                state.queued = Some(if preempted { wit::WaitReason::Preempted } else { wit::WaitReason::NeverStarted });
+                state.queued = Some(copy::wait_reason(labels));
                 state.since_ms = created_ms.saturating_sub(origin);
             }
             state.gpus = gpus;
@@ -109,20 +107,8 @@ impl Docker {
                 labels.get(copy::GPU_SHARE).and_then(|v| v.trim().parse::<u8>().ok()).filter(|p| (1..100).contains(p));
             state.batch_size = copy::batch_in_force(labels).unwrap_or(state.batch_size);
         }
-        let mut m = Managed {
-            handle,
-            engine: i,
-            metrics,
-            deliver: declared.deliver,
-            checkpoint: declared.checkpoint,
-            gpus_asked,
-            arrived_unix_ms: arrived,
-            refused: None,
-            epochs: 0,
-            last_cpu: None,
-            last_line_ns: Arc::default(),
-            follower: None,
-        };
+        let job = live::Job::new(handle, &declared, arrived);
+        let mut m = Managed { job, engine: i, last_cpu: None, follower: None };
         if runs {
             m.follower = self.follow(i, id, &m);
         }
@@ -171,13 +157,13 @@ impl Docker {
                 copy::Settled::Keep => {
                     removed.insert(original.clone());
                     if let Some(mut m) = self.jobs.remove(original.as_str()) {
-                        tracing::info!(job = m.handle, from = %short(&original), to = %short(&id), "finished an interrupted copy");
+                        tracing::info!(job = m.job.handle, from = %short(&original), to = %short(&id), "finished an interrupted copy");
                         if let Some(f) = m.follower.take() {
                             f.abort();
                         }
                         m.last_cpu = None;
-                        if runs && world.state(m.handle).is_some_and(|s| !s.is_running()) {
-                            world.start_job(m.handle, i as u32, Vec::new());
+                        if runs && world.state(m.job.handle).is_some_and(|s| !s.is_running()) {
+                            world.start_job(m.job.handle, i as u32, Vec::new());
                         }
                         self.jobs.insert(Arc::from(id.as_str()), m);
                     }

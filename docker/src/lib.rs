@@ -165,23 +165,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// One managed container.
 struct Managed {
-    handle: u32,
+    /// What every live backend keeps of its jobs.
+    job: live::Job,
     engine: usize,
-    metrics: Vec<wit::MetricSpec>,
-    deliver: Option<Vec<String>>,
-    checkpoint: Option<String>,
-    /// The GPUs its job asks for.
-    gpus_asked: u32,
-    /// When its job arrived (its first container's creation), Unix ms: the queue's order.
-    arrived_unix_ms: u64,
-    /// Why the engine refused to start it, once it has: the default placement leaves it.
-    refused: Option<String>,
-    /// Epochs counted, for lines that do not name theirs.
-    epochs: u32,
     /// Cumulative CPU time (ns) at the last stats read, and when.
     last_cpu: Option<(u64, Instant)>,
-    /// The last log line read, Unix ns; a follower resumes after it.
-    last_line_ns: Arc<std::sync::atomic::AtomicU64>,
     follower: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -333,7 +321,7 @@ impl Docker {
     fn follow(&self, engine: usize, id: &str, m: &Managed) -> Option<tokio::task::JoinHandle<()>> {
         let client = self.engines[engine].client.clone()?;
         let (id, metrics, inbox, last) =
-            (Arc::<str>::from(id), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
+            (Arc::<str>::from(id), m.job.metrics.clone(), self.inbox.clone(), m.job.last_line_ns.clone());
         Some(self.rt.spawn(async move {
             let after = last.load(std::sync::atomic::Ordering::Relaxed);
             let options = q::LogsOptions {
@@ -372,7 +360,7 @@ impl Docker {
         for (id, stats, at) in self.rt.block_on(futures_util::future::join_all(asks)) {
             let Some(Ok(stats)) = stats else { continue };
             let Some(m) = self.jobs.get_mut(&id) else { continue };
-            let Some(state) = world.state_mut(m.handle) else { continue };
+            let Some(state) = world.state_mut(m.job.handle) else { continue };
             let cpu_ns = stats.cpu_stats.and_then(|c| c.cpu_usage).and_then(|u| u.total_usage);
             if let Some(now_ns) = cpu_ns {
                 if let Some((then_ns, then)) = m.last_cpu {
@@ -404,7 +392,7 @@ impl Docker {
         let cgroups = crate::gpu::ProcCgroups::default();
         let attributed = crate::gpu::attribute(&sample, |pid| cgroups.container(pid));
         for (id, m) in &self.jobs {
-            let Some(state) = world.state_mut(m.handle) else { continue };
+            let Some(state) = world.state_mut(m.job.handle) else { continue };
             match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
                 Some(use_) => {
                     let slot = wasmsched_core::world::GpuSlot { node: 0, index: use_.gpu };
@@ -426,7 +414,7 @@ impl Docker {
             let id = incoming.key.clone();
             let fallback = || short(&id).to_string();
             if let Some((key, message)) =
-                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
+                progress::hand(world, m.job.handle, &mut m.job.epochs, incoming, (origin, until_ms), fallback)
             {
                 self.logged.once(key, || message);
             }
@@ -485,8 +473,8 @@ impl Backend for Docker {
         self.deliver_progress(world, until_ms);
         for id in gone {
             if let Some(m) = self.jobs.remove(&id) {
-                tracing::info!(job = m.handle, container = %short(&id), "container ended");
-                world.remove_job(m.handle);
+                tracing::info!(job = m.job.handle, container = %short(&id), "container ended");
+                world.remove_job(m.job.handle);
             }
         }
         world.set_time_ms(until_ms);
@@ -537,7 +525,7 @@ impl Backend for Docker {
 impl Docker {
     /// Put `actions` into force at once (concurrently); the ones that failed.
     fn apply_some(&mut self, actions: &[&wit::Action], world: &mut World) -> Vec<ApplyError> {
-        let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.handle, id.clone())).collect();
+        let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.job.handle, id.clone())).collect();
         let mut errors = Vec::new();
         let mut asks = Vec::new();
         for action in actions {
@@ -572,7 +560,7 @@ impl Docker {
                         }
                         DockerError::DockerResponseServerError { message, .. } => {
                             if let Some(m) = self.jobs.get_mut(&id).filter(|_| places) {
-                                m.refused = Some(message.clone());
+                                m.job.refused = Some(message.clone());
                             }
                             message.clone()
                         }

@@ -34,14 +34,14 @@ impl Docker {
         let waiting: Vec<Waiting<u32>> = self
             .jobs
             .values()
-            .filter(|m| self.up.get(m.engine).copied().unwrap_or(false) && m.refused.is_none())
-            .filter(|m| only.is_none_or(|only| only.contains(&m.handle)))
-            .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
+            .filter(|m| self.up.get(m.engine).copied().unwrap_or(false) && m.job.refused.is_none())
+            .filter(|m| only.is_none_or(|only| only.contains(&m.job.handle)))
+            .filter(|m| world.state(m.job.handle).is_some_and(|s| !s.is_running()))
             .map(|m| Waiting {
-                handle: m.handle,
-                gpus: m.gpus_asked,
-                arrived_unix_ms: m.arrived_unix_ms,
-                tenant: world.state(m.handle).map_or(0, |s| s.tenant as usize),
+                handle: m.job.handle,
+                gpus: m.job.gpus_asked,
+                arrived_unix_ms: m.job.arrived_unix_ms,
+                tenant: world.state(m.job.handle).map_or(0, |s| s.tenant as usize),
                 ask: m.engine as u32,
             })
             .collect();
@@ -63,7 +63,7 @@ impl Docker {
         for handle in never {
             let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
             let asked = world.spec(handle).map_or(0, |s| s.gpus);
-            let engine = self.jobs.values().find(|m| m.handle == handle).map_or(0, |m| m.engine);
+            let engine = self.jobs.values().find(|m| m.job.handle == handle).map_or(0, |m| m.engine);
             let endpoint = self.engines[engine].endpoint.clone();
             let has = world.nodes().get(engine).map_or(0, |n| n.gpu_memory_bytes.len());
             self.logged.once(format!("never:{handle}"), || {

@@ -347,7 +347,7 @@ impl Kubernetes {
         let reason = match failure {
             Failure::Refused(reason) => {
                 if let Some(m) = m {
-                    m.refused = Some(reason.clone());
+                    m.job.refused = Some(reason.clone());
                 }
                 reason
             }
@@ -395,7 +395,7 @@ impl Kubernetes {
             }
             wit::ActionKind::Stop => Ok(delete(to, state, freeing)),
             wit::ActionKind::Deliver => {
-                let command = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)?.deliver.clone());
+                let command = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)?.job.deliver.clone());
                 Ok(deliver(to, pod::main_container(p).map(|c| c.name.clone()), command))
             }
             wit::ActionKind::SetGpuShare(_) => {
@@ -500,7 +500,7 @@ impl Kubernetes {
         if resize.is_some() {
             pod::resizable(p)?;
         }
-        match (&m.checkpoint, target.is_none()) {
+        match (&m.job.checkpoint, target.is_none()) {
             (None, true) => {
                 return Err("the pod declares no wasmsched.checkpoint folder, so a preemption would lose its \
                             progress; annotate it with the folder it checkpoints to, on a volume that outlives it"
@@ -522,7 +522,7 @@ impl Kubernetes {
             scheduler: self.config.scheduler.clone(),
             preempted: target.is_none(),
             service: (state.run_ms, state.gpu_ms),
-            arrived_unix_ms: m.arrived_unix_ms,
+            arrived_unix_ms: m.job.arrived_unix_ms,
             gpus: gpus.as_ref().map(|g| g.len() as u32),
             batch_size,
         };
@@ -556,7 +556,7 @@ impl Kubernetes {
             Effect::Done | Effect::Shared { .. } => {}
             Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
-                (m.refused, m.retry) = (None, None);
+                (m.job.refused, m.retry) = (None, None);
                 tracing::debug!(job, pod = %m.name, node = %self.nodes[*node as usize].name, ?gpus, "bound");
             }
             Effect::Moved { node, gpus, copy, resized } => {
@@ -565,7 +565,7 @@ impl Kubernetes {
                 match resized {
                     Some(batch_size) => {
                         tracing::info!(job, from = %m.name, to = %copy.name, node = %to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
-                        m.gpus_asked = gpus.len() as u32;
+                        m.job.gpus_asked = gpus.len() as u32;
                     }
                     None => {
                         tracing::info!(job, from = %m.name, to = %copy.name, node = %to, "migrated: re-created from its checkpoint");
@@ -592,7 +592,7 @@ impl Kubernetes {
     /// the original's has ended.
     fn resume(&mut self, copy: &PodCopy, mut m: super::Managed) {
         m.name = copy.name.clone();
-        m.last_line_ns = Arc::default();
+        m.job.last_line_ns = Arc::default();
         self.manage(Arc::from(copy.uid.as_str()), m);
     }
 

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::declare::Declared;
-use wasmsched_core::live::carried::{ARRIVED, WAIT, attained, unix_ms_of};
-use wasmsched_core::live::unix_ms;
+use wasmsched_core::live::carried::{arrived_unix_ms, attained, unix_ms_of, wait_reason};
+use wasmsched_core::live::{self, unix_ms};
 use wasmsched_core::world::{GpuSlot, World};
 use wasmsched_rules::GpuBook;
 
@@ -36,10 +36,9 @@ impl Adoption {
         let mut declared = pod::declared(p);
         let keys = pod::keys(p);
         let created = p.metadata.creation_timestamp.as_ref().and_then(|t| unix_ms_of(&t.0.to_string())).unwrap_or(now);
-        let arrived_unix_ms = keys.get(ARRIVED).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(created);
+        let arrived_unix_ms = arrived_unix_ms(&keys, created);
         declared.spec.arrival_ms = arrived_unix_ms.saturating_sub(origin);
-        let preempted = keys.get(WAIT).is_some_and(|w| w.trim() == "preempted");
-        let reason = if preempted { wit::WaitReason::Preempted } else { wit::WaitReason::NeverStarted };
+        let reason = wait_reason(&keys);
         let started_unix_ms =
             p.status.as_ref().and_then(|s| s.start_time.as_ref()).and_then(|t| unix_ms_of(&t.0.to_string()));
         Adoption { declared, arrived_unix_ms, queued: (reason, created.saturating_sub(origin)), started_unix_ms }
@@ -65,12 +64,12 @@ impl Kubernetes {
             let job = declared.spec.name.clone();
             self.logged.once(format!("key:{uid}:{key}"), || format!("pod {job}: ignoring {key}: {why}"));
         }
-        let (metrics, gpus_asked) = (declared.spec.metrics.clone(), declared.spec.gpus);
+        let spec = declared.spec.clone();
         let handle = match node {
-            Some(i) => world.add_job(declared.spec, i as u32),
-            None => world.enqueue_job(declared.spec),
+            Some(i) => world.add_job(spec, i as u32),
+            None => world.enqueue_job(spec),
         };
-        let gpus = node.map_or_else(Vec::new, |i| free_slots(book, i as u32, gpus_asked, handle));
+        let gpus = node.map_or_else(Vec::new, |i| free_slots(book, i as u32, declared.spec.gpus, handle));
         let (run_ms, gpu_ms) = attained(&pod::keys(p), started_unix_ms.filter(|_| node.is_some()), now, gpus.len());
         if let Some(state) = world.state_mut(handle) {
             if node.is_none() {
@@ -81,22 +80,14 @@ impl Kubernetes {
         }
         self.read_limits(handle, p, node, world);
         let m = Managed {
-            handle,
+            job: live::Job::new(handle, &declared, arrived_unix_ms),
             name: pod_name.clone(),
-            metrics,
-            deliver: declared.deliver,
-            checkpoint: declared.checkpoint,
-            gpus_asked,
             requests: pod::requests(p),
             selector: Arc::new(pod::node_selector(p)),
-            arrived_unix_ms,
-            refused: None,
             retry: None,
             annotated: None,
-            epochs: 0,
             last_cpu: None,
             cpu_measured: false,
-            last_line_ns: Arc::default(),
             follower: None,
             former: None,
             follow_retry: None,
@@ -153,6 +144,7 @@ mod tests {
 
     #[test]
     fn a_copy_keeps_its_originals_arrival_and_waits_as_preempted() {
+        use wasmsched_core::live::carried::{ARRIVED, WAIT};
         let mut carried = serde_json::Map::new();
         carried.insert(ARRIVED.into(), (CREATED - 50_000).to_string().into());
         carried.insert(WAIT.into(), "preempted".into());

@@ -51,8 +51,9 @@ impl Kubernetes {
                 f.abort();
             }
             if m.annotated.as_deref() != Some(value) {
-                let mut reader = progress::Reader::new(m.metrics.clone(), m.last_line_ns.load(Ordering::Relaxed));
-                self.inbox.feed(uid, &mut reader, format!("{value}\n").as_bytes(), &m.last_line_ns);
+                let mut reader =
+                    progress::Reader::new(m.job.metrics.clone(), m.job.last_line_ns.load(Ordering::Relaxed));
+                self.inbox.feed(uid, &mut reader, format!("{value}\n").as_bytes(), &m.job.last_line_ns);
                 m.annotated = Some(value.clone());
             }
             return;
@@ -81,7 +82,7 @@ impl Kubernetes {
         let m = self.jobs.get(uid)?;
         let container = pod::main_container(p)?.name.clone();
         let (uid, name, metrics, inbox, last) =
-            (uid.clone(), m.name.clone(), m.metrics.clone(), self.inbox.clone(), m.last_line_ns.clone());
+            (uid.clone(), m.name.clone(), m.job.metrics.clone(), self.inbox.clone(), m.job.last_line_ns.clone());
         Some(self.rt.spawn(async move {
             let after = last.load(std::sync::atomic::Ordering::Relaxed);
             let params = LogParams {

@@ -261,36 +261,24 @@ enum StatsRoute {
 
 /// One managed pod.
 struct Managed {
-    handle: u32,
+    /// What every live backend keeps of its jobs.
+    job: live::Job,
     /// The pod's current name (a copy has a name of its own).
     name: String,
-    metrics: Vec<wit::MetricSpec>,
-    deliver: Option<Vec<String>>,
-    checkpoint: Option<String>,
-    /// The GPUs its job asks for.
-    gpus_asked: u32,
     /// Its CPU and memory requests, for the default placement.
     requests: (u64, u64),
     /// The labels a node must carry to take it (its `nodeSelector`).
     selector: Arc<BTreeMap<String, String>>,
-    /// When its job arrived, Unix ms: the queue's order.
-    arrived_unix_ms: u64,
-    /// Why binding it failed, once it has: the default placement leaves it.
-    refused: Option<String>,
     /// After a bind the apiserver did not answer: when the default placement may try again,
     /// and the failures so far ([`bind_backoff`]).
     retry: Option<(Instant, u32)>,
     /// The last `wasmsched.progress` annotation read: a pod that reports there is never
     /// followed.
     annotated: Option<String>,
-    /// Epochs counted, for lines that do not name theirs.
-    epochs: u32,
     /// The last cumulative CPU sample (core-ns, Unix ns).
     last_cpu: Option<(u64, u64)>,
     /// Whether its pod's CPU use has been measured (a first sample may come without a rate).
     cpu_measured: bool,
-    /// The last log line read, Unix ns; a follower resumes after it.
-    last_line_ns: Arc<std::sync::atomic::AtomicU64>,
     /// Its log's follower; it ends true when the stream opened. After a migration or a
     /// preemption it is still the original pod's, reading that log to its end: the copy's is
     /// followed once it has ended, so the job's lines come in order.
@@ -454,7 +442,7 @@ impl Kubernetes {
 
     /// Manage pod `uid` as `m` (its job's entry, whichever pod carries the job now).
     fn manage(&mut self, uid: Arc<str>, m: Managed) {
-        self.uids.insert(m.handle, uid.clone());
+        self.uids.insert(m.job.handle, uid.clone());
         self.jobs.insert(uid, m);
     }
 
@@ -467,8 +455,8 @@ impl Kubernetes {
     /// Stop managing pod `uid`; its entry.
     fn unmanage(&mut self, uid: &str) -> Option<Managed> {
         let m = self.jobs.remove(uid)?;
-        if self.uids.get(&m.handle).is_some_and(|u| &**u == uid) {
-            self.uids.remove(&m.handle);
+        if self.uids.get(&m.job.handle).is_some_and(|u| &**u == uid) {
+            self.uids.remove(&m.job.handle);
         }
         Some(m)
     }

@@ -68,8 +68,8 @@ impl Kubernetes {
         self.deliver_progress(world, until_ms);
         for uid in gone {
             if let Some(m) = self.unmanage(&uid) {
-                tracing::info!(job = m.handle, pod = %m.name, "pod ended or was deleted");
-                world.remove_job(m.handle);
+                tracing::info!(job = m.job.handle, pod = %m.name, "pod ended or was deleted");
+                world.remove_job(m.job.handle);
             }
         }
         world.set_time_ms(until_ms);
@@ -149,11 +149,11 @@ impl Kubernetes {
                 continue;
             };
             m.present = true;
-            let handle = m.handle;
+            let handle = m.job.handle;
             if let Some(i) = node_index
                 && world.state(handle).is_some_and(|s| !s.is_running())
             {
-                let gpus = free_slots(&mut book, i as u32, m.gpus_asked, handle);
+                let gpus = free_slots(&mut book, i as u32, m.job.gpus_asked, handle);
                 world.start_job(handle, i as u32, gpus);
                 tracing::debug!(job = handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
             }
@@ -249,7 +249,7 @@ impl Kubernetes {
             let m = self.jobs.get_mut(&key).expect("just found");
             let fallback = || m.name.clone();
             if let Some((key, message)) =
-                progress::hand(world, m.handle, &mut m.epochs, incoming, (origin, until_ms), fallback)
+                progress::hand(world, m.job.handle, &mut m.job.epochs, incoming, (origin, until_ms), fallback)
             {
                 self.logged.once(key, || message);
             }

@@ -150,14 +150,14 @@ impl Kubernetes {
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
-            .filter(|m| m.refused.is_none() && m.retry.is_none_or(|(at, _)| at <= now))
-            .filter(|m| world.state(m.handle).is_some_and(|s| !s.is_running()))
-            .filter(|m| only.as_ref().is_none_or(|only| only.contains(&m.handle)))
+            .filter(|m| m.job.refused.is_none() && m.retry.is_none_or(|(at, _)| at <= now))
+            .filter(|m| world.state(m.job.handle).is_some_and(|s| !s.is_running()))
+            .filter(|m| only.as_ref().is_none_or(|only| only.contains(&m.job.handle)))
             .map(|m| Waiting {
-                handle: m.handle,
-                gpus: m.gpus_asked,
-                arrived_unix_ms: m.arrived_unix_ms,
-                tenant: world.state(m.handle).map_or(0, |s| s.tenant as usize),
+                handle: m.job.handle,
+                gpus: m.job.gpus_asked,
+                arrived_unix_ms: m.job.arrived_unix_ms,
+                tenant: world.state(m.job.handle).map_or(0, |s| s.tenant as usize),
                 ask: PodAsk { requests: m.requests, selector: m.selector.clone() },
             })
             .collect();
@@ -183,7 +183,7 @@ impl Kubernetes {
             })
             .collect();
         for m in self.jobs.values() {
-            if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
+            if let Some(s) = world.state(m.job.handle).filter(|s| s.is_running())
                 && let Some(room) = rooms.get_mut(s.node as usize)
             {
                 room.take(m.requests);

@@ -52,7 +52,7 @@ impl Kubernetes {
         let mut wanted = vec![false; self.nodes.len()];
         let mut unmeasured = vec![0u32; self.nodes.len()];
         for m in self.jobs.values() {
-            if let Some(s) = world.state(m.handle).filter(|s| s.is_running())
+            if let Some(s) = world.state(m.job.handle).filter(|s| s.is_running())
                 && let Some(w) = wanted.get_mut(s.node as usize)
             {
                 *w = true;
@@ -176,7 +176,7 @@ impl Kubernetes {
         }
         for (uid, u) in &used {
             let Some(m) = self.jobs.get_mut(uid.as_str()) else { continue };
-            let Some(state) = world.state_mut(m.handle) else { continue };
+            let Some(state) = world.state_mut(m.job.handle) else { continue };
             if state.node as usize != i || !state.is_running() {
                 continue;
             }

@@ -36,22 +36,37 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         .iter()
         .map(|(file, text)| {
             let me = module_path(file);
-            // A path may also start at one of the file's own modules (`sim::workload::Workload`
-            // in backend.rs), or at `self`.
-            let children: Vec<String> = modules
+            let absolute = |path: &[String]| -> Option<Vec<String>> {
+                match path[0].as_str() {
+                    "crate" => Some(path[1..].to_vec()),
+                    "super" if !me.is_empty() => Some([&me[..me.len() - 1], &path[1..]].concat()),
+                    "self" => Some([&me[..], &path[1..]].concat()),
+                    _ => None,
+                }
+            };
+            // A path may also start at a module the file names by itself: one of its own
+            // (`sim::workload::Workload` in backend.rs) or one it imported (`use
+            // crate::experiment::report;` then `report::tables::…`).
+            let mut aliases: BTreeMap<String, Vec<String>> = modules
                 .keys()
                 .filter(|m| m.len() == me.len() + 1 && m.starts_with(&me))
-                .map(|m| m[me.len()].clone())
+                .map(|m| (m[me.len()].clone(), m.clone()))
                 .collect();
+            for path in paths(text, &[]) {
+                if let Some(module) = absolute(&path).filter(|m| modules.contains_key(m)) {
+                    aliases.insert(module.last().cloned().unwrap_or_default(), module);
+                }
+            }
+            let names: Vec<String> = aliases.keys().cloned().collect();
             let mut found = BTreeSet::new();
-            for path in paths(text, &children) {
-                let segments = match path[0].as_str() {
-                    "crate" => path[1..].to_vec(),
-                    "super" if !me.is_empty() => [&me[..me.len() - 1], &path[1..]].concat(),
-                    "self" => [&me[..], &path[1..]].concat(),
-                    _ => [&me[..], &path[..]].concat(),
+            for path in paths(text, &names) {
+                let Some(segments) = absolute(&path).or_else(|| Some([&aliases[&path[0]][..], &path[1..]].concat()))
+                else {
+                    continue;
                 };
-                if let Some(target) = resolve(&segments).filter(|t| t != file) {
+                // A module's own submodules are part of it.
+                let own = segments.len() > me.len() && segments.starts_with(&me);
+                if let Some(target) = resolve(&segments).filter(|t| t != file && !own) {
                     found.insert(target);
                 }
             }
@@ -88,10 +103,10 @@ fn module_path(file: &str) -> Vec<String> {
 }
 
 /// Every `crate::…`, `super::…` and `self::…` path in `text`, and every path that starts at one
-/// of `children` (the file's own modules), `use` trees expanded; comments skipped.
-fn paths(text: &str, children: &[String]) -> Vec<Vec<String>> {
+/// of `names` (modules the file names by themselves), `use` trees expanded; comments skipped.
+fn paths(text: &str, names: &[String]) -> Vec<Vec<String>> {
     let roots: Vec<String> =
-        ["crate", "super", "self"].iter().map(|r| r.to_string()).chain(children.iter().cloned()).collect();
+        ["crate", "super", "self"].iter().map(|r| r.to_string()).chain(names.iter().cloned()).collect();
     let code: String = text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n");
     let mut out = Vec::new();
     let bytes = code.as_bytes();

@@ -59,6 +59,22 @@ pub fn attained(
     (key(RUN_MS).saturating_add(running), key(GPU_MS).saturating_add(running.saturating_mul(gpus.max(1) as u64)))
 }
 
+/// When a job arrived, Unix ms: the time its copy carries (its original's), else `created`, when
+/// what runs it was created.
+pub fn arrived_unix_ms(keys: &HashMap<String, String>, created: u64) -> u64 {
+    keys.get(ARRIVED).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(created)
+}
+
+/// Why a queued job waits: preempted when its copy says so, else it never started.
+pub fn wait_reason(keys: &HashMap<String, String>) -> crate::bindings::wit::WaitReason {
+    use crate::bindings::wit::WaitReason;
+    if keys.get(WAIT).is_some_and(|w| w.trim() == "preempted") {
+        WaitReason::Preempted
+    } else {
+        WaitReason::NeverStarted
+    }
+}
+
 /// An RFC 3339 time (`2026-11-23T10:56:00.450091411Z`) in Unix milliseconds; None for
 /// Docker's zero time (`0001-01-01T00:00:00Z`, a container never started) or garbage.
 pub fn unix_ms_of(stamp: &str) -> Option<u64> {
