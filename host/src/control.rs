@@ -242,7 +242,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         if leading
             && let Some(replicas) = backend.replicas_mut()
             && replicas.keep_every() > 0
-            && run.summary.ticks % replicas.keep_every() == 0
+            && run.summary.ticks.is_multiple_of(replicas.keep_every())
         {
             replicas.keep(&driver.checkpoints(run.summary.ticks));
         }

@@ -84,8 +84,11 @@ struct Rooms {
     /// The first node that some pod still to go could take.
     start: usize,
     /// Whether some node could ever hold a pod of this shape.
-    ever: HashMap<(u64, u64, u32, Arc<BTreeMap<String, String>>), bool>,
+    ever: HashMap<Shape, bool>,
 }
+
+/// What a pod asks of a node: CPU, memory, GPUs, and the labels it must carry.
+type Shape = (u64, u64, u32, Arc<BTreeMap<String, String>>);
 
 impl Rooms {
     fn new(rooms: Vec<Room>) -> Rooms {

@@ -345,28 +345,7 @@ fn job(
     at: &Fields,
 ) -> Result<(JobPlan, Spacing), WorkloadError> {
     let err = |key: &str, message: String| at.err(Table::Job, i, key, message);
-    let profile = profiles.get(&table.model).cloned();
-    let model = match (&profile, Model::parse(&table.model)) {
-        (Some(_), _) => Model::Cifar10,
-        (None, Some(model)) => model,
-        (None, None) => {
-            return Err(WorkloadError::UnknownModel {
-                path: at.path.into(),
-                line: at.line(Table::Job, i, "model"),
-                field: "model".into(),
-                found: table.model.clone(),
-            });
-        }
-    };
-    if profile.is_some() && table.batch_size.is_some() {
-        return Err(err(
-            "batch-size",
-            format!(
-                "profile `{}` has one measured curve; the batch size picks a built-in model's: drop it",
-                table.model
-            ),
-        ));
-    }
+    let (model, profile) = model(i, table, profiles, at)?;
     let kind = match table.kind.unwrap_or(KindName::Training) {
         KindName::Training => wit::JobKind::Training,
         KindName::Inference => wit::JobKind::Inference,
@@ -405,19 +384,8 @@ fn job(
     let work_scale = positive("work-scale", table.work_scale.unwrap_or(1.0)).map_err(|m| err("work-scale", m))?;
     let qoe_target =
         table.qoe_target.map(|q| positive("qoe-target", q)).transpose().map_err(|m| err("qoe-target", m))?;
-    let tiers = match (table.tiers.as_deref(), kind) {
-        (None, _) => None,
-        (Some(_), wit::JobKind::Inference) => {
-            return Err(err("tiers", "tiers apply to training jobs: give an inference service a qoe-target".into()));
-        }
-        (Some(&[t1, t2]), wit::JobKind::Training) => {
-            let plan = JobPlan { profile: profile.clone(), ..JobPlan::training("", model, 0.0) };
-            Some(check_tiers(&plan, t1, t2).map_err(|m| err("tiers", m))?)
-        }
-        (Some(other), wit::JobKind::Training) => {
-            return Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())));
-        }
-    };
+    let plan = JobPlan { profile: profile.clone(), ..JobPlan::training("", model, 0.0) };
+    let tiers = tiers(table, kind, &plan, &err)?;
     let (request_rate, duration_s) = service(table, kind, &err)?;
     let spacing = spacing(table, arrival_s, &err)?;
     let plan = JobPlan {
@@ -442,6 +410,56 @@ fn job(
         tenant: crate::world::DEFAULT_TENANT.to_string(),
     };
     Ok((plan, spacing))
+}
+
+/// The `i`-th `[[job]]` table's model: a built-in one, or a `[[profile]]`'s (which runs on
+/// cifar10's curve machinery with its own measured curve).
+fn model(
+    i: usize,
+    table: &JobTable,
+    profiles: &HashMap<String, Arc<Profile>>,
+    at: &Fields,
+) -> Result<(Model, Option<Arc<Profile>>), WorkloadError> {
+    let profile = profiles.get(&table.model).cloned();
+    let model = match (&profile, Model::parse(&table.model)) {
+        (Some(_), _) => Model::Cifar10,
+        (None, Some(model)) => model,
+        (None, None) => {
+            return Err(WorkloadError::UnknownModel {
+                path: at.path.into(),
+                line: at.line(Table::Job, i, "model"),
+                field: "model".into(),
+                found: table.model.clone(),
+            });
+        }
+    };
+    if profile.is_some() && table.batch_size.is_some() {
+        let message = format!(
+            "profile `{}` has one measured curve; the batch size picks a built-in model's: drop it",
+            table.model
+        );
+        return Err(at.err(Table::Job, i, "batch-size", message));
+    }
+    Ok((model, profile))
+}
+
+/// A training job's TRADL tiers `[T1, T2]`, T1 easier than T2 on `plan`'s metric.
+fn tiers(
+    table: &JobTable,
+    kind: wit::JobKind,
+    plan: &JobPlan,
+    err: &impl Fn(&str, String) -> WorkloadError,
+) -> Result<Option<(f64, f64)>, WorkloadError> {
+    match (table.tiers.as_deref(), kind) {
+        (None, _) => Ok(None),
+        (Some(_), wit::JobKind::Inference) => {
+            Err(err("tiers", "tiers apply to training jobs: give an inference service a qoe-target".into()))
+        }
+        (Some(&[t1, t2]), wit::JobKind::Training) => Ok(Some(check_tiers(plan, t1, t2).map_err(|m| err("tiers", m))?)),
+        (Some(other), wit::JobKind::Training) => {
+            Err(err("tiers", format!("{} values: write two, [T1, T2], e.g. [0.85, 0.92]", other.len())))
+        }
+    }
 }
 
 /// An inference job's `request-rate` and `duration` (both required); none for a training job

@@ -1,5 +1,6 @@
 //! The live backend against a real Docker Engine: real training containers, real limits.
-//! Without an engine every test here says SKIPPED and returns; `.ci/run` starts one.
+//! Built without `WASMSCHED_DOCKER`, they are ignored (`tests/build.rs`); run anyway without an
+//! engine, each says SKIPPED and returns. `.ci/run` starts one.
 //! A binary of its own, so that no other test shares the machine while these measure CPU.
 
 mod copies;

@@ -1,6 +1,6 @@
 //! The Kubernetes backend against a real cluster: real trainer pods, real bindings, real
-//! in-place resizes. Without a cluster every test here says SKIPPED and returns; `.ci/run`
-//! starts one (`../shared/k8s/cluster up 2`). A binary of its own, so that no other test
+//! in-place resizes. Built without `WASMSCHED_KUBECONFIG`, they are ignored (`tests/build.rs`);
+//! run anyway without a cluster, each says SKIPPED and returns. `.ci/run` starts one (`../shared/k8s/cluster up 2`). A binary of its own, so that no other test
 //! shares the machine while these measure CPU.
 
 mod cluster;
