@@ -1,6 +1,6 @@
-//! The telemetry recording's lines, a leaf that both the writer above the loop
-//! ([`crate::record`]) and the playback backend ([`crate::backend::playback`]) read: each tick's
-//! snapshot delta as the host encoded it, and the decision that was applied.
+//! The telemetry recording's lines, a leaf that both the writer above the loop (`record.rs` in
+//! `wasmsched`) and the playback backend (`backend/playback.rs` there) read: each tick's snapshot
+//! delta as the host encoded it, and the decision that was applied.
 
 use serde::{Deserialize, Serialize};
 

@@ -151,7 +151,7 @@ pub trait Driver {
     fn policies(&mut self) -> Policies<'_>;
 
     /// The serving policies' states, for the backend to keep for the next leader
-    /// ([`Backend::keep`]); `tick` is the tick's number.
+    /// ([`crate::backend::Replicas::keep`]); `tick` is the tick's number.
     fn checkpoints(&mut self, _tick: u64) -> Vec<Checkpoint> {
         Vec::new()
     }
