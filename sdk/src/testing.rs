@@ -580,6 +580,82 @@ pub fn churn_typed<P: Policy>(policy: impl Fn() -> P, seeds: std::ops::Range<u64
     }
 }
 
+/// FNV-1a of `text`: a short fingerprint of a run's decisions, to pin them in a test.
+pub fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Every decision of a busy run ([`busy_rounds`]): one line a round, its actions in order and
+/// its pending reasons; and how many resizes and preemptions there were.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transcript {
+    /// One line a round.
+    pub text: String,
+    /// `resize` actions in all.
+    pub resizes: usize,
+    /// `preempt` actions in all.
+    pub preempts: usize,
+}
+
+impl Transcript {
+    /// What a test pins: the text's [`fingerprint`], its rounds, the resizes and preemptions.
+    pub fn summary(&self) -> (u64, usize, usize, usize) {
+        (fingerprint(&self.text), self.text.lines().count(), self.resizes, self.preempts)
+    }
+}
+
+/// A busy run of an elastic scheduler, deterministic for `seed`: for `rounds` rounds, up to two
+/// jobs arrive (elastic ones of assorted models, as `elastic` makes them, and rigid ones of 1
+/// to 8 GPUs in 1 or 2 replicas), and each running job ends with one chance in 6; each job
+/// that runs on shows `gpu_use` (utilisation, memory) on every GPU it holds, when given.
+/// `round` decides a round (and checks the decision as the host would).
+pub fn busy_rounds<P: Policy>(
+    h: &mut Harness<P>,
+    rounds: u32,
+    seed: u64,
+    elastic: impl Fn(&str, &str) -> JobBuilder,
+    gpu_use: Option<(f32, Bytes)>,
+    mut round: impl FnMut(&mut Harness<P>) -> Decision,
+) -> Transcript {
+    const MODELS: [&str; 5] = ["cifar10", "imagenet", "deepspeech2", "yolov3", "bert"];
+    const RIGID: [(u32, u32); 5] = [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2)];
+    let mut dice = seed;
+    let mut below = |n: u64| {
+        dice ^= dice << 13;
+        dice ^= dice >> 7;
+        dice ^= dice << 17;
+        dice % n
+    };
+    let mut t = Transcript::default();
+    for tick in 0..rounds {
+        for _ in 0..below(3) {
+            let name = format!("j{tick}");
+            if below(2) == 0 {
+                h.world.queue_job(elastic(&name, MODELS[below(MODELS.len() as u64) as usize]));
+            } else {
+                let (gpus, replicas) = RIGID[below(RIGID.len() as u64) as usize];
+                h.world.queue_job(job(&name, "cifar10").gpus(gpus).replicas(replicas));
+            }
+        }
+        let running: Vec<(JobId, Vec<GpuSlot>)> =
+            h.runner().view().jobs().map(|j| (j.id(), j.gpus().to_vec())).collect();
+        for (id, gpus) in running {
+            if below(6) == 0 {
+                h.world.remove_job(id);
+            } else if let Some((percent, memory)) = gpu_use {
+                for g in gpus {
+                    h.world.set_gpu_use(g.node, g.index, percent, memory);
+                }
+            }
+        }
+        let d = round(h);
+        t.resizes += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Resize(_))).count();
+        t.preempts += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Preempt)).count();
+        t.text += &format!("{tick}: {:?} | {:?}\n", d.actions(), d.pending_reasons());
+    }
+    t
+}
+
 /// A busy world for a scheduler, deterministic for a `seed`: for `ticks` ticks of 30 s, up to
 /// two jobs of assorted shapes (CPU only; 1 to 32 GPUs in 1 to 4 replicas) arrive, and each
 /// running job ends with one chance in `end_one_in`. Every decision is checked as the host

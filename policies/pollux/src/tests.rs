@@ -1,4 +1,4 @@
-use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job};
+use wasmsched_sdk::testing::{Harness, TestWorld, busy_rounds, churn_typed, job};
 
 use super::*;
 
@@ -219,59 +219,14 @@ fn every_decision_on_a_busy_cluster_passes_the_hosts_checks() {
     churn_typed(|| Pollux::new(Config { interval_s: 0.0, ..Config::default() }).unwrap(), 0..3);
 }
 
-/// FNV-1a of `text`: a short fingerprint of a run's decisions.
-fn fingerprint(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// Every decision of `ticks` rounds on [`mixed`], deterministic for `seed`: each round up to two
-/// jobs arrive (elastic ones of assorted models, and rigid ones of 1 to 8 GPUs in 1 or 2
-/// replicas) and each running job ends with one chance in 6. One line a round: its actions in
-/// order and its pending reasons. Also how many resizes and preemptions there were.
-fn busy_transcript(ticks: u32, seed: u64) -> (String, usize, usize) {
-    const MODELS: [&str; 5] = ["cifar10", "imagenet", "deepspeech2", "yolov3", "bert"];
-    const RIGID: [(u32, u32); 5] = [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2)];
-    let mut dice = seed;
-    let mut below = |n: u64| {
-        dice ^= dice << 13;
-        dice ^= dice >> 7;
-        dice ^= dice << 17;
-        dice % n
-    };
-    let mut h = Harness::new(pollux(), mixed());
-    let (mut text, mut resizes, mut preempts) = (String::new(), 0, 0);
-    for tick in 0..ticks {
-        for _ in 0..below(3) {
-            let name = format!("j{tick}");
-            if below(2) == 0 {
-                h.world.queue_job(elastic(&name, MODELS[below(MODELS.len() as u64) as usize]));
-            } else {
-                let (gpus, replicas) = RIGID[below(RIGID.len() as u64) as usize];
-                h.world.queue_job(job(&name, "cifar10").gpus(gpus).replicas(replicas));
-            }
-        }
-        let running: Vec<JobId> = h.runner().view().jobs().map(|j| j.id()).collect();
-        for id in running {
-            if below(6) == 0 {
-                h.world.remove_job(id);
-            }
-        }
-        let d = round(&mut h);
-        resizes += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Resize(_))).count();
-        preempts += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Preempt)).count();
-        text += &format!("{tick}: {:?} | {:?}\n", d.actions(), d.pending_reasons());
-    }
-    (text, resizes, preempts)
-}
-
 /// The decisions of busy runs, action by action and in order, as recorded: a change to the
 /// placement (which GPUs, the order of moves, preemptions, idle GPUs filled) changes them.
 #[test]
 fn the_decisions_of_busy_runs_are_as_recorded() {
     let mut got = Vec::new();
     for seed in [4, 12, 17, 27] {
-        let (text, resizes, preempts) = busy_transcript(60, seed);
-        got.push((fingerprint(&text), text.lines().count(), resizes, preempts));
+        let mut h = Harness::new(pollux(), mixed());
+        got.push(busy_rounds(&mut h, 60, seed, elastic, None, round).summary());
     }
     let recorded = [
         (0xf318_ca10_ee34_4ca0, 60, 47, 0),

@@ -1,4 +1,4 @@
-use wasmsched_sdk::testing::{Harness, TestWorld, churn_typed, job, placed};
+use wasmsched_sdk::testing::{Harness, TestWorld, busy_rounds, churn_typed, job, placed};
 
 use super::*;
 
@@ -239,57 +239,11 @@ fn every_decision_with_colocate_on_a_busy_cluster_passes_the_hosts_checks() {
     );
 }
 
-/// FNV-1a of `text`: a short fingerprint of a run's decisions.
-fn fingerprint(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// Every decision of `ticks` rounds of `config` on nodes of 4, 4, 8 and 8 GPUs (T4, T4, A100,
-/// RTX), deterministic for `seed`: each round up to two jobs arrive (elastic ones of assorted
-/// models, and rigid ones of 1 to 8 GPUs in 1 or 2 replicas), each running job ends with one
-/// chance in 6, and every GPU a job holds shows 3 GiB in use. One line a round: its actions in
-/// order and its pending reasons. Also how many resizes and preemptions there were.
-fn busy_transcript(config: Config, ticks: u32, seed: u64) -> (String, usize, usize) {
-    const MODELS: [&str; 5] = ["cifar10", "imagenet", "deepspeech2", "yolov3", "bert"];
-    const RIGID: [(u32, u32); 5] = [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2)];
-    let mut dice = seed;
-    let mut below = |n: u64| {
-        dice ^= dice << 13;
-        dice ^= dice >> 7;
-        dice ^= dice << 17;
-        dice % n
-    };
-    let world = TestWorld::typed_gpu_cluster(&[(4, "t4"), (4, "t4"), (8, "a100"), (8, "rtx")]);
-    let mut h = Harness::new(Sia::new(config).unwrap(), world);
-    let (mut text, mut resizes, mut preempts) = (String::new(), 0, 0);
-    for tick in 0..ticks {
-        for _ in 0..below(3) {
-            let name = format!("j{tick}");
-            if below(2) == 0 {
-                h.world.queue_job(elastic(&name, MODELS[below(MODELS.len() as u64) as usize]));
-            } else {
-                let (gpus, replicas) = RIGID[below(RIGID.len() as u64) as usize];
-                h.world.queue_job(job(&name, "cifar10").gpus(gpus).replicas(replicas));
-            }
-        }
-        let running: Vec<(JobId, Vec<GpuSlot>)> =
-            h.runner().view().jobs().map(|j| (j.id(), j.gpus().to_vec())).collect();
-        for (id, gpus) in running {
-            if below(6) == 0 {
-                h.world.remove_job(id);
-            } else {
-                for g in gpus {
-                    h.world.set_gpu_use(g.node, g.index, 90.0, Bytes::gib(3));
-                }
-            }
-        }
-        let d = h.tick(Seconds(60.0)).unwrap();
-        assert_eq!(sched::check(&h.runner().view(), &d), Ok(()), "tick {tick}: {d:?}");
-        resizes += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Resize(_))).count();
-        preempts += d.actions().iter().filter(|a| matches!(a.kind(), ActionKind::Preempt)).count();
-        text += &format!("{tick}: {:?} | {:?}\n", d.actions(), d.pending_reasons());
-    }
-    (text, resizes, preempts)
+/// Tick `h` by a round, check the decision as the host would, and return it.
+fn round(h: &mut Harness<Sia>) -> Decision {
+    let d = h.tick(Seconds(60.0)).unwrap();
+    assert_eq!(sched::check(&h.runner().view(), &d), Ok(()), "{d:?}");
+    d
 }
 
 /// The decisions of busy runs, action by action and in order, as recorded, with and without
@@ -300,9 +254,12 @@ fn the_decisions_of_busy_runs_are_as_recorded() {
     let mut got = Vec::new();
     for seed in [3, 5, 33, 35] {
         for colocate in [false, true] {
+            // On nodes of 4, 4, 8 and 8 GPUs (T4, T4, A100, RTX), every GPU a job holds showing
+            // 3 GiB in use.
             let config = Config { colocate, colocate_min_gain: 1.0, ..Config::default() };
-            let (text, resizes, preempts) = busy_transcript(config, 60, seed);
-            got.push((fingerprint(&text), text.lines().count(), resizes, preempts));
+            let world = TestWorld::typed_gpu_cluster(&[(4, "t4"), (4, "t4"), (8, "a100"), (8, "rtx")]);
+            let mut h = Harness::new(Sia::new(config).unwrap(), world);
+            got.push(busy_rounds(&mut h, 60, seed, elastic, Some((90.0, Bytes::gib(3))), round).summary());
         }
     }
     // Per seed, without and with `colocate`: the fingerprint, rounds, resizes, preemptions.
