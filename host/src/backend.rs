@@ -1,16 +1,15 @@
-//! Where containers live. A backend observes them into the host's [`World`] and applies
-//! validated actions to them; the loop (`control.rs`, above the backends) is the same for every
-//! backend. Backends know the world's types and never the policy runtime: [`sim`] (the
-//! simulator), `docker` (real containers), `kubernetes` (pods on a cluster) and [`playback`] (a
-//! recording played back).
+//! Where jobs run, as `wasmsched run` chooses it. The [`Backend`] trait and what every backend
+//! shares are the core's (`wasmsched_core::backend`, re-exported here with [`Replicas`]); the
+//! live backends are crates of their own (`docker`, `kubernetes`, re-exported here behind their
+//! Cargo features); this crate keeps [`sim`] (the simulator) and [`playback`] (a recording
+//! played back).
 //!
 //! `wasmsched run` picks one with its `[backend]` table, a [`BackendConfig`]: each backend
 //! defines the type of its own table (its keys, their defaults, what it refuses: [`Settings`])
 //! and how that table builds it; this file only chooses by `kind`, and names a key of another
-//! backend with the kind it belongs to. Docker and Kubernetes are Cargo features (`docker`,
-//! `kubernetes`, on by default). A new backend is a module here, a variant of
-//! [`BackendConfig`] and of [`BackendError`] with their arms below, and a feature in
-//! `host/Cargo.toml` when it brings dependencies.
+//! backend with the kind it belongs to. A new backend is a variant of [`BackendConfig`] and of
+//! [`BackendError`] with their arms below, and a feature in `host/Cargo.toml`
+//! (docs/architecture.md, "A backend").
 
 pub mod playback;
 pub mod sim;
