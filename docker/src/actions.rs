@@ -33,7 +33,7 @@ pub(super) struct Ask {
     /// How long it may take before its engine counts as unreachable.
     pub limit: Duration,
     /// The request.
-    pub fut: BoxFuture<'static, Result<Effect, DockerError>>,
+    pub fut: Request,
 }
 
 /// A request on its way to an engine.

@@ -580,6 +580,20 @@ pub fn churn_typed<P: Policy>(policy: impl Fn() -> P, seeds: std::ops::Range<u64
     }
 }
 
+/// A test's dice, deterministic for their seed (xorshift64; a seed of 0 stays 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dice(pub u64);
+
+impl Dice {
+    /// The next throw, below `n` (at least 1).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
 /// FNV-1a of `text`: a short fingerprint of a run's decisions, to pin them in a test.
 pub fn fingerprint(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
@@ -619,13 +633,8 @@ pub fn busy_rounds<P: Policy>(
 ) -> Transcript {
     const MODELS: [&str; 5] = ["cifar10", "imagenet", "deepspeech2", "yolov3", "bert"];
     const RIGID: [(u32, u32); 5] = [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2)];
-    let mut dice = seed;
-    let mut below = |n: u64| {
-        dice ^= dice << 13;
-        dice ^= dice >> 7;
-        dice ^= dice << 17;
-        dice % n
-    };
+    let mut dice = Dice(seed);
+    let mut below = |n: u64| dice.below(n);
     let mut t = Transcript::default();
     for tick in 0..rounds {
         for _ in 0..below(3) {
@@ -663,13 +672,8 @@ pub fn busy_rounds<P: Policy>(
 /// `seen`.
 pub fn churn<P: Policy>(h: &mut Harness<P>, ticks: u32, seed: u64, end_one_in: u64, mut seen: impl FnMut(&Decision)) {
     const SHAPES: [(u32, u32); 10] = [(0, 1), (1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (8, 1), (8, 4), (12, 3), (32, 4)];
-    let mut dice = seed;
-    let mut below = |n: u64| {
-        dice ^= dice << 13;
-        dice ^= dice >> 7;
-        dice ^= dice << 17;
-        dice % n
-    };
+    let mut dice = Dice(seed);
+    let mut below = |n: u64| dice.below(n);
     for tick in 0..ticks {
         for _ in 0..below(3) {
             let (gpus, replicas) = SHAPES[below(SHAPES.len() as u64) as usize];

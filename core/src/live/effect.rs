@@ -92,15 +92,6 @@ impl<C> Effect<C> {
             }
         }
     }
-
-    /// The copy that carries the job on, where one was made.
-    pub fn copy(&self) -> Option<&C> {
-        match self {
-            Effect::Started { copy, .. } => copy.as_ref(),
-            Effect::Moved { copy, .. } | Effect::Shared { copy, .. } | Effect::Requeued { copy } => Some(copy),
-            Effect::Cpu(_) | Effect::Memory(_) | Effect::Done | Effect::Removed => None,
-        }
-    }
 }
 
 /// The job runs on as a copy of itself: its CPU use is unknown until the copy's is measured.

@@ -1,6 +1,7 @@
 //! Our TOML scenario format (documented field by field in `scenarios/README.md`): parsed
 //! with serde, then checked field by field with errors that name the file and the line.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -165,19 +166,20 @@ impl Table {
 struct Fields<'a> {
     path: &'a str,
     text: &'a str,
-    /// The document as parsed, with spans (None if it does not parse, which `toml::from_str`
-    /// has already said).
-    doc: Option<toml::Spanned<DeTable<'a>>>,
+    /// The document as parsed, with spans, once an error asks for a line (None if it does not
+    /// parse, which `toml::from_str` has already said).
+    doc: OnceCell<Option<toml::Spanned<DeTable<'a>>>>,
 }
 
 impl<'a> Fields<'a> {
     fn new(path: &'a str, text: &'a str) -> Fields<'a> {
-        Fields { path, text, doc: DeTable::parse(text).ok() }
+        Fields { path, text, doc: OnceCell::new() }
     }
 
     /// The 1-based line of `key` in the `index`-th table of `table`, else of that table.
     fn line(&self, table: Table, index: usize, key: &str) -> Option<usize> {
-        let tables = self.doc.as_ref()?.get_ref().iter().find(|(k, _)| k.get_ref() == table.key())?.1;
+        let doc = self.doc.get_or_init(|| DeTable::parse(self.text).ok()).as_ref()?;
+        let tables = doc.get_ref().iter().find(|(k, _)| k.get_ref() == table.key())?.1;
         let entry = tables.get_ref().as_array()?.get(index)?;
         let keyed = entry.get_ref().as_table().and_then(|t| t.iter().find(|(k, _)| k.get_ref() == key));
         let span = keyed.map_or_else(|| entry.span(), |(k, _)| k.span());

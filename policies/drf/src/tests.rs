@@ -1,4 +1,4 @@
-use wasmsched_sdk::testing::{Harness, JobBuilder, TestWorld, churn, job, placed, tenant};
+use wasmsched_sdk::testing::{Dice, Harness, JobBuilder, TestWorld, churn, job, placed, tenant};
 
 use super::*;
 
@@ -252,13 +252,8 @@ fn many_tenants_with_limits_weights_and_cordons_stay_within_the_hosts_rules() {
     w.declare(tenant("d").weight(3.0));
     let tenants = ["a", "b", "c", "d", "e"];
     let mut h = drf(EVERY, w);
-    let mut dice = 0x2545_f491_4f6c_dd1d_u64;
-    let mut below = |n: u64| {
-        dice ^= dice << 13;
-        dice ^= dice >> 7;
-        dice ^= dice << 17;
-        dice % n
-    };
+    let mut dice = Dice(0x2545_f491_4f6c_dd1d);
+    let mut below = |n: u64| dice.below(n);
     let mut placements = 0;
     for t in 0..300 {
         for _ in 0..below(4) {
