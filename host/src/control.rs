@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend, Checkpoint, Leadership, Placer};
-use crate::budget::{Budget, BudgetConfig};
+use crate::budget::{Budget, BudgetConfig, disruptive};
 use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
 use crate::validate;
-use crate::watchdog::{self, Benched, Stalls, Watchdog, WatchdogConfig};
+use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
 use crate::world::World;
 
 /// How the loop runs.
@@ -225,9 +225,9 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         run.summary.ticks += 1;
         let asked = leading && run.world.job_count() + run.world.queue_len() > 0 && until >= run.next_call_ms;
         let mut apply_errors = run.settled(backend);
-        let (active, shadows, disrupted) = match asked {
+        let (active, shadows, disrupted, churned) = match asked {
             true => run.decide(backend, driver, rt, until, &mut apply_errors),
-            false => (None, Vec::new(), 0),
+            false => (None, Vec::new(), 0, None),
         };
         let rescued = match leading && placing && config.watchdog.enabled {
             true => rescue(backend, &mut run.world, &mut run.stalls, config.watchdog.stall_after),
@@ -237,7 +237,14 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             }
         };
         run.summary.rescues += rescued.len() as u64;
-        let benched_now = leading && watch(&mut run.dog, driver, backend, &run.world, active.as_ref(), &rescued);
+        let churned =
+            churned.map(|(job, n)| (run.world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone()), n));
+        let shown = Shown {
+            active: active.as_ref(),
+            rescued: &rescued,
+            churned: churned.as_ref().map(|(j, n)| (j.as_str(), *n)),
+        };
+        let benched_now = leading && watch(&mut run.dog, driver, backend, &run.world, shown);
         run.summary.benchings += u64::from(benched_now);
         if leading
             && let Some(replicas) = backend.replicas_mut()
@@ -275,6 +282,7 @@ struct Run {
     budget: Budget,
     dog: Watchdog,
     stalls: Stalls,
+    churn: Churn,
     /// Before this backend time the active version asked not to be called.
     next_call_ms: u64,
     /// The digest of the version whose `next-call-ms` holds.
@@ -293,6 +301,7 @@ impl Run {
             budget: Budget::new(config.budget).share_restarts(backend.gpu_share_restarts()),
             dog: Watchdog::new(config.watchdog),
             stalls: Stalls::new(),
+            churn: Churn::new(),
             next_call_ms: 0,
             delayed_by: None,
             led: false,
@@ -349,8 +358,9 @@ impl Run {
     }
 
     /// Ask every policy; hold the active one's actions to the budget and apply them. Returns
-    /// the active's and the shadows' answers and how many applied actions disrupt their jobs;
-    /// the actions that failed go to `apply_errors`.
+    /// the active's and the shadows' answers, how many applied actions disrupt their jobs, and
+    /// the job disrupted most times in a row before it progressed ([`Churn`]); the actions that
+    /// failed go to `apply_errors`.
     fn decide(
         &mut self,
         backend: &mut dyn Backend,
@@ -358,12 +368,13 @@ impl Run {
         rt: &Runtime,
         until: u64,
         apply_errors: &mut Vec<ApplyError>,
-    ) -> (Option<Decided>, Vec<Decided>, u64) {
+    ) -> (Option<Decided>, Vec<Decided>, u64, Option<(u32, u32)>) {
         self.summary.decisions += 1;
         let policies = driver.policies();
         let mut active = policies.active.map(|p| Decided::ask(p, rt, &self.world));
         let shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &self.world)).collect();
         let mut disrupted = 0;
+        let mut churned = None;
         if let Some(a) = &mut active {
             let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
             let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
@@ -376,6 +387,9 @@ impl Run {
             self.summary.disruptions += disrupted;
             self.summary.over_budget += a.outcome.over_budget.len() as u64;
             let failed = backend.apply(&a.outcome.actions, &mut self.world);
+            let undone =
+                a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
+            churned = self.churn.disrupted(&a.digest, undone.map(|x| x.job), &self.world);
             if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
                 tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
             }
@@ -386,7 +400,7 @@ impl Run {
         let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
         self.next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
         self.delayed_by = active.as_ref().map(|a| a.digest.clone());
-        (active, shadows, disrupted)
+        (active, shadows, disrupted, churned)
     }
 }
 
@@ -417,15 +431,19 @@ fn rescue(backend: &mut dyn Backend, world: &mut World, stalls: &mut Stalls, sta
     started
 }
 
+/// What the loop did on a tick that the watchdog judges.
+struct Shown<'a> {
+    /// The active policy's answer, when it was asked.
+    active: Option<&'a Decided>,
+    /// The jobs the host rescued from the queue.
+    rescued: &'a [u32],
+    /// The job disrupted most times in a row before it progressed, by name, and how many.
+    churned: Option<(&'a str, u32)>,
+}
+
 /// Show the watchdog the tick; when it benches the active version, bench it. True when it did.
-fn watch(
-    dog: &mut Watchdog,
-    driver: &mut dyn Driver,
-    backend: &dyn Backend,
-    world: &World,
-    active: Option<&Decided>,
-    rescued: &[u32],
-) -> bool {
+fn watch(dog: &mut Watchdog, driver: &mut dyn Driver, backend: &dyn Backend, world: &World, shown: Shown<'_>) -> bool {
+    let Shown { active, rescued, churned } = shown;
     let Some(p) = driver.policies().active else { return false };
     // Jobs run and none has progressed: judged only where the backend can tell, and only while
     // the policy itself answers (a failing one is the other rule's).
@@ -439,6 +457,7 @@ fn watch(
         failed: active.map(|a| a.outcome.failure.is_some()),
         rescued: rescued.len(),
         idle_ms,
+        churned,
     };
     let Some(b) = dog.observe(seen, world.time_ms()) else { return false };
     tracing::error!(

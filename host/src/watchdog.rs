@@ -4,8 +4,11 @@
 //! `keep-limits` (apply nothing) or `fair-share` (lift every limit), with the backend's own
 //! placement starting queued jobs — when:
 //!
-//! - **it fails**: it failed on every call (trapped, ran past its deadline, returned its own
-//!   error or an oversized decision, or sat in quarantine) for longer than `after`;
+//! - **it fails**: it failed on at least every other call (trapped, ran past its deadline,
+//!   returned its own error or an oversized decision, or sat in quarantine) for longer than
+//!   `after`. The count runs from its first failure, and starts again once its answers
+//!   outnumber its failures since then: a version that fails on alternate calls is benched as
+//!   one that fails on every call is;
 //! - **it starves the queue**: a policy that places left a queued job unplaced although the
 //!   default placement would start it now, for longer than `stall-after`. The host starts
 //!   such a job itself, with the default placement, and says so (a warning naming the job,
@@ -14,7 +17,14 @@
 //! - **it keeps every job from progressing**: jobs ran, but none of them did any work for
 //!   longer than `progress-after` (each start undone before its first step, again and again),
 //!   where the backend can tell (the simulator can; a live backend cannot and is not judged on
-//!   it).
+//!   it);
+//! - **it undoes the work it lets start** (a livelock): it disrupted one training job —
+//!   preempted, migrated, resized or stopped it — `churn-after` times in a row, each time before
+//!   the job reported progress since the disruption before (or, the first time, ever). A job
+//!   checkpoints at its epochs' ends, so each of those restarts threw its work away. Judged on
+//!   the world every backend keeps (the actions applied and the jobs' progress reports), so on
+//!   every backend; jobs that do not train (services) are not counted, and a job's count
+//!   starts again when it reports progress or another version is active.
 //!
 //! It says so once at error level, in the status and in the metrics, and hands control back
 //! when another version becomes active: a new one admitted, or an operator's rollback. Time
@@ -29,6 +39,7 @@
 //! stall-bench-after = 3    # rescues
 //! stall-window = "10m"
 //! progress-after = "10m"
+//! churn-after = 5          # disruptions in a row of one job, each before it progressed
 //! ```
 
 use std::collections::{HashMap, VecDeque};
@@ -36,7 +47,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bindings::wit;
 use crate::runtime::supervise::Fallback;
+use crate::world::World;
 
 /// When the watchdog steps in, and what runs then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -64,6 +77,9 @@ pub struct WatchdogConfig {
     /// takes its time, but not ten minutes of nothing, round after round).
     #[serde(deserialize_with = "crate::units::duration")]
     pub progress_after: Duration,
+    /// Disruptions in a row of one training job, each before it progressed since the one
+    /// before, that bench the version (default 5).
+    pub churn_after: u32,
 }
 
 impl Default for WatchdogConfig {
@@ -76,6 +92,7 @@ impl Default for WatchdogConfig {
             stall_bench_after: 3,
             stall_window: Duration::from_secs(600),
             progress_after: Duration::from_secs(600),
+            churn_after: 5,
         }
     }
 }
@@ -112,6 +129,9 @@ pub struct Seen<'a> {
     pub rescued: usize,
     /// How long no job has progressed although jobs run, when the backend can tell.
     pub idle_ms: Option<u64>,
+    /// The job disrupted most times in a row before it progressed, on this tick: its name and
+    /// the count ([`Churn`]).
+    pub churned: Option<(&'a str, u32)>,
 }
 
 /// The watchdog's state: how long the active version has been failing, what it was rescued
@@ -119,8 +139,8 @@ pub struct Seen<'a> {
 #[derive(Debug, Default)]
 pub struct Watchdog {
     config: WatchdogConfig,
-    /// The version failing, and since when.
-    failing: Option<(String, u64)>,
+    /// The version failing: since when, and its failures and answers since then.
+    failing: Option<Failing>,
     /// The version rescued from, and when each rescue in the window was.
     rescues: Option<(String, VecDeque<u64>)>,
     benched: Option<Benched>,
@@ -142,11 +162,20 @@ impl Watchdog {
         if !self.config.enabled || self.benched.is_some() {
             return None;
         }
-        let why = self.failing(&seen, now_ms).or_else(|| self.starving(&seen, now_ms)).or_else(|| {
-            let idle = seen.idle_ms.filter(|&idle| idle >= self.config.progress_after.as_millis() as u64)?;
-            let why = format!("no job made progress for {} s although jobs ran", idle / 1000);
-            Some((now_ms.saturating_sub(idle), why))
-        })?;
+        let why = self
+            .failing(&seen, now_ms)
+            .or_else(|| self.starving(&seen, now_ms))
+            .or_else(|| {
+                let idle = seen.idle_ms.filter(|&idle| idle >= self.config.progress_after.as_millis() as u64)?;
+                let why = format!("no job made progress for {} s although jobs ran", idle / 1000);
+                Some((now_ms.saturating_sub(idle), why))
+            })
+            .or_else(|| {
+                let (job, in_row) = seen.churned.filter(|&(_, n)| n >= self.config.churn_after.max(1))?;
+                let why =
+                    format!("it disrupted job {job} {in_row} times in a row, each time before the job made progress");
+                Some((now_ms, why))
+            })?;
         self.failing = None;
         self.rescues = None;
         let (since, why) = why;
@@ -161,26 +190,31 @@ impl Watchdog {
         self.benched.as_ref()
     }
 
-    /// When the version has failed on every call for `after`: since when, and why in words.
+    /// When the version has failed on at least every other call for `after`: since when, and
+    /// why in words.
     fn failing(&mut self, seen: &Seen<'_>, now_ms: u64) -> Option<(u64, String)> {
-        match seen.failed? {
-            false => {
-                self.failing = None;
-                None
-            }
-            true => {
-                let since = match &self.failing {
-                    Some((digest, since)) if digest == seen.sha256 => *since,
-                    _ => {
-                        self.failing = Some((seen.sha256.to_string(), now_ms));
-                        now_ms
-                    }
-                };
-                let failing = now_ms.saturating_sub(since);
-                (failing >= self.config.after.as_millis() as u64)
-                    .then(|| (since, format!("it failed on every call for {} s", failing / 1000)))
-            }
+        let failed = seen.failed?;
+        let f = match &mut self.failing {
+            Some(f) if f.digest == seen.sha256 => f,
+            _ if !failed => return None,
+            slot => slot.insert(Failing { digest: seen.sha256.to_string(), since_ms: now_ms, failures: 0, answers: 0 }),
+        };
+        match failed {
+            true => f.failures += 1,
+            false => f.answers += 1,
         }
+        if f.answers > f.failures {
+            self.failing = None;
+            return None;
+        }
+        let failing = now_ms.saturating_sub(f.since_ms);
+        (failing >= self.config.after.as_millis() as u64).then(|| {
+            let how = match f.answers {
+                0 => "on every call".to_string(),
+                n => format!("on {} of its {} calls", f.failures, f.failures + n),
+            };
+            (f.since_ms, format!("it failed {how} for {} s", failing / 1000))
+        })
     }
 
     /// When the version was rescued from `stall-bench-after` times within the window.
@@ -209,6 +243,66 @@ impl Watchdog {
         self.failing = None;
         self.rescues = None;
         self.benched.take()
+    }
+}
+
+/// A version's failing streak: from its first failure, while its failures are at least as many
+/// as its answers.
+#[derive(Debug)]
+struct Failing {
+    digest: String,
+    since_ms: u64,
+    failures: u32,
+    answers: u32,
+}
+
+/// Training jobs disrupted before they progressed: per job, when it was last disrupted and how
+/// many disruptions in a row found it with no progress since the one before (the watchdog's
+/// livelock rule). Counted for one version: another starts every count again.
+#[derive(Debug, Default)]
+pub struct Churn {
+    digest: String,
+    /// Each job disrupted: when last, and disruptions in a row without progress.
+    jobs: HashMap<u32, (u64, u32)>,
+}
+
+impl Churn {
+    /// Nothing seen.
+    pub fn new() -> Self {
+        Churn::default()
+    }
+
+    /// Version `digest` disrupted `jobs` in `world`, at its time. Gives the training job of
+    /// them disrupted most times in a row before it progressed, and how many.
+    pub fn disrupted(
+        &mut self,
+        digest: &str,
+        jobs: impl IntoIterator<Item = u32>,
+        world: &World,
+    ) -> Option<(u32, u32)> {
+        if self.digest != digest {
+            self.digest = digest.to_string();
+            self.jobs.clear();
+        }
+        let now_ms = world.time_ms();
+        let mut worst: Option<(u32, u32)> = None;
+        for job in jobs {
+            if world.spec(job).is_none_or(|s| s.kind != wit::JobKind::Training) {
+                continue;
+            }
+            let last_report = world.history(job).last().map(|r| r.time_ms);
+            let in_row = match self.jobs.get(&job) {
+                Some(&(at, n)) if last_report.is_none_or(|t| t <= at) => n + 1,
+                Some(_) => 0,
+                None => u32::from(last_report.is_none()),
+            };
+            self.jobs.insert(job, (now_ms, in_row));
+            if worst.is_none_or(|(_, n)| in_row > n) {
+                worst = Some((job, in_row));
+            }
+        }
+        self.jobs.retain(|&job, _| world.state(job).is_some());
+        worst.filter(|&(_, n)| n > 0)
     }
 }
 
@@ -265,7 +359,7 @@ mod tests {
     }
 
     fn seen(sha256: &str, failed: bool) -> Seen<'_> {
-        Seen { policy: "p", sha256, failed: Some(failed), rescued: 0, idle_ms: None }
+        Seen { policy: "p", sha256, failed: Some(failed), rescued: 0, idle_ms: None, churned: None }
     }
 
     #[test]
@@ -284,15 +378,61 @@ mod tests {
     }
 
     #[test]
-    fn one_good_answer_or_another_version_starts_the_count_again() {
+    fn more_answers_than_failures_or_another_version_start_the_count_again() {
         let mut w = dog();
         assert!(w.observe(seen("a", true), 0).is_none());
-        assert!(w.observe(seen("a", false), 20_000).is_none());
+        assert!(w.observe(seen("a", false), 10_000).is_none());
+        assert!(w.observe(seen("a", false), 20_000).is_none(), "two answers to one failure");
         assert!(w.observe(seen("a", true), 25_000).is_none());
         assert!(w.observe(seen("a", true), 50_000).is_none(), "failing since 25 s only");
         assert!(w.observe(seen("b", true), 56_000).is_none(), "another version fails on its own count");
         assert!(w.observe(Seen { failed: None, ..seen("b", true) }, 70_000).is_none(), "a tick not asked");
         assert!(w.observe(seen("b", true), 86_000).is_some());
+    }
+
+    #[test]
+    fn a_version_failing_on_alternate_calls_is_benched_and_one_failing_less_often_is_not() {
+        let mut w = dog();
+        for s in (0..30).step_by(5) {
+            assert!(w.observe(seen("a", s % 10 == 0), s * 1000).is_none(), "not yet at {s} s");
+        }
+        let b = w.observe(seen("a", true), 30_000).cloned().expect("benched at 30 s");
+        assert_eq!(b.why, "it failed on 4 of its 7 calls for 30 s");
+        let mut w = dog();
+        for s in (0..300).step_by(5) {
+            assert!(w.observe(seen("a", s % 15 == 0), s * 1000).is_none(), "one call in three fails: never benched");
+        }
+    }
+
+    #[test]
+    fn a_job_disrupted_churn_after_times_in_a_row_before_it_progressed_benches() {
+        let mut w = dog();
+        let churned = |n| Seen { churned: Some(("cifar", n)), ..seen("a", false) };
+        assert!(w.observe(churned(4), 0).is_none());
+        let b = w.observe(churned(5), 30_000).cloned().expect("five in a row");
+        assert_eq!(b.why, "it disrupted job cifar 5 times in a row, each time before the job made progress");
+    }
+
+    #[test]
+    fn churn_counts_disruptions_of_a_training_job_until_it_reports_progress() {
+        use crate::bindings::wit::JobKind;
+        let mut world = World::new();
+        let spec = |name: &str, kind| wit::JobSpec { name: name.into(), kind, ..crate::world::sample::job_spec(0) };
+        let train = world.enqueue_job(spec("train", JobKind::Training));
+        let serve = world.enqueue_job(spec("serve", JobKind::Inference));
+        let mut churn = Churn::new();
+        let mut at = |world: &mut World, ms: u64, jobs: &[u32], churn: &mut Churn, digest: &str| {
+            world.set_time_ms(ms);
+            churn.disrupted(digest, jobs.iter().copied(), world)
+        };
+        assert_eq!(at(&mut world, 1_000, &[train, serve], &mut churn, "a"), Some((train, 1)), "never reported: undone");
+        assert_eq!(at(&mut world, 2_000, &[train], &mut churn, "a"), Some((train, 2)));
+        world.set_time_ms(2_500);
+        assert!(world.record(train, 1, vec![]), "an epoch after the last disruption");
+        assert_eq!(at(&mut world, 3_000, &[train], &mut churn, "a"), None, "it progressed: the count starts again");
+        assert_eq!(at(&mut world, 4_000, &[train], &mut churn, "a"), Some((train, 1)));
+        assert_eq!(at(&mut world, 5_000, &[train], &mut churn, "b"), None, "another version counts afresh");
+        assert_eq!(at(&mut world, 6_000, &[serve, serve], &mut churn, "b"), None, "a service is never counted");
     }
 
     #[test]
