@@ -8,7 +8,9 @@ pub mod experiments;
 pub mod live;
 pub mod policy;
 
+use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -21,6 +23,32 @@ use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::scenario::{GpuJobs, LoadOptions, Scenario};
 
 pub use calibrate::CalibrateArgs;
+
+/// Set once stdout could not be written.
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Write a line of results to stdout. When the reader has gone (a closed pipe) the host says so
+/// once on stderr and writes no more, and the command exits with status 1 once done; the run
+/// itself is not cut short.
+pub fn out(line: std::fmt::Arguments<'_>) {
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{line}") {
+        STDOUT_GONE.store(true, Ordering::Relaxed);
+        say(format_args!("error: the results could not be written to stdout ({e}); the rest are not shown"));
+    }
+}
+
+/// Whether stdout could not be written.
+pub fn stdout_gone() -> bool {
+    STDOUT_GONE.load(Ordering::Relaxed)
+}
+
+/// Write a line to stderr; a closed stderr is ignored, as the log's writer ignores it.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 #[derive(Args)]
 pub struct OutputArgs {
@@ -199,10 +227,10 @@ pub fn print_admissions(
     let mut failed = 0;
     for (name, result) in results {
         match result {
-            Ok(ok) => println!("{ok}"),
+            Ok(ok) => out!("{ok}"),
             Err(e) => {
                 failed += 1;
-                println!("FAILED {name}: {}", wasmsched::error_chain(&e));
+                out!("FAILED {name}: {}", wasmsched::error_chain(&e));
             }
         }
     }

@@ -33,12 +33,15 @@
 //! stall-bench-after = 3            # rescues within stall-window that bench the policy
 //! stall-window = "10m"
 //! progress-after = "10m"           # jobs run and none progresses this long: benched
+//! churn-after = 5                  # a job disrupted this often in a row before it progressed
 //!
 //! [policy.fair-share]               # serves policies.d/fair-share.wasm
 //! role = "active"                   # or "shadow"
 //! deadline = "50ms"                 # per call
 //! instantiate-deadline = "1s"       # starting an instance: init, then its first decide
 //! memory = "64MiB"
+//! log-lines = 60                    # its own log, a minute; the rest dropped and counted
+//! log-bytes = "8KiB"
 //! fallback = "keep-limits"          # or "fair-share"
 //! config = { }                      # the policy's own table, handed to it as JSON
 //! ```
@@ -318,6 +321,13 @@ pub struct PolicyConfig {
     /// Memory cap of an instance (`"64MiB"`).
     #[serde(default = "default_memory", deserialize_with = "crate::units::bytes")]
     pub memory: u64,
+    /// Log lines the policy may write a minute (60); the rest are dropped, and counted in one
+    /// line a minute.
+    #[serde(default = "default_log_lines")]
+    pub log_lines: u32,
+    /// Bytes of log the policy may write a minute (`"8KiB"`).
+    #[serde(default = "default_log_bytes", deserialize_with = "crate::units::bytes")]
+    pub log_bytes: u64,
     /// What a tick does when the policy fails: `"keep-limits"` or `"fair-share"`.
     #[serde(default)]
     pub fallback: Fallback,
@@ -342,6 +352,14 @@ fn default_memory() -> u64 {
     Limits::default().memory_bytes
 }
 
+fn default_log_lines() -> u32 {
+    Limits::default().log_lines
+}
+
+fn default_log_bytes() -> u64 {
+    Limits::default().log_bytes
+}
+
 fn default_quarantine_after() -> u32 {
     Quarantine::default().after
 }
@@ -353,6 +371,8 @@ impl PolicyConfig {
             deadline: self.deadline,
             instantiate: self.instantiate_deadline,
             memory_bytes: self.memory,
+            log_lines: self.log_lines,
+            log_bytes: self.log_bytes,
             ..Limits::default()
         }
     }

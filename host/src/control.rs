@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use crate::backend::{ApplyError, Backend, Checkpoint, Leadership, Placer};
 use crate::budget::{Budget, BudgetConfig, disruptive};
-use crate::runtime::Runtime;
 use crate::runtime::supervise::{Supervised, TickOutcome};
+use crate::runtime::{Runtime, Throttle};
 use crate::validate;
 use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
 use crate::world::World;
@@ -283,6 +283,9 @@ struct Run {
     dog: Watchdog,
     stalls: Stalls,
     churn: Churn,
+    /// The loop's warnings about what the active policy's actions met, at most once a minute
+    /// per kind.
+    throttle: Throttle,
     /// Before this backend time the active version asked not to be called.
     next_call_ms: u64,
     /// The digest of the version whose `next-call-ms` holds.
@@ -302,6 +305,7 @@ impl Run {
             dog: Watchdog::new(config.watchdog),
             stalls: Stalls::new(),
             churn: Churn::new(),
+            throttle: Throttle::new("the active policy's actions"),
             next_call_ms: 0,
             delayed_by: None,
             led: false,
@@ -349,7 +353,9 @@ impl Run {
     /// Actions of earlier ticks that were in flight, counted as applied then, and failed since.
     fn settled(&mut self, backend: &mut dyn Backend) -> Vec<ApplyError> {
         let failed = backend.settled();
-        if let Some(failed) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
+        if let Some(failed) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
+            && self.throttle.allow("actions of earlier ticks failed")
+        {
             tracing::warn!(%failed, "actions of earlier ticks failed once they reached the backend");
         }
         self.summary.applied = self.summary.applied.saturating_sub(failed.len() as u64);
@@ -378,7 +384,9 @@ impl Run {
         if let Some(a) = &mut active {
             let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
             let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
-            if let Some(summary) = validate::summary(over) {
+            if let Some(summary) = validate::summary(over)
+                && self.throttle.allow("actions over the disruption budget")
+            {
                 tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
             }
             a.outcome.actions = admitted;
@@ -390,7 +398,9 @@ impl Run {
             let undone =
                 a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
             churned = self.churn.disrupted(&a.digest, undone.map(|x| x.job), &self.world);
-            if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..]))) {
+            if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
+                && self.throttle.allow("actions could not be applied")
+            {
                 tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
             }
             self.summary.applied += (a.outcome.actions.len() - failed.len()) as u64;

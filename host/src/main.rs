@@ -2,6 +2,17 @@
 //! adapter in [`cli`] (experiments, the live host, policy files, calibration); the logic is
 //! in the library.
 
+/// A line of results on stdout ([`cli::out`]): never a panic when the reader has gone.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::out(format_args!($($arg)*)) };
+}
+
+/// A line for the person at the terminal on stderr ([`cli::say`]): never a panic when stderr
+/// is closed.
+macro_rules! say {
+    ($($arg:tt)*) => { $crate::cli::say(format_args!($($arg)*)) };
+}
+
 mod cli;
 
 use std::path::PathBuf;
@@ -222,14 +233,18 @@ fn main() -> ExitCode {
     let policy = if batch { "warn" } else { "info" };
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn,{KUBE_QUIET}")));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    match run(cli) {
+    // A closed stderr (`2>&1 | head`) loses the log, and nothing else: the writer's errors are
+    // not reported (reporting them would write to stderr again, and panic).
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false).init();
+    let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            say!("error: {e:#}");
             ExitCode::from(2)
         }
-    }
+    };
+    // A reader that closed stdout early (`| head`) saw part of the results: say so in the status.
+    if cli::stdout_gone() { ExitCode::from(1) } else { code }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -12,6 +12,7 @@ pub mod limits;
 mod older;
 pub mod producers;
 pub mod supervise;
+pub mod throttle;
 mod v0_1;
 mod v0_2;
 
@@ -27,7 +28,8 @@ use wasmtime::{Config, Engine};
 
 use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre};
 pub use instance::{CallError, LoadedPolicy, PolicyInstance, TrapKind};
-pub use limits::{Limits, StoreState};
+pub use limits::{Limits, SharedLogBudget, StoreState};
+pub use throttle::{LogBudget, Throttle};
 
 /// Engine-wide settings.
 #[derive(Clone, Debug)]

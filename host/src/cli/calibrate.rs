@@ -72,7 +72,7 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&args.out, done.profile.to_toml())
         .with_context(|| format!("cannot write the profile to {}", args.out.display()))?;
     let costs = &done.profile.costs;
-    println!(
+    out!(
         "{}: {:.3} core-s per epoch ({}), at most {:.2} cores{}, start-up {:.2} s, {} epochs, {:.1} MiB",
         done.profile.name,
         costs.work_per_epoch_core_s,
@@ -83,9 +83,14 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
         done.profile.curve().epochs(),
         costs.memory_bytes as f64 / f64::from(1u32 << 20),
     );
-    println!(
+    out!(
         "{:>8} {:>10} {:>12} {:>12} {:>12} {:>14}",
-        "cores", "as", "epoch s", "fitted s", "start-up s", "CPU/epoch c·s"
+        "cores",
+        "as",
+        "epoch s",
+        "fitted s",
+        "start-up s",
+        "CPU/epoch c·s"
     );
     for l in done.profile.measured.iter().flat_map(|m| &m.limits) {
         let cpu = l.cpu_per_epoch_core_s.map_or_else(|| "-".to_string(), |c| format!("{c:.3}"));
@@ -94,16 +99,19 @@ pub fn calibrate(args: CalibrateArgs) -> anyhow::Result<ExitCode> {
             (false, 1) => "alone".to_string(),
             (false, n) => format!("share ×{n}"),
         };
-        println!(
+        out!(
             "{:>8.2} {how:>10} {:>12.3} {:>12.3} {:>12.2} {cpu:>14}",
-            l.cores, l.epoch_s, l.fitted_epoch_s, l.startup_s
+            l.cores,
+            l.epoch_s,
+            l.fitted_epoch_s,
+            l.startup_s
         );
     }
     if let Some(usable) = done.profile.measured.as_ref().and_then(|m| m.usable_cores()) {
-        println!(
+        out!(
             "usable cores: {usable:.2} (what the containers got when they filled the engine: simulate this machine as a node of that many)"
         );
     }
-    println!("profile: {}", args.out.display());
+    out!("profile: {}", args.out.display());
     Ok(ExitCode::SUCCESS)
 }

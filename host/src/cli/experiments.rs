@@ -44,16 +44,18 @@ fn run(rt: &Runtime, tasks: &[Task<'_>]) -> Vec<experiment::run::RunReport> {
     let reports = batch::run(rt, tasks, batch::default_threads(), &progress_bar(batch::jobs_in(tasks), "jobs ended"));
     for r in &reports {
         if r.rescues > 0 {
-            eprintln!(
+            say!(
                 "warning: {} (seed {}) left queued jobs waiting that fit: the host started {} of them",
-                r.policy, r.seed, r.rescues
+                r.policy,
+                r.seed,
+                r.rescues
             );
         }
         if let Some(why) = &r.benched {
-            eprintln!("warning: {} (seed {}) was benched by the watchdog: {why}", r.policy, r.seed);
+            say!("warning: {} (seed {}) was benched by the watchdog: {why}", r.policy, r.seed);
         }
         if let Some(why) = &r.unfinished {
-            eprintln!("error: seed {}: {why}", r.seed);
+            say!("error: seed {}: {why}", r.seed);
         }
     }
     reports
@@ -70,7 +72,7 @@ pub fn simulate(
     let (rt, limits) = runtime.runtime()?;
     let scenario = workload.load()?;
     let comparison = compare_on(&rt, &scenario, &[policy], seed..seed + 1, workload.tick, limits, false)?;
-    println!("{}", comparison.table());
+    out!("{}", comparison.table());
     if let Some(path) = json {
         let results = Results::Compare(CompareResults::new(&comparison, &scenario));
         write_file(path, |w| results.write_json(w).map_err(anyhow::Error::from))?;
@@ -91,25 +93,25 @@ pub fn compare(
     let (rt, limits) = runtime.runtime()?;
     let scenario = workload.load()?;
     for (named, figure) in paper::named_variants(&scenario.claims, &policies) {
-        eprintln!("also running {named}: the scenario's {} figure names it", figure.key());
+        say!("also running {named}: the scenario's {} figure names it", figure.key());
         policies.push(named);
     }
     let comparison = compare_on(&rt, &scenario, &policies, 0..seeds, workload.tick, limits, out.report.is_some())?;
-    println!("{}", comparison.table());
+    out!("{}", comparison.table());
     let fairness = comparison.runs.iter().filter_map(|r| Some((r.policy.as_str(), r.fairness.as_ref()?)));
     let fairness = wasmsched::experiment::fairness::table(fairness);
     if !fairness.is_empty() {
-        println!("{fairness}");
+        out!("{fairness}");
     }
     if !scenario.claims.is_empty() {
-        println!("{}", comparison.paper_table(&scenario.claims));
+        out!("{}", comparison.paper_table(&scenario.claims));
     }
     out.write(&Results::Compare(CompareResults::new(&comparison, &scenario)))?;
     if let Some(dir) = &out.report {
         let title = format!("Policies on {}", scenario.name());
         let page = report::write_html(&title, &[Compared { comparison: &comparison, scenario: &scenario }], dir)
             .with_context(|| format!("cannot write the report into {}", dir.display()))?;
-        println!("report: {}", page.display());
+        out!("report: {}", page.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -172,12 +174,12 @@ pub fn sweep(
         threads: args.threads.unwrap_or_else(batch::default_threads),
     };
     let done = sweep::sweep(&rt, &scenario, &spec, &progress_bar(spec.jobs(&scenario), "jobs ended"));
-    println!("{}", done.table());
+    out!("{}", done.table());
     out.write(&Results::Sweep(&done))?;
     if let Some(dir) = &out.report {
         let page = report::write_sweep_html(&done, dir)
             .with_context(|| format!("cannot write the report into {}", dir.display()))?;
-        println!("report: {}", page.display());
+        out!("report: {}", page.display());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -210,7 +212,7 @@ pub fn fidelity(which: Published, seeds: u64, sia: SiaTableArgs, runtime: &Runti
     let table = match which {
         Published::Pollux => {
             let rows = experiment::fidelity::against_pollux(&rt, 0..seeds, limits, batch::default_threads())?;
-            println!("{}", experiment::fidelity::table(&rows));
+            out!("{}", experiment::fidelity::table(&rows));
             return Ok(if rows.iter().all(|r| r.within()) { ExitCode::SUCCESS } else { ExitCode::FAILURE });
         }
         Published::SiaTable3 => sia_tables::TABLE_3,
@@ -219,7 +221,7 @@ pub fn fidelity(which: Published, seeds: u64, sia: SiaTableArgs, runtime: &Runti
     let plan = sia_tables::Plan::new(table, &sia.select, 0..seeds, limits)?;
     let reports = run(&rt, &plan.tasks(&rt)?);
     let rows = plan.rows(&reports);
-    println!("{}", sia_tables::text(&table, &rows));
+    out!("{}", sia_tables::text(&table, &rows));
     if let Some(path) = &sia.json {
         write_file(path, |w| Ok(serde_json::to_writer_pretty(w, &rows)?))?;
     }
@@ -259,11 +261,11 @@ pub fn demo(seeds: u64, report_dir: &Path, runtime: &RuntimeArgs) -> anyhow::Res
             (scenario, comparison)
         })
         .collect();
-    println!("\n{}", experiment::demo_table(&done, seeds));
+    out!("\n{}", experiment::demo_table(&done, seeds));
     let scenarios: Vec<Compared> = done.iter().map(|(s, c)| Compared { comparison: c, scenario: s }).collect();
     let page = report::write_html("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
         .with_context(|| format!("cannot write the report into {}", report_dir.display()))?;
-    println!(
+    out!(
         "report: {}  (every table, the JCT distribution, placements and limits over time)\n\
          next: wasmsched compare --workload scenarios/specon-paper.toml --policy fair-share --policy specon --seeds 5 \
          --report report/   (docs/results.md has every paper's set-up)",

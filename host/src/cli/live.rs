@@ -12,8 +12,8 @@ use wasmsched::{api, replay};
 use super::{ApiArgs, RuntimeArgs};
 
 pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
-    let (summary, status) = api::run_file(path, |addr| println!("control API on http://{addr}"))?;
-    println!(
+    let (summary, status) = api::run_file(path, |addr| out!("control API on http://{addr}"))?;
+    out!(
         "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
         summary.ticks,
         summary.end_ms as f64 / 1000.0,
@@ -46,7 +46,7 @@ pub fn replay(recording: &Path, policy: &str, show: usize, runtime: &RuntimeArgs
     let mut opened =
         replay::Recording::open(recording).with_context(|| format!("cannot replay {}", recording.display()))?;
     let report = replay::replay(&rt, &mut opened, &mut supervised);
-    println!(
+    out!(
         "replayed {} ticks of {} with {policy}: {} decided, {} identical, {} differ",
         report.ticks,
         recording.display(),
@@ -55,10 +55,10 @@ pub fn replay(recording: &Path, policy: &str, show: usize, runtime: &RuntimeArgs
         report.differences.len()
     );
     if report.recorded_fallbacks > 0 {
-        println!("({} recorded ticks fell back; a deadline on the live host may not recur)", report.recorded_fallbacks);
+        out!("({} recorded ticks fell back; a deadline on the live host may not recur)", report.recorded_fallbacks);
     }
     for d in report.differences.iter().take(show) {
-        println!("tick {}:\n  recorded: {}\n  replayed: {}", d.tick, actions(&d.recorded), actions(&d.replayed));
+        out!("tick {}:\n  recorded: {}\n  replayed: {}", d.tick, actions(&d.recorded), actions(&d.replayed));
     }
     Ok(if report.is_identical() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -67,9 +67,9 @@ pub fn replay(recording: &Path, policy: &str, show: usize, runtime: &RuntimeArgs
 pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
     let status = api::client::status(&api.addr, api.token.as_deref())?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        out!("{}", serde_json::to_string_pretty(&status)?);
     } else {
-        print!("{}", status.render());
+        out!("{}", status.render().trim_end_matches('\n'));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -77,7 +77,7 @@ pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
 /// `wasmsched rollback`: bring back a policy's previous version on a running host.
 pub fn rollback(policy: &str, api: &ApiArgs) -> anyhow::Result<ExitCode> {
     let done = api::client::rollback(&api.addr, policy, api.token.as_deref())?;
-    println!("{} rolled back: {} serves again", done.policy, done.sha256);
+    out!("{} rolled back: {} serves again", done.policy, done.sha256);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -87,7 +87,7 @@ pub fn probe(which: api::client::Probe, api: &ApiArgs) -> ExitCode {
     match api::client::probe(&api.addr, which) {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
-            eprintln!("{why}");
+            say!("{why}");
             ExitCode::FAILURE
         }
     }

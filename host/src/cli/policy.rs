@@ -23,8 +23,8 @@ pub fn new(name: &str, lang: Lang, dir: Option<PathBuf>, sdk: Option<PathBuf>) -
     let dir = dir.unwrap_or_else(|| PathBuf::from(name));
     let project = scaffold::create(name, lang, &dir, &sdk.unwrap_or_else(scaffold::default_sdk))?;
     let [install, test, build] = project.commands();
-    println!("wrote a {lang} policy project in {}; next, in that folder:", project.dir.display());
-    println!("  {install:<64} # the toolchain, once\n  {test:<64} # the native tests\n  {build:<64} # the component");
-    println!("  wasmsched validate {}", project.wasm.display());
+    out!("wrote a {lang} policy project in {}; next, in that folder:", project.dir.display());
+    out!("  {install:<64} # the toolchain, once\n  {test:<64} # the native tests\n  {build:<64} # the component");
+    out!("  wasmsched validate {}", project.wasm.display());
     Ok(ExitCode::SUCCESS)
 }

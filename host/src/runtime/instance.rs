@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use wasmtime::{Store, Trap};
 
 use super::Runtime;
-use super::limits::{Limits, StoreState};
+use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
 use super::{v0_1, v0_2};
 use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
 use crate::world::{Cursor, World};
@@ -163,7 +163,8 @@ impl LoadedPolicy {
         self.cache_hit
     }
 
-    /// A fresh instance, initialised with `config_json` and an optional saved state.
+    /// A fresh instance, initialised with `config_json` and an optional saved state, with a log
+    /// budget of its own.
     pub fn instantiate(
         &self,
         rt: &Runtime,
@@ -171,7 +172,22 @@ impl LoadedPolicy {
         config_json: &str,
         saved_state: Option<&[u8]>,
     ) -> Result<PolicyInstance, CallError> {
-        let mut store = Store::new(rt.engine(), StoreState::new(self.name.clone(), &limits));
+        let budget = LogBudget::shared(&self.name, &limits);
+        self.instantiate_logging(rt, limits, config_json, saved_state, budget)
+    }
+
+    /// [`LoadedPolicy::instantiate`], its log counted against `budget`: one a supervisor
+    /// keeps across the instances it makes, so that a policy trapped and made again every tick
+    /// gets no fresh budget each time.
+    pub fn instantiate_logging(
+        &self,
+        rt: &Runtime,
+        limits: Limits,
+        config_json: &str,
+        saved_state: Option<&[u8]>,
+        budget: SharedLogBudget,
+    ) -> Result<PolicyInstance, CallError> {
+        let mut store = Store::new(rt.engine(), StoreState::new(self.name.clone(), &limits, budget));
         store.limiter(|s| &mut s.memory);
         let mut guard = Guard {
             name: self.name.clone(),

@@ -1,7 +1,7 @@
 //! What one policy call may use, and the store state that enforces it: a memory cap through
 //! the store's limiter, an empty and deterministic WASI context, and the `log` import.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::ResourceLimiter;
@@ -11,9 +11,14 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use crate::bindings::wasmsched::policy::host::{Host, Level};
 use crate::bindings::wit;
+pub use crate::runtime::throttle::LogBudget;
 
 /// How many log lines one call may emit before the rest are dropped.
 pub const LOG_LINES_PER_CALL: u32 = 64;
+/// How many log lines a policy may write a minute, by default ([`Limits::log_lines`]).
+pub const LOG_LINES_PER_MINUTE: u32 = 60;
+/// How many bytes of log a policy may write a minute, by default ([`Limits::log_bytes`]).
+pub const LOG_BYTES_PER_MINUTE: u64 = 8 << 10;
 /// The longest log line kept, in bytes.
 pub const LOG_LINE_BYTES: usize = 1024;
 /// How much of a policy's stderr (its panic message) is kept.
@@ -33,6 +38,10 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Fuel per call when the runtime counts fuel.
     pub fuel: u64,
+    /// Log lines the policy may write a minute, over all its calls ([`LogBudget`]).
+    pub log_lines: u32,
+    /// Bytes of log the policy may write a minute.
+    pub log_bytes: u64,
 }
 
 impl Default for Limits {
@@ -42,6 +51,8 @@ impl Default for Limits {
             instantiate: Duration::from_secs(1),
             memory_bytes: 64 << 20,
             fuel: u64::MAX / 2,
+            log_lines: LOG_LINES_PER_MINUTE,
+            log_bytes: LOG_BYTES_PER_MINUTE,
         }
     }
 }
@@ -76,13 +87,24 @@ pub struct StoreState {
     stderr: MemoryOutputPipe,
     pub(crate) memory: MemoryCap,
     pub(crate) log_lines: u32,
+    log_budget: SharedLogBudget,
+}
+
+/// A log budget several instances of one policy share.
+pub type SharedLogBudget = Arc<Mutex<LogBudget>>;
+
+impl LogBudget {
+    /// A budget of `limits`' lines and bytes a minute for `policy`, to share.
+    pub fn shared(policy: &str, limits: &Limits) -> SharedLogBudget {
+        Arc::new(Mutex::new(LogBudget::new(policy, limits.log_lines, limits.log_bytes)))
+    }
 }
 
 impl StoreState {
-    /// A store for `policy` under `limits`: no files, network, environment or arguments;
-    /// clocks stuck at a fixed, non-zero instant and randomness from a fixed seed, so
-    /// that calls replay bit for bit.
-    pub fn new(policy: Arc<str>, limits: &Limits) -> Self {
+    /// A store for `policy` under `limits`, its log counted against `log_budget`: no files,
+    /// network, environment or arguments; clocks stuck at a fixed, non-zero instant and
+    /// randomness from a fixed seed, so that calls replay bit for bit.
+    pub fn new(policy: Arc<str>, limits: &Limits, log_budget: SharedLogBudget) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_BYTES);
         let wasi = WasiCtxBuilder::new()
             .stderr(stderr.clone())
@@ -103,6 +125,7 @@ impl StoreState {
             stderr,
             memory: MemoryCap { max_bytes, hit: false },
             log_lines: 0,
+            log_budget,
         }
     }
 
@@ -151,15 +174,29 @@ older_log!(v0_1, v0_2);
 
 impl Host for StoreState {
     fn log(&mut self, level: Level, message: String) {
-        self.log_lines += 1;
-        if self.log_lines > LOG_LINES_PER_CALL {
-            if self.log_lines == LOG_LINES_PER_CALL + 1 {
-                tracing::warn!(target: "policy", policy = %self.policy, "more than {LOG_LINES_PER_CALL} log lines in one call; dropping the rest");
-            }
+        // Only what the log would write counts: a line below the level shown costs nothing.
+        let shown = match level {
+            Level::Trace => tracing::enabled!(target: "policy", tracing::Level::TRACE),
+            Level::Debug => tracing::enabled!(target: "policy", tracing::Level::DEBUG),
+            Level::Info => tracing::enabled!(target: "policy", tracing::Level::INFO),
+            Level::Warn => tracing::enabled!(target: "policy", tracing::Level::WARN),
+            Level::Error => tracing::enabled!(target: "policy", tracing::Level::ERROR),
+        };
+        if !shown {
             return;
         }
         let mut message = message;
         crate::validate::truncate_marked(&mut message, LOG_LINE_BYTES);
+        self.log_lines += 1;
+        let mut budget = self.log_budget.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.log_lines > LOG_LINES_PER_CALL {
+            budget.drop_line(message.len());
+            return;
+        }
+        if !budget.admit(message.len()) {
+            return;
+        }
+        drop(budget);
         let policy = &*self.policy;
         match level {
             Level::Trace => tracing::trace!(target: "policy", policy, "{message}"),

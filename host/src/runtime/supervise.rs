@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::instance::timed;
-use super::{CallError, Limits, LoadedPolicy, PolicyInstance, Runtime};
+use super::{CallError, Limits, LoadedPolicy, LogBudget, PolicyInstance, Runtime, SharedLogBudget, Throttle};
 use crate::bindings::wit::{self, ActionKind};
 use crate::validate::{self, Oversized, Rejection};
 use crate::world::World;
@@ -155,6 +155,10 @@ pub struct Supervised {
     places: Option<bool>,
     /// Benched by the watchdog: why, and what runs instead of it.
     benched: Option<(Arc<str>, Fallback)>,
+    /// Its log budget, shared by every instance made of it.
+    log_budget: SharedLogBudget,
+    /// The host's warnings about it, said at most once a minute per kind.
+    throttle: Throttle,
 }
 
 impl Supervised {
@@ -166,7 +170,11 @@ impl Supervised {
         fallback: Fallback,
         quarantine: Quarantine,
     ) -> Self {
+        let log_budget = LogBudget::shared(policy.name(), &limits);
+        let throttle = Throttle::new(format!("policy {}", policy.name()));
         Supervised {
+            log_budget,
+            throttle,
             policy,
             config_json,
             limits,
@@ -234,7 +242,7 @@ impl Supervised {
         if self.places.is_none() && self.instance.is_none() {
             self.counters.instantiations += 1;
             let state = self.saved_state.as_deref();
-            match self.policy.instantiate(rt, self.limits, &self.config_json, state) {
+            match self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, self.log_budget.clone()) {
                 Ok(instance) => self.instance = Some(instance),
                 Err(e) => {
                     tracing::debug!(policy = self.policy.name(), error = %e, "instance not made yet; the next call retries")
@@ -259,7 +267,8 @@ impl Supervised {
         self.instance = None;
         self.counters.instantiations += 1;
         let state = self.saved_state.as_deref();
-        let instance = self.policy.instantiate(rt, self.limits, &self.config_json, state)?;
+        let instance =
+            self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, self.log_budget.clone())?;
         self.places = Some(instance.abilities().places);
         self.instance = Some(instance);
         Ok(())
@@ -317,7 +326,9 @@ impl Supervised {
                         self.counters.rejected_actions += checked.rejected.len() as u64;
                         let refused =
                             checked.rejected.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
-                        if let Some(summary) = validate::summary(refused) {
+                        if let Some(summary) = validate::summary(refused)
+                            && self.throttle.allow("actions rejected")
+                        {
                             tracing::warn!(policy = self.policy.name(), rejected = %summary, "actions rejected");
                         }
                         TickOutcome {
@@ -358,26 +369,31 @@ impl Supervised {
         if self.instance.is_none() {
             self.counters.instantiations += 1;
             let state = self.saved_state.as_deref();
-            self.instance = Some(self.policy.instantiate(rt, self.limits, &self.config_json, state)?);
+            let budget = self.log_budget.clone();
+            self.instance = Some(self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, budget)?);
         }
         self.instance.as_mut().expect("just made").decide(world)
     }
 
     fn failed(&mut self, world: &World, failure: Failure, latency: Duration) -> TickOutcome {
         self.failures_in_row += 1;
-        tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %crate::error_chain(&failure), "policy failed; falling back");
+        if self.throttle.allow("policy failed; falling back") {
+            tracing::warn!(policy = self.policy.name(), digest = self.policy.digest(), failures = self.failures_in_row, error = %crate::error_chain(&failure), "policy failed; falling back");
+        }
         if self.failures_in_row >= self.quarantine.after {
             let backoff = self.next_backoff;
             self.quarantined_until_ms = Some(world.time_ms() + backoff.as_millis() as u64);
             self.next_backoff = (backoff * 2).min(self.quarantine.max_backoff);
             self.counters.quarantines += 1;
             self.instance = None;
-            tracing::error!(
-                policy = self.policy.name(),
-                digest = self.policy.digest(),
-                backoff_s = backoff.as_secs_f64(),
-                "policy quarantined"
-            );
+            if self.throttle.allow("policy quarantined") {
+                tracing::error!(
+                    policy = self.policy.name(),
+                    digest = self.policy.digest(),
+                    backoff_s = backoff.as_secs_f64(),
+                    "policy quarantined"
+                );
+            }
         }
         self.fall_back(self.fallback, world, failure, latency)
     }
