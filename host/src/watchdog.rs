@@ -6,9 +6,9 @@
 //!
 //! - **it fails**: it failed on at least every other call (trapped, ran past its deadline,
 //!   returned its own error or an oversized decision, or sat in quarantine) for longer than
-//!   `after`. The count runs from its first failure, and starts again once its answers
-//!   outnumber its failures since then: a version that fails on alternate calls is benched as
-//!   one that fails on every call is;
+//!   `after`, twice at least. The count runs from its first failure, and starts again once its
+//!   answers outnumber its failures since then: a version that fails on alternate calls is
+//!   benched as one that fails on every call is;
 //! - **it starves the queue**: a policy that places left a queued job unplaced although the
 //!   default placement would start it now, for longer than `stall-after`. The host starts
 //!   such a job itself, with the default placement, and says so (a warning naming the job,
@@ -190,8 +190,8 @@ impl Watchdog {
         self.benched.as_ref()
     }
 
-    /// When the version has failed on at least every other call for `after`: since when, and
-    /// why in words.
+    /// When the version has failed on at least every other call for `after`, twice at least:
+    /// since when, and why in words.
     fn failing(&mut self, seen: &Seen<'_>, now_ms: u64) -> Option<(u64, String)> {
         let failed = seen.failed?;
         let f = match &mut self.failing {
@@ -208,7 +208,8 @@ impl Watchdog {
             return None;
         }
         let failing = now_ms.saturating_sub(f.since_ms);
-        (failing >= self.config.after.as_millis() as u64).then(|| {
+        // One failure is not a pattern, however long the ticks between calls.
+        (f.failures >= 2 && failing >= self.config.after.as_millis() as u64).then(|| {
             let how = match f.answers {
                 0 => "on every call".to_string(),
                 n => format!("on {} of its {} calls", f.failures, f.failures + n),
@@ -402,6 +403,10 @@ mod tests {
         for s in (0..300).step_by(5) {
             assert!(w.observe(seen("a", s % 15 == 0), s * 1000).is_none(), "one call in three fails: never benched");
         }
+        let mut w = dog();
+        assert!(w.observe(seen("a", true), 0).is_none());
+        assert!(w.observe(seen("a", false), 60_000).is_none(), "one failure is not a pattern");
+        assert!(w.observe(seen("a", true), 120_000).is_some(), "two in three calls are");
     }
 
     #[test]

@@ -519,7 +519,13 @@ const LOG_BYTES_PER_TICK: usize = 4096;
 /// disruption budget, the default watchdog), as `simulate` runs it: the run, and the most
 /// bytes the host logged on one tick.
 fn on_the_gpu_queue(behaviour: &str) -> (RunReport, usize) {
-    let scenario = Scenario::from_toml_str("gpu-queue", GPU_QUEUE_SCENARIO).expect("the scenario parses");
+    on_the_gpu_queue_under(behaviour, |_| {})
+}
+
+/// [`on_the_gpu_queue`] with the scenario's watchdog changed by `watchdog`.
+fn on_the_gpu_queue_under(behaviour: &str, watchdog: impl FnOnce(&mut WatchdogConfig)) -> (RunReport, usize) {
+    let mut scenario = Scenario::from_toml_str("gpu-queue", GPU_QUEUE_SCENARIO).expect("the scenario parses");
+    watchdog(&mut scenario.watchdog);
     let choice = PolicyChoice {
         label: format!("misbehave {behaviour}"),
         policy: loaded("misbehave"),
@@ -573,9 +579,13 @@ fn a_policy_that_never_places_has_its_jobs_rescued_after_stall_after_then_is_ben
 }
 
 #[test]
-fn a_policy_that_restarts_every_job_before_its_first_step_is_benched_for_no_progress() {
+fn a_policy_that_restarts_every_job_before_its_first_step_is_benched_for_churn_or_for_no_progress() {
     for behaviour in ["preempt-replace-all", "preempt-for-head"] {
         let (report, _) = on_the_gpu_queue(behaviour);
+        let why = report.benched.clone().unwrap_or_default();
+        assert!(why.starts_with("it disrupted job resnet50-0 5 times in a row"), "{behaviour}: {why:?}");
+        // Without the livelock rule, the progress rule catches them, later.
+        let (report, _) = on_the_gpu_queue_under(behaviour, |w| w.churn_after = u32::MAX);
         let why = report.benched.clone().unwrap_or_default();
         assert!(why.starts_with("no job made progress for"), "{behaviour}: {why:?}");
     }

@@ -607,6 +607,19 @@ impl Simulator {
         }
     }
 
+    /// When a job last progressed: now, while a running job works (it is not paused in a
+    /// restart), else the last activity. A job's work is counted at its events (an epoch's
+    /// end, a change of share), and with a tick longer than its epochs none may fall within a
+    /// tick; a job started on this tick has had no event yet.
+    fn last_progress_s(&self) -> f64 {
+        let working = |&i: &usize| {
+            let j = &self.jobs[i];
+            let restarted = j.preemptions > 0 || j.migrations > 0;
+            self.now_s > j.paused_until || !restarted
+        };
+        if self.running().any(|i| working(&i)) { self.now_s } else { self.last_activity_s }
+    }
+
     fn running(&self) -> impl Iterator<Item = usize> + '_ {
         self.on_node.iter().flatten().copied()
     }

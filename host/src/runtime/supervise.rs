@@ -155,6 +155,8 @@ pub struct Supervised {
     places: Option<bool>,
     /// Benched by the watchdog: why, and what runs instead of it.
     benched: Option<(Arc<str>, Fallback)>,
+    /// Benched and its limits not lifted yet: the next tick lifts them.
+    lift: bool,
     /// Its log budget, shared by every instance made of it.
     log_budget: SharedLogBudget,
     /// The host's warnings about it, said at most once a minute per kind.
@@ -188,6 +190,7 @@ impl Supervised {
             counters: Counters::default(),
             places: None,
             benched: None,
+            lift: false,
         }
     }
 
@@ -213,10 +216,13 @@ impl Supervised {
     }
 
     /// Stop calling it: every tick falls back to `safe` until [`Supervised::unbench`]. The
-    /// watchdog's doing, for the reason `why`.
+    /// watchdog's doing, for the reason `why`. The next tick first lifts every limit and GPU
+    /// share in force, whatever `safe` is: they are the benched version's, and a broken
+    /// policy's caps kept for good would slow its jobs for good.
     pub fn bench(&mut self, why: &str, safe: Fallback) {
         self.benched = Some((Arc::from(why), safe));
         self.instance = None;
+        self.lift = true;
     }
 
     /// Call it again, from a fresh instance and a clean slate of failures.
@@ -305,7 +311,8 @@ impl Supervised {
         let now = world.time_ms();
         if let Some((why, safe)) = self.benched.clone() {
             let failure = Failure::Benched { policy: self.name(), why, safe };
-            return self.fall_back(safe, world, failure, Duration::ZERO);
+            let lifts = std::mem::take(&mut self.lift);
+            return self.fall_back(if lifts { Fallback::FairShare } else { safe }, world, failure, Duration::ZERO);
         }
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
             let failure =
@@ -411,13 +418,24 @@ impl Supervised {
     }
 }
 
-/// The actions a fallback takes on `world`.
+/// The actions a fallback takes on `world`: none, or every CPU and memory limit and every GPU
+/// share lifted.
 pub fn fallback_actions(fallback: Fallback, world: &World) -> Vec<wit::Action> {
     match fallback {
         Fallback::KeepLimits => Vec::new(),
         Fallback::FairShare => {
             let mut actions = Vec::new();
             for (_, s) in world.jobs() {
+                if let (Some(percent), Some(gpu)) = (s.gpu_share_percent, s.gpus.first())
+                    && percent < 100
+                {
+                    let share = wit::GpuShare { gpu: gpu.index, percent: 100 };
+                    actions.push(wit::Action {
+                        job: s.handle,
+                        kind: ActionKind::SetGpuShare(share),
+                        reason: "fallback: fair-share".into(),
+                    });
+                }
                 if s.cpu_limit_millicores.is_some() {
                     actions.push(wit::Action {
                         job: s.handle,

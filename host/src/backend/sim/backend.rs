@@ -90,7 +90,7 @@ impl Backend for Simulator {
     }
 
     fn last_progress_ms(&self) -> Option<u64> {
-        Some(secs_to_ms(self.last_activity_s))
+        Some(secs_to_ms(self.last_progress_s()))
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {

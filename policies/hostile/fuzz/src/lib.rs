@@ -95,6 +95,12 @@ const KINDS: usize = 11;
 /// How one seed's policy behaves, drawn once from the seed.
 #[derive(Clone, Debug)]
 pub struct Temperament {
+    /// A calm one rarely fails, mostly names jobs that exist, and keeps its decisions within
+    /// the host's limits.
+    pub calm: bool,
+    /// Chance a call also starts every queued job that fits, first fit, as a real policy does
+    /// (always, for a calm one).
+    pub places: f64,
     /// Chance a call answers with its own error.
     pub fails: f64,
     /// Chance a call panics.
@@ -111,6 +117,9 @@ pub struct Temperament {
     pub log_bytes: u64,
     /// The most actions a call returns.
     pub most_actions: u64,
+    /// Chance a placement or resize names more node entries than a few (past the cluster's
+    /// size, which refuses the whole decision), up to 200,000.
+    pub entries: f64,
     /// Weights of set-cpu, lift-cpu, set-memory, migrate, deliver, stop, set-gpu-share, place,
     /// preempt, resize and place-valid (a placement first fit on free GPUs).
     pub kinds: [u32; KINDS],
@@ -126,27 +135,53 @@ impl Temperament {
     /// The temperament of `seed`.
     pub fn of(seed: u64) -> Self {
         let mut d = Draw::new(seed ^ 0x7e3a_c0de);
-        let rare = |d: &mut Draw| d.pick(&[0.0, 0.0, 0.0, 0.01, 0.05, 0.2, 0.5, 1.0]);
+        // Two seeds in five are calm (they rarely fail, and mostly name jobs that exist), two
+        // restless, one hostile: a policy that fails on most calls is benched within a minute,
+        // and only a calm one lives long enough to reach the host's later paths.
+        let chances: &[f64] = match d.below(5) {
+            0 | 1 => &[0.0, 0.0, 0.0, 0.002],
+            2 | 3 => &[0.0, 0.0, 0.01, 0.05, 0.2],
+            _ => &[0.0, 0.05, 0.2, 0.5, 1.0],
+        };
+        let calm = chances.len() == 4;
+        let chance = |d: &mut Draw| d.pick(chances);
         let mut kinds = [0; KINDS];
         for k in &mut kinds {
             *k = d.pick(&[0, 0, 1, 2, 5, 20]);
         }
+        if calm {
+            // A calm policy starts jobs, as a real one does, among whatever else it does.
+            kinds[KINDS - 1] = kinds[KINDS - 1].max(5);
+        }
+        let sizes: &[u64] = match calm {
+            true => &[0, 1, 4, 16, 64],
+            false => &[0, 1, 4, 16, 64, 1_000, 20_000],
+        };
         let mut targets = [0; 4];
-        for t in &mut targets {
-            *t = d.pick(&[0, 1, 3, 10]);
+        for (i, t) in targets.iter_mut().enumerate() {
+            *t = match (calm, i) {
+                (true, 2 | 3) => d.pick(&[0, 0, 1]),
+                _ => d.pick(&[0, 1, 3, 10]),
+            };
         }
         Temperament {
-            fails: rare(&mut d),
-            traps: rare(&mut d),
-            hangs: rare(&mut d) / 4.0,
-            hogs: rare(&mut d) / 4.0,
-            logs: rare(&mut d),
+            calm,
+            places: if calm { 1.0 } else { d.pick(&[0.0, 0.3, 0.8, 0.95]) },
+            fails: chance(&mut d),
+            traps: chance(&mut d),
+            hangs: chance(&mut d) / 4.0,
+            hogs: chance(&mut d) / 4.0,
+            logs: d.pick(&[0.0, 0.01, 0.2, 1.0]),
             log_lines: d.pick(&[1, 10, 100, 4_000]),
             log_bytes: d.pick(&[10, 200, 4_096, 8_192]),
-            most_actions: d.pick(&[0, 1, 4, 16, 64, 1_000, 20_000]),
+            most_actions: d.pick(sizes),
+            entries: match calm {
+                true => 0.0,
+                false => d.pick(&[0.0, 0.01, 0.1]),
+            },
             kinds,
             targets,
-            pending: rare(&mut d),
+            pending: d.pick(&[0.0, 0.01, 0.2, 1.0]),
             most_pending: d.pick(&[1, 10, 1_000, 50_000]),
         }
     }
@@ -199,8 +234,18 @@ impl Policy for Fuzz {
         for _ in 0..count {
             let kind = d.weighted(&t.kinds);
             let Some(job) = jobs.pick(&mut d, &t.targets) else { continue };
-            if let Some(action) = action(&mut d, s, &mut jobs, job, kind) {
+            if let Some(action) = action(&mut d, s, &mut jobs, job, kind, t.entries) {
                 decision.push(action.because(format!("fuzz {kind}")));
+            }
+        }
+        if d.chance(t.places) {
+            // First fit over what the snapshot shows free: what this call did before may have
+            // taken some of it, and then the host refuses the placement.
+            let mut free = sched::FreeGpus::up(s);
+            for job in s.queue().filter(|j| jobs.queued.contains(&j.id())) {
+                if let Some(p) = free.fit_job(&job) {
+                    decision.push(p.action(job.id()).because("fuzz: first fit"));
+                }
             }
         }
         if d.chance(t.pending) {
@@ -259,7 +304,7 @@ impl Targets {
 }
 
 /// One action of `kind` ([`Temperament::kinds`]) on `job`.
-fn action(d: &mut Draw, s: &Snapshot, jobs: &mut Targets, job: JobId, kind: usize) -> Option<Action> {
+fn action(d: &mut Draw, s: &Snapshot, jobs: &mut Targets, job: JobId, kind: usize, flood: f64) -> Option<Action> {
     let nodes = s.nodes().len() as u64;
     let node = |d: &mut Draw| NodeId(d.number(nodes, u64::from(u32::MAX)) as u32);
     let cpu = s.nodes().map(|n| n.cpu().0).max().unwrap_or(1_000);
@@ -272,20 +317,25 @@ fn action(d: &mut Draw, s: &Snapshot, jobs: &mut Targets, job: JobId, kind: usiz
         4 => Action::deliver(job),
         5 => Action::stop(job),
         6 => Action::set_gpu_share(job, d.number(4, u64::from(u32::MAX)) as u32, d.number(50, 255) as u8),
-        7 => Action::place_on(job, &entries(d, nodes), d.chance(0.3)),
+        7 => Action::place_on(job, &entries(d, nodes, flood), d.chance(0.3)),
         8 => Action::preempt(job),
-        9 => Action::resize(job, &entries(d, nodes), d.chance(0.5).then(|| d.number(256, u64::from(u32::MAX)) as u32)),
+        9 => {
+            let batch = d.chance(0.5).then(|| d.number(256, u64::from(u32::MAX)) as u32);
+            Action::resize(job, &entries(d, nodes, flood), batch)
+        }
         _ => return place_valid(d, s, jobs),
     })
 }
 
-/// Where a placement or resize goes: mostly one node or a few, with GPU indices in range or
-/// past it, now and then none, or a flood of entries.
-fn entries(d: &mut Draw, nodes: u64) -> Vec<(NodeId, Vec<u32>)> {
+/// Where a placement or resize goes: mostly one node, or a few up to the cluster's size, with
+/// GPU indices in range or past it, now and then none, and with chance `flood` a flood of
+/// entries.
+fn entries(d: &mut Draw, nodes: u64, flood: f64) -> Vec<(NodeId, Vec<u32>)> {
     let count = match d.below(20) {
+        _ if d.chance(flood) => d.pick(&[nodes + 1, 1_000, 200_000]),
         0 => 0,
-        1 => d.pick(&[1_000, 200_000]),
-        _ => 1 + d.below(3),
+        1 | 2 => 1 + d.below(nodes.max(1)),
+        _ => 1,
     };
     (0..count)
         .map(|_| {
@@ -359,6 +409,9 @@ mod tests {
     fn temperaments_differ_between_seeds_and_cover_the_extremes() {
         let all: Vec<Temperament> = (0..200).map(Temperament::of).collect();
         assert!(all.iter().any(|t| t.fails == 1.0) && all.iter().any(|t| t.fails == 0.0));
+        assert!(all.iter().all(|t| t.most_actions <= 64 || !t.calm));
+        let calm = all.iter().filter(|t| t.calm).count();
+        assert!((40..=120).contains(&calm), "{calm} of 200 seeds calm");
         assert!(all.iter().any(|t| t.most_actions == 20_000) && all.iter().any(|t| t.most_actions == 0));
         assert!(all.iter().any(|t| t.log_lines == 4_000 && t.logs > 0.0));
         for k in 0..KINDS {
