@@ -154,6 +154,14 @@ pub trait Backend {
         None
     }
 
+    /// Whether `job` made progress it keeps since `since_ms` (since it started, when None): the
+    /// watchdog's livelock rule counts the disruptions that find it without. By default, what
+    /// the job reported: a progress record (an epoch, after which it checkpoints) since then. A
+    /// backend whose jobs keep every step (the simulator's GPU jobs) says whether it worked.
+    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+        world.history(job).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since))
+    }
+
     /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is
     /// made anew): then it counts against the disruption budget like a migration.
     fn gpu_share_restarts(&self) -> bool {

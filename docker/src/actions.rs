@@ -69,6 +69,9 @@ impl Docker {
     ) -> Ask {
         let timeout = self.config.timeout * 4;
         let copying = timeout + Duration::from_secs(STOP_GRACE_S as u64);
+        // A stop waits up to its grace for the job to finish its step and checkpoint: the
+        // client's own timeout must not end the request first (and call the engine gone).
+        let client = client.with_timeout(copying);
         let t = Target { client, id: id.clone(), from: m.engine, checkpoint: m.job.checkpoint.clone() };
         let (cpu_all, memory_all) = self.engines[m.engine].capacity.unwrap_or((0, 0));
         let (limit, fut) = match &action.kind {

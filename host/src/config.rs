@@ -505,6 +505,7 @@ mod tests {
     fn a_policy_table_reads_its_limits_role_fallback_and_own_config() {
         let text = format!(
             "{MINIMAL}[policy.a]\nrole = \"shadow\"\ndeadline = \"20ms\"\nmemory = \"32MiB\"\nfallback = \"fair-share\"\n\
+             log-lines = 10\nlog-bytes = \"2KiB\"\n\
              [policy.a.config]\nalpha = 0.5\n"
         );
         let c = parse(&text).unwrap();
@@ -512,6 +513,7 @@ mod tests {
         assert_eq!(a.role, Role::Shadow);
         assert_eq!(a.limits().deadline, Duration::from_millis(20));
         assert_eq!(a.memory, 32 << 20);
+        assert_eq!((a.limits().log_lines, a.limits().log_bytes), (10, 2 << 10));
         assert_eq!(a.fallback, Fallback::FairShare);
         assert_eq!(a.config["alpha"].as_float(), Some(0.5));
         assert_eq!(c.active(), None);

@@ -225,9 +225,9 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         run.summary.ticks += 1;
         let asked = leading && run.world.job_count() + run.world.queue_len() > 0 && until >= run.next_call_ms;
         let mut apply_errors = run.settled(backend);
-        let (active, shadows, disrupted, churned) = match asked {
+        let (active, shadows, disrupted) = match asked {
             true => run.decide(backend, driver, rt, until, &mut apply_errors),
-            false => (None, Vec::new(), 0, None),
+            false => (None, Vec::new(), 0),
         };
         let rescued = match leading && placing && config.watchdog.enabled {
             true => rescue(backend, &mut run.world, &mut run.stalls, config.watchdog.stall_after),
@@ -237,8 +237,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             }
         };
         run.summary.rescues += rescued.len() as u64;
-        let churned =
-            churned.map(|(job, n)| (run.world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone()), n));
+        let churned = std::mem::take(&mut run.churned);
         let shown = Shown {
             active: active.as_ref(),
             rescued: &rescued,
@@ -283,6 +282,8 @@ struct Run {
     dog: Watchdog,
     stalls: Stalls,
     churn: Churn,
+    /// This tick's job disrupted most times in a row before it progressed, by name, and how many.
+    churned: Option<(String, u32)>,
     /// The loop's warnings about what the active policy's actions met, at most once a minute
     /// per kind.
     throttle: Throttle,
@@ -305,6 +306,7 @@ impl Run {
             dog: Watchdog::new(config.watchdog),
             stalls: Stalls::new(),
             churn: Churn::new(),
+            churned: None,
             throttle: Throttle::new("the active policy's actions"),
             next_call_ms: 0,
             delayed_by: None,
@@ -364,9 +366,9 @@ impl Run {
     }
 
     /// Ask every policy; hold the active one's actions to the budget and apply them. Returns
-    /// the active's and the shadows' answers, how many applied actions disrupt their jobs, and
-    /// the job disrupted most times in a row before it progressed ([`Churn`]); the actions that
-    /// failed go to `apply_errors`.
+    /// the active's and the shadows' answers and how many applied actions disrupt their jobs;
+    /// the actions that failed go to `apply_errors`, the job disrupted most times in a row
+    /// before it progressed to `churned` ([`Churn`]).
     fn decide(
         &mut self,
         backend: &mut dyn Backend,
@@ -374,13 +376,12 @@ impl Run {
         rt: &Runtime,
         until: u64,
         apply_errors: &mut Vec<ApplyError>,
-    ) -> (Option<Decided>, Vec<Decided>, u64, Option<(u32, u32)>) {
+    ) -> (Option<Decided>, Vec<Decided>, u64) {
         self.summary.decisions += 1;
         let policies = driver.policies();
         let mut active = policies.active.map(|p| Decided::ask(p, rt, &self.world));
         let shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &self.world)).collect();
         let mut disrupted = 0;
-        let mut churned = None;
         if let Some(a) = &mut active {
             let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
             let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
@@ -397,7 +398,10 @@ impl Run {
             let failed = backend.apply(&a.outcome.actions, &mut self.world);
             let undone =
                 a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
-            churned = self.churn.disrupted(&a.digest, undone.map(|x| x.job), &self.world);
+            let kept = |job, since| backend.progressed_since(job, since, &self.world);
+            let churned = self.churn.disrupted(&a.digest, undone.map(|x| x.job), &self.world, kept);
+            let name = |job: u32| self.world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
+            self.churned = churned.map(|(job, n)| (name(job), n));
             if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
                 && self.throttle.allow("actions could not be applied")
             {
@@ -410,7 +414,7 @@ impl Run {
         let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
         self.next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
         self.delayed_by = active.as_ref().map(|a| a.digest.clone());
-        (active, shadows, disrupted, churned)
+        (active, shadows, disrupted)
     }
 }
 

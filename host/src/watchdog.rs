@@ -19,12 +19,13 @@
 //!   where the backend can tell (the simulator can; a live backend cannot and is not judged on
 //!   it);
 //! - **it undoes the work it lets start** (a livelock): it disrupted one training job —
-//!   preempted, migrated, resized or stopped it — `churn-after` times in a row, each time before
-//!   the job reported progress since the disruption before (or, the first time, ever). A job
-//!   checkpoints at its epochs' ends, so each of those restarts threw its work away. Judged on
-//!   the world every backend keeps (the actions applied and the jobs' progress reports), so on
-//!   every backend; jobs that do not train (services) are not counted, and a job's count
-//!   starts again when it reports progress or another version is active.
+//!   preempted, migrated, resized or stopped it — `churn-after` times in a row, each time
+//!   before the job made progress it keeps since the disruption before (or, the first time,
+//!   ever). What is kept is the backend's to say (`Backend::progressed_since`): on a live
+//!   backend, an epoch reported (the job checkpoints at its end); in the simulator, any work
+//!   of a GPU job (it keeps every step) and an epoch of a CPU job. Judged on what every
+//!   backend has, so on every backend; jobs that do not train (services) are not counted, and
+//!   another version starts every count again.
 //!
 //! It says so once at error level, in the status and in the metrics, and hands control back
 //! when another version becomes active: a new one admitted, or an operator's rollback. Time
@@ -258,8 +259,9 @@ struct Failing {
 }
 
 /// Training jobs disrupted before they progressed: per job, when it was last disrupted and how
-/// many disruptions in a row found it with no progress since the one before (the watchdog's
-/// livelock rule). Counted for one version: another starts every count again.
+/// many disruptions in a row found it with no progress it keeps since the one before (the
+/// watchdog's livelock rule; the backend says what progress is kept,
+/// `Backend::progressed_since`). Counted for one version: another starts every count again.
 #[derive(Debug, Default)]
 pub struct Churn {
     digest: String,
@@ -273,13 +275,16 @@ impl Churn {
         Churn::default()
     }
 
-    /// Version `digest` disrupted `jobs` in `world`, at its time. Gives the training job of
-    /// them disrupted most times in a row before it progressed, and how many.
+    /// Version `digest` disrupted `jobs` in `world`, at its time; `progressed(job, since)` says
+    /// whether a job made progress it keeps since a time (since it started, when None). Gives
+    /// the training job of them disrupted most times in a row before it progressed, and how
+    /// many.
     pub fn disrupted(
         &mut self,
         digest: &str,
         jobs: impl IntoIterator<Item = u32>,
         world: &World,
+        progressed: impl Fn(u32, Option<u64>) -> bool,
     ) -> Option<(u32, u32)> {
         if self.digest != digest {
             self.digest = digest.to_string();
@@ -291,11 +296,11 @@ impl Churn {
             if world.spec(job).is_none_or(|s| s.kind != wit::JobKind::Training) {
                 continue;
             }
-            let last_report = world.history(job).last().map(|r| r.time_ms);
-            let in_row = match self.jobs.get(&job) {
-                Some(&(at, n)) if last_report.is_none_or(|t| t <= at) => n + 1,
+            let last = self.jobs.get(&job).copied();
+            let in_row = match last {
+                Some((at, n)) if !progressed(job, Some(at)) => n + 1,
                 Some(_) => 0,
-                None => u32::from(last_report.is_none()),
+                None => u32::from(!progressed(job, None)),
             };
             self.jobs.insert(job, (now_ms, in_row));
             if worst.is_none_or(|(_, n)| in_row > n) {
@@ -426,9 +431,12 @@ mod tests {
         let train = world.enqueue_job(spec("train", JobKind::Training));
         let serve = world.enqueue_job(spec("serve", JobKind::Inference));
         let mut churn = Churn::new();
-        let mut at = |world: &mut World, ms: u64, jobs: &[u32], churn: &mut Churn, digest: &str| {
+        let at = |world: &mut World, ms: u64, jobs: &[u32], churn: &mut Churn, digest: &str| {
             world.set_time_ms(ms);
-            churn.disrupted(digest, jobs.iter().copied(), world)
+            let reported = |job, since: Option<u64>| {
+                world.history(job).last().is_some_and(|r| since.is_none_or(|t| r.time_ms > t))
+            };
+            churn.disrupted(digest, jobs.iter().copied(), world, reported)
         };
         assert_eq!(at(&mut world, 1_000, &[train, serve], &mut churn, "a"), Some((train, 1)), "never reported: undone");
         assert_eq!(at(&mut world, 2_000, &[train], &mut churn, "a"), Some((train, 2)));
@@ -487,12 +495,12 @@ mod tests {
     #[test]
     fn the_config_reads_its_keys_and_refuses_others() {
         let c: WatchdogConfig = toml::from_str(
-            "after = \"5s\"\nsafe = \"fair-share\"\nstall-after = \"2m\"\nstall-bench-after = 5\nprogress-after = \"1h\"",
+            "after = \"5s\"\nsafe = \"fair-share\"\nstall-after = \"2m\"\nstall-bench-after = 5\nprogress-after = \"1h\"\nchurn-after = 9",
         )
         .unwrap();
         assert_eq!((c.enabled, c.after, c.safe), (true, Duration::from_secs(5), Fallback::FairShare));
         assert_eq!((c.stall_after, c.stall_bench_after), (Duration::from_secs(120), 5));
-        assert_eq!(c.progress_after, Duration::from_secs(3600));
+        assert_eq!((c.progress_after, c.churn_after), (Duration::from_secs(3600), 9));
         let err = toml::from_str::<WatchdogConfig>("safe = \"panic\"").unwrap_err().to_string();
         assert!(err.contains("keep-limits"), "{err}");
     }

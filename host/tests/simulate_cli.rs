@@ -2,7 +2,7 @@
 //! reads, the report a browser opens, and a clear refusal of every malformed workload.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 fn wasmsched(args: &[&str], cache: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_wasmsched"))
@@ -131,4 +131,44 @@ fn a_round_based_policy_is_benched_for_its_rounds_unless_the_stall_rule_waits_lo
     assert!(default["benched"].is_string(), "{default}");
     let patient = run(&["--stall-after", "13m"]);
     assert!(patient.get("benched").is_none() && patient.get("rescues").is_none(), "{patient}");
+}
+
+/// `simulate` with the `misbehave` fixture doing `behaviour`, every log line shown, its output
+/// handled by `io`.
+fn misbehaving(behaviour: &str, cache: &Path, io: impl FnOnce(&mut Command)) -> Command {
+    let policy = format!("{}:behaviour={behaviour}", wasmsched_test_artifacts::path("misbehave"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmsched"));
+    cmd.args(["simulate", "--workload", &scenario("sia-mixed.toml"), "--policy", &policy, "--cache-dir"])
+        .arg(cache)
+        .env("RUST_LOG", "info");
+    io(&mut cmd);
+    cmd
+}
+
+#[test]
+fn a_policy_flooding_its_log_on_every_call_leaves_a_few_kilobytes_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = misbehaving("log-flood", dir.path(), |_| {}).output().expect("the binary runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    // Ten thousand lines a call, hundreds of calls: its minute's budget, and one line saying how
+    // many were dropped.
+    assert!(log.len() < 16 << 10, "{} bytes of log", log.len());
+    assert!(log.contains("over its log budget (60 lines, 8192 bytes a minute)"), "{log}");
+    assert!(log.contains("of its log lines (") && log.contains("bytes) in a minute"), "{log}");
+}
+
+#[test]
+fn a_closed_stdout_and_stderr_end_the_run_with_status_1_and_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = misbehaving("log-flood", dir.path(), |c| {
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    })
+    .spawn()
+    .expect("the binary starts");
+    // The reader goes away at once, as `2>&1 | head -c 0` does.
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().expect("it ends");
+    assert_eq!(status.code(), Some(1), "the results could not be written: status 1, not a panic (101)");
 }

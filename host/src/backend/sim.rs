@@ -157,6 +157,8 @@ struct SimJob {
     delivered_s: Option<f64>,
     migrations: u32,
     preemptions: u32,
+    /// When it last did work (not paused in a restart), if ever.
+    worked_s: Option<f64>,
     /// When it first started running.
     started_s: Option<f64>,
     run_s: f64,
@@ -321,6 +323,7 @@ impl Simulator {
                     delivered_s: None,
                     migrations: 0,
                     preemptions: 0,
+                    worked_s: None,
                     started_s: None,
                     run_s: 0.0,
                     gpu_s: 0.0,
@@ -427,6 +430,7 @@ impl Simulator {
             let restarted = j.preemptions > 0 || j.migrations > 0;
             if now > j.paused_until || !restarted {
                 self.last_activity_s = now;
+                j.worked_s = Some(now);
             }
         }
         if j.phase == Phase::Running && now > j.last_update_s && j.cores > 0.0 {
@@ -618,6 +622,17 @@ impl Simulator {
             self.now_s > j.paused_until || !restarted
         };
         if self.running().any(|i| working(&i)) { self.now_s } else { self.last_activity_s }
+    }
+
+    /// Whether the job behind `handle` did work it keeps since `since_ms` (ever, when None): a
+    /// GPU job keeps every step, so any work counts; a CPU job loses the epoch in progress, so
+    /// only an epoch's end does (its progress record).
+    fn kept_work_since(&self, handle: u32, since_ms: Option<u64>, world: &World) -> bool {
+        let Some(j) = self.by_handle.get(handle as usize).map(|&i| &self.jobs[i]) else { return false };
+        match j.gpu {
+            Some(_) => j.worked_s.is_some_and(|t| since_ms.is_none_or(|since| secs_to_ms(t) > since)),
+            None => world.history(handle).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since)),
+        }
     }
 
     fn running(&self) -> impl Iterator<Item = usize> + '_ {

@@ -311,8 +311,11 @@ impl Supervised {
         let now = world.time_ms();
         if let Some((why, safe)) = self.benched.clone() {
             let failure = Failure::Benched { policy: self.name(), why, safe };
-            let lifts = std::mem::take(&mut self.lift);
-            return self.fall_back(if lifts { Fallback::FairShare } else { safe }, world, failure, Duration::ZERO);
+            let mut outcome = self.fall_back(safe, world, failure, Duration::ZERO);
+            if std::mem::take(&mut self.lift) {
+                outcome.actions = fallback_actions(Fallback::FairShare, world);
+            }
+            return outcome;
         }
         if let Some(until) = self.quarantined_until_ms.filter(|until| now < *until) {
             let failure =

@@ -406,7 +406,8 @@ fn docker_node_cores(e: &Engine) -> f64 {
     info.ncpu.unwrap_or(1) as f64
 }
 
-/// Drives the loop for `limit_ms` and keeps every job the watchdog rescued.
+/// Drives the loop for `limit_ms`, or until the watchdog benches the policy, and keeps every
+/// job the watchdog rescued.
 struct Rescues<'a> {
     policy: &'a mut Supervised,
     limit_ms: u64,
@@ -416,7 +417,7 @@ struct Rescues<'a> {
 
 impl Driver for Rescues<'_> {
     fn boundary(&mut self, _rt: &Runtime, next_ms: u64) -> bool {
-        next_ms <= self.limit_ms
+        next_ms <= self.limit_ms && self.benched.is_none()
     }
 
     fn policies(&mut self) -> Policies<'_> {
@@ -468,6 +469,39 @@ fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdo
         let state = e.labelled(&label).into_iter().find(|x| x.id == c.id).map(|x| x.state);
         assert!(matches!(state.as_deref(), Some("running" | "exited")), "{}: {state:?}", c.name);
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(live_docker),
+    ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
+)]
+fn a_policy_that_preempts_real_containers_before_their_first_epoch_is_benched_for_churn() {
+    let (e, _serial) = trainer_engine_or_skip!();
+    let label = test_label("churn");
+    let _sweep = e.sweep(&label);
+    // Epochs of ten seconds: the job reports none between two preemptions.
+    let slow =
+        &["--epochs", "5", "--samples", "200000", "--hidden", "2048", "--threads", "1", "--checkpoint", "/ckpt/model"];
+    let _a = e.create_trainer("churn-a", &[("test", &label), ("checkpoint", "/ckpt")], slow);
+    let mut docker = backend(&e.endpoint, &label);
+    let mut sup = Supervised::new(
+        loaded("misbehave"),
+        r#"{"behaviour": "preempt-churn"}"#.into(),
+        Limits::default(),
+        Fallback::KeepLimits,
+        Quarantine::default(),
+    );
+    // No disruption budget: only the livelock rule stands between the job and a restart a tick.
+    // A real preemption takes seconds (the step finished, the checkpoint copied out), and a
+    // restart as long: two in a row keep the test short.
+    let watchdog = WatchdogConfig { churn_after: 2, ..WatchdogConfig::default() };
+    let config = LoopConfig { watchdog, ..LoopConfig::unbudgeted(Duration::from_millis(500)) };
+    let mut driver = Rescues { policy: &mut sup, limit_ms: 150_000, rescued: Vec::new(), benched: None };
+    let summary = control::drive(&mut docker, &mut driver, runtime(), &config);
+    let why = driver.benched.unwrap_or_default();
+    assert!(why.starts_with("it disrupted job ") && why.contains(" 2 times in a row"), "{why:?} after {summary:?}");
+    assert_eq!(summary.benchings, 1);
 }
 
 #[test]

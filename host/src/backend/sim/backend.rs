@@ -93,6 +93,10 @@ impl Backend for Simulator {
         Some(secs_to_ms(self.last_progress_s()))
     }
 
+    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+        self.kept_work_since(job, since_ms, world)
+    }
+
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         let mut errors = Vec::new();
         let mut touched: Vec<u32> = Vec::new();

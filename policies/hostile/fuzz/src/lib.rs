@@ -42,7 +42,7 @@ impl Draw {
     }
 
     /// The next 64 bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn bits(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -52,12 +52,12 @@ impl Draw {
 
     /// Below `n` (0 when `n` is 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 { 0 } else { self.bits() % n }
     }
 
     /// True with probability `p`.
     pub fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
+        (self.bits() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
     }
 
     /// One of `items`.
@@ -297,7 +297,7 @@ impl Targets {
             _ => Some(JobId(match d.below(3) {
                 0 => u32::MAX,
                 1 => self.next + d.below(100) as u32,
-                _ => d.next() as u32,
+                _ => d.bits() as u32,
             })),
         }
     }
@@ -398,7 +398,7 @@ mod tests {
     fn every_seed_draws_a_full_stream_and_the_same_seed_the_same_one() {
         let stream = |seed| {
             let mut d = Draw::new(seed);
-            (0..4).map(|_| d.next()).collect::<Vec<_>>()
+            (0..4).map(|_| d.bits()).collect::<Vec<_>>()
         };
         assert_eq!(stream(0), stream(0));
         assert_ne!(stream(0), stream(1));
