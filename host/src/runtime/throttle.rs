@@ -156,10 +156,9 @@ impl LogBudget {
                 policy = %self.policy,
                 lines = w.dropped_lines,
                 bytes = w.dropped_bytes,
-                "dropped {} of its log lines ({} bytes) in a minute, over its budget or past {} a call",
+                "dropped {} of its log lines ({} bytes) in a minute, over its budget or past the lines one call may log",
                 w.dropped_lines,
-                w.dropped_bytes,
-                super::limits::LOG_LINES_PER_CALL
+                w.dropped_bytes
             );
         }
     }
