@@ -396,10 +396,10 @@ impl Run {
             self.summary.disruptions += disrupted;
             self.summary.over_budget += a.outcome.over_budget.len() as u64;
             let failed = backend.apply(&a.outcome.actions, &mut self.world);
-            let undone =
+            let hit =
                 a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
             let kept = |job, since| backend.progressed_since(job, since, &self.world);
-            let churned = self.churn.disrupted(&a.digest, undone.map(|x| x.job), &self.world, kept);
+            let churned = self.churn.disrupted(&a.digest, hit.map(|x| x.job), &self.world, kept);
             let name = |job: u32| self.world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
             self.churned = churned.map(|(job, n)| (name(job), n));
             if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
