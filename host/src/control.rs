@@ -230,7 +230,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             false => (None, Vec::new(), 0),
         };
         let rescued = match leading && placing && config.watchdog.enabled {
-            true => rescue(backend, &mut run.world, &mut run.stalls, config.watchdog.stall_after),
+            true => rescue(backend, &mut run, config.watchdog.stall_after),
             false => {
                 run.stalls.clear();
                 Vec::new()
@@ -303,7 +303,7 @@ impl Run {
             world,
             summary: LoopSummary::default(),
             budget: Budget::new(config.budget).share_restarts(backend.gpu_share_restarts()),
-            dog: Watchdog::new(config.watchdog),
+            dog: Watchdog::new(config.watchdog).ticking(config.tick),
             stalls: Stalls::new(),
             churn: Churn::new(),
             churned: None,
@@ -420,7 +420,8 @@ impl Run {
 
 /// The watchdog's stall rule: start the queued jobs the default placement would have started
 /// `stall_after` ago and the policy that places has left waiting since. Returns those started.
-fn rescue(backend: &mut dyn Backend, world: &mut World, stalls: &mut Stalls, stall_after: Duration) -> Vec<u32> {
+fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Vec<u32> {
+    let Run { world, stalls, throttle, .. } = run;
     if world.queue_len() == 0 {
         stalls.clear();
         return Vec::new();
@@ -431,7 +432,7 @@ fn rescue(backend: &mut dyn Backend, world: &mut World, stalls: &mut Stalls, sta
     }
     let started = backend.rescue(&overdue, world);
     stalls.started(&started);
-    if !started.is_empty() {
+    if !started.is_empty() && throttle.allow("jobs left waiting, started by the host") {
         let name = |job: &u32| world.spec(*job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
         let names: Vec<String> = started.iter().take(5).map(name).collect();
         let more = started.len().saturating_sub(names.len());

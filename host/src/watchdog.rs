@@ -145,12 +145,21 @@ pub struct Watchdog {
     /// The version rescued from, and when each rescue in the window was.
     rescues: Option<(String, VecDeque<u64>)>,
     benched: Option<Benched>,
+    /// The loop's tick: the stall window holds `stall-bench-after` of them at least.
+    tick: Duration,
 }
 
 impl Watchdog {
     /// A watchdog that has seen nothing.
     pub fn new(config: WatchdogConfig) -> Self {
-        Watchdog { config, failing: None, rescues: None, benched: None }
+        Watchdog { config, failing: None, rescues: None, benched: None, tick: Duration::ZERO }
+    }
+
+    /// One that watches a loop ticking every `tick`: a stall window shorter than
+    /// `stall-bench-after` ticks could never hold that many rescues, and is taken as that long.
+    pub fn ticking(mut self, tick: Duration) -> Self {
+        self.tick = tick;
+        self
     }
 
     /// The version benched now, if any.
@@ -224,7 +233,8 @@ impl Watchdog {
         if seen.rescued == 0 {
             return None;
         }
-        let window_ms = self.config.stall_window.as_millis() as u64;
+        let at_least = self.tick.saturating_mul(self.config.stall_bench_after.max(1));
+        let window_ms = self.config.stall_window.max(at_least).as_millis() as u64;
         let times = match &mut self.rescues {
             Some((digest, times)) if digest == seen.sha256 => times,
             slot => &mut slot.insert((seen.sha256.to_string(), VecDeque::new())).1,
@@ -446,6 +456,15 @@ mod tests {
         assert_eq!(at(&mut world, 4_000, &[train], &mut churn, "a"), Some((train, 1)));
         assert_eq!(at(&mut world, 5_000, &[train], &mut churn, "b"), None, "another version counts afresh");
         assert_eq!(at(&mut world, 6_000, &[serve, serve], &mut churn, "b"), None, "a service is never counted");
+    }
+
+    #[test]
+    fn a_stall_window_holds_stall_bench_after_ticks_however_long_the_tick() {
+        let mut w = Watchdog::new(WatchdogConfig::default()).ticking(Duration::from_secs(600));
+        let rescued = |n| Seen { rescued: n, ..seen("a", false) };
+        assert!(w.observe(rescued(1), 0).is_none());
+        assert!(w.observe(rescued(1), 600_000).is_none());
+        assert!(w.observe(rescued(1), 1_200_000).is_some(), "three rescues a tick apart, in a window of 30 min");
     }
 
     #[test]
