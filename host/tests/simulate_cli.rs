@@ -138,7 +138,7 @@ fn a_round_based_policy_is_benched_for_its_rounds_unless_the_stall_rule_waits_lo
 fn misbehaving(behaviour: &str, cache: &Path, io: impl FnOnce(&mut Command)) -> Command {
     let policy = format!("{}:behaviour={behaviour}", wasmsched_test_artifacts::path("misbehave"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmsched"));
-    cmd.args(["simulate", "--workload", &scenario("sia-mixed.toml"), "--policy", &policy, "--cache-dir"])
+    cmd.args(["simulate", "--workload", &scenario("demo.toml"), "--policy", &policy, "--cache-dir"])
         .arg(cache)
         .env("RUST_LOG", "info");
     io(&mut cmd);
