@@ -159,7 +159,7 @@ pub trait Backend {
     /// the job reported: a progress record (an epoch, after which it checkpoints) since then. A
     /// backend whose jobs keep every step (the simulator's GPU jobs) says whether it worked.
     fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
-        world.history(job).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since))
+        world.reported_since(job, since_ms)
     }
 
     /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is

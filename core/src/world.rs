@@ -438,6 +438,11 @@ impl World {
         self.index(handle).into_iter().flat_map(|i| self.history[i].iter())
     }
 
+    /// Whether the job reported progress after `since_ms` (ever, when None).
+    pub fn reported_since(&self, handle: u32, since_ms: Option<u64>) -> bool {
+        self.history(handle).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since))
+    }
+
     /// The snapshot for the instance behind `cursor`, and the cursor moved past it.
     pub fn snapshot_for(&self, cursor: &mut Cursor) -> wit::Snapshot {
         let resync = cursor.last_call_ms.is_none();

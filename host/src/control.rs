@@ -400,8 +400,7 @@ impl Run {
                 a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
             let kept = |job, since| backend.progressed_since(job, since, &self.world);
             let churned = self.churn.disrupted(&a.digest, hit.map(|x| x.job), &self.world, kept);
-            let name = |job: u32| self.world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
-            self.churned = churned.map(|(job, n)| (name(job), n));
+            self.churned = churned.map(|(job, n)| (job_name(&self.world, job), n));
             if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
                 && self.throttle.allow("actions could not be applied")
             {
@@ -433,8 +432,7 @@ fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Ve
     let started = backend.rescue(&overdue, world);
     stalls.started(&started);
     if !started.is_empty() && throttle.allow("jobs left waiting, started by the host") {
-        let name = |job: &u32| world.spec(*job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
-        let names: Vec<String> = started.iter().take(5).map(name).collect();
+        let names: Vec<String> = started.iter().take(5).map(|&job| job_name(world, job)).collect();
         let more = started.len().saturating_sub(names.len());
         tracing::warn!(
             jobs = %names.join(", "),
@@ -444,6 +442,11 @@ fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Ve
         );
     }
     started
+}
+
+/// A job's name for the log, or its handle once it has left the world.
+fn job_name(world: &World, job: u32) -> String {
+    world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone())
 }
 
 /// What the loop did on a tick that the watchdog judges.

@@ -443,10 +443,7 @@ mod tests {
         let mut churn = Churn::new();
         let at = |world: &mut World, ms: u64, jobs: &[u32], churn: &mut Churn, digest: &str| {
             world.set_time_ms(ms);
-            let reported = |job, since: Option<u64>| {
-                world.history(job).last().is_some_and(|r| since.is_none_or(|t| r.time_ms > t))
-            };
-            churn.disrupted(digest, jobs.iter().copied(), world, reported)
+            churn.disrupted(digest, jobs.iter().copied(), world, |job, since| world.reported_since(job, since))
         };
         assert_eq!(at(&mut world, 1_000, &[train, serve], &mut churn, "a"), Some((train, 1)), "never reported: undone");
         assert_eq!(at(&mut world, 2_000, &[train], &mut churn, "a"), Some((train, 2)));

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use wasmsched::runtime::{LoadedPolicy, Runtime, RuntimeConfig};
+use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::runtime::{Limits, LoadedPolicy, Runtime, RuntimeConfig};
 
 /// The epoch tick the tests run with: coarse enough that a loaded machine does not blur it.
 pub const TICK: Duration = Duration::from_millis(20);
@@ -39,6 +40,13 @@ pub fn loaded(name: &str) -> LoadedPolicy {
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     map.lock().unwrap().insert(name.into(), p.clone());
     p
+}
+
+/// The `misbehave` fixture doing `behaviour`, supervised with the default limits and quarantine,
+/// keeping the limits in force when it fails.
+pub fn misbehaving(behaviour: &str) -> Supervised {
+    let config = format!(r#"{{"behaviour": "{behaviour}"}}"#);
+    Supervised::new(loaded("misbehave"), config, Limits::default(), Fallback::KeepLimits, Quarantine::default())
 }
 
 /// The host's own log as `run` writes it (every level from info up), counted in bytes rather

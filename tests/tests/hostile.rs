@@ -22,7 +22,7 @@ use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scenario::Scenario;
 use wasmsched::watchdog::WatchdogConfig;
 
-use wasmsched_tests::common::{counted_log, loaded, runtime};
+use wasmsched_tests::common::{counted_log, loaded, misbehaving, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
 
 /// The nodes of both scenarios here: two of eight cores and two GPUs.
@@ -346,13 +346,7 @@ fn the_budget_refuses_what_stop_everything_asks_beyond_it_and_says_why() {
     let mut off = Scenario::from_toml_str("hostile", CLUSTER).unwrap();
     off.budget = BudgetConfig::off();
     let mut sim = Simulator::new(&off.workload, SimConfig { noise: 0.0, ..SimConfig::default() });
-    let mut sup = Supervised::new(
-        loaded("misbehave"),
-        r#"{"behaviour": "stop-everything"}"#.into(),
-        Limits::default(),
-        Fallback::KeepLimits,
-        Quarantine::default(),
-    );
+    let mut sup = misbehaving("stop-everything");
     let mut refused = Vec::new();
     let unbudgeted = LoopConfig { horizon: Some(Duration::from_secs(2 * 3600)), ..LoopConfig::unbudgeted(TICK) };
     let off_summary = control::run(&mut sim, &mut sup, runtime(), &unbudgeted, |_, o| {

@@ -172,6 +172,13 @@ struct SimJob {
 }
 
 impl SimJob {
+    /// Whether, running at `now`, it works: it is not paused in a restart's restore (a start
+    /// that is no restart does work from the first moment).
+    fn works_at(&self, now: f64) -> bool {
+        let restarted = self.preemptions > 0 || self.migrations > 0;
+        now > self.paused_until || !restarted
+    }
+
     fn is_inference(&self) -> bool {
         self.plan.kind == wit::JobKind::Inference
     }
@@ -427,8 +434,7 @@ impl Simulator {
             j.run_s += dt;
             j.gpu_s += dt * j.gpus.len().max(1) as f64;
             // Work, or the start-up of a job never restarted: a restart's pause is no progress.
-            let restarted = j.preemptions > 0 || j.migrations > 0;
-            if now > j.paused_until || !restarted {
+            if j.works_at(now) {
                 self.last_activity_s = now;
                 j.worked_s = Some(now);
             }
@@ -616,12 +622,7 @@ impl Simulator {
     /// end, a change of share), and with a tick longer than its epochs none may fall within a
     /// tick; a job started on this tick has had no event yet.
     fn last_progress_s(&self) -> f64 {
-        let working = |&i: &usize| {
-            let j = &self.jobs[i];
-            let restarted = j.preemptions > 0 || j.migrations > 0;
-            self.now_s > j.paused_until || !restarted
-        };
-        if self.running().any(|i| working(&i)) { self.now_s } else { self.last_activity_s }
+        if self.running().any(|i| self.jobs[i].works_at(self.now_s)) { self.now_s } else { self.last_activity_s }
     }
 
     /// Whether the job behind `handle` did work it keeps since `since_ms` (ever, when None): a
@@ -631,7 +632,7 @@ impl Simulator {
         let Some(j) = self.by_handle.get(handle as usize).map(|&i| &self.jobs[i]) else { return false };
         match j.gpu {
             Some(_) => j.worked_s.is_some_and(|t| since_ms.is_none_or(|since| secs_to_ms(t) > since)),
-            None => world.history(handle).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since)),
+            None => world.reported_since(handle, since_ms),
         }
     }
 

@@ -246,9 +246,7 @@ impl Supervised {
             return false;
         }
         if self.places.is_none() && self.instance.is_none() {
-            self.counters.instantiations += 1;
-            let state = self.saved_state.as_deref();
-            match self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, self.log_budget.clone()) {
+            match self.instantiate(rt) {
                 Ok(instance) => self.instance = Some(instance),
                 Err(e) => {
                     tracing::debug!(policy = self.policy.name(), error = %e, "instance not made yet; the next call retries")
@@ -271,10 +269,7 @@ impl Supervised {
     pub fn start(&mut self, rt: &Runtime, saved_state: Option<Vec<u8>>) -> Result<(), CallError> {
         self.saved_state = saved_state;
         self.instance = None;
-        self.counters.instantiations += 1;
-        let state = self.saved_state.as_deref();
-        let instance =
-            self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, self.log_budget.clone())?;
+        let instance = self.instantiate(rt)?;
         self.places = Some(instance.abilities().places);
         self.instance = Some(instance);
         Ok(())
@@ -375,12 +370,17 @@ impl Supervised {
         Arc::from(self.policy.name())
     }
 
+    /// A fresh instance of it, from the state it was handed, counted, its log against the
+    /// budget every instance of it shares.
+    fn instantiate(&mut self, rt: &Runtime) -> Result<PolicyInstance, CallError> {
+        self.counters.instantiations += 1;
+        let (state, budget) = (self.saved_state.as_deref(), self.log_budget.clone());
+        self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, budget)
+    }
+
     fn call(&mut self, rt: &Runtime, world: &World) -> Result<wit::Decision, CallError> {
         if self.instance.is_none() {
-            self.counters.instantiations += 1;
-            let state = self.saved_state.as_deref();
-            let budget = self.log_budget.clone();
-            self.instance = Some(self.policy.instantiate_logging(rt, self.limits, &self.config_json, state, budget)?);
+            self.instance = Some(self.instantiate(rt)?);
         }
         self.instance.as_mut().expect("just made").decide(world)
     }

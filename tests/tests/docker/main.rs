@@ -14,13 +14,13 @@ use wasmsched::backend::docker::{Docker, DockerConfig};
 use wasmsched::backend::{Backend, Placer};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
+use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::watchdog::WatchdogConfig;
 use wasmsched::world::World;
 
 use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
-use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::common::{loaded, misbehaving, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_consecutive_epochs, component, serving, variant};
 
 /// Epochs of about a quarter second of one core each: quick to show progress.
@@ -446,13 +446,7 @@ fn a_placing_policy_that_never_places_has_real_containers_started_by_the_watchdo
     std::thread::sleep(Duration::from_millis(20));
     let b = e.create_trainer("stall-b", &[("test", &label)], QUICK);
     let mut docker = backend(&e.endpoint, &label);
-    let mut sup = Supervised::new(
-        loaded("misbehave"),
-        r#"{"behaviour": "never-place"}"#.into(),
-        Limits::default(),
-        Fallback::KeepLimits,
-        Quarantine::default(),
-    );
+    let mut sup = misbehaving("never-place");
     let watchdog =
         WatchdogConfig { stall_after: Duration::from_secs(2), stall_bench_after: 2, ..WatchdogConfig::default() };
     let config = LoopConfig { tick: Duration::from_millis(500), watchdog, ..LoopConfig::default() };
@@ -485,13 +479,7 @@ fn a_policy_that_preempts_real_containers_before_their_first_epoch_is_benched_fo
         &["--epochs", "5", "--samples", "200000", "--hidden", "2048", "--threads", "1", "--checkpoint", "/ckpt/model"];
     let _a = e.create_trainer("churn-a", &[("test", &label), ("checkpoint", "/ckpt")], slow);
     let mut docker = backend(&e.endpoint, &label);
-    let mut sup = Supervised::new(
-        loaded("misbehave"),
-        r#"{"behaviour": "preempt-churn"}"#.into(),
-        Limits::default(),
-        Fallback::KeepLimits,
-        Quarantine::default(),
-    );
+    let mut sup = misbehaving("preempt-churn");
     // No disruption budget: only the livelock rule stands between the job and a restart a tick.
     // A real preemption takes seconds (the step finished, the checkpoint copied out), and a
     // restart as long: two in a row keep the test short.

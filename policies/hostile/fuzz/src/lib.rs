@@ -138,12 +138,13 @@ impl Temperament {
         // Two seeds in five are calm (they rarely fail, and mostly name jobs that exist), two
         // restless, one hostile: a policy that fails on most calls is benched within a minute,
         // and only a calm one lives long enough to reach the host's later paths.
-        let chances: &[f64] = match d.below(5) {
+        let class = d.below(5);
+        let calm = class < 2;
+        let chances: &[f64] = match class {
             0 | 1 => &[0.0, 0.0, 0.0, 0.002],
             2 | 3 => &[0.0, 0.0, 0.01, 0.05, 0.2],
             _ => &[0.0, 0.05, 0.2, 0.5, 1.0],
         };
-        let calm = chances.len() == 4;
         let chance = |d: &mut Draw| d.pick(chances);
         let mut kinds = [0; KINDS];
         for k in &mut kinds {
@@ -365,7 +366,7 @@ fn place_valid(d: &mut Draw, s: &Snapshot, jobs: &mut Targets) -> Option<Action>
 /// A reason `len` bytes long, control characters and all.
 fn reason(d: &mut Draw, len: usize) -> String {
     let alphabet = ['a', 'z', ' ', '\n', '\r', '\u{1b}', '\0', 'é', '☃', '\t'];
-    (0..len).map(|_| d.pick(&alphabet)).collect::<String>().chars().take(len).collect()
+    (0..len).map(|_| d.pick(&alphabet)).collect()
 }
 
 /// Up to `lines` log lines of up to `bytes` bytes, at levels drawn.
