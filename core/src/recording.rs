@@ -29,6 +29,23 @@ pub struct RecordedTick {
     pub snapshot: wit::Snapshot,
     /// The active policy's decision, when it was asked.
     pub decision: Option<RecordedDecision>,
+    /// The last records of the jobs that left since the previous tick, which the snapshot no
+    /// longer carries (their final epochs): what `wasmsched whatif` reads their ends from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub departed: Vec<DepartedRecord>,
+}
+
+/// A record of a job that has left, kept in the recording beside the snapshot.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DepartedRecord {
+    /// The job.
+    pub job: u32,
+    /// When it was reported, ms.
+    pub time_ms: u64,
+    /// Epochs completed.
+    pub epoch: u32,
+    /// Values in the order of the job's metrics (null for a missing one).
+    pub values: Vec<Option<f64>>,
 }
 
 /// A recorded snapshot read back. serde_json writes a NaN as null, which it does not read back
@@ -132,7 +149,12 @@ mod tests {
     fn a_missing_metric_recorded_as_null_reads_back_as_nan() {
         let mut world = crate::world::sample::world(1, 1, 0);
         world.record(0, 1, vec![f64::NAN, 0.5]);
-        let tick = RecordedTick { tick: 1, snapshot: world.snapshot_for(&mut Cursor::fresh()), decision: None };
+        let tick = RecordedTick {
+            tick: 1,
+            snapshot: world.snapshot_for(&mut Cursor::fresh()),
+            decision: None,
+            departed: Vec::new(),
+        };
         let line = serde_json::to_string(&tick).unwrap();
         assert!(line.contains("\"values\":[null,0.5]"), "{line}");
         let back: RecordedTick = serde_json::from_str(&line).unwrap();

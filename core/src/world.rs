@@ -35,6 +35,9 @@ pub struct World {
     declared: usize,
     /// Bumped whenever the tenant list changes, so a cursor knows when to resend it.
     tenants_version: u64,
+    /// Jobs removed since [`World::forget_departed`], with their records: a recording keeps
+    /// the last epochs of a job that ended, which no snapshot carries once it has gone.
+    departed: Vec<(u32, VecDeque<Record>)>,
 }
 
 /// One GPU: its node and its index there.
@@ -315,8 +318,28 @@ impl World {
         self.queued -= usize::from(!self.states[i].is_running());
         self.specs.remove(i);
         self.states.remove(i);
-        self.history.remove(i);
+        self.departed.push((handle, self.history.remove(i)));
         true
+    }
+
+    /// Forget the jobs removed so far (the loop does at every observation: their records are
+    /// read, if at all, when the observation is).
+    pub fn forget_departed(&mut self) {
+        self.departed.clear();
+    }
+
+    /// The records of the jobs removed since [`World::forget_departed`] that no snapshot for
+    /// `cursor` has carried, in the order they were made, with their jobs.
+    pub fn departed_unsent(&self, cursor: &Cursor) -> Vec<(u32, &Record)> {
+        let mut unsent: Vec<(u32, &Record)> = self
+            .departed
+            .iter()
+            .flat_map(|(handle, records)| {
+                records.iter().filter(|r| r.seq > cursor.progress_seq).map(move |r| (*handle, r))
+            })
+            .collect();
+        unsent.sort_by_key(|(_, r)| r.seq);
+        unsent
     }
 
     fn index(&self, handle: u32) -> Option<usize> {

@@ -215,6 +215,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         let leading = run.lead(backend, driver, rt);
         let placing = run.placing(driver, rt, leading);
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
+        run.world.forget_departed();
         let more = backend.observe(&mut run.world, until);
         driver.observed(&run.world, backend.endpoints(), backend.replicas().map(|r| r.leadership()));
         if !more {

@@ -88,6 +88,7 @@ pub mod shadow;
 pub mod shipped;
 pub mod validate;
 pub mod watchdog;
+pub mod whatif;
 
 /// An error and its sources on one line, `: `-separated, for logs and the command line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {

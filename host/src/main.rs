@@ -60,6 +60,37 @@ enum Command {
         /// Write the run as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Write the run's telemetry recording here (every tick's snapshot and decision, as
+        /// `[record] telemetry` writes on a live host), for `replay` and `whatif`.
+        #[arg(long)]
+        record: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// What if a recorded cluster had run other policies: the recording (`[record]
+    /// telemetry`, or `simulate --record`) becomes a scenario of its nodes and its jobs at
+    /// their measured speeds, and each policy runs it closed-loop on the simulator; print the
+    /// mean JCT recorded beside each policy's, per tenant, and per job with what its speed
+    /// rests on.
+    Whatif {
+        /// The telemetry recording.
+        #[arg(long)]
+        recording: PathBuf,
+        /// Shipped policy names or `.wasm` paths; give it once per policy (the recorded one
+        /// among them to check the replay against the recording).
+        #[arg(long = "policy", required = true)]
+        policies: Vec<String>,
+        /// How many seeds (0, 1, … N-1) each policy runs with.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        seeds: u64,
+        /// Time between policy calls, on the simulator's clock (default: the recording's).
+        #[arg(long, value_parser = humantime::parse_duration)]
+        tick: Option<std::time::Duration>,
+        /// Print each job's figures when there are at most this many jobs.
+        #[arg(long, default_value_t = 40)]
+        show_jobs: usize,
+        #[command(flatten)]
+        out: OutputArgs,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -227,6 +258,7 @@ fn main() -> ExitCode {
         Command::Demo { .. }
             | Command::Simulate { .. }
             | Command::Compare { .. }
+            | Command::Whatif { .. }
             | Command::Sweep { .. }
             | Command::Fidelity { .. }
     );
@@ -250,8 +282,12 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Demo { seeds, report, runtime } => cli::experiments::demo(seeds, &report, &runtime),
-        Command::Simulate { workload, policy, seed, json, runtime } => {
-            cli::experiments::simulate(&workload, policy, seed, json.as_deref(), &runtime)
+        Command::Simulate { workload, policy, seed, json, record, runtime } => {
+            cli::experiments::simulate(&workload, policy, seed, json.as_deref(), record.as_deref(), &runtime)
+        }
+        Command::Whatif { recording, policies, seeds, tick, show_jobs, out, runtime } => {
+            let args = cli::experiments::WhatifArgs { recording, policies, seeds, tick, show_jobs };
+            cli::experiments::whatif(&args, &out, &runtime)
         }
         Command::Compare { workload, policies, seeds, out, runtime } => {
             cli::experiments::compare(&workload, policies, seeds, &out, &runtime)

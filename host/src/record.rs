@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::bindings::wit;
 use crate::budget::BudgetConfig;
 use crate::control::{Decided, Tick};
-use crate::recording::{RecordedDecision, RecordedTick, check_snapshot};
+use crate::recording::{DepartedRecord, RecordedDecision, RecordedTick, check_snapshot};
 use crate::runtime::supervise::Fallback;
 use crate::world::{Cursor, World};
 
@@ -244,7 +244,9 @@ pub const RECORDING_FORMAT: &str = "wasmsched-telemetry/1";
 pub struct TelemetryRecorder {
     out: JsonLines,
     cursor: Cursor,
-    pending: Option<wit::Snapshot>,
+    pending: Option<(wit::Snapshot, Vec<DepartedRecord>)>,
+    /// The last tick written.
+    ticks: u64,
 }
 
 impl TelemetryRecorder {
@@ -252,24 +254,46 @@ impl TelemetryRecorder {
     pub fn create(path: &Path, tick_ms: u64, budget: BudgetConfig) -> Result<TelemetryRecorder, RecordError> {
         let mut out = JsonLines::create(path)?;
         out.write(&RecordingHeader { format: RECORDING_FORMAT.into(), tick_ms, budget: Some(budget) })?;
-        Ok(TelemetryRecorder { out, cursor: Cursor::fresh(), pending: None })
+        Ok(TelemetryRecorder { out, cursor: Cursor::fresh(), pending: None, ticks: 0 })
     }
 
-    /// The world as observed, before the policies see it.
+    /// The world as observed, before the policies see it: its delta, and the last records of
+    /// the jobs that left since.
     pub fn observed(&mut self, world: &World) {
-        self.pending = Some(world.snapshot_for(&mut self.cursor));
+        let departed = world
+            .departed_unsent(&self.cursor)
+            .into_iter()
+            .map(|(job, r)| DepartedRecord {
+                job,
+                time_ms: r.time_ms,
+                epoch: r.epoch,
+                values: r.values.iter().map(|v| v.is_finite().then_some(*v)).collect(),
+            })
+            .collect();
+        self.pending = Some((world.snapshot_for(&mut self.cursor), departed));
     }
 
     /// The tick's outcome: writes its line.
     pub fn record(&mut self, tick: &Tick<'_>) -> Result<(), RecordError> {
-        let Some(snapshot) = self.pending.take() else { return Ok(()) };
         let decision = tick.active.as_ref().map(|a| RecordedDecision {
             policy: a.policy.to_string(),
             sha256: a.digest.clone(),
             actions: a.outcome.actions.clone(),
             fallback: a.outcome.fallback.is_some(),
         });
-        self.out.write(&RecordedTick { tick: tick.number, snapshot, decision })
+        self.write(tick.number, decision)
+    }
+
+    /// The loop ended: the last observation (the one that found nothing left to run, which no
+    /// tick follows) is written undecided.
+    pub fn finish(&mut self) -> Result<(), RecordError> {
+        self.write(self.ticks + 1, None)
+    }
+
+    fn write(&mut self, tick: u64, decision: Option<RecordedDecision>) -> Result<(), RecordError> {
+        let Some((snapshot, departed)) = self.pending.take() else { return Ok(()) };
+        self.ticks = tick;
+        self.out.write(&RecordedTick { tick, snapshot, decision, departed })
     }
 }
 

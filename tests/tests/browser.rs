@@ -255,8 +255,10 @@ fn the_comparison_report_fits_1280_px_and_its_tables_sort_and_filter_in_chromium
     let on_cpu = compare(&flowcon, &["fair-share", "flowcon"]);
     let on_gpus = compare(&gpu, &["fair-share", "fifo", "tiresias"]);
     let dir = out_dir("comparison");
-    let scenarios =
-        [Compared { comparison: &on_cpu, scenario: &flowcon }, Compared { comparison: &on_gpus, scenario: &gpu }];
+    let scenarios = [
+        Compared { comparison: &on_cpu, scenario: &flowcon, recorded: None },
+        Compared { comparison: &on_gpus, scenario: &gpu, recorded: None },
+    ];
     let page = write_html("Policies on their scenarios", &scenarios, &dir).unwrap();
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("CPU limit per job: flowcon"), "flowcon sets limits");

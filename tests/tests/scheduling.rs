@@ -132,7 +132,9 @@ fn a_runs_outcomes_keep_why_each_job_waited() {
     use wasmsched::experiment::report::{Compared, write_html};
     let comparison = wasmsched::experiment::batch::comparison(&workload, vec![run]);
     let dir = tempfile::tempdir().unwrap();
-    let page = write_html("waits", &[Compared { comparison: &comparison, scenario: &workload }], dir.path()).unwrap();
+    let page =
+        write_html("waits", &[Compared { comparison: &comparison, scenario: &workload, recorded: None }], dir.path())
+            .unwrap();
     let html = std::fs::read_to_string(page).unwrap();
     assert!(html.contains("why it waited") && html.contains("2 GPUs asked, 0 free"), "the report's job table says why");
 }

@@ -56,6 +56,7 @@ use crate::backend::Placer;
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 pub use outcome::JobOutcome;
+pub use placement::gpu_step;
 pub use settings::SimSettings;
 use wasmsched_rules::GpuBook;
 
@@ -194,14 +195,7 @@ impl SimJob {
 
     /// The work of epoch `epoch` (1-based), before the per-epoch noise.
     fn epoch_work(&self, epoch: u32) -> f64 {
-        if self.plan.by_goodput() && self.gpu.is_some() {
-            let model = self.plan.model.key();
-            return (goodput::boundary(model, epoch) - goodput::boundary(model, epoch - 1)) * self.work_per_epoch;
-        }
-        match self.gpu {
-            Some(g) => self.plan.model.steps_in(g.batch_size(), epoch) * self.work_per_epoch,
-            None => self.work_per_epoch,
-        }
+        self.plan.epoch_units(self.gpu, epoch) * self.work_per_epoch
     }
 }
 
@@ -288,7 +282,8 @@ impl Simulator {
                 let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
                     .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
                 let cost = if gpu.is_some() { 1.0 } else { plan.work_per_epoch_core_s() };
-                let work_per_epoch = cost * plan.work_scale * rng.around_one(config.noise);
+                let noise = if plan.measured { 0.0 } else { config.noise };
+                let work_per_epoch = cost * plan.work_scale * rng.around_one(noise);
                 SimJob {
                     direction: curve.direction(),
                     curve,
@@ -426,6 +421,14 @@ impl Simulator {
     }
 
     /// Account the work job `i` did since its last update.
+    /// The noise on job `i`'s next epoch's work: a draw around one by half the seed's spread,
+    /// one for a job whose work was measured (drawn all the same, so that the other jobs'
+    /// draws stay as they were).
+    fn epoch_noise(&mut self, i: usize) -> f64 {
+        let spread = if self.jobs[i].plan.measured { 0.0 } else { self.config.noise / 2.0 };
+        self.rng.around_one(spread)
+    }
+
     fn catch_up(&mut self, i: usize) {
         let now = self.now_s;
         let j = &mut self.jobs[i];
@@ -518,7 +521,6 @@ impl Simulator {
             return;
         }
         self.catch_up(i);
-        let noise = self.config.noise / 2.0;
         let j = &mut self.jobs[i];
         j.epoch += 1;
         j.epoch_time_sum += now - j.last_epoch_end_s;
@@ -540,7 +542,9 @@ impl Simulator {
         if j.epoch >= j.epochs_total {
             self.finish(i, false, world);
         } else {
-            j.work_left = j.epoch_work(j.epoch + 1) * self.rng.around_one(noise);
+            let noise = self.epoch_noise(i);
+            let j = &mut self.jobs[i];
+            j.work_left = j.epoch_work(j.epoch + 1) * noise;
             if j.plan.by_goodput() {
                 // The next epoch's gradient statistics: another gain, perhaps another batch.
                 let before = j.step_s;

@@ -7,15 +7,18 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use wasmsched::backend::sim::SimConfig;
 use wasmsched::experiment::batch::{self, Task};
 use wasmsched::experiment::paper::{self, Figure};
 use wasmsched::experiment::report::{self, Compared};
 use wasmsched::experiment::results::{CompareResults, Results};
-use wasmsched::experiment::run::{Comparison, PolicyChoice};
+use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::experiment::sia_tables;
 use wasmsched::experiment::sweep::{self, Axis};
+use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::scenario::Scenario;
+use wasmsched::whatif::Recorded;
 use wasmsched::{admission, experiment, shipped, world};
 
 use super::{OutputArgs, RuntimeArgs, WorkloadArgs, print_admissions, progress_bar, write_file};
@@ -61,17 +64,38 @@ fn run(rt: &Runtime, tasks: &[Task<'_>]) -> Vec<experiment::run::RunReport> {
     reports
 }
 
-/// `wasmsched simulate`: one policy, one seed.
+/// `wasmsched simulate`: one policy, one seed; its telemetry recording to `record`, when asked.
 pub fn simulate(
     workload: &WorkloadArgs,
     policy: String,
     seed: u64,
     json: Option<&Path>,
+    record: Option<&Path>,
     runtime: &RuntimeArgs,
 ) -> anyhow::Result<ExitCode> {
     let (rt, limits) = runtime.runtime()?;
     let scenario = workload.load()?;
-    let comparison = compare_on(&rt, &scenario, &[policy], seed..seed + 1, workload.tick, limits, false)?;
+    let comparison = match record {
+        None => compare_on(&rt, &scenario, &[policy], seed..seed + 1, workload.tick, limits, false)?,
+        Some(path) => {
+            let choice = PolicyChoice::resolve(&rt, &policy)?;
+            let tick_ms = workload.tick.as_millis() as u64;
+            let mut recorder = TelemetryRecorder::create(path, tick_ms, scenario.budget)
+                .with_context(|| format!("cannot record the run to {}", path.display()))?;
+            let options = RunOptions {
+                sim: SimConfig { seed, ..SimConfig::default() },
+                tick: workload.tick,
+                limits,
+                timeline: false,
+            };
+            let (report, failed) = experiment::run::simulate_recorded(&rt, &choice, &scenario, &options, &mut recorder);
+            if let Some(e) = failed {
+                say!("error: the recording stopped early: {}", wasmsched::error_chain(&e));
+            }
+            out!("recording: {}", path.display());
+            batch::comparison(&scenario, vec![report])
+        }
+    };
     out!("{}", comparison.table());
     if let Some(path) = json {
         let results = Results::Compare(CompareResults::new(&comparison, &scenario));
@@ -79,6 +103,43 @@ pub fn simulate(
     }
     // A run that could not finish its jobs is an error: the line above says which and why.
     Ok(if comparison.runs.iter().any(|r| r.unfinished.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// What `wasmsched whatif` replays, and how.
+pub struct WhatifArgs {
+    /// The telemetry recording.
+    pub recording: PathBuf,
+    /// The policies.
+    pub policies: Vec<String>,
+    /// Seeds per policy.
+    pub seeds: u64,
+    /// The tick; the recording's when None.
+    pub tick: Option<Duration>,
+    /// Print each job's figures up to this many jobs.
+    pub show_jobs: usize,
+}
+
+/// `wasmsched whatif`: the recording as a scenario, then `compare` on it, and each job's
+/// recorded JCT beside each policy's.
+pub fn whatif(args: &WhatifArgs, out: &OutputArgs, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+    let (rt, limits) = runtime.runtime()?;
+    let path = &args.recording;
+    let recorded = Recorded::open(path).with_context(|| format!("cannot replay {}", path.display()))?;
+    let (scenario, replay) = recorded.scenario().with_context(|| format!("cannot replay {}", path.display()))?;
+    let tick = args.tick.unwrap_or(Duration::from_millis(recorded.tick_ms.max(1)));
+    let comparison = compare_on(&rt, &scenario, &args.policies, 0..args.seeds, tick, limits, out.report.is_some())?;
+    out!("{}", comparison.table());
+    let versus = replay.versus(&comparison);
+    out!("{}", replay.table(&versus, args.show_jobs));
+    out.write(&Results::Compare(CompareResults::new(&comparison, &scenario).recorded(&replay)))?;
+    if let Some(dir) = &out.report {
+        let title = format!("What if: {}", scenario.name());
+        let compared = Compared { comparison: &comparison, scenario: &scenario, recorded: Some(&replay) };
+        let page = report::write_html(&title, &[compared], dir)
+            .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+        out!("report: {}", page.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `wasmsched compare`: several policies on the same scenario and seeds; the config variants
@@ -109,8 +170,12 @@ pub fn compare(
     out.write(&Results::Compare(CompareResults::new(&comparison, &scenario)))?;
     if let Some(dir) = &out.report {
         let title = format!("Policies on {}", scenario.name());
-        let page = report::write_html(&title, &[Compared { comparison: &comparison, scenario: &scenario }], dir)
-            .with_context(|| format!("cannot write the report into {}", dir.display()))?;
+        let page = report::write_html(
+            &title,
+            &[Compared { comparison: &comparison, scenario: &scenario, recorded: None }],
+            dir,
+        )
+        .with_context(|| format!("cannot write the report into {}", dir.display()))?;
         out!("report: {}", page.display());
     }
     Ok(ExitCode::SUCCESS)
@@ -262,7 +327,8 @@ pub fn demo(seeds: u64, report_dir: &Path, runtime: &RuntimeArgs) -> anyhow::Res
         })
         .collect();
     out!("\n{}", experiment::demo_table(&done, seeds));
-    let scenarios: Vec<Compared> = done.iter().map(|(s, c)| Compared { comparison: c, scenario: s }).collect();
+    let scenarios: Vec<Compared> =
+        done.iter().map(|(s, c)| Compared { comparison: c, scenario: s, recorded: None }).collect();
     let page = report::write_html("wasmsched demo: each policy at its own objective", &scenarios, report_dir)
         .with_context(|| format!("cannot write the report into {}", report_dir.display()))?;
     out!(

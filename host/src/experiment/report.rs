@@ -25,6 +25,7 @@ use super::sweep::Sweep;
 use crate::backend::sim::JobOutcome;
 use crate::backend::sim::workload::Workload;
 use crate::scenario::{Claim, Scenario};
+use crate::whatif::Replay;
 
 mod charts;
 mod heatmap;
@@ -42,6 +43,9 @@ pub struct Compared<'a> {
     /// The scenario they ran: its jobs' names, models and targets, its nodes and GPUs, and
     /// the paper's figures.
     pub scenario: &'a Scenario,
+    /// For a replay of a recording (`whatif`): the recorded jobs, beside which the runs are
+    /// read.
+    pub recorded: Option<&'a Replay>,
 }
 
 /// Write `dir/index.html` (creating `dir`): one self-contained page with a section per
@@ -190,6 +194,7 @@ fn section(s: &Section, several: bool, out: &mut String) {
     }
     tables::paper(s, out);
     tables::summary(s, out);
+    tables::recorded(s, out);
     charts::jct_cdf(s, out);
     charts::progress(s, out);
     charts::cpu(s, cores, out);
@@ -221,6 +226,8 @@ struct Section<'a> {
     drawn: Vec<usize>,
     /// The last time in any first run's timeline, in seconds.
     max_t: f64,
+    /// For a replay of a recording: the recorded jobs.
+    recorded: Option<&'a Replay>,
 }
 
 impl<'a> Section<'a> {
@@ -232,7 +239,18 @@ impl<'a> Section<'a> {
         let job_count = comparison.runs.iter().map(|r| r.jobs.len()).fold(workload.jobs.len(), usize::max);
         let drawn = busiest_jobs(&first, job_count, MAX_JOBS_DRAWN);
         let max_t = first.iter().flat_map(|r| &r.timeline).map(|s| finite(s.time_s)).fold(0.0, f64::max);
-        Section { index, comparison, workload, claims, policies, first, job_count, drawn, max_t }
+        Section {
+            index,
+            comparison,
+            workload,
+            claims,
+            policies,
+            first,
+            job_count,
+            drawn,
+            max_t,
+            recorded: compared.recorded,
+        }
     }
 
     fn name(&self) -> &str {

@@ -13,6 +13,7 @@ use super::paper::{self, Measured};
 use super::run::{Comparison, RunReport};
 use super::sweep::{Sweep, show};
 use crate::scenario::Scenario;
+use crate::whatif::Replay;
 
 /// What every results file says it is.
 pub const FORMAT: &str = "wasmsched-results";
@@ -36,6 +37,10 @@ pub struct CompareResults<'a> {
     pub paper: Vec<Measured>,
     /// Every run, in (policy, seed) order.
     pub runs: &'a [RunReport],
+    /// For a replay of a recording (`whatif`): the recorded jobs, in the runs' job order, with
+    /// their recorded JCTs and what each one's speed rests on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<&'a Replay>,
 }
 
 impl<'a> CompareResults<'a> {
@@ -51,7 +56,13 @@ impl<'a> CompareResults<'a> {
             paper: scenario.claims.iter().filter_map(|c| comparison.measure(c)).collect(),
             policies,
             runs: &comparison.runs,
+            recorded: None,
         }
+    }
+
+    /// The same, as a replay of a recording.
+    pub fn recorded(self, replay: &'a Replay) -> CompareResults<'a> {
+        CompareResults { recorded: Some(replay), ..self }
     }
 }
 

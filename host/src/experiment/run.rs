@@ -10,7 +10,8 @@ use serde::Serialize;
 use crate::admission;
 use crate::backend::sim::{JobOutcome, SimConfig, Simulator};
 use crate::control::{self, LoopConfig};
-use crate::runtime::supervise::{Fallback, Quarantine, Supervised};
+use crate::record::{RecordError, TelemetryRecorder};
+use crate::runtime::supervise::{Fallback, Quarantine, Supervised, TickOutcome};
 use crate::runtime::{Limits, LoadError, LoadedPolicy, Runtime};
 use crate::scenario::Scenario;
 use crate::shipped;
@@ -210,8 +211,65 @@ pub fn simulate_watched(
     choice: &PolicyChoice,
     scenario: &Scenario,
     options: &RunOptions,
-    mut watch: impl FnMut(&World),
+    watch: impl FnMut(&World),
 ) -> RunReport {
+    simulate_with(rt, choice, scenario, options, watch, None).0
+}
+
+/// [`simulate`], writing every tick's snapshot and decision to `recorder` (a telemetry
+/// recording, as `[record] telemetry` writes on a live host); why the recording stopped, if it
+/// could not be written to the end (the run goes on).
+pub fn simulate_recorded(
+    rt: &Runtime,
+    choice: &PolicyChoice,
+    scenario: &Scenario,
+    options: &RunOptions,
+    recorder: &mut TelemetryRecorder,
+) -> (RunReport, Option<RecordError>) {
+    simulate_with(rt, choice, scenario, options, |_| {}, Some(recorder))
+}
+
+/// One policy as the loop's driver: every decided tick to a closure, every tick to the
+/// recorder when there is one.
+struct Simulated<'a, F> {
+    policy: &'a mut Supervised,
+    decided: F,
+    recorder: Option<&'a mut TelemetryRecorder>,
+    failed: Option<RecordError>,
+}
+
+impl<F: FnMut(&World, &TickOutcome)> control::Driver for Simulated<'_, F> {
+    fn observed(&mut self, world: &World, _: Vec<crate::backend::Endpoint>, _: Option<crate::backend::Leadership>) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.observed(world);
+        }
+    }
+
+    fn policies(&mut self) -> control::Policies<'_> {
+        control::Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+    }
+
+    fn record(&mut self, tick: control::Tick<'_>) {
+        if let Some(r) = self.recorder.as_mut()
+            && let Err(e) = r.record(&tick)
+        {
+            self.failed = Some(e);
+            self.recorder = None;
+        }
+        if let Some(active) = &tick.active {
+            (self.decided)(tick.world, &active.outcome);
+        }
+    }
+}
+
+fn simulate_with(
+    rt: &Runtime,
+    choice: &PolicyChoice,
+    scenario: &Scenario,
+    options: &RunOptions,
+    mut watch: impl FnMut(&World),
+    recorder: Option<&mut TelemetryRecorder>,
+) -> (RunReport, Option<RecordError>) {
     let started = Instant::now();
     let workload = &scenario.workload;
     let mut sim = Simulator::new(workload, SimConfig { keep_progress: options.timeline, ..options.sim });
@@ -237,7 +295,7 @@ pub fn simulate_watched(
     let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
     let mut calls_ms: Vec<f64> = Vec::new();
     let mut tracker = super::fairness::Tracker::new(options.timeline);
-    let summary = control::run(&mut sim, &mut supervised, rt, &config, |world, outcome| {
+    let decided = |world: &World, outcome: &TickOutcome| {
         if outcome.fallback.is_none() {
             calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
         }
@@ -271,7 +329,16 @@ pub fn simulate_watched(
                 .collect();
             timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, jobs });
         }
-    });
+    };
+    let mut driver = Simulated { policy: &mut supervised, decided, recorder, failed: None };
+    let summary = control::drive(&mut sim, &mut driver, rt, &config);
+    if let Some(r) = driver.recorder.as_mut()
+        && let Err(e) = r.finish()
+    {
+        driver.failed = Some(e);
+    }
+    let failed = driver.failed.take();
+    drop(driver);
     let mut jobs = sim.outcomes();
     for (job, why) in jobs.iter_mut().zip(pending) {
         job.pending = why;
@@ -282,7 +349,7 @@ pub fn simulate_watched(
     let mut jcts: Vec<f64> = jobs.iter().filter_map(|j| j.jct_s).collect();
     jcts.sort_by(f64::total_cmp);
     let counters = supervised.counters();
-    RunReport {
+    let report = RunReport {
         policy: choice.label.clone(),
         digest: choice.policy.digest().into(),
         seed: options.sim.seed,
@@ -312,7 +379,8 @@ pub fn simulate_watched(
         }),
         jobs,
         timeline,
-    }
+    };
+    (report, failed)
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -410,6 +410,7 @@ fn job(
         elastic: table.elastic.unwrap_or(false),
         tuned: false,
         tenant: crate::world::DEFAULT_TENANT.to_string(),
+        measured: false,
     };
     Ok((plan, spacing))
 }

@@ -7,7 +7,7 @@ use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
 
 use super::colocation;
 use super::goodput;
-use super::throughput::{GpuType, shape_of};
+use super::throughput::{GpuConfig, GpuType, shape_of};
 use super::workload::JobPlan;
 use super::{FEED_CORES_PER_GPU, Phase, Placer, Simulator, job_spec, secs_to_ms};
 use crate::bindings::wit;
@@ -204,10 +204,11 @@ impl Simulator {
         }
         self.by_handle.push(i);
         debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
+        let noise = self.epoch_noise(i);
         let j = &mut self.jobs[i];
         j.handle = Some(handle);
         j.phase = Phase::Queued;
-        j.work_left = j.epoch_work(1) * self.rng.around_one(self.config.noise / 2.0);
+        j.work_left = j.epoch_work(1) * noise;
         self.queue.push(i);
         self.last_activity_s = self.now_s;
         if self.placer == Placer::Backend {
@@ -296,19 +297,22 @@ impl Simulator {
         j.speed = 0.0;
     }
 
-    /// A GPU job's seconds per step on the GPUs it holds now.
+    /// A GPU job's seconds per step on the GPUs it holds now ([`gpu_step`]); an elastic job
+    /// takes the configuration it runs there.
     pub(super) fn set_step_time(&mut self, i: usize) {
-        if self.jobs[i].plan.by_goodput() && self.jobs[i].gpu.is_some() {
-            self.set_elastic_step(i);
-            return;
-        }
         let types = self.gpu_types_of(i);
         let j = &mut self.jobs[i];
-        if let Some(g) = j.gpu {
-            let shape = shape_of(j.gpus.iter().map(|s| s.node));
-            // Over nodes of several types, the slowest type's step time.
-            let slowest = types.into_iter().map(|t| g.step_s_on(j.plan.model, t, &shape)).fold(f64::NAN, f64::max);
-            j.step_s = if shape.is_empty() || slowest.is_nan() { f64::INFINITY } else { slowest };
+        let Some(config) = j.gpu else { return };
+        let shape = shape_of(j.gpus.iter().map(|s| s.node));
+        match gpu_step(&j.plan, config, j.pinned_batch, &types, &shape, j.epoch + 1) {
+            Some((step_s, config)) => {
+                j.step_s = step_s;
+                if j.plan.by_goodput() {
+                    j.gpu = Some(config);
+                    j.max_cores = f64::from(config.replicas) * FEED_CORES_PER_GPU;
+                }
+            }
+            None => j.step_s = f64::INFINITY,
         }
     }
 
@@ -319,37 +323,6 @@ impl Simulator {
         types.sort_unstable();
         types.dedup();
         types
-    }
-
-    /// An elastic job's configuration for the GPUs it holds (its pinned batch size, or the
-    /// best for them), and its "step" time: seconds per unit of progress at that goodput. Over
-    /// nodes of several types, the slowest type's.
-    fn set_elastic_step(&mut self, i: usize) {
-        let j = &self.jobs[i];
-        let shape = shape_of(j.gpus.iter().map(|s| s.node));
-        if shape.is_empty() {
-            self.jobs[i].step_s = f64::INFINITY;
-            return;
-        }
-        let (model, epoch) = (j.plan.model.key(), j.epoch + 1);
-        let types = self.gpu_types_of(i);
-        let replicas: u32 = shape.iter().sum();
-        let slowest = types
-            .into_iter()
-            .map(|t| {
-                let config = match j.pinned_batch {
-                    Some(batch) => goodput::split(model, t, batch, replicas),
-                    None => goodput::best_config(model, t, &shape, epoch),
-                };
-                (goodput::speed(model, t, config, &shape, epoch), config)
-            })
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        let j = &mut self.jobs[i];
-        if let Some((speed, config)) = slowest {
-            j.gpu = Some(config);
-            j.step_s = if speed > 0.0 { 1.0 / speed } else { f64::INFINITY };
-            j.max_cores = f64::from(config.replicas) * FEED_CORES_PER_GPU;
-        }
     }
 
     /// Job `i` leaves its node and GPUs (it ended, was preempted or moves).
@@ -406,4 +379,39 @@ impl Simulator {
             self.reshare(n);
         }
     }
+}
+
+/// Seconds per unit of work ([`JobPlan::epoch_units`]) of a GPU job of `plan` at its epoch
+/// `epoch` on GPUs of `types` (each once) in `shape` (GPUs per node), alone on them, and the
+/// configuration it runs there: a rigid job runs `config`; an elastic or tuned one its pinned
+/// batch size split over the GPUs, else the best configuration for them. Over several types,
+/// the slowest type's. None where it holds no GPU; infinite where it cannot run.
+pub fn gpu_step(
+    plan: &JobPlan,
+    config: GpuConfig,
+    pinned_batch: Option<u32>,
+    types: &[GpuType],
+    shape: &[u32],
+    epoch: u32,
+) -> Option<(f64, GpuConfig)> {
+    if shape.is_empty() {
+        return None;
+    }
+    if !plan.by_goodput() {
+        let slowest = types.iter().map(|&t| config.step_s_on(plan.model, t, shape)).fold(f64::NAN, f64::max);
+        return Some((if slowest.is_nan() { f64::INFINITY } else { slowest }, config));
+    }
+    let model = plan.model.key();
+    let replicas: u32 = shape.iter().sum();
+    let (speed, config) = types
+        .iter()
+        .map(|&t| {
+            let config = match pinned_batch {
+                Some(batch) => goodput::split(model, t, batch, replicas),
+                None => goodput::best_config(model, t, shape, epoch),
+            };
+            (goodput::speed(model, t, config, shape, epoch), config)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some((if speed > 0.0 { 1.0 / speed } else { f64::INFINITY }, config))
 }

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::model::Model;
 use super::profile::{JobCurve, Profile};
+use super::throughput::GpuConfig;
 use crate::bindings::wit;
 
 /// Nodes and planned jobs, ready for the simulator.
@@ -100,6 +101,10 @@ pub struct JobPlan {
     pub tuned: bool,
     /// The tenant it belongs to ("default" unless the scenario or trace names one).
     pub tenant: String,
+    /// Its work was measured (a recorded job's, `crate::whatif`): the seed's noise leaves it as
+    /// it is.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub measured: bool,
 }
 
 impl JobPlan {
@@ -132,6 +137,7 @@ impl JobPlan {
             elastic: false,
             tuned: false,
             tenant: crate::world::DEFAULT_TENANT.into(),
+            measured: false,
         }
     }
 
@@ -146,6 +152,20 @@ impl JobPlan {
         match &self.profile {
             Some(p) => JobCurve::Profile(p.curve().clone()),
             None => JobCurve::Model(self.model.curve(self.batch_size)),
+        }
+    }
+
+    /// The units of work of its epoch `epoch` (1-based) at GPU configuration `gpu`, at a work
+    /// scale of one: goodput progress for an elastic or tuned GPU job, optimiser steps for a
+    /// rigid one, one for a CPU job (whose epoch is its cost in core-seconds).
+    pub fn epoch_units(&self, gpu: Option<GpuConfig>, epoch: u32) -> f64 {
+        match gpu {
+            Some(_) if self.by_goodput() => {
+                let model = self.model.key();
+                super::goodput::boundary(model, epoch) - super::goodput::boundary(model, epoch - 1)
+            }
+            Some(g) => self.model.steps_in(g.batch_size(), epoch),
+            None => 1.0,
         }
     }
 

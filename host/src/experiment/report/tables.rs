@@ -396,3 +396,34 @@ pub(super) fn jobs(s: &Section, out: &mut String) {
         table.finish(true, out);
     }
 }
+
+/// For a replay of a recording: each job's recorded JCT beside each policy's (mean over the
+/// seeds it ended in), with what its speed rests on; the jobs left out of the replay last.
+pub(super) fn recorded(s: &Section, out: &mut String) {
+    let Some(replay) = s.recorded else { return };
+    let versus = replay.versus(s.comparison);
+    let recorded = replay.recorded_policy.as_deref().unwrap_or("the recorded policy");
+    let _ = writeln!(
+        out,
+        "<h3>Recorded and replayed</h3>\n<p class=\"note\">Each job's completion time as recorded (under {}) and \
+         under each policy, mean over the seeds it ended in. A speed fitted to the job itself rests on what it ran; \
+         an assumed one on the jobs that ran a whole epoch (it ran none). A job unfinished at the recording's end \
+         runs to its end here, and has no recorded JCT.</p>",
+        escape(recorded)
+    );
+    let mut columns = vec!["job", "tenant", "speed", "recorded JCT"];
+    columns.extend(versus.iter().map(|v| v.policy.as_str()));
+    let mut table = Table::new(&s.id("recorded"), "recorded and replayed jobs", &columns);
+    for (i, job) in replay.jobs.iter().enumerate() {
+        let speed = job.speed.as_ref().map_or_else(|| "left out".to_string(), ToString::to_string);
+        let mut row = vec![Cell::text(&job.name), Cell::text(&job.tenant), Cell::text(&speed)];
+        row.push(if job.unfinished {
+            Cell::num(f64::NAN, "unfinished")
+        } else {
+            Cell::maybe(job.recorded_jct_s, duration)
+        });
+        row.extend(versus.iter().map(|v| Cell::maybe(v.jct_s.get(i).copied().flatten(), duration)));
+        table.row(row);
+    }
+    table.finish(true, out);
+}

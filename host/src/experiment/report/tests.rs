@@ -132,7 +132,7 @@ fn write(title: &str, scenarios: &[Compared<'_>]) -> String {
 }
 
 fn page_of(comparison: &Comparison, scenario: &Scenario) -> String {
-    write("Report", &[Compared { comparison, scenario }])
+    write("Report", &[Compared { comparison, scenario, recorded: None }])
 }
 
 /// Every number in an SVG attribute or a sort key parses as a finite float.
@@ -368,7 +368,8 @@ fn hostile_names_are_escaped_everywhere() {
     }
     workload.claims[0].policy = "<script>alert('x')</script>".into();
     workload.workload.name = "\"quoted\" & <b>bold</b>".into();
-    let html = write("<title> & \"more\"", &[Compared { comparison: &comparison, scenario: &workload }]);
+    let html =
+        write("<title> & \"more\"", &[Compared { comparison: &comparison, scenario: &workload, recorded: None }]);
     assert!(!html.contains("<script>alert"));
     assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
     assert!(html.contains("&quot;quoted&quot; &amp; &lt;b&gt;bold&lt;/b&gt;"));
@@ -386,8 +387,8 @@ fn several_scenarios_get_a_section_each_and_one_objective_table_on_top() {
     let html = write(
         "Demo",
         &[
-            Compared { comparison: &comparison, scenario: &workload },
-            Compared { comparison: &comparison, scenario: &other },
+            Compared { comparison: &comparison, scenario: &workload, recorded: None },
+            Compared { comparison: &comparison, scenario: &other, recorded: None },
         ],
     );
     assert!(html.contains("<section id=\"s0\">") && html.contains("<section id=\"s1\">"));
