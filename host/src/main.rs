@@ -89,6 +89,10 @@ enum Command {
         /// Print each job's figures when there are at most this many jobs.
         #[arg(long, default_value_t = 40)]
         show_jobs: usize,
+        /// How long the watchdog lets a placing policy leave a job waiting that would fit
+        /// (60 s unless given): longer than a round for a policy that plans in rounds.
+        #[arg(long, value_parser = humantime::parse_duration)]
+        stall_after: Option<std::time::Duration>,
         #[command(flatten)]
         out: OutputArgs,
         #[command(flatten)]
@@ -285,8 +289,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate { workload, policy, seed, json, record, runtime } => {
             cli::experiments::simulate(&workload, policy, seed, json.as_deref(), record.as_deref(), &runtime)
         }
-        Command::Whatif { recording, policies, seeds, tick, show_jobs, out, runtime } => {
-            let args = cli::experiments::WhatifArgs { recording, policies, seeds, tick, show_jobs };
+        Command::Whatif { recording, policies, seeds, tick, show_jobs, stall_after, out, runtime } => {
+            let args = cli::experiments::WhatifArgs { recording, policies, seeds, tick, show_jobs, stall_after };
             cli::experiments::whatif(&args, &out, &runtime)
         }
         Command::Compare { workload, policies, seeds, out, runtime } => {

@@ -71,8 +71,11 @@ pub struct Stint {
     pub node: u32,
     /// The node of each GPU it held.
     pub gpu_nodes: Vec<u32>,
-    /// CPU it was seen to use, core-milliseconds (use at each tick × the time since the last).
+    /// CPU it was seen to use, core-milliseconds (use at each tick × the time since the last;
+    /// the last use seen until its end).
     pub cpu_core_ms: f64,
+    /// The CPU it used at the last tick, millicores.
+    pub cpu_millicores: u64,
     /// Whether it still ran at the recording's end.
     pub open: bool,
 }
@@ -202,6 +205,9 @@ impl Recorded {
                     trail.left_ms = Some(now);
                     let end = trail.last_epoch_ms().unwrap_or(now).min(now);
                     if let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
+                        // It ran at its last use seen from the last tick to its end.
+                        let tail_ms = end.saturating_sub(open.to_ms) as f64;
+                        open.cpu_core_ms += open.cpu_millicores as f64 / 1000.0 * tail_ms;
                         open.to_ms = end.max(open.from_ms);
                         open.open = false;
                     }
@@ -225,12 +231,20 @@ impl Recorded {
                 if running {
                     if !same {
                         let from_ms = before.max(spec.arrival_ms).min(now);
-                        let stint =
-                            Stint { from_ms, to_ms: now, node: state.node, gpu_nodes, cpu_core_ms: 0.0, open: true };
-                        trail.stints.push(stint);
+                        trail.stints.push(Stint {
+                            from_ms,
+                            to_ms: from_ms,
+                            node: state.node,
+                            gpu_nodes,
+                            cpu_core_ms: 0.0,
+                            cpu_millicores: 0,
+                            open: true,
+                        });
                     }
                     let stint = trail.stints.last_mut().expect("just pushed or kept");
-                    stint.cpu_core_ms += state.cpu_used_millicores as f64 / 1000.0 * now.saturating_sub(before) as f64;
+                    let since = stint.to_ms.max(stint.from_ms);
+                    stint.cpu_core_ms += state.cpu_used_millicores as f64 / 1000.0 * now.saturating_sub(since) as f64;
+                    stint.cpu_millicores = state.cpu_used_millicores;
                     stint.to_ms = now;
                     if trail.batch_size == 0 {
                         trail.batch_size = state.batch_size;

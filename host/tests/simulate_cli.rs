@@ -100,6 +100,69 @@ fn malformed_workloads_are_refused_with_a_reason() {
 }
 
 #[test]
+fn a_recorded_run_replayed_by_whatif_prints_the_recording_beside_each_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = dir.path().join("run.jsonl");
+    let (json, report) = (dir.path().join("whatif.json"), dir.path().join("report"));
+    let workload = scenario("gpu-queue.toml");
+    let recorded = ["simulate", "--workload", &workload, "--policy", "fifo", "--record", recording.to_str().unwrap()];
+    let out = wasmsched(&recorded, dir.path());
+    assert!(out.status.success(), "{}", text(&out));
+    let args = [
+        "whatif",
+        "--recording",
+        recording.to_str().unwrap(),
+        "--policy",
+        "fifo",
+        "--policy",
+        "tiresias",
+        "--json",
+        json.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    let out = wasmsched(&args, dir.path());
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    assert!(
+        shown.contains("| recorded (fifo) |") && shown.contains("| fifo |") && shown.contains("| tiresias |"),
+        "{shown}"
+    );
+    assert!(shown.contains("| cifar-0 | default | cifar10 tables ×"), "each job with what its speed rests on: {shown}");
+    let value: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(value["kind"], "compare");
+    let jobs = value["recorded"]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 10);
+    assert_eq!(jobs[0]["speed"]["source"], "tables");
+    assert_eq!(value["runs"][0]["jobs"][0]["name"], jobs[0]["name"], "the runs' jobs in the recording's order");
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("Recorded and replayed") && html.contains("cifar10 tables"), "the report's table");
+}
+
+#[test]
+fn a_recording_whatif_cannot_read_is_refused_with_where_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let header = r#"{"format":"wasmsched-telemetry/1","tick_ms":1000}"#;
+    let cases = [
+        ("missing.jsonl", None, "cannot use"),
+        ("empty.jsonl", Some(String::new()), "the recording is empty"),
+        ("garbage.jsonl", Some(format!("{header}\nnot json at all\n")), "line 2"),
+        ("nothing.jsonl", Some(format!("{header}\n")), "shows no node"),
+        ("other.jsonl", Some("{\"format\":\"something-else\",\"tick_ms\":1}\n".into()), "this host reads"),
+    ];
+    for (file, body, reason) in cases {
+        let path = dir.path().join(file);
+        if let Some(body) = body {
+            std::fs::write(&path, body).unwrap();
+        }
+        let out = wasmsched(&["whatif", "--recording", path.to_str().unwrap(), "--policy", "fifo"], dir.path());
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{file}: {shown}");
+        assert!(shown.contains(file) && shown.contains(reason), "{file}: expected {reason:?} in {shown}");
+    }
+}
+
+#[test]
 fn an_unknown_policy_is_refused_with_the_shipped_names() {
     let dir = tempfile::tempdir().unwrap();
     let workload = scenario("demo.toml");

@@ -17,3 +17,4 @@ mod sandbox;
 mod scheduling;
 mod shadow;
 mod sim;
+mod whatif;

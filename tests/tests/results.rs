@@ -74,6 +74,29 @@ fn a_comparison_against_a_config_variant_as_json_follows_the_schema() {
 }
 
 #[test]
+fn a_replay_of_a_recording_as_json_follows_the_schema() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    let workload = flowcon_paper();
+    let mut recorder = wasmsched::record::TelemetryRecorder::create(&path, 30_000, workload.budget).unwrap();
+    let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
+    let (_, failed) =
+        wasmsched::experiment::run::simulate_recorded(rt, &fair, &workload, &options(0, false), &mut recorder);
+    assert!(failed.is_none());
+    let (scenario, replay) = wasmsched::whatif::Recorded::open(&path).unwrap().scenario().unwrap();
+    let runs = ["fair-share", "flowcon"]
+        .map(|p| simulate(rt, &PolicyChoice::resolve(rt, p).unwrap(), &scenario, &options(0, false)));
+    let comparison = Comparison { workload: scenario.name().to_string(), runs: runs.to_vec() };
+    let json = to_json(&Results::Compare(CompareResults::new(&comparison, &scenario).recorded(&replay)));
+    assert_follows_schema(&json);
+    let jobs = json["recorded"]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), workload.workload.jobs.len());
+    assert!(jobs.iter().all(|j| j["speed"]["source"] == "model-cpu" && j["recorded_jct_s"].is_number()), "{jobs:?}");
+    assert_eq!(json["recorded"]["recorded_policy"], "fair-share");
+}
+
+#[test]
 fn a_comparison_as_json_follows_the_schema_and_as_csv_has_a_row_per_run() {
     let rt = runtime();
     let workload = flowcon_paper();

@@ -117,6 +117,8 @@ pub struct WhatifArgs {
     pub tick: Option<Duration>,
     /// Print each job's figures up to this many jobs.
     pub show_jobs: usize,
+    /// The watchdog's stall rule; the default when None.
+    pub stall_after: Option<Duration>,
 }
 
 /// `wasmsched whatif`: the recording as a scenario, then `compare` on it, and each job's
@@ -125,7 +127,10 @@ pub fn whatif(args: &WhatifArgs, out: &OutputArgs, runtime: &RuntimeArgs) -> any
     let (rt, limits) = runtime.runtime()?;
     let path = &args.recording;
     let recorded = Recorded::open(path).with_context(|| format!("cannot replay {}", path.display()))?;
-    let (scenario, replay) = recorded.scenario().with_context(|| format!("cannot replay {}", path.display()))?;
+    let (mut scenario, replay) = recorded.scenario().with_context(|| format!("cannot replay {}", path.display()))?;
+    if let Some(after) = args.stall_after {
+        scenario.watchdog.stall_after = after;
+    }
     let tick = args.tick.unwrap_or(Duration::from_millis(recorded.tick_ms.max(1)));
     let comparison = compare_on(&rt, &scenario, &args.policies, 0..args.seeds, tick, limits, out.report.is_some())?;
     out!("{}", comparison.table());

@@ -1,4 +1,5 @@
-//! Results as data: what `compare --json`, `simulate --json` and `sweep --json` write, in the
+//! Results as data: what `compare --json`, `simulate --json`, `whatif --json` and `sweep --json`
+//! write, in the
 //! versioned schema of `docs/results.schema.json`, and the `--csv` tables for spreadsheets.
 //!
 //! A file is one JSON object: `format` (always [`FORMAT`]), `version` ([`VERSION`], raised

@@ -20,12 +20,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{Recorded, Trail, known_model};
-use crate::backend::sim::SimConfig;
 use crate::backend::sim::gpu_step;
 use crate::backend::sim::model::Model;
 use crate::backend::sim::profile::{Costs, Profile};
 use crate::backend::sim::throughput::{GpuConfig, GpuType};
 use crate::backend::sim::workload::{JobPlan, NodeSpec};
+use crate::backend::sim::{REQUEST_COST_CORE_S, SimConfig};
 use crate::bindings::wit;
 
 /// The measured model a GPU job of an unknown model scales like.
@@ -61,6 +61,14 @@ pub enum Speed {
         /// From its first start to its first epoch, less one epoch.
         startup_s: f64,
     },
+    /// An inference service: the requests per second its CPU use says (its most, at the
+    /// simulator's cost of a request), for as long as it ran.
+    Service {
+        /// Requests per second.
+        request_rate: f64,
+        /// How long it serves, seconds from its arrival.
+        duration_s: f64,
+    },
     /// It ran no whole epoch: a scale (or a profile) borrowed from the jobs that did.
     Assumed {
         /// The scale it runs at.
@@ -88,6 +96,9 @@ impl std::fmt::Display for Speed {
             Speed::Profile { core_s_per_epoch, max_cores, .. } => {
                 write!(f, "own profile: {core_s_per_epoch:.3} core-s/epoch, ≤{max_cores:.2} cores")
             }
+            Speed::Service { request_rate, duration_s } => {
+                write!(f, "service: {request_rate:.1} requests/s for {duration_s:.0} s")
+            }
             Speed::Assumed { scale, from } => write!(f, "assumed ×{scale:.3} ({from}; no whole epoch ran)"),
         }
     }
@@ -97,7 +108,7 @@ impl std::fmt::Display for Speed {
 pub fn fit_all(recorded: &Recorded, nodes: &[NodeSpec]) -> Vec<Option<(JobPlan, Speed)>> {
     let types: Vec<GpuType> = nodes.iter().map(|n| GpuType::parse(&n.gpu_type).unwrap_or_default()).collect();
     let mut fitted: Vec<Option<(JobPlan, Option<Speed>)>> =
-        recorded.jobs.iter().map(|t| base_plan(t).map(|plan| fit_one(plan, t, &types))).collect();
+        recorded.jobs.iter().map(|t| base_plan(t, recorded.end_ms).map(|plan| fit_one(plan, t, &types))).collect();
     // What a job without a whole epoch borrows.
     let median_of = |gpu: bool| {
         let mut scales: Vec<f64> = fitted
@@ -144,11 +155,11 @@ pub fn fit_all(recorded: &Recorded, nodes: &[NodeSpec]) -> Vec<Option<(JobPlan, 
         .collect()
 }
 
-/// The plan of a recorded training job at a work scale of one; None for another kind.
-fn base_plan(trail: &Trail) -> Option<JobPlan> {
+/// The plan of a recorded training job at a work scale of one, or of a service.
+fn base_plan(trail: &Trail, end_ms: u64) -> Option<JobPlan> {
     let spec = &trail.spec;
-    if spec.kind != wit::JobKind::Training {
-        return None;
+    if spec.kind == wit::JobKind::Inference {
+        return Some(service(trail, end_ms));
     }
     let gpu = spec.gpus > 0;
     let model = known_model(spec).or(gpu.then_some(REFERENCE_MODEL)).unwrap_or(Model::Cifar10);
@@ -188,9 +199,32 @@ fn base_plan(trail: &Trail) -> Option<JobPlan> {
     Some(JobPlan { max_epochs, ..plan })
 }
 
+/// A recorded service: its model (bert when not one of ours), serving from its arrival until it
+/// left (or the recording's end, `end_ms`) at the rate its CPU use says.
+fn service(trail: &Trail, end_ms: u64) -> JobPlan {
+    let spec = &trail.spec;
+    let model = known_model(spec).unwrap_or(Model::Bert);
+    let duration_s = trail.left_ms.unwrap_or(end_ms).saturating_sub(spec.arrival_ms) as f64 / 1000.0;
+    JobPlan {
+        kind: wit::JobKind::Inference,
+        gpus: spec.gpus,
+        replicas: spec.replicas.max(1),
+        qoe_target: spec.qoe_target,
+        disruptible: !crate::declare::opted_out(spec),
+        tenant: spec.tenant.clone(),
+        measured: true,
+        request_rate: Some(trail.peak.0 as f64 / 1000.0 / REQUEST_COST_CORE_S),
+        duration_s: Some(duration_s.max(0.001)),
+        ..JobPlan::training(spec.name.clone(), model, spec.arrival_ms as f64 / 1000.0)
+    }
+}
+
 /// `plan` fitted to what `trail` ran on nodes of `types`; the speed None when it ran no whole
 /// epoch.
 fn fit_one(plan: JobPlan, trail: &Trail, types: &[GpuType]) -> (JobPlan, Option<Speed>) {
+    if let (Some(request_rate), Some(duration_s)) = (plan.request_rate, plan.duration_s) {
+        return (plan, Some(Speed::Service { request_rate, duration_s }));
+    }
     let Some(end) = trail.last_epoch_ms().filter(|_| trail.epochs_done() > 0) else { return (plan, None) };
     if plan.gpus > 0 {
         let Some(scale) = tables_scale(&plan, trail, types, end) else { return (plan, None) };
