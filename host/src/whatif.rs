@@ -74,13 +74,37 @@ pub struct Stint {
     /// CPU it was seen to use, core-milliseconds (use at each tick × the time since the last;
     /// the last use seen until its end).
     pub cpu_core_ms: f64,
-    /// The CPU it used at the last tick, millicores.
+    /// The CPU it used at the last tick that read any, millicores.
     pub cpu_millicores: u64,
+    /// Time since then with no reading (zero): a pause, unless the job ended then (an engine
+    /// has no rate for a container that just exited), when the last reading stands for it.
+    pub unread_ms: u64,
     /// Whether it still ran at the recording's end.
     pub open: bool,
 }
 
 impl Stint {
+    /// The CPU read at the tick at `now` (millicores, over the time since the last tick), in
+    /// a job's `first` run or a later one. A zero is no reading: a job's first readings before
+    /// its first rate are its container starting (the first rate stands for them); zeros between
+    /// readings are a pause; zeros at its end are its exit (see [`Stint::unread_ms`]).
+    fn read_cpu(&mut self, millicores: u64, now: u64, first: bool) {
+        let since = self.to_ms.max(self.from_ms);
+        let span = now.saturating_sub(since);
+        self.to_ms = now;
+        if millicores == 0 {
+            self.unread_ms += span;
+            return;
+        }
+        let mut charged = span;
+        if first && self.cpu_millicores == 0 {
+            charged += self.unread_ms;
+        }
+        self.cpu_core_ms += millicores as f64 / 1000.0 * charged as f64;
+        self.cpu_millicores = millicores;
+        self.unread_ms = 0;
+    }
+
     /// GPUs per node, as the throughput tables index them.
     pub fn shape(&self) -> Vec<u32> {
         shape_of(self.gpu_nodes.iter().copied())
@@ -116,8 +140,11 @@ pub struct Recorded {
     pub tick_ms: u64,
     /// The disruption budget the run went under.
     pub budget: BudgetConfig,
-    /// Every node seen, in the recording's node order.
+    /// Every node seen, in the recording's node order, with the cores its jobs could use
+    /// ([`NodeHeld`]).
     pub nodes: Vec<wit::Node>,
+    /// The nodes whose jobs could use fewer cores than the node's allocatable.
+    pub held: Vec<NodeHeld>,
     /// The tenants as last declared.
     pub tenants: Vec<wit::Tenant>,
     /// Every job seen, in the order they appeared.
@@ -127,6 +154,27 @@ pub struct Recorded {
     /// The policy that decided (the last one the recorded decisions name).
     pub policy: Option<String>,
 }
+
+/// A node whose jobs, held back, used together fewer cores than it has: the rest went to
+/// work the host does not manage (the system, other tenants' processes). The replay gives its
+/// jobs what they could use: the median over the ticks when one of them was held back (it used
+/// less than its own most so far, under no limit of its own) of what they used together, once
+/// there were [`MIN_CONTENDED_TICKS`] such ticks.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NodeHeld {
+    /// The node.
+    pub node: String,
+    /// What it reports.
+    pub allocatable_millicores: u64,
+    /// What its jobs could use together.
+    pub usable_millicores: u64,
+}
+
+/// A job using less than this share of its own most CPU so far is held back.
+const HELD_BACK: f64 = 0.9;
+
+/// How many ticks of held-back jobs a node needs before its usable cores are read from them.
+const MIN_CONTENDED_TICKS: usize = 5;
 
 /// Why a recording cannot be replayed.
 #[derive(Debug, thiserror::Error)]
@@ -156,6 +204,8 @@ impl Recorded {
         let mut tenants = Vec::new();
         let mut last_ms = None;
         let mut policy = None;
+        // Per node, the CPU its jobs used together at each tick one of them was held back.
+        let mut contended: Vec<Vec<u64>> = Vec::new();
         for t in ticks {
             if let Some(d) = &t.decision {
                 policy.get_or_insert_with(String::new).clone_from(&d.policy);
@@ -205,18 +255,27 @@ impl Recorded {
                     trail.left_ms = Some(now);
                     let end = trail.last_epoch_ms().unwrap_or(now).min(now);
                     if let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
-                        // It ran at its last use seen from the last tick to its end.
-                        let tail_ms = end.saturating_sub(open.to_ms) as f64;
+                        // It ran at its last use read from then to its end.
+                        let tail_ms = (end.saturating_sub(open.to_ms) + open.unread_ms) as f64;
                         open.cpu_core_ms += open.cpu_millicores as f64 / 1000.0 * tail_ms;
                         open.to_ms = end.max(open.from_ms);
                         open.open = false;
                     }
                 }
             }
+            // Per node this tick: the CPU its jobs used together, and whether one of them was
+            // held back (below its own most so far, with no limit of its own below that).
+            let mut use_here: Vec<(u64, bool)> = vec![(0, false); world.nodes().len()];
             for (spec, state) in world.all_jobs() {
                 let Some(&j) = index.get(&spec.handle) else { continue };
                 let trail = &mut jobs[j];
                 let running = state.is_running();
+                if running && let Some(here) = use_here.get_mut(state.node as usize) {
+                    let most = trail.peak.0;
+                    let unlimited = state.cpu_limit_millicores.is_none_or(|l| l >= most);
+                    here.0 += state.cpu_used_millicores;
+                    here.1 |= unlimited && (state.cpu_used_millicores as f64) < HELD_BACK * most as f64;
+                }
                 let mut gpu_nodes: Vec<u32> = state.gpus.iter().map(|g| g.node).collect();
                 gpu_nodes.sort_unstable();
                 let same = trail
@@ -238,14 +297,13 @@ impl Recorded {
                             gpu_nodes,
                             cpu_core_ms: 0.0,
                             cpu_millicores: 0,
+                            unread_ms: 0,
                             open: true,
                         });
                     }
+                    let first = trail.stints.len() == 1;
                     let stint = trail.stints.last_mut().expect("just pushed or kept");
-                    let since = stint.to_ms.max(stint.from_ms);
-                    stint.cpu_core_ms += state.cpu_used_millicores as f64 / 1000.0 * now.saturating_sub(since) as f64;
-                    stint.cpu_millicores = state.cpu_used_millicores;
-                    stint.to_ms = now;
+                    stint.read_cpu(state.cpu_used_millicores, now, first);
                     if trail.batch_size == 0 {
                         trail.batch_size = state.batch_size;
                     }
@@ -253,9 +311,34 @@ impl Recorded {
                         (trail.peak.0.max(state.cpu_used_millicores), trail.peak.1.max(state.memory_used_bytes));
                 }
             }
+            if contended.len() < use_here.len() {
+                contended.resize(use_here.len(), Vec::new());
+            }
+            for (n, &(used, held)) in use_here.iter().enumerate() {
+                if held && used > 0 {
+                    contended[n].push(used);
+                }
+            }
             last_ms = Some(now);
         }
-        let nodes = world.nodes().to_vec();
+        let mut nodes = world.nodes().to_vec();
+        let mut held = Vec::new();
+        for (node, mut seen) in nodes.iter_mut().zip(contended) {
+            if seen.len() < MIN_CONTENDED_TICKS {
+                continue;
+            }
+            seen.sort_unstable();
+            let usable = seen[seen.len() / 2];
+            // Within a twentieth of it, the node gave its jobs all it has.
+            if (usable as f64) < 0.95 * node.cpu_millicores as f64 {
+                held.push(NodeHeld {
+                    node: node.name.clone(),
+                    allocatable_millicores: node.cpu_millicores,
+                    usable_millicores: usable,
+                });
+                node.cpu_millicores = usable;
+            }
+        }
         if nodes.is_empty() {
             return Err(WhatifError::Empty(format!(
                 "the recording {name} shows no node: record a run whose backend reached its cluster"
@@ -266,7 +349,17 @@ impl Recorded {
                 "the recording {name} shows no job: record a run while jobs arrive, run or wait"
             )));
         }
-        Ok(Recorded { name: name.into(), tick_ms, budget, nodes, tenants, jobs, end_ms: last_ms.unwrap_or(0), policy })
+        Ok(Recorded {
+            name: name.into(),
+            tick_ms,
+            budget,
+            nodes,
+            held,
+            tenants,
+            jobs,
+            end_ms: last_ms.unwrap_or(0),
+            policy,
+        })
     }
 
     /// The scenario it becomes (its cluster, and its jobs at their fitted speeds, by arrival),
@@ -312,7 +405,12 @@ impl Recorded {
         let mut scenario = Scenario::of(Workload::of(self.name.clone(), nodes, plans));
         scenario.budget = self.budget;
         scenario.tenants = self.tenants.clone();
-        let replay = Replay { recording: self.name.clone(), recorded_policy: self.policy.clone(), jobs };
+        let replay = Replay {
+            recording: self.name.clone(),
+            recorded_policy: self.policy.clone(),
+            jobs,
+            held: self.held.clone(),
+        };
         Ok((scenario, replay))
     }
 }
@@ -327,6 +425,8 @@ pub struct Replay {
     /// Every recorded job: those the replays run, in the scenario's order (the runs' `jobs`
     /// order), then those left out.
     pub jobs: Vec<ReplayedJob>,
+    /// The nodes whose jobs could use fewer cores than the node has, and how many.
+    pub held: Vec<NodeHeld>,
 }
 
 /// One policy's replays beside the recording.
@@ -394,6 +494,15 @@ impl Replay {
             self.jobs.iter().filter(|j| j.speed.is_some()).count(),
             self.jobs.iter().filter(|j| j.speed.is_none()).count(),
         );
+        for h in &self.held {
+            let _ = writeln!(
+                out,
+                "node {}: its jobs could use {:.2} of its {:.2} cores together; the replays give them that",
+                h.node,
+                h.usable_millicores as f64 / 1000.0,
+                h.allocatable_millicores as f64 / 1000.0
+            );
+        }
         let _ = writeln!(out, "| policy | mean JCT s | vs recorded |\n|---|---:|---:|");
         let _ = writeln!(out, "| recorded ({recorded}) | {mean:.1} | |");
         for (v, m) in versus.iter().zip(&policies) {

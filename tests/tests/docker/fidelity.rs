@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,8 +16,10 @@ use wasmsched::backend::sim::profile::{Measured, Profile};
 use wasmsched::backend::sim::workload::{JobPlan, NodeSpec, Workload};
 use wasmsched::backend::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit;
+use wasmsched::budget::BudgetConfig;
 use wasmsched::calibrate::{self, Spec};
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
+use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::world::World;
@@ -51,7 +54,8 @@ const JOBS: [(&str, usize, u64); 4] = [("learner-0", 0, 0), ("flat-0", 1, 0), ("
 
 /// The policies and their configs. FlowCon's interval is scaled to these minute-long jobs,
 /// and its threshold sits far from both kinds' growth (zero, and well above).
-const POLICIES: [(&str, &str); 2] = [("fair-share", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)];
+pub(crate) const POLICIES: [(&str, &str); 2] =
+    [("fair-share", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)];
 
 /// The loop's tick, live and simulated.
 const TICK: Duration = Duration::from_secs(1);
@@ -74,8 +78,8 @@ const LIVE_LIMIT_MS: u64 = 240_000;
 /// What one run (live or simulated) gave: per job in [`JOBS`] order, its JCT; the makespan;
 /// the policy's actions, one line each.
 #[derive(Debug)]
-struct Outcome {
-    jct_s: Vec<f64>,
+pub(crate) struct Outcome {
+    pub(crate) jct_s: Vec<f64>,
     makespan_s: f64,
     actions: Vec<String>,
 }
@@ -143,7 +147,7 @@ fn attempt_once(e: &Engine) -> Vec<(String, f64)> {
     let mut loads = Vec::new();
     for (policy, config) in POLICIES {
         let before = Busy::now();
-        let (live, arrivals_s) = run_live(e, policy, config);
+        let (live, arrivals_s) = run_live(e, policy, config, None);
         let live_load = Busy::background_cores(before, Busy::now());
         let (node, profiles) = match (calibration_load, live_load) {
             (Some(then), Some(now)) => freed(&node, &profiles, engine_cores, then - now, now),
@@ -320,6 +324,8 @@ struct Live<'a> {
     arrivals_ms: HashMap<usize, u64>,
     done: bool,
     actions: Vec<String>,
+    /// Where the run's telemetry is recorded, when it is.
+    recorder: Option<TelemetryRecorder>,
 }
 
 impl Driver for Live<'_> {
@@ -350,6 +356,9 @@ impl Driver for Live<'_> {
         }
         let all_came = self.containers.len() == JOBS.len() && world.jobs_seen() as usize >= JOBS.len();
         self.done = all_came && world.job_count() + world.queue_len() == 0;
+        if let Some(r) = self.recorder.as_mut() {
+            r.observed(world);
+        }
     }
 
     fn policies(&mut self) -> Policies<'_> {
@@ -360,12 +369,16 @@ impl Driver for Live<'_> {
         if let Some(a) = &tick.active {
             actions_of(tick.world, &a.outcome.actions, &mut self.actions);
         }
+        if let Some(r) = self.recorder.as_mut() {
+            r.record(&tick).expect("the recording is written");
+        }
     }
 }
 
 /// The jobs live under `policy`: each one's JCT from its creation to its exit (the engine's
-/// clock), and each one's arrival on the backend's clock, for the simulation.
-fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
+/// clock), and each one's arrival on the backend's clock, for the simulation; the run's
+/// telemetry recorded to `record`, when given.
+pub(crate) fn run_live(e: &Engine, policy: &str, config: &str, record: Option<&Path>) -> (Outcome, Vec<f64>) {
     let label = test_label(&format!("fidelity-{policy}"));
     let mut docker = backend(&e.endpoint, &label);
     let mut supervised =
@@ -381,6 +394,10 @@ fn run_live(e: &Engine, policy: &str, config: &str) -> (Outcome, Vec<f64>) {
         arrivals_ms: HashMap::new(),
         done: false,
         actions: Vec::new(),
+        recorder: record.map(|path| {
+            let tick_ms = TICK.as_millis() as u64;
+            TelemetryRecorder::create(path, tick_ms, BudgetConfig::off()).expect("the recording is created")
+        }),
     };
     let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
     assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}");

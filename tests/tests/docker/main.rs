@@ -7,6 +7,7 @@ mod copies;
 mod engine;
 mod fidelity;
 mod proxy;
+mod whatif;
 
 use std::time::{Duration, Instant};
 
