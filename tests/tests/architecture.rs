@@ -17,7 +17,7 @@ fn layer(file: &str) -> (u8, &'static str) {
         "runtime" | "validate" | "admission" | "shipped" => (2, "runtime"),
         "backend" => (2, "backends"),
         "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),
-        "scenario" | "experiment" | "replay" | "calibrate" => (5, "scenarios and experiments"),
+        "scenario" | "experiment" | "replay" | "calibrate" | "whatif" => (5, "scenarios and experiments"),
         "api" | "scaffold" => (6, "the face"),
         other => {
             panic!("host/src/{other}.rs is in no layer: add it to tests/tests/architecture.rs and docs/architecture.md")

@@ -332,7 +332,7 @@ fn startup_s(trail: &Trail) -> f64 {
 
 /// Its main metric after each of `epochs` epochs, as recorded: a missing value is the one
 /// before it (the first, the first recorded), and the last recorded stands beyond them.
-fn curve(trail: &Trail, epochs: u32) -> Vec<f64> {
+pub(super) fn curve(trail: &Trail, epochs: u32) -> Vec<f64> {
     let mut by_epoch: Vec<Option<f64>> = vec![None; epochs.max(1) as usize];
     for &(_, epoch, value) in &trail.epochs {
         if value.is_finite()

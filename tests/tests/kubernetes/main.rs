@@ -9,6 +9,7 @@ mod manifests;
 mod replicas;
 mod scale;
 mod tenants;
+mod whatif;
 
 use std::time::{Duration, Instant};
 
