@@ -35,8 +35,12 @@ fn week() -> Scenario {
             gpu_type: "t4".into(),
         })
         .collect();
-    let kinds: [(Model, u32, Option<u32>); 4] =
-        [(Model::Cifar10, 1, None), (Model::Ncf, 1, None), (Model::Deepspeech2, 2, Some(20)), (Model::Imagenet, 4, Some(24))];
+    let kinds: [(Model, u32, Option<u32>); 4] = [
+        (Model::Cifar10, 1, None),
+        (Model::Ncf, 1, None),
+        (Model::Deepspeech2, 2, Some(20)),
+        (Model::Imagenet, 4, Some(24)),
+    ];
     let jobs = (0..JOBS)
         .map(|i| {
             let (model, gpus, max_epochs) = kinds[i % kinds.len()];

@@ -111,10 +111,14 @@ impl Stint {
     }
 }
 
+/// The most epochs a recorded job runs in a replay: a record claiming more (a stranger's
+/// recording may say anything) counts as this many.
+pub const MAX_EPOCHS: u32 = 100_000;
+
 impl Trail {
-    /// Epochs ended.
+    /// Epochs ended (at most [`MAX_EPOCHS`]).
     pub fn epochs_done(&self) -> u32 {
-        self.epochs.iter().map(|e| e.1).max().unwrap_or(0)
+        self.epochs.iter().map(|e| e.1).max().unwrap_or(0).min(MAX_EPOCHS)
     }
 
     /// When its last epoch ended, ms.
@@ -170,6 +174,10 @@ pub struct NodeHeld {
     pub usable_millicores: u64,
 }
 
+/// The longest span of arrivals a replay takes, in days: a loop that ticks every few seconds
+/// through more would run for hours.
+const MAX_SPAN_DAYS: f64 = 366.0;
+
 /// A job using less than this share of its own most CPU so far is held back.
 const HELD_BACK: f64 = 0.9;
 
@@ -219,8 +227,10 @@ impl Recorded {
             }
             for spec in &s.added {
                 index.entry(spec.handle).or_insert_with(|| {
+                    // A job is seen once it has arrived: a later arrival is not one a host writes.
+                    let spec = wit::JobSpec { arrival_ms: spec.arrival_ms.min(now), ..spec.clone() };
                     jobs.push(Trail {
-                        spec: spec.clone(),
+                        spec,
                         stints: Vec::new(),
                         epochs: Vec::new(),
                         left_ms: None,
@@ -391,6 +401,15 @@ impl Recorded {
             *seen += 1;
             let name = if *seen > 1 { format!("{}#{}", plan.name, trail.spec.handle) } else { plan.name.clone() };
             kept.push((JobPlan { name: name.clone(), ..plan }, ReplayedJob::of(trail, name, Some(speed))));
+        }
+        let arrivals = kept.iter().map(|(plan, _)| plan.arrival_s);
+        let span_days = (arrivals.clone().fold(0.0, f64::max) - arrivals.fold(f64::INFINITY, f64::min)) / 86_400.0;
+        if span_days > MAX_SPAN_DAYS {
+            return Err(WhatifError::Empty(format!(
+                "the jobs of the recording {} arrive over {span_days:.0} days; whatif replays at most {MAX_SPAN_DAYS:.0}: \
+                 cut the recording",
+                self.name
+            )));
         }
         if kept.is_empty() {
             return Err(WhatifError::Empty(format!(

@@ -192,7 +192,7 @@ fn base_plan(trail: &Trail, end_ms: u64) -> Option<JobPlan> {
         // time over them).
         let ran = match trail.left_ms {
             Some(_) => done,
-            None => spec.max_epochs.unwrap_or(done).max(done),
+            None => spec.max_epochs.unwrap_or(done).max(done).min(super::MAX_EPOCHS),
         };
         Some(if gpu { ran.min(schedule) } else { ran }.max(1))
     };
@@ -254,7 +254,7 @@ fn fit_one(plan: JobPlan, trail: &Trail, types: &[GpuType]) -> (JobPlan, Option<
         share_cost: Vec::new(),
         quota_cost: Vec::new(),
     };
-    let epochs_run = plan.max_epochs.unwrap_or(trail.epochs_done()).max(trail.epochs_done());
+    let epochs_run = plan.max_epochs.unwrap_or(trail.epochs_done()).max(trail.epochs_done()).min(super::MAX_EPOCHS);
     let metric = trail.spec.metrics.first();
     let name = if trail.spec.model.trim().is_empty() { trail.spec.name.clone() } else { trail.spec.model.clone() };
     let profile = Profile::new(

@@ -213,6 +213,10 @@ fn check_recording(path: &Path, lines: usize) -> Checked {
             replay.backend.observe(&mut world, u64::MAX);
             let _ = world.snapshot_for(&mut Cursor::fresh());
             prop_assert_eq!(world.job_count() + world.queue_len(), world.all_jobs().len());
+            // `whatif` reads it too: a scenario or a reason, never a panic.
+            if let Ok(recorded) = wasmsched::whatif::Recorded::open(path) {
+                let _ = recorded.scenario();
+            }
         }
         Err(e) => names(&e, &path.display().to_string(), lines)?,
     }
