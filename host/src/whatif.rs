@@ -163,7 +163,7 @@ pub struct Recorded {
 /// work the host does not manage (the system, other tenants' processes). The replay gives its
 /// jobs what they could use: the median over the ticks when one of them was held back (it used
 /// less than its own most so far, under no limit of its own) of what they used together, once
-/// there were [`MIN_CONTENDED_TICKS`] such ticks.
+/// there were five such ticks.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct NodeHeld {
     /// The node.
