@@ -448,6 +448,19 @@ pub struct Replay {
     pub held: Vec<NodeHeld>,
 }
 
+/// Mean JCTs, recorded and replayed, over a set of jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Means {
+    /// Whose jobs: a tenant's, or all (None).
+    pub tenant: Option<String>,
+    /// How many.
+    pub jobs: usize,
+    /// Their mean JCT as recorded.
+    pub recorded_s: f64,
+    /// Under each policy, in [`Replay::versus`] order.
+    pub policies_s: Vec<f64>,
+}
+
 /// One policy's replays beside the recording.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Versus {
@@ -485,15 +498,30 @@ impl Replay {
             .collect()
     }
 
-    /// The mean recorded JCT and each policy's over `jobs`, for the jobs of `tenant` (all when
-    /// None).
-    fn means(&self, versus: &[Versus], jobs: &[usize], tenant: Option<&str>) -> (usize, f64, Vec<f64>) {
-        let of: Vec<usize> =
-            jobs.iter().copied().filter(|&i| tenant.is_none_or(|t| self.jobs[i].tenant == t)).collect();
-        let mean = |f: &dyn Fn(usize) -> f64| of.iter().map(|&i| f(i)).sum::<f64>() / of.len().max(1) as f64;
-        let recorded = mean(&|i| self.jobs[i].recorded_jct_s.unwrap_or(0.0));
-        let policies = versus.iter().map(|v| mean(&|i| v.jct_s[i].unwrap_or(0.0))).collect();
-        (of.len(), recorded, policies)
+    /// The mean JCT recorded and under each policy (in `versus` order) over the jobs that ended
+    /// in the recording and in every replay: of them all (tenant None), then of each tenant's
+    /// when there are several, by name.
+    pub fn means(&self, versus: &[Versus]) -> Vec<Means> {
+        let jobs = self.compared(versus);
+        let of = |tenant: Option<&str>| {
+            let of: Vec<usize> =
+                jobs.iter().copied().filter(|&i| tenant.is_none_or(|t| self.jobs[i].tenant == t)).collect();
+            let mean = |f: &dyn Fn(usize) -> f64| of.iter().map(|&i| f(i)).sum::<f64>() / of.len().max(1) as f64;
+            Means {
+                tenant: tenant.map(str::to_string),
+                jobs: of.len(),
+                recorded_s: mean(&|i| self.jobs[i].recorded_jct_s.unwrap_or(0.0)),
+                policies_s: versus.iter().map(|v| mean(&|i| v.jct_s[i].unwrap_or(0.0))).collect(),
+            }
+        };
+        let mut tenants: Vec<&str> = jobs.iter().map(|&i| self.jobs[i].tenant.as_str()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        let mut means = vec![of(None)];
+        if tenants.len() > 1 {
+            means.extend(tenants.into_iter().map(|t| of(Some(t))));
+        }
+        means
     }
 
     /// The mean JCT recorded and under each policy, over the jobs that ended in both; per
@@ -501,17 +529,18 @@ impl Replay {
     /// rests on. Markdown tables.
     pub fn table(&self, versus: &[Versus], max_jobs: usize) -> String {
         use std::fmt::Write as _;
-        let jobs = self.compared(versus);
         let recorded = self.recorded_policy.as_deref().unwrap_or("recorded");
         let mut out = String::new();
-        let (n, mean, policies) = self.means(versus, &jobs, None);
+        let means = self.means(versus);
+        let all = &means[0];
         let _ = writeln!(
             out,
-            "what if: {} ({} jobs replayed, {} left out; mean JCT over the {n} that ended in the recording and in \
+            "what if: {} ({} jobs replayed, {} left out; mean JCT over the {} that ended in the recording and in \
              every replay)",
             self.recording,
             self.jobs.iter().filter(|j| j.speed.is_some()).count(),
             self.jobs.iter().filter(|j| j.speed.is_none()).count(),
+            all.jobs,
         );
         for h in &self.held {
             let _ = writeln!(
@@ -523,14 +552,11 @@ impl Replay {
             );
         }
         let _ = writeln!(out, "| policy | mean JCT s | vs recorded |\n|---|---:|---:|");
-        let _ = writeln!(out, "| recorded ({recorded}) | {mean:.1} | |");
-        for (v, m) in versus.iter().zip(&policies) {
-            let _ = writeln!(out, "| {} | {m:.1} | {:+.1} % |", v.policy, 100.0 * (m / mean - 1.0));
+        let _ = writeln!(out, "| recorded ({recorded}) | {:.1} | |", all.recorded_s);
+        for (v, m) in versus.iter().zip(&all.policies_s) {
+            let _ = writeln!(out, "| {} | {m:.1} | {:+.1} % |", v.policy, 100.0 * (m / all.recorded_s - 1.0));
         }
-        let mut tenants: Vec<&str> = jobs.iter().map(|&i| self.jobs[i].tenant.as_str()).collect();
-        tenants.sort_unstable();
-        tenants.dedup();
-        if tenants.len() > 1 {
+        if means.len() > 1 {
             let names: Vec<&str> = versus.iter().map(|v| v.policy.as_str()).collect();
             let _ = writeln!(
                 out,
@@ -538,10 +564,10 @@ impl Replay {
                 names.join(" | "),
                 "---:|".repeat(names.len())
             );
-            for t in tenants {
-                let (n, mean, policies) = self.means(versus, &jobs, Some(t));
-                let cells: Vec<String> = policies.iter().map(|m| format!("{m:.1}")).collect();
-                let _ = writeln!(out, "| {t} | {n} | {mean:.1} | {} |", cells.join(" | "));
+            for m in &means[1..] {
+                let cells: Vec<String> = m.policies_s.iter().map(|p| format!("{p:.1}")).collect();
+                let tenant = m.tenant.as_deref().unwrap_or("");
+                let _ = writeln!(out, "| {tenant} | {} | {:.1} | {} |", m.jobs, m.recorded_s, cells.join(" | "));
             }
         }
         if self.jobs.len() <= max_jobs {

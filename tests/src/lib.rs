@@ -7,3 +7,4 @@
 
 pub mod common;
 pub mod live;
+pub mod whatif;

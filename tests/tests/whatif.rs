@@ -180,3 +180,26 @@ fn a_job_still_running_when_the_recording_ends_is_finished_at_its_fitted_speed_a
     assert_eq!(run.jobs.iter().find(|j| j.name == "resnet50-0").unwrap().epochs, 24);
     assert_eq!(run.jobs.iter().find(|j| j.name == "cifar-0").unwrap().epochs, 60);
 }
+
+#[test]
+fn each_tenants_jobs_are_set_beside_the_recording_as_well_as_the_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = load("scenarios/tenants.toml", &LoadOptions::default());
+    let (original, path) = record(&tenants, "fair-share", Duration::from_secs(30), dir.path());
+    let (replay, comparison) = replay(&path, &["fair-share", "drf"], 1);
+    let versus = replay.versus(&comparison);
+    let means = replay.means(&versus);
+    let mut names: Vec<&str> = tenants.tenants.iter().map(|t| t.name.as_str()).collect();
+    names.sort_unstable();
+    let shown: Vec<&str> = means[1..].iter().map(|m| m.tenant.as_deref().unwrap()).collect();
+    assert_eq!(shown, names, "every tenant, by name, after the whole");
+    assert_eq!(means[0].jobs, means[1..].iter().map(|m| m.jobs).sum::<usize>());
+    for m in &means[1..] {
+        let tenant = m.tenant.as_deref().unwrap();
+        let ran: Vec<f64> = original.jobs.iter().filter(|j| j.tenant == tenant).filter_map(|j| j.jct_s).collect();
+        let expected = ran.iter().sum::<f64>() / ran.len() as f64;
+        assert!((m.recorded_s - expected).abs() < 0.01, "{tenant}: recorded {} against {expected}", m.recorded_s);
+    }
+    let table = replay.table(&versus, 0);
+    assert!(table.contains("| tenant | jobs | recorded | fair-share | drf |"), "{table}");
+}

@@ -1,25 +1,23 @@
 //! What if, from a live run on the kit (issue 42): four real trainer pods of two kinds, queued
 //! for our scheduler at staggered times, run to the end under a policy, recorded as `[record]
 //! telemetry` records; the recording alone, replayed closed-loop under the same policy in the
-//! simulator, must give the jobs' mean JCT (arrival to last epoch, as recorded) within 10 %.
+//! simulator, must give the jobs' mean JCT (arrival to last epoch, as recorded) within 10 %: in
+//! one run, or else in the median of up to three.
 //! Their speeds rest on the CPU the kubelets measured: no calibration.
 
 use std::time::Duration;
 
-use wasmsched::backend::sim::SimConfig;
 use wasmsched::budget::BudgetConfig;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
-use wasmsched::experiment::batch;
-use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::whatif::{Recorded, Speed};
 use wasmsched::world::World;
 
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
 use crate::{backend, test_label};
 use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::whatif::{replayed_error, within_median};
 
 /// The jobs: name, trainer arguments, arrival (seconds after the first). A two-threaded
 /// learner and a one-threaded job that learns nothing, twice each, as the Docker check runs
@@ -101,52 +99,46 @@ fn live_runs_on_the_kit_replayed_from_their_recordings_give_their_mean_jct_withi
     let dir = tempfile::tempdir().unwrap();
     let mut misses = Vec::new();
     for (policy, config) in [("fifo", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)] {
-        let label = test_label(&format!("whatif-{policy}"));
-        let _sweep = c.sweep(&label);
-        let path = dir.path().join(format!("{policy}.jsonl"));
-        let mut supervised = Supervised::new(
-            loaded(policy),
-            config.into(),
-            Default::default(),
-            Fallback::KeepLimits,
-            Quarantine::default(),
-        );
-        let mut live = Live {
-            cluster: c,
-            image: &image,
-            label: &label,
-            policy: &mut supervised,
-            created: 0,
-            first_ms: None,
-            done: false,
-            recorder: TelemetryRecorder::create(&path, TICK.as_millis() as u64, BudgetConfig::off()).unwrap(),
-        };
-        let mut k = backend(c, &label);
-        let summary = control::drive(&mut k, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
-        assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}\n{}", c.describe(&label));
-
-        let recorded = Recorded::open(&path).unwrap();
-        let (mut scenario, replay) = recorded.scenario().unwrap();
-        // The kit's two nodes are one machine's cores: the replay has the node the jobs ran on
-        // (a replay of two would give them twice the machine).
-        scenario.workload.nodes.retain(|n| n.name == "vm");
-        assert_eq!(replay.jobs.len(), JOBS.len(), "{replay:?}");
-        for job in &replay.jobs {
-            assert!(matches!(job.speed, Some(Speed::Profile { .. })), "{policy}: each job's own profile: {job:?}");
-            assert!(job.recorded_jct_s.is_some() && !job.unfinished, "{policy}: every job ended: {job:?}");
-        }
-        let choice = PolicyChoice { label: policy.into(), config_json: config.into(), policy: loaded(policy) };
-        let options = RunOptions { sim: SimConfig::default(), tick: TICK, ..RunOptions::default() };
-        let run = simulate(runtime(), &choice, &scenario, &options);
-        let n = replay.jobs.len() as f64;
-        let recorded_mean = replay.jobs.iter().filter_map(|j| j.recorded_jct_s).sum::<f64>() / n;
-        let replayed_mean = run.jobs.iter().map(|j| j.jct_s.expect("every job ends")).sum::<f64>() / n;
-        let error = replayed_mean / recorded_mean - 1.0;
-        let versus = replay.versus(&batch::comparison(&scenario, vec![run]));
-        eprintln!("{policy} on the kit, recording replayed ({:+.1} %):\n{}", 100.0 * error, replay.table(&versus, 10));
-        if error.abs() > TOLERANCE {
-            misses.push(format!("{policy}: recorded {recorded_mean:.1} s, replayed {replayed_mean:.1} s"));
+        let judged = within_median(TOLERANCE, 3, |attempt| {
+            let label = test_label(&format!("whatif-{policy}-{attempt}"));
+            let _sweep = c.sweep(&label);
+            let path = dir.path().join(format!("{policy}-{attempt}.jsonl"));
+            let mut supervised = Supervised::new(
+                loaded(policy),
+                config.into(),
+                Default::default(),
+                Fallback::KeepLimits,
+                Quarantine::default(),
+            );
+            let mut live = Live {
+                cluster: c,
+                image: &image,
+                label: &label,
+                policy: &mut supervised,
+                created: 0,
+                first_ms: None,
+                done: false,
+                recorder: TelemetryRecorder::create(&path, TICK.as_millis() as u64, BudgetConfig::off()).unwrap(),
+            };
+            let mut k = backend(c, &label);
+            let summary = control::drive(&mut k, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
+            assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}\n{}", c.describe(&label));
+            // The kit's two nodes are one machine's cores: the replay has the node the jobs ran
+            // on (a replay of both would give them twice the machine).
+            let (error, table) = replayed_error(&path, JOBS.len(), policy, config, |n| n.name == "vm");
+            eprintln!("{policy} on the kit, recording replayed ({:+.1} %):\n{table}", 100.0 * error);
+            error
+        });
+        if let Err(errors) = judged {
+            misses.push(format!(
+                "{policy}: {:?}",
+                errors.iter().map(|e| format!("{:+.1} %", 100.0 * e)).collect::<Vec<_>>()
+            ));
         }
     }
-    assert!(misses.is_empty(), "replayed mean JCTs off by more than {:.0} %: {misses:?}", 100.0 * TOLERANCE);
+    assert!(
+        misses.is_empty(),
+        "replayed mean JCTs off by more than {:.0} % in the median: {misses:?}",
+        100.0 * TOLERANCE
+    );
 }

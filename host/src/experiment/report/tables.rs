@@ -408,9 +408,21 @@ pub(super) fn recorded(s: &Section, out: &mut String) {
         "<h3>Recorded and replayed</h3>\n<p class=\"note\">Each job's completion time as recorded (under {}) and \
          under each policy, mean over the seeds it ended in. A speed fitted to the job itself rests on what it ran; \
          an assumed one on the jobs that ran a whole epoch (it ran none). A job unfinished at the recording's end \
-         runs to its end here, and has no recorded JCT.</p>",
+         runs to its end here, and has no recorded JCT. The means are over the jobs that ended in the recording \
+         and in every replay.</p>",
         escape(recorded)
     );
+    let mut columns = vec!["jobs of", "jobs", "recorded mean JCT"];
+    columns.extend(versus.iter().map(|v| v.policy.as_str()));
+    let mut means = Table::new(&s.id("recorded-means"), "mean JCTs recorded and replayed", &columns);
+    for m in replay.means(&versus) {
+        let mut row = vec![Cell::text(m.tenant.as_deref().unwrap_or("every tenant"))];
+        row.push(Cell::num(m.jobs as f64, &m.jobs.to_string()));
+        row.push(Cell::maybe(Some(m.recorded_s), duration));
+        row.extend(m.policies_s.iter().map(|&p| Cell::maybe(Some(p), duration)));
+        means.row(row);
+    }
+    means.finish(false, out);
     let mut columns = vec!["job", "tenant", "speed", "recorded JCT"];
     columns.extend(versus.iter().map(|v| v.policy.as_str()));
     let mut table = Table::new(&s.id("recorded"), "recorded and replayed jobs", &columns);
