@@ -402,8 +402,15 @@ impl Recorded {
             let name = if *seen > 1 { format!("{}#{}", plan.name, trail.spec.handle) } else { plan.name.clone() };
             kept.push((JobPlan { name: name.clone(), ..plan }, ReplayedJob::of(trail, name, Some(speed))));
         }
-        let arrivals = kept.iter().map(|(plan, _)| plan.arrival_s);
-        let span_days = (arrivals.clone().fold(0.0, f64::max) - arrivals.fold(f64::INFINITY, f64::min)) / 86_400.0;
+        // The replay's clock starts at the first arrival, to the tick (a host that ran for months
+        // before the recording began counts its jobs' arrivals from its own start).
+        let tick_s = self.tick_ms.max(1) as f64 / 1000.0;
+        let first = kept.iter().map(|(plan, _)| plan.arrival_s).fold(f64::INFINITY, f64::min);
+        let shift = if first.is_finite() { (first / tick_s).floor() * tick_s } else { 0.0 };
+        for (plan, _) in &mut kept {
+            plan.arrival_s -= shift;
+        }
+        let span_days = kept.iter().map(|(plan, _)| plan.arrival_s).fold(0.0, f64::max) / 86_400.0;
         if span_days > MAX_SPAN_DAYS {
             return Err(WhatifError::Empty(format!(
                 "the jobs of the recording {} arrive over {span_days:.0} days; whatif replays at most {MAX_SPAN_DAYS:.0}: \

@@ -130,3 +130,30 @@ fn a_metric_missing_at_an_epoch_is_the_one_before_it_and_the_last_stands_beyond(
     };
     assert_eq!(fit::curve(&trail, 6), [0.5, 0.5, 0.5, 0.7, 0.7, 0.7]);
 }
+
+#[test]
+fn a_replays_clock_starts_at_the_first_arrival_and_takes_a_year_of_arrivals_at_most() {
+    let day_ms = 86_400_000u64;
+    let recorded = |arrivals: &[u64]| {
+        let mut world = World::new();
+        let mut cursor = Cursor::fresh();
+        world.add_node(node(4));
+        let mut ticks = Vec::new();
+        for (k, &arrival) in arrivals.iter().enumerate() {
+            world.set_time_ms(arrival);
+            let mut spec = sample::job_spec(0);
+            (spec.name, spec.model, spec.arrival_ms, spec.gpus) = (format!("j{k}"), "ncf".into(), arrival, 0);
+            let handle = world.enqueue_job(spec);
+            world.start_job(handle, 0, Vec::new());
+            world.record_at(handle, arrival + 5_000, 1, vec![0.5]);
+            ticks.push(tick(&mut world, &mut cursor, k as u64 + 1));
+        }
+        Recorded::of("r", 60_000, BudgetConfig::off(), &ticks).unwrap()
+    };
+    // A host up for ten days before its jobs came: the replay starts with them, on the tick.
+    let (scenario, _) = recorded(&[10 * day_ms + 90_000, 10 * day_ms + 150_000]).scenario().unwrap();
+    let arrivals: Vec<f64> = scenario.workload.jobs.iter().map(|j| j.arrival_s).collect();
+    assert_eq!(arrivals, [30.0, 90.0]);
+    let err = recorded(&[0, 400 * day_ms]).scenario().unwrap_err().to_string();
+    assert!(err.contains("arrive over 400 days") && err.contains("cut the recording"), "{err}");
+}
