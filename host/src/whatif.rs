@@ -563,14 +563,13 @@ impl Replay {
         for (v, m) in versus.iter().zip(&all.policies_s) {
             let _ = writeln!(out, "| {} | {m:.1} | {:+.1} % |", v.policy, 100.0 * (m / all.recorded_s - 1.0));
         }
-        if means.len() > 1 {
+        // A table's header: its first columns, then one right-aligned column per policy.
+        let header = |first: &str, aligned: &str| {
             let names: Vec<&str> = versus.iter().map(|v| v.policy.as_str()).collect();
-            let _ = writeln!(
-                out,
-                "\n| tenant | jobs | recorded | {} |\n|---|---:|---:|{}",
-                names.join(" | "),
-                "---:|".repeat(names.len())
-            );
+            format!("\n| {first} | {} |\n|{aligned}{}", names.join(" | "), "---:|".repeat(names.len()))
+        };
+        if means.len() > 1 {
+            let _ = writeln!(out, "{}", header("tenant | jobs | recorded", "---|---:|---:|"));
             for m in &means[1..] {
                 let cells: Vec<String> = m.policies_s.iter().map(|p| format!("{p:.1}")).collect();
                 let tenant = m.tenant.as_deref().unwrap_or("");
@@ -578,13 +577,7 @@ impl Replay {
             }
         }
         if self.jobs.len() <= max_jobs {
-            let names: Vec<&str> = versus.iter().map(|v| v.policy.as_str()).collect();
-            let _ = writeln!(
-                out,
-                "\n| job | tenant | speed | recorded JCT s | {} |\n|---|---|---|---:|{}",
-                names.join(" | "),
-                "---:|".repeat(names.len())
-            );
+            let _ = writeln!(out, "{}", header("job | tenant | speed | recorded JCT s", "---|---|---|---:|"));
             let show = |v: Option<f64>| v.map_or_else(|| "—".to_string(), |v| format!("{v:.1}"));
             for (i, j) in self.jobs.iter().enumerate() {
                 let speed = j.speed.as_ref().map_or_else(|| "left out".to_string(), ToString::to_string);

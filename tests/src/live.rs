@@ -11,7 +11,7 @@ use wasmsched::host::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
 use wasmsched::scenario::Scenario;
-use wasmsched::world::Record;
+use wasmsched::world::{Record, World};
 
 use crate::common::runtime;
 
@@ -228,4 +228,10 @@ pub fn assert_no_tick_missed(lines: &[AuditLine], tick_ms: u64) {
 pub fn assert_consecutive_epochs<'a>(records: impl IntoIterator<Item = &'a Record>, what: &str) {
     let epochs: Vec<u32> = records.into_iter().map(|r| r.epoch).collect();
     assert!(epochs.windows(2).all(|w| w[1] == w[0] + 1), "{what}: an epoch lost or read twice: {epochs:?}");
+}
+
+/// Whether a live run of `expected` jobs, `created` of them made so far, is over: all made, all
+/// seen by the world, and none left in it.
+pub fn every_job_came_and_went(world: &World, created: usize, expected: usize) -> bool {
+    created == expected && world.jobs_seen() as usize >= expected && world.job_count() + world.queue_len() == 0
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use wasmsched::backend::sim::SimConfig;
 use wasmsched::backend::sim::workload::NodeSpec;
+use wasmsched::calibrate::fit::median;
 use wasmsched::experiment::batch;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::whatif::{Recorded, Speed};
@@ -54,16 +55,32 @@ pub fn within_median(tolerance: f64, attempts: u32, mut attempt: impl FnMut(u32)
     let mut errors = Vec::new();
     for n in 1..=attempts {
         errors.push(attempt(n));
-        let mut sorted = errors.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = if sorted.len() % 2 == 1 {
-            sorted[sorted.len() / 2]
-        } else {
-            (sorted[sorted.len() / 2 - 1] + sorted[sorted.len() / 2]) / 2.0
-        };
-        if median.abs() <= tolerance {
+        if median(&errors).is_some_and(|m| m.abs() <= tolerance) {
             return Ok(errors);
         }
     }
     Err(errors)
+}
+
+/// For each of `policies` (name, config), [`within_median`] of `attempt` (given the policy, its
+/// config and the attempt's number, from 1); panics naming every policy whose median stays out
+/// of `tolerance`, with its errors.
+pub fn assert_each_within_median(
+    tolerance: f64,
+    attempts: u32,
+    policies: &[(&str, &str)],
+    mut attempt: impl FnMut(&str, &str, u32) -> f64,
+) {
+    let mut misses = Vec::new();
+    for &(policy, config) in policies {
+        if let Err(errors) = within_median(tolerance, attempts, |n| attempt(policy, config, n)) {
+            let errors: Vec<String> = errors.iter().map(|e| format!("{:+.1} %", 100.0 * e)).collect();
+            misses.push(format!("{policy}: {errors:?}"));
+        }
+    }
+    assert!(
+        misses.is_empty(),
+        "replayed mean JCTs off by more than {:.0} % in the median: {misses:?}",
+        100.0 * tolerance
+    );
 }

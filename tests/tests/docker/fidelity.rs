@@ -27,6 +27,7 @@ use wasmsched::world::World;
 use crate::engine::{Container, Engine, trainer_engine_or_skip};
 use crate::{backend, test_label};
 use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::live::every_job_came_and_went;
 
 /// A kind of job: the trainer's arguments.
 struct Kind {
@@ -354,8 +355,7 @@ impl Driver for Live<'_> {
                 self.arrivals_ms.entry(k).or_insert(spec.arrival_ms);
             }
         }
-        let all_came = self.containers.len() == JOBS.len() && world.jobs_seen() as usize >= JOBS.len();
-        self.done = all_came && world.job_count() + world.queue_len() == 0;
+        self.done = every_job_came_and_went(world, self.containers.len(), JOBS.len());
         if let Some(r) = self.recorder.as_mut() {
             r.observed(world);
         }

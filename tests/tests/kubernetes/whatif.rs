@@ -17,7 +17,8 @@ use wasmsched::world::World;
 use crate::cluster::{Cluster, TrainerPod, trainer_cluster_or_skip};
 use crate::{backend, test_label};
 use wasmsched_tests::common::{loaded, runtime};
-use wasmsched_tests::whatif::{replayed_error, within_median};
+use wasmsched_tests::live::every_job_came_and_went;
+use wasmsched_tests::whatif::{assert_each_within_median, replayed_error};
 
 /// The jobs: name, trainer arguments, arrival (seconds after the first). A two-threaded
 /// learner and a one-threaded job that learns nothing, twice each, as the Docker check runs
@@ -75,8 +76,7 @@ impl Driver for Live<'_> {
         _: Vec<wasmsched::backend::Endpoint>,
         _: Option<wasmsched::backend::Leadership>,
     ) {
-        let all_came = self.created == JOBS.len() && world.jobs_seen() as usize >= JOBS.len();
-        self.done = all_came && world.job_count() + world.queue_len() == 0;
+        self.done = every_job_came_and_went(world, self.created, JOBS.len());
         self.recorder.observed(world);
     }
 
@@ -97,48 +97,35 @@ impl Driver for Live<'_> {
 fn live_runs_on_the_kit_replayed_from_their_recordings_give_their_mean_jct_within_ten_per_cent() {
     let (c, image, _serial) = trainer_cluster_or_skip!();
     let dir = tempfile::tempdir().unwrap();
-    let mut misses = Vec::new();
-    for (policy, config) in [("fifo", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)] {
-        let judged = within_median(TOLERANCE, 3, |attempt| {
-            let label = test_label(&format!("whatif-{policy}-{attempt}"));
-            let _sweep = c.sweep(&label);
-            let path = dir.path().join(format!("{policy}-{attempt}.jsonl"));
-            let mut supervised = Supervised::new(
-                loaded(policy),
-                config.into(),
-                Default::default(),
-                Fallback::KeepLimits,
-                Quarantine::default(),
-            );
-            let mut live = Live {
-                cluster: c,
-                image: &image,
-                label: &label,
-                policy: &mut supervised,
-                created: 0,
-                first_ms: None,
-                done: false,
-                recorder: TelemetryRecorder::create(&path, TICK.as_millis() as u64, BudgetConfig::off()).unwrap(),
-            };
-            let mut k = backend(c, &label);
-            let summary = control::drive(&mut k, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
-            assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}\n{}", c.describe(&label));
-            // The kit's two nodes are one machine's cores: the replay has the node the jobs ran
-            // on (a replay of both would give them twice the machine).
-            let (error, table) = replayed_error(&path, JOBS.len(), policy, config, |n| n.name == "vm");
-            eprintln!("{policy} on the kit, recording replayed ({:+.1} %):\n{table}", 100.0 * error);
-            error
-        });
-        if let Err(errors) = judged {
-            misses.push(format!(
-                "{policy}: {:?}",
-                errors.iter().map(|e| format!("{:+.1} %", 100.0 * e)).collect::<Vec<_>>()
-            ));
-        }
-    }
-    assert!(
-        misses.is_empty(),
-        "replayed mean JCTs off by more than {:.0} % in the median: {misses:?}",
-        100.0 * TOLERANCE
-    );
+    let policies = [("fifo", "{}"), ("flowcon", r#"{"interval-s": 4, "alpha": 0.005}"#)];
+    assert_each_within_median(TOLERANCE, 3, &policies, |policy, config, attempt| {
+        let label = test_label(&format!("whatif-{policy}-{attempt}"));
+        let _sweep = c.sweep(&label);
+        let path = dir.path().join(format!("{policy}-{attempt}.jsonl"));
+        let mut supervised = Supervised::new(
+            loaded(policy),
+            config.into(),
+            Default::default(),
+            Fallback::KeepLimits,
+            Quarantine::default(),
+        );
+        let mut live = Live {
+            cluster: c,
+            image: &image,
+            label: &label,
+            policy: &mut supervised,
+            created: 0,
+            first_ms: None,
+            done: false,
+            recorder: TelemetryRecorder::create(&path, TICK.as_millis() as u64, BudgetConfig::off()).unwrap(),
+        };
+        let mut k = backend(c, &label);
+        let summary = control::drive(&mut k, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
+        assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}\n{}", c.describe(&label));
+        // The kit's two nodes are one machine's cores: the replay has the node the jobs ran
+        // on (a replay of both would give them twice the machine).
+        let (error, table) = replayed_error(&path, JOBS.len(), policy, config, |n| n.name == "vm");
+        eprintln!("{policy} on the kit, recording replayed ({:+.1} %):\n{table}", 100.0 * error);
+        error
+    });
 }
