@@ -114,7 +114,7 @@ mod tests {
         turns
             .iter()
             .filter_map(|t| match t {
-                Turn::Start { handle, gpus, .. } => Some((*handle, gpus.clone())),
+                Turn::Start { handle, nodes } => Some((*handle, nodes[0].1.clone())),
                 Turn::Never { .. } => None,
             })
             .collect()

@@ -25,18 +25,18 @@ use wasmsched_core::live::effect;
 use wasmsched_core::world::{GpuSlot, JobState, World};
 
 /// What an action did; a copy is named by its pod's uid and name.
-type Effect = effect::Effect<PodCopy>;
+pub(super) type Effect = effect::Effect<PodCopy>;
 
 /// The pod that carries a job on after its pod was re-created.
 #[derive(Clone, Debug, PartialEq)]
-struct PodCopy {
-    uid: String,
-    name: String,
+pub(super) struct PodCopy {
+    pub(super) uid: String,
+    pub(super) name: String,
 }
 
 /// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
 /// a NotReady node, say: nothing about the pod itself), or no answer.
-enum Failure {
+pub(super) enum Failure {
     Refused(String),
     Declined(String),
     Unreachable(String),
@@ -52,7 +52,7 @@ impl From<kube::Error> for Failure {
     }
 }
 
-type Ask = BoxFuture<'static, Result<Effect, Failure>>;
+pub(super) type Ask = BoxFuture<'static, Result<Effect, Failure>>;
 
 /// An action sent to the apiserver and not yet answered.
 pub(super) struct Flight {
@@ -63,8 +63,13 @@ pub(super) struct Flight {
     /// the pod's absence and its copy's presence are its own doing.
     pub(super) moves: bool,
     by: By,
-    /// For a placement: the node and GPUs it binds the pod to.
-    target: Option<(u32, Vec<u32>)>,
+    /// For a placement: the node (a group's first) and the GPUs it binds the pod (or every
+    /// pod of the group) to.
+    target: Option<(u32, Vec<GpuSlot>)>,
+    /// For a group: the pods it re-creates (their absence and their copies' presence are its
+    /// own doing until it lands); for a group's placement, each piece's node.
+    members: Vec<Arc<str>>,
+    pub(super) spread: Option<Vec<u32>>,
     /// For a placement the world already shows bound: the wait it had, restored if the bind
     /// fails.
     assumed: Option<(wit::WaitReason, u64)>,
@@ -74,6 +79,48 @@ pub(super) struct Flight {
     /// before, restored if the resize fails.
     held: Option<(u32, Vec<GpuSlot>)>,
     task: tokio::task::JoinHandle<Result<Effect, Failure>>,
+}
+
+impl Flight {
+    pub(super) fn new(
+        job: u32,
+        uid: Arc<str>,
+        moves: bool,
+        by: By,
+        target: Option<(u32, Vec<GpuSlot>)>,
+        resize: Option<(u32, Vec<u32>)>,
+        task: tokio::task::JoinHandle<Result<Effect, Failure>>,
+    ) -> Flight {
+        Flight {
+            job,
+            uid,
+            moves,
+            by,
+            target,
+            members: Vec::new(),
+            spread: None,
+            assumed: None,
+            resize,
+            held: None,
+            task,
+        }
+    }
+
+    /// An action on group `entry` (job `job`) that re-creates its pods `members`.
+    pub(super) fn group(
+        job: u32,
+        entry: Arc<str>,
+        members: Vec<Arc<str>>,
+        by: By,
+        task: tokio::task::JoinHandle<Result<Effect, Failure>>,
+    ) -> Flight {
+        Flight { members, ..Flight::new(job, entry, true, by, None, None, task) }
+    }
+
+    /// The pods whose absence and copies' presence are its own doing until it lands.
+    pub(super) fn moving(&self) -> impl Iterator<Item = &Arc<str>> {
+        std::iter::once(&self.uid).chain(&self.members).filter(|_| self.moves)
+    }
 }
 
 /// How long [`Kubernetes::apply_from`] waits for its actions' answers. The loop goes on
@@ -88,17 +135,17 @@ const APPLY_WAIT: Duration = Duration::from_millis(250);
 /// is left, so its copy never goes to a node whose kubelet still counts the GPUs of a pod on
 /// its way out (the kubelet would refuse the copy: `OutOfnvidia.com/gpu`).
 #[derive(Default)]
-struct Freeing {
+pub(super) struct Freeing {
     left: AtomicUsize,
     done: tokio::sync::Notify,
 }
 
 /// One thing a decision takes away, counted in [`Freeing`] until it is dropped.
-struct Frees(Arc<Freeing>);
+pub(super) struct Frees(Arc<Freeing>);
 
 impl Freeing {
     /// Count one more thing to take away.
-    fn frees(self: &Arc<Self>) -> Frees {
+    pub(super) fn frees(self: &Arc<Self>) -> Frees {
         self.left.fetch_add(1, Ordering::SeqCst);
         Frees(self.clone())
     }
@@ -157,11 +204,18 @@ impl Kubernetes {
                 errors.push(ApplyError { job: action.job, reason: reason.into() });
                 continue;
             }
-            if let Err(reason) = self.room_for(action, world, &mut rooms) {
-                errors.push(ApplyError { job: action.job, reason });
-                continue;
-            }
-            match self.send(action, world, by, &first, &freeing) {
+            let pieces = match self.room_for(action, world, &mut rooms) {
+                Ok(pieces) => pieces,
+                Err(reason) => {
+                    errors.push(ApplyError { job: action.job, reason });
+                    continue;
+                }
+            };
+            let sent_now = match pieces {
+                Some(pieces) => self.send_group_place(action, pieces, world, by, &first),
+                None => self.send(action, world, by, &first, &freeing),
+            };
+            match sent_now {
                 Ok(flight) => sent.push(flight),
                 Err(reason) => errors.push(ApplyError { job: action.job, reason }),
             }
@@ -175,13 +229,13 @@ impl Kubernetes {
                 }
                 continue;
             }
-            if let Some((node, gpus)) = &flight.target
+            if let Some((node, slots)) = &flight.target
                 && let Some(state) = world.state(flight.job)
             {
                 // Assumed bound until the apiserver says otherwise.
                 flight.assumed = state.queued.map(|reason| (reason, state.since_ms));
-                let slots = gpus.iter().map(|&index| GpuSlot { node: *node, index }).collect();
-                world.start_job(flight.job, *node, slots);
+                world.start_job(flight.job, *node, slots.clone());
+                self.set_spread(&flight.uid, flight.spread.as_deref());
             }
             if let Some((node, gpus)) = &flight.resize
                 && let Some(state) = world.state_mut(flight.job).filter(|s| s.is_running())
@@ -198,22 +252,41 @@ impl Kubernetes {
     }
 
     /// For a placement, or a resize onto another node, take its pod's room on its node out of
-    /// `rooms`; why not, when it does not fit there.
-    fn room_for(&self, action: &wit::Action, world: &World, rooms: &mut [super::queue::Room]) -> Result<(), String> {
+    /// `rooms`; why not, when it does not fit there. A group's placement is dealt to its pods
+    /// ([`super::group::deal`]), each pod's room taken on its node: each piece's node and GPUs.
+    fn room_for(
+        &self,
+        action: &wit::Action,
+        world: &World,
+        rooms: &mut [super::queue::Room],
+    ) -> Result<Option<Vec<(u32, Vec<u32>)>>, String> {
         let placement = match &action.kind {
             wit::ActionKind::Place(placement) => placement,
             wit::ActionKind::Resize(r) => &r.placement,
-            _ => return Ok(()),
+            _ => return Ok(None),
         };
         let (Some(target), Some(m)) =
             (placement.nodes.first(), self.uid_of(action.job).and_then(|u| self.jobs.get(&u)))
         else {
-            return Ok(());
+            return Ok(None);
         };
+        if let (Some(g), wit::ActionKind::Place(_)) = (&m.gang, &action.kind) {
+            let room = |node: u32, i: usize| {
+                let p = &g.members[i];
+                let (Some(room), Some(n)) = (rooms.get_mut(node as usize), self.nodes.get(node as usize)) else {
+                    return Err(format!("node {node} is not in the cluster"));
+                };
+                room.takes(p.requests, &p.selector)
+                    .map_err(|why| format!("pod {} on node {}: {why}", p.name, n.name))?;
+                room.take(p.requests);
+                Ok(())
+            };
+            return super::group::deal(placement, &g.members, room).map(Some);
+        }
         if matches!(action.kind, wit::ActionKind::Resize(_))
             && world.state(action.job).is_some_and(|s| s.node == target.node)
         {
-            return Ok(()); // its own requests are counted there already
+            return Ok(None); // its own requests are counted there already
         }
         let (Some(room), Some(node)) = (rooms.get_mut(target.node as usize), self.nodes.get(target.node as usize))
         else {
@@ -221,7 +294,7 @@ impl Kubernetes {
         };
         room.takes(m.requests, &m.selector).map_err(|why| format!("node {}: {why}", node.name))?;
         room.take(m.requests);
-        Ok(())
+        Ok(None)
     }
 
     /// Send one action: checked against what the host knows (the pod), then spawned. A
@@ -244,9 +317,19 @@ impl Kubernetes {
             wit::ActionKind::Resize(r) => (None, r.placement.nodes.first().map(|n| (n.node, n.gpus.clone()))),
             _ => (None, None),
         };
+        if self.flight.iter().any(|f| f.uid == uid) {
+            return Err("an earlier action on this job's pods is still in flight; ask again once it has landed".into());
+        }
         let moves =
             matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_));
-        let ask = self.act(&p, action, state, freeing);
+        let members: Vec<Arc<str>> = match self.jobs.get(&uid).and_then(|m| m.gang.as_ref()) {
+            Some(g) if moves => g.members.iter().map(|p| p.uid.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let ask = match self.jobs.get(&uid).and_then(|m| m.gang.as_ref()) {
+            Some(g) => self.act_group(g, &p, action, state, freeing),
+            None => self.act(&p, action, state, freeing),
+        };
         let task = match target {
             Some(_) => {
                 let lock = first.clone();
@@ -264,7 +347,8 @@ impl Kubernetes {
                 })
             }
         };
-        Ok(Flight { job: action.job, uid, moves, by, target, assumed: None, resize, held: None, task })
+        let target = target.map(|(node, gpus)| (node, gpus.into_iter().map(|index| GpuSlot { node, index }).collect()));
+        Ok(Flight { members, ..Flight::new(action.job, uid, moves, by, target, resize, task) })
     }
 
     /// The actions sent on earlier ticks that have landed since, into the world. The failures
@@ -327,6 +411,9 @@ impl Kubernetes {
         };
         let failure = match result {
             Ok(effect) => {
+                if flight.spread.is_some() {
+                    self.set_spread(&uid, flight.spread.as_deref());
+                }
                 self.took_effect(&uid, job, effect, world);
                 return None;
             }
@@ -337,6 +424,9 @@ impl Kubernetes {
             && let Some(state) = world.state_mut(job)
         {
             state.since_ms = since_ms;
+        }
+        if flight.spread.is_some() {
+            self.set_spread(&uid, None);
         }
         if let Some((node, gpus)) = flight.held.take()
             && let Some(state) = world.state_mut(job).filter(|s| s.is_running())
@@ -379,7 +469,7 @@ impl Kubernetes {
     /// The request that puts one action into force on pod `p`, job `state`; what it takes
     /// away is counted in `freeing` until it is gone. An action the host declines before asking
     /// is a request that fails at once.
-    fn act(&self, p: &Pod, action: &wit::Action, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
+    pub(super) fn act(&self, p: &Pod, action: &wit::Action, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
         let to = PodRef {
             api: self.pods_api(),
             name: p.metadata.name.clone().unwrap_or_default(),
@@ -551,9 +641,12 @@ impl Kubernetes {
 
     /// Put what the action on pod `uid` did into the world and the books.
     fn took_effect(&mut self, uid: &Arc<str>, job: u32, mut effect: Effect, world: &mut World) {
+        if self.group_took_effect(uid, job, &effect, world) {
+            return;
+        }
         match &mut effect {
             Effect::Cpu(_) | Effect::Memory(_) => self.follow_anew(uid),
-            Effect::Done | Effect::Shared { .. } => {}
+            Effect::Done | Effect::Shared { .. } | Effect::StartedSpread { .. } => {}
             Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.job.refused, m.retry) = (None, None);
@@ -619,17 +712,17 @@ impl Kubernetes {
 }
 
 /// The pod an action's request is about, and how requests reach the apiserver.
-struct PodRef {
-    api: Api<Pod>,
-    name: String,
+pub(super) struct PodRef {
+    pub(super) api: Api<Pod>,
+    pub(super) name: String,
     /// How long one request may take.
-    limit: Duration,
-    gate: Gate,
+    pub(super) limit: Duration,
+    pub(super) gate: Gate,
 }
 
 /// Delete the pod: a running one stops (the next observation sees it gone), a queued one is
 /// removed from the queue.
-fn delete(to: PodRef, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
+pub(super) fn delete(to: PodRef, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
     let queued = !state.is_running();
     let frees = freeing.frees();
     Box::pin(async move {
@@ -651,7 +744,7 @@ fn deliver(to: PodRef, container: Option<String>, command: Option<Vec<String>>) 
 }
 
 /// Bind pod `name` to node `node` (the `binding` subresource), as a scheduler does.
-async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
+pub(super) async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
     let binding = json!({
         "apiVersion": "v1",
         "kind": "Binding",
@@ -664,7 +757,13 @@ async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error>
 
 /// Wait until pod `name` with `uid` no longer exists (its containers have stopped, so its last
 /// checkpoint is final).
-async fn gone(api: &Api<Pod>, gate: &Gate, name: &str, uid: &str, patience: Duration) -> Result<(), Failure> {
+pub(super) async fn gone(
+    api: &Api<Pod>,
+    gate: &Gate,
+    name: &str,
+    uid: &str,
+    patience: Duration,
+) -> Result<(), Failure> {
     let started = Instant::now();
     loop {
         match gate.pass(|| api.get_opt(name)).await {

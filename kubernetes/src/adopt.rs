@@ -93,6 +93,7 @@ impl Kubernetes {
             follow_retry: None,
             version: p.metadata.resource_version.clone(),
             present: true,
+            gang: None,
         };
         let uid: Arc<str> = Arc::from(uid);
         tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");

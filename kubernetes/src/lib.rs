@@ -58,6 +58,7 @@ mod actions;
 mod adopt;
 mod follow;
 pub mod gate;
+pub mod group;
 mod keep;
 pub mod lease;
 mod nodes;
@@ -291,6 +292,9 @@ struct Managed {
     version: Option<String>,
     /// Whether the observation under way has found its pod.
     present: bool,
+    /// For a group's job: its pods, piece by piece (the entry's pod, whose log is the job's
+    /// progress, is the first). Its entry is kept under [`group::GroupKey::entry`], not a uid.
+    gang: Option<group::Gang>,
 }
 
 /// Pods on a Kubernetes cluster; see the module docs.
@@ -310,6 +314,8 @@ pub struct Kubernetes {
     late: Vec<ApplyError>,
     pods: Store<Pod>,
     node_store: Store<Node>,
+    /// The `PodGroup` objects that size the pod groups.
+    podgroups: group::PodGroups,
     health: Arc<Mutex<Health>>,
     nodes: Vec<NodeEntry>,
     /// Node handles by name.
@@ -375,6 +381,7 @@ impl Kubernetes {
                     status.volumes_in_use = None;
                 }
             });
+        let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
             (Api::namespaced(client.clone(), &namespace), e.identity())
@@ -394,6 +401,7 @@ impl Kubernetes {
             late: Vec::new(),
             pods,
             node_store,
+            podgroups,
             health,
             nodes: Vec::new(),
             node_names: HashMap::new(),

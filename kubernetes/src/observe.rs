@@ -104,8 +104,8 @@ impl Kubernetes {
     /// lands: its original's absence and its copy's presence are the host's own doing.
     fn discover(&mut self, world: &mut World) -> Vec<Arc<str>> {
         let pods = self.pods.state();
-        let moving: HashSet<Arc<str>> = self.flight.iter().filter(|f| f.moves).map(|f| f.uid.clone()).collect();
-        let live: Vec<(&str, &Pod, Stand)> = pods
+        let moving: HashSet<Arc<str>> = self.flight.iter().flat_map(|f| f.moving()).cloned().collect();
+        let mut live: Vec<(&str, &Pod, Stand)> = pods
             .iter()
             .filter_map(|p| {
                 let stand = pod::stand(p, &self.config.scheduler);
@@ -114,12 +114,15 @@ impl Kubernetes {
             .collect();
         // A copy half-made is the leader's to settle: it may be making it now.
         let dropped = if self.acted { self.settle_copies(&live, &moving) } else { HashSet::new() };
+        live.retain(|(uid, _, _)| !dropped.contains(*uid));
         let mut book = world.gpu_book();
         let mut streams = Streams::new(self.config.max_log_streams, self.jobs.values());
         // Marked as their pods are found; the rest are gone.
         for (uid, m) in self.jobs.iter_mut() {
             m.present = moving.contains(uid);
         }
+        let groups = self.take_groups(&mut live);
+        self.observe_groups(groups, &moving, world, &mut book, &mut streams);
         for (uid, p, stand) in live {
             if dropped.contains(uid) || replaces(p).is_some_and(|original| moving.contains(original)) {
                 continue;

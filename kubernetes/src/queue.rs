@@ -23,6 +23,9 @@ use wasmsched_core::world::World;
 pub(super) struct PodAsk {
     pub requests: (u64, u64),
     pub selector: Arc<BTreeMap<String, String>>,
+    /// For a group, every pod's ask and GPUs, piece by piece (the first is this one); None for
+    /// a pod of its own.
+    pub group: Option<Arc<[(PodAsk, u32)]>>,
 }
 
 /// A queued pod, as the default placement sees it.
@@ -85,6 +88,30 @@ struct Rooms {
     start: usize,
     /// Whether some node could ever hold a pod of this shape.
     ever: HashMap<Shape, bool>,
+    /// The nodes of the last group fitted, piece by piece.
+    pieces: Vec<u32>,
+    /// The cluster empty (every node's whole allocatable, every GPU free), once a group asks
+    /// whether it could ever fit.
+    empty: Option<(Vec<Room>, GpuBook)>,
+}
+
+/// Where each of `pieces` (a pod's ask and GPUs) goes, piece by piece, over `rooms` from node
+/// `from` on, with the free GPUs of `book`: each to the first node that takes it, what earlier
+/// pieces took counted. Each piece's node and its GPUs there; None when one does not fit.
+fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: usize) -> Option<Vec<(u32, Vec<u32>)>> {
+    let mut taken: HashMap<usize, (Room, u32)> = HashMap::new();
+    let mut placed = Vec::with_capacity(pieces.len());
+    for (ask, gpus) in pieces {
+        let node = (from..rooms.len()).find(|&i| {
+            let (room, used) = taken.get(&i).map_or((&rooms[i], 0), |(r, u)| (r, *u));
+            book.free_count(i as u32).saturating_sub(used) >= *gpus && room.takes(ask.requests, &ask.selector).is_ok()
+        })?;
+        let (room, used) = taken.entry(node).or_insert_with(|| (rooms[node].clone(), 0));
+        room.take(ask.requests);
+        placed.push((node as u32, book.free_on(node as u32).skip(*used as usize).take(*gpus as usize).collect()));
+        *used += gpus;
+    }
+    Some(placed)
 }
 
 /// What a pod asks of a node: CPU, memory, GPUs, and the labels it must carry.
@@ -92,7 +119,7 @@ type Shape = (u64, u64, u32, Arc<BTreeMap<String, String>>);
 
 impl Rooms {
     fn new(rooms: Vec<Room>) -> Rooms {
-        Rooms { rooms, least: Vec::new(), start: 0, ever: HashMap::new() }
+        Rooms { rooms, least: Vec::new(), start: 0, ever: HashMap::new(), pieces: Vec::new(), empty: None }
     }
 }
 
@@ -101,11 +128,28 @@ impl Eligible<PodAsk> for Rooms {
         self.least = vec![(u64::MAX, u64::MAX, u32::MAX); sorted.len() + 1];
         for (k, w) in sorted.iter().enumerate().rev() {
             let after = self.least[k + 1];
-            self.least[k] = (after.0.min(w.ask.requests.0), after.1.min(w.ask.requests.1), after.2.min(w.gpus));
+            // A group's least is its smallest piece's.
+            let asks = match &w.ask.group {
+                Some(pieces) => pieces.iter().map(|(a, g)| (a.requests, *g)).collect(),
+                None => vec![(w.ask.requests, w.gpus)],
+            };
+            self.least[k] =
+                asks.into_iter().fold(after, |l, ((cpu, memory), gpus)| (l.0.min(cpu), l.1.min(memory), l.2.min(gpus)));
         }
     }
 
-    fn ever(&mut self, w: &Waiting, _: &GpuBook) -> bool {
+    fn ever(&mut self, w: &Waiting, book: &GpuBook) -> bool {
+        if let Some(pieces) = &w.ask.group {
+            let rooms = &self.rooms;
+            let (empty, all_free) = self.empty.get_or_insert_with(|| {
+                let empty = rooms
+                    .iter()
+                    .map(|r| Room { cpu: r.all.0, memory: r.all.1, pods: u64::MAX, ready: true, ..r.clone() })
+                    .collect();
+                (empty, GpuBook::new((0..book.node_count()).map(|n| book.gpus_on(n).unwrap_or(0))))
+            });
+            return fit_pieces(empty, all_free, pieces, 0).is_some();
+        }
         let shape = (w.ask.requests.0, w.ask.requests.1, w.gpus, w.ask.selector.clone());
         let rooms = &self.rooms;
         *self.ever.entry(shape).or_insert_with(|| {
@@ -133,8 +177,30 @@ impl Eligible<PodAsk> for Rooms {
         found.map(|i| vec![i as u32]).unwrap_or_default()
     }
 
-    fn took(&mut self, w: &Waiting, node: u32) {
-        self.rooms[node as usize].take(w.ask.requests);
+    fn fit(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Option<Vec<(u32, Vec<u32>)>> {
+        let Some(pieces) = &w.ask.group else {
+            let order = self.now(k, w, book);
+            return wasmsched_rules::fit::first_fit(
+                book,
+                wasmsched_rules::fit::Ask { gpus: w.gpus, replicas: 1 },
+                &order,
+            );
+        };
+        self.now(k, w, book); // passes over the nodes no pod still to go could take
+        let placed = fit_pieces(&self.rooms, book, pieces, self.start)?;
+        self.pieces = placed.iter().map(|(node, _)| *node).collect();
+        Some(super::group::placement_of(&placed).nodes.into_iter().map(|e| (e.node, e.gpus)).collect())
+    }
+
+    fn took(&mut self, w: &Waiting, placed: &[(u32, Vec<u32>)]) {
+        match &w.ask.group {
+            Some(pieces) => {
+                for ((ask, _), node) in pieces.iter().zip(std::mem::take(&mut self.pieces)) {
+                    self.rooms[node as usize].take(ask.requests);
+                }
+            }
+            None => self.rooms[placed[0].0 as usize].take(w.ask.requests),
+        }
     }
 }
 
@@ -161,7 +227,16 @@ impl Kubernetes {
                 gpus: m.job.gpus_asked,
                 arrived_unix_ms: m.job.arrived_unix_ms,
                 tenant: world.state(m.job.handle).map_or(0, |s| s.tenant as usize),
-                ask: PodAsk { requests: m.requests, selector: m.selector.clone() },
+                ask: PodAsk {
+                    requests: m.requests,
+                    selector: m.selector.clone(),
+                    group: m.gang.as_ref().map(|g| {
+                        let piece = |p: &super::group::Member| {
+                            (PodAsk { requests: p.requests, selector: p.selector.clone(), group: None }, p.gpus)
+                        };
+                        g.members.iter().map(piece).collect()
+                    }),
+                },
             })
             .collect();
         if waiting.is_empty() {
@@ -186,10 +261,21 @@ impl Kubernetes {
             })
             .collect();
         for m in self.jobs.values() {
-            if let Some(s) = world.state(m.job.handle).filter(|s| s.is_running())
-                && let Some(room) = rooms.get_mut(s.node as usize)
-            {
-                room.take(m.requests);
+            let Some(s) = world.state(m.job.handle).filter(|s| s.is_running()) else { continue };
+            match &m.gang {
+                // A group's pods, each on its own node.
+                Some(g) => {
+                    for p in &g.members {
+                        if let Some(room) = p.node.and_then(|n| rooms.get_mut(n as usize)) {
+                            room.take(p.requests);
+                        }
+                    }
+                }
+                None => {
+                    if let Some(room) = rooms.get_mut(s.node as usize) {
+                        room.take(m.requests);
+                    }
+                }
             }
         }
         rooms
@@ -228,7 +314,7 @@ mod tests {
     use super::*;
 
     fn job(handle: u32, cpu: u64, gpus: u32, arrived: u64) -> Waiting {
-        let ask = PodAsk { requests: (cpu, 0), selector: Arc::default() };
+        let ask = PodAsk { requests: (cpu, 0), selector: Arc::default(), group: None };
         Waiting { handle, gpus, arrived_unix_ms: arrived, tenant: 0, ask }
     }
 
@@ -248,7 +334,7 @@ mod tests {
             first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
-            [Turn::Start { handle: 1, node: 0, gpus: vec![0] }, Turn::Start { handle: 2, node: 1, gpus: vec![] }]
+            [Turn::Start { handle: 1, nodes: vec![(0, vec![0])] }, Turn::Start { handle: 2, nodes: vec![(1, vec![])] }]
         );
     }
 
@@ -269,7 +355,7 @@ mod tests {
         let nodes: Vec<(u32, u32)> = turns
             .iter()
             .map(|t| match t {
-                Turn::Start { handle, node, .. } => (*handle, *node),
+                Turn::Start { handle, nodes } => (*handle, nodes[0].0),
                 Turn::Never { handle } => (*handle, u32::MAX),
             })
             .collect();
@@ -300,9 +386,9 @@ mod tests {
         assert_eq!(
             turns,
             [
-                Turn::Start { handle: 1, node: 1, gpus: vec![] },
-                Turn::Start { handle: 2, node: 0, gpus: vec![] },
-                Turn::Start { handle: 3, node: 1, gpus: vec![] },
+                Turn::Start { handle: 1, nodes: vec![(1, vec![])] },
+                Turn::Start { handle: 2, nodes: vec![(0, vec![])] },
+                Turn::Start { handle: 3, nodes: vec![(1, vec![])] },
                 Turn::Never { handle: 4 },
             ],
             "node 0 takes one pod; only node 1 carries the label"
@@ -317,6 +403,6 @@ mod tests {
     fn a_pod_no_node_could_hold_is_reported_and_does_not_block() {
         let rooms = vec![room(1000, 2, true)];
         let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms), Ledger::default());
-        assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Start { handle: 2, node: 0, gpus: vec![0] }]);
+        assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Start { handle: 2, nodes: vec![(0, vec![0])] }]);
     }
 }

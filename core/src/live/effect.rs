@@ -23,6 +23,14 @@ pub enum Effect<C> {
         /// The copy that runs it, where the backend made one to start it.
         copy: Option<C>,
     },
+    /// A queued job started whole on several nodes at once (a group of pods): `node` its first,
+    /// `gpus` every GPU it got, on every node.
+    StartedSpread {
+        /// Its first node.
+        node: u32,
+        /// Its GPUs, on all its nodes.
+        gpus: Vec<GpuSlot>,
+    },
     /// A running job was re-created from its checkpoint as `copy` on `node`, on `gpus` there:
     /// a migration, or (with `resized`) a resize, at that batch size (None: the one it had).
     Moved {
@@ -68,6 +76,9 @@ impl<C> Effect<C> {
             Effect::Done => {}
             Effect::Started { node, gpus, .. } => {
                 world.start_job(job, *node, slots(*node, gpus));
+            }
+            Effect::StartedSpread { node, gpus } => {
+                world.start_job(job, *node, gpus.clone());
             }
             Effect::Moved { node, gpus, resized, .. } => {
                 copied(job, world);

@@ -29,14 +29,13 @@ pub struct Waiting<A> {
 /// What the default placement does with one queued job.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Turn {
-    /// Start it on `node` with these GPUs (indices there).
+    /// Start it on these nodes, with these GPUs (indices there) on each; one node unless it
+    /// spans several.
     Start {
         /// The job.
         handle: u32,
-        /// Its node.
-        node: u32,
-        /// The GPUs it gets.
-        gpus: Vec<u32>,
+        /// Its nodes and their GPUs, its first node first.
+        nodes: Vec<(u32, Vec<u32>)>,
     },
     /// No node could ever hold it.
     Never {
@@ -58,8 +57,15 @@ pub trait Eligible<A> {
     /// GPUs are first fit's to pick.
     fn now(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Vec<u32>;
 
-    /// The job has taken `node`.
-    fn took(&mut self, _job: &Waiting<A>, _node: u32) {}
+    /// Where the `k`th job of the queue starts now, if it fits: by default first fit on one of
+    /// the nodes [`Eligible::now`] allows. A backend whose jobs span nodes fits them itself.
+    fn fit(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Option<Vec<(u32, Vec<u32>)>> {
+        let order = self.now(k, job, book);
+        first_fit(book, Ask { gpus: job.gpus, replicas: 1 }, &order)
+    }
+
+    /// The job has taken `placed`, the fit [`Eligible::fit`] gave it.
+    fn took(&mut self, _job: &Waiting<A>, _placed: &[(u32, Vec<u32>)]) {}
 }
 
 /// Strict first come, first served over the GPUs `book` says are free, each job by first fit on
@@ -81,13 +87,11 @@ pub fn first_come_first_served<A>(
             turns.push(Turn::Never { handle: w.handle });
             continue;
         }
-        let order = eligible.now(k, w, &book);
-        let Some(mut placed) = first_fit(&book, Ask { gpus: w.gpus, replicas: 1 }, &order) else { break };
+        let Some(placed) = eligible.fit(k, w, &book) else { break };
         book.take(&placed, w.handle);
         ledger.hold(w.tenant, u64::from(w.gpus));
-        let (node, gpus) = placed.swap_remove(0);
-        eligible.took(w, node);
-        turns.push(Turn::Start { handle: w.handle, node, gpus });
+        eligible.took(w, &placed);
+        turns.push(Turn::Start { handle: w.handle, nodes: placed });
     }
     turns
 }
@@ -102,10 +106,10 @@ pub fn placements(turns: Vec<Turn>) -> (Vec<wit::Action>, Vec<u32>) {
     let (mut actions, mut never) = (Vec::new(), Vec::new());
     for turn in turns {
         match turn {
-            Turn::Start { handle, node, gpus } => actions.push(wit::Action {
+            Turn::Start { handle, nodes } => actions.push(wit::Action {
                 job: handle,
                 kind: wit::ActionKind::Place(wit::Placement {
-                    nodes: vec![wit::NodePlacement { node, gpus }],
+                    nodes: nodes.into_iter().map(|(node, gpus)| wit::NodePlacement { node, gpus }).collect(),
                     share: false,
                 }),
                 reason: "default placement: first come, first served".into(),
@@ -150,9 +154,9 @@ mod tests {
             turns,
             [
                 Turn::Never { handle: 1 },
-                Turn::Start { handle: 2, node: 1, gpus: vec![0, 1, 2, 3] },
-                Turn::Start { handle: 3, node: 0, gpus: vec![0] },
-                Turn::Start { handle: 4, node: 0, gpus: vec![1] },
+                Turn::Start { handle: 2, nodes: vec![(1, vec![0, 1, 2, 3])] },
+                Turn::Start { handle: 3, nodes: vec![(0, vec![0])] },
+                Turn::Start { handle: 4, nodes: vec![(0, vec![1])] },
             ]
         );
         assert_eq!(started(&turns), [2, 3, 4]);
@@ -169,7 +173,7 @@ mod tests {
 
     #[test]
     fn turns_become_place_actions_and_failed_ones_are_not_started() {
-        let turns = vec![Turn::Start { handle: 5, node: 1, gpus: vec![2] }, Turn::Never { handle: 6 }];
+        let turns = vec![Turn::Start { handle: 5, nodes: vec![(1, vec![2])] }, Turn::Never { handle: 6 }];
         let (actions, never) = placements(turns);
         assert_eq!(never, [6]);
         assert_eq!(actions.len(), 1);

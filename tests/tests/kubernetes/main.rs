@@ -5,6 +5,7 @@
 
 mod cluster;
 mod faults;
+mod groups;
 mod manifests;
 mod replicas;
 mod scale;
