@@ -124,8 +124,10 @@ pub enum Size {
     Gang(u32),
     /// None together: each pod is a job of its own (an upstream `basic` policy).
     Basic,
-    /// Not known yet, and why.
+    /// Not known, and why.
     Unknown(String),
+    /// Not read yet: its API's objects have not been listed.
+    Unread,
 }
 
 /// The watches of the `PodGroup` APIs, and whether each is served.
@@ -174,9 +176,13 @@ impl PodGroups {
             return Size::Unknown(format!("{} objects are not watched", key.way.says()));
         };
         let found = store.state().into_iter().find(|g| g.name_any() == key.name);
+        let failing = failing.lock().expect("podgroup health").clone();
+        if found.is_none() && failing.is_none() && !listed(store) {
+            return Size::Unread;
+        }
         match found {
             Some(g) => podgroup_size(key.way, &g.data),
-            None => match failing.lock().expect("podgroup health").clone() {
+            None => match failing {
                 Some(why) => Size::Unknown(format!(
                     "the cluster does not serve {} objects ({why}): install that API, or declare the group another \
                      way",
@@ -186,6 +192,12 @@ impl PodGroups {
             },
         }
     }
+}
+
+/// Whether `store` has listed its objects once.
+fn listed(store: &Store<DynamicObject>) -> bool {
+    use futures_util::FutureExt;
+    store.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok())
 }
 
 /// A Kueue group's size: its pods' total-count annotation (the first that parses).
@@ -235,6 +247,10 @@ pub struct Member {
     pub gpus: u32,
     /// The node it is bound to, by handle.
     pub node: Option<u32>,
+    /// Its last cumulative CPU sample (core-ns, Unix ns), once measured.
+    pub last_cpu: Option<(u64, u64)>,
+    /// Its CPU (millicores) and memory (bytes) use, as last measured.
+    pub used: (u64, u64),
 }
 
 /// A group's pods, piece by piece: `members[i]` is piece i.
@@ -346,6 +362,8 @@ mod tests {
             selector: Arc::default(),
             gpus,
             node: None,
+            last_cpu: None,
+            used: (0, 0),
         }
     }
 

@@ -296,11 +296,18 @@ impl Kubernetes {
         let (actions, never) = queue::placements(self.turns(world, only));
         for handle in never {
             let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
-            self.logged.once(format!("never:{handle}"), || {
-                format!(
+            let group =
+                self.uid_of(handle).and_then(|u| self.jobs.get(&u)).and_then(|m| m.gang.as_ref()).map(|g| g.size);
+            self.logged.once(format!("never:{handle}"), || match group {
+                Some(size) => format!(
+                    "pod group {name} ({size} pods) asks for more CPU, memory or GPUs than the cluster could hold with \
+                     every node empty: the default placement cannot bind it, and holds nothing for it; the pods behind \
+                     it go ahead"
+                ),
+                None => format!(
                     "pod {name} asks for more CPU, memory or GPUs than any node has: the default placement \
                      cannot bind it; the pods behind it go ahead"
-                )
+                ),
             });
         }
         let errors = self.apply_from(&actions, world, By::Backend);

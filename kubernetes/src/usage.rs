@@ -4,6 +4,7 @@
 //! measured yet; a tick never waits for a slow kubelet longer than [`STATS_WAIT`].
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use wasmsched_core::world::World;
@@ -52,11 +53,17 @@ impl Kubernetes {
         let mut wanted = vec![false; self.nodes.len()];
         let mut unmeasured = vec![0u32; self.nodes.len()];
         for m in self.jobs.values() {
-            if let Some(s) = world.state(m.job.handle).filter(|s| s.is_running())
-                && let Some(w) = wanted.get_mut(s.node as usize)
-            {
-                *w = true;
-                unmeasured[s.node as usize] += u32::from(!m.cpu_measured);
+            let Some(s) = world.state(m.job.handle).filter(|s| s.is_running()) else { continue };
+            // A group's pods are on nodes of their own.
+            let nodes: Vec<(u32, bool)> = match &m.gang {
+                Some(g) => g.members.iter().filter_map(|p| Some((p.node?, p.last_cpu.is_some()))).collect(),
+                None => vec![(s.node, m.cpu_measured)],
+            };
+            for (node, measured) in nodes {
+                if let Some(w) = wanted.get_mut(node as usize) {
+                    *w = true;
+                    unmeasured[node as usize] += u32::from(!measured);
+                }
             }
         }
         let asking = self.nodes.iter().filter(|n| n.asking.is_some()).count();
@@ -174,7 +181,34 @@ impl Kubernetes {
             }
             node.stats = Some(route);
         }
+        let node_here = i as u32;
+        // A group's pods, by uid: its entry and the pod's piece.
+        let members: HashMap<Arc<str>, (Arc<str>, usize)> = self
+            .jobs
+            .iter()
+            .filter_map(|(entry, m)| Some((entry, m.gang.as_ref()?)))
+            .flat_map(|(entry, g)| g.members.iter().enumerate().map(move |(i, p)| (p.uid.clone(), (entry.clone(), i))))
+            .collect();
         for (uid, u) in &used {
+            if let Some((entry, i)) = members.get(uid.as_str()) {
+                let Some(m) = self.jobs.get_mut(entry) else { continue };
+                let Some(state) = world.state_mut(m.job.handle).filter(|s| s.is_running()) else { continue };
+                let Some(g) = m.gang.as_mut() else { continue };
+                let p = &mut g.members[*i];
+                if p.node != Some(node_here) {
+                    continue;
+                }
+                let first = p.last_cpu.is_none();
+                if let Some(mc) = cpu_use(u.cpu, u.nano_cores, &mut p.last_cpu) {
+                    p.used.0 = mc;
+                    unmeasured = unmeasured.saturating_sub(u32::from(first));
+                }
+                p.used.1 = u.memory_bytes.unwrap_or(p.used.1);
+                // The group's use is its pods' together.
+                (state.cpu_used_millicores, state.memory_used_bytes) =
+                    g.members.iter().fold((0, 0), |(c, b), p| (c + p.used.0, b + p.used.1));
+                continue;
+            }
             let Some(m) = self.jobs.get_mut(uid.as_str()) else { continue };
             let Some(state) = world.state_mut(m.job.handle) else { continue };
             if state.node as usize != i || !state.is_running() {

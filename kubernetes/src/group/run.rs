@@ -47,9 +47,10 @@ impl Kubernetes {
                     sized.insert(key, (n, pods));
                 }
                 (Size::Basic, _) => live.extend(pods),
-                (Size::Unknown(_), Some(n)) => {
+                (Size::Unknown(_) | Size::Unread, Some(n)) => {
                     sized.insert(key, (n, pods));
                 }
+                (Size::Unread, None) => {}
                 (Size::Unknown(why), None) => {
                     let name = key.name.clone();
                     self.logged
@@ -101,7 +102,7 @@ impl Kubernetes {
                     let m = self.jobs.get_mut(&entry).expect("just found");
                     let g = m.gang.as_mut().expect("a group's entry");
                     // Extra pods that came while it ran wait outside it.
-                    g.members = members.into_iter().filter(|m| m.node.is_some()).collect();
+                    g.members = carried_over(&g.members, members.into_iter().filter(|m| m.node.is_some()).collect());
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
                 Some(false) if bound > 0 => {
@@ -119,7 +120,8 @@ impl Kubernetes {
                 }
                 Some(false) => {
                     let m = self.jobs.get_mut(&entry).expect("just found");
-                    m.gang.as_mut().expect("a group's entry").members = members;
+                    let g = m.gang.as_mut().expect("a group's entry");
+                    g.members = carried_over(&g.members, members);
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
                 None if members.len() < size as usize => {
@@ -151,6 +153,8 @@ impl Kubernetes {
             selector: Arc::new(pod::node_selector(p)),
             gpus: pod::gpus_asked(p),
             node,
+            last_cpu: None,
+            used: (0, 0),
         }
     }
 
@@ -524,6 +528,16 @@ impl Kubernetes {
         effect.update(job, world);
         true
     }
+}
+
+/// `members` found now, with what was measured of each pod before (by uid).
+fn carried_over(before: &[Member], mut members: Vec<Member>) -> Vec<Member> {
+    for m in &mut members {
+        if let Some(b) = before.iter().find(|b| b.uid == m.uid) {
+            (m.last_cpu, m.used) = (b.last_cpu, b.used);
+        }
+    }
+    members
 }
 
 /// A pod's job name: the one its copies keep, else its own.

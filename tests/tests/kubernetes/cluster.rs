@@ -158,8 +158,10 @@ impl Cluster {
         let mut labels: BTreeMap<String, String> =
             BTreeMap::from([("wasmsched.managed".into(), "true".into()), ("wasmsched.test".into(), spec.label.into())]);
         labels.extend(spec.labels.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())));
-        let annotations: BTreeMap<String, String> =
+        labels.extend(spec.raw_labels.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut annotations: BTreeMap<String, String> =
             spec.annotations.iter().map(|(k, v)| (format!("wasmsched.{k}"), v.to_string())).collect();
+        annotations.extend(spec.raw_annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut container = json!({
             "name": "trainer",
             "image": image,
@@ -384,6 +386,9 @@ pub struct TrainerPod<'a> {
     pub volumes: Option<serde_json::Value>,
     /// `nvidia.com/gpu` it asks for (0: none).
     pub gpus: u32,
+    /// Labels and annotations as they are, not `wasmsched.*` (a pod group's, say).
+    pub raw_labels: &'a [(&'a str, &'a str)],
+    pub raw_annotations: &'a [(&'a str, &'a str)],
 }
 
 impl<'a> TrainerPod<'a> {
@@ -399,6 +404,8 @@ impl<'a> TrainerPod<'a> {
             mounts: None,
             volumes: None,
             gpus: 0,
+            raw_labels: &[],
+            raw_annotations: &[],
         }
     }
 

@@ -414,3 +414,106 @@ fn a_group_too_large_is_refused_not_held_and_one_that_loses_a_pod_is_taken_back_
     assert!(world.all_jobs().all(|(s, _)| s.name != "fits"), "the group waits outside the world until it is whole");
     drop(nodes);
 }
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() {
+    use crate::cluster::{TrainerPod, trainer_cluster_or_skip};
+    use wasmsched::bindings::wit;
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("gpair");
+    let _sweep = c.sweep(&label);
+    let dir = tempfile::tempdir().unwrap();
+    // Two ranks of one job (a Kueue plain-pod group), each checkpointing to its own file in a
+    // folder both nodes reach; rank 0's log is the job's progress.
+    let group = [("kueue.x-k8s.io/pod-group-name", "pair")];
+    let total = [("kueue.x-k8s.io/pod-group-total-count", "2")];
+    let args: Vec<Vec<String>> = (0..2)
+        .map(|rank| {
+            let mut a: Vec<String> = crate::QUICK.iter().map(|s| s.to_string()).collect();
+            a.extend(["--checkpoint".into(), format!("/ckpt/rank{rank}")]);
+            a
+        })
+        .collect();
+    let args: Vec<Vec<&str>> = args.iter().map(|a| a.iter().map(String::as_str).collect()).collect();
+    let names: Vec<String> = (0..2)
+        .map(|rank| {
+            let pod = c.trainer(
+                &image,
+                TrainerPod {
+                    annotations: &[("checkpoint", "/ckpt")],
+                    raw_labels: &group,
+                    raw_annotations: &total,
+                    ..TrainerPod::new(["rank0", "rank1"][rank], &label, &args[rank]).with_checkpoint_dir(dir.path())
+                },
+            );
+            pod.metadata.name.unwrap()
+        })
+        .collect();
+    let mut k = backend(c, &label);
+    let mut world = World::new();
+    let started = Instant::now();
+    let handle = c.wait(&label, "the group bound whole and three epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let h = crate::job_named(&world, "pair")?;
+        (world.history(h).count() >= 3).then_some(h)
+    });
+    let first = started.elapsed();
+    assert_eq!(world.spec(handle).map(|s| s.replicas), Some(2), "one job of two pods");
+    let bound: Vec<_> = names.iter().map(|n| c.pod(n).and_then(|p| p.spec?.node_name)).collect();
+    assert!(bound.iter().all(Option::is_some), "both bound: {bound:?}");
+    c.wait(&label, "the group's CPU use, both pods'", Duration::from_secs(60), || {
+        step(&mut k, &mut world, 1000);
+        (world.state(handle)?.cpu_used_millicores > 150).then_some(())
+    });
+
+    // Preempted whole: both pods re-created unbound, waiting as preempted.
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    let preempted = Instant::now();
+    let mut errors = k.apply(&[crate::action(handle, wit::ActionKind::Preempt)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    let took = preempted.elapsed();
+    assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
+    step(&mut k, &mut world, 500);
+    let waiting = c.labelled(&label);
+    assert_eq!(waiting.len(), 2, "both pods, as copies");
+    for p in &waiting {
+        assert_eq!(p.spec.as_ref().unwrap().node_name, None, "unbound");
+        assert_eq!(
+            p.metadata.annotations.as_ref().unwrap().get("wasmsched.wait").map(String::as_str),
+            Some("preempted")
+        );
+    }
+    assert!(crate::job_named(&world, "pair") == Some(handle), "the same job waits");
+
+    // Placed again, on vm2 only: both pods there, resuming from their checkpoints.
+    let last = world.history(handle).last().unwrap().epoch;
+    let placed = Instant::now();
+    let mut errors = k.apply(&[crate::place(handle, 1)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.is_empty(), "{errors:?}");
+    c.wait(&label, "epochs again after the preemption", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+    });
+    let resumed = placed.elapsed();
+    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's preemption");
+    let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
+    assert_eq!(on, [Some("vm2".to_string()), Some("vm2".to_string())], "both on the node named");
+    eprintln!(
+        "a group of 2 trainer pods: bound whole to its third epoch {first:.1?}; preempted (both re-created unbound) in \
+         {took:.1?}; placed again to its second epoch after {resumed:.1?}"
+    );
+
+    // Stopped whole.
+    let errors = k.apply(&[crate::action(handle, wit::ActionKind::Stop)], &mut world);
+    assert!(errors.is_empty(), "{errors:?}");
+    c.wait(&label, "the group gone", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        world.state(handle).is_none().then_some(())
+    });
+}
