@@ -259,7 +259,7 @@ impl Kubernetes {
         action: &wit::Action,
         world: &World,
         rooms: &mut [super::queue::Room],
-    ) -> Result<Option<Vec<(u32, Vec<u32>)>>, String> {
+    ) -> Result<Option<super::group::Pieces>, String> {
         let placement = match &action.kind {
             wit::ActionKind::Place(placement) => placement,
             wit::ActionKind::Resize(r) => &r.placement,

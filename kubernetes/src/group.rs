@@ -130,9 +130,15 @@ pub enum Size {
     Unread,
 }
 
+/// Each piece's node and its GPUs there, piece by piece.
+pub type Pieces = Vec<(u32, Vec<u32>)>;
+
+/// Why a watch fails now; None while it succeeds.
+type Failing = Arc<Mutex<Option<String>>>;
+
 /// The watches of the `PodGroup` APIs, and whether each is served.
 pub struct PodGroups {
-    watched: Vec<(Way, Store<DynamicObject>, Arc<Mutex<Option<String>>>)>,
+    watched: Vec<(Way, Store<DynamicObject>, Failing)>,
 }
 
 impl PodGroups {
@@ -285,7 +291,7 @@ pub fn deal(
     placement: &wit::Placement,
     members: &[Member],
     mut room: impl FnMut(u32, usize) -> Result<(), String>,
-) -> Result<Vec<(u32, Vec<u32>)>, String> {
+) -> Result<Pieces, String> {
     let per = members.first().map_or(0, |m| m.gpus);
     let n = members.len();
     let mut pieces = Vec::with_capacity(n);

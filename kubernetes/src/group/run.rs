@@ -83,7 +83,7 @@ impl Kubernetes {
             if moving.contains(&entry) || busy.contains(&entry) {
                 continue;
             }
-            pods.sort_by(|a, b| job_name(a.1).cmp(&job_name(b.1)).then(a.0.cmp(b.0)));
+            pods.sort_by(|a, b| job_name(a.1).cmp(job_name(b.1)).then(a.0.cmp(b.0)));
             if pods.iter().any(|(_, _, s)| matches!(s, Stand::Bound(n) if self.node_index(n).is_none())) {
                 continue; // bound to a node not yet seen: next tick
             }

@@ -379,13 +379,12 @@ fn a_group_too_large_is_refused_not_held_and_one_that_loses_a_pod_is_taken_back_
     let big_prefix = format!("wsg-{label}-big-");
     let fits_prefix = format!("wsg-{label}-fits-");
     let mut whole = Whole::new(&[big_prefix.clone(), fits_prefix.clone()]);
-    let fits = c.wait(&label, "the group that fits bound whole", Duration::from_secs(30), || {
+    c.wait(&label, "the group that fits bound whole", Duration::from_secs(30), || {
         step(&mut k, &mut world, 500);
         let now = nodes_of(c, &label);
         whole.check(&now, 2);
         (bound(&now, &fits_prefix) == (2, 2)).then_some(())
     });
-    let _ = fits;
     let now = nodes_of(c, &label);
     assert_eq!(bound(&now, &big_prefix), (0, 3), "the group larger than the cluster holds nothing: {now:?}");
     let big = world.all_jobs().find(|(s, _)| s.name == "big").map(|(s, _)| s.handle).expect("the large group is a job");
