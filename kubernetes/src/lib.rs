@@ -24,6 +24,10 @@
 //!   a copy a stopped host left half-made is settled by the next: while its original still
 //!   runs it is deleted. Without a placing policy the default placement binds queued pods
 //!   first come, first served, first fit on a Ready node.
+//! - **Groups.** The pods of a pod group (the upstream `PodGroup`, Kueue's, coscheduling's or
+//!   Volcano's declaration: [`group`]) are one job once they all exist, bound whole or not at
+//!   all; a group found partly bound has its bound pods taken back at once; preempt and stop
+//!   act on every pod.
 //! - **World.** Pods and nodes through watches (a reflector each: one list, then changes,
 //!   and a fresh list whenever the watch breaks), never a poll of every pod per tick; what the
 //!   host never reads (managed fields, a node's image list) is dropped before it is stored.

@@ -79,6 +79,9 @@ pub struct Options {
     pub gpus_per_node: u32,
     /// `nvidia.com/gpu` per pod (0 or 1).
     pub pod_gpus: u32,
+    /// Pods per group (1: pods of their own). Groups are declared by upstream `PodGroup`s
+    /// (`scheduling.k8s.io/v1alpha2`, gang with `minCount` this), bound whole or not at all.
+    pub group_size: u32,
     /// The host's tick.
     pub tick: Duration,
     /// The `wasmsched` binary.
@@ -324,7 +327,11 @@ async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, 
     if options.only != Only::Wasmsched {
         runs.push(run_kube_scheduler(options, cluster, started_unix_s).await?);
     }
-    let rate = |s: Scheduler| runs.iter().find(|r| r.scheduler == s.name()).and_then(|r| r.binds_per_s);
+    // With groups the rate compared is groups bound whole per second.
+    let rate = |s: Scheduler| {
+        let run = runs.iter().find(|r| r.scheduler == s.name())?;
+        if options.group_size > 1 { run.groups.as_ref()?.per_s } else { run.binds_per_s }
+    };
     let ratio = match (rate(Scheduler::Wasmsched), rate(Scheduler::KubeScheduler)) {
         (Some(a), Some(b)) if b > 0.0 => Some(a / b),
         _ => None,

@@ -37,6 +37,12 @@ struct KubernetesArgs {
     /// `nvidia.com/gpu` each pod asks for (0 or 1).
     #[arg(long, default_value_t = 0)]
     pod_gpus: u32,
+    /// Pods per group (a distributed job's pods, bound whole or not at all): above 1, the pods
+    /// come in groups of this many, each declared by an upstream `PodGroup` (gang, minCount
+    /// this); the cluster must serve `scheduling.k8s.io/v1alpha2` and its kube-scheduler run
+    /// with the `GangScheduling` gate (`shared/k8s/README.md`). `--pods` is then a multiple.
+    #[arg(long, default_value_t = 1)]
+    group_size: u32,
     /// The host's tick.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     tick: Duration,
@@ -91,6 +97,7 @@ async fn main() -> anyhow::Result<()> {
         pods: a.pods,
         gpus_per_node: a.gpus_per_node,
         pod_gpus: a.pod_gpus,
+        group_size: a.group_size.max(1),
         tick: a.tick,
         host_bin: a.host_bin,
         fifo: a.fifo,

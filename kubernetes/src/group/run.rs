@@ -265,7 +265,7 @@ impl Kubernetes {
             present: true,
             gang: Some(Gang { key: key.clone(), size, members }),
         };
-        tracing::info!(group = %key.name, job = handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
+        tracing::debug!(group = %key.name, job = handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
         self.manage(entry.clone(), m);
         self.refresh_leader(&entry, pods, world, streams);
     }
@@ -514,7 +514,7 @@ impl Kubernetes {
         match effect {
             Effect::StartedSpread { .. } => {
                 (m.job.refused, m.retry) = (None, None);
-                tracing::info!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "bound every pod of the group");
+                tracing::debug!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "bound every pod of the group");
             }
             Effect::Requeued { .. } => {
                 tracing::info!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "preempted: every pod of the group waits unbound with its checkpoint");

@@ -49,6 +49,11 @@ pub fn pod_name(index: u32) -> String {
     format!("scale-pod-{index:05}")
 }
 
+/// The index of the pod named `name` ([`pod_name`]).
+pub fn pod_index(name: &str) -> Option<u32> {
+    name.strip_prefix("scale-pod-")?.parse().ok()
+}
+
 /// A node as created: its name and the scale label. Its status is patched after
 /// ([`node_status`]): the status of a create is ignored.
 pub fn node(index: u32) -> Node {
@@ -105,14 +110,14 @@ pub fn default_service_account(namespace: &str) -> ServiceAccount {
 
 /// The `index`th pod for `scheduler`: 1 CPU and 1 GiB (and `gpus` `nvidia.com/gpu`, as request
 /// and limit), tolerating the not-ready taint, held to the scale nodes by a node selector.
-pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32) -> Pod {
+pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32, group_size: u32) -> Pod {
     let mut requests = json!({ "cpu": "1", "memory": "1Gi" });
     let mut limits = json!({});
     if gpus > 0 {
         requests["nvidia.com/gpu"] = json!(gpus.to_string());
         limits["nvidia.com/gpu"] = json!(gpus.to_string());
     }
-    typed(json!({
+    let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -135,7 +140,31 @@ pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32) -> Pod {
                 "resources": { "requests": requests, "limits": limits },
             }],
         },
-    }))
+    });
+    if group_size > 1 {
+        pod["spec"]["schedulingGroup"] = json!({ "podGroupName": group_name(group_of(index, group_size)) });
+    }
+    typed(pod)
+}
+
+/// The group (from 1) of the `index`th pod (from 1), `size` pods a group.
+pub fn group_of(index: u32, size: u32) -> u32 {
+    (index - 1) / size.max(1) + 1
+}
+
+/// The name of the `index`th group (from 1): `scale-group-00001`.
+pub fn group_name(index: u32) -> String {
+    format!("scale-group-{index:05}")
+}
+
+/// The upstream `PodGroup` of group `index`: a gang of `size` pods.
+pub fn pod_group(index: u32, namespace: &str, size: u32) -> Value {
+    json!({
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": { "name": group_name(index), "namespace": namespace, "labels": { SCALE_LABEL: "true" } },
+        "spec": { "schedulingPolicy": { "gang": { "minCount": size } } },
+    })
 }
 
 /// A manifest written above as the API type. It cannot fail for the literals of this file (the
@@ -190,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_pod_names_its_scheduler_tolerates_not_ready_and_stays_on_scale_nodes() {
-        let p = pod(3, "ns-a", "wasmsched", 0);
+        let p = pod(3, "ns-a", "wasmsched", 0, 1);
         assert_eq!(p.metadata.namespace.as_deref(), Some("ns-a"));
         assert_eq!(p.metadata.labels.as_ref().unwrap()[MANAGED_LABEL], "true");
         let spec = p.spec.unwrap();
@@ -207,10 +236,22 @@ mod tests {
 
     #[test]
     fn a_gpu_pod_asks_for_its_gpu_as_request_and_limit() {
-        let p = pod(1, "ns-b", "default-scheduler", 1);
+        let p = pod(1, "ns-b", "default-scheduler", 1, 1);
         let resources = p.spec.unwrap().containers[0].resources.clone().unwrap();
         assert_eq!(resources.requests.unwrap()["nvidia.com/gpu"], Quantity("1".into()));
         assert_eq!(resources.limits.unwrap()["nvidia.com/gpu"], Quantity("1".into()));
+    }
+
+    #[test]
+    fn a_grouped_pod_names_its_podgroup_a_gang_of_the_groups_size() {
+        let p = pod(7, "ns-g", "wasmsched", 1, 3);
+        let group = p.spec.unwrap().scheduling_group.unwrap().pod_group_name.unwrap();
+        assert_eq!((group.as_str(), group_of(7, 3), group_of(6, 3)), ("scale-group-00003", 3, 2));
+        assert_eq!(pod_index(&pod_name(7)), Some(7));
+        let g = pod_group(3, "ns-g", 3);
+        assert_eq!(g["metadata"]["name"], "scale-group-00003");
+        assert_eq!(g["spec"]["schedulingPolicy"]["gang"]["minCount"], 3);
+        assert!(pod(7, "ns-g", "wasmsched", 1, 1).spec.unwrap().scheduling_group.is_none(), "no group of one");
     }
 
     #[test]

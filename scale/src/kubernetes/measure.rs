@@ -102,6 +102,23 @@ pub struct RunReport {
     pub tick_wall: Option<TickWall>,
     /// The host's ticks at the end.
     pub host_ticks: Option<u64>,
+    /// With groups (`--group-size` above 1): how they were bound.
+    pub groups: Option<GroupReport>,
+}
+
+/// How a run bound its pod groups.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupReport {
+    /// Groups created (each with its `PodGroup`).
+    pub created: u64,
+    /// Groups every pod of which was bound.
+    pub bound_whole: u64,
+    /// Groups some pods of which, not all, were bound when the run ended.
+    pub partly_bound: u64,
+    /// Groups bound whole / (last bind − first pod created).
+    pub per_s: Option<f64>,
+    /// Per group: its last pod created (the create answered) to its last pod bound.
+    pub latency: Option<Latency>,
 }
 
 /// A reading of everything at one moment.
@@ -311,7 +328,44 @@ where
         requests_per_s_steady: diff(requests(&all_bound), requests(&end), steady),
         tick_wall: end.status.and_then(|s| s.tick_wall),
         host_ticks: end.status.map(|s| s.ticks),
+        groups: (options.group_size > 1)
+            .then(|| groups(&created, &bound, options.group_size, first_created, last_bind)),
     })
+}
+
+/// How the pods `created` and `bound` (by name) went as groups of `size`.
+fn groups(
+    created: &HashMap<String, Instant>,
+    bound: &HashMap<String, Instant>,
+    size: u32,
+    first_created: Option<Instant>,
+    last_bind: Option<Instant>,
+) -> GroupReport {
+    // Per group: its pods created, bound, the last create and the last bind.
+    let mut of: HashMap<u32, (u32, u32, Option<Instant>, Option<Instant>)> = HashMap::new();
+    for (name, at) in created {
+        let Some(i) = manifests::pod_index(name) else { continue };
+        let g = of.entry(manifests::group_of(i, size)).or_default();
+        g.0 += 1;
+        g.2 = g.2.max(Some(*at));
+        if let Some(b) = bound.get(name) {
+            g.1 += 1;
+            g.3 = g.3.max(Some(*b));
+        }
+    }
+    let whole: Vec<_> = of.values().filter(|g| g.1 == size).collect();
+    let latencies = whole.iter().filter_map(|g| Some(g.3?.saturating_duration_since(g.2?))).collect();
+    let span = match (first_created, last_bind) {
+        (Some(a), Some(b)) => b.saturating_duration_since(a),
+        _ => Duration::ZERO,
+    };
+    GroupReport {
+        created: of.len() as u64,
+        bound_whole: whole.len() as u64,
+        partly_bound: of.values().filter(|g| g.1 > 0 && g.1 < size).count() as u64,
+        per_s: stats::per_second(whole.len() as f64, span),
+        latency: stats::latency(latencies),
+    }
 }
 
 /// Sends each pod's name and node whenever it is seen bound; says when the first list is done.
@@ -356,14 +410,17 @@ async fn create_pods(
     created: mpsc::UnboundedSender<(String, Instant)>,
 ) -> u64 {
     let post = PostParams::default();
+    let mut errors = 0;
+    if options.group_size > 1 {
+        errors += create_pod_groups(&pods, &namespace, &options).await;
+    }
     let results = stream::iter(1..=options.pods)
         .map(|i| {
-            let pod = manifests::pod(i, &namespace, scheduler.scheduler_name(), options.pod_gpus);
+            let pod = manifests::pod(i, &namespace, scheduler.scheduler_name(), options.pod_gpus, options.group_size);
             let (pods, post) = (&pods, &post);
             async move { (i, pods.create(post, &pod).await.map(|_| Instant::now())) }
         })
         .buffer_unordered(options.concurrency.max(1));
-    let mut errors = 0;
     let mut results = std::pin::pin!(results);
     while let Some((i, result)) = results.next().await {
         match result {
@@ -379,4 +436,40 @@ async fn create_pods(
         }
     }
     errors
+}
+
+/// Creates the run's `PodGroup`s (before their pods, as a job controller does); the number
+/// refused, counted as their pods' (a pod without its group is never bound).
+async fn create_pod_groups(pods: &Api<Pod>, namespace: &str, options: &Options) -> u64 {
+    let ar = kube::api::ApiResource {
+        group: "scheduling.k8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "scheduling.k8s.io/v1alpha2".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    };
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(pods.clone().into_client(), namespace, &ar);
+    let post = PostParams::default();
+    let count = options.pods / options.group_size;
+    let results: Vec<bool> = stream::iter(1..=count)
+        .map(|g| {
+            let (api, post) = (&api, &post);
+            async move {
+                let group = serde_json::from_value(manifests::pod_group(g, namespace, options.group_size));
+                match group.map(|group| async move { api.create(post, &group).await }) {
+                    Ok(create) => match create.await {
+                        Ok(_) => true,
+                        Err(e) => {
+                            tracing::warn!(group = g, error = %e, "the apiserver refused a PodGroup (does it serve scheduling.k8s.io/v1alpha2? shared/k8s/README.md)");
+                            false
+                        }
+                    },
+                    Err(_) => false,
+                }
+            }
+        })
+        .buffer_unordered(options.concurrency.max(1))
+        .collect()
+        .await;
+    results.iter().filter(|ok| !**ok).count() as u64 * u64::from(options.group_size)
 }

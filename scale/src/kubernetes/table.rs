@@ -43,6 +43,16 @@ const ROWS: &[Row] = &[
     }),
     ("apiserver requests/s binding", |r| or_na(r.requests_per_s_binding, |v| format!("{v:.1}"))),
     ("apiserver requests/s steady", |r| or_na(r.requests_per_s_steady, |v| format!("{v:.1}"))),
+    ("groups bound whole / partly", |r| {
+        or_na(r.groups.as_ref(), |g| format!("{} of {} / {}", g.bound_whole, g.created, g.partly_bound))
+    }),
+    ("groups/s (from first pod created)", |r| or_na(r.groups.as_ref().and_then(|g| g.per_s), |v| format!("{v:.1}"))),
+    ("group's last created → all bound p50", |r| {
+        or_na(r.groups.as_ref().and_then(|g| g.latency), |l| format!("{:.0} ms", l.p50_ms))
+    }),
+    ("group's last created → all bound p99", |r| {
+        or_na(r.groups.as_ref().and_then(|g| g.latency), |l| format!("{:.0} ms", l.p99_ms))
+    }),
     ("host ticks", |r| or_na(r.host_ticks, |v| v.to_string())),
     ("tick wall p50 / p99 / max", |r| {
         or_na(r.tick_wall, |t| format!("{:.0} / {:.0} / {:.0} ms (n={})", t.p50_ms, t.p99_ms, t.max_ms, t.count))
@@ -53,12 +63,17 @@ const ROWS: &[Row] = &[
 pub fn render(report: &Report) -> String {
     let o = &report.options;
     let mut lines = vec![format!(
-        "{} nodes ({} cores, {} GPUs each), {} pods of 1 CPU / 1 GiB{}, host tick {} ms, kube-scheduler QPS {}{}",
+        "{} nodes ({} cores, {} GPUs each), {} pods of 1 CPU / 1 GiB{}{}, host tick {} ms, kube-scheduler QPS {}{}",
         o.nodes,
         report.node_cores,
         o.gpus_per_node,
         o.pods,
         if o.pod_gpus > 0 { format!(" / {} GPU", o.pod_gpus) } else { String::new() },
+        if o.group_size > 1 {
+            format!(" in {} groups of {}", o.pods / o.group_size, o.group_size)
+        } else {
+            String::new()
+        },
         o.tick.as_millis(),
         if o.scheduler_qps == 0 { "as configured".to_owned() } else { o.scheduler_qps.to_string() },
         if o.precreate { ", pods created before each scheduler starts" } else { "" },
@@ -86,7 +101,8 @@ pub fn render(report: &Report) -> String {
             lines.push(format!("|{}|", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|")));
         }
     }
-    lines.push(format!("\nbinds/s wasmsched / kube-scheduler: {}", or_na(report.ratio, |r| format!("{r:.2}"))));
+    let per = if o.group_size > 1 { "groups/s" } else { "binds/s" };
+    lines.push(format!("\n{per} wasmsched / kube-scheduler: {}", or_na(report.ratio, |r| format!("{r:.2}"))));
     lines.join("\n")
 }
 
@@ -126,6 +142,7 @@ mod tests {
             requests_per_s_steady: None,
             tick_wall: None,
             host_ticks: None,
+            groups: None,
         }
     }
 
@@ -137,6 +154,7 @@ mod tests {
                 pods: 4000,
                 gpus_per_node: 8,
                 pod_gpus: 0,
+                group_size: 1,
                 tick: Duration::from_secs(1),
                 host_bin: PathBuf::new(),
                 fifo: PathBuf::new(),

@@ -154,6 +154,13 @@ impl Way {
     }
 }
 
+/// Whether the cluster serves the upstream `PodGroup` API (`scheduling.k8s.io/v1alpha2`).
+pub fn serves_podgroups(c: &Cluster) -> bool {
+    let ar = Way::Upstream.api().expect("the upstream way has an API");
+    let api: Api<DynamicObject> = Api::namespaced_with(c.client.clone(), "default", &ar);
+    c.rt.block_on(api.list(&ListParams::default())).is_ok()
+}
+
 /// Nodes as API objects (no kubelet), Ready, with `gpus` GPUs each; deleted on drop. Fresh
 /// for each use: without heartbeats the controller manager marks them NotReady after about a
 /// minute.

@@ -44,6 +44,7 @@ fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler
         steady: Duration::from_secs(5),
         scheduler_qps: 5000,
         precreate: true,
+        group_size: 1,
     };
     let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
     eprintln!("{}", scale::table::render(&report));
@@ -58,4 +59,60 @@ fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler
     let host = &report.runs[0];
     let log = host.log.as_ref().expect("the host's log was read");
     assert_eq!((log.does_not_answer, log.timed_out), (0, 0), "the host made the apiserver time out: {log:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn fifty_nodes_and_a_hundred_groups_of_three_are_bound_whole_by_the_host_and_by_kube_scheduler() {
+    let Some(c) = cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = cluster::serial();
+    if !crate::groups::serves_podgroups(c) {
+        eprintln!(
+            "SKIPPED {}: the cluster does not serve scheduling.k8s.io/v1alpha2 PodGroups; start it with the Workload \
+             API's feature gates (shared/k8s/README.md, \"Alpha APIs\")",
+            module_path!()
+        );
+        return;
+    }
+    let k8s_run = std::env::var_os("K8S_RUN").map_or_else(|| PathBuf::from("/tmp/k8s-run"), PathBuf::from);
+    // scheduler_perf's gang workload, small: groups of three one-GPU pods, each group declared by
+    // an upstream PodGroup that kube-scheduler's GangScheduling reads as well as the host.
+    let options = Options {
+        nodes: 50,
+        pods: 300,
+        gpus_per_node: 16,
+        pod_gpus: 1,
+        group_size: 3,
+        tick: Duration::from_secs(1),
+        host_bin: PathBuf::from(env!("CARGO_BIN_EXE_wasmsched-host")),
+        fifo: PathBuf::from(wasmsched_test_artifacts::path("fifo")),
+        only: Only::Both,
+        kubeconfig: c.kubeconfig.clone(),
+        k8s_run,
+        concurrency: 32,
+        timeout: Duration::from_secs(180),
+        steady: Duration::from_secs(5),
+        scheduler_qps: 5000,
+        precreate: true,
+    };
+    let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
+    eprintln!("{}", scale::table::render(&report));
+    assert_eq!(report.runs.len(), 2, "both schedulers ran");
+    for run in &report.runs {
+        let who = &run.scheduler;
+        let groups = run.groups.as_ref().expect("a grouped run reports its groups");
+        assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
+        assert_eq!(
+            (groups.created, groups.bound_whole, groups.partly_bound),
+            (100, 100, 0),
+            "{who} bound every group whole"
+        );
+        assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
+    }
 }
