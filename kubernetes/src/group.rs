@@ -139,6 +139,7 @@ type Failing = Arc<Mutex<Option<String>>>;
 /// The watches of the `PodGroup` APIs, and whether each is served.
 pub struct PodGroups {
     watched: Vec<(Way, Store<DynamicObject>, Failing)>,
+    namespace: String,
 }
 
 impl PodGroups {
@@ -170,7 +171,7 @@ impl PodGroups {
                 Some((way, store, failing))
             })
             .collect();
-        PodGroups { watched }
+        PodGroups { watched, namespace: namespace.to_string() }
     }
 
     /// The size of group `key`, whose pods present are `pods`.
@@ -181,7 +182,9 @@ impl PodGroups {
         let Some((_, store, failing)) = self.watched.iter().find(|(w, _, _)| *w == key.way) else {
             return Size::Unknown(format!("{} objects are not watched", key.way.says()));
         };
-        let found = store.state().into_iter().find(|g| g.name_any() == key.name);
+        // By name, not a walk over the store: a thousand groups ask each tick.
+        let at = reflector::ObjectRef::new_with(&key.name, key.way.api().expect("a watched way has an API"));
+        let found = store.get(&at.within(&self.namespace));
         let failing = failing.lock().expect("podgroup health").clone();
         if found.is_none() && failing.is_none() && !listed(store) {
             return Size::Unread;
@@ -268,6 +271,9 @@ pub struct Gang {
     pub size: u32,
     /// Its pods, piece by piece.
     pub members: Vec<Member>,
+    /// Its pods' uids and versions when last read, as one number: unchanged pods are not
+    /// read again.
+    pub seen: u64,
 }
 
 impl Gang {

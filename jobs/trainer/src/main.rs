@@ -42,6 +42,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    match args.rank_and_world_size(std::env::var_os) {
+        Ok((rank, world)) => (args.rank, args.world_size) = (Some(rank), Some(world)),
+        Err(e) => {
+            eprintln!(
+                "wasmsched-trainer: {e}\nGive a rank from 0 to the world size less one, or unset them for one rank."
+            );
+            return ExitCode::from(2);
+        }
+    }
+    match args.rendezvous_dir() {
+        Ok(dir) => args.rendezvous = dir,
+        Err(e) => {
+            eprintln!("wasmsched-trainer: {e}");
+            return ExitCode::from(2);
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         if let Err(e) = signal_hook::flag::register(signal, stop.clone()) {

@@ -195,3 +195,170 @@ fn export_delivers_a_whole_checkpoint_and_refuses_a_damaged_or_missing_one() {
     assert_eq!(Checkpoint::load(&delivered).unwrap().map(|c| c.epoch), Some(2), "the delivered model is intact");
     fs::remove_dir_all(dir).expect("cleanup");
 }
+
+/// Waits between polls, a grace and a report delay short enough for a unit test.
+fn quick(grace_ms: u64) -> Timing {
+    Timing {
+        poll: Duration::from_millis(2),
+        grace: Duration::from_millis(grace_ms),
+        report_after: Duration::from_secs(30),
+    }
+}
+
+/// Rank `rank` of `world`, meeting in `dir`.
+fn rank(args: &Args, rank: usize, world: usize, dir: &std::path::Path) -> Args {
+    Args { rank: Some(rank), world_size: Some(world), rendezvous: Some(dir.to_owned()), ..args.clone() }
+}
+
+/// Runs `ranks` together, one thread each, all stopped by `stop`: each one's result, stdout
+/// and stderr.
+fn run_group(ranks: &[Args], timing: Timing, stop: &AtomicBool) -> Vec<(Result<Ended, Error>, String, String)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .iter()
+            .map(|args| {
+                s.spawn(move || {
+                    let (mut out, mut log) = (Vec::new(), Vec::new());
+                    let ended = run_with(args, timing, &mut out, &mut log, stop);
+                    (ended, String::from_utf8(out).expect("utf-8"), String::from_utf8(log).expect("utf-8"))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a rank panicked")).collect()
+    })
+}
+
+/// The validation accuracy of a JSON epoch line.
+fn accuracy(line: &str) -> f64 {
+    line.split("\"accuracy\":")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .expect("accuracy")
+        .parse()
+        .expect("number")
+}
+
+#[test]
+fn a_group_of_two_trains_the_same_model_rank_0_saves_it_and_both_resume_from_it() {
+    let dir = temp_dir("group");
+    let (meet, path) = (dir.join("meet"), dir.join("model.ckpt"));
+    let never = AtomicBool::new(false);
+    // Rank 1 is given a checkpoint in a folder that does not exist: saving there would fail.
+    let first = [
+        rank(&Args { checkpoint: Some(path.clone()), ..small(3) }, 0, 2, &meet),
+        rank(&Args { checkpoint: Some(dir.join("rank-1/model.ckpt")), ..small(3) }, 1, 2, &meet),
+    ];
+    let ran = run_group(&first, quick(300), &never);
+    for (ended, _, log) in &ran {
+        assert!(matches!(ended, Ok(Ended::Trained)), "{ended:?} {log}");
+        assert!(log.contains("; rank ") && log.contains(" of 2, batch 32 per rank, rendezvous "), "{log}");
+    }
+    let lines = without_times(&ran[0].1);
+    assert_eq!(lines, without_times(&ran[1].1), "both ranks hold the same model");
+    assert_eq!(lines.len(), 3);
+    for (i, line) in lines.iter().enumerate() {
+        assert!(line.starts_with(&format!("{{\"epoch\":{},\"accuracy\":0.", i + 1)), "{line}");
+    }
+    assert_eq!(Checkpoint::load(&path).expect("valid").map(|c| c.epoch), Some(3), "rank 0 saved");
+    assert!(!dir.join("rank-1").exists(), "rank 1 wrote no checkpoint of its own");
+
+    // Both resume from rank 0's checkpoint and continue as a group never stopped does.
+    let both = |epochs| [0, 1].map(|r| rank(&Args { checkpoint: Some(path.clone()), ..small(epochs) }, r, 2, &meet));
+    let resumed = run_group(&both(5), quick(300), &never);
+    for (ended, out, log) in &resumed {
+        assert!(matches!(ended, Ok(Ended::Trained)), "{ended:?}");
+        assert!(log.contains("at epoch 3") && out.starts_with("{\"epoch\":4,") && out.lines().count() == 2, "{out}");
+    }
+    let mut meetings: Vec<String> = fs::read_dir(&meet)
+        .expect("meet")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    meetings.sort();
+    assert_eq!(meetings, ["epoch-4-of-2", "epoch-5-of-2"], "rank 0 removes the meetings two epochs old");
+    let straight_dir = temp_dir("group-straight");
+    let straight = [0, 1].map(|r| rank(&small(5), r, 2, &straight_dir));
+    let straight = run_group(&straight, quick(300), &never);
+    assert_eq!(without_times(&(ran[0].1.clone() + &resumed[1].1)), without_times(&straight[1].1));
+
+    // Model averaging learns about as well as one rank over the whole data.
+    let (alone, _) = run_captured(&small(5));
+    let last_accuracy = |out: &str| accuracy(out.lines().last().expect("epoch 5"));
+    let (group_accuracy, alone_accuracy) = (last_accuracy(&resumed[0].1), last_accuracy(&alone));
+    assert!((group_accuracy - alone_accuracy).abs() < 0.1, "group {group_accuracy}, alone {alone_accuracy}");
+    assert!(group_accuracy > 2.0 / CLASSES as f64, "the group learns: {group_accuracy}");
+    fs::remove_dir_all(dir).expect("cleanup");
+    fs::remove_dir_all(straight_dir).expect("cleanup");
+}
+
+#[test]
+fn a_stopped_rank_whose_peer_never_arrives_abandons_the_epoch_after_the_grace() {
+    let dir = temp_dir("abandon");
+    let (meet, path) = (dir.join("meet"), dir.join("model.ckpt"));
+    let stop = AtomicBool::new(false);
+    let args = rank(&Args { checkpoint: Some(path.clone()), ..small(3) }, 0, 2, &meet);
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let (ended, stopped_at) = std::thread::scope(|s| {
+        // The stop comes once rank 0 waits at the first meeting, where rank 1 never comes.
+        let watcher = s.spawn(|| {
+            while !meet.join("epoch-1-of-2/rank-0").exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+            std::time::Instant::now()
+        });
+        let ended = run_with(&args, quick(200), &mut out, &mut log, &stop);
+        (ended, watcher.join().expect("watcher"))
+    });
+    assert_eq!(ended.expect("no error"), Ended::Stopped(0));
+    assert!(stopped_at.elapsed() >= Duration::from_millis(200), "it waited the grace");
+    assert!(out.is_empty(), "the abandoned epoch is not printed");
+    assert!(!path.exists(), "nor saved");
+    let log = String::from_utf8(log).expect("utf-8");
+    assert!(log.contains("within 0.2 s; abandoning epoch 1, ending after epoch 0"), "{log}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn a_stop_reaching_both_ranks_ends_them_after_the_same_epoch_saved_and_printed() {
+    let dir = temp_dir("group-stop");
+    let (meet, path) = (dir.join("meet"), dir.join("model.ckpt"));
+    let stop = AtomicBool::new(false);
+    let ranks = [0, 1].map(|r| rank(&Args { checkpoint: Some(path.clone()), ..small(10) }, r, 2, &meet));
+    let ran = std::thread::scope(|s| {
+        // The stop comes while rank 0 waits at the second meeting; rank 1 may be anywhere.
+        s.spawn(|| {
+            while !meet.join("epoch-2-of-2/rank-0").exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        run_group(&ranks, quick(3000), &stop)
+    });
+    let Ok(Ended::Stopped(done)) = ran[0].0 else { panic!("{:?}", ran[0].0) };
+    assert!(matches!(ran[1].0, Ok(Ended::Stopped(d)) if d == done), "{:?} vs {done}", ran[1].0);
+    assert!(done >= 1, "epoch 1 was met before the stop");
+    for (_, out, _) in &ran {
+        assert_eq!(out.lines().count() as u64, done, "{out}");
+    }
+    assert_eq!(Checkpoint::load(&path).expect("valid").map(|c| c.epoch), Some(done), "the last line's epoch is saved");
+    fs::remove_dir_all(dir).expect("cleanup");
+}
+
+#[test]
+fn a_group_without_a_rendezvous_or_with_a_rank_outside_it_is_refused() {
+    let nowhere = Args { rank: Some(1), world_size: Some(2), ..small(1) };
+    let err = run(&nowhere, &mut Vec::new(), &mut Vec::new(), &AtomicBool::new(false)).expect_err("refused");
+    assert!(err.to_string().contains("give --rendezvous DIR"), "{err}");
+    let outside = Args { rank: Some(2), ..nowhere };
+    let err = run(&outside, &mut Vec::new(), &mut Vec::new(), &AtomicBool::new(false)).expect_err("refused");
+    assert!(err.to_string().contains("below the world size 2"), "{err}");
+}
+
+#[test]
+fn a_group_of_one_trains_alone_and_never_meets() {
+    let dir = temp_dir("one");
+    let (out, log) = run_captured(&rank(&small(2), 0, 1, &dir.join("meet")));
+    assert_eq!(without_times(&out), without_times(&run_captured(&small(2)).0));
+    assert!(!log.contains("rank") && !dir.join("meet").exists(), "{log}");
+    fs::remove_dir_all(dir).expect("cleanup");
+}

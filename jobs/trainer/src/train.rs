@@ -34,6 +34,8 @@ pub struct Trainer {
     threads: usize,
     batch: usize,
     rate: f32,
+    rank: usize,
+    world: usize,
 }
 
 /// What one epoch achieved.
@@ -62,6 +64,8 @@ impl Trainer {
             threads: args.threads,
             batch: args.batch(),
             rate: args.lr,
+            rank: args.rank(),
+            world: args.world(),
         }
     }
 
@@ -96,6 +100,8 @@ impl Trainer {
             threads: args.threads,
             batch: args.batch(),
             rate: args.lr,
+            rank: args.rank(),
+            world: args.world(),
         })
     }
 
@@ -118,12 +124,46 @@ impl Trainer {
     /// the validation set.
     pub fn run_epoch(&mut self) -> EpochReport {
         let start = Instant::now();
+        self.train_epoch();
+        self.report(start)
+    }
+
+    /// Trains one epoch and counts it done: one shuffled pass over this rank's shard of the
+    /// training set. Every rank of a group draws the same order (the same generator, from the
+    /// same seed or checkpoint) and takes the positions `rank, rank + world, ...` of it, in
+    /// minibatches of the batch size divided among the ranks; one rank alone takes it all.
+    pub fn train_epoch(&mut self) {
         let mut order: Vec<u32> = (0..self.split.train.len() as u32).collect();
         self.shuffle.shuffle(&mut order);
+        if self.world > 1 {
+            order = order.into_iter().skip(self.rank).step_by(self.world).collect();
+        }
         let rate = self.rate / (1.0 + self.epochs_done as f32 / RATE_DECAY_EPOCHS);
-        self.model.train_epoch(&self.split.train, &order, rate, self.batch, self.threads);
-        let validation = self.model.evaluate(&self.split.validation, self.threads);
+        self.model.train_epoch(&self.split.train, &order, rate, self.rank_batch(), self.threads);
         self.epochs_done += 1;
+    }
+
+    /// Samples per minibatch on this rank: the batch size divided among the ranks, at least 1.
+    pub fn rank_batch(&self) -> usize {
+        (self.batch / self.world).max(1)
+    }
+
+    /// Replaces the weights, with a group's mean; false (and nothing changed) when their
+    /// number does not fit the model.
+    pub fn set_params(&mut self, params: Vec<f32>) -> bool {
+        match Mlp::from_params(FEATURES, self.model.hidden(), CLASSES, params) {
+            Some(model) => {
+                self.model = model;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The report of the epoch just trained: the model measured on the validation set, and
+    /// the time since `start`.
+    pub fn report(&self, start: Instant) -> EpochReport {
+        let validation = self.model.evaluate(&self.split.validation, self.threads);
         EpochReport { epoch: self.epochs_done, validation, elapsed: start.elapsed() }
     }
 

@@ -87,6 +87,14 @@ impl Kubernetes {
             if pods.iter().any(|(_, _, s)| matches!(s, Stand::Bound(n) if self.node_index(n).is_none())) {
                 continue; // bound to a node not yet seen: next tick
             }
+            // Pods unchanged since the last observation: nothing to read again but the log.
+            let seen = fingerprint(&pods);
+            if let Some(g) = self.jobs.get(&entry).and_then(|m| m.gang.as_ref())
+                && g.seen == seen
+            {
+                self.refresh_leader(&entry, &pods, world, streams);
+                continue;
+            }
             let members: Vec<Member> = pods.iter().map(|(uid, p, stand)| self.member(uid, p, stand)).collect();
             let running = self.jobs.get(&entry).and_then(|m| world.state(m.job.handle)).map(|s| s.is_running());
             let bound = members.iter().filter(|m| m.node.is_some()).count();
@@ -101,6 +109,7 @@ impl Kubernetes {
                 Some(true) => {
                     let m = self.jobs.get_mut(&entry).expect("just found");
                     let g = m.gang.as_mut().expect("a group's entry");
+                    g.seen = seen;
                     // Extra pods that came while it ran wait outside it.
                     g.members = carried_over(&g.members, members.into_iter().filter(|m| m.node.is_some()).collect());
                     self.refresh_leader(&entry, &pods, world, streams);
@@ -121,6 +130,7 @@ impl Kubernetes {
                 Some(false) => {
                     let m = self.jobs.get_mut(&entry).expect("just found");
                     let g = m.gang.as_mut().expect("a group's entry");
+                    g.seen = seen;
                     g.members = carried_over(&g.members, members);
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
@@ -134,7 +144,7 @@ impl Kubernetes {
                     tracing::warn!(group = %key.name, bound, size, "found a pod group partly bound: taking its bound pods back");
                     self.take_back(&key, &pods, world);
                 }
-                None => self.adopt_group(key, size, members, &pods, world, book, streams),
+                None => self.adopt_group(key, size, members, &pods, (world, book, streams)),
             }
         }
     }
@@ -183,16 +193,13 @@ impl Kubernetes {
     }
 
     /// Start managing a whole group as one job: running when every pod is bound, else queued.
-    #[allow(clippy::too_many_arguments, reason = "one observation's parts, as the lone pods' adoption takes them")]
     fn adopt_group(
         &mut self,
         key: GroupKey,
         size: u32,
         members: Vec<Member>,
         pods: &Found<'_>,
-        world: &mut World,
-        book: &mut GpuBook,
-        streams: &mut Streams,
+        (world, book, streams): (&mut World, &mut GpuBook, &mut Streams),
     ) {
         let per = members[0].gpus;
         if let Some(odd) = members.iter().find(|m| m.gpus != per) {
@@ -263,7 +270,7 @@ impl Kubernetes {
             follow_retry: None,
             version: None,
             present: true,
-            gang: Some(Gang { key: key.clone(), size, members }),
+            gang: Some(Gang { key: key.clone(), size, members, seen: fingerprint(pods) }),
         };
         tracing::debug!(group = %key.name, job = handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
         self.manage(entry.clone(), m);
@@ -528,6 +535,17 @@ impl Kubernetes {
         effect.update(job, world);
         true
     }
+}
+
+/// What the pods found say, in one number: their uids and versions, in order. The same number
+/// at the next observation: nothing changed.
+fn fingerprint(pods: &Found<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for (uid, p, _) in pods {
+        (uid, p.metadata.resource_version.as_deref()).hash(&mut h);
+    }
+    h.finish()
 }
 
 /// `members` found now, with what was measured of each pod before (by uid).

@@ -523,3 +523,99 @@ fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() 
         world.state(handle).is_none().then_some(())
     });
 }
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_group_whose_node_goes_not_ready_is_kept_whole() {
+    let Some(c) = cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = cluster::serial();
+    let label = test_label("gdown");
+    let _sweep = c.sweep(&label);
+    let nodes = ObjectNodes::new(c, &label, 2, 8);
+    for i in 0..2 {
+        Way::Kueue.pod(c, &label, "spread", i, 2, 8);
+    }
+    let mut k = backend(c, &label);
+    let mut world = World::new();
+    let prefix = format!("wsg-{label}-spread-");
+    c.wait(&label, "the group bound whole over both nodes", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 500);
+        (bound(&nodes_of(c, &label), &prefix) == (2, 2)).then_some(())
+    });
+    let job = world.all_jobs().find(|(s, _)| s.name == "spread").map(|(s, _)| s.handle).unwrap();
+    // One of its nodes goes NotReady (its kubelet, had it one, stopped posting).
+    let api: Api<Node> = Api::all(c.client.clone());
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let down = json!({"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+        "message": "the test took it down", "lastHeartbeatTime": now, "lastTransitionTime": now}]}});
+    c.rt.block_on(api.patch_status(&nodes.names[1], &PatchParams::default(), &Patch::Merge(down))).unwrap();
+    let node = world.nodes().iter().position(|n| n.name == nodes.names[1]).unwrap() as u32;
+    c.wait(&label, "the node seen NotReady", Duration::from_secs(20), || {
+        step(&mut k, &mut world, 500);
+        world.is_node_down(node).then_some(())
+    });
+    // Kept as it stands, whole, for a while: the host neither takes part of it back nor
+    // places anything on the node that is down.
+    for _ in 0..6 {
+        step(&mut k, &mut world, 500);
+        assert_eq!(bound(&nodes_of(c, &label), &prefix), (2, 2), "kept whole");
+        assert!(world.state(job).is_some_and(|s| s.is_running() && s.gpus.len() == 16), "{:?}", world.state(job));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn every_shipped_placing_policy_places_a_group_whole() {
+    let Some(c) = cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = cluster::serial();
+    let mut took = Vec::new();
+    for policy in PLACING {
+        let label = test_label(&format!("gp{}", policy.replace('-', "")));
+        let _sweep = c.sweep(&label);
+        let nodes = ObjectNodes::new(c, &label, 2, 8);
+        // Two groups of two 8-GPU pods, interleaved: one at a time fits.
+        for i in 0..2 {
+            for g in ["a", "b"] {
+                Way::Kueue.pod(c, &label, g, i, 2, 8);
+            }
+        }
+        let prefixes: Vec<String> = ["a", "b"].iter().map(|g| format!("wsg-{label}-{g}-")).collect();
+        let mut whole = Whole::new(&prefixes);
+        let mut supervised =
+            Supervised::new(loaded(policy), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+        let mut k = backend(c, &label);
+        let started = Instant::now();
+        let mut first = None;
+        let done = |_: &World| {
+            let now = nodes_of(c, &label);
+            whole.check(&now, 2);
+            first = prefixes.iter().position(|p| bound(&now, p) == (2, 2));
+            first.is_some()
+        };
+        let mut driver = Until { policy: &mut supervised, done, limit_ms: 20_000 };
+        control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_millis(500)));
+        let now = nodes_of(c, &label);
+        let Some(a) = first else { panic!("{policy}: no group was bound whole in 20 s: {now:?}\n{}", c.describe(&label)) };
+        assert_eq!(bound(&now, &prefixes[1 - a]), (0, 2), "{policy}: the other group waits whole: {now:?}");
+        let on: Vec<_> = now.iter().filter(|(n, _)| n.starts_with(&prefixes[a])).filter_map(|(_, n)| n.clone()).collect();
+        assert!(on.iter().all(|n| nodes.names.contains(n)) && on[0] != on[1], "{policy}: a pod a node: {now:?}");
+        took.push(format!("{policy} {:.1?}", started.elapsed()));
+    }
+    eprintln!("a group of two bound whole over two nodes by: {}", took.join(", "));
+}
+
+/// Every shipped policy that places (`abilities.places`).
+const PLACING: [&str; 10] =
+    ["fifo", "tiresias", "gacer", "sia", "pollux", "gavel", "themis", "quota", "fair-share-decay", "drf"];
