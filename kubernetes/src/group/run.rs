@@ -293,9 +293,17 @@ impl Kubernetes {
         self.flight.push(Flight::group(job, key.entry(), uids, By::Backend, self.rt.spawn(task)));
     }
 
-    /// Re-create `pods` unbound, each from its own spec (waiting as preempted when `preempted`,
-    /// carrying the job's attained `service` and its arrival), delete the originals and wait
-    /// until they are gone; all at once. The leader's copy is the effect's.
+    /// How this host takes pods back ([`TakeBack`]).
+    fn taker(&self) -> TakeBack {
+        TakeBack {
+            scheduler: self.config.scheduler.clone(),
+            api: self.pods_api(),
+            limit: self.config.timeout,
+            gate: self.gate.clone(),
+        }
+    }
+
+    /// [`TakeBack::run`] with this host's settings.
     fn take_back_task(
         &self,
         pods: Vec<Pod>,
@@ -304,48 +312,7 @@ impl Kubernetes {
         arrived_unix_ms: u64,
         frees: Option<Frees>,
     ) -> impl Future<Output = Result<Effect, Failure>> + Send + 'static + use<> {
-        let changes = pod::Changes {
-            scheduler: self.config.scheduler.clone(),
-            preempted,
-            service,
-            arrived_unix_ms,
-            gpus: None,
-            batch_size: None,
-        };
-        let backs: Vec<_> = pods
-            .iter()
-            .map(|p| {
-                let copy = pod::copy(p, &changes);
-                let (name, uid) =
-                    (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
-                let grace =
-                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
-                let to = PodRef { api: self.pods_api(), name, limit: self.config.timeout, gate: self.gate.clone() };
-                async move {
-                    let PodRef { api, name, limit, gate } = to;
-                    let (post, delete) = (PostParams::default(), DeleteParams::default());
-                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
-                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
-                    Ok::<_, Failure>(PodCopy {
-                        uid: made.metadata.uid.unwrap_or_default(),
-                        name: made.metadata.name.unwrap_or_default(),
-                    })
-                }
-            })
-            .collect();
-        async move {
-            let results = futures_util::future::join_all(backs).await;
-            drop(frees);
-            let mut copies = Vec::with_capacity(results.len());
-            for r in results {
-                copies.push(r?);
-            }
-            Ok(match copies.into_iter().next() {
-                Some(copy) if preempted => Effect::Requeued { copy },
-                _ => Effect::Done,
-            })
-        }
+        self.taker().run(pods, preempted, service, arrived_unix_ms, frees)
     }
 
     /// Send a group's placement, dealt into `pieces` (each pod's node and GPUs): every pod is
@@ -379,17 +346,16 @@ impl Kubernetes {
             if !n.ready {
                 return Err(format!("node {} is NotReady", n.name));
             }
-            binds.push(((*p).clone(), n.name.clone()));
+            binds.push((p, n.name.clone()));
         }
         let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
         let node = pieces[0].0;
         let slots: Vec<GpuSlot> =
             pieces.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index })).collect();
-        // Made now, one a pod, for whichever turn out bound if another's bind fails.
+        // For whichever pods turn out bound if another's bind fails.
         let (service, arrived) =
             ((state.run_ms, state.gpu_ms), self.jobs.get(&entry).map_or(0, |m| m.job.arrived_unix_ms));
-        let backs: Vec<_> =
-            binds.iter().map(|(p, _)| self.take_back_task(vec![p.clone()], false, service, arrived, None)).collect();
+        let taker = self.taker();
         let lock = first.clone();
         let effect = Effect::StartedSpread { node, gpus: slots.clone() };
         let task = self.rt.spawn(async move {
@@ -410,10 +376,9 @@ impl Kubernetes {
                 Failure::Refused(why) | Failure::Declined(why) | Failure::Unreachable(why) => why,
             };
             let mut taken = 0;
-            for (k, back) in backs.into_iter().enumerate() {
-                if bound.contains(&k) && back.await.is_ok() {
-                    taken += 1;
-                }
+            for &k in &bound {
+                let back = taker.clone().run(vec![(*binds[k].0).clone()], false, service, arrived, None);
+                taken += usize::from(back.await.is_ok());
             }
             let name = binds[i].0.metadata.name.clone().unwrap_or_default();
             Err(Failure::Refused(format!(
@@ -534,6 +499,72 @@ impl Kubernetes {
         }
         effect.update(job, world);
         true
+    }
+}
+
+/// What taking a group's pods back needs: our scheduler's name and the pods' API.
+#[derive(Clone)]
+struct TakeBack {
+    scheduler: String,
+    api: kube::Api<Pod>,
+    limit: Duration,
+    gate: crate::gate::Gate,
+}
+
+impl TakeBack {
+    /// Re-create `pods` unbound, each from its own spec (waiting as preempted when
+    /// `preempted`, carrying the job's attained `service` and its arrival), delete the
+    /// originals and wait until they are gone; all at once. The leader's copy is the effect's.
+    fn run(
+        self,
+        pods: Vec<Pod>,
+        preempted: bool,
+        service: (u64, u64),
+        arrived_unix_ms: u64,
+        frees: Option<Frees>,
+    ) -> impl Future<Output = Result<Effect, Failure>> + Send + 'static {
+        let changes = pod::Changes {
+            scheduler: self.scheduler,
+            preempted,
+            service,
+            arrived_unix_ms,
+            gpus: None,
+            batch_size: None,
+        };
+        let backs: Vec<_> = pods
+            .iter()
+            .map(|p| {
+                let copy = pod::copy(p, &changes);
+                let (name, uid) =
+                    (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
+                let grace =
+                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
+                let to = PodRef { api: self.api.clone(), name, limit: self.limit, gate: self.gate.clone() };
+                async move {
+                    let PodRef { api, name, limit, gate } = to;
+                    let (post, delete) = (PostParams::default(), DeleteParams::default());
+                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
+                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
+                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
+                    Ok::<_, Failure>(PodCopy {
+                        uid: made.metadata.uid.unwrap_or_default(),
+                        name: made.metadata.name.unwrap_or_default(),
+                    })
+                }
+            })
+            .collect();
+        async move {
+            let results = futures_util::future::join_all(backs).await;
+            drop(frees);
+            let mut copies = Vec::with_capacity(results.len());
+            for r in results {
+                copies.push(r?);
+            }
+            Ok(match copies.into_iter().next() {
+                Some(copy) if preempted => Effect::Requeued { copy },
+                _ => Effect::Done,
+            })
+        }
     }
 }
 

@@ -433,14 +433,17 @@ fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() 
     let label = test_label("gpair");
     let _sweep = c.sweep(&label);
     let dir = tempfile::tempdir().unwrap();
-    // Two ranks of one job (a Kueue plain-pod group), each checkpointing to its own file in a
-    // folder both nodes reach; rank 0's log is the job's progress.
+    // Two ranks of one data-parallel job (a Kueue plain-pod group): each trains its shard and
+    // waits for the other after every epoch (their rendezvous is a folder on a volume both
+    // nodes reach), rank 0 checkpoints, and rank 0's log is the job's progress. Neither makes
+    // an epoch without the other: epochs show the group runs whole.
     let group = [("kueue.x-k8s.io/pod-group-name", "pair")];
     let total = [("kueue.x-k8s.io/pod-group-total-count", "2")];
     let args: Vec<Vec<String>> = (0..2)
         .map(|rank| {
             let mut a: Vec<String> = crate::QUICK.iter().map(|s| s.to_string()).collect();
-            a.extend(["--checkpoint".into(), format!("/ckpt/rank{rank}")]);
+            a.extend(["--checkpoint".into(), "/ckpt/model".into(), "--rank".into(), rank.to_string()]);
+            a.extend(["--world-size".into(), "2".into()]);
             a
         })
         .collect();
@@ -469,6 +472,8 @@ fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() 
     });
     let first = started.elapsed();
     assert_eq!(world.spec(handle).map(|s| s.replicas), Some(2), "one job of two pods");
+    let rank1 = c.log(&names[1]);
+    assert!(rank1.contains("rank 1 of 2") && rank1.contains("\"epoch\":3"), "rank 1 trains with rank 0: {rank1}");
     let bound: Vec<_> = names.iter().map(|n| c.pod(n).and_then(|p| p.spec?.node_name)).collect();
     assert!(bound.iter().all(Option::is_some), "both bound: {bound:?}");
     c.wait(&label, "the group's CPU use, both pods'", Duration::from_secs(60), || {
@@ -593,8 +598,13 @@ fn every_shipped_placing_policy_places_a_group_whole() {
         }
         let prefixes: Vec<String> = ["a", "b"].iter().map(|g| format!("wsg-{label}-{g}-")).collect();
         let mut whole = Whole::new(&prefixes);
-        let mut supervised =
-            Supervised::new(loaded(policy), "{}".into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
+        let mut supervised = Supervised::new(
+            loaded(policy),
+            "{}".into(),
+            Default::default(),
+            Fallback::KeepLimits,
+            Quarantine::default(),
+        );
         let mut k = backend(c, &label);
         let started = Instant::now();
         let mut first = None;
@@ -607,9 +617,12 @@ fn every_shipped_placing_policy_places_a_group_whole() {
         let mut driver = Until { policy: &mut supervised, done, limit_ms: 20_000 };
         control::drive(&mut k, &mut driver, runtime(), &LoopConfig::unbudgeted(Duration::from_millis(500)));
         let now = nodes_of(c, &label);
-        let Some(a) = first else { panic!("{policy}: no group was bound whole in 20 s: {now:?}\n{}", c.describe(&label)) };
+        let Some(a) = first else {
+            panic!("{policy}: no group was bound whole in 20 s: {now:?}\n{}", c.describe(&label))
+        };
         assert_eq!(bound(&now, &prefixes[1 - a]), (0, 2), "{policy}: the other group waits whole: {now:?}");
-        let on: Vec<_> = now.iter().filter(|(n, _)| n.starts_with(&prefixes[a])).filter_map(|(_, n)| n.clone()).collect();
+        let on: Vec<_> =
+            now.iter().filter(|(n, _)| n.starts_with(&prefixes[a])).filter_map(|(_, n)| n.clone()).collect();
         assert!(on.iter().all(|n| nodes.names.contains(n)) && on[0] != on[1], "{policy}: a pod a node: {now:?}");
         took.push(format!("{policy} {:.1?}", started.elapsed()));
     }
