@@ -96,6 +96,16 @@ pub struct Endpoint {
     pub in_flight: Option<u64>,
 }
 
+/// Work a backend holds outside the world, and why: a pod group not yet whole, say, which no
+/// policy could place. The status shows it beside the queue.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Held {
+    /// Its name (a pod group's).
+    pub name: String,
+    /// Why it is held, in a few words ("2 of 3 pods exist").
+    pub reason: String,
+}
+
 /// Who starts queued jobs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Placer {
@@ -130,6 +140,11 @@ pub trait Backend {
     /// The places it reaches and whether they answer, for the status; none for a backend that
     /// reaches nothing outside the process.
     fn endpoints(&self) -> Vec<Endpoint> {
+        Vec::new()
+    }
+
+    /// What it holds outside the world, and why ([`Held`]); none for most backends.
+    fn held(&self) -> Vec<Held> {
         Vec::new()
     }
 

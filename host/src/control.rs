@@ -147,6 +147,10 @@ pub trait Driver {
     /// backend reaches, and where this host stands among its replicas (None: it runs none).
     fn observed(&mut self, _world: &World, _endpoints: Vec<crate::backend::Endpoint>, _lead: Option<Leadership>) {}
 
+    /// What the backend holds outside the world just observed, and why (a pod group not yet
+    /// whole).
+    fn held(&mut self, _held: Vec<crate::backend::Held>) {}
+
     /// The policies to ask on this tick.
     fn policies(&mut self) -> Policies<'_>;
 
@@ -218,6 +222,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         run.world.forget_departed();
         let more = backend.observe(&mut run.world, until);
         driver.observed(&run.world, backend.endpoints(), backend.replicas().map(|r| r.leadership()));
+        driver.held(backend.held());
         if !more {
             // The last observation: nothing is left to run, and the driver has seen it so.
             break;

@@ -306,6 +306,8 @@ struct HostDriver {
     tick_walls: std::collections::VecDeque<u64>,
     /// Why queued jobs wait, as the audit log last wrote it (it writes them again on change).
     last_pending: Vec<crate::bindings::wit::Pending>,
+    /// What the backend held outside the queue at the last observation, as the status shows it.
+    last_held: Vec<crate::backend::Held>,
 }
 
 impl HostDriver {
@@ -347,6 +349,7 @@ impl HostDriver {
             write_errors: 0,
             ticked: None,
             last_pending: Vec::new(),
+            last_held: Vec::new(),
             tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
         })
     }
@@ -562,6 +565,14 @@ impl Driver for HostDriver {
             self.board.update(|s| s.late_ticks += 1);
         }
         true
+    }
+
+    fn held(&mut self, mut held: Vec<crate::backend::Held>) {
+        held.truncate(status::PENDING_SHOWN);
+        if held != self.last_held {
+            self.last_held.clone_from(&held);
+            self.board.update(|s| s.held = held);
+        }
     }
 
     fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>, lead: Option<Leadership>) {

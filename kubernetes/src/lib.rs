@@ -320,6 +320,8 @@ pub struct Kubernetes {
     node_store: Store<Node>,
     /// The `PodGroup` objects that size the pod groups.
     podgroups: group::PodGroups,
+    /// The pod groups not yet whole at the last observation, and why, by name.
+    held: BTreeMap<String, String>,
     health: Arc<Mutex<Health>>,
     nodes: Vec<NodeEntry>,
     /// Node handles by name.
@@ -406,6 +408,7 @@ impl Kubernetes {
             pods,
             node_store,
             podgroups,
+            held: BTreeMap::new(),
             health,
             nodes: Vec::new(),
             node_names: HashMap::new(),
@@ -514,6 +517,12 @@ impl Backend for Kubernetes {
 
     fn settled(&mut self) -> Vec<ApplyError> {
         std::mem::take(&mut self.late)
+    }
+
+    fn held(&self) -> Vec<wasmsched_core::backend::Held> {
+        let held = self.held.iter();
+        held.map(|(name, reason)| wasmsched_core::backend::Held { name: name.clone(), reason: reason.clone() })
+            .collect()
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {

@@ -282,10 +282,37 @@ async fn delete_namespace(client: &kube::Client, ns: &str) {
     if let Err(e) = pods.delete_collection(&now, &ListParams::default()).await {
         tracing::warn!(namespace = ns, error = %e, "could not delete the run's pods");
     }
+    delete_pod_groups(client, ns).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     match namespaces.delete(ns, &DeleteParams::default()).await {
         Ok(_) => tracing::info!(namespace = ns, "deleted"),
         Err(e) => tracing::warn!(namespace = ns, error = %e, "could not delete the namespace"),
+    }
+}
+
+/// Deletes the run's `PodGroup`s, their protection finalizer cleared first: the controller that
+/// would clear it runs only in a controller manager with the Workload API's gates, which the
+/// kit's is not given, and a `PodGroup` left with it keeps its namespace `Terminating` (and the
+/// namespace controller retrying, a load on the apiserver for good). Nothing to do where the
+/// API is not served.
+async fn delete_pod_groups(client: &kube::Client, ns: &str) {
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), ns, &manifests::pod_group_api());
+    let Ok(groups) = api.list_metadata(&ListParams::default()).await else { return };
+    let clear = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    let patch = PatchParams::default();
+    let names: Vec<String> = groups.items.into_iter().filter_map(|g| g.metadata.name).collect();
+    let count = names.len();
+    stream::iter(names)
+        .for_each_concurrent(32, |name| {
+            let (api, clear, patch) = (&api, &clear, &patch);
+            async move {
+                let _ = api.patch(&name, patch, clear).await;
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            }
+        })
+        .await;
+    if count > 0 {
+        tracing::info!(namespace = ns, count, "deleted the run's PodGroups");
     }
 }
 

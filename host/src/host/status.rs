@@ -57,6 +57,10 @@ pub struct Status {
     /// handle order); a job leaves the list when it starts or ends.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<WhyPending>,
+    /// What the backend holds outside the queue, and why: pod groups not yet whole
+    /// ([`PENDING_SHOWN`] at most).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<crate::backend::Held>,
     /// Disruptive actions (stop, migrate, preempt) handed to the backend.
     #[serde(default)]
     pub disruptions: u64,
@@ -325,6 +329,9 @@ impl Status {
         }
         for p in &self.pending {
             let _ = writeln!(out, "  pending {} (job {}): {}", p.name, p.job, p.reason);
+        }
+        for h in &self.held {
+            let _ = writeln!(out, "  held outside the queue {}: {}", h.name, h.reason);
         }
         let w = &self.tick_wall;
         if w.count > 0 {

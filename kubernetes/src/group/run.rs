@@ -30,6 +30,7 @@ impl Kubernetes {
     /// `live` as jobs of their own, and a group whose size is not known yet waits (said once).
     /// Pods for another scheduler stay in `live` (they are not ours to place).
     pub(crate) fn take_groups<'a>(&mut self, live: &mut Found<'a>) -> BTreeMap<GroupKey, (u32, Found<'a>)> {
+        self.held.clear();
         let mut groups: BTreeMap<GroupKey, Found<'a>> = BTreeMap::new();
         live.retain(|(uid, p, stand)| {
             let Some(key) = super::declared(p).filter(|_| matches!(stand, Stand::Queued | Stand::Bound(_))) else {
@@ -52,6 +53,7 @@ impl Kubernetes {
                 }
                 (Size::Unread, None) => {}
                 (Size::Unknown(why), None) => {
+                    self.held.insert(key.name.clone(), why.clone());
                     let name = key.name.clone();
                     self.logged
                         .once(format!("group-size:{}:{why}", key.name), || format!("pod group {name} waits: {why}"));
@@ -122,6 +124,7 @@ impl Kubernetes {
                     let m = self.unmanage(&entry).expect("just found");
                     world.remove_job(m.job.handle);
                     let (name, have) = (key.name.clone(), members.len());
+                    self.held.insert(name.clone(), format!("{have} of {size} pods exist"));
                     tracing::info!(group = %name, job = m.job.handle, "a queued pod group lost a pod; it waits until it is whole again");
                     self.logged.once(format!("group-short:{}:{have}", key.name), || {
                         format!("pod group {name} waits: {have} of {size} pods exist")
@@ -136,6 +139,7 @@ impl Kubernetes {
                 }
                 None if members.len() < size as usize => {
                     let (name, have) = (key.name.clone(), members.len());
+                    self.held.insert(name.clone(), format!("{have} of {size} pods exist"));
                     self.logged.once(format!("group-short:{}:{have}", key.name), || {
                         format!("pod group {name} waits: {have} of {size} pods exist")
                     });
@@ -204,6 +208,10 @@ impl Kubernetes {
         let per = members[0].gpus;
         if let Some(odd) = members.iter().find(|m| m.gpus != per) {
             let (name, pod, gpus) = (key.name.clone(), odd.name.clone(), odd.gpus);
+            self.held.insert(
+                name.clone(),
+                format!("pod {pod} asks for {gpus} GPU(s), the first for {per}: a group's pods are equal pieces"),
+            );
             self.logged.once(format!("group-uneven:{}", key.name), || {
                 format!(
                     "pod group {name} cannot be placed: its pods are its equal pieces, and pod {pod} asks for {gpus} \

@@ -157,6 +157,17 @@ pub fn group_name(index: u32) -> String {
     format!("scale-group-{index:05}")
 }
 
+/// The upstream `PodGroup` API (`scheduling.k8s.io/v1alpha2`).
+pub fn pod_group_api() -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: "scheduling.k8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "scheduling.k8s.io/v1alpha2".into(),
+        kind: "PodGroup".into(),
+        plural: "podgroups".into(),
+    }
+}
+
 /// The upstream `PodGroup` of group `index`: a gang of `size` pods.
 pub fn pod_group(index: u32, namespace: &str, size: u32) -> Value {
     json!({

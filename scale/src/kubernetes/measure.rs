@@ -441,14 +441,8 @@ async fn create_pods(
 /// Creates the run's `PodGroup`s (before their pods, as a job controller does); the number
 /// refused, counted as their pods' (a pod without its group is never bound).
 async fn create_pod_groups(pods: &Api<Pod>, namespace: &str, options: &Options) -> u64 {
-    let ar = kube::api::ApiResource {
-        group: "scheduling.k8s.io".into(),
-        version: "v1alpha2".into(),
-        api_version: "scheduling.k8s.io/v1alpha2".into(),
-        kind: "PodGroup".into(),
-        plural: "podgroups".into(),
-    };
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(pods.clone().into_client(), namespace, &ar);
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(pods.clone().into_client(), namespace, &manifests::pod_group_api());
     let post = PostParams::default();
     let count = options.pods / options.group_size;
     let results: Vec<bool> = stream::iter(1..=count)

@@ -418,6 +418,11 @@ fn a_group_too_large_is_refused_not_held_and_one_that_loses_a_pod_is_taken_back_
     });
     eprintln!("a running group lost a pod: the rest taken back in {:.1?}", took.elapsed());
     assert!(world.all_jobs().all(|(s, _)| s.name != "fits"), "the group waits outside the world until it is whole");
+    let held = k.held();
+    assert!(
+        held.iter().any(|h| h.name == "fits" && h.reason == "1 of 2 pods exist"),
+        "the status says why it waits: {held:?}"
+    );
     drop(nodes);
 }
 
