@@ -426,6 +426,11 @@ impl Kubernetes {
             state.since_ms = since_ms;
         }
         if flight.spread.is_some() {
+            // The group's placement failed and its bound pods were taken back: the watch may
+            // still show them bound for a moment, and they are not to be taken back twice.
+            let members =
+                self.jobs.get(&uid).and_then(|m| m.gang.as_ref()).map(|g| g.members.iter().map(|p| p.uid.to_string()));
+            self.taken.extend(members.into_iter().flatten());
             self.set_spread(&uid, None);
         }
         if let Some((node, gpus)) = flight.held.take()

@@ -322,6 +322,9 @@ pub struct Kubernetes {
     podgroups: group::PodGroups,
     /// The pod groups not yet whole at the last observation, and why, by name.
     held: BTreeMap<String, String>,
+    /// The uids of group pods taken back and not yet gone from the watch's view: never copied
+    /// twice.
+    taken: std::collections::HashSet<String>,
     health: Arc<Mutex<Health>>,
     nodes: Vec<NodeEntry>,
     /// Node handles by name.
@@ -409,6 +412,7 @@ impl Kubernetes {
             node_store,
             podgroups,
             held: BTreeMap::new(),
+            taken: Default::default(),
             health,
             nodes: Vec::new(),
             node_names: HashMap::new(),

@@ -31,6 +31,10 @@ impl Kubernetes {
     /// Pods for another scheduler stay in `live` (they are not ours to place).
     pub(crate) fn take_groups<'a>(&mut self, live: &mut Found<'a>) -> BTreeMap<GroupKey, (u32, Found<'a>)> {
         self.held.clear();
+        // Pods taken back are remembered until they are gone (or seen unbound: never bound).
+        let present: HashSet<&str> =
+            live.iter().filter(|(_, _, s)| matches!(s, Stand::Bound(_))).map(|(uid, _, _)| *uid).collect();
+        self.taken.retain(|uid| present.contains(uid.as_str()));
         let mut groups: BTreeMap<GroupKey, Found<'a>> = BTreeMap::new();
         live.retain(|(uid, p, stand)| {
             let Some(key) = super::declared(p).filter(|_| matches!(stand, Stand::Queued | Stand::Bound(_))) else {
@@ -100,8 +104,16 @@ impl Kubernetes {
             let members: Vec<Member> = pods.iter().map(|(uid, p, stand)| self.member(uid, p, stand)).collect();
             let running = self.jobs.get(&entry).and_then(|m| world.state(m.job.handle)).map(|s| s.is_running());
             let bound = members.iter().filter(|m| m.node.is_some()).count();
+            // A running group lost a pod when one of its pods is gone (or ended); one not seen
+            // bound yet is a bind the watch has not brought yet.
+            let lost = running == Some(true)
+                && self
+                    .jobs
+                    .get(&entry)
+                    .and_then(|m| m.gang.as_ref())
+                    .is_some_and(|g| g.members.iter().any(|m| !members.iter().any(|found| found.uid == m.uid)));
             match running {
-                Some(true) if bound < size as usize => {
+                Some(true) if lost => {
                     // It lost a pod while it ran: the rest are taken back and it waits whole again.
                     let m = self.unmanage(&entry).expect("just found");
                     world.remove_job(m.job.handle);
@@ -112,8 +124,10 @@ impl Kubernetes {
                     let m = self.jobs.get_mut(&entry).expect("just found");
                     let g = m.gang.as_mut().expect("a group's entry");
                     g.seen = seen;
-                    // Extra pods that came while it ran wait outside it.
-                    g.members = carried_over(&g.members, members.into_iter().filter(|m| m.node.is_some()).collect());
+                    // Its own pods, each where it was bound (the watch may not show a bind yet);
+                    // extra pods that came while it ran wait outside it.
+                    let mine = members.into_iter().filter(|m| g.members.iter().any(|o| o.uid == m.uid)).collect();
+                    g.members = carried_over(&g.members, mine);
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
                 Some(false) if bound > 0 => {
@@ -289,11 +303,16 @@ impl Kubernetes {
     /// spec, carrying its job's arrival, and the original deleted. Sent as the backend's, and
     /// landed at a later observation.
     fn take_back(&mut self, key: &GroupKey, pods: &Found<'_>, world: &mut World) {
-        let bound: Vec<Pod> =
-            pods.iter().filter(|(_, _, s)| matches!(s, Stand::Bound(_))).map(|(_, p, _)| (*p).clone()).collect();
+        // A pod taken back already (its deletion not yet in the watch's view) is not copied twice.
+        let bound: Vec<Pod> = pods
+            .iter()
+            .filter(|(uid, _, s)| matches!(s, Stand::Bound(_)) && !self.taken.contains(*uid))
+            .map(|(_, p, _)| (*p).clone())
+            .collect();
         if bound.is_empty() {
             return;
         }
+        self.taken.extend(bound.iter().filter_map(|p| p.metadata.uid.clone()));
         let uids = bound.iter().filter_map(|p| p.metadata.uid.as_deref().map(Arc::from)).collect();
         let job = self.jobs.get(&key.entry()).map_or(u32::MAX, |m| m.job.handle);
         let service = world.state(job).map_or((0, 0), |s| (s.run_ms, s.gpu_ms));
@@ -592,6 +611,8 @@ fn carried_over(before: &[Member], mut members: Vec<Member>) -> Vec<Member> {
     for m in &mut members {
         if let Some(b) = before.iter().find(|b| b.uid == m.uid) {
             (m.last_cpu, m.used) = (b.last_cpu, b.used);
+            // Bound by the host a moment ago, not yet in the watch's view.
+            m.node = m.node.or(b.node);
         }
     }
     members

@@ -115,4 +115,9 @@ fn fifty_nodes_and_a_hundred_groups_of_three_are_bound_whole_by_the_host_and_by_
         );
         assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
     }
+    // A bind the watch has not brought yet is not a lost pod: the host took nothing back.
+    let dir = report.host_dir.as_ref().expect("the host's folder");
+    let log = std::fs::read_to_string(dir.join("host.log")).unwrap_or_default();
+    let took_back = log.lines().filter(|l| l.contains("group lost a pod") || l.contains("taking")).count();
+    assert_eq!(took_back, 0, "the host took back pods of groups it had bound whole:\n{log}");
 }
