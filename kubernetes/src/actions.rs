@@ -6,16 +6,12 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Api;
-use kube::api::{AttachParams, DeleteParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-use super::gate::Gate;
 use super::pod::{self, Resource};
 use super::{By, Kubernetes, within};
 use wasmsched_core::backend::ApplyError;
@@ -23,6 +19,11 @@ use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
 use wasmsched_core::live::effect;
 use wasmsched_core::world::{GpuSlot, JobState, World};
+
+mod requests;
+
+use requests::deliver;
+pub(super) use requests::{Freeing, Frees, PodRef, bind, delete, gone};
 
 /// What an action did; a copy is named by its pod's uid and name.
 pub(super) type Effect = effect::Effect<PodCopy>;
@@ -128,47 +129,6 @@ impl Flight {
 /// in flight shows in the world as bound (as kube-scheduler assumes a pod bound while its
 /// binding is out), so no tick places it twice.
 const APPLY_WAIT: Duration = Duration::from_millis(250);
-
-/// What a decision's actions take away and have not yet: every preemption and stop until it
-/// is done, every migration's and resize's original until it is gone, and the decision itself
-/// until all its actions are sent. A migration or a resize binds its copy only once nothing
-/// is left, so its copy never goes to a node whose kubelet still counts the GPUs of a pod on
-/// its way out (the kubelet would refuse the copy: `OutOfnvidia.com/gpu`).
-#[derive(Default)]
-pub(super) struct Freeing {
-    left: AtomicUsize,
-    done: tokio::sync::Notify,
-}
-
-/// One thing a decision takes away, counted in [`Freeing`] until it is dropped.
-pub(super) struct Frees(Arc<Freeing>);
-
-impl Freeing {
-    /// Count one more thing to take away.
-    pub(super) fn frees(self: &Arc<Self>) -> Frees {
-        self.left.fetch_add(1, Ordering::SeqCst);
-        Frees(self.clone())
-    }
-
-    /// Wait until everything counted is taken away.
-    async fn all_done(&self) {
-        loop {
-            let done = self.done.notified();
-            if self.left.load(Ordering::SeqCst) == 0 {
-                return;
-            }
-            done.await;
-        }
-    }
-}
-
-impl Drop for Frees {
-    fn drop(&mut self) {
-        if self.0.left.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.done.notify_waiters();
-        }
-    }
-}
 
 impl Kubernetes {
     /// Put `actions` into force, preemptions and stops first (a placement in the same decision
@@ -713,145 +673,5 @@ impl Kubernetes {
         m.former = Some(uid.clone());
         (m.last_cpu, m.cpu_measured) = (None, false);
         Some(m)
-    }
-}
-
-/// The pod an action's request is about, and how requests reach the apiserver.
-pub(super) struct PodRef {
-    pub(super) api: Api<Pod>,
-    pub(super) name: String,
-    /// How long one request may take.
-    pub(super) limit: Duration,
-    pub(super) gate: Gate,
-}
-
-/// Delete the pod: a running one stops (the next observation sees it gone), a queued one is
-/// removed from the queue.
-pub(super) fn delete(to: PodRef, state: &JobState, freeing: &Arc<Freeing>) -> Ask {
-    let queued = !state.is_running();
-    let frees = freeing.frees();
-    Box::pin(async move {
-        let (PodRef { api, name, limit, gate }, delete) = (to, DeleteParams::default());
-        gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-        drop(frees);
-        Ok(if queued { Effect::Removed } else { Effect::Done })
-    })
-}
-
-/// Run the pod's declared delivery command in its main `container`, if it declares one.
-fn deliver(to: PodRef, container: Option<String>, command: Option<Vec<String>>) -> Ask {
-    Box::pin(async move {
-        match command {
-            Some(cmd) => run_in(&to.api, &to.name, container, cmd, to.limit * 4).await,
-            None => Ok(Effect::Done),
-        }
-    })
-}
-
-/// Bind pod `name` to node `node` (the `binding` subresource), as a scheduler does.
-pub(super) async fn bind(api: &Api<Pod>, name: &str, node: &str) -> Result<(), kube::Error> {
-    let binding = json!({
-        "apiVersion": "v1",
-        "kind": "Binding",
-        "metadata": { "name": name },
-        "target": { "apiVersion": "v1", "kind": "Node", "name": node },
-    });
-    api.create_subresource::<_, serde_json::Value>("binding", name, &PostParams::default(), &binding).await?;
-    Ok(())
-}
-
-/// Wait until pod `name` with `uid` no longer exists (its containers have stopped, so its last
-/// checkpoint is final).
-pub(super) async fn gone(
-    api: &Api<Pod>,
-    gate: &Gate,
-    name: &str,
-    uid: &str,
-    patience: Duration,
-) -> Result<(), Failure> {
-    let started = Instant::now();
-    loop {
-        match gate.pass(|| api.get_opt(name)).await {
-            Ok(None) => return Ok(()),
-            Ok(Some(p)) if p.metadata.uid.as_deref() != Some(uid) => return Ok(()),
-            Ok(Some(_)) | Err(_) if started.elapsed() < patience => {}
-            Ok(Some(_)) => {
-                return Err(Failure::Refused(format!(
-                    "pod {name} was deleted but has not stopped after {patience:?}; its copy waits unbound"
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// Run the delivery command in the pod and wait for it; a non-zero exit is a refusal.
-async fn run_in(
-    api: &Api<Pod>,
-    name: &str,
-    container: Option<String>,
-    cmd: Vec<String>,
-    limit: Duration,
-) -> Result<Effect, Failure> {
-    let mut params = AttachParams::default().stdout(true).stderr(true).stdin(false);
-    params.container = container;
-    let run = async {
-        use tokio::io::AsyncReadExt;
-        let mut process = api.exec(name, cmd.clone(), &params).await?;
-        let status = process.take_status();
-        let mut out = String::new();
-        if let Some(mut stdout) = process.stdout() {
-            let _ = stdout.read_to_string(&mut out).await;
-        }
-        if let Some(mut stderr) = process.stderr() {
-            let _ = stderr.read_to_string(&mut out).await;
-        }
-        let status = match status {
-            Some(s) => s.await,
-            None => None,
-        };
-        Ok::<_, kube::Error>((status, out))
-    };
-    let (status, out) = match tokio::time::timeout(limit, run).await {
-        Ok(result) => result?,
-        Err(_) => return Err(Failure::Refused(format!("delivery command {} ran past {limit:?}", cmd.join(" ")))),
-    };
-    match status {
-        Some(s) if s.status.as_deref() == Some("Success") => Ok(Effect::Done),
-        None => Ok(Effect::Done),
-        Some(s) => {
-            let last = out.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string();
-            Err(Failure::Refused(format!(
-                "delivery command {} failed ({}): {last}",
-                cmd.join(" "),
-                s.message.unwrap_or_default()
-            )))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_copy_waits_to_bind_until_everything_its_decision_takes_away_is_gone() {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async {
-            let freeing = Arc::new(Freeing::default());
-            freeing.all_done().await; // nothing counted: at once
-            let (preempted, resized) = (freeing.frees(), freeing.frees());
-            let waiter = tokio::spawn({
-                let freeing = freeing.clone();
-                async move { freeing.all_done().await }
-            });
-            tokio::task::yield_now().await;
-            drop(resized);
-            tokio::task::yield_now().await;
-            assert!(!waiter.is_finished(), "a preempted pod is still on its way out");
-            drop(preempted);
-            tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken once all are gone").unwrap();
-        });
     }
 }
