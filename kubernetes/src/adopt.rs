@@ -80,20 +80,13 @@ impl Kubernetes {
         }
         self.read_limits(handle, p, node, world);
         let m = Managed {
-            job: live::Job::new(handle, &declared, arrived_unix_ms),
-            name: pod_name.clone(),
-            requests: pod::requests(p),
-            selector: Arc::new(pod::node_selector(p)),
-            retry: None,
-            annotated: None,
-            last_cpu: None,
-            cpu_measured: false,
-            follower: None,
-            former: None,
-            follow_retry: None,
             version: p.metadata.resource_version.clone(),
-            present: true,
-            gang: None,
+            ..Managed::new(
+                live::Job::new(handle, &declared, arrived_unix_ms),
+                pod_name.clone(),
+                pod::requests(p),
+                Arc::new(pod::node_selector(p)),
+            )
         };
         let uid: Arc<str> = Arc::from(uid);
         tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");

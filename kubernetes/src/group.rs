@@ -60,7 +60,7 @@ pub enum Way {
 
 impl Way {
     /// The API of the `PodGroup` objects that size its groups (Kueue's need none).
-    fn api(self) -> Option<ApiResource> {
+    pub fn api(self) -> Option<ApiResource> {
         let (group, version) = match self {
             Way::Upstream => ("scheduling.k8s.io", "v1alpha2"),
             Way::Coscheduling => ("scheduling.x-k8s.io", "v1alpha1"),

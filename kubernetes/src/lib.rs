@@ -301,6 +301,29 @@ struct Managed {
     gang: Option<group::Gang>,
 }
 
+impl Managed {
+    /// Job `job`, carried by the pod `name` (a group's leader) asking `requests` of a node that
+    /// carries the labels of `selector`: present, not yet read, followed or measured.
+    fn new(job: live::Job, name: String, requests: (u64, u64), selector: Arc<BTreeMap<String, String>>) -> Managed {
+        Managed {
+            job,
+            name,
+            requests,
+            selector,
+            retry: None,
+            annotated: None,
+            last_cpu: None,
+            cpu_measured: false,
+            follower: None,
+            former: None,
+            follow_retry: None,
+            version: None,
+            present: true,
+            gang: None,
+        }
+    }
+}
+
 /// Pods on a Kubernetes cluster; see the module docs.
 pub struct Kubernetes {
     rt: tokio::runtime::Runtime,

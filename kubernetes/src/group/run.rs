@@ -278,21 +278,11 @@ impl Kubernetes {
             (state.run_ms, state.gpu_ms) = (run_ms, gpu_ms);
         }
         let entry = key.entry();
+        let seen = fingerprint(pods);
+        let (name, requests, selector) = (members[0].name.clone(), members[0].requests, members[0].selector.clone());
         let m = Managed {
-            job: live::Job::new(handle, &declared, arrived_unix_ms),
-            name: members[0].name.clone(),
-            requests: members[0].requests,
-            selector: members[0].selector.clone(),
-            retry: None,
-            annotated: None,
-            last_cpu: None,
-            cpu_measured: false,
-            follower: None,
-            former: None,
-            follow_retry: None,
-            version: None,
-            present: true,
-            gang: Some(Gang { key: key.clone(), size, members, seen: fingerprint(pods) }),
+            gang: Some(Gang { key: key.clone(), size, members, seen }),
+            ..Managed::new(live::Job::new(handle, &declared, arrived_unix_ms), name, requests, selector)
         };
         tracing::debug!(group = %key.name, job = handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
         self.manage(entry.clone(), m);

@@ -37,21 +37,16 @@ enum Way {
 const WAYS: [Way; 4] = [Way::Upstream, Way::Kueue, Way::Coscheduling, Way::Volcano];
 
 impl Way {
-    /// The API of its `PodGroup` objects (Kueue's groups have none).
+    /// The API of its `PodGroup` objects (Kueue's groups have none), as the host reads it.
     fn api(self) -> Option<ApiResource> {
-        let (group, version) = match self {
-            Way::Upstream => ("scheduling.k8s.io", "v1alpha2"),
-            Way::Coscheduling => ("scheduling.x-k8s.io", "v1alpha1"),
-            Way::Volcano => ("scheduling.volcano.sh", "v1beta1"),
-            Way::Kueue => return None,
+        use wasmsched::backend::kubernetes::group::Way as Host;
+        let host = match self {
+            Way::Upstream => Host::Upstream,
+            Way::Kueue => Host::Kueue,
+            Way::Coscheduling => Host::Coscheduling,
+            Way::Volcano => Host::Volcano,
         };
-        Some(ApiResource {
-            group: group.into(),
-            version: version.into(),
-            api_version: format!("{group}/{version}"),
-            kind: "PodGroup".into(),
-            plural: "podgroups".into(),
-        })
+        host.api()
     }
 
     /// Whether the cluster serves its API; for a CRD-based one, installs a minimal CRD first
@@ -220,6 +215,20 @@ fn bound(now: &HashMap<String, Option<String>>, group_prefix: &str) -> (usize, u
     (of.iter().filter(|(_, node)| node.is_some()).count(), of.len())
 }
 
+/// Of two groups of two pods (their names' `prefixes`), group `a` is bound whole, a pod on
+/// each of the object `nodes`, and the other waits with nothing bound; `who` says whose run.
+fn assert_one_whole(
+    now: &HashMap<String, Option<String>>,
+    prefixes: &[String],
+    a: usize,
+    nodes: &ObjectNodes,
+    who: &str,
+) {
+    assert_eq!(bound(now, &prefixes[1 - a]), (0, 2), "{who}: the other group waits whole: {now:?}");
+    let on: Vec<_> = now.iter().filter(|(n, _)| n.starts_with(&prefixes[a])).filter_map(|(_, n)| n.clone()).collect();
+    assert!(on.iter().all(|n| nodes.names.contains(n)) && on[0] != on[1], "{who}: a pod a node: {now:?}");
+}
+
 /// Watches every group for being partly bound, and fails if one stays so for longer than
 /// `most` (a bind in flight, or one taken back, is partly bound for a moment).
 struct Whole {
@@ -310,20 +319,7 @@ fn two_groups_created_interleaved_run_one_whole_then_the_other_for_each_way_of_d
                     first = prefixes.iter().position(|p| bound(&now, p) == (2, 2));
                     if let Some(a) = first {
                         first_took = started.elapsed();
-                        assert_eq!(
-                            bound(&now, &prefixes[1 - a]),
-                            (0, 2),
-                            "{way:?}: the other group waits whole: {now:?}"
-                        );
-                        let on: Vec<_> = now
-                            .iter()
-                            .filter(|(n, _)| n.starts_with(&prefixes[a]))
-                            .filter_map(|(_, node)| node.clone())
-                            .collect();
-                        assert!(
-                            on.iter().all(|n| nodes.names.contains(n)) && on[0] != on[1],
-                            "{way:?}: a pod a node: {now:?}"
-                        );
+                        assert_one_whole(&now, &prefixes, a, &nodes, &format!("{way:?}"));
                         let now_gone = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
                         for name in now.keys().filter(|n| n.starts_with(&prefixes[a])) {
                             let _ = c.rt.block_on(c.pods().delete(name, &now_gone));
@@ -625,10 +621,7 @@ fn every_shipped_placing_policy_places_a_group_whole() {
         let Some(a) = first else {
             panic!("{policy}: no group was bound whole in 20 s: {now:?}\n{}", c.describe(&label))
         };
-        assert_eq!(bound(&now, &prefixes[1 - a]), (0, 2), "{policy}: the other group waits whole: {now:?}");
-        let on: Vec<_> =
-            now.iter().filter(|(n, _)| n.starts_with(&prefixes[a])).filter_map(|(_, n)| n.clone()).collect();
-        assert!(on.iter().all(|n| nodes.names.contains(n)) && on[0] != on[1], "{policy}: a pod a node: {now:?}");
+        assert_one_whole(&now, &prefixes, a, &nodes, policy);
         took.push(format!("{policy} {:.1?}", started.elapsed()));
     }
     eprintln!("a group of two bound whole over two nodes by: {}", took.join(", "));

@@ -24,28 +24,10 @@ fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler
         return;
     };
     let _serial = cluster::serial();
-    let k8s_run = std::env::var_os("K8S_RUN").map_or_else(|| PathBuf::from("/tmp/k8s-run"), PathBuf::from);
-    let options = Options {
-        nodes: 50,
-        pods: 500,
-        // One GPU a pod, as the cluster had: FIFO fits GPUs; it cannot see CPU requests
-        // (the contract's job spec has none), so on CPU-only pods the host refuses what it
-        // piles on one node and the watchdog's stall rule has to rescue them.
-        gpus_per_node: 16,
-        pod_gpus: 1,
-        tick: Duration::from_secs(1),
-        host_bin: PathBuf::from(env!("CARGO_BIN_EXE_wasmsched-host")),
-        fifo: PathBuf::from(wasmsched_test_artifacts::path("fifo")),
-        only: Only::Both,
-        kubeconfig: c.kubeconfig.clone(),
-        k8s_run,
-        concurrency: 32,
-        timeout: Duration::from_secs(180),
-        steady: Duration::from_secs(5),
-        scheduler_qps: 5000,
-        precreate: true,
-        group_size: 1,
-    };
+    // One GPU a pod, as the cluster had: FIFO fits GPUs; it cannot see CPU requests (the
+    // contract's job spec has none), so on CPU-only pods the host refuses what it piles on one
+    // node and the watchdog's stall rule has to rescue them.
+    let options = small(c, 500, 1);
     let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
     eprintln!("{}", scale::table::render(&report));
     assert_eq!(report.runs.len(), 2, "both schedulers ran");
@@ -80,27 +62,9 @@ fn fifty_nodes_and_a_hundred_groups_of_three_are_bound_whole_by_the_host_and_by_
         );
         return;
     }
-    let k8s_run = std::env::var_os("K8S_RUN").map_or_else(|| PathBuf::from("/tmp/k8s-run"), PathBuf::from);
     // scheduler_perf's gang workload, small: groups of three one-GPU pods, each group declared by
     // an upstream PodGroup that kube-scheduler's GangScheduling reads as well as the host.
-    let options = Options {
-        nodes: 50,
-        pods: 300,
-        gpus_per_node: 16,
-        pod_gpus: 1,
-        group_size: 3,
-        tick: Duration::from_secs(1),
-        host_bin: PathBuf::from(env!("CARGO_BIN_EXE_wasmsched-host")),
-        fifo: PathBuf::from(wasmsched_test_artifacts::path("fifo")),
-        only: Only::Both,
-        kubeconfig: c.kubeconfig.clone(),
-        k8s_run,
-        concurrency: 32,
-        timeout: Duration::from_secs(180),
-        steady: Duration::from_secs(5),
-        scheduler_qps: 5000,
-        precreate: true,
-    };
+    let options = small(c, 300, 3);
     let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
     eprintln!("{}", scale::table::render(&report));
     assert_eq!(report.runs.len(), 2, "both schedulers ran");
@@ -120,4 +84,27 @@ fn fifty_nodes_and_a_hundred_groups_of_three_are_bound_whole_by_the_host_and_by_
     let log = std::fs::read_to_string(dir.join("host.log")).unwrap_or_default();
     let took_back = log.lines().filter(|l| l.contains("group lost a pod") || l.contains("taking")).count();
     assert_eq!(took_back, 0, "the host took back pods of groups it had bound whole:\n{log}");
+}
+
+/// The small run CI affords: fifty nodes of 16 GPUs, `pods` one-GPU pods (in groups of
+/// `group_size`) queued before either scheduler starts, the host as the tests' binary with FIFO.
+fn small(c: &cluster::Cluster, pods: u32, group_size: u32) -> Options {
+    Options {
+        nodes: 50,
+        pods,
+        gpus_per_node: 16,
+        pod_gpus: 1,
+        group_size,
+        tick: Duration::from_secs(1),
+        host_bin: PathBuf::from(env!("CARGO_BIN_EXE_wasmsched-host")),
+        fifo: PathBuf::from(wasmsched_test_artifacts::path("fifo")),
+        only: Only::Both,
+        kubeconfig: c.kubeconfig.clone(),
+        k8s_run: std::env::var_os("K8S_RUN").map_or_else(|| PathBuf::from("/tmp/k8s-run"), PathBuf::from),
+        concurrency: 32,
+        timeout: Duration::from_secs(180),
+        steady: Duration::from_secs(5),
+        scheduler_qps: 5000,
+        precreate: true,
+    }
 }
