@@ -277,9 +277,6 @@ impl Kubernetes {
             wit::ActionKind::Resize(r) => (None, r.placement.nodes.first().map(|n| (n.node, n.gpus.clone()))),
             _ => (None, None),
         };
-        if self.flight.iter().any(|f| f.uid == uid) {
-            return Err("an earlier action on this job's pods is still in flight; ask again once it has landed".into());
-        }
         let moves =
             matches!(action.kind, wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_));
         let members: Vec<Arc<str>> = match self.jobs.get(&uid).and_then(|m| m.gang.as_ref()) {

@@ -345,11 +345,6 @@ impl Kubernetes {
         first: &Arc<tokio::sync::RwLock<()>>,
     ) -> Result<Flight, String> {
         let entry = self.uid_of(action.job).ok_or("the group is no longer managed")?;
-        if self.flight.iter().any(|f| f.uid == entry) {
-            return Err(
-                "an earlier action on this group's pods is still in flight; ask again once it has landed".into()
-            );
-        }
         let g = self.jobs.get(&entry).and_then(|m| m.gang.clone()).ok_or("the group is no longer managed")?;
         let state = world.state(action.job).ok_or("the group is no longer managed")?;
         if state.is_running() {
