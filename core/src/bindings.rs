@@ -1,8 +1,8 @@
 //! The one place the host runs `wasmtime::component::bindgen!`: the Rust types of the
 //! contract, used everywhere in the host (no hand-written mirrors). The current contract is
-//! `wasmsched:policy@0.3.0` ([`wit`], [`PolicyPlugin`]); components built against 0.2.0 and
-//! 0.1.0 are still served through [`v0_2`] and [`v0_1`], whose types only the adapters
-//! (`runtime::v0_2`, `runtime::v0_1`) touch.
+//! `wasmsched:policy@0.4.0` ([`wit`], [`PolicyPlugin`]); components built against 0.3.0, 0.2.0
+//! and 0.1.0 are still served through [`v0_3`], [`v0_2`] and [`v0_1`], whose types only the
+//! adapters (`runtime::v0_3`, `runtime::v0_2`, `runtime::v0_1`) touch.
 
 #![allow(missing_docs, reason = "generated code")]
 
@@ -13,6 +13,22 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::wasmsched::policy::types as wit;
+
+/// The contract as released at 0.3.0 (frozen in `wit/0.3.0/`).
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        path: "../wit/0.3.0",
+        world: "policy-plugin",
+        additional_derives: [PartialEq],
+    });
+
+    pub use self::wasmsched::policy::types as wit;
+
+    /// The interface a 0.3.0 policy exports.
+    pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.3.0";
+    /// The interfaces of the 0.3.0 contract a policy may import.
+    pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.3.0", "wasmsched:policy/types@0.3.0"];
+}
 
 /// The contract as released at 0.2.0 (frozen in `wit/0.2.0/`).
 pub mod v0_2 {
@@ -47,15 +63,19 @@ pub mod v0_1 {
 }
 
 /// The contract's package and version, as a component names it.
-pub const PACKAGE: &str = "wasmsched:policy@0.3.0";
+pub const PACKAGE: &str = "wasmsched:policy@0.4.0";
 /// The interface a policy exports.
-pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.3.0";
+pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.4.0";
 /// The interfaces of the contract a policy may import: the host's `log`, and the types.
-pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.3.0", "wasmsched:policy/types@0.3.0"];
+pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.4.0", "wasmsched:policy/types@0.4.0"];
 
 /// The contract versions this host serves, newest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Contract {
+    /// `wasmsched:policy@0.4.0`: what each piece requests and the labels it needs, nodes'
+    /// labels, topology domains and room.
+    #[serde(rename = "0.4.0")]
+    V0_4,
     /// `wasmsched:policy@0.3.0`: GPU types, elastic jobs and `resize`, nodes that cannot take
     /// work, and why queued jobs wait.
     #[serde(rename = "0.3.0")]
@@ -72,6 +92,7 @@ impl Contract {
     /// The version, as the package names it.
     pub fn version(self) -> &'static str {
         match self {
+            Contract::V0_4 => "0.4.0",
             Contract::V0_3 => "0.3.0",
             Contract::V0_2 => "0.2.0",
             Contract::V0_1 => "0.1.0",
@@ -81,7 +102,8 @@ impl Contract {
     /// The interface a policy of this version exports.
     pub fn policy_export(self) -> &'static str {
         match self {
-            Contract::V0_3 => POLICY_EXPORT,
+            Contract::V0_4 => POLICY_EXPORT,
+            Contract::V0_3 => v0_3::POLICY_EXPORT,
             Contract::V0_2 => v0_2::POLICY_EXPORT,
             Contract::V0_1 => v0_1::POLICY_EXPORT,
         }
@@ -90,7 +112,8 @@ impl Contract {
     /// The contract interfaces a policy of this version may import.
     pub fn imports(self) -> [&'static str; 2] {
         match self {
-            Contract::V0_3 => CONTRACT_IMPORTS,
+            Contract::V0_4 => CONTRACT_IMPORTS,
+            Contract::V0_3 => v0_3::CONTRACT_IMPORTS,
             Contract::V0_2 => v0_2::CONTRACT_IMPORTS,
             Contract::V0_1 => v0_1::CONTRACT_IMPORTS,
         }
@@ -101,6 +124,11 @@ impl std::fmt::Display for Contract {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "wasmsched:policy@{}", self.version())
     }
+}
+
+impl wit::Resources {
+    /// Nothing requested.
+    pub const NONE: wit::Resources = wit::Resources { cpu_millicores: 0, memory_bytes: 0 };
 }
 
 impl wit::Scaling {

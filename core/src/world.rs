@@ -38,7 +38,12 @@ pub struct World {
     /// Jobs removed since [`World::forget_departed`], with their records: a recording keeps
     /// the last epochs of a job that ended, which no snapshot carries once it has gone.
     departed: Vec<(u32, VecDeque<Record>)>,
+    /// Every node's room as the backend counts it ([`World::set_room`]); None: as the world
+    /// counts it from its own jobs ([`World::room`]).
+    room: Option<Vec<Room>>,
 }
+
+pub use wasmsched_rules::NodeRoom as Room;
 
 /// One GPU: its node and its index there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
@@ -116,6 +121,11 @@ impl JobState {
         self.run_ms = self.run_ms.saturating_add(ms);
         self.gpu_ms = self.gpu_ms.saturating_add(ms.saturating_mul(self.gpus.len().max(1) as u64));
     }
+}
+
+/// What each piece of job `spec` requests, as the rules count it.
+pub fn request_of(spec: &wit::JobSpec) -> wasmsched_rules::Request {
+    wasmsched_rules::Request { cpu: spec.requests.cpu_millicores, memory: spec.requests.memory_bytes }
 }
 
 /// One progress report a job made.
@@ -221,6 +231,50 @@ impl World {
             _ => {}
         }
         true
+    }
+
+    /// Every node's room as the backend counts it (a cluster's pods that are not jobs here
+    /// included), in node order; None: as the world counts it ([`World::room`]).
+    pub fn set_room(&mut self, room: Option<Vec<Room>>) {
+        self.room = room;
+    }
+
+    /// Every node's room now, in node order: as the backend counted it last
+    /// ([`World::set_room`]), else each node's capacity less what the pieces of the jobs running
+    /// there request, with no limit on pieces.
+    pub fn room(&self) -> Vec<Room> {
+        let set = self.room.as_ref().filter(|r| r.len() == self.nodes.len());
+        if let Some(room) = set {
+            return room.clone();
+        }
+        let mut room: Vec<Room> = self
+            .nodes
+            .iter()
+            .map(|n| Room { cpu: n.cpu_millicores, memory: n.memory_bytes, pods: u32::MAX })
+            .collect();
+        for (spec, state) in self.jobs() {
+            let request = request_of(spec);
+            if request == wasmsched_rules::Request::default() {
+                continue;
+            }
+            let held = state.gpus.iter().map(|g| g.node);
+            for (node, pieces) in wasmsched_rules::room::pieces_held(spec.gpus, spec.replicas, held, state.node) {
+                if let Some(n) = room.get_mut(node as usize) {
+                    n.take(request, pieces);
+                }
+            }
+        }
+        room
+    }
+
+    /// [`World::room`] as the contract's columns.
+    fn room_columns(&self) -> wit::NodeRoom {
+        let room = self.room();
+        wit::NodeRoom {
+            cpu_millicores: room.iter().map(|r| r.cpu).collect(),
+            memory_bytes: room.iter().map(|r| r.memory).collect(),
+            pods: room.iter().map(|r| r.pods).collect(),
+        }
     }
 
     /// Whether node `handle` cannot take work now.
@@ -516,6 +570,7 @@ impl World {
                 utilisation_percent: self.gpu_utilisation.clone(),
                 memory_used_bytes: self.gpu_memory_used.clone(),
             },
+            room: self.room_columns(),
             added,
             removed,
             jobs: self.columns(),
@@ -703,6 +758,8 @@ mod tests {
         assert_eq!(second.nodes, None, "nodes unchanged: not resent");
         assert_eq!(second.gpus.utilisation_percent, [40.0, 75.0]);
         t.add_node(wit::Node {
+            labels: Vec::new(),
+            domains: Vec::new(),
             name: "n2".into(),
             cpu_millicores: 1000,
             memory_bytes: 1 << 30,

@@ -82,6 +82,8 @@ impl fmt::Display for Admitted {
             p.contract(),
             match (p.contract(), self.places) {
                 (bindings::Contract::V0_1, _) => " (adapted: no queue; the host places its jobs)",
+                (bindings::Contract::V0_3, true) => " (adapted: no requests, labels, topology or room; places jobs)",
+                (bindings::Contract::V0_3, false) => " (adapted: no requests, labels, topology or room)",
                 (bindings::Contract::V0_2, true) => " (adapted: no GPU types or resizes; places jobs)",
                 (bindings::Contract::V0_2, false) => " (adapted: no GPU types or resizes)",
                 (_, true) => " (places jobs)",

@@ -15,6 +15,7 @@ pub mod supervise;
 pub mod throttle;
 mod v0_1;
 mod v0_2;
+mod v0_3;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -112,6 +113,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        bindings::v0_3::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         bindings::v0_2::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         bindings::v0_1::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         let cache = config.cache_dir.as_deref().map(|dir| cache::ArtifactCache::new(dir, &engine));
@@ -164,7 +166,8 @@ impl Runtime {
             found: format!("does not match {contract}: {e:#}"),
         };
         let pre = match contract {
-            Contract::V0_3 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_4 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_3 => instance::Pre::V0_3(bindings::v0_3::PolicyPluginPre::new(pre).map_err(mismatch)?),
             Contract::V0_2 => instance::Pre::V0_2(bindings::v0_2::PolicyPluginPre::new(pre).map_err(mismatch)?),
             Contract::V0_1 => instance::Pre::V0_1(bindings::v0_1::PolicyPluginPre::new(pre).map_err(mismatch)?),
         };
@@ -204,7 +207,7 @@ fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
 fn check_world(name: &str, engine: &Engine, component: &Component) -> Result<Contract, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-    let Some(contract) = [Contract::V0_3, Contract::V0_2, Contract::V0_1]
+    let Some(contract) = [Contract::V0_4, Contract::V0_3, Contract::V0_2, Contract::V0_1]
         .into_iter()
         .find(|c| exports.iter().any(|e| e == c.policy_export()))
     else {

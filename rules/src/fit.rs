@@ -30,23 +30,58 @@ impl Ask {
 /// of `order`. None when it does not fit now. Takes nothing: hold what it returns with
 /// [`GpuBook::take`].
 pub fn first_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> Option<Vec<(u32, Vec<u32>)>> {
+    first_fit_within(book, ask, order, |_| u32::MAX)
+}
+
+/// [`first_fit`] where node `n` takes at most `room(n)` of the job's pieces (what its CPU,
+/// memory and pod slots left allow for what a piece requests; 0 where the job may not go):
+/// a node holds the job whole only with room for every piece, and a spread takes no more
+/// pieces from a node than it has room for. A CPU job goes whole to the first node with room
+/// for all its pieces, else, when it may be split, over the nodes in order, as many pieces on
+/// each as it takes ([`crate::room::pieces_on`] says how many).
+pub fn first_fit_within(
+    book: &GpuBook,
+    ask: Ask,
+    order: &[u32],
+    room: impl Fn(u32) -> u32,
+) -> Option<Vec<(u32, Vec<u32>)>> {
     let want = ask.gpus;
-    if let Some(&node) = order.iter().find(|&&n| book.free_count(n) >= want) {
+    let pieces = ask.pieces();
+    if let Some(&node) = order.iter().find(|&&n| book.free_count(n) >= want && room(n) >= pieces) {
         return Some(vec![(node, book.free_on(node).take(want as usize).collect())]);
     }
-    let pieces = ask.pieces();
     if pieces == 1 {
         return None;
     }
-    let per = gpus_per_piece(ask.gpus, ask.replicas);
     let mut nodes = Vec::new();
+    if want == 0 {
+        let mut left = pieces;
+        for &node in order {
+            if nodes.len() == pieces as usize {
+                break;
+            }
+            let take = room(node).min(left);
+            if take > 0 {
+                nodes.push((node, Vec::new()));
+                left -= take;
+            }
+            if left == 0 {
+                return Some(nodes);
+            }
+        }
+        return None;
+    }
+    let per = gpus_per_piece(ask.gpus, ask.replicas);
+    let even = want.is_multiple_of(pieces);
     let mut left = want;
     for &node in order {
         if nodes.len() == pieces as usize {
             break;
         }
         let free = book.free_count(node);
-        let take = (free - free % per).min(left);
+        let fits = room(node);
+        let most = if even { fits.saturating_mul(per) } else if fits > 0 { u32::MAX } else { 0 };
+        let take = (free - free % per).min(left).min(most);
         if take > 0 {
             nodes.push((node, book.free_on(node).take(take as usize).collect()));
             left -= take;
@@ -108,6 +143,26 @@ mod tests {
         let pairs = GpuBook::new([2, 2, 2]);
         assert_eq!(first_fit(&pairs, ask(3, 2), &all), Some(vec![(0, vec![0, 1]), (1, vec![0])]));
         assert_eq!(first_fit(&pairs, ask(5, 2), &all), None, "an uneven split uses no more nodes than replicas");
+    }
+
+    #[test]
+    fn room_for_the_pieces_bounds_each_node() {
+        let book = GpuBook::new([4, 4, 4]);
+        let all = [0, 1, 2];
+        // Node 0 holds one piece only, node 1 none (a selector that excludes it, say).
+        let room = |n: u32| [1, 0, 4][n as usize];
+        assert_eq!(first_fit_within(&book, ask(4, 1), &all, room), Some(vec![(0, vec![0, 1, 2, 3])]));
+        assert_eq!(
+            first_fit_within(&book, ask(4, 2), &all, room),
+            Some(vec![(2, vec![0, 1, 2, 3])]),
+            "two pieces on one node need room for two"
+        );
+        assert_eq!(first_fit_within(&book, ask(8, 4), &all, room), None, "node 0 takes 2 GPUs, node 2 four");
+        assert_eq!(first_fit_within(&book, ask(6, 3), &all, room), Some(vec![(0, vec![0, 1]), (2, vec![0, 1, 2, 3])]));
+        assert_eq!(first_fit_within(&book, ask(0, 1), &all, room), Some(vec![(0, vec![])]));
+        assert_eq!(first_fit_within(&book, ask(0, 3), &all, room), Some(vec![(2, vec![])]), "whole where room allows");
+        assert_eq!(first_fit_within(&book, ask(0, 5), &all, room), Some(vec![(0, vec![]), (2, vec![])]));
+        assert_eq!(first_fit_within(&book, ask(0, 6), &all, room), None, "five pieces fit in all");
     }
 
     #[test]

@@ -15,12 +15,14 @@
 pub mod book;
 pub mod check;
 pub mod fit;
+pub mod room;
 pub mod split;
 pub mod tenants;
 
 pub use book::GpuBook;
 pub use check::{Act, Checker, JobNow, NodeCap, Oversized, Problem, Room, World};
-pub use fit::{Ask, first_fit};
+pub use fit::{Ask, first_fit, first_fit_within};
+pub use room::{NodeRoom, Request};
 pub use tenants::{Entitlement, Ledger, OverLimit};
 
 /// Docker refuses CPU limits below a hundredth of a core.

@@ -28,8 +28,12 @@
 //! simulator: least loaded first; Kubernetes: Ready nodes with room, by name). A CPU job (no
 //! GPUs) goes to the node with the fewest running jobs per core, the lowest index on a tie.
 
+use std::collections::HashMap;
+use std::rc::Rc;
+
 use wasmsched_rules::check::{Act, Checker, Entry, JobNow, NodeCap, Room, World};
-use wasmsched_rules::{Ask, GpuBook, first_fit, gpus_per_piece};
+use wasmsched_rules::room::pieces_on;
+use wasmsched_rules::{Ask, GpuBook, NodeRoom, Request, first_fit_within, gpus_per_piece};
 
 use crate::bindings::wasmsched::policy::types::NodePlacement;
 use crate::decision::{Action, ActionKind, Decision};
@@ -40,11 +44,13 @@ mod moves;
 mod nodes;
 mod pools;
 mod room;
+mod topology;
 
 pub use moves::{Filled, Holders, Kept, Pick, Step, fill_idle, keep, order_moves};
 use nodes::NodeIndex;
 pub use pools::{Entries, Pieces, Pool, Spill, merge, pool_of};
 pub use room::TenantRoom;
+pub use topology::Packed;
 
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).
@@ -54,6 +60,9 @@ const PLANNED: u32 = u32::MAX;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
     nodes: Vec<(NodeId, Vec<u32>)>,
+    /// What each piece requests, and how many pieces each node takes (in `nodes`' order).
+    request: Request,
+    pieces: Vec<u32>,
 }
 
 impl Placement {
@@ -82,6 +91,14 @@ impl Placement {
     pub fn action(&self, job: JobId) -> Action {
         Action::place_on(job, &self.nodes, false)
     }
+
+    /// First fit's entries as a placement whose pieces request `request`, each node taking
+    /// what its room allows (`room`, for a CPU job's pieces).
+    fn of(entries: Vec<(u32, Vec<u32>)>, ask: Ask, request: Request, room: impl Fn(u32) -> u32) -> Placement {
+        let held: Vec<(u32, u32)> = entries.iter().map(|(n, g)| (*n, g.len() as u32)).collect();
+        let pieces = pieces_on(ask.gpus, ask.replicas, &held, room).into_iter().map(|(_, p)| p).collect();
+        Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect(), request, pieces }
+    }
 }
 
 /// The order in which first fit tries the nodes for a GPU job.
@@ -105,6 +122,12 @@ pub struct FreeGpus {
     /// The book's free GPUs and `nodes`' jobs per core, indexed: first fit asks it which
     /// nodes to try instead of walking them all.
     index: NodeIndex,
+    /// Per node, its room for requests as the plan leaves it.
+    room: Vec<NodeRoom>,
+    /// Per node selector the snapshot's jobs give, which nodes carry its labels.
+    selects: Rc<HashMap<Vec<(String, String)>, Vec<bool>>>,
+    /// Per node, its topology domains (interned per level), as [`topology`] reads them.
+    domains: Rc<topology::Domains>,
 }
 
 /// The holder [`FreeGpus::of`] books the GPUs of a node that does not take work to.
@@ -129,20 +152,31 @@ impl FreeGpus {
                 book.hold(g.node.0, g.index, job.id().0);
             }
         }
-        Self::indexed(book, nodes)
+        Self::indexed(book, nodes, s, s.nodes().map(|n| n.room().into()).collect())
     }
 
-    /// The cluster with every GPU free and nothing running: what a job could ever get.
+    /// The cluster with every GPU free and nothing running: what a job could ever get (each
+    /// node's room its whole CPU and memory).
     pub fn idle(s: &Snapshot<'_>) -> Self {
         let book = GpuBook::new(s.nodes().map(|n| n.gpus().len() as u32));
-        Self::indexed(book, s.nodes().map(|n| (n.cpu(), 0)).collect())
+        let room = s.nodes().map(|n| NodeRoom { cpu: n.cpu().0, memory: n.memory().0, pods: u32::MAX }).collect();
+        Self::indexed(book, s.nodes().map(|n| (n.cpu(), 0)).collect(), s, room)
     }
 
     /// Every GPU of a node that takes work free, whatever runs (the GPUs of a node that does
     /// not are held by [`DOWN`]): the book a round's plan that reassigns every GPU starts from.
+    /// Each node's room is what it would be with none of the running jobs there.
     pub fn up(s: &Snapshot<'_>) -> Self {
         let (book, nodes) = Self::down(s);
-        Self::indexed(book, nodes)
+        let mut room: Vec<NodeRoom> = s.nodes().map(|n| n.room().into()).collect();
+        for job in s.jobs() {
+            for (node, pieces) in pieces_held(&job) {
+                if let Some(r) = room.get_mut(node as usize) {
+                    r.give(request(&job), pieces);
+                }
+            }
+        }
+        Self::indexed(book, nodes, s, room)
     }
 
     /// The book and per-node jobs of the cluster with nothing running: a node that does not
@@ -159,9 +193,28 @@ impl FreeGpus {
         (book, nodes)
     }
 
-    fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>) -> Self {
+    fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>, s: &Snapshot<'_>, room: Vec<NodeRoom>) -> Self {
         let index = Self::index_of(&book, &nodes);
-        FreeGpus { book, nodes, order: NodeOrder::Index, index }
+        let mut selects: HashMap<Vec<(String, String)>, Vec<bool>> = HashMap::new();
+        for job in s.queue().chain(s.jobs()) {
+            let selector = job.node_selector();
+            if !selector.is_empty() && !selects.contains_key(selector) {
+                selects.insert(selector.to_vec(), s.nodes().map(|n| n.selects(selector)).collect());
+            }
+        }
+        let domains = Rc::new(topology::Domains::of(s));
+        FreeGpus { book, nodes, order: NodeOrder::Index, index, room, selects: Rc::new(selects), domains }
+    }
+
+    /// How many pieces requesting `request` node `node` takes now, for a job with node
+    /// selector `selector` (none where the node lacks its labels).
+    fn room_for(&self, node: u32, request: Request, selector: &[(String, String)]) -> u32 {
+        let selected =
+            selector.is_empty() || self.selects.get(selector).is_some_and(|m| m.get(node as usize) == Some(&true));
+        if !selected {
+            return 0;
+        }
+        self.room.get(node as usize).map_or(0, |r| r.pieces(request))
     }
 
     fn index_of(book: &GpuBook, nodes: &[(Millicores, u32)]) -> NodeIndex {
@@ -176,34 +229,41 @@ impl FreeGpus {
 
     /// The nodes first fit needs to try for `ask` to give the answer it would give trying
     /// every node in order (index order, most free first, or for a CPU job fewest jobs per
-    /// core first): the first node with enough free GPUs alone; else, for a job that may be
-    /// split, the first `replicas` nodes in that order with room for a whole piece (first fit
-    /// takes nothing from the others); else none.
-    fn to_try(&self, ask: Ask) -> Vec<u32> {
+    /// core first), node `n` taking at most `fits(n)` of its pieces: the first node with enough
+    /// free GPUs and room for every piece alone; else, for a job that may be split, the first
+    /// `replicas` nodes in that order with room for a whole piece (first fit takes nothing
+    /// from the others); else none.
+    fn to_try(&self, ask: Ask, fits: &impl Fn(u32) -> u32) -> Vec<u32> {
+        let pieces = ask.pieces();
         if ask.gpus == 0 {
-            return self.index.least_loaded().into_iter().collect();
-        }
-        let one = match self.order {
-            NodeOrder::Index => self.index.first_with(0, ask.gpus),
-            NodeOrder::MostFree => {
-                let most = self.index.most_free();
-                if most >= ask.gpus { self.index.first_with(0, most) } else { None }
+            if let Some(n) = self.index.least_loaded_where(|n| fits(n) >= pieces) {
+                return vec![n];
             }
+            if pieces == 1 {
+                return Vec::new();
+            }
+            return self.index.loaded_where(|n| fits(n) > 0, pieces as usize);
+        }
+        // Nodes with at least `level` free GPUs in the book's order, from `from` on.
+        let one = match self.order {
+            NodeOrder::Index => self.first_where(0, ask.gpus, |n| fits(n) >= pieces),
+            NodeOrder::MostFree => (ask.gpus..=self.index.most_free())
+                .rev()
+                .find_map(|level| self.first_where(0, level, |n| self.index.free(n) == level && fits(n) >= pieces)),
         };
         if let Some(node) = one {
             return vec![node];
         }
-        let pieces = ask.pieces() as usize;
         if pieces == 1 {
             return Vec::new();
         }
         let per = gpus_per_piece(ask.gpus, ask.replicas);
-        let mut nodes = Vec::with_capacity(pieces);
+        let mut nodes = Vec::with_capacity(pieces as usize);
         match self.order {
             NodeOrder::Index => {
                 let mut from = 0;
-                while nodes.len() < pieces
-                    && let Some(n) = self.index.first_with(from, per)
+                while nodes.len() < pieces as usize
+                    && let Some(n) = self.first_where(from, per, |n| fits(n) > 0)
                 {
                     nodes.push(n);
                     from = n as usize + 1;
@@ -214,21 +274,31 @@ impl FreeGpus {
                 // most down; those with more were taken at an earlier level.
                 for level in (per..=self.index.most_free()).rev() {
                     let mut from = 0;
-                    while nodes.len() < pieces
-                        && let Some(n) = self.index.first_with(from, level)
+                    while nodes.len() < pieces as usize
+                        && let Some(n) = self.first_where(from, level, |n| self.index.free(n) == level && fits(n) > 0)
                     {
-                        if self.index.free(n) == level {
-                            nodes.push(n);
-                        }
+                        nodes.push(n);
                         from = n as usize + 1;
                     }
-                    if nodes.len() == pieces {
+                    if nodes.len() == pieces as usize {
                         break;
                     }
                 }
             }
         }
         nodes
+    }
+
+    /// The first node from `from` on, in index order, with at least `gpus` (one or more) free
+    /// GPUs and for which `ok` holds.
+    fn first_where(&self, mut from: usize, gpus: u32, ok: impl Fn(u32) -> bool) -> Option<u32> {
+        while let Some(n) = self.index.first_with(from, gpus) {
+            if ok(n) {
+                return Some(n);
+            }
+            from = n as usize + 1;
+        }
+        None
     }
 
     /// Every GPU of the cluster, free or not.
@@ -275,14 +345,13 @@ impl FreeGpus {
     /// order given; takes what it returns. None when they do not fit there now.
     pub fn fit_on(&mut self, nodes: &[NodeId], gpus: u32, replicas: u32) -> Option<Placement> {
         let order: Vec<u32> = nodes.iter().map(|n| n.0).collect();
-        let entries = first_fit(&self.book, Ask { gpus, replicas }, &order)?;
-        for (node, gpus) in &entries {
-            for &index in gpus {
-                self.book.hold(*node, index, PLANNED);
-            }
-            self.index.set_free(*node, self.book.free_count(*node));
-        }
-        Some(Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect() })
+        let ask = Ask { gpus, replicas };
+        let fits = |n: u32| self.room_for(n, Request::default(), &[]);
+        let entries = first_fit_within(&self.book, ask, &order, fits)?;
+        let placement = Placement::of(entries, ask, Request::default(), fits);
+        self.take(&placement);
+        self.count_job(placement.node(), |jobs| jobs.saturating_sub(1));
+        Some(placement)
     }
 
     /// Plan a running job's preemption: its GPUs become free and its node has one job less.
@@ -295,7 +364,19 @@ impl FreeGpus {
             self.book.release(g.node.0, g.index, job.id().0);
             self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
+        self.room_of_job(job, NodeRoom::give);
         self.count_job(job.node(), |jobs| jobs.saturating_sub(1));
+    }
+
+    /// Change each node's room by running `job`'s pieces there (`give` them back or `take`
+    /// them again).
+    fn room_of_job(&mut self, job: &Job<'_>, change: fn(&mut NodeRoom, Request, u32)) {
+        let request = request(job);
+        for (node, pieces) in pieces_held(job) {
+            if let Some(r) = self.room.get_mut(node as usize) {
+                change(r, request, pieces);
+            }
+        }
     }
 
     /// [`Self::release`] for each of `jobs`, the index made again once at the end rather
@@ -305,6 +386,7 @@ impl FreeGpus {
             for g in job.gpus() {
                 self.book.release(g.node.0, g.index, job.id().0);
             }
+            self.room_of_job(job, NodeRoom::give);
             if let Some(n) = self.nodes.get_mut(job.node().0 as usize) {
                 n.1 = n.1.saturating_sub(1);
             }
@@ -331,15 +413,22 @@ impl FreeGpus {
             self.book.hold(g.node.0, g.index, job.id().0);
             self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
+        self.room_of_job(job, NodeRoom::take);
         self.count_job(job.node(), |jobs| jobs + 1);
     }
 
     /// Where a job of `gpus` GPUs in at most `replicas` pieces would start, by first fit;
-    /// None when it does not fit now. Takes nothing ([`Self::fit`] does).
+    /// None when it does not fit now. Takes nothing ([`Self::fit`] does). Its pieces request
+    /// nothing but a pod slot each; [`Self::find_job`] fits what a job requests.
     pub fn find(&self, gpus: u32, replicas: u32) -> Option<Placement> {
-        let ask = Ask { gpus, replicas };
-        let entries = first_fit(&self.book, ask, &self.to_try(ask))?;
-        Some(Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect() })
+        self.find_asking(Ask { gpus, replicas }, Request::default(), &[])
+    }
+
+    /// First fit of `ask`, each piece requesting `request` on a node that carries `selector`.
+    fn find_asking(&self, ask: Ask, request: Request, selector: &[(String, String)]) -> Option<Placement> {
+        let fits = |n: u32| self.room_for(n, request, selector);
+        let entries = first_fit_within(&self.book, ask, &self.to_try(ask, &fits), fits)?;
+        Some(Placement::of(entries, ask, request, fits))
     }
 
     /// Like [`Self::find`], and takes what it returns.
@@ -349,14 +438,17 @@ impl FreeGpus {
         Some(placement)
     }
 
-    /// [`Self::find`] for what `job` asks.
+    /// [`Self::find`] for what `job` asks: its GPUs, on nodes that carry its node selector's
+    /// labels and have room for what each of its pieces requests.
     pub fn find_job(&self, job: &Job<'_>) -> Option<Placement> {
-        self.find(job.gpus_asked(), job.replicas())
+        self.find_asking(Ask { gpus: job.gpus_asked(), replicas: job.replicas() }, request(job), job.node_selector())
     }
 
-    /// [`Self::fit`] for what `job` asks.
+    /// [`Self::fit`] for what `job` asks ([`Self::find_job`]).
     pub fn fit_job(&mut self, job: &Job<'_>) -> Option<Placement> {
-        self.fit(job.gpus_asked(), job.replicas())
+        let placement = self.find_job(job)?;
+        self.take(&placement);
+        Some(placement)
     }
 
     /// Where queued `job` fits once some running jobs are preempted, and which of them it
@@ -397,14 +489,37 @@ impl FreeGpus {
         (needed.len() <= most).then_some((p, needed))
     }
 
-    /// Book a placement: its GPUs are held and its first node has one job more.
+    /// Book a placement: its GPUs are held, its pieces take their nodes' room, and its first
+    /// node has one job more.
     pub fn take(&mut self, placement: &Placement) {
         for g in placement.gpus() {
             self.book.hold(g.node.0, g.index, PLANNED);
             self.index.set_free(g.node.0, self.book.free_count(g.node.0));
         }
+        for ((node, _), &pieces) in placement.nodes.iter().zip(&placement.pieces) {
+            if let Some(r) = self.room.get_mut(node.0 as usize) {
+                r.take(placement.request, pieces);
+            }
+        }
         self.count_job(placement.node(), |jobs| jobs + 1);
     }
+
+    /// Node `node`'s room as the plan leaves it (none for a node that does not exist).
+    pub fn room(&self, node: NodeId) -> Option<NodeRoom> {
+        self.room.get(node.0 as usize).copied()
+    }
+}
+
+/// What each piece of `job` requests, as the rules count it.
+fn request(job: &Job<'_>) -> Request {
+    let (cpu, memory) = job.requests();
+    Request { cpu: cpu.0, memory: memory.0 }
+}
+
+/// How many of running `job`'s pieces each of its nodes holds.
+fn pieces_held(job: &Job<'_>) -> Vec<(u32, u32)> {
+    let held = job.gpus().iter().map(|g| g.node.0);
+    wasmsched_rules::room::pieces_held(job.gpus_asked(), job.replicas(), held, job.node().0)
 }
 
 /// First fit, as FIFO would, for the queued jobs that ask for no GPU and that `keep` keeps: what
@@ -521,6 +636,7 @@ mod tests {
     use super::*;
     use crate::testing::{Inspect, TestWorld, job};
     use crate::{Bytes, Runner};
+    use wasmsched_rules::first_fit;
 
     /// The world as a policy sees it.
     fn seen(world: &mut TestWorld) -> Runner<Inspect> {

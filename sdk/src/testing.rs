@@ -55,6 +55,8 @@ pub fn job(name: &str, model: &str) -> JobBuilder {
         replicas: 1,
         scaling: wit::Scaling { gpu_counts: Vec::new(), batch_size_min: 0, batch_size_max: 0 },
         tenant: "default".into(),
+        requests: wit::Resources { cpu_millicores: 0, memory_bytes: 0 },
+        node_selector: Vec::new(),
     })
 }
 
@@ -165,6 +167,18 @@ impl JobBuilder {
         self.0.labels.push((key.into(), value.into()));
         self
     }
+
+    /// What each of its pieces requests of its node.
+    pub fn requests(mut self, cpu: Millicores, memory: Bytes) -> Self {
+        self.0.requests = wit::Resources { cpu_millicores: cpu.0, memory_bytes: memory.0 };
+        self
+    }
+
+    /// A label every node it uses must carry.
+    pub fn node_selector(mut self, key: &str, value: &str) -> Self {
+        self.0.node_selector.push((key.into(), value.into()));
+        self
+    }
 }
 
 /// One job of a [`TestWorld`].
@@ -192,6 +206,8 @@ pub struct TestWorld {
     progress: Option<wit::ProgressRecords>,
     /// The nodes that cannot take work, ascending.
     down: Vec<u32>,
+    /// Per node, the pieces (pods) it takes in all.
+    pods: Vec<u32>,
     /// Declared tenants first, then those jobs named undeclared, as the host keeps them.
     tenants: Vec<wit::Tenant>,
     declared: usize,
@@ -249,6 +265,32 @@ impl TestWorld {
         }
     }
 
+    /// Every node's room, as a host counts it: its capacity and pod slots less what the
+    /// pieces of the jobs running there request.
+    fn room(&self) -> wit::NodeRoom {
+        let mut room: Vec<wasmsched_rules::NodeRoom> = self
+            .nodes
+            .iter()
+            .zip(&self.pods)
+            .map(|(n, &pods)| wasmsched_rules::NodeRoom { cpu: n.cpu_millicores, memory: n.memory_bytes, pods })
+            .collect();
+        for j in self.jobs.values().filter(|j| j.queued.is_none()) {
+            let request =
+                wasmsched_rules::Request { cpu: j.spec.requests.cpu_millicores, memory: j.spec.requests.memory_bytes };
+            let held = j.gpus.iter().map(|g| g.node.0);
+            for (node, pieces) in wasmsched_rules::room::pieces_held(j.spec.gpus, j.spec.replicas, held, j.state.node) {
+                if let Some(r) = room.get_mut(node as usize) {
+                    r.take(request, pieces);
+                }
+            }
+        }
+        wit::NodeRoom {
+            cpu_millicores: room.iter().map(|r| r.cpu).collect(),
+            memory_bytes: room.iter().map(|r| r.memory).collect(),
+            pods: room.iter().map(|r| r.pods).collect(),
+        }
+    }
+
     /// Add a node without GPUs.
     pub fn node(&mut self, name: &str, cpu: Millicores, memory: Bytes) -> NodeId {
         self.node_with_gpus(name, cpu, memory, &[])
@@ -262,7 +304,10 @@ impl TestWorld {
             memory_bytes: memory.0,
             gpu_memory_bytes: gpus.iter().map(|b| b.0).collect(),
             gpu_type: String::new(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
+        self.pods.push(u32::MAX);
         self.gpu_use.push(vec![(0.0, 0); gpus.len()]);
         NodeId(self.nodes.len() as u32 - 1)
     }
@@ -272,6 +317,28 @@ impl TestWorld {
         let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
         n.gpu_type = gpu_type.into();
         self.nodes_sent = usize::MAX;
+    }
+
+    /// Give `node` a label (its labels stay sorted by key).
+    pub fn set_label(&mut self, node: NodeId, key: &str, value: &str) {
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        n.labels.retain(|(k, _)| k != key);
+        n.labels.push((key.into(), value.into()));
+        n.labels.sort();
+        self.nodes_sent = usize::MAX;
+    }
+
+    /// Name `node`'s topology domains, coarsest first.
+    pub fn set_domains(&mut self, node: NodeId, domains: &[&str]) {
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        n.domains = domains.iter().map(|d| d.to_string()).collect();
+        self.nodes_sent = usize::MAX;
+    }
+
+    /// Say how many pieces (pods) `node` takes in all (no limit unless set); its room counts
+    /// the running jobs' pieces off it.
+    pub fn set_pods(&mut self, node: NodeId, pods: u32) {
+        *self.pods.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld")) = pods;
     }
 
     /// Say whether `node` can take work (false: NotReady or cordoned).
@@ -452,6 +519,7 @@ impl TestWorld {
                 utilisation_percent: self.gpu_use.iter().flatten().map(|g| g.0).collect(),
                 memory_used_bytes: self.gpu_use.iter().flatten().map(|g| g.1).collect(),
             },
+            room: self.room(),
             added,
             removed: std::mem::take(&mut self.removed),
             jobs,

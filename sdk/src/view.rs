@@ -171,6 +171,23 @@ pub struct Node<'a> {
     table: &'a NodeTable,
 }
 
+/// A node's room for requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// CPU not requested yet.
+    pub cpu: Millicores,
+    /// Memory not requested yet.
+    pub memory: Bytes,
+    /// Pieces (pods) it takes still; `u32::MAX`: no limit.
+    pub pods: u32,
+}
+
+impl From<Room> for wasmsched_rules::NodeRoom {
+    fn from(r: Room) -> Self {
+        wasmsched_rules::NodeRoom { cpu: r.cpu.0, memory: r.memory.0, pods: r.pods }
+    }
+}
+
 /// One GPU: its memory and its measured use over the last interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Gpu {
@@ -210,6 +227,39 @@ impl<'a> Node<'a> {
     /// The type of its GPUs as the cluster names it ("t4", "a100"); empty when unknown.
     pub fn gpu_type(&self) -> &'a str {
         &self.raw().gpu_type
+    }
+
+    /// Its labels, sorted by key.
+    pub fn labels(&self) -> &'a [(String, String)] {
+        &self.raw().labels
+    }
+
+    /// The value of its label `key`.
+    pub fn label(&self, key: &str) -> Option<&'a str> {
+        self.raw().labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    /// The topology domains it lies in, coarsest first (empty when the host names none): two
+    /// nodes share a domain at level i when these agree on levels 0 to i.
+    pub fn domains(&self) -> &'a [String] {
+        &self.raw().domains
+    }
+
+    /// Its room now, as the host counts it: CPU and memory not requested yet, and the
+    /// pieces (pods) it takes still (`u32::MAX`: no limit).
+    pub fn room(&self) -> Room {
+        let n = self.id.0 as usize;
+        let t = self.table;
+        Room {
+            cpu: Millicores(t.room_cpu.get(n).copied().unwrap_or(0)),
+            memory: Bytes(t.room_memory.get(n).copied().unwrap_or(0)),
+            pods: t.room_pods.get(n).copied().unwrap_or(0),
+        }
+    }
+
+    /// Whether it carries every label of `selector`.
+    pub fn selects(&self, selector: &[(String, String)]) -> bool {
+        selector.iter().all(|(k, v)| self.label(k) == Some(v.as_str()))
     }
 
     /// Whether it can take work now: false while it is NotReady or cordoned (the host refuses
@@ -351,6 +401,18 @@ impl<'a> Job<'a> {
     /// Its global batch size in force (0: none the host knows; 0 while queued).
     pub fn batch_size(&self) -> u32 {
         if self.is_queued() { 0 } else { self.entry.state.batch_size }
+    }
+
+    /// What each of its pieces requests of its node: CPU and memory (zero when it declares
+    /// none).
+    pub fn requests(&self) -> (Millicores, Bytes) {
+        let r = &self.entry.spec.requests;
+        (Millicores(r.cpu_millicores), Bytes(r.memory_bytes))
+    }
+
+    /// Labels every node it uses must carry (empty: any node).
+    pub fn node_selector(&self) -> &'a [(String, String)] {
+        &self.entry.spec.node_selector
     }
 
     /// Into how many pieces it may be split across nodes (1: one node).

@@ -17,6 +17,8 @@ pub fn job_spec(i: usize) -> wit::JobSpec {
     let (model, metric, direction, kind) = MODELS[i % MODELS.len()];
     let higher = direction == wit::Direction::HigherIsBetter;
     wit::JobSpec {
+        requests: wit::Resources::NONE,
+        node_selector: Vec::new(),
         handle: 0,
         name: format!("{model}-{i}"),
         model: model.into(),
@@ -65,6 +67,8 @@ pub fn gpu_cluster(nodes: usize, gpus_per_node: u32, running: usize, queued: usi
     let mut t = World::new();
     for n in 0..nodes.max(1) {
         t.add_node(wit::Node {
+            labels: Vec::new(),
+            domains: Vec::new(),
             name: format!("node-{n}"),
             cpu_millicores: 64_000,
             memory_bytes: 512 << 30,
@@ -108,6 +112,8 @@ pub fn world(nodes: usize, jobs: usize, epochs: u32) -> World {
     let mut t = World::new();
     for n in 0..nodes.max(1) {
         let handle = t.add_node(wit::Node {
+            labels: Vec::new(),
+            domains: Vec::new(),
             name: format!("node-{n}"),
             cpu_millicores: 16_000,
             memory_bytes: 64 << 30,

@@ -10,7 +10,7 @@ use wasmtime::{Store, Trap};
 
 use super::Runtime;
 use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
-use super::{v0_1, v0_2};
+use super::{v0_1, v0_2, v0_3};
 use crate::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
 use crate::world::{Cursor, World};
 
@@ -18,14 +18,16 @@ use crate::world::{Cursor, World};
 #[derive(Clone)]
 pub(super) enum Pre {
     Current(PolicyPluginPre<StoreState>),
+    V0_3(bindings::v0_3::PolicyPluginPre<StoreState>),
     V0_2(bindings::v0_2::PolicyPluginPre<StoreState>),
     V0_1(bindings::v0_1::PolicyPluginPre<StoreState>),
 }
 
-/// A live component of one contract version; a 0.1.0 one with its adapter (0.2.0's converts
-/// without keeping anything).
+/// A live component of one contract version; a 0.1.0 one with its adapter (0.3.0's and
+/// 0.2.0's convert without keeping anything).
 enum Plugin {
     Current(PolicyPlugin),
+    V0_3(bindings::v0_3::PolicyPlugin),
     V0_2(bindings::v0_2::PolicyPlugin),
     V0_1(bindings::v0_1::PolicyPlugin, v0_1::Adapter),
 }
@@ -142,7 +144,8 @@ impl LoadedPolicy {
     /// The contract version it speaks.
     pub fn contract(&self) -> Contract {
         match self.pre {
-            Pre::Current(_) => Contract::V0_3,
+            Pre::Current(_) => Contract::V0_4,
+            Pre::V0_3(_) => Contract::V0_3,
             Pre::V0_2(_) => Contract::V0_2,
             Pre::V0_1(_) => Contract::V0_1,
         }
@@ -202,6 +205,7 @@ impl LoadedPolicy {
         let started = rt.epoch();
         let (plugin, _) = guard.run(&mut store, "instantiate", |store| match &self.pre {
             Pre::Current(pre) => pre.instantiate(store).map(Plugin::Current),
+            Pre::V0_3(pre) => pre.instantiate(store).map(Plugin::V0_3),
             Pre::V0_2(pre) => pre.instantiate(store).map(Plugin::V0_2),
             Pre::V0_1(pre) => pre.instantiate(store).map(|p| Plugin::V0_1(p, v0_1::Adapter::default())),
         })?;
@@ -218,6 +222,10 @@ impl LoadedPolicy {
         };
         instance.abilities = instance.call("init", |store, plugin| match plugin {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_init(store, config_json, saved_state),
+            Plugin::V0_3(p) => p
+                .wasmsched_policy_policy()
+                .call_init(store, config_json, saved_state)
+                .map(|r| r.map(v0_3::abilities).map_err(v0_3::error)),
             Plugin::V0_2(p) => p
                 .wasmsched_policy_policy()
                 .call_init(store, config_json, saved_state)
@@ -261,6 +269,10 @@ impl PolicyInstance {
     pub fn decide_raw(&mut self, snapshot: &wit::Snapshot) -> Result<wit::Decision, CallError> {
         let result = self.call("decide", |store, plugin| match plugin {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_decide(store, snapshot),
+            Plugin::V0_3(p) => p
+                .wasmsched_policy_policy()
+                .call_decide(store, &v0_3::snapshot(snapshot))
+                .map(|r| r.map(v0_3::decision).map_err(v0_3::error)),
             Plugin::V0_2(p) => p
                 .wasmsched_policy_policy()
                 .call_decide(store, &v0_2::snapshot(snapshot))
@@ -279,6 +291,7 @@ impl PolicyInstance {
     pub fn save_state(&mut self) -> Result<Vec<u8>, CallError> {
         self.call("save-state", |store, plugin| match plugin {
             Plugin::Current(p) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
+            Plugin::V0_3(p) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
             Plugin::V0_2(p) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
             Plugin::V0_1(p, _) => p.wasmsched_policy_policy().call_save_state(store).map(Ok),
         })

@@ -170,7 +170,7 @@ macro_rules! older_log {
     )+};
 }
 
-older_log!(v0_1, v0_2);
+older_log!(v0_1, v0_2, v0_3);
 
 impl Host for StoreState {
     fn log(&mut self, level: Level, message: String) {

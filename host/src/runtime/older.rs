@@ -1,18 +1,18 @@
-//! What the adapters of the older contracts (`v0_1`, `v0_2`) convert alike: a job's
+//! What the adapters of the older contracts (`v0_1`, `v0_2`, `v0_3`) convert alike: a job's
 //! declaration, a node, a decision's actions and a policy's error, between the current types
 //! and an older version's, whose types are others of the same shape.
 
 /// Defines, in the module it is called from, the conversions every older contract `$old` (its
 /// types module) shares with the current one:
-/// - `job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
+/// - `older_job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
 ///   to those every version has;
-/// - `node(n)`, `gpu_states(g)`: a node less what the older version lacks, and the GPUs' use;
+/// - `older_node(n)`, `gpu_states(g)`: a node less what the older version lacks, and the GPUs' use;
 /// - `error(e)`: a policy's own failure.
 ///
 /// [`older_decision!`] converts a decision.
 macro_rules! older_contract {
     ($old:ident $(, $field:ident)*) => {
-        fn job_spec(s: &wit::JobSpec) -> $old::JobSpec {
+        fn older_job_spec(s: &wit::JobSpec) -> $old::JobSpec {
             $old::JobSpec {
                 handle: s.handle,
                 name: s.name.clone(),
@@ -47,7 +47,7 @@ macro_rules! older_contract {
             }
         }
 
-        fn node(n: &wit::Node) -> $old::Node {
+        fn older_node(n: &wit::Node) -> $old::Node {
             $old::Node {
                 name: n.name.clone(),
                 cpu_millicores: n.cpu_millicores,

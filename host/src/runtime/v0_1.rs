@@ -35,14 +35,14 @@ impl Adapter {
         let added = running
             .iter()
             .filter(|h| self.known.binary_search(h).is_err())
-            .filter_map(|h| self.specs.get(h).map(job_spec))
+            .filter_map(|h| self.specs.get(h).map(older_job_spec))
             .collect();
         self.known.clone_from(running);
         old::Snapshot {
             time_ms: s.time_ms,
             interval_ms: s.interval_ms,
             resync: s.resync,
-            nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
+            nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(older_node).collect()),
             gpus: gpu_states(&s.gpus),
             added,
             removed,

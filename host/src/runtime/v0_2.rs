@@ -1,12 +1,12 @@
 //! Components built against contract 0.2.0, served unchanged: the one place their snapshots
-//! and decisions are converted. A 0.2.0 policy sees everything but what 0.3.0 added: GPU types,
+//! and decisions are converted. A 0.2.0 policy sees everything but what 0.3.0 and 0.4.0 added: GPU types,
 //! nodes that cannot take work (the host refuses its placements there), how a job may be
 //! resized and its batch size; it cannot resize and gives no reason why a job waits.
 
 use crate::bindings::v0_2::wit as old;
 use crate::bindings::wit;
 
-/// The 0.2.0 snapshot for the 0.3.0 snapshot `s`: the same deltas, less the new fields.
+/// The 0.2.0 snapshot for the current snapshot `s`: the same deltas, less the new fields.
 pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
     let j = &s.jobs;
     let q = &s.queue;
@@ -15,9 +15,9 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         time_ms: s.time_ms,
         interval_ms: s.interval_ms,
         resync: s.resync,
-        nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
+        nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(older_node).collect()),
         gpus: gpu_states(&s.gpus),
-        added: s.added.iter().map(job_spec).collect(),
+        added: s.added.iter().map(older_job_spec).collect(),
         removed: s.removed.clone(),
         jobs: old::JobStates {
             handle: j.handle.clone(),
@@ -60,7 +60,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
 
 super::older::older_contract!(old, arrival_ms, gpus, replicas);
 
-/// A 0.2.0 decision in 0.3.0 terms: the same actions, no reasons why jobs wait.
+/// A 0.2.0 decision in current terms: the same actions, no reasons why jobs wait.
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {
     super::older::older_decision!(
         old,
@@ -73,7 +73,7 @@ pub(crate) fn decision(d: old::Decision) -> wit::Decision {
     )
 }
 
-/// What a 0.2.0 policy said it does, in 0.3.0 terms.
+/// What a 0.2.0 policy said it does, in current terms.
 pub(crate) fn abilities(a: old::Abilities) -> wit::Abilities {
     wit::Abilities { places: a.places }
 }

@@ -98,6 +98,67 @@ impl NodeIndex {
         Some(self.least[1]).filter(|&n| n != NONE)
     }
 
+    /// The node with the fewest running jobs per core (the lowest index on a tie) for which
+    /// `ok` holds; None when it holds for none.
+    pub(super) fn least_loaded_where(&self, ok: impl Fn(u32) -> bool) -> Option<u32> {
+        self.loaded_where(ok, 1).pop()
+    }
+
+    /// Up to `most` nodes for which `ok` holds, fewest running jobs per core first (the lower
+    /// index on a tie). Best first down the tree of minima: each node refused costs
+    /// O(log nodes), so a few refused nodes (full, or lacking a job's labels) cost little.
+    pub(super) fn loaded_where(&self, ok: impl Fn(u32) -> bool, most: usize) -> Vec<u32> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        /// A subtree, ordered by its least loaded node (the lower index on a tie).
+        struct Entry<'a>(&'a NodeIndex, usize);
+        impl Entry<'_> {
+            fn node(&self) -> u32 {
+                self.0.least[self.1]
+            }
+        }
+        impl PartialEq for Entry<'_> {
+            fn eq(&self, other: &Self) -> bool {
+                self.node() == other.node()
+            }
+        }
+        impl Eq for Entry<'_> {}
+        impl PartialOrd for Entry<'_> {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+        impl Ord for Entry<'_> {
+            fn cmp(&self, other: &Self) -> Ordering {
+                let (a, b) = (self.node(), other.node());
+                self.0.load[a as usize].total_cmp(&self.0.load[b as usize]).then(a.cmp(&b))
+            }
+        }
+        let mut found = Vec::new();
+        if self.least[1] == NONE || most == 0 {
+            return found;
+        }
+        let mut heap = BinaryHeap::from([Reverse(Entry(self, 1))]);
+        while let Some(Reverse(Entry(_, i))) = heap.pop() {
+            if i >= self.size {
+                let node = self.least[i];
+                if ok(node) {
+                    found.push(node);
+                    if found.len() == most {
+                        break;
+                    }
+                }
+                continue;
+            }
+            for child in [2 * i, 2 * i + 1] {
+                if self.least[child] != NONE {
+                    heap.push(Reverse(Entry(self, child)));
+                }
+            }
+        }
+        found
+    }
+
     /// The first node from `from` on, in index order, with at least `at_least` (one or more)
     /// free GPUs.
     pub(super) fn first_with(&self, from: usize, at_least: u32) -> Option<u32> {
@@ -142,5 +203,14 @@ mod tests {
         assert_eq!(index.first_with(0, 2), Some(1));
         assert_eq!((index.free(0), index.most_free()), (1, 4));
         assert_eq!(NodeIndex::new([], Vec::new()).least_loaded(), None);
+    }
+
+    #[test]
+    fn least_loaded_where_passes_over_the_nodes_refused_in_load_order() {
+        let index = NodeIndex::new([0; 5], vec![0.0, 0.5, 0.25, 0.25, 1.0]);
+        assert_eq!(index.least_loaded_where(|_| true), Some(0));
+        assert_eq!(index.least_loaded_where(|n| n != 0), Some(2), "a tie goes to the lower index");
+        assert_eq!(index.loaded_where(|n| n != 2, 3), [0, 3, 1]);
+        assert_eq!(index.least_loaded_where(|_| false), None);
     }
 }

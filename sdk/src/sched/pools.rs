@@ -96,7 +96,9 @@ impl Pieces {
 }
 
 /// Where [`FreeGpus::carve`] goes when no node holds the job whole. Either way it first tries
-/// the node with the fewest free GPUs that can hold it whole (whole free nodes last on a tie).
+/// the node with the fewest free GPUs that can hold it whole (whole free nodes last on a tie);
+/// a spill first tries the nodes of the finest topology domain that holds it, when the nodes
+/// name domains.
 #[derive(Clone, Copy, Debug)]
 pub enum Spill<'a> {
     /// The nodes with the most free GPUs first, whole free ones first on a tie (Sia).
@@ -122,16 +124,23 @@ impl FreeGpus {
         }
         let free = |n: NodeId| self.book.free_count(n.0);
         let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
+        // A spill stays in the finest topology domain that holds it, when the nodes name any.
+        let domain = if nodes.iter().any(|&(n, _)| free(n) >= want) {
+            None
+        } else {
+            self.domain_holding(nodes, want, pieces.size)
+        };
         // Each node's free count is read once, not at every comparison.
         order.sort_by_cached_key(|&(n, size)| {
             let f = free(n);
             let (whole, avoided) = (f == size, matches!(spill, Spill::WholeFree { avoid } if avoid.contains(&n)));
+            let outside = !self.in_domain(n, domain);
             if f >= want {
-                (false, f, !whole, avoided, 0)
+                (false, false, f, !whole, avoided, 0)
             } else {
                 match spill {
-                    Spill::MostFree => (true, u32::MAX - f, !whole, false, 0),
-                    Spill::WholeFree { .. } => (true, 0, !whole, avoided, u32::MAX - f),
+                    Spill::MostFree => (true, outside, u32::MAX - f, !whole, false, 0),
+                    Spill::WholeFree { .. } => (true, outside, 0, !whole, avoided, u32::MAX - f),
                 }
             }
         });

@@ -292,6 +292,10 @@ pub(crate) struct NodeTable {
     pub(super) down: Vec<u32>,
     /// The tenants, as last sent.
     pub(super) tenants: Vec<wit::Tenant>,
+    /// Every node's room this tick: CPU and memory not requested yet, pieces it takes still.
+    pub(crate) room_cpu: Vec<u64>,
+    pub(crate) room_memory: Vec<u64>,
+    pub(crate) room_pods: Vec<u32>,
 }
 
 impl NodeTable {
@@ -316,10 +320,18 @@ impl NodeTable {
                 gpus.memory_used_bytes.len()
             ));
         }
+        let count = nodes.as_ref().map_or(self.nodes.len(), Vec::len);
+        let room = &mut raw.room;
+        if [room.cpu_millicores.len(), room.memory_bytes.len(), room.pods.len()] != [count; 3] {
+            return Err(format!("room columns do not match the {count} nodes"));
+        }
         if let (Some(nodes), Some(first_gpu)) = (nodes, first_gpu) {
             self.nodes = nodes;
             self.first_gpu = first_gpu;
         }
+        self.room_cpu = std::mem::take(&mut room.cpu_millicores);
+        self.room_memory = std::mem::take(&mut room.memory_bytes);
+        self.room_pods = std::mem::take(&mut room.pods);
         self.down = std::mem::take(&mut raw.nodes_down);
         if let Some(tenants) = raw.tenants.take() {
             self.tenants = tenants;
