@@ -11,8 +11,9 @@ use wasmsched_build_support::{build_components, files_under, shipped_policies, w
 
 /// What `wasmsched new` writes besides the templates and the Python SDK package (whole
 /// folders): single files, from the repository root.
-const SCAFFOLD_SINGLE_FILES: [&str; 6] = [
+const SCAFFOLD_SINGLE_FILES: [&str; 7] = [
     "wit/policy.wit",
+    "wit/0.3.0/policy.wit",
     "toolchains/requirements.txt",
     "toolchains/package.json",
     "sdk/js/wasmsched.js",

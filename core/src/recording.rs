@@ -71,21 +71,27 @@ fn snapshot_with_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<wit::Snap
     Ok(s)
 }
 
-/// A snapshot recorded under contract 0.2.0 read as a 0.3.0 one: no node down, GPUs of no
-/// known type, no batch size, every job rigid.
+/// A snapshot recorded under contract 0.2.0 or 0.3.0 read as a 0.4.0 one: no node down, GPUs
+/// of no known type, no batch size, every job rigid; no requests, selectors, labels or
+/// domains, and no room recorded (empty columns: a replay counts the room itself).
 fn upgrade(value: &mut serde_json::Value) {
     use serde_json::{Value, json};
     let Some(s) = value.as_object_mut() else { return };
     s.entry("nodes_down").or_insert_with(|| json!([]));
+    s.entry("room").or_insert_with(|| json!({"cpu_millicores": [], "memory_bytes": [], "pods": []}));
     if let Some(nodes) = s.get_mut("nodes").and_then(Value::as_array_mut) {
         for n in nodes.iter_mut().filter_map(Value::as_object_mut) {
             n.entry("gpu_type").or_insert_with(|| json!(""));
+            n.entry("labels").or_insert_with(|| json!([]));
+            n.entry("domains").or_insert_with(|| json!([]));
         }
     }
     if let Some(added) = s.get_mut("added").and_then(Value::as_array_mut) {
         for spec in added.iter_mut().filter_map(Value::as_object_mut) {
             spec.entry("scaling")
                 .or_insert_with(|| json!({"gpu_counts": [], "batch_size_min": 0, "batch_size_max": 0}));
+            spec.entry("requests").or_insert_with(|| json!({"cpu_millicores": 0, "memory_bytes": 0}));
+            spec.entry("node_selector").or_insert_with(|| json!([]));
         }
     }
     if let Some(jobs) = s.get_mut("jobs").and_then(Value::as_object_mut) {
@@ -136,6 +142,11 @@ pub fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
     }
     if s.added.iter().any(|spec| spec.handle == u32::MAX) {
         return Err(format!("a job handle is {}, past the last one a host gives: record the run again", u32::MAX));
+    }
+    let r = &s.room;
+    let rows = r.cpu_millicores.len();
+    if r.memory_bytes.len() != rows || r.pods.len() != rows || s.nodes.as_ref().is_some_and(|n| rows != 0 && n.len() != rows) {
+        return Err("the room columns do not match the nodes, which no host writes: record the run again".into());
     }
     Ok(())
 }

@@ -292,6 +292,8 @@ impl Docker {
                     self.logged.clear(&format!("down:{i}"));
                 }
                 let node = wit::Node {
+                    labels: Vec::new(),
+                    domains: Vec::new(),
                     name: info.name.unwrap_or_else(|| engine.endpoint.clone()),
                     cpu_millicores: cpu,
                     memory_bytes: memory,
@@ -435,6 +437,8 @@ impl Backend for Docker {
         while world.nodes().len() < self.engines.len() {
             let e = &self.engines[world.nodes().len()];
             world.add_node(wit::Node {
+                labels: Vec::new(),
+                domains: Vec::new(),
                 name: e.endpoint.clone(),
                 cpu_millicores: 0,
                 memory_bytes: 0,

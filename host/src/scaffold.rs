@@ -176,13 +176,15 @@ pub fn create(name: &str, lang: Lang, dir: &Path, sdk: &Path) -> Result<Project,
         Lang::Python => {
             copy("sdk/python/wasmsched/", "wasmsched/", &mut files);
             copy("toolchains/requirements.txt", "requirements.txt", &mut files);
-            copy("wit/policy.wit", "wit/policy.wit", &mut files);
+            // The Python and JS SDKs speak contract 0.3.0, which the host serves through its
+            // adapter.
+            copy("wit/0.3.0/policy.wit", "wit/policy.wit", &mut files);
         }
         Lang::Js => {
             copy("sdk/js/wasmsched.js", "sdk/wasmsched.js", &mut files);
             copy("sdk/js/testing.js", "sdk/testing.js", &mut files);
             copy("sdk/js/rules.js", "sdk/rules.js", &mut files);
-            copy("wit/policy.wit", "wit/policy.wit", &mut files);
+            copy("wit/0.3.0/policy.wit", "wit/policy.wit", &mut files);
         }
     }
     for (rel, text) in &files {

@@ -96,6 +96,10 @@ use wasmsched_core::world::World;
 
 pub use wasmsched_core::live::DEFAULT_SELECTOR;
 
+/// The node labels that name topology domains unless `[backend] topology` says otherwise:
+/// block, then rack, as Kueue's and KAI's topology-aware scheduling examples label nodes.
+pub const DEFAULT_TOPOLOGY: [&str; 2] = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack"];
+
 /// The scheduler name that queued pods give (`spec.schedulerName`) when none is configured.
 pub const DEFAULT_SCHEDULER: &str = "wasmsched";
 
@@ -120,6 +124,10 @@ pub struct KubernetesConfig {
     /// annotation needs no stream; one beyond the limit waits for a stream to end.
     #[serde(rename = "max-log-streams")]
     pub max_log_streams: usize,
+    /// The node labels whose values are a node's topology domains, coarsest first (key
+    /// `topology`; default [`DEFAULT_TOPOLOGY`], the block and rack labels of Kueue's and KAI's
+    /// topology examples). A node's domains stop at the first label it lacks.
+    pub topology: Vec<String>,
     /// `[backend.election]`: run beside other replicas of the host, one acting at a time, the
     /// policies' states kept in the cluster for the next leader ([`lease`]). Without it the
     /// host acts alone, as if it always led.
@@ -138,6 +146,7 @@ impl Default for KubernetesConfig {
             selector: DEFAULT_SELECTOR.into(),
             scheduler: DEFAULT_SCHEDULER.into(),
             max_log_streams: 256,
+            topology: DEFAULT_TOPOLOGY.iter().map(|s| s.to_string()).collect(),
             election: None,
             timeout: Duration::from_secs(5),
         }
@@ -340,6 +349,9 @@ pub struct Kubernetes {
     /// Actions of the policy's from earlier ticks that failed since, not yet reported.
     late: Vec<ApplyError>,
     pods: Store<Pod>,
+    /// Every pod bound to a node and not ended, in every namespace, trimmed to its node and
+    /// requests: what other schedulers' pods take of a node's room.
+    bound: Store<Pod>,
     node_store: Store<Node>,
     /// The `PodGroup` objects that size the pod groups.
     podgroups: group::PodGroups,
@@ -413,6 +425,25 @@ impl Kubernetes {
                     status.volumes_in_use = None;
                 }
             });
+        let bound_only = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+        let bound =
+            watch(&rt, Api::<Pod>::all(client.clone()), watcher::Config::default().fields(bound_only), health.clone(), |p| {
+                // Of another pod the host reads its node and its containers' requests alone.
+                p.managed_fields_mut().clear();
+                p.metadata.annotations = None;
+                p.metadata.labels = None;
+                p.status = None;
+                if let Some(spec) = p.spec.as_mut() {
+                    spec.init_containers = None;
+                    spec.volumes = None;
+                    spec.affinity = None;
+                    spec.tolerations = None;
+                    for c in &mut spec.containers {
+                        (c.env, c.command, c.args, c.volume_mounts) = (None, None, None, None);
+                        (c.liveness_probe, c.readiness_probe, c.startup_probe) = (None, None, None);
+                    }
+                }
+            });
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
@@ -432,6 +463,7 @@ impl Kubernetes {
             flight: Vec::new(),
             late: Vec::new(),
             pods,
+            bound,
             node_store,
             podgroups,
             held: BTreeMap::new(),

@@ -10,14 +10,17 @@ use wasmsched_core::world::World;
 use super::pod::{self, NodeFacts};
 use super::{Kubernetes, NodeEntry};
 
-/// Node `facts` as the world shows it.
-fn wit_node(facts: &NodeFacts) -> wit::Node {
+/// Node `facts` as the world shows it: its topology domains are the values of its labels
+/// `topology` names, coarsest first, up to the first it lacks.
+fn wit_node(facts: &NodeFacts, topology: &[String]) -> wit::Node {
     wit::Node {
         name: facts.name.clone(),
         cpu_millicores: facts.cpu,
         memory_bytes: facts.memory,
         gpu_memory_bytes: vec![facts.gpu_memory_bytes; facts.gpus as usize],
         gpu_type: facts.gpu_type.clone(),
+        labels: facts.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        domains: topology.iter().map_while(|key| facts.labels.get(key).cloned()).collect(),
     }
 }
 
@@ -72,7 +75,7 @@ impl Kubernetes {
             .collect();
         nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         for (facts, version) in nodes {
-            let node = wit_node(&facts);
+            let node = wit_node(&facts, &self.config.topology);
             let i = match self.node_index(&facts.name) {
                 Some(i) => i,
                 None => {
@@ -123,7 +126,7 @@ mod tests {
 
     #[test]
     fn a_node_shows_its_gpus_with_their_type_and_memory() {
-        let node = wit_node(&facts("vm", true));
+        let node = wit_node(&facts("vm", true), &[]);
         assert_eq!((node.cpu_millicores, node.gpu_type.as_str()), (4000, "t4"));
         assert_eq!(node.gpu_memory_bytes, [16 << 30, 16 << 30]);
     }

@@ -72,6 +72,17 @@ impl Kubernetes {
                 world.remove_job(m.job.handle);
             }
         }
+        let rooms = self.rooms(world);
+        world.set_room(Some(
+            rooms
+                .iter()
+                .map(|r| wasmsched_core::world::Room {
+                    cpu: r.cpu,
+                    memory: r.memory,
+                    pods: u32::try_from(r.pods).unwrap_or(u32::MAX),
+                })
+                .collect(),
+        ));
         world.set_time_ms(until_ms);
         if acting && self.placer == wasmsched_core::backend::Placer::Backend && self.apiserver_up() {
             self.place_queued(world, None);

@@ -69,7 +69,8 @@ pub fn main_container(pod: &Pod) -> Option<&Container> {
 }
 
 /// What the pod declares, exactly as a container's labels would ([`declare`]); the GPUs it
-/// asks for are its containers' `nvidia.com/gpu` requests when it has any.
+/// asks for are its containers' `nvidia.com/gpu` requests when it has any, what it requests
+/// its containers' CPU and memory requests, and the labels it needs its node selector.
 pub fn declared(pod: &Pod) -> Declared {
     let keys = keys(pod);
     let pod_name = pod.metadata.name.as_deref().unwrap_or("");
@@ -80,6 +81,9 @@ pub fn declared(pod: &Pod) -> Declared {
     if gpus > 0 {
         declared.spec.gpus = gpus;
     }
+    let (cpu_millicores, memory_bytes) = requests(pod);
+    declared.spec.requests = wasmsched_core::bindings::wit::Resources { cpu_millicores, memory_bytes };
+    declared.spec.node_selector = node_selector(pod).into_iter().collect();
     declared
 }
 

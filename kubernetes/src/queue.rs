@@ -245,8 +245,8 @@ impl Kubernetes {
         first_fit(waiting, self.rooms(world), world.gpu_book(), world.ledger())
     }
 
-    /// Every node's room now: its allocatable less what the managed pods bound there (or
-    /// being bound) request.
+    /// Every node's room now: its allocatable less what every pod bound there requests (the
+    /// managed ones, those being bound, and the cluster's other pods).
     pub(super) fn rooms(&self, world: &World) -> Vec<Room> {
         let mut rooms: Vec<Room> = self
             .nodes
@@ -260,6 +260,16 @@ impl Kubernetes {
                 labels: n.labels.clone(),
             })
             .collect();
+        // Pods the host does not manage (other schedulers', daemons') take their room too.
+        for p in self.bound.state() {
+            if self.pods.get(&kube::runtime::reflector::ObjectRef::from_obj(p.as_ref())).is_some() {
+                continue;
+            }
+            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| self.node_index(n));
+            if let Some(room) = node.and_then(|n| rooms.get_mut(n)) {
+                room.take(super::pod::requests(&p));
+            }
+        }
         for m in self.jobs.values() {
             let Some(s) = world.state(m.job.handle).filter(|s| s.is_running()) else { continue };
             match &m.gang {

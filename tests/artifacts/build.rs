@@ -122,7 +122,7 @@ impl Language {
 
     /// The command that builds the policy in `dir` to `out`.
     fn command(self, root: &Path, toolchains: &Path, dir: &Path, out: &Path) -> Command {
-        let wit = root.join("wit").join("policy.wit");
+        let wit = contract(root);
         let mut cmd = Command::new(self.tool(toolchains));
         cmd.current_dir(root);
         match self {
@@ -137,6 +137,11 @@ impl Language {
         }
         cmd
     }
+}
+
+/// The contract the Python and JS SDKs speak: 0.3.0, which the host serves through its adapter.
+fn contract(root: &Path) -> PathBuf {
+    root.join("wit").join("0.3.0").join("policy.wit")
 }
 
 /// A policy in another language, built.
@@ -178,7 +183,7 @@ fn build_foreign(root: &Path) -> (Vec<Foreign>, Vec<(&'static str, String)>) {
             let stamp = stamp(&[
                 &dir,
                 &language.sdk(root),
-                &root.join("wit").join("policy.wit"),
+                &contract(root),
                 &toolchains.join(language.name()).join(".wasmsched-stamp"),
             ]);
             let fresh = wasm.is_file() && fs::read_to_string(&stamp_path).is_ok_and(|s| s == stamp);

@@ -303,6 +303,8 @@ mod tests {
         use crate::world::{GpuSlot, World, sample, undeclared};
         let mut w = World::new();
         w.add_node(wit::Node {
+            labels: Vec::new(),
+            domains: Vec::new(),
             name: "n0".into(),
             cpu_millicores: 8000,
             memory_bytes: 64 << 30,

@@ -59,6 +59,14 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     for &h in &s.removed {
         world.remove_job(h);
     }
+    // The room as recorded (a recording made before 0.4.0 has none: the world counts it).
+    let r = &s.room;
+    let recorded = !r.cpu_millicores.is_empty() && r.cpu_millicores.len() == world.nodes().len();
+    world.set_room(recorded.then(|| {
+        (0..r.cpu_millicores.len())
+            .map(|n| crate::world::Room { cpu: r.cpu_millicores[n], memory: r.memory_bytes[n], pods: r.pods[n] })
+            .collect()
+    }));
     let c = &s.jobs;
     for spec in &s.added {
         let node = c.handle.iter().position(|&h| h == spec.handle).map_or(0, |i| c.node[i]);

@@ -290,6 +290,8 @@ mod tests {
     fn world(gpus: usize) -> World {
         let mut w = World::new();
         w.add_node(wit::Node {
+            labels: Vec::new(),
+            domains: Vec::new(),
             name: "n0".into(),
             cpu_millicores: 64_000,
             memory_bytes: 256 << 30,

@@ -2,6 +2,28 @@
 //! declaration, a node, a decision's actions and a policy's error, between the current types
 //! and an older version's, whose types are others of the same shape.
 
+/// Defines, in the module it is called from, what every older contract `$old` converts alike:
+/// `gpu_states(g)` (the GPUs' use) and `error(e)` (a policy's own failure).
+macro_rules! older_common {
+    ($old:ident) => {
+        fn gpu_states(g: &wit::GpuStates) -> $old::GpuStates {
+            $old::GpuStates {
+                utilisation_percent: g.utilisation_percent.clone(),
+                memory_used_bytes: g.memory_used_bytes.clone(),
+            }
+        }
+
+        /// An older policy error in current terms.
+        pub(crate) fn error(e: $old::PolicyError) -> wit::PolicyError {
+            match e {
+                $old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
+                $old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
+                $old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
+            }
+        }
+    };
+}
+
 /// Defines, in the module it is called from, the conversions every older contract `$old` (its
 /// types module) shares with the current one:
 /// - `older_job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
@@ -40,13 +62,6 @@ macro_rules! older_contract {
             }
         }
 
-        fn gpu_states(g: &wit::GpuStates) -> $old::GpuStates {
-            $old::GpuStates {
-                utilisation_percent: g.utilisation_percent.clone(),
-                memory_used_bytes: g.memory_used_bytes.clone(),
-            }
-        }
-
         fn older_node(n: &wit::Node) -> $old::Node {
             $old::Node {
                 name: n.name.clone(),
@@ -56,14 +71,7 @@ macro_rules! older_contract {
             }
         }
 
-        /// An older policy error in current terms.
-        pub(crate) fn error(e: $old::PolicyError) -> wit::PolicyError {
-            match e {
-                $old::PolicyError::InvalidConfig(m) => wit::PolicyError::InvalidConfig(m),
-                $old::PolicyError::InvalidState(m) => wit::PolicyError::InvalidState(m),
-                $old::PolicyError::Failed(m) => wit::PolicyError::Failed(m),
-            }
-        }
+        $crate::runtime::older::older_common!($old);
     };
 }
 
@@ -98,4 +106,4 @@ macro_rules! older_decision {
     }};
 }
 
-pub(crate) use {older_contract, older_decision};
+pub(crate) use {older_common, older_contract, older_decision};

@@ -250,6 +250,9 @@ impl Kubernetes {
         spec.gpus = per.saturating_mul(n);
         spec.replicas = n;
         spec.scaling.gpu_counts = vec![spec.gpus];
+        // Each piece requests what the most demanding pod does.
+        let most = members.iter().fold((0, 0), |(c, m), p| (p.requests.0.max(c), p.requests.1.max(m)));
+        spec.requests = wasmsched_core::bindings::wit::Resources { cpu_millicores: most.0, memory_bytes: most.1 };
         let running = members.iter().all(|m| m.node.is_some());
         let handle = if running {
             world.add_job(declared.spec.clone(), members[0].node.unwrap_or(0))

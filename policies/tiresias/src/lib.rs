@@ -246,8 +246,8 @@ impl Tiresias {
             if tenants.check(job).is_err() {
                 continue;
             }
-            let placement = match free.find_job(job) {
-                Some(p) => p,
+            let (placement, packed) = match free.find_packed(job) {
+                Some(found) => found,
                 None => {
                     if room.find_job(job).is_none() {
                         continue;
@@ -268,7 +268,7 @@ impl Tiresias {
                         );
                         preemptions.push(Action::preempt(order[v].id()).because(why));
                     }
-                    p
+                    (p, sched::Packed::OneNode)
                 }
             };
             free.take(&placement);
@@ -278,11 +278,16 @@ impl Tiresias {
             if let Some(l) = self.state.jobs.get_mut(&job.id().0) {
                 l.run_start_s = job.run_time().0;
             }
-            let why = format!(
+            let mut why = format!(
                 "tiresias: queue {}, {:.2} GPU-h attained",
                 self.queue_of(job.id()).unwrap_or(0),
                 job.attained_service().0 / 3600.0
             );
+            match packed {
+                sched::Packed::OneNode => {}
+                sched::Packed::Within { domain, .. } => why.push_str(&format!("; packed in domain {domain}")),
+                sched::Packed::Spread(reason) => why.push_str(&format!("; spread: {reason}")),
+            }
             placements.push(placement.action(job.id()).because(why));
         }
         for action in preemptions.into_iter().chain(placements) {

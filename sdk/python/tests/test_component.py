@@ -1,4 +1,4 @@
-"""The component glue against the bindings componentize-py generates from wit/policy.wit
+"""The component glue against the bindings componentize-py generates from wit/0.3.0/policy.wit
 (skipped when componentize-py is not installed beside this Python or on PATH)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from wasmsched import Action, Decision, Failed, InvalidConfig, Policy, Snapshot,
 from wasmsched.component import export
 from wasmsched.testing import TestWorld, job
 
-WIT = Path(__file__).resolve().parents[3] / "wit" / "policy.wit"
+WIT = Path(__file__).resolve().parents[3] / "wit" / "0.3.0" / "policy.wit"
 
 
 def _componentize_py() -> str | None:
@@ -28,7 +28,7 @@ def wit(tmp_path_factory):
     """The generated modules: (types, host, Err)."""
     tool = _componentize_py()
     if tool is None or not WIT.exists():
-        pytest.skip("componentize-py or wit/policy.wit not found")
+        pytest.skip("componentize-py or wit/0.3.0/policy.wit not found")
     out = tmp_path_factory.mktemp("bindings")
     subprocess.run([tool, "-d", str(WIT), "-w", "policy-plugin", "bindings", str(out)], check=True, capture_output=True)
     sys.path.insert(0, str(out))

@@ -1,5 +1,5 @@
 """The contract's records as plain dataclasses, with the same attribute names as the classes
-componentize-py generates from ``wit/policy.wit``.
+componentize-py generates from ``wit/0.3.0/policy.wit``.
 
 Natively (tests, the harness) the SDK builds snapshots from these; inside a component the
 host's snapshot arrives as the generated classes. The job table reads attributes only (and

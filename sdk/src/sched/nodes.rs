@@ -92,12 +92,6 @@ impl NodeIndex {
         self.free[1]
     }
 
-    /// The node with the fewest running jobs per core, the lowest index on a tie; None
-    /// without nodes.
-    pub(super) fn least_loaded(&self) -> Option<u32> {
-        Some(self.least[1]).filter(|&n| n != NONE)
-    }
-
     /// The node with the fewest running jobs per core (the lowest index on a tie) for which
     /// `ok` holds; None when it holds for none.
     pub(super) fn least_loaded_where(&self, ok: impl Fn(u32) -> bool) -> Option<u32> {
@@ -196,13 +190,13 @@ mod tests {
     #[test]
     fn changes_move_the_answers() {
         let mut index = NodeIndex::new([4, 4, 4], vec![1.0, 0.5, 0.5]);
-        assert_eq!(index.least_loaded(), Some(1), "a tie goes to the lower index");
+        assert_eq!(index.least_loaded_where(|_| true), Some(1), "a tie goes to the lower index");
         index.set_load(1, 2.0);
-        assert_eq!(index.least_loaded(), Some(2));
+        assert_eq!(index.least_loaded_where(|_| true), Some(2));
         index.set_free(0, 1);
         assert_eq!(index.first_with(0, 2), Some(1));
         assert_eq!((index.free(0), index.most_free()), (1, 4));
-        assert_eq!(NodeIndex::new([], Vec::new()).least_loaded(), None);
+        assert_eq!(NodeIndex::new([], Vec::new()).least_loaded_where(|_| true), None);
     }
 
     #[test]

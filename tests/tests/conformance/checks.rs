@@ -164,6 +164,8 @@ impl Cluster {
         let mut t = World::new();
         for &NodeDecl(name, cpu_millicores, memory_gib, gpus) in &self.nodes {
             t.add_node(wit::Node {
+                labels: Vec::new(),
+                domains: Vec::new(),
                 gpu_type: String::new(),
                 name: name.into(),
                 cpu_millicores,

@@ -173,6 +173,8 @@ fn job(world: &World, spec: &wit::JobSpec, s: &wasmsched::world::JobState, delta
 
 fn node(name: &str, cpu_millicores: u64, memory_gib: u64, gpus: usize) -> wit::Node {
     wit::Node {
+        labels: Vec::new(),
+        domains: Vec::new(),
         gpu_type: String::new(),
         name: name.into(),
         cpu_millicores,

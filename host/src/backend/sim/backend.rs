@@ -15,6 +15,8 @@ impl Backend for Simulator {
         if world.nodes().is_empty() {
             for n in &self.nodes {
                 world.add_node(wit::Node {
+                    labels: Vec::new(),
+                    domains: Vec::new(),
                     name: n.name.clone(),
                     cpu_millicores: n.cpu_millicores,
                     memory_bytes: n.memory_bytes,
