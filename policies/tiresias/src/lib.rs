@@ -387,6 +387,20 @@ mod tests {
     }
 
     #[test]
+    fn a_job_no_node_holds_is_packed_into_one_rack_and_says_so() {
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 4, 4]);
+        // Racks: nodes 0 and 2 in r1, nodes 1 and 3 in r2; first fit alone would take 0 and 1.
+        for (n, rack) in [(0, "r1"), (1, "r2"), (2, "r1"), (3, "r2")] {
+            w.set_domains(NodeId(n), &["b", rack]);
+        }
+        let a = w.queue_job(job("a", "cifar10").gpus(8).replicas(2));
+        let mut h = tiresias(FAST, w);
+        let d = tick(&mut h, 0.0);
+        assert_eq!(placed(&d), [(a, vec![(0, vec![0, 1, 2, 3]), (2, vec![0, 1, 2, 3])])]);
+        assert!(d.actions()[0].reason().ends_with("packed in domain r1"), "{:?}", d.actions()[0].reason());
+    }
+
+    #[test]
     fn a_job_that_has_used_more_gpu_time_yields_to_a_newcomer() {
         let (mut h, a) = demoted(FAST, &[4]);
         let b = h.world.queue_job(job("b", "cifar10").gpus(4));
