@@ -27,6 +27,7 @@ const JOBS: usize = 7 * 24 * 60;
 fn week() -> Scenario {
     let nodes = (0..NODES)
         .map(|i| NodeSpec {
+            domains: Vec::new(),
             name: format!("node-{i:04}"),
             cpu_millicores: 48_000,
             memory_bytes: 192 << 30,

@@ -380,6 +380,7 @@ impl Recorded {
             .nodes
             .iter()
             .map(|n| NodeSpec {
+                domains: Vec::new(),
                 name: n.name.clone(),
                 cpu_millicores: n.cpu_millicores.max(1),
                 memory_bytes: n.memory_bytes,

@@ -75,6 +75,7 @@ source = "a paper"
     assert_eq!(
         w.nodes,
         vec![NodeSpec {
+            domains: Vec::new(),
             name: "a".into(),
             cpu_millicores: 12_500,
             memory_bytes: 48 * GIB,
@@ -359,6 +360,7 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
     assert_eq!(
         w.nodes[3],
         NodeSpec {
+            domains: Vec::new(),
             name: "node-3".into(),
             cpu_millicores: 64_000,
             memory_bytes: 256 * GIB,

@@ -202,6 +202,7 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         POLLUX_NODES,
         opts,
         NodeSpec {
+            domains: Vec::new(),
             name: String::new(),
             cpu_millicores: 64_000,
             memory_bytes: 256 * GIB,
@@ -257,6 +258,7 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         PHILLY_NODES,
         opts,
         NodeSpec {
+            domains: Vec::new(),
             name: String::new(),
             cpu_millicores: 64_000,
             memory_bytes: 512 * GIB,

@@ -15,13 +15,13 @@ impl Backend for Simulator {
         if world.nodes().is_empty() {
             for n in &self.nodes {
                 world.add_node(wit::Node {
-                    labels: Vec::new(),
-                    domains: Vec::new(),
                     name: n.name.clone(),
                     cpu_millicores: n.cpu_millicores,
                     memory_bytes: n.memory_bytes,
                     gpu_memory_bytes: vec![n.gpu_memory_bytes; n.gpus as usize],
                     gpu_type: n.gpu_type.clone(),
+                    labels: Vec::new(),
+                    domains: n.domains.clone(),
                 });
             }
         }

@@ -74,10 +74,52 @@ pub struct FitError {
     pub max_abs: f64,
 }
 
+/// Gavel's measured throughputs (MIT; `data/gavel/`), embedded.
+const GAVEL: &str = include_str!("../../../../data/gavel/simulation_throughputs.json");
+
 static TABLE: LazyLock<Table> = LazyLock::new(|| {
-    Table::parse(include_str!("../../../../data/gavel/simulation_throughputs.json"), "v100")
+    Table::parse(GAVEL, "v100")
         .unwrap_or_else(|e| panic!("the embedded data/gavel/simulation_throughputs.json is malformed: {e}"))
 });
+
+static CROSS_DOMAIN: LazyLock<f64> = LazyLock::new(|| {
+    spread_speed(GAVEL).unwrap_or_else(|e| panic!("the embedded data/gavel/simulation_throughputs.json is malformed: {e}"))
+});
+
+/// The fraction of its speed a GPU job keeps when its nodes lie in more than one topology
+/// domain: the median, over every multi-GPU configuration Gavel measured (model, batch size,
+/// GPU count, on K80, P100 and V100 servers), of its throughput with its workers spread over
+/// servers (`<gpu>_unconsolidated`) against packed on one (`<gpu>`). The assumption is that a
+/// domain boundary costs what a server boundary cost there; the step times a placement gets
+/// already pay for its nodes themselves.
+pub fn cross_domain_speed() -> f64 {
+    *CROSS_DOMAIN
+}
+
+/// [`cross_domain_speed`] from Gavel's throughput file `json`.
+fn spread_speed(json: &str) -> Result<f64, String> {
+    let all: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    let mut ratios = Vec::new();
+    for gpu in ["k80", "p100", "v100"] {
+        let (Some(packed), Some(spread)) = (all.get(gpu), all.get(format!("{gpu}_unconsolidated"))) else {
+            return Err(format!("no `{gpu}` or `{gpu}_unconsolidated` table"));
+        };
+        for (key, row) in spread.as_object().into_iter().flatten().filter(|(k, _)| !k.ends_with(", 1)")) {
+            let alone = |r: &serde_json::Value| r.get("null").and_then(serde_json::Value::as_f64);
+            if let (Some(s), Some(p)) = (alone(row), packed.get(key).and_then(alone))
+                && p > 0.0
+            {
+                ratios.push(s / p);
+            }
+        }
+    }
+    if ratios.is_empty() {
+        return Err("no multi-GPU configuration measured both ways".into());
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    Ok(if ratios.len() % 2 == 1 { ratios[mid] } else { (ratios[mid - 1] + ratios[mid]) / 2.0 })
+}
 
 impl Table {
     fn parse(json: &str, gpu: &str) -> Result<Table, String> {
@@ -319,6 +361,13 @@ pub fn used(holders: &[Holder], speeds: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_across_domains_keeps_the_median_speed_gavel_measured_across_servers() {
+        let speed = cross_domain_speed();
+        assert!((speed - 0.739).abs() < 0.001, "{speed}: 165 configurations, median 0.739");
+        assert!(spread_speed("{}").is_err());
+    }
 
     fn alone_or_shared(kind: usize, share: Option<f64>) -> Holder {
         Holder { kind, share }

@@ -301,12 +301,14 @@ impl Simulator {
     /// takes the configuration it runs there.
     pub(super) fn set_step_time(&mut self, i: usize) {
         let types = self.gpu_types_of(i);
+        // Spread over topology domains, each step pays the slower links between them.
+        let slowdown = if self.spans_domains(i) { 1.0 / colocation::cross_domain_speed() } else { 1.0 };
         let j = &mut self.jobs[i];
         let Some(config) = j.gpu else { return };
         let shape = shape_of(j.gpus.iter().map(|s| s.node));
         match gpu_step(&j.plan, config, j.pinned_batch, &types, &shape, j.epoch + 1) {
             Some((step_s, config)) => {
-                j.step_s = step_s;
+                j.step_s = step_s * slowdown;
                 if j.plan.by_goodput() {
                     j.gpu = Some(config);
                     j.max_cores = f64::from(config.replicas) * FEED_CORES_PER_GPU;
@@ -314,6 +316,14 @@ impl Simulator {
             }
             None => j.step_s = f64::INFINITY,
         }
+    }
+
+    /// Whether job `i`'s GPUs lie on nodes of more than one topology domain (the nodes' full
+    /// domain lists differ; nodes that name none have no topology).
+    fn spans_domains(&self, i: usize) -> bool {
+        let mut domains = self.jobs[i].gpus.iter().filter_map(|s| self.nodes.get(s.node as usize)).map(|n| &n.domains);
+        let Some(first) = domains.next() else { return false };
+        domains.any(|d| d != first)
     }
 
     /// The GPU types of the GPUs job `i` holds, each once.

@@ -495,6 +495,7 @@ pub(crate) mod tests {
         // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
         let profile = Arc::new(sample());
         let node = NodeSpec {
+            domains: Vec::new(),
             name: "n".into(),
             cpu_millicores: 4000,
             memory_bytes: 1 << 30,

@@ -16,6 +16,7 @@ use crate::backend::sim::workload::{JobPlan, NodeSpec};
 
 fn node(name: &str, cores: u64) -> NodeSpec {
     NodeSpec {
+        domains: Vec::new(),
         name: name.into(),
         cpu_millicores: cores * 1000,
         memory_bytes: 64 << 30,
@@ -155,6 +156,38 @@ fn a_policy_that_places_leaves_arrivals_queued_until_it_places_them() {
     sim.observe(&mut world, 50_000);
     let s = world.state(0).unwrap();
     assert!(s.cpu_used_millicores > 0 && s.run_ms == 40_000 && s.gpu_ms == 80_000, "{s:?}");
+}
+
+#[test]
+fn a_job_spread_over_two_topology_domains_steps_slower_by_the_measured_factor() {
+    // The same job spread over two nodes of one rack, and of two racks.
+    let epoch_s = |racks: [&str; 2]| {
+        let gpu_node = |name: &str, rack: &str| NodeSpec {
+            gpus: 2,
+            gpu_memory_bytes: 32 << 30,
+            domains: vec!["block".into(), rack.into()],
+            ..node(name, 16)
+        };
+        let jobs = vec![JobPlan { gpus: 4, replicas: 2, ..plan("a", 0.0) }];
+        let w = Workload::of("t", vec![gpu_node("g0", racks[0]), gpu_node("g1", racks[1])], jobs);
+        let mut sim = Simulator::new(&w, quiet());
+        sim.set_placer(Placer::Policy);
+        let mut world = World::new();
+        sim.observe(&mut world, 1_000);
+        assert!(sim.apply(&[place(0, &[(0, &[0, 1]), (1, &[0, 1])], false)], &mut world).is_empty());
+        assert_eq!(world.nodes()[1].domains, ["block", racks[1]], "the policy sees the domains");
+        let mut now = 1_000;
+        while world.history(0).count() < 2 {
+            now += 1_000;
+            sim.observe(&mut world, now);
+        }
+        let h: Vec<u64> = world.history(0).map(|r| r.time_ms).collect();
+        (h[1] - h[0]) as f64 / 1000.0
+    };
+    let (near, far) = (epoch_s(["r1", "r1"]), epoch_s(["r1", "r2"]));
+    let ratio = far / near;
+    let want = 1.0 / colocation::cross_domain_speed();
+    assert!((ratio - want).abs() < 0.02 * want, "an epoch takes {near} s in one rack, {far} s over two: {ratio}");
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub struct NodeSpec {
     pub gpu_memory_bytes: u64,
     /// The type of its GPUs, as policies see it ("t4", "a100"); empty when not said.
     pub gpu_type: String,
+    /// Its topology domains, coarsest first ("block-1", "rack-3"); empty when not said.
+    pub domains: Vec<String>,
 }
 
 /// One job the simulator will start at `arrival_s`.

@@ -12,6 +12,7 @@ use crate::experiment::sweep::{Axis, Point};
 
 fn node(name: &str, gpus: u32) -> NodeSpec {
     NodeSpec {
+        domains: Vec::new(),
         name: name.into(),
         cpu_millicores: 8000,
         memory_bytes: 64 << 30,
