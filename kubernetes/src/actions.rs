@@ -20,7 +20,7 @@ use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint}
 use wasmsched_core::live::effect;
 use wasmsched_core::world::{GpuSlot, JobState, World};
 
-mod requests;
+pub(crate) mod requests;
 
 use requests::deliver;
 pub(super) use requests::{Freeing, Frees, PodRef, bind, delete, gone};
@@ -74,8 +74,8 @@ pub(super) struct Flight {
     /// For a placement the world already shows bound: the wait it had, restored if the bind
     /// fails.
     assumed: Option<(wit::WaitReason, u64)>,
-    /// For a resize: the node and GPUs it gives the job.
-    resize: Option<(u32, Vec<u32>)>,
+    /// For a resize (or a group's move): the node (its first) and GPUs it gives the job.
+    pub(super) resize: Option<(u32, Vec<GpuSlot>)>,
     /// For a resize the world already shows on its new GPUs: the node and GPUs it held
     /// before, restored if the resize fails.
     held: Option<(u32, Vec<GpuSlot>)>,
@@ -89,7 +89,7 @@ impl Flight {
         moves: bool,
         by: By,
         target: Option<(u32, Vec<GpuSlot>)>,
-        resize: Option<(u32, Vec<u32>)>,
+        resize: Option<(u32, Vec<GpuSlot>)>,
         task: tokio::task::JoinHandle<Result<Effect, Failure>>,
     ) -> Flight {
         Flight {
@@ -156,7 +156,9 @@ impl Kubernetes {
         let mut sent = Vec::new();
         // A placement (or a resize onto another node) must find the room kube-scheduler would
         // ask for: the policy sees GPUs, not the pods' requests, selectors or a node's pod count.
-        let takes_room = |a: &&wit::Action| matches!(a.kind, wit::ActionKind::Place(_) | wit::ActionKind::Resize(_));
+        let takes_room = |a: &&wit::Action| {
+            matches!(a.kind, wit::ActionKind::Place(_) | wit::ActionKind::Resize(_) | wit::ActionKind::Migrate(_))
+        };
         let mut rooms = if actions.iter().any(|a| takes_room(&a)) { self.rooms(world) } else { Vec::new() };
         for action in rest.into_iter().chain(places) {
             if busy.contains(&action.job) {
@@ -172,7 +174,10 @@ impl Kubernetes {
                 }
             };
             let sent_now = match pieces {
-                Some(pieces) => self.send_group_place(action, pieces, world, by, &first),
+                Some(pieces) if matches!(action.kind, wit::ActionKind::Place(_)) => {
+                    self.send_group_place(action, pieces, world, by, &first)
+                }
+                Some(pieces) => self.send_group_move(action, pieces, world, by, &freeing),
                 None => self.send(action, world, by, &first, &freeing),
             };
             match sent_now {
@@ -197,14 +202,15 @@ impl Kubernetes {
                 world.start_job(flight.job, *node, slots.clone());
                 self.set_spread(&flight.uid, flight.spread.as_deref());
             }
-            if let Some((node, gpus)) = &flight.resize
+            if let Some((node, slots)) = &flight.resize
                 && let Some(state) = world.state_mut(flight.job).filter(|s| s.is_running())
             {
                 // Shown on its new GPUs while the resize goes on, so that no later tick gives
                 // them away; back where it was if the resize fails.
-                let slots = gpus.iter().map(|&index| GpuSlot { node: *node, index }).collect();
-                flight.held =
-                    Some((std::mem::replace(&mut state.node, *node), std::mem::replace(&mut state.gpus, slots)));
+                flight.held = Some((
+                    std::mem::replace(&mut state.node, *node),
+                    std::mem::replace(&mut state.gpus, slots.clone()),
+                ));
             }
             self.flight.push(flight);
         }
@@ -220,17 +226,23 @@ impl Kubernetes {
         world: &World,
         rooms: &mut [super::queue::Room],
     ) -> Result<Option<super::group::Pieces>, String> {
-        let placement = match &action.kind {
-            wit::ActionKind::Place(placement) => placement,
-            wit::ActionKind::Resize(r) => &r.placement,
-            _ => return Ok(None),
-        };
-        let (Some(target), Some(m)) =
-            (placement.nodes.first(), self.uid_of(action.job).and_then(|u| self.jobs.get(&u)))
-        else {
-            return Ok(None);
-        };
-        if let (Some(g), wit::ActionKind::Place(_)) = (&m.gang, &action.kind) {
+        let Some(m) = self.uid_of(action.job).and_then(|u| self.jobs.get(&u)) else { return Ok(None) };
+        if let Some(g) = &m.gang {
+            let placement = match &action.kind {
+                wit::ActionKind::Place(placement) => placement.clone(),
+                _ => match self.group_destination(action, world) {
+                    Some(placement) => {
+                        // Its pods leave their nodes: their room is theirs to take again.
+                        for p in &g.members {
+                            if let Some(room) = p.node.and_then(|n| rooms.get_mut(n as usize)) {
+                                room.give(p.requests);
+                            }
+                        }
+                        placement
+                    }
+                    None => return Ok(None),
+                },
+            };
             let room = |node: u32, i: usize| {
                 let p = &g.members[i];
                 let (Some(room), Some(n)) = (rooms.get_mut(node as usize), self.nodes.get(node as usize)) else {
@@ -241,8 +253,14 @@ impl Kubernetes {
                 room.take(p.requests);
                 Ok(())
             };
-            return super::group::deal(placement, &g.members, room).map(Some);
+            return super::group::deal(&placement, &g.members, room).map(Some);
         }
+        let placement = match &action.kind {
+            wit::ActionKind::Place(placement) => placement,
+            wit::ActionKind::Resize(r) => &r.placement,
+            _ => return Ok(None),
+        };
+        let Some(target) = placement.nodes.first() else { return Ok(None) };
         if matches!(action.kind, wit::ActionKind::Resize(_))
             && world.state(action.job).is_some_and(|s| s.node == target.node)
         {
@@ -274,7 +292,10 @@ impl Kubernetes {
         let state = world.state(action.job).ok_or("the pod is no longer managed")?;
         let (target, resize) = match &action.kind {
             wit::ActionKind::Place(p) => (p.nodes.first().map(|n| (n.node, n.gpus.clone())), None),
-            wit::ActionKind::Resize(r) => (None, r.placement.nodes.first().map(|n| (n.node, n.gpus.clone()))),
+            wit::ActionKind::Resize(r) => (
+                None,
+                r.placement.nodes.first().map(|n| (n.node, n.gpus.iter().map(|&index| GpuSlot { node: n.node, index }).collect())),
+            ),
             _ => (None, None),
         };
         let moves =
@@ -608,7 +629,7 @@ impl Kubernetes {
         }
         match &mut effect {
             Effect::Cpu(_) | Effect::Memory(_) => self.follow_anew(uid),
-            Effect::Done | Effect::Shared { .. } | Effect::StartedSpread { .. } => {}
+            Effect::Done | Effect::Shared { .. } | Effect::StartedSpread { .. } | Effect::MovedSpread { .. } => {}
             Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.job.refused, m.retry) = (None, None);

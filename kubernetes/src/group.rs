@@ -34,6 +34,7 @@ use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
 
+mod moves;
 mod run;
 
 /// Label: a Kueue plain-pod group's name.

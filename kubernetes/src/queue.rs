@@ -69,6 +69,13 @@ impl Room {
         Ok(())
     }
 
+    /// Give back what a pod asking `requests` took (it leaves the node).
+    pub(super) fn give(&mut self, requests: (u64, u64)) {
+        self.cpu = self.cpu.saturating_add(requests.0);
+        self.memory = self.memory.saturating_add(requests.1);
+        self.pods = self.pods.saturating_add(1);
+    }
+
     /// Take a pod asking `requests` out of the room.
     pub(super) fn take(&mut self, requests: (u64, u64)) {
         self.cpu = self.cpu.saturating_sub(requests.0);

@@ -43,6 +43,19 @@ pub enum Effect<C> {
         /// After a resize, the batch size in force (None within: unchanged).
         resized: Option<Option<u32>>,
     },
+    /// A running job spread over several nodes (a group of pods) was re-created from its
+    /// checkpoint as `copies` (one per piece, in order) on `gpus`, `node` its first: a
+    /// migration or a resize that keeps its pieces, at that batch size (None: the one it had).
+    MovedSpread {
+        /// Its first node now.
+        node: u32,
+        /// Its GPUs now, on all its nodes.
+        gpus: Vec<GpuSlot>,
+        /// The copies that run it, piece by piece.
+        copies: Vec<C>,
+        /// After a resize, the batch size in force (None within: unchanged; None: a migration).
+        resized: Option<Option<u32>>,
+    },
     /// A running job was re-created as `copy` with its GPU share at `percent`.
     Shared {
         /// The copy that runs it.
@@ -85,6 +98,14 @@ impl<C> Effect<C> {
                 if let Some(s) = world.state_mut(job) {
                     s.node = *node;
                     s.gpus = slots(*node, gpus);
+                    s.batch_size = resized.flatten().unwrap_or(s.batch_size);
+                }
+            }
+            Effect::MovedSpread { node, gpus, resized, .. } => {
+                copied(job, world);
+                if let Some(s) = world.state_mut(job) {
+                    s.node = *node;
+                    s.gpus = gpus.clone();
                     s.batch_size = resized.flatten().unwrap_or(s.batch_size);
                 }
             }

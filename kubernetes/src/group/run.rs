@@ -314,7 +314,7 @@ impl Kubernetes {
     }
 
     /// How this host takes pods back ([`TakeBack`]).
-    fn taker(&self) -> TakeBack {
+    pub(super) fn taker(&self) -> TakeBack {
         TakeBack {
             scheduler: self.config.scheduler.clone(),
             api: self.pods_api(),
@@ -468,11 +468,9 @@ impl Kubernetes {
                 })
             }
             wit::ActionKind::Deliver => self.act(p, action, state, freeing),
-            wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => declined(
-                "a pod group moves whole: preempt it and place it again (its migration and resize are not carried \
-                 out yet)"
-                    .into(),
-            ),
+            wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => {
+                declined("a group's migration or resize is dealt to its pods first".into())
+            }
             wit::ActionKind::SetCpu(_) | wit::ActionKind::SetMemory(_) => declined(
                 "a pod group's pods keep the limits they declare: set-cpu and set-memory act on pods of their own"
                     .into(),
@@ -507,6 +505,26 @@ impl Kubernetes {
                 tracing::info!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "preempted: every pod of the group waits unbound with its checkpoint");
                 self.set_spread(entry, None);
             }
+            Effect::MovedSpread { copies, resized, gpus, .. } => {
+                // The copies are the group's pods now, piece by piece; the leader's log is
+                // followed from its copy's start.
+                if let Some(g) = m.gang.as_mut() {
+                    for (member, copy) in g.members.iter_mut().zip(copies) {
+                        (member.uid, member.name) = (Arc::from(copy.uid.as_str()), copy.name.clone());
+                        member.last_cpu = None;
+                    }
+                    g.seen = 0;
+                    let what = if resized.is_some() { "resized" } else { "migrated" };
+                    tracing::info!(job, group = %g.key.name, pods = copies.len(), gpus = gpus.len(), "{what}: every pod of the group re-created from its checkpoint");
+                }
+                if let Some(f) = m.follower.take() {
+                    f.abort();
+                }
+                m.job.last_line_ns = Arc::default();
+                if let Some(copy) = copies.first() {
+                    m.name = copy.name.clone();
+                }
+            }
             Effect::Removed => {
                 self.unmanage(entry);
             }
@@ -519,7 +537,7 @@ impl Kubernetes {
 
 /// What taking a group's pods back needs: our scheduler's name and the pods' API.
 #[derive(Clone)]
-struct TakeBack {
+pub(super) struct TakeBack {
     scheduler: String,
     api: kube::Api<Pod>,
     limit: Duration,
@@ -530,7 +548,7 @@ impl TakeBack {
     /// Re-create `pods` unbound, each from its own spec (waiting as preempted when
     /// `preempted`, carrying the job's attained `service` and its arrival), delete the
     /// originals and wait until they are gone; all at once. The leader's copy is the effect's.
-    fn run(
+    pub(super) fn run(
         self,
         pods: Vec<Pod>,
         preempted: bool,

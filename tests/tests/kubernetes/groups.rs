@@ -427,7 +427,7 @@ fn a_group_too_large_is_refused_not_held_and_one_that_loses_a_pod_is_taken_back_
     not(live_kubernetes),
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
-fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() {
+fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_checkpoint() {
     use crate::cluster::{TrainerPod, trainer_cluster_or_skip};
     use wasmsched::bindings::wit;
     let (c, image, _serial) = trainer_cluster_or_skip!();
@@ -516,9 +516,27 @@ fn a_group_of_trainer_pods_is_preempted_whole_and_resumes_from_its_checkpoint() 
     wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's preemption");
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm2".to_string()), Some("vm2".to_string())], "both on the node named");
+
+    // Migrated whole to vm: both pods re-created from their checkpoints and bound there.
+    let last = world.history(handle).last().unwrap().epoch;
+    let moved = Instant::now();
+    let mut errors = k.apply(&[crate::action(handle, wit::ActionKind::Migrate(0))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(handle).map(|s| s.node), Some(0), "the world shows it on vm");
+    c.wait(&label, "epochs again after the migration", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+    });
+    let migrated = moved.elapsed();
+    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's migration");
+    let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
+    assert_eq!(on, [Some("vm".to_string()), Some("vm".to_string())], "both moved to vm");
+    assert_eq!(crate::job_named(&world, "pair"), Some(handle), "the same job runs on");
     eprintln!(
         "a group of 2 trainer pods: bound whole to its third epoch {first:.1?}; preempted (both re-created unbound) in \
-         {took:.1?}; placed again to its second epoch after {resumed:.1?}"
+         {took:.1?}; placed again to its second epoch after {resumed:.1?}; migrated to its second epoch after \
+         {migrated:.1?}"
     );
 
     // Stopped whole.
