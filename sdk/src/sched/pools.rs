@@ -244,6 +244,22 @@ mod tests {
     }
 
     #[test]
+    fn a_spill_stays_in_the_finest_topology_domain_that_holds_it() {
+        let mut w = TestWorld::gpu_cluster(&[4, 4, 4, 4]);
+        let nodes: Vec<(NodeId, u32)> = (0..4).map(|n| (NodeId(n), 4)).collect();
+        let without = FreeGpus::of(&seen(&mut w).view()).carve(&nodes, 8, Pieces { size: 4, nodes: 2 }, Spill::MostFree);
+        assert_eq!(at(&without.unwrap()), [(0, vec![0, 1, 2, 3]), (1, vec![0, 1, 2, 3])], "no topology: index order");
+        for (n, rack) in [(0, "r1"), (1, "r2"), (2, "r1"), (3, "r2")] {
+            w.set_domains(NodeId(n), &["b", rack]);
+        }
+        let mut free = FreeGpus::of(&seen(&mut w).view());
+        let packed = free.carve(&nodes, 8, Pieces { size: 4, nodes: 2 }, Spill::MostFree).unwrap();
+        assert_eq!(at(&packed), [(0, vec![0, 1, 2, 3]), (2, vec![0, 1, 2, 3])], "both in rack r1");
+        let next = free.carve(&nodes, 8, Pieces { size: 4, nodes: 2 }, Spill::MostFree).unwrap();
+        assert_eq!(at(&next), [(1, vec![0, 1, 2, 3]), (3, vec![0, 1, 2, 3])], "then rack r2");
+    }
+
+    #[test]
     fn carve_takes_the_fullest_node_that_holds_the_job_whole() {
         let mut w = TestWorld::gpu_cluster(&[8, 4, 4]);
         let a = w.queue_job(job("a", "cifar10").gpus(2));
