@@ -8,14 +8,17 @@
 //! both schedulers share, on a 2-core machine. With it stopped nothing makes a namespace's
 //! `default` ServiceAccount, so the harness does, and a deleted namespace stays `Terminating`
 //! until it is back (its pods are deleted here, at once).
+//!
+//! [`sia`] is a second experiment on the same footing: a live Sia run of pod groups.
 
 pub mod control_plane;
 pub mod host;
 pub mod manifests;
 pub mod measure;
+pub mod sia;
 pub mod table;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::{StreamExt, stream};
@@ -166,6 +169,9 @@ pub enum ScaleError {
         /// Where to look.
         hint: String,
     },
+    /// The workload of a `sia` run.
+    #[error(transparent)]
+    Workload(#[from] sia::WorkloadError),
     /// Ctrl-C.
     #[error("interrupted (Ctrl-C); the nodes and namespaces were deleted and the control plane restored")]
     Interrupted,
@@ -180,7 +186,7 @@ fn spawn_logged(command: &mut std::process::Command, log: std::fs::File) -> std:
     command.stdin(Stdio::null()).stdout(log).stderr(err).process_group(0).spawn()
 }
 
-fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScaleError {
+pub(crate) fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScaleError {
     let what = what.into();
     move |source| ScaleError::Api { what, source }
 }
@@ -190,16 +196,8 @@ fn api_error(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ScaleError 
 /// plane as it found it, also when a step fails or Ctrl-C arrives.
 pub async fn run(options: &Options) -> Result<Report, ScaleError> {
     check(options)?;
-    let client = client(options).await?;
-    let mut cluster = Cluster {
-        client: client.clone(),
-        kcm: Daemon::find(&options.k8s_run, "kcm")?,
-        scheduler: Daemon::find(&options.k8s_run, "scheduler")?,
-        apiserver_pid: std::fs::read_to_string(options.k8s_run.join("apiserver.pid"))
-            .ok()
-            .and_then(|s| s.trim().parse().ok()),
-        namespaces: Vec::new(),
-    };
+    let client = client(&options.kubeconfig).await?;
+    let mut cluster = Cluster::find(client, &options.k8s_run)?;
     let outcome = tokio::select! {
         r = experiment(options, &mut cluster) => r,
         _ = tokio::signal::ctrl_c() => Err(ScaleError::Interrupted),
@@ -239,9 +237,10 @@ fn check(options: &Options) -> Result<(), ScaleError> {
     Ok(())
 }
 
-async fn client(options: &Options) -> Result<kube::Client, ScaleError> {
-    let fail = |detail: String| ScaleError::Kubeconfig { path: options.kubeconfig.clone(), detail };
-    let file = kube::config::Kubeconfig::read_from(&options.kubeconfig).map_err(|e| fail(e.to_string()))?;
+/// A client of the cluster of `kubeconfig`, once its apiserver has answered.
+pub(crate) async fn client(kubeconfig: &Path) -> Result<kube::Client, ScaleError> {
+    let fail = |detail: String| ScaleError::Kubeconfig { path: kubeconfig.to_owned(), detail };
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| fail(e.to_string()))?;
     let config = kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
         .await
         .map_err(|e| fail(e.to_string()))?;
@@ -251,19 +250,47 @@ async fn client(options: &Options) -> Result<kube::Client, ScaleError> {
 }
 
 /// What the harness changed on the cluster, to put back.
-struct Cluster {
-    client: kube::Client,
-    kcm: Daemon,
-    scheduler: Daemon,
-    apiserver_pid: Option<u32>,
-    namespaces: Vec<String>,
+pub(crate) struct Cluster {
+    pub(crate) client: kube::Client,
+    pub(crate) kcm: Daemon,
+    pub(crate) scheduler: Daemon,
+    pub(crate) apiserver_pid: Option<u32>,
+    pub(crate) namespaces: Vec<String>,
 }
 
 impl Cluster {
+    /// The cluster of `client` with the kit's daemons as `$K8S_RUN` (`k8s_run`) finds them.
+    pub(crate) fn find(client: kube::Client, k8s_run: &Path) -> Result<Cluster, ScaleError> {
+        Ok(Cluster {
+            client,
+            kcm: Daemon::find(k8s_run, "kcm")?,
+            scheduler: Daemon::find(k8s_run, "scheduler")?,
+            apiserver_pid: std::fs::read_to_string(k8s_run.join("apiserver.pid"))
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            namespaces: Vec::new(),
+        })
+    }
+
+    /// Deletes what a previous run left (killed before it cleaned up: its namespaces and
+    /// nodes), then stops the controller manager so that nodes without a kubelet stay Ready.
+    pub(crate) async fn take_over(&mut self) -> Result<(), ScaleError> {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let ours = ListParams::default().labels(&format!("{}=true", manifests::SCALE_LABEL));
+        for ns in namespaces.list_metadata(&ours).await.map_err(api_error("list namespaces"))? {
+            delete_namespace(&self.client, &ns.metadata.name.unwrap_or_default()).await;
+        }
+        delete_scale_nodes(&self.client).await;
+        if self.kcm.was_running() {
+            self.kcm.stop();
+        }
+        Ok(())
+    }
+
     /// Deletes the harness's nodes and its namespaces' pods (at once: no kubelet would ever
     /// confirm a graceful deletion) and namespaces, then restores the controller manager and
     /// the scheduler. Best effort: each failure is logged and the rest still done.
-    async fn clean_up(&mut self) {
+    pub(crate) async fn clean_up(&mut self) {
         for ns in std::mem::take(&mut self.namespaces) {
             delete_namespace(&self.client, &ns).await;
         }
@@ -276,7 +303,8 @@ impl Cluster {
     }
 }
 
-async fn delete_namespace(client: &kube::Client, ns: &str) {
+/// Deletes the pods (at once), the `PodGroup`s and then the namespace `ns`.
+pub(crate) async fn delete_namespace(client: &kube::Client, ns: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
     if let Err(e) = pods.delete_collection(&now, &ListParams::default()).await {
@@ -328,19 +356,13 @@ async fn delete_scale_nodes(client: &kube::Client) {
 async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, ScaleError> {
     let started_unix_s = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let client = cluster.client.clone();
-    // A previous run's, if it was killed before it cleaned up.
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ours = ListParams::default().labels(&format!("{}=true", manifests::SCALE_LABEL));
-    for ns in namespaces.list_metadata(&ours).await.map_err(api_error("list namespaces"))? {
-        delete_namespace(&client, &ns.metadata.name.unwrap_or_default()).await;
-    }
-    delete_scale_nodes(&client).await;
-    if cluster.kcm.was_running() {
-        cluster.kcm.stop();
-    }
+    cluster.take_over().await?;
     let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
     let t = Instant::now();
-    create_nodes(&client, shape, options).await?;
+    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
+    let status = manifests::node_status(shape, now.as_str().unwrap_or_default());
+    let nodes = (1..=options.nodes).map(|i| (manifests::node(i), status.clone())).collect();
+    create_nodes(&client, nodes, options.concurrency).await?;
     let nodes_create_s = t.elapsed().as_secs_f64();
     tracing::info!(nodes = options.nodes, secs = nodes_create_s, "nodes created and Ready");
 
@@ -374,32 +396,35 @@ async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, 
     })
 }
 
-async fn create_nodes(client: &kube::Client, shape: NodeShape, options: &Options) -> Result<(), ScaleError> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
-    let status = manifests::node_status(shape, now.as_str().unwrap_or_default());
+/// Creates each node, then patches its status with the merge patch beside it (the status of
+/// a create is ignored), `concurrency` requests in flight.
+pub(crate) async fn create_nodes(
+    client: &kube::Client,
+    nodes: Vec<(Node, serde_json::Value)>,
+    concurrency: usize,
+) -> Result<(), ScaleError> {
+    let api: Api<Node> = Api::all(client.clone());
     let (post, patch) = (PostParams::default(), PatchParams::default());
-    let results: Vec<Result<(), ScaleError>> = stream::iter(1..=options.nodes)
-        .map(|i| {
-            let (nodes, post, patch, status) = (&nodes, &post, &patch, &status);
+    let results: Vec<Result<(), ScaleError>> = stream::iter(nodes)
+        .map(|(node, status)| {
+            let (api, post, patch) = (&api, &post, &patch);
             async move {
-                let name = manifests::node_name(i);
-                nodes.create(post, &manifests::node(i)).await.map_err(api_error(format!("create node {name}")))?;
-                nodes
-                    .patch_status(&name, patch, &Patch::Merge(status))
+                let name = node.metadata.name.clone().unwrap_or_default();
+                api.create(post, &node).await.map_err(api_error(format!("create node {name}")))?;
+                api.patch_status(&name, patch, &Patch::Merge(status))
                     .await
                     .map_err(api_error(format!("patch the status of node {name}")))?;
                 Ok(())
             }
         })
-        .buffer_unordered(options.concurrency.max(1))
+        .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
     results.into_iter().collect()
 }
 
 /// A fresh namespace with its `default` ServiceAccount; remembered for the clean-up.
-async fn fresh_namespace(cluster: &mut Cluster, name: String) -> Result<String, ScaleError> {
+pub(crate) async fn fresh_namespace(cluster: &mut Cluster, name: String) -> Result<String, ScaleError> {
     let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
     namespaces
         .create(&PostParams::default(), &manifests::namespace(&name))
@@ -428,6 +453,9 @@ async fn run_wasmsched(
     let listen = host::free_loopback_addr().map_err(|source| HostError::Prepare { path: dir.to_owned(), source })?;
     let config = HostConfig {
         tick: options.tick,
+        policy: "fifo".into(),
+        deadline: None,
+        audit: None,
         policies_dir: dir.join("policies.d"),
         cache_dir: dir.join("cache"),
         kubeconfig: options.kubeconfig.clone(),
@@ -446,7 +474,7 @@ async fn run_wasmsched(
 
 /// Starts the host and waits until its control API answers and its loop has observed the
 /// cluster once (up to 120 s).
-async fn start_host(
+pub(crate) async fn start_host(
     binary: &std::path::Path,
     config: PathBuf,
     log: PathBuf,

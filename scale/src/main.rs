@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
+use wasmsched_scale::kubernetes::sia::{self, SiaOptions};
 use wasmsched_scale::kubernetes::{self, Only, Options};
 
 /// Scale experiments of the wasmsched host.
@@ -21,6 +22,10 @@ enum Command {
     /// wasmsched and kube-scheduler binding the same pods on the same fake nodes of a real
     /// cluster (the kit's `cluster up`): one table, both side by side.
     Kubernetes(KubernetesArgs),
+    /// A live Sia run: object nodes shaped like `heterogeneous-64`, Sia's workload submitted
+    /// as pod groups at its arrival times (sped up), the host with Sia alone; reports whether
+    /// every placement Sia made over several nodes was bound whole.
+    Sia(SiaArgs),
 }
 
 #[derive(clap::Args)]
@@ -83,6 +88,46 @@ struct KubernetesArgs {
     json: Option<PathBuf>,
 }
 
+#[derive(clap::Args)]
+struct SiaArgs {
+    /// Sia's workload CSV (`name,time,application,num_replicas,batch_size`).
+    #[arg(long, default_value = sia::workload::DEFAULT_WORKLOAD)]
+    workload: PathBuf,
+    /// Arrival times are divided by this (and Sia's 60 s round with them).
+    #[arg(long, default_value_t = 120.0)]
+    speedup: f64,
+    /// Only the first N jobs in arrival order.
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// How long the run goes on after the last job's arrival.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    tail: Duration,
+    /// The host's tick.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    tick: Duration,
+    /// Sia's deadline per call (its integer program over the queue).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    deadline: Duration,
+    /// The host's binary.
+    #[arg(long, default_value = "target/release/wasmsched")]
+    host_bin: PathBuf,
+    /// The Sia policy component the host runs.
+    #[arg(long, default_value = "target/policies/wasm32-wasip2/release/policy_sia.wasm")]
+    policy: PathBuf,
+    /// The cluster's kubeconfig; default: `$K8S_RUN/admin.kubeconfig`.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kit's state folder, with the controller manager's and the scheduler's pid files.
+    #[arg(long, env = "K8S_RUN", default_value = "/tmp/k8s-run")]
+    k8s_run: PathBuf,
+    /// Requests in flight while creating nodes and pods.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Write the report as JSON here too.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -90,7 +135,32 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let Command::Kubernetes(a) = Cli::parse().command;
+    match Cli::parse().command {
+        Command::Kubernetes(a) => kubernetes(a).await,
+        Command::Sia(a) => sia(a).await,
+    }
+}
+
+async fn sia(a: SiaArgs) -> anyhow::Result<()> {
+    let options = SiaOptions {
+        kubeconfig: a.kubeconfig.unwrap_or_else(|| a.k8s_run.join("admin.kubeconfig")),
+        workload: a.workload,
+        speedup: a.speedup,
+        jobs: a.jobs,
+        tail: a.tail,
+        tick: a.tick,
+        deadline: a.deadline,
+        host_bin: a.host_bin,
+        policy: a.policy,
+        k8s_run: a.k8s_run,
+        concurrency: a.concurrency,
+    };
+    let report = sia::run(&options).await.context("the Sia run failed")?;
+    println!("{}", sia::table::render(&report));
+    write_json(a.json, &report)
+}
+
+async fn kubernetes(a: KubernetesArgs) -> anyhow::Result<()> {
     let kubeconfig = a.kubeconfig.unwrap_or_else(|| a.k8s_run.join("admin.kubeconfig"));
     let options = Options {
         nodes: a.nodes,
@@ -112,8 +182,13 @@ async fn main() -> anyhow::Result<()> {
     };
     let report = kubernetes::run(&options).await.context("the scale run failed")?;
     println!("{}", kubernetes::table::render(&report));
-    if let Some(path) = a.json {
-        let text = serde_json::to_string_pretty(&report).context("cannot encode the report")?;
+    write_json(a.json, &report)
+}
+
+/// Writes `report` as JSON to `path`, if given.
+fn write_json(path: Option<PathBuf>, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(path) = path {
+        let text = serde_json::to_string_pretty(report).context("cannot encode the report")?;
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(())

@@ -56,7 +56,14 @@ pub enum HostError {
 pub struct HostConfig {
     /// The loop's tick.
     pub tick: Duration,
-    /// The policies folder (holding `fifo.wasm`).
+    /// The active policy's name (`fifo`, `sia`): its table is `[policy.NAME]`, its component
+    /// `NAME.wasm` in the policies folder.
+    pub policy: String,
+    /// The policy's deadline per call; None: the host's default (50 ms).
+    pub deadline: Option<Duration>,
+    /// The audit log (`[record] audit`); None: nothing recorded.
+    pub audit: Option<PathBuf>,
+    /// The policies folder (holding `NAME.wasm`).
     pub policies_dir: PathBuf,
     /// Where compiled policies are cached.
     pub cache_dir: PathBuf,
@@ -71,10 +78,10 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
-    /// The config as TOML (`docs/run.md`, `examples/kubernetes.toml`): FIFO active, nothing
-    /// recorded, the other sections at their defaults.
+    /// The config as TOML (`docs/run.md`, `examples/kubernetes.toml`): the named policy active,
+    /// the audit log where asked, the other sections at their defaults.
     pub fn to_toml(&self) -> String {
-        format!(
+        let mut toml = format!(
             "# Written by wasmsched-scale.\n\
              tick = \"{tick}ms\"\n\
              policies-dir = {policies}\n\
@@ -88,10 +95,7 @@ impl HostConfig {
              scheduler-name = {scheduler}\n\
              \n\
              [api]\n\
-             listen = \"{listen}\"\n\
-             \n\
-             [policy.fifo]\n\
-             role = \"active\"\n",
+             listen = \"{listen}\"\n",
             tick = self.tick.as_millis(),
             policies = toml_string(&self.policies_dir.to_string_lossy()),
             cache = toml_string(&self.cache_dir.to_string_lossy()),
@@ -100,8 +104,22 @@ impl HostConfig {
             managed = super::manifests::MANAGED_LABEL,
             scheduler = toml_string(&self.scheduler_name),
             listen = self.listen,
-        )
+        );
+        if let Some(audit) = &self.audit {
+            toml.push_str(&format!("\n[record]\naudit = {}\n", toml_string(&audit.to_string_lossy())));
+        }
+        toml.push_str(&format!("\n[policy.{}]\nrole = \"active\"\n", toml_key(&self.policy)));
+        if let Some(deadline) = self.deadline {
+            toml.push_str(&format!("deadline = \"{}ms\"\n", deadline.as_millis()));
+        }
+        toml
     }
+}
+
+/// `key` as a TOML key: bare when it can be, quoted otherwise.
+pub fn toml_key(key: &str) -> String {
+    let bare = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if bare { key.to_owned() } else { toml_string(key) }
 }
 
 /// `s` as a TOML basic string.
@@ -120,16 +138,16 @@ pub fn toml_string(s: &str) -> String {
     out
 }
 
-/// Writes `config` and copies the FIFO component in as `fifo.wasm`; the config's path.
-pub fn prepare(dir: &Path, config: &HostConfig, fifo: &Path) -> Result<PathBuf, HostError> {
+/// Writes `config` and copies the policy's `component` in as `NAME.wasm`; the config's path.
+pub fn prepare(dir: &Path, config: &HostConfig, component: &Path) -> Result<PathBuf, HostError> {
     let prepare_error = |path: &Path| {
         let path = path.to_owned();
         move |source| HostError::Prepare { path, source }
     };
     std::fs::create_dir_all(&config.policies_dir).map_err(prepare_error(&config.policies_dir))?;
     std::fs::create_dir_all(&config.cache_dir).map_err(prepare_error(&config.cache_dir))?;
-    let wasm = config.policies_dir.join("fifo.wasm");
-    std::fs::copy(fifo, &wasm).map_err(prepare_error(fifo))?;
+    let wasm = config.policies_dir.join(format!("{}.wasm", config.policy));
+    std::fs::copy(component, &wasm).map_err(prepare_error(component))?;
     let path = dir.join("host.toml");
     std::fs::write(&path, config.to_toml()).map_err(prepare_error(&path))?;
     Ok(path)
@@ -333,6 +351,9 @@ mod tests {
     fn config() -> HostConfig {
         HostConfig {
             tick: Duration::from_millis(1500),
+            policy: "fifo".into(),
+            deadline: None,
+            audit: None,
             policies_dir: PathBuf::from("/tmp/run \"1\"/policies.d"),
             cache_dir: PathBuf::from("/tmp/run/cache"),
             kubeconfig: PathBuf::from("/tmp/k8s-run/admin.kubeconfig"),
@@ -355,6 +376,22 @@ mod tests {
         assert_eq!(backend["scheduler-name"].as_str(), Some("wasmsched"));
         assert_eq!(t["api"]["listen"].as_str(), Some("127.0.0.1:40123"));
         assert_eq!(t["policy"]["fifo"]["role"].as_str(), Some("active"));
+        assert!(t["policy"]["fifo"].get("deadline").is_none() && t.get("record").is_none());
+    }
+
+    #[test]
+    fn a_named_policy_gets_its_table_deadline_and_the_audit_log() {
+        let c = HostConfig {
+            policy: "sia".into(),
+            deadline: Some(Duration::from_secs(1)),
+            audit: Some(PathBuf::from("/tmp/wasmsched-sia-1/audit.jsonl")),
+            ..config()
+        };
+        let t: toml::Table = c.to_toml().parse().unwrap();
+        assert_eq!(t["policy"]["sia"]["role"].as_str(), Some("active"));
+        assert_eq!(t["policy"]["sia"]["deadline"].as_str(), Some("1000ms"));
+        assert!(t["policy"].get("fifo").is_none());
+        assert_eq!(t["record"]["audit"].as_str(), Some("/tmp/wasmsched-sia-1/audit.jsonl"));
     }
 
     #[test]
@@ -373,6 +410,7 @@ mod tests {
     #[test]
     fn toml_strings_escape_quotes_backslashes_and_controls() {
         assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+        assert_eq!((toml_key("fair-share"), toml_key("a.b")), ("fair-share".to_owned(), "\"a.b\"".to_owned()));
     }
 
     #[test]

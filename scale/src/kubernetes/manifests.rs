@@ -57,10 +57,18 @@ pub fn pod_index(name: &str) -> Option<u32> {
 /// A node as created: its name and the scale label. Its status is patched after
 /// ([`node_status`]): the status of a create is ignored.
 pub fn node(index: u32) -> Node {
+    labelled_node(&node_name(index), &[])
+}
+
+/// A node named `name` with the scale label and `labels` besides (its status as [`node`]'s).
+pub fn labelled_node(name: &str, labels: &[(&str, String)]) -> Node {
+    let mut all = serde_json::Map::new();
+    all.insert(SCALE_LABEL.into(), json!("true"));
+    all.extend(labels.iter().map(|(k, v)| ((*k).to_owned(), json!(v))));
     typed(json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": { "name": node_name(index), "labels": { SCALE_LABEL: "true" } },
+        "metadata": { "name": name, "labels": all },
     }))
 }
 
@@ -111,23 +119,56 @@ pub fn default_service_account(namespace: &str) -> ServiceAccount {
 /// The `index`th pod for `scheduler`: 1 CPU and 1 GiB (and `gpus` `nvidia.com/gpu`, as request
 /// and limit), tolerating the not-ready taint, held to the scale nodes by a node selector.
 pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32, group_size: u32) -> Pod {
-    let mut requests = json!({ "cpu": "1", "memory": "1Gi" });
+    pod_of(&PodParts {
+        name: pod_name(index),
+        namespace,
+        scheduler,
+        labels: &[],
+        memory_gib: 1,
+        gpus,
+        group: (group_size > 1).then(|| group_name(group_of(index, group_size))),
+    })
+}
+
+/// What varies between the harness's pods; the rest is [`pod_of`]'s.
+#[derive(Clone, Debug)]
+pub struct PodParts<'a> {
+    /// The pod's name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: &'a str,
+    /// The `schedulerName` it names.
+    pub scheduler: &'a str,
+    /// Labels besides `wasmsched.managed=true`: only keys the host reads
+    /// (`core/src/declare.rs`), or it warns once per pod.
+    pub labels: &'a [(&'a str, String)],
+    /// Memory it requests, GiB (and 1 CPU).
+    pub memory_gib: u32,
+    /// `nvidia.com/gpu`, as request and limit (none when 0).
+    pub gpus: u32,
+    /// The upstream `PodGroup` it belongs to (`spec.schedulingGroup.podGroupName`).
+    pub group: Option<String>,
+}
+
+/// A pod of the harness: 1 CPU and `memory_gib` (and its GPUs as request and limit), tolerating
+/// the not-ready taint, held to the scale nodes by a node selector, never started (no kubelet).
+pub fn pod_of(parts: &PodParts<'_>) -> Pod {
+    let mut requests = json!({ "cpu": "1", "memory": format!("{}Gi", parts.memory_gib) });
     let mut limits = json!({});
-    if gpus > 0 {
-        requests["nvidia.com/gpu"] = json!(gpus.to_string());
-        limits["nvidia.com/gpu"] = json!(gpus.to_string());
+    if parts.gpus > 0 {
+        requests["nvidia.com/gpu"] = json!(parts.gpus.to_string());
+        limits["nvidia.com/gpu"] = json!(parts.gpus.to_string());
     }
+    // Only the host's own keys: it warns once per pod about any other `wasmsched.` label.
+    let mut labels = serde_json::Map::new();
+    labels.insert(MANAGED_LABEL.into(), json!("true"));
+    labels.extend(parts.labels.iter().map(|(k, v)| ((*k).to_owned(), json!(v))));
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": pod_name(index),
-            "namespace": namespace,
-            // Only the host's own key: it warns once per pod about any other `wasmsched.` label.
-            "labels": { MANAGED_LABEL: "true" },
-        },
+        "metadata": { "name": parts.name, "namespace": parts.namespace, "labels": labels },
         "spec": {
-            "schedulerName": scheduler,
+            "schedulerName": parts.scheduler,
             "automountServiceAccountToken": false,
             "terminationGracePeriodSeconds": 0,
             "nodeSelector": { SCALE_LABEL: "true" },
@@ -141,8 +182,8 @@ pub fn pod(index: u32, namespace: &str, scheduler: &str, gpus: u32, group_size: 
             }],
         },
     });
-    if group_size > 1 {
-        pod["spec"]["schedulingGroup"] = json!({ "podGroupName": group_name(group_of(index, group_size)) });
+    if let Some(group) = &parts.group {
+        pod["spec"]["schedulingGroup"] = json!({ "podGroupName": group });
     }
     typed(pod)
 }
@@ -170,17 +211,22 @@ pub fn pod_group_api() -> kube::api::ApiResource {
 
 /// The upstream `PodGroup` of group `index`: a gang of `size` pods.
 pub fn pod_group(index: u32, namespace: &str, size: u32) -> Value {
+    named_pod_group(&group_name(index), namespace, size)
+}
+
+/// The upstream `PodGroup` named `name`: a gang of `size` pods.
+pub fn named_pod_group(name: &str, namespace: &str, size: u32) -> Value {
     json!({
         "apiVersion": "scheduling.k8s.io/v1alpha2",
         "kind": "PodGroup",
-        "metadata": { "name": group_name(index), "namespace": namespace, "labels": { SCALE_LABEL: "true" } },
+        "metadata": { "name": name, "namespace": namespace, "labels": { SCALE_LABEL: "true" } },
         "spec": { "schedulingPolicy": { "gang": { "minCount": size } } },
     })
 }
 
-/// A manifest written above as the API type. It cannot fail for the literals of this file (the
-/// tests build each one).
-fn typed<T: serde::de::DeserializeOwned>(manifest: Value) -> T {
+/// A manifest of the harness as the API type. It cannot fail for the shapes written here and in
+/// `sia/objects.rs`, whatever their strings (the tests build each one).
+pub(crate) fn typed<T: serde::de::DeserializeOwned>(manifest: Value) -> T {
     serde_json::from_value(manifest).expect("the harness's manifests match the API types")
 }
 

@@ -3,7 +3,7 @@
 use super::{Report, RunReport};
 
 /// A figure, or "n/a".
-fn or_na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+pub(crate) fn or_na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map_or_else(|| "n/a".to_owned(), f)
 }
 
@@ -59,6 +59,31 @@ const ROWS: &[Row] = &[
     }),
 ];
 
+/// `table` (a header row, then rows of as many cells) as lines: the first column left-aligned,
+/// the others right-aligned, a rule under the header.
+pub(crate) fn grid(table: &[Vec<String>]) -> Vec<String> {
+    let columns = table.first().map_or(0, Vec::len);
+    let widths: Vec<usize> =
+        (0..columns).map(|c| table.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
+    let mut lines = Vec::with_capacity(table.len() + 1);
+    for (i, row) in table.iter().enumerate() {
+        let cells: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(
+                |(c, cell)| {
+                    if c == 0 { format!("{cell:<w$}", w = widths[c]) } else { format!("{cell:>w$}", w = widths[c]) }
+                },
+            )
+            .collect();
+        lines.push(format!("| {} |", cells.join(" | ")));
+        if i == 0 {
+            lines.push(format!("|{}|", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|")));
+        }
+    }
+    lines
+}
+
 /// The table: a heading line with the experiment, a row per figure, the ratio last.
 pub fn render(report: &Report) -> String {
     let o = &report.options;
@@ -83,24 +108,7 @@ pub fn render(report: &Report) -> String {
     for (label, f) in ROWS {
         table.push(std::iter::once((*label).to_owned()).chain(report.runs.iter().map(f)).collect());
     }
-    let columns = table[0].len();
-    let widths: Vec<usize> =
-        (0..columns).map(|c| table.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
-    for (i, row) in table.iter().enumerate() {
-        let cells: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(
-                |(c, cell)| {
-                    if c == 0 { format!("{cell:<w$}", w = widths[c]) } else { format!("{cell:>w$}", w = widths[c]) }
-                },
-            )
-            .collect();
-        lines.push(format!("| {} |", cells.join(" | ")));
-        if i == 0 {
-            lines.push(format!("|{}|", widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("|")));
-        }
-    }
+    lines.extend(grid(&table));
     let per = if o.group_size > 1 { "groups/s" } else { "binds/s" };
     lines.push(format!("\n{per} wasmsched / kube-scheduler: {}", or_na(report.ratio, |r| format!("{r:.2}"))));
     lines.join("\n")

@@ -1,0 +1,355 @@
+//! The host's audit log (`[record] audit`) and log, read after it stopped: Sia's `place` and
+//! `preempt` actions, which named several nodes, and which were refused or failed and why.
+//! Pure, tested against lines built in the host's format.
+//!
+//! The format (the harness does not link the host, so it reads the JSON by these paths):
+//! - a line is `AuditLine` (`host/src/record.rs`): `tick`, `time_ms`, `wall_ms`, `active` (null
+//!   when no policy was active), `shadows`, `rescued` (handles of queued jobs the host started
+//!   itself; absent when none). A line is written on a tick the active policy was asked or the
+//!   host rescued jobs (`host/src/host.rs`, `record`); a killed host leaves at most a torn last
+//!   line.
+//! - `active` is `AuditDecision`: `actions` (what was handed to the backend, after validation
+//!   and the disruption budget), `rejected` and `over_budget` (refused before it, each `{job,
+//!   action, reason}`), `not_applied` (what the backend could not apply, `{job, reason}`, no
+//!   action: this tick's failures and those of earlier ticks' actions that were still in flight,
+//!   `host/src/control.rs`, `settled` then `decide`), `failure` and `fallback`.
+//! - an action is the contract's `action` record serialised by serde (`core/src/bindings.rs`):
+//!   `{"job": 3, "kind": {"Place": {"nodes": [{"node": 0, "gpus": [0, 1]}], "share": false}},
+//!   "reason": "…"}`, `"kind": "Preempt"`; node handles are indices of the host's node list.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Where a place was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// By the host's validation (`rejected`).
+    Rejected,
+    /// Over the disruption budget, or invalid once what was over it was taken out (`over_budget`).
+    OverBudget,
+    /// By the backend (`not_applied`), at once or once it landed.
+    NotApplied,
+}
+
+/// A `place` that did not take effect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RefusedPlace {
+    /// The tick of the line that says so.
+    pub tick: u64,
+    /// The job's handle.
+    pub job: u32,
+    /// The nodes it named (names where the handle is known).
+    pub nodes: Vec<String>,
+    /// Where it was refused.
+    pub stage: Stage,
+    /// Why.
+    pub reason: String,
+}
+
+/// What the audit log says of the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AuditSummary {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines that are not JSON (a torn last line).
+    pub torn: u64,
+    /// Lines with the active policy's decision.
+    pub decisions: u64,
+    /// Of those, calls that failed (a trap, the deadline, its own error) or fell back.
+    pub failed_calls: u64,
+    /// The first failure's text.
+    pub first_failure: Option<String>,
+    /// `place` actions handed to the backend.
+    pub places: u64,
+    /// Of those, naming more than one node.
+    pub places_multi_node: u64,
+    /// Of those, not reported failed by the backend.
+    pub places_multi_node_applied: u64,
+    /// Every `place` refused (validation, budget) or failed (the backend), in order.
+    pub refused_places: Vec<RefusedPlace>,
+    /// `preempt` actions handed to the backend.
+    pub preempts: u64,
+    /// `preempt` actions refused or failed, at any stage.
+    pub preempts_refused: u64,
+    /// The first few reasons a preemption was refused or failed.
+    pub preempt_reasons: Vec<String>,
+    /// Queued jobs the host started itself (the watchdog's stall rule), not Sia.
+    pub rescued: u64,
+    /// Backend failures of a job with no earlier action in the log.
+    pub not_applied_unmatched: u64,
+}
+
+impl AuditSummary {
+    /// The places over several nodes that were refused or failed.
+    pub fn refused_multi_node(&self) -> impl Iterator<Item = &RefusedPlace> {
+        self.refused_places.iter().filter(|r| r.nodes.len() > 1)
+    }
+}
+
+/// What an action does, as far as the report cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `place` on these node handles (each once, in order).
+    Place(Vec<u32>),
+    Preempt,
+    Other,
+}
+
+/// The kind of an action's `kind` value.
+fn kind(kind: &Value) -> Kind {
+    if kind.as_str() == Some("Preempt") {
+        return Kind::Preempt;
+    }
+    let Some(place) = kind.get("Place") else { return Kind::Other };
+    let mut nodes = Vec::new();
+    for entry in place.get("nodes").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(node) = entry.get("node").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
+            && !nodes.contains(&node)
+        {
+            nodes.push(node);
+        }
+    }
+    Kind::Place(nodes)
+}
+
+/// The last action of a job handed to the backend, to which a later failure belongs.
+struct Handed {
+    kind: Kind,
+    failed: bool,
+}
+
+/// Reads the audit log's `text`; `node_names` are the host's nodes in handle order (as it
+/// numbered them at its first observation), to name the nodes of a place.
+///
+/// A `not_applied` entry carries no action: it is put on the job's last action handed to the
+/// backend at or before its line (an action still in flight fails at a later tick). That is
+/// exact for a job with one action in flight, as every placed group has (another action on it
+/// while one is in flight is refused, `docs/kubernetes.md`, "How actions go out").
+pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
+    let name = |h: &u32| node_names.get(*h as usize).cloned().unwrap_or_else(|| format!("node {h}"));
+    let mut s = AuditSummary::default();
+    let mut handed: HashMap<u32, Handed> = HashMap::new();
+    let job_of = |v: &Value| v.get("job").and_then(Value::as_u64).and_then(|j| u32::try_from(j).ok());
+    let reason_of = |v: &Value| v.get("reason").and_then(Value::as_str).unwrap_or("").to_owned();
+    let mut multi_failed = 0;
+    for text in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(line) = serde_json::from_str::<Value>(text) else {
+            s.torn += 1;
+            continue;
+        };
+        s.lines += 1;
+        let tick = line.get("tick").and_then(Value::as_u64).unwrap_or(0);
+        s.rescued += line.get("rescued").and_then(Value::as_array).map_or(0, |r| r.len() as u64);
+        let Some(active) = line.get("active").filter(|a| a.is_object()) else { continue };
+        s.decisions += 1;
+        let failure = active.get("failure").and_then(Value::as_str);
+        if failure.is_some() || active.get("fallback").is_some_and(|f| !f.is_null()) {
+            s.failed_calls += 1;
+            if s.first_failure.is_none() {
+                s.first_failure = failure.map(str::to_owned);
+            }
+        }
+        let list = |key: &str| active.get(key).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        for action in list("actions") {
+            let Some(job) = job_of(action) else { continue };
+            let kind = kind(action.get("kind").unwrap_or(&Value::Null));
+            match &kind {
+                Kind::Place(nodes) => {
+                    s.places += 1;
+                    s.places_multi_node += u64::from(nodes.len() > 1);
+                }
+                Kind::Preempt => s.preempts += 1,
+                Kind::Other => {}
+            }
+            handed.insert(job, Handed { kind, failed: false });
+        }
+        for (key, stage) in [("rejected", Stage::Rejected), ("over_budget", Stage::OverBudget)] {
+            for refused in list(key) {
+                let Some(job) = job_of(refused) else { continue };
+                let reason = reason_of(refused);
+                match kind(refused.get("action").and_then(|a| a.get("kind")).unwrap_or(&Value::Null)) {
+                    Kind::Place(nodes) => {
+                        let nodes = nodes.iter().map(name).collect();
+                        s.refused_places.push(RefusedPlace { tick, job, nodes, stage, reason });
+                    }
+                    Kind::Preempt => s.preempt_refused(reason),
+                    Kind::Other => {}
+                }
+            }
+        }
+        for failed in list("not_applied") {
+            let Some(job) = job_of(failed) else { continue };
+            let Some(h) = handed.get_mut(&job).filter(|h| !h.failed) else {
+                s.not_applied_unmatched += 1;
+                continue;
+            };
+            h.failed = true;
+            let reason = reason_of(failed);
+            match &h.kind {
+                Kind::Place(nodes) => {
+                    multi_failed += u64::from(nodes.len() > 1);
+                    let nodes = nodes.iter().map(name).collect();
+                    s.refused_places.push(RefusedPlace { tick, job, nodes, stage: Stage::NotApplied, reason });
+                }
+                Kind::Preempt => s.preempt_refused(reason),
+                Kind::Other => {}
+            }
+        }
+    }
+    s.places_multi_node_applied = s.places_multi_node.saturating_sub(multi_failed);
+    s
+}
+
+impl AuditSummary {
+    fn preempt_refused(&mut self, reason: String) {
+        self.preempts_refused += 1;
+        if self.preempt_reasons.len() < 3 && !self.preempt_reasons.contains(&reason) {
+            self.preempt_reasons.push(reason);
+        }
+    }
+}
+
+/// Warnings of a log that say one thing: how many, and the first few lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LogExcerpt {
+    /// Warnings saying it: a line each, and N for a line `N more "…" warnings about …` (the
+    /// host holds repeats of one kind back to one line a minute).
+    pub count: u64,
+    /// The first [`EXCERPT_LINES`], each cut to 300 bytes.
+    pub first: Vec<String>,
+}
+
+/// Lines an excerpt keeps.
+pub const EXCERPT_LINES: usize = 3;
+
+/// The warnings of `log` that contain `needle`.
+pub fn excerpt(log: &str, needle: &str) -> LogExcerpt {
+    let mut e = LogExcerpt::default();
+    for line in log.lines().filter(|l| l.contains(needle)) {
+        let held = line.split_once(" more \"").and_then(|(before, _)| before.rsplit(' ').next()?.parse::<u64>().ok());
+        e.count += held.unwrap_or(1);
+        if e.first.len() < EXCERPT_LINES {
+            let mut cut = 300.min(line.len());
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            e.first.push(line[..cut].to_owned());
+        }
+    }
+    e
+}
+
+/// The host's node names in handle order: the nodes it found at its first observation, in
+/// name order (`kubernetes/src/nodes.rs`); nodes created later would follow, none are here.
+pub fn handle_order(mut names: Vec<String>) -> Vec<String> {
+    names.sort();
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn place(job: u32, nodes: &[(u32, &[u32])]) -> Value {
+        let nodes: Vec<Value> = nodes.iter().map(|(n, g)| json!({ "node": n, "gpus": g })).collect();
+        json!({ "job": job, "kind": { "Place": { "nodes": nodes, "share": false } }, "reason": "sia: round" })
+    }
+
+    /// A line as `host/src/record.rs` writes it (`AuditLine`, `AuditDecision`).
+    fn line(tick: u64, actions: Vec<Value>, extra: Value) -> String {
+        let mut active = json!({
+            "policy": "sia", "sha256": "ab12", "actions": actions, "rejected": [],
+            "latency_us": 812, "fallback": null,
+        });
+        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+            active[k] = v;
+        }
+        json!({ "tick": tick, "time_ms": tick * 1000, "wall_ms": 1_767_225_600_000u64 + tick, "active": active })
+            .to_string()
+    }
+
+    fn names() -> Vec<String> {
+        handle_order(["scale-node-t4-1", "vm", "scale-node-a100-0", "scale-node-t4-0"].map(String::from).to_vec())
+    }
+
+    #[test]
+    fn multi_node_places_are_counted_and_a_later_failure_is_put_on_its_place() {
+        let log = [
+            line(1, vec![place(0, &[(1, &[0, 1, 2, 3]), (2, &[0, 1])]), place(1, &[(0, &[0, 1])])], json!({})),
+            line(2, vec![place(2, &[(1, &[0]), (1, &[1]), (2, &[2])])], json!({})),
+            // Job 2's binds failed once they landed, reported at tick 3.
+            line(3, vec![], json!({ "not_applied": [{ "job": 2, "reason": "pod b-1 could not be bound (409)" }] })),
+        ]
+        .join("\n");
+        let s = summarise(&log, &names());
+        assert_eq!((s.lines, s.decisions, s.places, s.places_multi_node, s.places_multi_node_applied), (3, 3, 3, 2, 1));
+        assert_eq!(
+            s.refused_places,
+            [RefusedPlace {
+                tick: 3,
+                job: 2,
+                nodes: vec!["scale-node-t4-0".into(), "scale-node-t4-1".into()],
+                stage: Stage::NotApplied,
+                reason: "pod b-1 could not be bound (409)".into(),
+            }]
+        );
+        assert_eq!(s.refused_multi_node().count(), 1);
+    }
+
+    #[test]
+    fn refusals_before_the_backend_carry_their_action_and_preemptions_their_reasons() {
+        let rejected =
+            json!({ "job": 4, "action": place(4, &[(0, &[0]), (9, &[0])]), "reason": "node 9 does not exist" });
+        let preempt = json!({ "job": 5, "kind": "Preempt", "reason": "sia: no GPUs this round" });
+        let log = line(
+            7,
+            vec![preempt.clone()],
+            json!({
+                "rejected": [rejected],
+                "over_budget": [{ "job": 6, "action": preempt, "reason": "disruption budget: 5 disruptions in the last 10m" }],
+                "not_applied": [
+                    { "job": 5, "reason": "the group's pods declare no wasmsched.checkpoint folder" },
+                    { "job": 8, "reason": "the pod is gone" },
+                ],
+            }),
+        );
+        let s = summarise(&log, &names());
+        assert_eq!((s.places, s.preempts, s.preempts_refused, s.not_applied_unmatched), (0, 1, 2, 1));
+        assert_eq!(s.refused_places[0].stage, Stage::Rejected);
+        assert_eq!(s.refused_places[0].nodes, ["scale-node-a100-0", "node 9"]);
+        assert_eq!(s.preempt_reasons.len(), 2);
+        assert!(s.preempt_reasons[1].contains("checkpoint"), "{:?}", s.preempt_reasons);
+    }
+
+    #[test]
+    fn a_torn_line_failures_and_rescues_are_counted() {
+        let failed =
+            line(2, vec![], json!({ "failure": "ran past its deadline of 1000 ms", "fallback": "keep-limits" }));
+        let rescued =
+            json!({ "tick": 3, "time_ms": 3000, "wall_ms": 3, "active": null, "rescued": [4, 7] }).to_string();
+        let log = format!("{}\n{failed}\n{rescued}\n{{\"tick\":4,\"ti", line(1, vec![], json!({})));
+        let s = summarise(&log, &[]);
+        assert_eq!((s.lines, s.torn, s.decisions, s.failed_calls, s.rescued), (3, 1, 2, 1, 2));
+        assert_eq!(s.first_failure.as_deref(), Some("ran past its deadline of 1000 ms"));
+    }
+
+    #[test]
+    fn a_log_excerpt_counts_every_line_and_keeps_the_first_few() {
+        let log = "a\nWARN actions could not be applied policy=sia failed=1 (place: job 3: x)\nb\n\
+                   WARN actions could not be applied y\nWARN actions could not be applied z\n\
+                   3 more \"actions could not be applied\" warnings about policy sia in the last 1m, not logged one by one\n";
+        let e = excerpt(log, "could not be applied");
+        assert_eq!(e.count, 6, "three lines, and three held back");
+        assert_eq!(e.first.len(), EXCERPT_LINES);
+        assert!(e.first[0].contains("job 3"));
+    }
+
+    #[test]
+    fn handles_follow_name_order() {
+        assert_eq!(names(), ["scale-node-a100-0", "scale-node-t4-0", "scale-node-t4-1", "vm"]);
+    }
+}

@@ -1,0 +1,172 @@
+//! The Sia run's API objects: the nodes of the simulator's `heterogeneous-64` cluster
+//! (`host/src/scenario.rs`, `Cluster::nodes`) with their GPU type, GPU memory and topology as
+//! labels, and a job's `PodGroup` and pods. Pure, tested here.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+
+use super::super::manifests::{self, NODE_PREFIX, NodeShape, PodParts};
+use super::workload::SiaJob;
+
+/// The node label that names its GPUs' type (`kubernetes/src/pod.rs`, `GPU_TYPE_LABEL`).
+pub const GPU_TYPE_LABEL: &str = "wasmsched.gpu-type";
+/// The node label with each GPU's memory in MiB (GPU Feature Discovery's, as the host reads it).
+pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
+/// The coarser topology label the host reads by default (`[backend] topology`).
+pub const BLOCK_LABEL: &str = "cloud.provider.com/topology-block";
+/// The finer one: a rack per GPU type here.
+pub const RACK_LABEL: &str = "cloud.provider.com/topology-rack";
+/// The pod label that names a job's model (`core/src/declare.rs`, `docs/targets.md`).
+pub const MODEL_LABEL: &str = "wasmsched.model";
+/// The pod label with the batch sizes a job accepts; one here, the workload's (`docs/targets.md`).
+pub const BATCH_SIZE_LABEL: &str = "wasmsched.batch-size";
+/// Memory each pod requests, GiB (and 1 CPU, and 1 GPU).
+pub const POD_MEMORY_GIB: u32 = 2;
+
+/// Nodes of one GPU type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeType {
+    /// The type as policies see it (`t4`, `rtx`, `a100`).
+    pub gpu_type: &'static str,
+    /// How many nodes.
+    pub count: u32,
+    /// GPUs on each.
+    pub gpus: u32,
+    /// Memory of each GPU, GiB.
+    pub gpu_memory_gib: u32,
+}
+
+/// Sia's heterogeneous cluster of 64 GPUs (SOSP'23, Table 3), as the simulator has it: six
+/// nodes of 4 T4, three of 8 RTX 2080Ti, two of 8 A100.
+pub const HETEROGENEOUS_64: [NodeType; 3] = [
+    NodeType { gpu_type: "t4", count: 6, gpus: 4, gpu_memory_gib: 16 },
+    NodeType { gpu_type: "rtx", count: 3, gpus: 8, gpu_memory_gib: 11 },
+    NodeType { gpu_type: "a100", count: 2, gpus: 8, gpu_memory_gib: 40 },
+];
+
+/// The name of the `index`th node (from 0) of `gpu_type`: `scale-node-t4-0`.
+pub fn node_name(gpu_type: &str, index: u32) -> String {
+    format!("{NODE_PREFIX}{gpu_type}-{index}")
+}
+
+/// Every node of `types`, type by type (`scale-node-t4-0`, …): each the object with its
+/// labels (the scale label, so that the harness's clean-up deletes it) and the merge patch of
+/// its status (64 cores, 256 GiB, 110 pods, its GPUs, Ready as of `now_rfc3339`).
+pub fn nodes(types: &[NodeType], now_rfc3339: &str) -> Vec<(Node, Value)> {
+    let mut out = Vec::new();
+    for t in types {
+        let shape = NodeShape { cores: 64, memory_gib: 256, pods: 110, gpus: t.gpus };
+        let status = manifests::node_status(shape, now_rfc3339);
+        for i in 0..t.count {
+            let labels = [
+                (GPU_TYPE_LABEL, t.gpu_type.to_owned()),
+                (GPU_MEMORY_LABEL, (t.gpu_memory_gib * 1024).to_string()),
+                (BLOCK_LABEL, "block-0".to_owned()),
+                (RACK_LABEL, format!("rack-{}", t.gpu_type)),
+            ];
+            out.push((manifests::labelled_node(&node_name(t.gpu_type, i), &labels), status.clone()));
+        }
+    }
+    out
+}
+
+/// The GPUs of `types` together.
+pub fn total_gpus(types: &[NodeType]) -> u32 {
+    types.iter().map(|t| t.count * t.gpus).sum()
+}
+
+/// The job's upstream `PodGroup` (`scheduling.k8s.io/v1alpha2`): a gang of all its pods.
+pub fn pod_group(job: &SiaJob, namespace: &str) -> Value {
+    manifests::named_pod_group(&job.name, namespace, job.replicas)
+}
+
+/// The job's pods, for `scheduler`: one GPU, 1 CPU and [`POD_MEMORY_GIB`] each, naming its
+/// `PodGroup`, declaring its model and batch size.
+pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str) -> Vec<Pod> {
+    let labels = [(MODEL_LABEL, job.application.clone()), (BATCH_SIZE_LABEL, job.batch_size.to_string())];
+    (0..job.replicas)
+        .map(|r| {
+            manifests::pod_of(&PodParts {
+                name: job.pod_name(r),
+                namespace,
+                scheduler,
+                labels: &labels,
+                memory_gib: POD_MEMORY_GIB,
+                gpus: 1,
+                group: Some(job.name.clone()),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::manifests::{MANAGED_LABEL, NOT_READY_TAINT, SCALE_LABEL};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn job() -> SiaJob {
+        SiaJob {
+            name: "deepspeech2-1".into(),
+            arrival_s: 110.0,
+            application: "deepspeech2".into(),
+            replicas: 6,
+            batch_size: 320,
+            line: 3,
+        }
+    }
+
+    #[test]
+    fn the_cluster_is_heterogeneous_64_with_types_memory_and_racks_as_labels() {
+        let nodes = nodes(&HETEROGENEOUS_64, "2026-01-01T00:00:00Z");
+        assert_eq!((nodes.len(), total_gpus(&HETEROGENEOUS_64)), (11, 64));
+        let names: Vec<String> = nodes.iter().map(|(n, _)| n.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names[0], "scale-node-t4-0");
+        assert_eq!(names[6], "scale-node-rtx-0");
+        assert_eq!(names[10], "scale-node-a100-1");
+        let (a100, status) = &nodes[10];
+        let labels = a100.metadata.labels.clone().unwrap();
+        assert_eq!(labels[SCALE_LABEL], "true");
+        assert_eq!(labels[GPU_TYPE_LABEL], "a100");
+        assert_eq!(labels[GPU_MEMORY_LABEL], "40960");
+        assert_eq!(labels[BLOCK_LABEL], "block-0");
+        assert_eq!(labels[RACK_LABEL], "rack-a100");
+        let node: Node =
+            serde_json::from_value(serde_json::json!({ "metadata": {}, "status": status["status"] })).unwrap();
+        let alloc = node.status.unwrap().allocatable.unwrap();
+        assert_eq!(alloc["nvidia.com/gpu"], Quantity("8".into()));
+        assert_eq!((alloc["cpu"].clone(), alloc["pods"].clone()), (Quantity("64".into()), Quantity("110".into())));
+        let t4 = nodes[0].0.metadata.labels.clone().unwrap();
+        assert_eq!((t4[GPU_MEMORY_LABEL].as_str(), t4[RACK_LABEL].as_str()), ("16384", "rack-t4"));
+    }
+
+    #[test]
+    fn a_job_is_a_gang_of_one_gpu_pods_naming_its_group_model_and_batch_size() {
+        let group = pod_group(&job(), "ns-s");
+        assert_eq!(group["metadata"]["name"], "deepspeech2-1");
+        assert_eq!(group["spec"]["schedulingPolicy"]["gang"]["minCount"], 6);
+        let pods = pods(&job(), "ns-s", "wasmsched");
+        assert_eq!(pods.len(), 6);
+        let p = &pods[5];
+        assert_eq!(p.metadata.name.as_deref(), Some("deepspeech2-1-5"));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("ns-s"));
+        let labels = p.metadata.labels.clone().unwrap();
+        assert_eq!(labels[MANAGED_LABEL], "true");
+        assert_eq!(labels[MODEL_LABEL], "deepspeech2");
+        assert_eq!(labels[BATCH_SIZE_LABEL], "320");
+        assert!(!labels.contains_key(SCALE_LABEL), "the host warns about wasmsched. keys it does not read");
+        let spec = p.spec.clone().unwrap();
+        assert_eq!(spec.scheduler_name.as_deref(), Some("wasmsched"));
+        assert_eq!(spec.scheduling_group.unwrap().pod_group_name.as_deref(), Some("deepspeech2-1"));
+        assert_eq!(spec.node_selector.unwrap()[SCALE_LABEL], "true");
+        assert_eq!(spec.tolerations.unwrap()[0].key.as_deref(), Some(NOT_READY_TAINT));
+        let resources = spec.containers[0].resources.clone().unwrap();
+        let (requests, limits) = (resources.requests.unwrap(), resources.limits.unwrap());
+        assert_eq!(requests["nvidia.com/gpu"], Quantity("1".into()));
+        assert_eq!(limits["nvidia.com/gpu"], Quantity("1".into()));
+        assert_eq!(
+            (requests["cpu"].clone(), requests["memory"].clone()),
+            (Quantity("1".into()), Quantity("2Gi".into()))
+        );
+    }
+}

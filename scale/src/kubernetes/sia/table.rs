@@ -1,0 +1,209 @@
+//! The Sia run's report as one plain-text table (a row per figure, as `kubernetes/table.rs`
+//! draws it), then every place over several nodes that was refused, and the verdict.
+
+use super::super::table::{grid, or_na};
+use super::SiaReport;
+use super::audit::LogExcerpt;
+use super::objects::HETEROGENEOUS_64;
+
+/// The rows: a label and a function of the report.
+type Row = (&'static str, fn(&SiaReport) -> String);
+
+const ROWS: &[Row] = &[
+    ("jobs created / create errors", |r| format!("{} of {} / {}", r.jobs_created, r.jobs, r.create_errors)),
+    ("latest submission behind its arrival", |r| format!("{:.2} s", r.submit_late_max_s)),
+    ("groups bound whole (ever / at the end)", |r| {
+        format!("{} / {} of {}", r.groups.bound_whole, r.groups.whole_at_end, r.groups.created)
+    }),
+    ("  of those over several nodes", |r| r.groups.whole_over_several_nodes.to_string()),
+    ("groups seen partly bound at a watch event", |r| r.groups.partly_seen.to_string()),
+    ("longest partly bound", |r| or_na(r.groups.longest_partly_ms, |ms| format!("{ms:.0} ms"))),
+    ("groups partly bound at the end (must be 0)", |r| r.groups.partly_at_end.to_string()),
+    ("group's last created → bound whole p50 / p99", |r| {
+        or_na(r.groups.latency, |l| format!("{:.0} / {:.0} ms (n={})", l.p50_ms, l.p99_ms, l.count))
+    }),
+    ("pods bound / off the scale nodes", |r| format!("{} / {}", r.groups.pods_bound, r.groups.pods_off_scale_nodes)),
+    ("Sia's decisions (failed calls)", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} ({} failed)", a.decisions, a.failed_calls))
+    }),
+    ("place actions / over several nodes", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} / {}", a.places, a.places_multi_node))
+    }),
+    ("places over several nodes applied", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} of {}", a.places_multi_node_applied, a.places_multi_node))
+    }),
+    ("places refused or failed (over several nodes)", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} ({})", a.refused_places.len(), a.refused_multi_node().count()))
+    }),
+    ("preempt actions / refused or failed", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} / {}", a.preempts, a.preempts_refused))
+    }),
+    ("jobs the host started itself (stall rule)", |r| or_na(r.audit.as_ref(), |a| a.rescued.to_string())),
+    ("host log: \"could not be applied\"", |r| r.not_applied_warnings.count.to_string()),
+    ("host log: \"actions of earlier ticks failed\"", |r| r.earlier_failed_warnings.count.to_string()),
+    ("host log lines / errors", |r| or_na(r.log, |l| format!("{} / {}", l.lines, l.errors))),
+    ("host ticks / decisions", |r| or_na(r.status, |s| format!("{} / {}", s.ticks, s.decisions))),
+    ("host jobs running / queued / held", |r| {
+        or_na(r.status, |s| format!("{} / {} / {}", s.jobs_running, s.jobs_queued, s.held))
+    }),
+    ("watchdog benchings / disruptions / over budget", |r| {
+        or_na(r.status, |s| format!("{} / {} / {}", s.watchdog_benchings, s.disruptions, s.over_budget))
+    }),
+];
+
+/// Whether the run met its goal, and if not, why: every place over several nodes applied,
+/// none refused, no group partly bound at the end.
+pub fn verdict(r: &SiaReport) -> Result<(), Vec<String>> {
+    let mut why = Vec::new();
+    match &r.audit {
+        None => why.push("no audit log: see the host's log".to_owned()),
+        Some(a) => {
+            if a.places_multi_node == 0 {
+                why.push("Sia made no place over several nodes: run more jobs".to_owned());
+            }
+            let refused = a.refused_multi_node().count();
+            if refused > 0 {
+                why.push(format!("{refused} places over several nodes refused or failed"));
+            }
+        }
+    }
+    if r.groups.partly_at_end > 0 {
+        why.push(format!("{} groups partly bound at the end", r.groups.partly_at_end));
+    }
+    if why.is_empty() { Ok(()) } else { Err(why) }
+}
+
+fn excerpt_lines(title: &str, e: &LogExcerpt, lines: &mut Vec<String>) {
+    if e.count > 0 {
+        lines.push(format!("\n{title} ({}; the first {}):", e.count, e.first.len()));
+        lines.extend(e.first.iter().map(|l| format!("  {l}")));
+    }
+}
+
+/// The report: a heading, the table, the refusals, the log's warnings, the verdict.
+pub fn render(r: &SiaReport) -> String {
+    let o = &r.options;
+    let shape: Vec<String> =
+        HETEROGENEOUS_64.iter().map(|t| format!("{}×{} {}", t.count, t.gpus, t.gpu_type)).collect();
+    let mut lines = vec![format!(
+        "Sia on heterogeneous-64 ({} object nodes, {} GPUs: {}): {} jobs of {} at {}× (last arrival {:.0} s), \
+         host tick {} ms, run {:.0} s; run folder {}",
+        r.nodes,
+        r.gpus,
+        shape.join(", "),
+        r.jobs,
+        o.workload.display(),
+        o.speedup,
+        r.last_arrival_s,
+        o.tick.as_millis(),
+        r.run_s,
+        r.run_dir.display(),
+    )];
+    let mut table = vec![vec![String::new(), "sia".to_owned()]];
+    table.extend(ROWS.iter().map(|(label, f)| vec![(*label).to_owned(), f(r)]));
+    lines.extend(grid(&table));
+    if let Some(a) = &r.audit {
+        let multi: Vec<_> = a.refused_multi_node().collect();
+        if !multi.is_empty() {
+            lines.push("\nplaces over several nodes refused or failed:".to_owned());
+        }
+        for p in multi {
+            let stage =
+                serde_json::to_value(p.stage).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+            lines.push(format!("  tick {} job {} on {} ({stage}): {}", p.tick, p.job, p.nodes.join(", "), p.reason));
+        }
+        if !a.preempt_reasons.is_empty() {
+            lines.push("\npreemptions refused or failed, the first reasons:".to_owned());
+            lines.extend(a.preempt_reasons.iter().map(|why| format!("  {why}")));
+        }
+        if let Some(f) = &a.first_failure {
+            lines.push(format!("\nSia's first failed call: {f}"));
+        }
+    }
+    excerpt_lines("host log: \"could not be applied\"", &r.not_applied_warnings, &mut lines);
+    excerpt_lines("host log: \"actions of earlier ticks failed\"", &r.earlier_failed_warnings, &mut lines);
+    lines.push(match verdict(r) {
+        Ok(()) => "\nevery place Sia made over several nodes was bound whole; none refused".to_owned(),
+        Err(why) => format!("\nNOT MET: {}", why.join("; ")),
+    });
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::sia::audit::{AuditSummary, RefusedPlace, Stage};
+    use crate::kubernetes::sia::groups::GroupSummary;
+    use crate::kubernetes::sia::{SiaOptions, workload};
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    fn report(audit: Option<AuditSummary>) -> SiaReport {
+        SiaReport {
+            started_unix_s: 0,
+            options: SiaOptions {
+                workload: PathBuf::from(workload::DEFAULT_WORKLOAD),
+                speedup: 120.0,
+                jobs: None,
+                tail: Duration::from_secs(60),
+                tick: Duration::from_secs(1),
+                deadline: Duration::from_secs(1),
+                host_bin: PathBuf::new(),
+                policy: PathBuf::new(),
+                kubeconfig: PathBuf::new(),
+                k8s_run: PathBuf::new(),
+                concurrency: 32,
+            },
+            run_dir: PathBuf::from("/tmp/wasmsched-sia-1"),
+            namespace: "scale-sia-1".into(),
+            nodes: 11,
+            gpus: 64,
+            jobs: 160,
+            last_arrival_s: 238.0,
+            run_s: 300.0,
+            jobs_created: 160,
+            create_errors: 0,
+            submit_late_max_s: 0.2,
+            groups: GroupSummary { created: 160, bound_whole: 9, whole_over_several_nodes: 6, ..Default::default() },
+            audit,
+            not_applied_warnings: LogExcerpt::default(),
+            earlier_failed_warnings: LogExcerpt::default(),
+            log: None,
+            status: None,
+            node_handles: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_row_is_as_wide_as_the_header_and_missing_figures_are_na() {
+        let text = render(&report(None));
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with('|')).collect();
+        assert_eq!(rows.len(), ROWS.len() + 2);
+        assert!(rows.iter().all(|r| r.chars().count() == rows[0].chars().count()), "{text}");
+        assert!(text.lines().find(|l| l.contains("Sia's decisions")).unwrap().contains("n/a"));
+        assert!(text.ends_with("NOT MET: no audit log: see the host's log"), "{text}");
+    }
+
+    #[test]
+    fn a_refused_place_over_several_nodes_is_listed_and_fails_the_verdict() {
+        let refused = RefusedPlace {
+            tick: 12,
+            job: 3,
+            nodes: vec!["scale-node-t4-0".into(), "scale-node-t4-1".into()],
+            stage: Stage::NotApplied,
+            reason: "pod x could not be bound".into(),
+        };
+        let audit = AuditSummary {
+            places: 10,
+            places_multi_node: 6,
+            places_multi_node_applied: 5,
+            refused_places: vec![refused],
+            ..Default::default()
+        };
+        let text = render(&report(Some(audit.clone())));
+        assert!(text.contains("  tick 12 job 3 on scale-node-t4-0, scale-node-t4-1 (not-applied): pod x"), "{text}");
+        assert!(text.ends_with("NOT MET: 1 places over several nodes refused or failed"), "{text}");
+        let met = AuditSummary { places_multi_node_applied: 6, refused_places: Vec::new(), ..audit };
+        assert!(render(&report(Some(met))).ends_with("none refused"));
+    }
+}
