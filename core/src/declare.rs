@@ -130,8 +130,6 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
     kept.sort();
     let spec = wit::JobSpec {
-        requests: wit::Resources::NONE,
-        node_selector: Vec::new(),
         handle: 0,
         name: name.trim_start_matches('/').to_string(),
         model,
@@ -146,6 +144,8 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         replicas,
         scaling,
         tenant,
+        requests: wit::Resources::NONE,
+        node_selector: Vec::new(),
     };
     Declared { spec, deliver, checkpoint, problems: read.problems }
 }

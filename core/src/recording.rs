@@ -145,7 +145,10 @@ pub fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
     }
     let r = &s.room;
     let rows = r.cpu_millicores.len();
-    if r.memory_bytes.len() != rows || r.pods.len() != rows || s.nodes.as_ref().is_some_and(|n| rows != 0 && n.len() != rows) {
+    if r.memory_bytes.len() != rows
+        || r.pods.len() != rows
+        || s.nodes.as_ref().is_some_and(|n| rows != 0 && n.len() != rows)
+    {
         return Err("the room columns do not match the nodes, which no host writes: record the run again".into());
     }
     Ok(())

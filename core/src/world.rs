@@ -247,11 +247,8 @@ impl World {
         if let Some(room) = set {
             return room.clone();
         }
-        let mut room: Vec<Room> = self
-            .nodes
-            .iter()
-            .map(|n| Room { cpu: n.cpu_millicores, memory: n.memory_bytes, pods: u32::MAX })
-            .collect();
+        let mut room: Vec<Room> =
+            self.nodes.iter().map(|n| Room { cpu: n.cpu_millicores, memory: n.memory_bytes, pods: u32::MAX }).collect();
         for (spec, state) in self.jobs() {
             let request = request_of(spec);
             if request == wasmsched_rules::Request::default() {
@@ -758,13 +755,13 @@ mod tests {
         assert_eq!(second.nodes, None, "nodes unchanged: not resent");
         assert_eq!(second.gpus.utilisation_percent, [40.0, 75.0]);
         t.add_node(wit::Node {
-            labels: Vec::new(),
-            domains: Vec::new(),
             name: "n2".into(),
             cpu_millicores: 1000,
             memory_bytes: 1 << 30,
             gpu_memory_bytes: vec![],
             gpu_type: String::new(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
         assert_eq!(t.snapshot_for(&mut c).nodes.map(|n| n.len()), Some(3));
         assert_eq!(t.snapshot_for(&mut Cursor::fresh()).nodes.map(|n| n.len()), Some(3), "a resync resends them");

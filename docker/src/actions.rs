@@ -264,7 +264,11 @@ impl Docker {
     /// Put what the action on container `id` did into the world and the books.
     pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut World) {
         match &effect {
-            Effect::Cpu(_) | Effect::Memory(_) | Effect::Done | Effect::StartedSpread { .. } | Effect::MovedSpread { .. } => {}
+            Effect::Cpu(_)
+            | Effect::Memory(_)
+            | Effect::Done
+            | Effect::StartedSpread { .. }
+            | Effect::MovedSpread { .. } => {}
             Effect::Started { node, gpus, copy } => {
                 let new_id: Arc<str> = copy.as_deref().map_or_else(|| id.clone(), Arc::from);
                 let Some(mut m) = self.jobs.remove(id) else { return };

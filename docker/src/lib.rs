@@ -292,8 +292,6 @@ impl Docker {
                     self.logged.clear(&format!("down:{i}"));
                 }
                 let node = wit::Node {
-                    labels: Vec::new(),
-                    domains: Vec::new(),
                     name: info.name.unwrap_or_else(|| engine.endpoint.clone()),
                     cpu_millicores: cpu,
                     memory_bytes: memory,
@@ -305,6 +303,8 @@ impl Docker {
                         (Some(probe), 0) => probe.gpus().first().map(|g| g.name.clone()).unwrap_or_default(),
                         _ => String::new(),
                     },
+                    labels: Vec::new(),
+                    domains: Vec::new(),
                 };
                 if engine.capacity.is_none() {
                     engine.capacity = Some((cpu, memory));
@@ -437,13 +437,13 @@ impl Backend for Docker {
         while world.nodes().len() < self.engines.len() {
             let e = &self.engines[world.nodes().len()];
             world.add_node(wit::Node {
-                labels: Vec::new(),
-                domains: Vec::new(),
                 name: e.endpoint.clone(),
                 cpu_millicores: 0,
                 memory_bytes: 0,
                 gpu_memory_bytes: vec![],
                 gpu_type: String::new(),
+                labels: Vec::new(),
+                domains: Vec::new(),
             });
         }
         let mut up = vec![false; self.engines.len()];

@@ -27,13 +27,13 @@ const JOBS: usize = 7 * 24 * 60;
 fn week() -> Scenario {
     let nodes = (0..NODES)
         .map(|i| NodeSpec {
-            domains: Vec::new(),
             name: format!("node-{i:04}"),
             cpu_millicores: 48_000,
             memory_bytes: 192 << 30,
             gpus: 4,
             gpu_memory_bytes: 16 << 30,
             gpu_type: "t4".into(),
+            domains: Vec::new(),
         })
         .collect();
     let kinds: [(Model, u32, Option<u32>); 4] = [

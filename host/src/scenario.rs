@@ -148,13 +148,13 @@ impl Cluster {
         for &(gpu_type, count, gpus, gpu_gib) in groups {
             for i in 0..count {
                 nodes.push(crate::backend::sim::workload::NodeSpec {
-                    domains: Vec::new(),
                     name: format!("{gpu_type}-{i}"),
                     cpu_millicores: 64_000,
                     memory_bytes: 256 * GIB,
                     gpus,
                     gpu_memory_bytes: gpu_gib * GIB,
                     gpu_type: gpu_type.into(),
+                    domains: Vec::new(),
                 });
             }
         }

@@ -380,13 +380,13 @@ impl Recorded {
             .nodes
             .iter()
             .map(|n| NodeSpec {
-                domains: Vec::new(),
                 name: n.name.clone(),
                 cpu_millicores: n.cpu_millicores.max(1),
                 memory_bytes: n.memory_bytes,
                 gpus: n.gpu_memory_bytes.len() as u32,
                 gpu_memory_bytes: n.gpu_memory_bytes.first().copied().unwrap_or(0),
                 gpu_type: n.gpu_type.clone(),
+                domains: Vec::new(),
             })
             .collect();
         let mut names: HashMap<String, u32> = HashMap::new();

@@ -294,7 +294,10 @@ impl Kubernetes {
             wit::ActionKind::Place(p) => (p.nodes.first().map(|n| (n.node, n.gpus.clone())), None),
             wit::ActionKind::Resize(r) => (
                 None,
-                r.placement.nodes.first().map(|n| (n.node, n.gpus.iter().map(|&index| GpuSlot { node: n.node, index }).collect())),
+                r.placement
+                    .nodes
+                    .first()
+                    .map(|n| (n.node, n.gpus.iter().map(|&index| GpuSlot { node: n.node, index }).collect())),
             ),
             _ => (None, None),
         };

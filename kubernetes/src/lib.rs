@@ -426,8 +426,12 @@ impl Kubernetes {
                 }
             });
         let bound_only = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
-        let bound =
-            watch(&rt, Api::<Pod>::all(client.clone()), watcher::Config::default().fields(bound_only), health.clone(), |p| {
+        let bound = watch(
+            &rt,
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default().fields(bound_only),
+            health.clone(),
+            |p| {
                 // Of another pod the host reads its node and its containers' requests alone.
                 p.managed_fields_mut().clear();
                 p.metadata.annotations = None;
@@ -443,7 +447,8 @@ impl Kubernetes {
                         (c.liveness_probe, c.readiness_probe, c.startup_probe) = (None, None, None);
                     }
                 }
-            });
+            },
+        );
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());

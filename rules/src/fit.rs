@@ -80,7 +80,13 @@ pub fn first_fit_within(
         }
         let free = book.free_count(node);
         let fits = room(node);
-        let most = if even { fits.saturating_mul(per) } else if fits > 0 { u32::MAX } else { 0 };
+        let most = if even {
+            fits.saturating_mul(per)
+        } else if fits > 0 {
+            u32::MAX
+        } else {
+            0
+        };
         let take = (free - free % per).min(left).min(most);
         if take > 0 {
             nodes.push((node, book.free_on(node).take(take as usize).collect()));

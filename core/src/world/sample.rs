@@ -17,8 +17,6 @@ pub fn job_spec(i: usize) -> wit::JobSpec {
     let (model, metric, direction, kind) = MODELS[i % MODELS.len()];
     let higher = direction == wit::Direction::HigherIsBetter;
     wit::JobSpec {
-        requests: wit::Resources::NONE,
-        node_selector: Vec::new(),
         handle: 0,
         name: format!("{model}-{i}"),
         model: model.into(),
@@ -37,6 +35,8 @@ pub fn job_spec(i: usize) -> wit::JobSpec {
         arrival_ms: 0,
         gpus: 0,
         replicas: 1,
+        requests: wit::Resources::NONE,
+        node_selector: Vec::new(),
     }
 }
 
@@ -67,13 +67,13 @@ pub fn gpu_cluster(nodes: usize, gpus_per_node: u32, running: usize, queued: usi
     let mut t = World::new();
     for n in 0..nodes.max(1) {
         t.add_node(wit::Node {
-            labels: Vec::new(),
-            domains: Vec::new(),
             name: format!("node-{n}"),
             cpu_millicores: 64_000,
             memory_bytes: 512 << 30,
             gpu_memory_bytes: vec![80 << 30; gpus_per_node as usize],
             gpu_type: "a100".into(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
     }
     let mut book = t.gpu_book();
@@ -112,13 +112,13 @@ pub fn world(nodes: usize, jobs: usize, epochs: u32) -> World {
     let mut t = World::new();
     for n in 0..nodes.max(1) {
         let handle = t.add_node(wit::Node {
-            labels: Vec::new(),
-            domains: Vec::new(),
             name: format!("node-{n}"),
             cpu_millicores: 16_000,
             memory_bytes: 64 << 30,
             gpu_memory_bytes: vec![80 << 30],
             gpu_type: "a100".into(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
         t.set_gpu_use(handle, 0, 40.0, 4 << 30);
     }

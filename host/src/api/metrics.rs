@@ -303,13 +303,13 @@ mod tests {
         use crate::world::{GpuSlot, World, sample, undeclared};
         let mut w = World::new();
         w.add_node(wit::Node {
-            labels: Vec::new(),
-            domains: Vec::new(),
             name: "n0".into(),
             cpu_millicores: 8000,
             memory_bytes: 64 << 30,
             gpu_memory_bytes: vec![1 << 30; 8],
             gpu_type: String::new(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
         w.set_tenants(vec![wit::Tenant { weight: 3.0, quota_gpus: Some(6), ..undeclared("vision") }]);
         let h = w.enqueue_job(wit::JobSpec { gpus: 2, tenant: "vision".into(), ..sample::job_spec(0) });

@@ -707,8 +707,6 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         plan.metric()
     };
     wit::JobSpec {
-        requests: wit::Resources::NONE,
-        node_selector: Vec::new(),
         handle: 0,
         name: plan.name.clone(),
         model: plan.model_name().into(),
@@ -734,6 +732,8 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
             wit::Scaling::rigid()
         },
         tenant: plan.tenant.clone(),
+        requests: wit::Resources::NONE,
+        node_selector: Vec::new(),
     }
 }
 

@@ -290,13 +290,13 @@ mod tests {
     fn world(gpus: usize) -> World {
         let mut w = World::new();
         w.add_node(wit::Node {
-            labels: Vec::new(),
-            domains: Vec::new(),
             name: "n0".into(),
             cpu_millicores: 64_000,
             memory_bytes: 256 << 30,
             gpu_memory_bytes: vec![16 << 30; gpus],
             gpu_type: String::new(),
+            labels: Vec::new(),
+            domains: Vec::new(),
         });
         w.set_tenants(vec![
             wit::Tenant { weight: 3.0, quota_gpus: Some(6), ..undeclared("a") },

@@ -178,7 +178,10 @@ mod tests {
             actions: vec![old::Action {
                 job: q,
                 kind: old::ActionKind::Resize(old::Resize {
-                    placement: old::Placement { nodes: vec![old::NodePlacement { node: 0, gpus: vec![3] }], share: false },
+                    placement: old::Placement {
+                        nodes: vec![old::NodePlacement { node: 0, gpus: vec![3] }],
+                        share: false,
+                    },
                     batch_size: Some(64),
                 }),
                 reason: "grow".into(),

@@ -308,14 +308,25 @@ fn node(i: usize, table: &NodeTable, at: &Fields) -> Result<NodeSpec, WorkloadEr
     if table.domains.len() > MAX_DOMAIN_LEVELS {
         return Err(err(
             "domains",
-            format!("{} levels: a node names at most {MAX_DOMAIN_LEVELS}, coarsest first, e.g. [\"block-1\", \"rack-3\"]", table.domains.len()),
+            format!(
+                "{} levels: a node names at most {MAX_DOMAIN_LEVELS}, coarsest first, e.g. [\"block-1\", \"rack-3\"]",
+                table.domains.len()
+            ),
         ));
     }
     if let Some(bad) = table.domains.iter().find(|d| d.trim().is_empty() || d.len() > 63) {
         return Err(err("domains", format!("{bad:?}: a domain is a name of 1 to 63 characters, e.g. \"rack-3\"")));
     }
     let domains = table.domains.clone();
-    Ok(NodeSpec { name, cpu_millicores: cpu_millicores as u64, memory_bytes, gpus, gpu_memory_bytes, gpu_type, domains })
+    Ok(NodeSpec {
+        name,
+        cpu_millicores: cpu_millicores as u64,
+        memory_bytes,
+        gpus,
+        gpu_memory_bytes,
+        gpu_type,
+        domains,
+    })
 }
 
 /// The `[[profile]]` tables, by the name jobs use; their files relative to `folder`.

@@ -75,13 +75,13 @@ source = "a paper"
     assert_eq!(
         w.nodes,
         vec![NodeSpec {
-            domains: Vec::new(),
             name: "a".into(),
             cpu_millicores: 12_500,
             memory_bytes: 48 * GIB,
             gpus: 2,
             gpu_memory_bytes: 16 * GIB,
             gpu_type: String::new(),
+            domains: Vec::new(),
         }]
     );
     let names: Vec<&str> = w.jobs.iter().map(|j| j.name.as_str()).collect();
@@ -360,13 +360,13 @@ fn pollux_rows_map_to_plans_on_the_default_cluster() {
     assert_eq!(
         w.nodes[3],
         NodeSpec {
-            domains: Vec::new(),
             name: "node-3".into(),
             cpu_millicores: 64_000,
             memory_bytes: 256 * GIB,
             gpus: 4,
             gpu_memory_bytes: 32 * GIB,
             gpu_type: String::new(),
+            domains: Vec::new(),
         }
     );
     assert_eq!(

@@ -202,13 +202,13 @@ pub(super) fn pollux(path: &str, name: &str, text: &str, opts: &LoadOptions) -> 
         POLLUX_NODES,
         opts,
         NodeSpec {
-            domains: Vec::new(),
             name: String::new(),
             cpu_millicores: 64_000,
             memory_bytes: 256 * GIB,
             gpus: 4,
             gpu_memory_bytes: 32 * GIB,
             gpu_type: String::new(),
+            domains: Vec::new(),
         },
     )?;
     let mut jobs = Vec::new();
@@ -258,13 +258,13 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
         PHILLY_NODES,
         opts,
         NodeSpec {
-            domains: Vec::new(),
             name: String::new(),
             cpu_millicores: 64_000,
             memory_bytes: 512 * GIB,
             gpus: 8,
             gpu_memory_bytes: 32 * GIB,
             gpu_type: String::new(),
+            domains: Vec::new(),
         },
     )?;
     let mut jobs = Vec::new();

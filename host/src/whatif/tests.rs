@@ -36,13 +36,13 @@ fn a_first_runs_readings_before_its_first_rate_take_that_rate_and_a_later_runs_d
 /// A node of `cores` and no GPU.
 fn node(cores: u64) -> wit::Node {
     wit::Node {
-        labels: Vec::new(),
-        domains: Vec::new(),
         name: "n".into(),
         cpu_millicores: cores * 1000,
         memory_bytes: 1 << 34,
         gpu_memory_bytes: Vec::new(),
         gpu_type: String::new(),
+        labels: Vec::new(),
+        domains: Vec::new(),
     }
 }
 

@@ -16,8 +16,8 @@ use wasmsched_core::world::{GpuSlot, World};
 
 use super::{Gang, Pieces};
 use crate::actions::requests::{Freeing, PodRef, bind, gone};
-use crate::within;
 use crate::actions::{Effect, Failure, Flight, PodCopy};
+use crate::within;
 use crate::{By, Kubernetes, pod};
 
 impl Kubernetes {
@@ -102,8 +102,10 @@ impl Kubernetes {
         let task = self.rt.spawn(async move {
             let copied = moves.iter().map(|(p, _)| {
                 let copy = pod::copy(p, &changes);
-                let (name, uid) = (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
-                let grace = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
+                let (name, uid) =
+                    (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
+                let grace =
+                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
                 let to = PodRef { api: api.clone(), name, limit, gate: gate.clone() };
                 async move {
                     let PodRef { api, name, limit, gate } = to;
@@ -129,7 +131,10 @@ impl Kubernetes {
             let Some(i) = failed else {
                 let names = copies
                     .into_iter()
-                    .map(|c| PodCopy { uid: c.metadata.uid.unwrap_or_default(), name: c.metadata.name.unwrap_or_default() })
+                    .map(|c| PodCopy {
+                        uid: c.metadata.uid.unwrap_or_default(),
+                        name: c.metadata.name.unwrap_or_default(),
+                    })
                     .collect();
                 return Ok(effect_of(names));
             };

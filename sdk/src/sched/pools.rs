@@ -247,7 +247,8 @@ mod tests {
     fn a_spill_stays_in_the_finest_topology_domain_that_holds_it() {
         let mut w = TestWorld::gpu_cluster(&[4, 4, 4, 4]);
         let nodes: Vec<(NodeId, u32)> = (0..4).map(|n| (NodeId(n), 4)).collect();
-        let without = FreeGpus::of(&seen(&mut w).view()).carve(&nodes, 8, Pieces { size: 4, nodes: 2 }, Spill::MostFree);
+        let without =
+            FreeGpus::of(&seen(&mut w).view()).carve(&nodes, 8, Pieces { size: 4, nodes: 2 }, Spill::MostFree);
         assert_eq!(at(&without.unwrap()), [(0, vec![0, 1, 2, 3]), (1, vec![0, 1, 2, 3])], "no topology: index order");
         for (n, rack) in [(0, "r1"), (1, "r2"), (2, "r1"), (3, "r2")] {
             w.set_domains(NodeId(n), &["b", rack]);

@@ -164,13 +164,13 @@ impl Cluster {
         let mut t = World::new();
         for &NodeDecl(name, cpu_millicores, memory_gib, gpus) in &self.nodes {
             t.add_node(wit::Node {
-                labels: Vec::new(),
-                domains: Vec::new(),
                 gpu_type: String::new(),
                 name: name.into(),
                 cpu_millicores,
                 memory_bytes: memory_gib * GIB,
                 gpu_memory_bytes: vec![16 * GIB; gpus as usize],
+                labels: Vec::new(),
+                domains: Vec::new(),
             });
         }
         for &node in &self.down {

@@ -173,13 +173,13 @@ fn job(world: &World, spec: &wit::JobSpec, s: &wasmsched::world::JobState, delta
 
 fn node(name: &str, cpu_millicores: u64, memory_gib: u64, gpus: usize) -> wit::Node {
     wit::Node {
-        labels: Vec::new(),
-        domains: Vec::new(),
         gpu_type: String::new(),
         name: name.into(),
         cpu_millicores,
         memory_bytes: memory_gib * GIB,
         gpu_memory_bytes: vec![16 * GIB; gpus],
+        labels: Vec::new(),
+        domains: Vec::new(),
     }
 }
 

@@ -228,13 +228,13 @@ fn node_of(e: &Engine, profiles: &[Arc<Profile>]) -> (NodeSpec, f64) {
         profiles.iter().filter_map(|p| p.measured.as_ref().and_then(Measured::usable_cores)).collect();
     let cores = if usable.is_empty() { cpus } else { (usable.iter().sum::<f64>() / usable.len() as f64).min(cpus) };
     let node = NodeSpec {
-        domains: Vec::new(),
         name: "engine".into(),
         cpu_millicores: (cores * 1000.0).round() as u64,
         memory_bytes: info.mem_total.unwrap_or(0).max(0) as u64,
         gpus: 0,
         gpu_memory_bytes: 0,
         gpu_type: String::new(),
+        domains: Vec::new(),
     };
     (node, cpus)
 }

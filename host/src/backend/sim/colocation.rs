@@ -83,7 +83,8 @@ static TABLE: LazyLock<Table> = LazyLock::new(|| {
 });
 
 static CROSS_DOMAIN: LazyLock<f64> = LazyLock::new(|| {
-    spread_speed(GAVEL).unwrap_or_else(|e| panic!("the embedded data/gavel/simulation_throughputs.json is malformed: {e}"))
+    spread_speed(GAVEL)
+        .unwrap_or_else(|e| panic!("the embedded data/gavel/simulation_throughputs.json is malformed: {e}"))
 });
 
 /// The fraction of its speed a GPU job keeps when its nodes lie in more than one topology

@@ -495,13 +495,13 @@ pub(crate) mod tests {
         // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
         let profile = Arc::new(sample());
         let node = NodeSpec {
-            domains: Vec::new(),
             name: "n".into(),
             cpu_millicores: 4000,
             memory_bytes: 1 << 30,
             gpus: 0,
             gpu_memory_bytes: 0,
             gpu_type: String::new(),
+            domains: Vec::new(),
         };
         let job = JobPlan { tiers: Some((0.4, 0.55)), ..JobPlan::profiled("a", profile, 2.0) };
         assert_eq!(

@@ -16,13 +16,13 @@ use crate::backend::sim::workload::{JobPlan, NodeSpec};
 
 fn node(name: &str, cores: u64) -> NodeSpec {
     NodeSpec {
-        domains: Vec::new(),
         name: name.into(),
         cpu_millicores: cores * 1000,
         memory_bytes: 64 << 30,
         gpus: 0,
         gpu_memory_bytes: 0,
         gpu_type: String::new(),
+        domains: Vec::new(),
     }
 }
 

@@ -12,13 +12,13 @@ use crate::experiment::sweep::{Axis, Point};
 
 fn node(name: &str, gpus: u32) -> NodeSpec {
     NodeSpec {
-        domains: Vec::new(),
         name: name.into(),
         cpu_millicores: 8000,
         memory_bytes: 64 << 30,
         gpus,
         gpu_memory_bytes: 32 << 30,
         gpu_type: String::new(),
+        domains: Vec::new(),
     }
 }
 

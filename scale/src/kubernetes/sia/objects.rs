@@ -80,13 +80,19 @@ pub fn pod_group(job: &SiaJob, namespace: &str) -> Value {
     manifests::named_pod_group(&job.name, namespace, job.replicas)
 }
 
+/// Where each pod says it checkpoints (`wasmsched.checkpoint`): a folder on a hostPath volume,
+/// which outlives the pod, so that the host carries out Sia's preemptions (no kubelet ever
+/// mounts it).
+const CHECKPOINT: &str = "/ckpt";
+
 /// The job's pods, for `scheduler`: one GPU, 1 CPU and [`POD_MEMORY_GIB`] each, naming its
-/// `PodGroup`, declaring its model and batch size.
+/// `PodGroup`, declaring its model and batch size, and a checkpoint folder on a volume that
+/// outlives them.
 pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str) -> Vec<Pod> {
     let labels = [(MODEL_LABEL, job.application.clone()), (BATCH_SIZE_LABEL, job.batch_size.to_string())];
     (0..job.replicas)
         .map(|r| {
-            manifests::pod_of(&PodParts {
+            let mut pod = manifests::pod_of(&PodParts {
                 name: job.pod_name(r),
                 namespace,
                 scheduler,
@@ -94,9 +100,36 @@ pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str) -> Vec<Pod> {
                 memory_gib: POD_MEMORY_GIB,
                 gpus: 1,
                 group: Some(job.name.clone()),
-            })
+            });
+            checkpointed(&mut pod, &job.name);
+            pod
         })
         .collect()
+}
+
+/// Give `pod` the checkpoint folder [`CHECKPOINT`], on a hostPath volume of job `job`'s.
+fn checkpointed(pod: &mut Pod, job: &str) {
+    use k8s_openapi::api::core::v1::{HostPathVolumeSource, Volume, VolumeMount};
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("wasmsched.checkpoint".into(), CHECKPOINT.into());
+    let Some(spec) = pod.spec.as_mut() else { return };
+    spec.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: "ckpt".into(),
+        host_path: Some(HostPathVolumeSource {
+            path: format!("/tmp/wasmsched-sia/{job}"),
+            type_: Some("DirectoryOrCreate".into()),
+        }),
+        ..Volume::default()
+    });
+    if let Some(c) = spec.containers.first_mut() {
+        c.volume_mounts.get_or_insert_with(Vec::new).push(VolumeMount {
+            name: "ckpt".into(),
+            mount_path: CHECKPOINT.into(),
+            ..VolumeMount::default()
+        });
+    }
 }
 
 #[cfg(test)]
@@ -155,7 +188,12 @@ mod tests {
         assert_eq!(labels[MODEL_LABEL], "deepspeech2");
         assert_eq!(labels[BATCH_SIZE_LABEL], "320");
         assert!(!labels.contains_key(SCALE_LABEL), "the host warns about wasmsched. keys it does not read");
+        let checkpoint = p.metadata.annotations.clone().unwrap()["wasmsched.checkpoint"].clone();
+        assert_eq!(checkpoint, "/ckpt", "a preemption keeps its progress");
         let spec = p.spec.clone().unwrap();
+        let volume = &spec.volumes.as_ref().unwrap()[0];
+        assert_eq!(volume.host_path.as_ref().map(|h| h.path.as_str()), Some("/tmp/wasmsched-sia/deepspeech2-1"));
+        assert_eq!(spec.containers[0].volume_mounts.as_ref().unwrap()[0].mount_path, "/ckpt");
         assert_eq!(spec.scheduler_name.as_deref(), Some("wasmsched"));
         assert_eq!(spec.scheduling_group.unwrap().pod_group_name.as_deref(), Some("deepspeech2-1"));
         assert_eq!(spec.node_selector.unwrap()[SCALE_LABEL], "true");
