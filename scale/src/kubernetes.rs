@@ -456,6 +456,7 @@ async fn run_wasmsched(
         policy: "fifo".into(),
         deadline: None,
         audit: None,
+        speedup: None,
         policies_dir: dir.join("policies.d"),
         cache_dir: dir.join("cache"),
         kubeconfig: options.kubeconfig.clone(),

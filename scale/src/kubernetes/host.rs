@@ -63,6 +63,10 @@ pub struct HostConfig {
     pub deadline: Option<Duration>,
     /// The audit log (`[record] audit`); None: nothing recorded.
     pub audit: Option<PathBuf>,
+    /// How many times faster than real time the workload runs: the disruption budget's
+    /// window and per-job interval (`[budget]`, on the backend's wall clock) shrink by it; None:
+    /// the host's defaults.
+    pub speedup: Option<f64>,
     /// The policies folder (holding `NAME.wasm`).
     pub policies_dir: PathBuf,
     /// Where compiled policies are cached.
@@ -107,6 +111,11 @@ impl HostConfig {
         );
         if let Some(audit) = &self.audit {
             toml.push_str(&format!("\n[record]\naudit = {}\n", toml_string(&audit.to_string_lossy())));
+        }
+        if let Some(speedup) = self.speedup.filter(|s| *s > 0.0) {
+            // The host's defaults, 10 minutes and 30 minutes, in the workload's time.
+            let ms = |minutes: f64| (minutes * 60_000.0 / speedup).round().max(1.0) as u64;
+            toml.push_str(&format!("\n[budget]\nwindow = \"{}ms\"\njob-min-interval = \"{}ms\"\n", ms(10.0), ms(30.0)));
         }
         toml.push_str(&format!("\n[policy.{}]\nrole = \"active\"\n", toml_key(&self.policy)));
         if let Some(deadline) = self.deadline {
@@ -354,6 +363,7 @@ mod tests {
             policy: "fifo".into(),
             deadline: None,
             audit: None,
+            speedup: None,
             policies_dir: PathBuf::from("/tmp/run \"1\"/policies.d"),
             cache_dir: PathBuf::from("/tmp/run/cache"),
             kubeconfig: PathBuf::from("/tmp/k8s-run/admin.kubeconfig"),
@@ -377,6 +387,7 @@ mod tests {
         assert_eq!(t["api"]["listen"].as_str(), Some("127.0.0.1:40123"));
         assert_eq!(t["policy"]["fifo"]["role"].as_str(), Some("active"));
         assert!(t["policy"]["fifo"].get("deadline").is_none() && t.get("record").is_none());
+        assert!(t.get("budget").is_none(), "the host's own budget");
     }
 
     #[test]
@@ -385,6 +396,7 @@ mod tests {
             policy: "sia".into(),
             deadline: Some(Duration::from_secs(1)),
             audit: Some(PathBuf::from("/tmp/wasmsched-sia-1/audit.jsonl")),
+            speedup: Some(120.0),
             ..config()
         };
         let t: toml::Table = c.to_toml().parse().unwrap();
@@ -392,6 +404,8 @@ mod tests {
         assert_eq!(t["policy"]["sia"]["deadline"].as_str(), Some("1000ms"));
         assert!(t["policy"].get("fifo").is_none());
         assert_eq!(t["record"]["audit"].as_str(), Some("/tmp/wasmsched-sia-1/audit.jsonl"));
+        assert_eq!(t["budget"]["window"].as_str(), Some("5000ms"), "10 minutes of the workload at 120x");
+        assert_eq!(t["budget"]["job-min-interval"].as_str(), Some("15000ms"));
     }
 
     #[test]

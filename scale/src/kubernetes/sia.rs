@@ -341,6 +341,7 @@ async fn start_sia(
         policy: POLICY.into(),
         deadline: Some(options.deadline),
         audit: Some(audit.clone()),
+        speedup: Some(options.speedup),
         policies_dir: dir.join("policies.d"),
         cache_dir: dir.join("cache"),
         kubeconfig: options.kubeconfig.clone(),
