@@ -349,9 +349,10 @@ pub struct Kubernetes {
     /// Actions of the policy's from earlier ticks that failed since, not yet reported.
     late: Vec<ApplyError>,
     pods: Store<Pod>,
-    /// Every pod bound to a node and not ended, in every namespace, trimmed to its node and
-    /// requests: what other schedulers' pods take of a node's room.
-    bound: Store<Pod>,
+    /// Every pod bound to a node and not ended that the host does not manage, in every
+    /// namespace, trimmed to its node and requests: what other schedulers' pods take of a
+    /// node's room ([`bound_pods`]).
+    bound: Vec<Store<Pod>>,
     node_store: Store<Node>,
     /// The `PodGroup` objects that size the pod groups.
     podgroups: group::PodGroups,
@@ -425,30 +426,7 @@ impl Kubernetes {
                     status.volumes_in_use = None;
                 }
             });
-        let bound_only = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
-        let bound = watch(
-            &rt,
-            Api::<Pod>::all(client.clone()),
-            watcher::Config::default().fields(bound_only),
-            health.clone(),
-            |p| {
-                // Of another pod the host reads its node and its containers' requests alone.
-                p.managed_fields_mut().clear();
-                p.metadata.annotations = None;
-                p.metadata.labels = None;
-                p.status = None;
-                if let Some(spec) = p.spec.as_mut() {
-                    spec.init_containers = None;
-                    spec.volumes = None;
-                    spec.affinity = None;
-                    spec.tolerations = None;
-                    for c in &mut spec.containers {
-                        (c.env, c.command, c.args, c.volume_mounts) = (None, None, None, None);
-                        (c.liveness_probe, c.readiness_probe, c.startup_probe) = (None, None, None);
-                    }
-                }
-            },
-        );
+        let bound = bound_pods(&rt, &client, &config, &health);
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
@@ -492,12 +470,13 @@ impl Kubernetes {
         pods && nodes && self.health.lock().expect("health lock").down.is_none()
     }
 
-    /// Whether the pods' and the nodes' watches have listed once (their stores are whole).
+    /// Whether the pods' and the nodes' watches have listed once (their stores are whole); the
+    /// nodes count as listed once the other pods bound to them have too (their room is known).
     fn listed(&self) -> (bool, bool) {
         use futures_util::FutureExt;
-        let pods = self.pods.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok());
+        let ready = |s: &Store<Pod>| s.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok());
         let nodes = self.node_store.wait_until_ready().now_or_never().is_some_and(|r| r.is_ok());
-        (pods, nodes)
+        (ready(&self.pods), nodes && self.bound.iter().all(ready))
     }
 
     fn pods_api(&self) -> Api<Pod> {
@@ -661,6 +640,57 @@ async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, Kub
     }
 }
 
+/// The watches of the pods bound to a node that the host does not manage: those of every other
+/// namespace, and those of the managed namespace outside the managed selector when it can be
+/// negated (`key=value`, `key`); else every bound pod, the managed ones skipped when counted.
+fn bound_pods(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    config: &KubernetesConfig,
+    health: &Arc<Mutex<Health>>,
+) -> Vec<Store<Pod>> {
+    const BOUND: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+    let trim = |p: &mut Pod| {
+        // Of another pod the host reads its node and its containers' requests alone.
+        p.managed_fields_mut().clear();
+        p.metadata.annotations = None;
+        p.metadata.labels = None;
+        p.status = None;
+        if let Some(spec) = p.spec.as_mut() {
+            (spec.init_containers, spec.volumes, spec.affinity, spec.tolerations) = (None, None, None, None);
+            for c in &mut spec.containers {
+                (c.env, c.command, c.args, c.volume_mounts) = (None, None, None, None);
+                (c.liveness_probe, c.readiness_probe, c.startup_probe) = (None, None, None);
+            }
+        }
+    };
+    let all = Api::<Pod>::all(client.clone());
+    let Some(others) = negated(&config.selector) else {
+        return vec![watch(rt, all, watcher::Config::default().fields(BOUND), health.clone(), trim)];
+    };
+    let elsewhere = format!("{BOUND},metadata.namespace!={}", config.namespace);
+    let here = Api::<Pod>::namespaced(client.clone(), &config.namespace);
+    vec![
+        watch(rt, all, watcher::Config::default().fields(&elsewhere), health.clone(), trim),
+        watch(rt, here, watcher::Config::default().fields(BOUND).labels(&others), health.clone(), trim),
+    ]
+}
+
+/// The label selector of the pods `selector` does not select, for a selector of one term
+/// (`key=value`, `key==value`, `key`); None for any other.
+fn negated(selector: &str) -> Option<String> {
+    let s = selector.trim();
+    if s.contains([',', '!', '(', ' ']) {
+        return None;
+    }
+    match s.split_once("==").or_else(|| s.split_once('=')) {
+        Some((key, value)) if !key.is_empty() => Some(format!("{key}!={value}")),
+        Some(_) => None,
+        None if !s.is_empty() => Some(format!("!{s}")),
+        None => None,
+    }
+}
+
 /// A reflector of `api`'s objects, each trimmed by `trim` before it is stored, kept up to date
 /// on the runtime; it lists again whenever the watch breaks, with backoff, and reports whether
 /// the apiserver answers.
@@ -701,6 +731,16 @@ async fn within<T>(limit: Duration, fut: impl Future<Output = Result<T, kube::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_term_selector_is_negated_and_any_other_is_not() {
+        assert_eq!(negated("wasmsched.managed=true").as_deref(), Some("wasmsched.managed!=true"));
+        assert_eq!(negated("team==a").as_deref(), Some("team!=a"));
+        assert_eq!(negated("managed").as_deref(), Some("!managed"));
+        for other in ["a=1,b=2", "a!=1", "env in (x)", "", "=x"] {
+            assert_eq!(negated(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn backoffs_double_and_stop_at_their_ceiling() {

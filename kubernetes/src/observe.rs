@@ -26,10 +26,14 @@ impl Kubernetes {
         if self.clock.wait_for(until_ms) {
             // Give the first lists a moment, so the first tick sees the cluster.
             let (pods, nodes, limit) = (self.pods.clone(), self.node_store.clone(), self.config.timeout);
+            let bound = self.bound.clone();
             self.rt.block_on(async move {
                 let ready = async move {
                     let _ = pods.wait_until_ready().await;
                     let _ = nodes.wait_until_ready().await;
+                    for b in bound {
+                        let _ = b.wait_until_ready().await;
+                    }
                 };
                 let _ = tokio::time::timeout(limit, ready).await;
             });

@@ -110,7 +110,7 @@ pub fn requests(pod: &Pod) -> (u64, u64) {
     spec.containers.iter().fold((0, 0), |(cpu, memory), c| {
         let get = |key: &str| {
             let r = c.resources.as_ref()?;
-            r.requests.as_ref().and_then(|q| q.get(key)).or(r.limits.as_ref()?.get(key)).cloned()
+            r.requests.as_ref().and_then(|q| q.get(key)).or_else(|| r.limits.as_ref()?.get(key)).cloned()
         };
         let m = get("cpu").and_then(|q| millicores(&q)).unwrap_or(0);
         let b = get("memory").and_then(|q| bytes(&q)).unwrap_or(0);

@@ -268,7 +268,7 @@ impl Kubernetes {
             })
             .collect();
         // Pods the host does not manage (other schedulers', daemons') take their room too.
-        for p in self.bound.state() {
+        for p in self.bound.iter().flat_map(kube::runtime::reflector::Store::state) {
             if self.pods.get(&kube::runtime::reflector::ObjectRef::from_obj(p.as_ref())).is_some() {
                 continue;
             }

@@ -70,6 +70,9 @@ fn quantities_read_as_kubernetes_writes_them() {
     assert_eq!(bytes(&q("-1Gi")), None);
     assert_eq!(requests(&burstable()), (250, 64 << 20));
     assert_eq!(limits(&burstable()), (Some(2000), None));
+    // Requests without limits (the usual pod), and limits alone (its requests default to them).
+    assert_eq!(requests(&pod(json!({"requests": {"cpu": "7", "memory": "1Gi"}}))), (7000, 1 << 30));
+    assert_eq!(requests(&pod(json!({"limits": {"cpu": "1", "memory": "1Gi"}}))), (1000, 1 << 30));
 }
 
 #[test]

@@ -159,13 +159,13 @@ pub fn serves_podgroups(c: &Cluster) -> bool {
 /// Nodes as API objects (no kubelet), Ready, with `gpus` GPUs each; deleted on drop. Fresh
 /// for each use: without heartbeats the controller manager marks them NotReady after about a
 /// minute.
-struct ObjectNodes {
+pub(crate) struct ObjectNodes {
     c: &'static Cluster,
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 
 impl ObjectNodes {
-    fn new(c: &'static Cluster, label: &str, count: u32, gpus: u32) -> ObjectNodes {
+    pub(crate) fn new(c: &'static Cluster, label: &str, count: u32, gpus: u32) -> ObjectNodes {
         let nodes: Api<Node> = Api::all(c.client.clone());
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
         let resources = json!({"cpu": "8", "memory": "32Gi", "pods": "110", "nvidia.com/gpu": gpus.to_string()});

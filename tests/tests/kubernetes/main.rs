@@ -8,6 +8,7 @@ mod faults;
 mod groups;
 mod manifests;
 mod replicas;
+mod room;
 mod scale;
 mod tenants;
 mod whatif;
