@@ -533,6 +533,32 @@ fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm".to_string()), Some("vm".to_string())], "both moved to vm");
     assert_eq!(crate::job_named(&world, "pair"), Some(handle), "the same job runs on");
+
+    // Resized whole: the same pods, back on vm2, at batch size 64, which every copy carries.
+    let last = world.history(handle).last().unwrap().epoch;
+    let resized = Instant::now();
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: Vec::new() }], share: false };
+    let resize = wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) });
+    let mut errors = k.apply(&[crate::action(handle, resize)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(handle).map(|s| (s.node, s.batch_size)), Some((1, 64)));
+    c.wait(&label, "epochs again after the resize", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+    });
+    let resized = resized.elapsed();
+    for p in c.labelled(&label) {
+        let spec = p.spec.unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("vm2"), "both moved to vm2");
+        let env = spec.containers[0].env.clone().unwrap_or_default();
+        let batch = env.iter().find(|e| e.name == "WASMSCHED_BATCH_SIZE").and_then(|e| e.value.clone());
+        assert_eq!(batch.as_deref(), Some("64"), "every copy trains at the batch size in force");
+    }
+    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's resize");
+    eprintln!(
+        "a group of 2 trainer pods resized (moved to vm2 at batch size 64) to its second epoch after {resized:.1?}"
+    );
     eprintln!(
         "a group of 2 trainer pods: bound whole to its third epoch {first:.1?}; preempted (both re-created unbound) in \
          {took:.1?}; placed again to its second epoch after {resumed:.1?}; migrated to its second epoch after \
