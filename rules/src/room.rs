@@ -31,8 +31,7 @@ impl NodeRoom {
 
     /// How many pieces requesting `r` it takes now.
     pub fn pieces(&self, r: Request) -> u32 {
-        let by =
-            |have: u64, want: u64| if want == 0 { u32::MAX } else { (have / want).min(u64::from(u32::MAX)) as u32 };
+        let by = |have: u64, want: u64| have.checked_div(want).map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32);
         self.pods.min(by(self.cpu, r.cpu)).min(by(self.memory, r.memory))
     }
 

@@ -52,6 +52,9 @@ pub use pools::{Entries, Pieces, Pool, Spill, merge, pool_of};
 pub use room::TenantRoom;
 pub use topology::Packed;
 
+/// Per node selector (its labels), which nodes carry them, in node order.
+type Selects = HashMap<Vec<(String, String)>, Vec<bool>>;
+
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).
 const PLANNED: u32 = u32::MAX;
@@ -125,7 +128,7 @@ pub struct FreeGpus {
     /// Per node, its room for requests as the plan leaves it.
     room: Vec<NodeRoom>,
     /// Per node selector the snapshot's jobs give, which nodes carry its labels.
-    selects: Rc<HashMap<Vec<(String, String)>, Vec<bool>>>,
+    selects: Rc<Selects>,
     /// Per node, its topology domains (interned per level), as [`topology`] reads them.
     domains: Rc<topology::Domains>,
 }
@@ -195,7 +198,7 @@ impl FreeGpus {
 
     fn indexed(book: GpuBook, nodes: Vec<(Millicores, u32)>, s: &Snapshot<'_>, room: Vec<NodeRoom>) -> Self {
         let index = Self::index_of(&book, &nodes);
-        let mut selects: HashMap<Vec<(String, String)>, Vec<bool>> = HashMap::new();
+        let mut selects = Selects::new();
         for job in s.queue().chain(s.jobs()) {
             let selector = job.node_selector();
             if !selector.is_empty() && !selects.contains_key(selector) {

@@ -8,7 +8,7 @@
 //! whole, ever partly bound and for how long) and from the host's audit log and log after it
 //! stopped ([`audit`]: Sia's places, which named several nodes, which were refused and why).
 //! No kubelet runs the pods, so a bound group stays bound: the cluster fills and the rest wait.
-//! The cluster is taken over and put back as by [`super::run`] ([`Cluster`]).
+//! The cluster is taken over and put back as by [`super::run`] (`Cluster`).
 
 pub mod audit;
 pub mod groups;

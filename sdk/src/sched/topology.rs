@@ -140,7 +140,7 @@ impl FreeGpus {
         let selector = job.node_selector();
         let takes = |n: u32| {
             let room = self.room_for(n, request, selector);
-            if per == 0 { room } else { room.min(self.book.free_count(n) / per) }
+            self.book.free_count(n).checked_div(per).map_or(room, |whole| room.min(whole))
         };
         let nodes: Vec<(u32, u32)> =
             (0..self.nodes.len() as u32).map(|n| (n, takes(n))).filter(|&(_, p)| p > 0).collect();
