@@ -226,7 +226,7 @@ mod tests {
         #[cfg(feature = "kubernetes")]
         assert_eq!(
             keys::<kubernetes::KubernetesConfig>(),
-            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams", "election"]
+            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams", "topology", "election"]
         );
     }
 
