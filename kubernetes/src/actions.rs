@@ -35,6 +35,13 @@ pub(super) struct PodCopy {
     pub(super) name: String,
 }
 
+impl PodCopy {
+    /// The copy the apiserver made.
+    pub(super) fn of(made: Pod) -> PodCopy {
+        PodCopy { uid: made.metadata.uid.unwrap_or_default(), name: made.metadata.name.unwrap_or_default() }
+    }
+}
+
 /// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
 /// a NotReady node, say: nothing about the pod itself), or no answer.
 pub(super) enum Failure {
@@ -611,8 +618,7 @@ impl Kubernetes {
             let PodRef { api, name, limit, gate } = to;
             let (post, delete) = (PostParams::default(), DeleteParams::default());
             let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
-            let copy =
-                PodCopy { uid: made.metadata.uid.unwrap_or_default(), name: made.metadata.name.unwrap_or_default() };
+            let copy = PodCopy::of(made);
             gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
             let patience = limit + Duration::from_secs(grace as u64 + 30);
             gone(&api, &gate, &name, &original_uid, patience).await?;

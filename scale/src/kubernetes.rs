@@ -451,19 +451,7 @@ async fn run_wasmsched(
     cluster.scheduler.stop();
     let ns = fresh_namespace(cluster, format!("scale-wasmsched-{stamp}")).await?;
     let listen = host::free_loopback_addr().map_err(|source| HostError::Prepare { path: dir.to_owned(), source })?;
-    let config = HostConfig {
-        tick: options.tick,
-        policy: "fifo".into(),
-        deadline: None,
-        audit: None,
-        speedup: None,
-        policies_dir: dir.join("policies.d"),
-        cache_dir: dir.join("cache"),
-        kubeconfig: options.kubeconfig.clone(),
-        namespace: ns.clone(),
-        scheduler_name: Scheduler::Wasmsched.scheduler_name().into(),
-        listen,
-    };
+    let config = HostConfig::kept_in(dir, "fifo", options.tick, &options.kubeconfig, &ns, listen);
     let config_path = host::prepare(dir, &config, &options.fifo)?;
     let log = dir.join("host.log");
     let start = start_host(&options.host_bin, config_path, log, listen);

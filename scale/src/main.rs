@@ -28,6 +28,27 @@ enum Command {
     Sia(SiaArgs),
 }
 
+/// How both experiments reach the kit's cluster.
+#[derive(clap::Args)]
+struct ClusterArgs {
+    /// The cluster's kubeconfig; default: `cluster kubeconfig` (`$K8S_RUN/admin.kubeconfig`).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// The kit's state folder, with the controller manager's and the scheduler's pid files.
+    #[arg(long, env = "K8S_RUN", default_value = "/tmp/k8s-run")]
+    k8s_run: PathBuf,
+    /// Requests in flight while creating nodes and pods.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+}
+
+impl ClusterArgs {
+    /// The kubeconfig given, else the kit's.
+    fn kubeconfig(&self) -> PathBuf {
+        self.kubeconfig.clone().unwrap_or_else(|| self.k8s_run.join("admin.kubeconfig"))
+    }
+}
+
 #[derive(clap::Args)]
 struct KubernetesArgs {
     /// Nodes to create as API objects.
@@ -60,15 +81,8 @@ struct KubernetesArgs {
     /// Which schedulers to run.
     #[arg(long, value_enum, default_value = "both")]
     only: Only,
-    /// The cluster's kubeconfig; default: `cluster kubeconfig` (`$K8S_RUN/admin.kubeconfig`).
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// The kit's state folder, with the controller manager's and the scheduler's pid files.
-    #[arg(long, env = "K8S_RUN", default_value = "/tmp/k8s-run")]
-    k8s_run: PathBuf,
-    /// Requests in flight while creating nodes and pods.
-    #[arg(long, default_value_t = 32)]
-    concurrency: usize,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// How long one run may wait for its pods to be bound.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -114,15 +128,8 @@ struct SiaArgs {
     /// The Sia policy component the host runs.
     #[arg(long, default_value = "target/policies/wasm32-wasip2/release/policy_sia.wasm")]
     policy: PathBuf,
-    /// The cluster's kubeconfig; default: `$K8S_RUN/admin.kubeconfig`.
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-    /// The kit's state folder, with the controller manager's and the scheduler's pid files.
-    #[arg(long, env = "K8S_RUN", default_value = "/tmp/k8s-run")]
-    k8s_run: PathBuf,
-    /// Requests in flight while creating nodes and pods.
-    #[arg(long, default_value_t = 32)]
-    concurrency: usize,
+    #[command(flatten)]
+    cluster: ClusterArgs,
     /// Write the report as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -143,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
 
 async fn sia(a: SiaArgs) -> anyhow::Result<()> {
     let options = SiaOptions {
-        kubeconfig: a.kubeconfig.unwrap_or_else(|| a.k8s_run.join("admin.kubeconfig")),
+        kubeconfig: a.cluster.kubeconfig(),
         workload: a.workload,
         speedup: a.speedup,
         jobs: a.jobs,
@@ -152,8 +159,8 @@ async fn sia(a: SiaArgs) -> anyhow::Result<()> {
         deadline: a.deadline,
         host_bin: a.host_bin,
         policy: a.policy,
-        k8s_run: a.k8s_run,
-        concurrency: a.concurrency,
+        k8s_run: a.cluster.k8s_run,
+        concurrency: a.cluster.concurrency,
     };
     let report = sia::run(&options).await.context("the Sia run failed")?;
     println!("{}", sia::table::render(&report));
@@ -161,7 +168,6 @@ async fn sia(a: SiaArgs) -> anyhow::Result<()> {
 }
 
 async fn kubernetes(a: KubernetesArgs) -> anyhow::Result<()> {
-    let kubeconfig = a.kubeconfig.unwrap_or_else(|| a.k8s_run.join("admin.kubeconfig"));
     let options = Options {
         nodes: a.nodes,
         pods: a.pods,
@@ -172,9 +178,9 @@ async fn kubernetes(a: KubernetesArgs) -> anyhow::Result<()> {
         host_bin: a.host_bin,
         fifo: a.fifo,
         only: a.only,
-        kubeconfig,
-        k8s_run: a.k8s_run,
-        concurrency: a.concurrency,
+        kubeconfig: a.cluster.kubeconfig(),
+        k8s_run: a.cluster.k8s_run,
+        concurrency: a.cluster.concurrency,
         timeout: a.timeout,
         steady: a.steady,
         scheduler_qps: a.scheduler_qps,

@@ -352,8 +352,7 @@ impl FreeGpus {
         let fits = |n: u32| self.room_for(n, Request::default(), &[]);
         let entries = first_fit_within(&self.book, ask, &order, fits)?;
         let placement = Placement::of(entries, ask, Request::default(), fits);
-        self.take(&placement);
-        self.count_job(placement.node(), |jobs| jobs.saturating_sub(1));
+        self.hold_placement(&placement);
         Some(placement)
     }
 
@@ -495,6 +494,12 @@ impl FreeGpus {
     /// Book a placement: its GPUs are held, its pieces take their nodes' room, and its first
     /// node has one job more.
     pub fn take(&mut self, placement: &Placement) {
+        self.hold_placement(placement);
+        self.count_job(placement.node(), |jobs| jobs.saturating_add(1));
+    }
+
+    /// Hold a placement's GPUs and take its pieces out of their nodes' room.
+    fn hold_placement(&mut self, placement: &Placement) {
         for g in placement.gpus() {
             self.book.hold(g.node.0, g.index, PLANNED);
             self.index.set_free(g.node.0, self.book.free_count(g.node.0));
@@ -504,7 +509,6 @@ impl FreeGpus {
                 r.take(placement.request, pieces);
             }
         }
-        self.count_job(placement.node(), |jobs| jobs + 1);
     }
 
     /// Node `node`'s room as the plan leaves it (none for a node that does not exist).

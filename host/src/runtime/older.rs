@@ -24,6 +24,60 @@ macro_rules! older_common {
     };
 }
 
+/// Defines, in the module it is called from, the per-tick columns of an older contract `$old`
+/// that has a queue (0.2.0 on): `job_states(j)` (the running jobs' columns every such version
+/// has, and the ones named after `$old`, `batch_size` …), `queue_states(q)` and
+/// `progress_records(p)`.
+macro_rules! older_columns {
+    ($old:ident $(, $field:ident)*) => {
+        fn job_states(j: &wit::JobStates) -> $old::JobStates {
+            $old::JobStates {
+                handle: j.handle.clone(),
+                node: j.node.clone(),
+                cpu_limit_millicores: j.cpu_limit_millicores.clone(),
+                memory_limit_bytes: j.memory_limit_bytes.clone(),
+                cpu_used_millicores: j.cpu_used_millicores.clone(),
+                memory_used_bytes: j.memory_used_bytes.clone(),
+                gpu_count: j.gpu_count.clone(),
+                gpu_node: j.gpu_node.clone(),
+                gpu_index: j.gpu_index.clone(),
+                gpu_share_percent: j.gpu_share_percent.clone(),
+                gpu_used_percent: j.gpu_used_percent.clone(),
+                run_ms: j.run_ms.clone(),
+                gpu_ms: j.gpu_ms.clone(),
+                $($field: j.$field.clone(),)*
+            }
+        }
+
+        fn queue_states(q: &wit::QueueStates) -> $old::QueueStates {
+            $old::QueueStates {
+                handle: q.handle.clone(),
+                reason: q
+                    .reason
+                    .iter()
+                    .map(|r| match r {
+                        wit::WaitReason::NeverStarted => $old::WaitReason::NeverStarted,
+                        wit::WaitReason::Preempted => $old::WaitReason::Preempted,
+                    })
+                    .collect(),
+                since_ms: q.since_ms.clone(),
+                run_ms: q.run_ms.clone(),
+                gpu_ms: q.gpu_ms.clone(),
+            }
+        }
+
+        fn progress_records(p: &wit::ProgressRecords) -> $old::ProgressRecords {
+            $old::ProgressRecords {
+                job: p.job.clone(),
+                time_ms: p.time_ms.clone(),
+                epoch: p.epoch.clone(),
+                value_count: p.value_count.clone(),
+                values: p.values.clone(),
+            }
+        }
+    };
+}
+
 /// Defines, in the module it is called from, the conversions every older contract `$old` (its
 /// types module) shares with the current one:
 /// - `older_job_spec(s)`: a job's declaration, the fields named after `$old` (`arrival_ms`, …) added
@@ -106,4 +160,4 @@ macro_rules! older_decision {
     }};
 }
 
-pub(crate) use {older_common, older_contract, older_decision};
+pub(crate) use {older_columns, older_common, older_contract, older_decision};

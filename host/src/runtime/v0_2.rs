@@ -8,9 +8,6 @@ use crate::bindings::wit;
 
 /// The 0.2.0 snapshot for the current snapshot `s`: the same deltas, less the new fields.
 pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
-    let j = &s.jobs;
-    let q = &s.queue;
-    let p = &s.progress;
     old::Snapshot {
         time_ms: s.time_ms,
         interval_ms: s.interval_ms,
@@ -19,46 +16,14 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         gpus: gpu_states(&s.gpus),
         added: s.added.iter().map(older_job_spec).collect(),
         removed: s.removed.clone(),
-        jobs: old::JobStates {
-            handle: j.handle.clone(),
-            node: j.node.clone(),
-            cpu_limit_millicores: j.cpu_limit_millicores.clone(),
-            memory_limit_bytes: j.memory_limit_bytes.clone(),
-            cpu_used_millicores: j.cpu_used_millicores.clone(),
-            memory_used_bytes: j.memory_used_bytes.clone(),
-            gpu_count: j.gpu_count.clone(),
-            gpu_node: j.gpu_node.clone(),
-            gpu_index: j.gpu_index.clone(),
-            gpu_share_percent: j.gpu_share_percent.clone(),
-            gpu_used_percent: j.gpu_used_percent.clone(),
-            run_ms: j.run_ms.clone(),
-            gpu_ms: j.gpu_ms.clone(),
-        },
-        queue: old::QueueStates {
-            handle: q.handle.clone(),
-            reason: q
-                .reason
-                .iter()
-                .map(|r| match r {
-                    wit::WaitReason::NeverStarted => old::WaitReason::NeverStarted,
-                    wit::WaitReason::Preempted => old::WaitReason::Preempted,
-                })
-                .collect(),
-            since_ms: q.since_ms.clone(),
-            run_ms: q.run_ms.clone(),
-            gpu_ms: q.gpu_ms.clone(),
-        },
-        progress: old::ProgressRecords {
-            job: p.job.clone(),
-            time_ms: p.time_ms.clone(),
-            epoch: p.epoch.clone(),
-            value_count: p.value_count.clone(),
-            values: p.values.clone(),
-        },
+        jobs: job_states(&s.jobs),
+        queue: queue_states(&s.queue),
+        progress: progress_records(&s.progress),
     }
 }
 
 super::older::older_contract!(old, arrival_ms, gpus, replicas);
+super::older::older_columns!(old);
 
 /// A 0.2.0 decision in current terms: the same actions, no reasons why jobs wait.
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {

@@ -5,9 +5,7 @@
 //! copies already bound back to the queue, so the group waits whole.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use kube::api::{DeleteParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
 
 use wasmsched_core::bindings::wit;
@@ -15,7 +13,7 @@ use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint}
 use wasmsched_core::world::{GpuSlot, World};
 
 use super::{Gang, Pieces};
-use crate::actions::requests::{Freeing, PodRef, bind, gone};
+use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
 use crate::within;
 use crate::{By, Kubernetes, pod};
@@ -99,28 +97,12 @@ impl Kubernetes {
         let (service, arrived) = (changes.service, changes.arrived_unix_ms);
         let members: Vec<Arc<str>> = g.members.iter().map(|p| p.uid.clone()).collect();
         let resized = resize.is_some();
+        let pods: Vec<_> = moves.iter().map(|(p, _)| p.clone()).collect();
+        let copied = taker.copy_all(&pods, &changes);
         let task = self.rt.spawn(async move {
-            let copied = moves.iter().map(|(p, _)| {
-                let copy = pod::copy(p, &changes);
-                let (name, uid) =
-                    (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
-                let grace =
-                    p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
-                let to = PodRef { api: api.clone(), name, limit, gate: gate.clone() };
-                async move {
-                    let PodRef { api, name, limit, gate } = to;
-                    let (post, delete) = (PostParams::default(), DeleteParams::default());
-                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
-                    gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
-                    Ok::<_, Failure>(made)
-                }
-            });
-            let mut copies = Vec::with_capacity(moves.len());
-            for done in futures_util::future::join_all(copied).await {
-                copies.push(done?);
-            }
+            let copies = copied.await;
             drop(frees);
+            let copies = copies?;
             freeing.all_done().await;
             let binds = copies.iter().zip(&moves).map(|(copy, (_, node))| {
                 let (api, gate, name) = (api.clone(), gate.clone(), copy.metadata.name.clone().unwrap_or_default());
@@ -129,14 +111,7 @@ impl Kubernetes {
             let results = futures_util::future::join_all(binds).await;
             let failed = results.iter().position(Result::is_err);
             let Some(i) = failed else {
-                let names = copies
-                    .into_iter()
-                    .map(|c| PodCopy {
-                        uid: c.metadata.uid.unwrap_or_default(),
-                        name: c.metadata.name.unwrap_or_default(),
-                    })
-                    .collect();
-                return Ok(effect_of(names));
+                return Ok(effect_of(copies.into_iter().map(PodCopy::of).collect()));
             };
             // Partly bound: every copy goes back to the queue, the group waits whole.
             let back = taker.run(copies.clone(), true, service, arrived, None).await;

@@ -557,17 +557,37 @@ impl TakeBack {
         frees: Option<Frees>,
     ) -> impl Future<Output = Result<Effect, Failure>> + Send + 'static {
         let changes = pod::Changes {
-            scheduler: self.scheduler,
+            scheduler: self.scheduler.clone(),
             preempted,
             service,
             arrived_unix_ms,
             gpus: None,
             batch_size: None,
         };
-        let backs: Vec<_> = pods
+        let copied = self.copy_all(&pods, &changes);
+        async move {
+            let copies = copied.await;
+            drop(frees);
+            Ok(match copies?.into_iter().next() {
+                Some(made) if preempted => Effect::Requeued { copy: PodCopy::of(made) },
+                _ => Effect::Done,
+            })
+        }
+    }
+}
+
+impl TakeBack {
+    /// Copy each of `pods` from its own spec with `changes`, delete the original and wait until
+    /// it is gone; all at once. The copies as made, in the pods' order.
+    pub(super) fn copy_all(
+        &self,
+        pods: &[Pod],
+        changes: &pod::Changes,
+    ) -> impl Future<Output = Result<Vec<Pod>, Failure>> + Send + 'static + use<> {
+        let each: Vec<_> = pods
             .iter()
             .map(|p| {
-                let copy = pod::copy(p, &changes);
+                let copy = pod::copy(p, changes);
                 let (name, uid) =
                     (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
                 let grace =
@@ -579,25 +599,11 @@ impl TakeBack {
                     let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
                     gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
                     gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
-                    Ok::<_, Failure>(PodCopy {
-                        uid: made.metadata.uid.unwrap_or_default(),
-                        name: made.metadata.name.unwrap_or_default(),
-                    })
+                    Ok::<_, Failure>(made)
                 }
             })
             .collect();
-        async move {
-            let results = futures_util::future::join_all(backs).await;
-            drop(frees);
-            let mut copies = Vec::with_capacity(results.len());
-            for r in results {
-                copies.push(r?);
-            }
-            Ok(match copies.into_iter().next() {
-                Some(copy) if preempted => Effect::Requeued { copy },
-                _ => Effect::Done,
-            })
-        }
+        async move { futures_util::future::join_all(each).await.into_iter().collect() }
     }
 }
 

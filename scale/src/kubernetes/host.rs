@@ -82,6 +82,32 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// The host of a run kept in `dir` (its policies folder and compile cache there), acting on
+    /// the pods of `namespace` for our scheduler, `policy` active at the host's defaults,
+    /// nothing recorded.
+    pub fn kept_in(
+        dir: &Path,
+        policy: &str,
+        tick: Duration,
+        kubeconfig: &Path,
+        namespace: &str,
+        listen: SocketAddr,
+    ) -> HostConfig {
+        HostConfig {
+            tick,
+            policy: policy.into(),
+            deadline: None,
+            audit: None,
+            speedup: None,
+            policies_dir: dir.join("policies.d"),
+            cache_dir: dir.join("cache"),
+            kubeconfig: kubeconfig.to_owned(),
+            namespace: namespace.into(),
+            scheduler_name: super::Scheduler::Wasmsched.scheduler_name().into(),
+            listen,
+        }
+    }
+
     /// The config as TOML (`docs/run.md`, `examples/kubernetes.toml`): the named policy active,
     /// the audit log where asked, the other sections at their defaults.
     pub fn to_toml(&self) -> String {

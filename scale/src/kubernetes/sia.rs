@@ -66,6 +66,26 @@ pub struct SiaOptions {
     pub concurrency: usize,
 }
 
+impl SiaOptions {
+    /// The defaults of `wasmsched-scale sia`, with no files named: for tests.
+    #[cfg(test)]
+    pub(crate) fn sample() -> SiaOptions {
+        SiaOptions {
+            workload: PathBuf::from(workload::DEFAULT_WORKLOAD),
+            speedup: 120.0,
+            jobs: None,
+            tail: Duration::from_secs(60),
+            tick: Duration::from_secs(1),
+            deadline: Duration::from_secs(1),
+            host_bin: PathBuf::new(),
+            policy: PathBuf::new(),
+            kubeconfig: PathBuf::new(),
+            k8s_run: PathBuf::new(),
+            concurrency: 32,
+        }
+    }
+}
+
 /// The host's `GET /status` when the run ended (`host/src/host/status.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EndStatus {
@@ -337,17 +357,10 @@ async fn start_sia(
     let listen = host::free_loopback_addr().map_err(prepare_error(dir))?;
     let audit = dir.join("audit.jsonl");
     let config = HostConfig {
-        tick: options.tick,
-        policy: POLICY.into(),
         deadline: Some(options.deadline),
         audit: Some(audit.clone()),
         speedup: Some(options.speedup),
-        policies_dir: dir.join("policies.d"),
-        cache_dir: dir.join("cache"),
-        kubeconfig: options.kubeconfig.clone(),
-        namespace: namespace.to_owned(),
-        scheduler_name: Scheduler::Wasmsched.scheduler_name().into(),
-        listen,
+        ..HostConfig::kept_in(dir, POLICY, options.tick, &options.kubeconfig, namespace, listen)
     };
     let config_path = host::prepare(dir, &config, &options.policy)?;
     // Sia's own table (`NAME.toml` beside the component): its round, sped up as the arrivals are.
@@ -534,17 +547,9 @@ mod tests {
     #[test]
     fn a_missing_policy_says_how_to_build_it() {
         let options = SiaOptions {
-            workload: PathBuf::from(workload::DEFAULT_WORKLOAD),
-            speedup: 120.0,
-            jobs: None,
-            tail: Duration::from_secs(60),
-            tick: Duration::from_secs(1),
-            deadline: Duration::from_secs(1),
             host_bin: std::env::current_exe().unwrap(),
             policy: PathBuf::from("/nonexistent/policy_sia.wasm"),
-            kubeconfig: PathBuf::new(),
-            k8s_run: PathBuf::new(),
-            concurrency: 32,
+            ..SiaOptions::sample()
         };
         let e = check(&options).unwrap_err().to_string();
         assert!(e.contains("policy_sia.wasm is missing") && e.contains("cargo build --release -p wasmsched"), "{e}");

@@ -427,7 +427,7 @@ fn a_group_too_large_is_refused_not_held_and_one_that_loses_a_pod_is_taken_back_
     not(live_kubernetes),
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
-fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_checkpoint() {
+fn a_group_of_trainer_pods_is_preempted_migrated_and_resized_whole_and_resumes_from_its_checkpoint() {
     use crate::cluster::{TrainerPod, trainer_cluster_or_skip};
     use wasmsched::bindings::wit;
     let (c, image, _serial) = trainer_cluster_or_skip!();
@@ -503,51 +503,24 @@ fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_
     assert!(crate::job_named(&world, "pair") == Some(handle), "the same job waits");
 
     // Placed again, on vm2 only: both pods there, resuming from their checkpoints.
-    let last = world.history(handle).last().unwrap().epoch;
-    let placed = Instant::now();
-    let mut errors = k.apply(&[crate::place(handle, 1)], &mut world);
-    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
-    assert!(errors.is_empty(), "{errors:?}");
-    c.wait(&label, "epochs again after the preemption", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        (world.history(handle).last()?.epoch >= last + 2).then_some(())
-    });
-    let resumed = placed.elapsed();
-    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's preemption");
+    let place = crate::place(handle, 1);
+    let resumed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(30), "preemption");
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm2".to_string()), Some("vm2".to_string())], "both on the node named");
 
     // Migrated whole to vm: both pods re-created from their checkpoints and bound there.
-    let last = world.history(handle).last().unwrap().epoch;
-    let moved = Instant::now();
-    let mut errors = k.apply(&[crate::action(handle, wit::ActionKind::Migrate(0))], &mut world);
-    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
-    assert!(errors.is_empty(), "{errors:?}");
+    let migrate = crate::action(handle, wit::ActionKind::Migrate(0));
+    let migrated = resumes_after(c, &mut k, &mut world, &label, migrate, Duration::from_secs(90), "migration");
     assert_eq!(world.state(handle).map(|s| s.node), Some(0), "the world shows it on vm");
-    c.wait(&label, "epochs again after the migration", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        (world.history(handle).last()?.epoch >= last + 2).then_some(())
-    });
-    let migrated = moved.elapsed();
-    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's migration");
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm".to_string()), Some("vm".to_string())], "both moved to vm");
     assert_eq!(crate::job_named(&world, "pair"), Some(handle), "the same job runs on");
 
     // Resized whole: the same pods, back on vm2, at batch size 64, which every copy carries.
-    let last = world.history(handle).last().unwrap().epoch;
-    let resized = Instant::now();
     let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: Vec::new() }], share: false };
-    let resize = wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) });
-    let mut errors = k.apply(&[crate::action(handle, resize)], &mut world);
-    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
-    assert!(errors.is_empty(), "{errors:?}");
+    let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
+    let resized = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize");
     assert_eq!(world.state(handle).map(|s| (s.node, s.batch_size)), Some((1, 64)));
-    c.wait(&label, "epochs again after the resize", Duration::from_secs(90), || {
-        step(&mut k, &mut world, 500);
-        (world.history(handle).last()?.epoch >= last + 2).then_some(())
-    });
-    let resized = resized.elapsed();
     for p in c.labelled(&label) {
         let spec = p.spec.unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("vm2"), "both moved to vm2");
@@ -555,14 +528,10 @@ fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_
         let batch = env.iter().find(|e| e.name == "WASMSCHED_BATCH_SIZE").and_then(|e| e.value.clone());
         assert_eq!(batch.as_deref(), Some("64"), "every copy trains at the batch size in force");
     }
-    wasmsched_tests::live::assert_consecutive_epochs(world.history(handle), "resumed after the group's resize");
-    eprintln!(
-        "a group of 2 trainer pods resized (moved to vm2 at batch size 64) to its second epoch after {resized:.1?}"
-    );
     eprintln!(
         "a group of 2 trainer pods: bound whole to its third epoch {first:.1?}; preempted (both re-created unbound) in \
-         {took:.1?}; placed again to its second epoch after {resumed:.1?}; migrated to its second epoch after \
-         {migrated:.1?}"
+         {took:.1?}; to its second epoch again after being placed again {resumed:.1?}, migrated {migrated:.1?}, \
+         resized (to vm2 at batch size 64) {resized:.1?}"
     );
 
     // Stopped whole.
@@ -572,6 +541,35 @@ fn a_group_of_trainer_pods_is_preempted_and_migrated_whole_and_resumes_from_its_
         step(&mut k, &mut world, 300);
         world.state(handle).is_none().then_some(())
     });
+}
+
+/// Apply `action` to the group's job, wait for every answer (`within`), then for two more
+/// epochs, each following the one before: how long that took. `after` names the action.
+fn resumes_after(
+    c: &Cluster,
+    k: &mut wasmsched::backend::kubernetes::Kubernetes,
+    world: &mut World,
+    label: &str,
+    action: wasmsched::bindings::wit::Action,
+    within: Duration,
+    after: &str,
+) -> Duration {
+    let handle = action.job;
+    let last = world.history(handle).last().unwrap().epoch;
+    let started = Instant::now();
+    let mut errors = k.apply(&[action], world);
+    errors.extend(k.drain(world, within));
+    assert!(errors.is_empty(), "{errors:?}");
+    c.wait(label, &format!("epochs again after the {after}"), Duration::from_secs(90), || {
+        step(k, world, 500);
+        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+    });
+    let took = started.elapsed();
+    wasmsched_tests::live::assert_consecutive_epochs(
+        world.history(handle),
+        &format!("resumed after the group's {after}"),
+    );
+    took
 }
 
 #[test]

@@ -132,28 +132,15 @@ pub fn render(r: &SiaReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubernetes::sia::SiaOptions;
     use crate::kubernetes::sia::audit::{AuditSummary, RefusedPlace, Stage};
     use crate::kubernetes::sia::groups::GroupSummary;
-    use crate::kubernetes::sia::{SiaOptions, workload};
     use std::path::PathBuf;
-    use std::time::Duration;
 
     fn report(audit: Option<AuditSummary>) -> SiaReport {
         SiaReport {
             started_unix_s: 0,
-            options: SiaOptions {
-                workload: PathBuf::from(workload::DEFAULT_WORKLOAD),
-                speedup: 120.0,
-                jobs: None,
-                tail: Duration::from_secs(60),
-                tick: Duration::from_secs(1),
-                deadline: Duration::from_secs(1),
-                host_bin: PathBuf::new(),
-                policy: PathBuf::new(),
-                kubeconfig: PathBuf::new(),
-                k8s_run: PathBuf::new(),
-                concurrency: 32,
-            },
+            options: SiaOptions::sample(),
             run_dir: PathBuf::from("/tmp/wasmsched-sia-1"),
             namespace: "scale-sia-1".into(),
             nodes: 11,
