@@ -63,6 +63,8 @@ pub const KNOWN_KEYS: &[&str] = &[
     "gpu-share",
     "batch-size-in-force",
     "job-name",
+    "rank",
+    "group-size",
     "calibrate",
 ];
 

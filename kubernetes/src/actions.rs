@@ -73,7 +73,7 @@ pub(super) struct Flight {
     by: By,
     /// For a placement: the node (a group's first) and the GPUs it binds the pod (or every
     /// pod of the group) to.
-    target: Option<(u32, Vec<GpuSlot>)>,
+    pub(super) target: Option<(u32, Vec<GpuSlot>)>,
     /// For a group: the pods it re-creates (their absence and their copies' presence are its
     /// own doing until it lands); for a group's placement, each piece's node.
     members: Vec<Arc<str>>,
@@ -181,7 +181,7 @@ impl Kubernetes {
                 }
             };
             let sent_now = match pieces {
-                Some(pieces) if matches!(action.kind, wit::ActionKind::Place(_)) => {
+                Some(pieces) if matches!(action.kind, wit::ActionKind::Place(_)) && !self.reshapes(action, &pieces) => {
                     self.send_group_place(action, pieces, world, by, &first)
                 }
                 Some(pieces) => self.send_group_move(action, pieces, world, by, &freeing),
@@ -250,8 +250,9 @@ impl Kubernetes {
                     None => return Ok(None),
                 },
             };
+            // A piece beyond the group's pods is a new pod, made from the leader's spec.
             let room = |node: u32, i: usize| {
-                let p = &g.members[i];
+                let p = g.members.get(i).unwrap_or(&g.members[0]);
                 let (Some(room), Some(n)) = (rooms.get_mut(node as usize), self.nodes.get(node as usize)) else {
                     return Err(format!("node {node} is not in the cluster"));
                 };
@@ -260,7 +261,8 @@ impl Kubernetes {
                 room.take(p.requests);
                 Ok(())
             };
-            return super::group::deal(&placement, &g.members, room).map(Some);
+            let elastic = world.spec(action.job).is_some_and(|s| s.scaling.gpu_counts.len() > 1);
+            return super::group::deal(&placement, &g.members, elastic, room).map(Some);
         }
         let placement = match &action.kind {
             wit::ActionKind::Place(placement) => placement,
@@ -399,10 +401,11 @@ impl Kubernetes {
         };
         let failure = match result {
             Ok(effect) => {
+                // The effect first: a group's move gives it its new pods, then their nodes.
+                self.took_effect(&uid, job, effect, world);
                 if flight.spread.is_some() {
                     self.set_spread(&uid, flight.spread.as_deref());
                 }
-                self.took_effect(&uid, job, effect, world);
                 return None;
             }
             Err(failure) => failure,
@@ -608,6 +611,8 @@ impl Kubernetes {
             arrived_unix_ms: m.job.arrived_unix_ms,
             gpus: gpus.as_ref().map(|g| g.len() as u32),
             batch_size,
+            rank: None,
+            job_name: None,
         };
         let copy = pod::copy(p, &changes);
         let original_uid = p.metadata.uid.clone().unwrap_or_default();

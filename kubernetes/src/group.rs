@@ -177,6 +177,9 @@ impl PodGroups {
 
     /// The size of group `key`, whose pods present are `pods`.
     pub fn size(&self, key: &GroupKey, pods: &[&Pod]) -> Size {
+        if let Some(n) = resized(pods).filter(|&n| n > 0) {
+            return Size::Gang(n);
+        }
         if key.way == Way::Kueue {
             return kueue_size(pods);
         }
@@ -293,10 +296,13 @@ impl Gang {
 /// its GPUs there. Pieces with GPUs go `gpus / per piece` to each node named, the GPUs named
 /// taken in order; a group without GPUs goes to the nodes named in order, as many pieces on
 /// each as `room` says it takes (piece by piece: `room(node, piece)` is true when that node takes
-/// that piece now, and takes it). Why not, when the placement does not carry every piece.
+/// that piece now, and takes it). An `elastic` group may be dealt into another number of pieces
+/// ([`piece_gpus`]): a piece beyond its members is a new pod. Why not, when the placement does
+/// not carry every piece.
 pub fn deal(
     placement: &wit::Placement,
     members: &[Member],
+    elastic: bool,
     mut room: impl FnMut(u32, usize) -> Result<(), String>,
 ) -> Result<Pieces, String> {
     let per = members.first().map_or(0, |m| m.gpus);
@@ -323,26 +329,56 @@ pub fn deal(
         }
         return Ok(pieces);
     }
+    let size = if elastic { piece_gpus(placement, per)? } else { per };
     for entry in &placement.nodes {
-        if entry.gpus.len() % per as usize != 0 {
+        if entry.gpus.len() % size as usize != 0 {
             return Err(format!(
                 "each pod of the group takes {per} GPU(s); node {} gets {}, not a whole number of pods",
                 entry.node,
                 entry.gpus.len()
             ));
         }
-        for chunk in entry.gpus.chunks(per as usize) {
-            if pieces.len() == n {
+        for chunk in entry.gpus.chunks(size as usize) {
+            if pieces.len() == n && !elastic {
                 return Err(format!("the placement names more GPUs than the group's {n} pods of {per} take"));
             }
             room(entry.node, pieces.len())?;
             pieces.push((entry.node, chunk.to_vec()));
         }
     }
-    if pieces.len() < n {
+    if pieces.len() < n && !elastic {
         return Err(format!("the placement carries {} of the group's {n} pods of {per} GPU(s)", pieces.len()));
     }
     Ok(pieces)
+}
+
+/// The GPUs each pod of an elastic group of pods of `per` GPUs takes under `placement`: still
+/// `per` where every node named gets a whole number of such pods, else the largest count that
+/// divides every node's GPUs (pods stay equal pieces, as few as can be). Why not, when a node
+/// named gets no GPU.
+pub fn piece_gpus(placement: &wit::Placement, per: u32) -> Result<u32, String> {
+    let mut common = 0usize;
+    for entry in &placement.nodes {
+        if entry.gpus.is_empty() {
+            return Err(format!("node {} gets no GPU; the group's pods take {per} GPU(s) each", entry.node));
+        }
+        common = gcd(common, entry.gpus.len());
+    }
+    if common == 0 {
+        return Err("the placement names no node".into());
+    }
+    let per = per as usize;
+    Ok(u32::try_from(if common % per == 0 { per } else { common }).unwrap_or(1))
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The size the host gave a group it re-created ([`pod::GROUP_SIZE`] on its pods): after a
+/// resize to another pod count, its size from then on.
+fn resized(pods: &[&Pod]) -> Option<u32> {
+    pods.iter().filter_map(|p| p.metadata.annotations.as_ref()?.get(crate::pod::GROUP_SIZE)?.parse().ok()).max()
 }
 
 /// The placement that puts pieces where `pieces` says (one entry per node, in order of first
@@ -424,18 +460,62 @@ mod tests {
     #[test]
     fn gpu_pieces_are_dealt_whole_to_the_nodes_named() {
         let members: Vec<Member> = (0..3).map(|i| member(i, 2)).collect();
-        let pieces = deal(&at(&[(0, &[0, 1, 2, 3]), (2, &[4, 5])]), &members, |_, _| Ok(())).unwrap();
+        let pieces = deal(&at(&[(0, &[0, 1, 2, 3]), (2, &[4, 5])]), &members, false, |_, _| Ok(())).unwrap();
         assert_eq!(pieces, [(0, vec![0, 1]), (0, vec![2, 3]), (2, vec![4, 5])]);
         assert_eq!(placement_of(&pieces), at(&[(0, &[0, 1, 2, 3]), (2, &[4, 5])]));
-        let why = deal(&at(&[(0, &[0, 1, 2])]), &members, |_, _| Ok(())).unwrap_err();
+        let why = deal(&at(&[(0, &[0, 1, 2])]), &members, false, |_, _| Ok(())).unwrap_err();
         assert!(why.contains("not a whole number"), "{why}");
-        let why = deal(&at(&[(0, &[0, 1])]), &members, |_, _| Ok(())).unwrap_err();
+        let why = deal(&at(&[(0, &[0, 1])]), &members, false, |_, _| Ok(())).unwrap_err();
         assert!(why.contains("carries 1 of the group's 3"), "{why}");
-        let why = deal(&at(&[(0, &[0, 1, 2, 3]), (1, &[0, 1])]), &members, |n, _| {
+        let why = deal(&at(&[(0, &[0, 1, 2, 3]), (1, &[0, 1])]), &members, false, |n, _| {
             if n == 1 { Err("node 1 is NotReady".into()) } else { Ok(()) }
         })
         .unwrap_err();
         assert!(why.contains("NotReady"), "{why}");
+    }
+
+    #[test]
+    fn an_elastic_group_is_dealt_into_as_many_equal_pods_as_the_placement_holds() {
+        let members: Vec<Member> = (0..2).map(|i| member(i, 2)).collect();
+        let deal_all = |placement| deal(&placement, &members, true, |_, _| Ok(())).unwrap();
+        // Whole pods of 2 GPUs where every node gets a multiple of 2: three pods.
+        let pieces = deal_all(at(&[(0, &[0, 1, 2, 3]), (1, &[6, 7])]));
+        assert_eq!(pieces, [(0, vec![0, 1]), (0, vec![2, 3]), (1, vec![6, 7])]);
+        // A node with 1 GPU: pods of 1 GPU each, as many as GPUs.
+        let pieces = deal_all(at(&[(0, &[0, 1]), (1, &[5])]));
+        assert_eq!(pieces, [(0, vec![0]), (0, vec![1]), (1, vec![5])]);
+        // Fewer pods: one of 2 GPUs.
+        assert_eq!(deal_all(at(&[(1, &[2, 3])])), [(1, vec![2, 3])]);
+        // 6 and 9 GPUs: pods of 3, the largest equal piece.
+        let nine: Vec<u32> = (0..9).collect();
+        assert_eq!(deal_all(at(&[(0, &[0, 1, 2, 3, 4, 5]), (1, &nine)])).len(), 5);
+        let why = deal(&at(&[(0, &[0, 1]), (1, &[])]), &members, true, |_, _| Ok(())).unwrap_err();
+        assert!(why.contains("node 1 gets no GPU"), "{why}");
+        let rigid = deal(&at(&[(0, &[0, 1, 2, 3]), (1, &[6, 7])]), &members, false, |_, _| Ok(())).unwrap_err();
+        assert!(rigid.contains("more GPUs than the group's 2 pods"), "{rigid}");
+        // Each new piece's room is asked for too.
+        let mut asked = Vec::new();
+        deal(&at(&[(0, &[0, 1, 2, 3, 4, 5])]), &members, true, |n, i| {
+            asked.push((n, i));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(asked, [(0, 0), (0, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn a_group_resized_by_the_host_is_sized_by_its_pods() {
+        let p = |size: &str| {
+            pod(
+                serde_json::json!({"metadata": {"name": "a", "annotations": {crate::pod::GROUP_SIZE: size, KUEUE_TOTAL: "2"}}}),
+            )
+        };
+        assert_eq!(resized(&[&p("3"), &p("3")]), Some(3));
+        assert_eq!(resized(&[&p("x")]), None, "garbage is no size");
+        let groups = PodGroups { watched: Vec::new(), namespace: "default".into() };
+        let key = GroupKey { way: Way::Kueue, name: "k".into() };
+        assert_eq!(groups.size(&key, &[&p("3")]), Size::Gang(3), "the host's size wins over the declared one");
+        assert_eq!(groups.size(&key, &[&p("0")]), Size::Gang(2), "a size of 0 is none");
     }
 
     #[test]
@@ -450,9 +530,10 @@ mod tests {
             *l -= 1;
             Ok(())
         };
-        let pieces = deal(&at(&[(4, &[]), (7, &[])]), &members, room).unwrap();
+        let pieces = deal(&at(&[(4, &[]), (7, &[])]), &members, false, room).unwrap();
         assert_eq!(pieces.iter().map(|p| p.0).collect::<Vec<_>>(), [4, 4, 7]);
-        let why = deal(&at(&[(4, &[])]), &members, |_, i| if i < 2 { Ok(()) } else { Err("full".into()) }).unwrap_err();
+        let why = deal(&at(&[(4, &[])]), &members, false, |_, i| if i < 2 { Ok(()) } else { Err("full".into()) })
+            .unwrap_err();
         assert!(why.contains("take 2 of the group's 3") && why.contains("full"), "{why}");
     }
 }

@@ -9,7 +9,9 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
 
 use wasmsched_core::declare::{self, Declared};
-use wasmsched_core::live::carried::{ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, REPLACES, RUN_MS, WAIT};
+use wasmsched_core::live::carried::{
+    ARRIVED, BATCH_IN_FORCE, BATCH_SIZE_ENV, GPU_MS, RANK_ENV, REPLACES, RUN_MS, WAIT, WORLD_SIZE_ENV,
+};
 
 /// The extended resource GPUs are counted by (the NVIDIA device plugin's).
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -17,6 +19,18 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Annotation: the job's name, kept by every copy of its pod (a copy's pod has a name of its
 /// own).
 pub const JOB_NAME: &str = "wasmsched.job-name";
+
+/// Annotation: a group's pod's rank, set on every pod the host re-creates for a group; the
+/// group's pods are in rank order.
+pub const RANK: &str = "wasmsched.rank";
+
+/// Annotation: how many pods the group has, set on every pod the host re-creates for a group
+/// (after a resize to another pod count, it is the group's size from then on).
+pub const GROUP_SIZE: &str = "wasmsched.group-size";
+
+/// torchrun's rank and world size variables, rewritten in a group's copies where the pod
+/// sets them.
+const TORCHRUN_ENV: [&str; 2] = ["RANK", "WORLD_SIZE"];
 
 /// Where a pod stands, for the host.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -374,6 +388,14 @@ pub struct Changes {
     /// `WASMSCHED_BATCH_SIZE` and kept in the `wasmsched.batch-size-in-force` annotation; None
     /// keeps the original's.
     pub batch_size: Option<u32>,
+    /// For a group's pod: its rank and the group's pod count, given to the main container as
+    /// `WASMSCHED_RANK` and `WASMSCHED_WORLD_SIZE` (and torchrun's `RANK` and `WORLD_SIZE`
+    /// where it sets them), and kept in the [`RANK`] and [`GROUP_SIZE`] annotations (and
+    /// Kueue's total count, where the pod has it).
+    pub rank: Option<(u32, u32)>,
+    /// The job name the copy keeps, for a group's pod copied from another (its leader's) spec;
+    /// None: the original's.
+    pub job_name: Option<String>,
 }
 
 /// The pod that carries `pod`'s job on: its own spec, unbound, for our scheduler, with the
@@ -384,7 +406,12 @@ pub struct Changes {
 pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     let meta = &pod.metadata;
     let mut annotations = meta.annotations.clone().unwrap_or_default();
-    let job_name = annotations.get(JOB_NAME).cloned().or_else(|| meta.name.clone()).unwrap_or_default();
+    let job_name = changes
+        .job_name
+        .clone()
+        .or_else(|| annotations.get(JOB_NAME).cloned())
+        .or_else(|| meta.name.clone())
+        .unwrap_or_default();
     annotations.insert(JOB_NAME.into(), job_name.clone());
     annotations.insert(REPLACES.into(), meta.uid.clone().unwrap_or_default());
     annotations.entry(ARRIVED.into()).or_insert_with(|| changes.arrived_unix_ms.to_string());
@@ -397,6 +424,13 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     }
     if let Some(batch) = changes.batch_size {
         annotations.insert(BATCH_IN_FORCE.into(), batch.to_string());
+    }
+    if let Some((rank, size)) = changes.rank {
+        annotations.insert(RANK.into(), rank.to_string());
+        annotations.insert(GROUP_SIZE.into(), size.to_string());
+        if let Some(total) = annotations.get_mut(crate::group::KUEUE_TOTAL) {
+            *total = size.to_string();
+        }
     }
     let mut spec = pod.spec.clone().unwrap_or_default();
     spec.node_name = None;
@@ -417,6 +451,18 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
             env.retain(|v| v.name != BATCH_SIZE_ENV);
             env.push(EnvVar { name: BATCH_SIZE_ENV.into(), value: Some(batch.to_string()), value_from: None });
         }
+        if let Some((rank, size)) = changes.rank {
+            let env = main.env.get_or_insert_with(Vec::new);
+            let torchrun = |name: &str| env.iter().any(|v| v.name == name);
+            let mut set: Vec<(&str, u32)> = vec![(RANK_ENV, rank), (WORLD_SIZE_ENV, size)];
+            set.extend(TORCHRUN_ENV.into_iter().zip([rank, size]).filter(|(name, _)| torchrun(name)));
+            env.retain(|v| !set.iter().any(|(name, _)| v.name == *name));
+            env.extend(set.into_iter().map(|(name, value)| EnvVar {
+                name: name.into(),
+                value: Some(value.to_string()),
+                value_from: None,
+            }));
+        }
     }
     // A generated name: `job-` plus five characters, within the 63 a name may have.
     let stem: String = job_name.chars().take(50).collect();
@@ -431,6 +477,11 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The rank a group's pod carries ([`RANK`]), if the host re-created it.
+pub fn rank(pod: &Pod) -> Option<u32> {
+    pod.metadata.annotations.as_ref()?.get(RANK)?.trim().parse().ok()
 }
 
 /// Whether a resize can give pod `pod` its new GPUs: it sets the main container's

@@ -24,6 +24,11 @@ pub const BATCH_IN_FORCE: &str = "wasmsched.batch-size-in-force";
 /// The environment variable through which a resized job's main container learns the global
 /// batch size to train at (the same as [`BATCH_IN_FORCE`]).
 pub const BATCH_SIZE_ENV: &str = "WASMSCHED_BATCH_SIZE";
+/// The environment variable that tells each pod of a group its rank (0 for the group's
+/// leader), set on every pod the host re-creates for a group.
+pub const RANK_ENV: &str = "WASMSCHED_RANK";
+/// The environment variable that tells each pod of a group how many ranks the group has.
+pub const WORLD_SIZE_ENV: &str = "WASMSCHED_WORLD_SIZE";
 
 /// The batch size in force that a job's keys carry ([`BATCH_IN_FORCE`]); None where they
 /// carry none, or none above 0.

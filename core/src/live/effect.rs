@@ -43,9 +43,10 @@ pub enum Effect<C> {
         /// After a resize, the batch size in force (None within: unchanged).
         resized: Option<Option<u32>>,
     },
-    /// A running job spread over several nodes (a group of pods) was re-created from its
-    /// checkpoint as `copies` (one per piece, in order) on `gpus`, `node` its first: a
-    /// migration or a resize that keeps its pieces, at that batch size (None: the one it had).
+    /// A job spread over several nodes (a group of pods) was re-created as `copies` (one per
+    /// piece, in order; perhaps another number of them) on `gpus`, `node` its first: a running
+    /// one's migration or resize from its checkpoint, at that batch size (None: the one it
+    /// had), or a queued elastic one's placement in another shape (it starts).
     MovedSpread {
         /// Its first node now.
         node: u32,
@@ -102,6 +103,10 @@ impl<C> Effect<C> {
                 }
             }
             Effect::MovedSpread { node, gpus, resized, .. } => {
+                if world.state(job).is_some_and(|s| !s.is_running()) {
+                    // A queued group placed in another shape.
+                    world.start_job(job, *node, gpus.clone());
+                }
                 copied(job, world);
                 if let Some(s) = world.state_mut(job) {
                     s.node = *node;

@@ -89,7 +89,7 @@ impl Kubernetes {
             if moving.contains(&entry) || busy.contains(&entry) {
                 continue;
             }
-            pods.sort_by(|a, b| job_name(a.1).cmp(job_name(b.1)).then(a.0.cmp(b.0)));
+            pods.sort_by_cached_key(|(uid, p, _)| (pod::rank(p).unwrap_or(u32::MAX), job_name(p), *uid));
             if pods.iter().any(|(_, _, s)| matches!(s, Stand::Bound(n) if self.node_index(n).is_none())) {
                 continue; // bound to a node not yet seen: next tick
             }
@@ -249,7 +249,7 @@ impl Kubernetes {
         spec.arrival_ms = arrived_unix_ms.saturating_sub(origin);
         spec.gpus = per.saturating_mul(n);
         spec.replicas = n;
-        spec.scaling.gpu_counts = vec![spec.gpus];
+        // An elastic group declares its GPU counts in all (the leader's wasmsched.gpu-counts).
         // Each piece requests what the most demanding pod does.
         let most = members.iter().fold((0, 0), |(c, m), p| (p.requests.0.max(c), p.requests.1.max(m)));
         spec.requests = wasmsched_core::bindings::wit::Resources { cpu_millicores: most.0, memory_bytes: most.1 };
@@ -506,24 +506,17 @@ impl Kubernetes {
                 self.set_spread(entry, None);
             }
             Effect::MovedSpread { copies, resized, gpus, .. } => {
-                // The copies are the group's pods now, piece by piece; the leader's log is
-                // followed from its copy's start.
-                if let Some(g) = m.gang.as_mut() {
-                    for (member, copy) in g.members.iter_mut().zip(copies) {
-                        (member.uid, member.name) = (Arc::from(copy.uid.as_str()), copy.name.clone());
-                        member.last_cpu = None;
-                    }
-                    g.seen = 0;
-                    let what = if resized.is_some() { "resized" } else { "migrated" };
-                    tracing::info!(job, group = %g.key.name, pods = copies.len(), gpus = gpus.len(), "{what}: every pod of the group re-created from its checkpoint");
-                }
-                if let Some(f) = m.follower.take() {
-                    f.abort();
-                }
+                // The copies are the group's pods now, piece by piece. The old leader's log is
+                // read to its end (its last epochs are the job's too), then the new leader's
+                // from its start.
                 m.job.last_line_ns = Arc::default();
                 if let Some(copy) = copies.first() {
                     m.name = copy.name.clone();
                 }
+                let (name, before) = m.gang.as_ref().map_or_else(Default::default, |g| (g.key.name.clone(), g.size));
+                self.reshaped(entry, copies, gpus.len());
+                let what = if resized.is_some() { "resized" } else { "moved" };
+                tracing::info!(job, group = %name, pods = copies.len(), before, gpus = gpus.len(), "{what}: every pod of the group re-created from its checkpoint");
             }
             Effect::Removed => {
                 self.unmanage(entry);
@@ -563,6 +556,8 @@ impl TakeBack {
             arrived_unix_ms,
             gpus: None,
             batch_size: None,
+            rank: None,
+            job_name: None,
         };
         let copied = self.copy_all(&pods, &changes);
         async move {
@@ -578,32 +573,68 @@ impl TakeBack {
 
 impl TakeBack {
     /// Copy each of `pods` from its own spec with `changes`, delete the original and wait until
-    /// it is gone; all at once. The copies as made, in the pods' order.
+    /// it is gone ([`Self::replace`]).
     pub(super) fn copy_all(
         &self,
         pods: &[Pod],
         changes: &pod::Changes,
     ) -> impl Future<Output = Result<Vec<Pod>, Failure>> + Send + 'static + use<> {
-        let each: Vec<_> = pods
+        self.replace(pods, pods.iter().map(|p| pod::copy(p, changes)).collect())
+    }
+
+    /// Create `copies`, then delete `originals` and wait until they are gone; all at once. If
+    /// a copy cannot be created, the copies made are deleted and the originals kept. The
+    /// copies as made, in order.
+    pub(super) fn replace(
+        &self,
+        originals: &[Pod],
+        copies: Vec<Pod>,
+    ) -> impl Future<Output = Result<Vec<Pod>, Failure>> + Send + 'static + use<> {
+        let to = |name: String| PodRef { api: self.api.clone(), name, limit: self.limit, gate: self.gate.clone() };
+        let creates: Vec<_> = copies
+            .into_iter()
+            .map(|copy| {
+                let PodRef { api, limit, gate, .. } = to(String::new());
+                async move {
+                    let post = PostParams::default();
+                    gate.pass(|| within(limit, api.create(&post, &copy))).await
+                }
+            })
+            .collect();
+        let deletes: Vec<_> = originals
             .iter()
             .map(|p| {
-                let copy = pod::copy(p, changes);
                 let (name, uid) =
                     (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default());
                 let grace =
                     p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
-                let to = PodRef { api: self.api.clone(), name, limit: self.limit, gate: self.gate.clone() };
+                let PodRef { api, name, limit, gate } = to(name);
                 async move {
-                    let PodRef { api, name, limit, gate } = to;
-                    let (post, delete) = (PostParams::default(), DeleteParams::default());
-                    let made = gate.pass(|| within(limit, api.create(&post, &copy))).await?;
+                    let delete = DeleteParams::default();
                     gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
-                    Ok::<_, Failure>(made)
+                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await
                 }
             })
             .collect();
-        async move { futures_util::future::join_all(each).await.into_iter().collect() }
+        let undo = to(String::new());
+        async move {
+            let made: Vec<Result<Pod, kube::Error>> = futures_util::future::join_all(creates).await;
+            if let Some(i) = made.iter().position(Result::is_err) {
+                let PodRef { api, limit, gate, .. } = undo;
+                let names: Vec<String> = made.iter().flatten().filter_map(|p| p.metadata.name.clone()).collect();
+                let delete = DeleteParams::default();
+                for name in names {
+                    let _ = gate.pass(|| within(limit, api.delete(&name, &delete))).await;
+                }
+                let e = made.into_iter().nth(i).and_then(Result::err).expect("one failed");
+                return Err(Failure::from(e));
+            }
+            let made: Vec<Pod> = made.into_iter().flatten().collect();
+            for done in futures_util::future::join_all(deletes).await {
+                done?;
+            }
+            Ok(made)
+        }
     }
 }
 

@@ -168,6 +168,33 @@ fn a_resized_copy_asks_for_its_new_gpus_and_carries_its_batch_size() {
 }
 
 #[test]
+fn a_groups_copy_is_told_its_rank_and_the_groups_size() {
+    let mut p = burstable();
+    p.metadata.annotations.get_or_insert_with(Default::default).insert(crate::group::KUEUE_TOTAL.into(), "2".into());
+    p.spec.as_mut().unwrap().containers[0].env = Some(vec![
+        EnvVar { name: "RANK".into(), value: Some("0".into()), value_from: None },
+        EnvVar { name: "OTHER".into(), value: Some("x".into()), value_from: None },
+    ]);
+    let changes = Changes { rank: Some((2, 3)), job_name: Some("pair-2".into()), ..Changes::default() };
+    let c = copy(&p, &changes);
+    let env: Vec<(String, Option<String>)> =
+        c.spec.unwrap().containers[0].env.clone().unwrap().into_iter().map(|v| (v.name, v.value)).collect();
+    let value = |name: &str| env.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.clone());
+    assert_eq!(value("WASMSCHED_RANK").as_deref(), Some("2"));
+    assert_eq!(value("WASMSCHED_WORLD_SIZE").as_deref(), Some("3"));
+    assert_eq!(value("RANK").as_deref(), Some("2"), "torchrun's rank, where the pod sets it, follows");
+    assert_eq!(value("WORLD_SIZE"), None, "torchrun's world size is not added where the pod does not set it");
+    assert_eq!(value("OTHER").as_deref(), Some("x"), "the rest stays");
+    assert_eq!(env.iter().filter(|(n, _)| n == "RANK").count(), 1, "set once");
+    let a = c.metadata.annotations.as_ref().unwrap();
+    assert_eq!((a[RANK].as_str(), a[GROUP_SIZE].as_str(), a[crate::group::KUEUE_TOTAL].as_str()), ("2", "3", "3"));
+    assert_eq!((a[JOB_NAME].as_str(), c.metadata.generate_name.as_deref()), ("pair-2", Some("pair-2-")));
+    let mut read = Pod::default();
+    read.metadata.annotations = c.metadata.annotations.clone();
+    assert_eq!(rank(&read), Some(2), "read back for the group's order");
+}
+
+#[test]
 fn a_resize_is_refused_when_another_container_asks_for_gpus() {
     let mut p = burstable();
     assert!(resizable(&p).is_ok());

@@ -176,6 +176,9 @@ impl Cluster {
         if let Some(mounts) = &spec.mounts {
             container["volumeMounts"] = mounts.clone();
         }
+        if !spec.env.is_empty() {
+            container["env"] = spec.env.iter().map(|(name, value)| json!({"name": name, "value": value})).collect();
+        }
         let mut pod_spec = json!({
             "shareProcessNamespace": true,
             "restartPolicy": "OnFailure",
@@ -389,6 +392,8 @@ pub struct TrainerPod<'a> {
     /// Labels and annotations as they are, not `wasmsched.*` (a pod group's, say).
     pub raw_labels: &'a [(&'a str, &'a str)],
     pub raw_annotations: &'a [(&'a str, &'a str)],
+    /// The container's environment.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 impl<'a> TrainerPod<'a> {
@@ -406,6 +411,7 @@ impl<'a> TrainerPod<'a> {
             gpus: 0,
             raw_labels: &[],
             raw_annotations: &[],
+            env: &[],
         }
     }
 

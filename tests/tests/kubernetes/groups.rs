@@ -543,6 +543,140 @@ fn a_group_of_trainer_pods_is_preempted_migrated_and_resized_whole_and_resumes_f
     });
 }
 
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_and_resumes() {
+    use crate::cluster::{TrainerPod, trainer_cluster_or_skip};
+    use wasmsched::bindings::wit;
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("gelastic");
+    let _sweep = c.sweep(&label);
+    let (_vm, _vm2) = (c.advertise_gpus("vm", 2), c.advertise_gpus("vm2", 2));
+    let dir = tempfile::tempdir().unwrap();
+    // Two ranks of 2 GPUs each (GPUs advertised for accounting only), elastic from 2 to 4 GPUs
+    // in all, their ranks in torchrun's variables as a PyTorch job would have them.
+    let group = [("kueue.x-k8s.io/pod-group-name", "elastic")];
+    let total = [("kueue.x-k8s.io/pod-group-total-count", "2")];
+    let args: Vec<&str> = crate::QUICK.iter().copied().chain(["--checkpoint", "/ckpt/model"]).collect();
+    let envs = [[("RANK", "0"), ("WORLD_SIZE", "2")], [("RANK", "1"), ("WORLD_SIZE", "2")]];
+    for (rank, env) in envs.iter().enumerate() {
+        c.trainer(
+            &image,
+            TrainerPod {
+                annotations: &[("checkpoint", "/ckpt"), ("gpu-counts", "2,3,4"), ("batch-size", "32-256")],
+                raw_labels: &group,
+                raw_annotations: &total,
+                gpus: 2,
+                env,
+                ..TrainerPod::new(["rank0", "rank1"][rank], &label, &args).with_checkpoint_dir(dir.path())
+            },
+        );
+    }
+    let mut k = backend(c, &label);
+    let mut world = World::new();
+    let handle = c.wait(&label, "the group bound whole and two epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let h = crate::job_named(&world, "elastic")?;
+        (world.history(h).count() >= 2).then_some(h)
+    });
+    let spec = world.spec(handle).unwrap();
+    assert_eq!((spec.gpus, spec.replicas, spec.scaling.gpu_counts.clone()), (4, 2, vec![2, 3, 4]));
+    k.set_placer(wasmsched::backend::Placer::Policy);
+
+    // To 3 GPUs, 2 on vm and 1 on vm2: three pods of 1 GPU, at batch size 96.
+    let placement = wit::Placement {
+        nodes: vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }, wit::NodePlacement { node: 1, gpus: vec![0] }],
+        share: false,
+    };
+    let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(96) }));
+    let grown = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 3 pods");
+    let pods = ranks_of(c, &label);
+    let shape: Vec<_> = pods.iter().map(|(rank, world, node, gpus, _)| (*rank, *world, node.as_str(), *gpus)).collect();
+    assert_eq!(shape, [(0, 3, "vm", 1), (1, 3, "vm", 1), (2, 3, "vm2", 1)], "three ranks of 1 GPU");
+    c.wait(&label, "the new rank's log: rank 2 of 3", Duration::from_secs(30), || {
+        c.log(&pods[2].4).contains("rank 2 of 3").then_some(())
+    });
+    let state = world.state(handle).unwrap();
+    assert_eq!((state.gpus.len(), state.batch_size), (3, 96));
+
+    // To 2 GPUs on vm2: two pods of 1 GPU, at batch size 64.
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }], share: false };
+    let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
+    let shrunk = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 2 pods");
+    let pods = ranks_of(c, &label);
+    let shape: Vec<_> = pods.iter().map(|(rank, world, node, gpus, _)| (*rank, *world, node.as_str(), *gpus)).collect();
+    assert_eq!(shape, [(0, 2, "vm2", 1), (1, 2, "vm2", 1)], "two ranks of 1 GPU");
+    c.wait(&label, "rank 1's log: rank 1 of 2", Duration::from_secs(30), || {
+        c.log(&pods[1].4).contains("rank 1 of 2").then_some(())
+    });
+    assert_eq!(crate::job_named(&world, "elastic"), Some(handle), "the same job runs on");
+
+    // Preempted, then placed by the policy at 3 GPUs: the queued group is made three pods of
+    // 1 GPU, then bound, and resumes.
+    let preempt = || crate::action(handle, wit::ActionKind::Preempt);
+    let mut errors = k.apply(&[preempt()], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    step(&mut k, &mut world, 500); // the copies seen: the group's pods now
+    let placement = wit::Placement {
+        nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }, wit::NodePlacement { node: 0, gpus: vec![1] }],
+        share: false,
+    };
+    let place = crate::action(handle, wit::ActionKind::Place(placement));
+    let placed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(90), "placement as 3 pods");
+    let shape: Vec<_> = ranks_of(c, &label).into_iter().map(|(r, w, node, g, _)| (r, w, node, g)).collect();
+    let on = |n: &str| n.to_string();
+    assert_eq!(shape, [(0, 3, on("vm2"), 1), (1, 3, on("vm2"), 1), (2, 3, on("vm"), 1)], "three ranks of 1 GPU");
+    assert_eq!(world.state(handle).map(|s| s.gpus.len()), Some(3));
+
+    // Preempted again, and placed by the default placement: whole, in the shape it has now.
+    let mut errors = k.apply(&[preempt()], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    k.set_placer(wasmsched::backend::Placer::Backend);
+    c.wait(&label, "placed again whole, as three pods of 1 GPU", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        let pods = ranks_of(c, &label);
+        let shape: Vec<_> = pods.iter().map(|p| (p.0, p.1, p.3, p.2 != "-")).collect();
+        (shape == [(0, 3, 1, true), (1, 3, 1, true), (2, 3, 1, true)]).then_some(())
+    });
+    assert_eq!(world.state(handle).map(|s| s.gpus.len()), Some(3));
+    eprintln!(
+        "an elastic group of 2 pods of 2 GPUs: to 3 pods of 1 GPU, to its second epoch after {grown:.1?}; to 2 pods of \
+         1 GPU, {shrunk:.1?}; preempted and placed as 3 pods of 1 GPU, {placed:.1?}"
+    );
+}
+
+/// The pods labelled `label`, by rank: rank, world size (from the environment the host set),
+/// node ("-" when unbound), GPUs asked and name.
+fn ranks_of(c: &Cluster, label: &str) -> Vec<(u32, u32, String, u32, String)> {
+    let mut pods: Vec<_> = c
+        .labelled(label)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| {
+            let spec = p.spec.unwrap();
+            let env = spec.containers[0].env.clone().unwrap_or_default();
+            let var = |name: &str| {
+                env.iter().find(|v| v.name == name).and_then(|v| v.value.as_deref()?.parse().ok()).unwrap_or(u32::MAX)
+            };
+            let gpus = spec.containers[0].resources.as_ref().and_then(|r| r.limits.as_ref()?.get("nvidia.com/gpu"));
+            (
+                var("WASMSCHED_RANK"),
+                var("WASMSCHED_WORLD_SIZE"),
+                spec.node_name.unwrap_or_else(|| "-".into()),
+                gpus.and_then(|q| q.0.parse().ok()).unwrap_or(0),
+                p.metadata.name.unwrap_or_default(),
+            )
+        })
+        .collect();
+    pods.sort();
+    pods
+}
+
 /// Apply `action` to the group's job, wait for every answer (`within`), then for two more
 /// epochs, each following the one before: how long that took. `after` names the action.
 fn resumes_after(
@@ -560,9 +694,13 @@ fn resumes_after(
     let mut errors = k.apply(&[action], world);
     errors.extend(k.drain(world, within));
     assert!(errors.is_empty(), "{errors:?}");
+    // Epochs the pods it replaced made while it was under way are read too; two more are the
+    // new pods'.
+    step(k, world, 500);
+    let landed = world.history(handle).last().unwrap().epoch.max(last);
     c.wait(label, &format!("epochs again after the {after}"), Duration::from_secs(90), || {
         step(k, world, 500);
-        (world.history(handle).last()?.epoch >= last + 2).then_some(())
+        (world.history(handle).last()?.epoch >= landed + 2).then_some(())
     });
     let took = started.elapsed();
     wasmsched_tests::live::assert_consecutive_epochs(
