@@ -13,9 +13,11 @@
 //!    `spec.minMember` (`scheduling.volcano.sh/v1beta1`).
 //!
 //! A group is one job in the world once as many of its pods exist as its size: its GPUs the
-//! sum of theirs, its `replicas` their count, each pod one piece, in the order of their job
+//! sum of theirs, its `replicas` their count, each pod one piece, in rank order (the
+//! `wasmsched.rank` the host writes on the pods it re-creates), else in the order of their job
 //! names (piece 0, the first, is the group's leader: its log is the job's progress). Until
-//! then it waits outside the world, and the host says why once.
+//! then it waits outside the world, and the host says why once. A group the host resized to
+//! another pod count is sized by its pods' `wasmsched.group-size` from then on.
 //!
 //! The `PodGroup` objects are read through a watch per API; an API the cluster does not serve
 //! (its CRD is not installed, its feature gate is off) leaves its groups waiting, with that
@@ -368,7 +370,7 @@ pub fn piece_gpus(placement: &wit::Placement, per: u32) -> Result<u32, String> {
         return Err("the placement names no node".into());
     }
     let per = per as usize;
-    Ok(u32::try_from(if common % per == 0 { per } else { common }).unwrap_or(1))
+    Ok(u32::try_from(if common.is_multiple_of(per) { per } else { common }).unwrap_or(1))
 }
 
 fn gcd(a: usize, b: usize) -> usize {
