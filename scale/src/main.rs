@@ -128,6 +128,12 @@ struct SiaArgs {
     /// The Sia policy component the host runs.
     #[arg(long, default_value = "target/policies/wasm32-wasip2/release/policy_sia.wasm")]
     policy: PathBuf,
+    /// Elastic jobs: each job's pods declare the GPU counts (1 up to what its model's largest
+    /// batch feeds) and batch sizes its model runs at, as the simulator's elastic jobs do, so
+    /// that Sia places and resizes them at other counts. A model without measurements stays
+    /// rigid.
+    #[arg(long)]
+    elastic: bool,
     #[command(flatten)]
     cluster: ClusterArgs,
     /// Write the report as JSON here too.
@@ -161,6 +167,7 @@ async fn sia(a: SiaArgs) -> anyhow::Result<()> {
         policy: a.policy,
         k8s_run: a.cluster.k8s_run,
         concurrency: a.cluster.concurrency,
+        elastic: a.elastic,
     };
     let report = sia::run(&options).await.context("the Sia run failed")?;
     println!("{}", sia::table::render(&report));

@@ -1,12 +1,14 @@
 //! `wasmsched-scale sia`: a live Sia run on the kit. Object nodes shaped like the simulator's
 //! `heterogeneous-64` (GPU types, GPU memory and racks as labels: [`objects`]); Sia's workload
 //! CSV ([`workload`]) submitted as upstream `PodGroup`s of one-GPU pods at its arrival times,
-//! sped up; the host running Sia alone, kube-scheduler stopped; and the question the run
-//! answers: is every placement Sia makes over several nodes bound whole, none refused?
+//! sped up, rigid or elastic (`--elastic`: [`objects::Elastic`]); the host running Sia alone,
+//! kube-scheduler stopped; and the question the run answers: is every placement Sia makes over
+//! several nodes bound whole, none refused?
 //!
 //! It is measured twice over: from one pod watch on the run's namespace ([`groups`]: bound
 //! whole, ever partly bound and for how long) and from the host's audit log and log after it
-//! stopped ([`audit`]: Sia's places, which named several nodes, which were refused and why).
+//! stopped ([`audit`]: Sia's places and resizes, which named several nodes, which were refused
+//! and why).
 //! No kubelet runs the pods, so a bound group stays bound: the cluster fills and the rest wait.
 //! The cluster is taken over and put back as by [`super::run`] (`Cluster`).
 
@@ -64,6 +66,9 @@ pub struct SiaOptions {
     pub k8s_run: PathBuf,
     /// Create requests in flight.
     pub concurrency: usize,
+    /// Whether jobs are elastic: their pods declare the GPU counts and batch sizes their model
+    /// runs at ([`objects::Elastic`]), so that Sia may place and resize them at other counts.
+    pub elastic: bool,
 }
 
 impl SiaOptions {
@@ -82,7 +87,13 @@ impl SiaOptions {
             kubeconfig: PathBuf::new(),
             k8s_run: PathBuf::new(),
             concurrency: 32,
+            elastic: false,
         }
+    }
+
+    /// What `job`'s pods declare: its scaling when the run is elastic and its model is known.
+    pub fn elastic_of(&self, job: &SiaJob) -> Option<objects::Elastic> {
+        self.elastic.then(|| objects::Elastic::of(&job.application)).flatten()
     }
 }
 
@@ -143,6 +154,8 @@ pub struct SiaReport {
     pub gpus: u32,
     /// Jobs in the run.
     pub jobs: u64,
+    /// Of those, elastic (with `--elastic`, those whose model is known).
+    pub elastic_jobs: u64,
     /// The last job's arrival, sped up, seconds from the host ready.
     pub last_arrival_s: f64,
     /// From the host ready to its stop, seconds.
@@ -206,6 +219,15 @@ fn check(options: &SiaOptions) -> Result<Vec<SiaJob>, ScaleError> {
             return fail("--jobs must be at least 1".into());
         }
         jobs.truncate(n);
+    }
+    if options.elastic {
+        let mut unknown: Vec<&str> =
+            jobs.iter().filter(|j| options.elastic_of(j).is_none()).map(|j| j.application.as_str()).collect();
+        unknown.sort_unstable();
+        unknown.dedup();
+        if !unknown.is_empty() {
+            tracing::warn!(models = ?unknown, "no measurements of these models: their jobs stay rigid");
+        }
     }
     Ok(jobs)
 }
@@ -327,6 +349,7 @@ async fn experiment(options: &SiaOptions, jobs: &[SiaJob], cluster: &mut Cluster
         nodes: node_count,
         gpus: objects::total_gpus(&objects::HETEROGENEOUS_64),
         jobs: jobs.len() as u64,
+        elastic_jobs: jobs.iter().filter(|j| options.elastic_of(j).is_some()).count() as u64,
         last_arrival_s,
         run_s,
         jobs_created,
@@ -382,8 +405,8 @@ fn sia_table(speedup: f64) -> String {
 /// A change the pod watch saw.
 #[derive(Debug)]
 enum PodEvent {
-    /// A pod, its group and its node (when bound).
-    Seen { name: String, group: Option<String>, node: Option<String>, at: Instant },
+    /// A pod, its group, its node (when bound) and its group's size (when the host re-created it).
+    Seen { name: String, group: Option<String>, node: Option<String>, size: Option<u32>, at: Instant },
     /// A pod deleted.
     Gone { name: String, at: Instant },
     /// A fresh list begins.
@@ -394,7 +417,9 @@ enum PodEvent {
 
 fn take(groups: &mut Groups, event: PodEvent) {
     match event {
-        PodEvent::Seen { name, group, node, at } => groups.seen(&name, group.as_deref(), node.as_deref(), at),
+        PodEvent::Seen { name, group, node, size, at } => {
+            groups.seen(&name, group.as_deref(), node.as_deref(), size, at)
+        }
         PodEvent::Gone { name, at } => groups.gone(&name, at),
         PodEvent::Relist => groups.relist(),
         PodEvent::Relisted { at } => groups.relisted(at),
@@ -422,7 +447,9 @@ async fn watch_pods(pods: Api<Pod>, events: mpsc::UnboundedSender<PodEvent>, lis
                     let spec = pod.spec.as_ref();
                     let group = spec.and_then(|s| s.scheduling_group.as_ref()).and_then(|g| g.pod_group_name.clone());
                     let node = spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
-                    PodEvent::Seen { name, group, node, at: Instant::now() }
+                    let size = pod.metadata.annotations.as_ref().and_then(|a| a.get(groups::GROUP_SIZE_ANNOTATION));
+                    let size = size.and_then(|s| s.parse().ok());
+                    PodEvent::Seen { name, group, node, size, at: Instant::now() }
                 }
             }
             Ok(Some(Event::Delete(pod))) => {
@@ -485,7 +512,8 @@ async fn submit(
             let _ = tx.send(Submitted { job: job.name, created: None, errors: u64::from(job.replicas), late });
             continue;
         }
-        let results: Vec<bool> = stream::iter(objects::pods(&job, &namespace, Scheduler::Wasmsched.scheduler_name()))
+        let job_pods = objects::pods(&job, &namespace, Scheduler::Wasmsched.scheduler_name(), options.elastic_of(&job));
+        let results: Vec<bool> = stream::iter(job_pods)
             .map(|pod| {
                 let (pods, post) = (&pods, &post);
                 async move {
@@ -542,6 +570,17 @@ mod tests {
         assert_eq!(t["interval-s"].as_float(), Some(0.5));
         let t: toml::Table = sia_table(1.0).parse().unwrap();
         assert_eq!(t["interval-s"].as_float(), Some(60.0), "a float, as Sia's config reads it");
+    }
+
+    #[test]
+    fn with_elastic_every_job_of_the_shipped_workload_is_elastic_and_without_none() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(workload::DEFAULT_WORKLOAD);
+        let jobs = workload::read(&path).unwrap();
+        let elastic = SiaOptions { elastic: true, ..SiaOptions::sample() };
+        assert!(jobs.iter().all(|j| elastic.elastic_of(j).is_some()), "Sia's model names are the goodput crate's");
+        assert!(jobs.iter().all(|j| SiaOptions::sample().elastic_of(j).is_none()));
+        let unknown = SiaJob { application: "gpt2".into(), ..jobs[0].clone() };
+        assert_eq!(elastic.elastic_of(&unknown), None, "stays rigid");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The host's audit log (`[record] audit`) and log, read after it stopped: Sia's `place` and
-//! `preempt` actions, which named several nodes, and which were refused or failed and why.
-//! Pure, tested against lines built in the host's format.
+//! The host's audit log (`[record] audit`) and log, read after it stopped: Sia's `place`,
+//! `resize` and `preempt` actions, which named several nodes, which changed a job's GPUs, and
+//! which were refused or failed and why. Pure, tested against lines built in the host's format.
 //!
 //! The format (the harness does not link the host, so it reads the JSON by these paths):
 //! - a line is `AuditLine` (`host/src/record.rs`): `tick`, `time_ms`, `wall_ms`, `active` (null
@@ -13,9 +13,12 @@
 //!   action, reason}`), `not_applied` (what the backend could not apply, `{job, reason}`, no
 //!   action: this tick's failures and those of earlier ticks' actions that were still in flight,
 //!   `host/src/control.rs`, `settled` then `decide`), `failure` and `fallback`.
-//! - an action is the contract's `action` record serialised by serde (`core/src/bindings.rs`):
+//! - an action is the contract's `action` record serialised by serde (`core/src/bindings.rs`:
+//!   wasmtime's bindgen derives serde with the Rust names, variants externally tagged):
 //!   `{"job": 3, "kind": {"Place": {"nodes": [{"node": 0, "gpus": [0, 1]}], "share": false}},
-//!   "reason": "…"}`, `"kind": "Preempt"`; node handles are indices of the host's node list.
+//!   "reason": "…"}`, `"kind": "Preempt"`, `"kind": {"Resize": {"placement": {"nodes": […],
+//!   "share": false}, "batch_size": 640}}` (`batch_size` null: kept); node handles are indices
+//!   of the host's node list.
 
 use std::collections::HashMap;
 
@@ -76,6 +79,20 @@ pub struct AuditSummary {
     pub preempts_refused: u64,
     /// The first few reasons a preemption was refused or failed.
     pub preempt_reasons: Vec<String>,
+    /// `resize` actions handed to the backend.
+    pub resizes: u64,
+    /// Of those, naming more than one node.
+    pub resizes_multi_node: u64,
+    /// `resize` actions refused or failed, at any stage.
+    pub resizes_refused: u64,
+    /// The first few reasons a resize was refused or failed.
+    pub resize_reasons: Vec<String>,
+    /// `place` actions handed to the backend for a job that ran before at another GPU total
+    /// (its last place or resize in the log that did not fail): placed again at another size.
+    pub places_other_total: u64,
+    /// `resize` actions handed to the backend to a GPU total other than the job's last (as
+    /// above; a resize of a job with no place in the log is not counted).
+    pub resizes_other_total: u64,
     /// Queued jobs the host started itself (the watchdog's stall rule), not Sia.
     pub rescued: u64,
     /// Backend failures of a job with no earlier action in the log.
@@ -89,11 +106,20 @@ impl AuditSummary {
     }
 }
 
+/// A placement's nodes and GPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Placed {
+    /// Node handles, each once, in order.
+    nodes: Vec<u32>,
+    /// GPUs named over all of them.
+    gpus: u32,
+}
+
 /// What an action does, as far as the report cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Kind {
-    /// `place` on these node handles (each once, in order).
-    Place(Vec<u32>),
+    Place(Placed),
+    Resize(Placed),
     Preempt,
     Other,
 }
@@ -103,22 +129,35 @@ fn kind(kind: &Value) -> Kind {
     if kind.as_str() == Some("Preempt") {
         return Kind::Preempt;
     }
-    let Some(place) = kind.get("Place") else { return Kind::Other };
-    let mut nodes = Vec::new();
-    for entry in place.get("nodes").and_then(Value::as_array).into_iter().flatten() {
+    if let Some(place) = kind.get("Place") {
+        return Kind::Place(placed(place));
+    }
+    match kind.get("Resize").and_then(|r| r.get("placement")) {
+        Some(placement) => Kind::Resize(placed(placement)),
+        None => Kind::Other,
+    }
+}
+
+/// The nodes and GPUs of a `placement` value.
+fn placed(placement: &Value) -> Placed {
+    let mut p = Placed { nodes: Vec::new(), gpus: 0 };
+    for entry in placement.get("nodes").and_then(Value::as_array).into_iter().flatten() {
+        p.gpus += entry.get("gpus").and_then(Value::as_array).map_or(0, |g| g.len() as u32);
         if let Some(node) = entry.get("node").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok())
-            && !nodes.contains(&node)
+            && !p.nodes.contains(&node)
         {
-            nodes.push(node);
+            p.nodes.push(node);
         }
     }
-    Kind::Place(nodes)
+    p
 }
 
 /// The last action of a job handed to the backend, to which a later failure belongs.
 struct Handed {
     kind: Kind,
     failed: bool,
+    /// The job's GPU total before it (its last place or resize), put back if it fails.
+    total_before: Option<u32>,
 }
 
 /// Reads the audit log's `text`; `node_names` are the host's nodes in handle order (as it
@@ -132,6 +171,8 @@ pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
     let name = |h: &u32| node_names.get(*h as usize).cloned().unwrap_or_else(|| format!("node {h}"));
     let mut s = AuditSummary::default();
     let mut handed: HashMap<u32, Handed> = HashMap::new();
+    // Each job's GPU total: its last place or resize that did not fail.
+    let mut total: HashMap<u32, u32> = HashMap::new();
     let job_of = |v: &Value| v.get("job").and_then(Value::as_u64).and_then(|j| u32::try_from(j).ok());
     let reason_of = |v: &Value| v.get("reason").and_then(Value::as_str).unwrap_or("").to_owned();
     let mut multi_failed = 0;
@@ -156,25 +197,35 @@ pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
         for action in list("actions") {
             let Some(job) = job_of(action) else { continue };
             let kind = kind(action.get("kind").unwrap_or(&Value::Null));
+            let total_before = total.get(&job).copied();
             match &kind {
-                Kind::Place(nodes) => {
+                Kind::Place(p) => {
                     s.places += 1;
-                    s.places_multi_node += u64::from(nodes.len() > 1);
+                    s.places_multi_node += u64::from(p.nodes.len() > 1);
+                    s.places_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
+                    total.insert(job, p.gpus);
+                }
+                Kind::Resize(p) => {
+                    s.resizes += 1;
+                    s.resizes_multi_node += u64::from(p.nodes.len() > 1);
+                    s.resizes_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
+                    total.insert(job, p.gpus);
                 }
                 Kind::Preempt => s.preempts += 1,
                 Kind::Other => {}
             }
-            handed.insert(job, Handed { kind, failed: false });
+            handed.insert(job, Handed { kind, failed: false, total_before });
         }
         for (key, stage) in [("rejected", Stage::Rejected), ("over_budget", Stage::OverBudget)] {
             for refused in list(key) {
                 let Some(job) = job_of(refused) else { continue };
                 let reason = reason_of(refused);
                 match kind(refused.get("action").and_then(|a| a.get("kind")).unwrap_or(&Value::Null)) {
-                    Kind::Place(nodes) => {
-                        let nodes = nodes.iter().map(name).collect();
+                    Kind::Place(p) => {
+                        let nodes = p.nodes.iter().map(name).collect();
                         s.refused_places.push(RefusedPlace { tick, job, nodes, stage, reason });
                     }
+                    Kind::Resize(_) => s.resize_refused(reason),
                     Kind::Preempt => s.preempt_refused(reason),
                     Kind::Other => {}
                 }
@@ -188,12 +239,19 @@ pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
             };
             h.failed = true;
             let reason = reason_of(failed);
+            if matches!(h.kind, Kind::Place(_) | Kind::Resize(_)) {
+                match h.total_before {
+                    Some(t) => total.insert(job, t),
+                    None => total.remove(&job),
+                };
+            }
             match &h.kind {
-                Kind::Place(nodes) => {
-                    multi_failed += u64::from(nodes.len() > 1);
-                    let nodes = nodes.iter().map(name).collect();
+                Kind::Place(p) => {
+                    multi_failed += u64::from(p.nodes.len() > 1);
+                    let nodes = p.nodes.iter().map(name).collect();
                     s.refused_places.push(RefusedPlace { tick, job, nodes, stage: Stage::NotApplied, reason });
                 }
+                Kind::Resize(_) => s.resize_refused(reason),
                 Kind::Preempt => s.preempt_refused(reason),
                 Kind::Other => {}
             }
@@ -206,9 +264,19 @@ pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
 impl AuditSummary {
     fn preempt_refused(&mut self, reason: String) {
         self.preempts_refused += 1;
-        if self.preempt_reasons.len() < 3 && !self.preempt_reasons.contains(&reason) {
-            self.preempt_reasons.push(reason);
-        }
+        first_few(&mut self.preempt_reasons, reason);
+    }
+
+    fn resize_refused(&mut self, reason: String) {
+        self.resizes_refused += 1;
+        first_few(&mut self.resize_reasons, reason);
+    }
+}
+
+/// Keeps `reason` among the first three distinct ones.
+fn first_few(reasons: &mut Vec<String>, reason: String) {
+    if reasons.len() < 3 && !reasons.contains(&reason) {
+        reasons.push(reason);
     }
 }
 
@@ -257,6 +325,12 @@ mod tests {
     fn place(job: u32, nodes: &[(u32, &[u32])]) -> Value {
         let nodes: Vec<Value> = nodes.iter().map(|(n, g)| json!({ "node": n, "gpus": g })).collect();
         json!({ "job": job, "kind": { "Place": { "nodes": nodes, "share": false } }, "reason": "sia: round" })
+    }
+
+    fn resize(job: u32, nodes: &[(u32, &[u32])], batch_size: Option<u32>) -> Value {
+        let nodes: Vec<Value> = nodes.iter().map(|(n, g)| json!({ "node": n, "gpus": g })).collect();
+        let placement = json!({ "nodes": nodes, "share": false });
+        json!({ "job": job, "kind": { "Resize": { "placement": placement, "batch_size": batch_size } }, "reason": "sia: round" })
     }
 
     /// A line as `host/src/record.rs` writes it (`AuditLine`, `AuditDecision`).
@@ -323,6 +397,37 @@ mod tests {
         assert_eq!(s.refused_places[0].nodes, ["scale-node-a100-0", "node 9"]);
         assert_eq!(s.preempt_reasons.len(), 2);
         assert!(s.preempt_reasons[1].contains("checkpoint"), "{:?}", s.preempt_reasons);
+    }
+
+    #[test]
+    fn resizes_are_counted_with_their_refusals_and_changes_of_gpu_total() {
+        // As the host serialises `wit::Action` (serde's derive on the bindgen types).
+        let verbatim = r#"{"job":0,"kind":{"Resize":{"placement":{"nodes":[{"node":1,"gpus":[0,1]},{"node":2,"gpus":[0,1,2,3]}],"share":false},"batch_size":640}},"reason":"sia: round"}"#;
+        let verbatim: Value = serde_json::from_str(verbatim).unwrap();
+        assert_eq!(verbatim, resize(0, &[(1, &[0, 1]), (2, &[0, 1, 2, 3])], Some(640)));
+        let rejected = json!({ "job": 3, "action": resize(3, &[(0, &[0])], None), "reason": "job 3 is not elastic" });
+        let log = [
+            line(1, vec![place(0, &[(1, &[0, 1, 2, 3])]), place(1, &[(0, &[0])])], json!({})),
+            // Job 0 grows from 4 to 6 GPUs over two nodes; job 1 moves at 1 GPU; job 9 was never
+            // placed in the log.
+            line(2, vec![verbatim, resize(1, &[(3, &[5])], None), resize(9, &[(0, &[1])], None)], json!({})),
+            // Job 0's copies could not be bound: it stays at 4 as far as the log says.
+            line(3, vec![], json!({ "not_applied": [{ "job": 0, "reason": "pod a-3 could not be bound" }] })),
+            line(
+                4,
+                vec![resize(0, &[(1, &[0, 1, 2, 3])], None), json!({ "job": 1, "kind": "Preempt", "reason": "x" })],
+                json!({ "rejected": [rejected] }),
+            ),
+            // Job 1 placed again, at 2 GPUs where it had 1.
+            line(5, vec![place(1, &[(2, &[0, 1])])], json!({})),
+        ]
+        .join("\n");
+        let s = summarise(&log, &names());
+        assert_eq!((s.resizes, s.resizes_multi_node, s.resizes_refused), (4, 1, 2));
+        assert_eq!(s.resize_reasons, ["pod a-3 could not be bound", "job 3 is not elastic"]);
+        assert_eq!((s.resizes_other_total, s.places_other_total), (1, 1), "job 0's grow, job 1's place again");
+        assert_eq!((s.places, s.preempts, s.not_applied_unmatched), (3, 1, 0));
+        assert!(s.refused_places.is_empty(), "a refused resize is not a refused place");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The Sia run's API objects: the nodes of the simulator's `heterogeneous-64` cluster
 //! (`host/src/scenario.rs`, `Cluster::nodes`) with their GPU type, GPU memory and topology as
-//! labels, and a job's `PodGroup` and pods. Pure, tested here.
+//! labels, and a job's `PodGroup` and pods, rigid or elastic ([`Elastic`]). Pure, tested here.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::Value;
@@ -18,8 +18,14 @@ pub const BLOCK_LABEL: &str = "cloud.provider.com/topology-block";
 pub const RACK_LABEL: &str = "cloud.provider.com/topology-rack";
 /// The pod label that names a job's model (`core/src/declare.rs`, `docs/targets.md`).
 pub const MODEL_LABEL: &str = "wasmsched.model";
-/// The pod label with the batch sizes a job accepts; one here, the workload's (`docs/targets.md`).
+/// The pod label with the batch sizes a job accepts (`docs/targets.md`): a rigid job's one, the
+/// workload's; an elastic job's range.
 pub const BATCH_SIZE_LABEL: &str = "wasmsched.batch-size";
+/// The pod annotation with the GPU counts of the whole group an elastic job may run at: an
+/// annotation, as a label value cannot hold commas (the host reads both, `docs/kubernetes.md`).
+pub const GPU_COUNTS_ANNOTATION: &str = "wasmsched.gpu-counts";
+/// The most GPU counts a job declares (`core/src/world.rs`, `MAX_GPU_COUNTS`).
+const MAX_GPU_COUNTS: u32 = 64;
 /// Memory each pod requests, GiB (and 1 CPU, and 1 GPU).
 pub const POD_MEMORY_GIB: u32 = 2;
 
@@ -75,6 +81,41 @@ pub fn total_gpus(types: &[NodeType]) -> u32 {
     types.iter().map(|t| t.count * t.gpus).sum()
 }
 
+/// What an elastic job declares, as the simulator's `elastic_scaling` has it
+/// (`host/src/backend/sim.rs`): one GPU up to as many as its model's largest measured batch
+/// feeds at the smallest per-GPU batch (at most [`MAX_GPU_COUNTS`]), at any batch size between
+/// its model's smallest and largest measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Elastic {
+    /// The most GPUs of the group together; it may run at 1 to this many.
+    pub most: u32,
+    /// The smallest global batch size.
+    pub batch_min: u32,
+    /// The largest.
+    pub batch_max: u32,
+}
+
+impl Elastic {
+    /// The scaling of a job of `application` (Sia's model names are the goodput crate's:
+    /// `bert`, `cifar10`, `deepspeech2`, `imagenet`, `ncf`, `yolov3`); None for a model it has
+    /// not measured, which stays rigid.
+    pub fn of(application: &str) -> Option<Elastic> {
+        let model = wasmsched_goodput::Model::parse(application)?;
+        let most = (model.max_batch_size() / model.min_local_batch().max(1)).clamp(1, MAX_GPU_COUNTS);
+        Some(Elastic { most, batch_min: model.default_batch_size(), batch_max: model.max_batch_size() })
+    }
+
+    /// Its `wasmsched.gpu-counts`: `1,2,…,most`.
+    pub fn gpu_counts(&self) -> String {
+        (1..=self.most).map(|n| n.to_string()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Its `wasmsched.batch-size`: `min-max`.
+    pub fn batch_sizes(&self) -> String {
+        format!("{}-{}", self.batch_min, self.batch_max)
+    }
+}
+
 /// The job's upstream `PodGroup` (`scheduling.k8s.io/v1alpha2`): a gang of all its pods.
 pub fn pod_group(job: &SiaJob, namespace: &str) -> Value {
     manifests::named_pod_group(&job.name, namespace, job.replicas)
@@ -86,10 +127,11 @@ pub fn pod_group(job: &SiaJob, namespace: &str) -> Value {
 const CHECKPOINT: &str = "/ckpt";
 
 /// The job's pods, for `scheduler`: one GPU, 1 CPU and [`POD_MEMORY_GIB`] each, naming its
-/// `PodGroup`, declaring its model and batch size, and a checkpoint folder on a volume that
-/// outlives them.
-pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str) -> Vec<Pod> {
-    let labels = [(MODEL_LABEL, job.application.clone()), (BATCH_SIZE_LABEL, job.batch_size.to_string())];
+/// `PodGroup`, declaring its model and batch size (its batch range and GPU counts when
+/// `elastic`), and a checkpoint folder on a volume that outlives them.
+pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str, elastic: Option<Elastic>) -> Vec<Pod> {
+    let batch = elastic.map_or_else(|| job.batch_size.to_string(), |e| e.batch_sizes());
+    let labels = [(MODEL_LABEL, job.application.clone()), (BATCH_SIZE_LABEL, batch)];
     (0..job.replicas)
         .map(|r| {
             let mut pod = manifests::pod_of(&PodParts {
@@ -102,6 +144,10 @@ pub fn pods(job: &SiaJob, namespace: &str, scheduler: &str) -> Vec<Pod> {
                 group: Some(job.name.clone()),
             });
             checkpointed(&mut pod, &job.name);
+            if let Some(e) = elastic {
+                let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
+                annotations.insert(GPU_COUNTS_ANNOTATION.into(), e.gpu_counts());
+            }
             pod
         })
         .collect()
@@ -178,7 +224,7 @@ mod tests {
         let group = pod_group(&job(), "ns-s");
         assert_eq!(group["metadata"]["name"], "deepspeech2-1");
         assert_eq!(group["spec"]["schedulingPolicy"]["gang"]["minCount"], 6);
-        let pods = pods(&job(), "ns-s", "wasmsched");
+        let pods = pods(&job(), "ns-s", "wasmsched", None);
         assert_eq!(pods.len(), 6);
         let p = &pods[5];
         assert_eq!(p.metadata.name.as_deref(), Some("deepspeech2-1-5"));
@@ -188,8 +234,9 @@ mod tests {
         assert_eq!(labels[MODEL_LABEL], "deepspeech2");
         assert_eq!(labels[BATCH_SIZE_LABEL], "320");
         assert!(!labels.contains_key(SCALE_LABEL), "the host warns about wasmsched. keys it does not read");
-        let checkpoint = p.metadata.annotations.clone().unwrap()["wasmsched.checkpoint"].clone();
-        assert_eq!(checkpoint, "/ckpt", "a preemption keeps its progress");
+        let annotations = p.metadata.annotations.clone().unwrap();
+        assert_eq!(annotations["wasmsched.checkpoint"], "/ckpt", "a preemption keeps its progress");
+        assert!(!annotations.contains_key(GPU_COUNTS_ANNOTATION), "rigid");
         let spec = p.spec.clone().unwrap();
         let volume = &spec.volumes.as_ref().unwrap()[0];
         assert_eq!(volume.host_path.as_ref().map(|h| h.path.as_str()), Some("/tmp/wasmsched-sia/deepspeech2-1"));
@@ -206,5 +253,41 @@ mod tests {
             (requests["cpu"].clone(), requests["memory"].clone()),
             (Quantity("1".into()), Quantity("2Gi".into()))
         );
+    }
+
+    #[test]
+    fn an_elastic_job_declares_its_models_gpu_counts_as_an_annotation_and_its_batch_range() {
+        // As the simulator's `elastic_scaling`: every measured model's largest batch feeds 64 GPUs
+        // or more at its smallest per-GPU batch (bert 384 / 4, deepspeech2 640 / 10, …).
+        let ranges: Vec<(&str, u32, u32, u32)> = wasmsched_goodput::Model::ALL
+            .iter()
+            .map(|m| {
+                let e = Elastic::of(m.name()).unwrap();
+                (m.name(), e.most, e.batch_min, e.batch_max)
+            })
+            .collect();
+        assert_eq!(
+            ranges,
+            [
+                ("bert", 64, 12, 384),
+                ("cifar10", 64, 128, 4096),
+                ("deepspeech2", 64, 20, 640),
+                ("imagenet", 64, 200, 12800),
+                ("ncf", 64, 256, 32768),
+                ("yolov3", 64, 8, 512),
+            ]
+        );
+        assert_eq!(Elastic::of("gpt2"), None, "an unmeasured model stays rigid");
+        let e = Elastic { most: 3, batch_min: 20, batch_max: 640 };
+        assert_eq!(e.gpu_counts(), "1,2,3");
+        let pods = pods(&job(), "ns-s", "wasmsched", Elastic::of("deepspeech2"));
+        assert_eq!(pods.len(), 6, "placed first as the workload has it");
+        for p in &pods {
+            let labels = p.metadata.labels.clone().unwrap();
+            assert_eq!(labels[BATCH_SIZE_LABEL], "20-640");
+            assert!(!labels.contains_key(GPU_COUNTS_ANNOTATION), "a label value cannot hold commas");
+            let counts = p.metadata.annotations.clone().unwrap()[GPU_COUNTS_ANNOTATION].clone();
+            assert!(counts.starts_with("1,2,3,") && counts.ends_with(",63,64"), "{counts}");
+        }
     }
 }

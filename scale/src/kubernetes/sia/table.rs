@@ -11,6 +11,7 @@ type Row = (&'static str, fn(&SiaReport) -> String);
 
 const ROWS: &[Row] = &[
     ("jobs created / create errors", |r| format!("{} of {} / {}", r.jobs_created, r.jobs, r.create_errors)),
+    ("jobs elastic (declaring gpu-counts)", |r| format!("{} of {}", r.elastic_jobs, r.jobs)),
     ("latest submission behind its arrival", |r| format!("{:.2} s", r.submit_late_max_s)),
     ("groups bound whole (ever / at the end)", |r| {
         format!("{} / {} of {}", r.groups.bound_whole, r.groups.whole_at_end, r.groups.created)
@@ -19,6 +20,7 @@ const ROWS: &[Row] = &[
     ("groups seen partly bound at a watch event", |r| r.groups.partly_seen.to_string()),
     ("longest partly bound", |r| or_na(r.groups.longest_partly_ms, |ms| format!("{ms:.0} ms"))),
     ("groups partly bound at the end (must be 0)", |r| r.groups.partly_at_end.to_string()),
+    ("groups re-created at another pod count", |r| r.groups.resized.to_string()),
     ("group's last created → bound whole p50 / p99", |r| {
         or_na(r.groups.latency, |l| format!("{:.0} / {:.0} ms (n={})", l.p50_ms, l.p99_ms, l.count))
     }),
@@ -37,6 +39,13 @@ const ROWS: &[Row] = &[
     }),
     ("preempt actions / refused or failed", |r| {
         or_na(r.audit.as_ref(), |a| format!("{} / {}", a.preempts, a.preempts_refused))
+    }),
+    ("resize actions / over several nodes", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} / {}", a.resizes, a.resizes_multi_node))
+    }),
+    ("resizes refused or failed", |r| or_na(r.audit.as_ref(), |a| a.resizes_refused.to_string())),
+    ("places / resizes at another GPU total", |r| {
+        or_na(r.audit.as_ref(), |a| format!("{} / {}", a.places_other_total, a.resizes_other_total))
     }),
     ("jobs the host started itself (stall rule)", |r| or_na(r.audit.as_ref(), |a| a.rescued.to_string())),
     ("host log: \"could not be applied\"", |r| r.not_applied_warnings.count.to_string()),
@@ -86,12 +95,13 @@ pub fn render(r: &SiaReport) -> String {
     let shape: Vec<String> =
         HETEROGENEOUS_64.iter().map(|t| format!("{}×{} {}", t.count, t.gpus, t.gpu_type)).collect();
     let mut lines = vec![format!(
-        "Sia on heterogeneous-64 ({} object nodes, {} GPUs: {}): {} jobs of {} at {}× (last arrival {:.0} s), \
+        "Sia on heterogeneous-64 ({} object nodes, {} GPUs: {}): {} jobs ({}) of {} at {}× (last arrival {:.0} s), \
          host tick {} ms, run {:.0} s; run folder {}",
         r.nodes,
         r.gpus,
         shape.join(", "),
         r.jobs,
+        if o.elastic { "elastic" } else { "rigid" },
         o.workload.display(),
         o.speedup,
         r.last_arrival_s,
@@ -112,9 +122,11 @@ pub fn render(r: &SiaReport) -> String {
                 serde_json::to_value(p.stage).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
             lines.push(format!("  tick {} job {} on {} ({stage}): {}", p.tick, p.job, p.nodes.join(", "), p.reason));
         }
-        if !a.preempt_reasons.is_empty() {
-            lines.push("\npreemptions refused or failed, the first reasons:".to_owned());
-            lines.extend(a.preempt_reasons.iter().map(|why| format!("  {why}")));
+        for (what, reasons) in [("preemptions", &a.preempt_reasons), ("resizes", &a.resize_reasons)] {
+            if !reasons.is_empty() {
+                lines.push(format!("\n{what} refused or failed, the first reasons:"));
+                lines.extend(reasons.iter().map(|why| format!("  {why}")));
+            }
         }
         if let Some(f) = &a.first_failure {
             lines.push(format!("\nSia's first failed call: {f}"));
@@ -146,6 +158,7 @@ mod tests {
             nodes: 11,
             gpus: 64,
             jobs: 160,
+            elastic_jobs: 0,
             last_arrival_s: 238.0,
             run_s: 300.0,
             jobs_created: 160,
@@ -169,6 +182,30 @@ mod tests {
         assert!(rows.iter().all(|r| r.chars().count() == rows[0].chars().count()), "{text}");
         assert!(text.lines().find(|l| l.contains("Sia's decisions")).unwrap().contains("n/a"));
         assert!(text.ends_with("NOT MET: no audit log: see the host's log"), "{text}");
+        assert!(text.contains("160 jobs (rigid)"), "{text}");
+    }
+
+    #[test]
+    fn resizes_and_their_first_refusals_are_shown() {
+        let audit = AuditSummary {
+            resizes: 7,
+            resizes_multi_node: 2,
+            resizes_refused: 1,
+            resize_reasons: vec!["pod a-3 could not be bound".into()],
+            places_other_total: 3,
+            resizes_other_total: 5,
+            ..Default::default()
+        };
+        let mut r = report(Some(audit));
+        (r.elastic_jobs, r.options.elastic) = (158, true);
+        let text = render(&r);
+        let row = |label: &str| text.lines().find(|l| l.contains(label)).unwrap().to_owned();
+        assert!(row("resize actions / over several nodes").contains("7 / 2"), "{text}");
+        assert!(row("resizes refused or failed").contains(" 1 "), "{text}");
+        assert!(row("places / resizes at another GPU total").contains("3 / 5"), "{text}");
+        assert!(row("jobs elastic").contains("158 of 160"), "{text}");
+        assert!(text.contains("160 jobs (elastic)"), "{text}");
+        assert!(text.contains("resizes refused or failed, the first reasons:\n  pod a-3 could not be bound"), "{text}");
     }
 
     #[test]
