@@ -104,6 +104,12 @@ impl AuditSummary {
     pub fn refused_multi_node(&self) -> impl Iterator<Item = &RefusedPlace> {
         self.refused_places.iter().filter(|r| r.nodes.len() > 1)
     }
+
+    /// Of those, the ones refused for anything but the disruption budget (validation, or the
+    /// backend): the ones that would say a placement over several nodes is not carried out.
+    pub fn refused_multi_node_not_budget(&self) -> impl Iterator<Item = &RefusedPlace> {
+        self.refused_multi_node().filter(|r| r.stage != Stage::OverBudget)
+    }
 }
 
 /// A placement's nodes and GPUs.

@@ -34,8 +34,11 @@ const ROWS: &[Row] = &[
     ("places over several nodes applied", |r| {
         or_na(r.audit.as_ref(), |a| format!("{} of {}", a.places_multi_node_applied, a.places_multi_node))
     }),
-    ("places refused or failed (over several nodes)", |r| {
-        or_na(r.audit.as_ref(), |a| format!("{} ({})", a.refused_places.len(), a.refused_multi_node().count()))
+    ("places refused or failed (over several nodes; for the budget)", |r| {
+        or_na(r.audit.as_ref(), |a| {
+            let multi = a.refused_multi_node().count();
+            format!("{} ({multi}; {})", a.refused_places.len(), multi - a.refused_multi_node_not_budget().count())
+        })
     }),
     ("preempt actions / refused or failed", |r| {
         or_na(r.audit.as_ref(), |a| format!("{} / {}", a.preempts, a.preempts_refused))
@@ -61,7 +64,8 @@ const ROWS: &[Row] = &[
 ];
 
 /// Whether the run met its goal, and if not, why: every place over several nodes applied,
-/// none refused, no group partly bound at the end.
+/// none refused but for the disruption budget (an action it counted on was over it), no group
+/// partly bound at the end.
 pub fn verdict(r: &SiaReport) -> Result<(), Vec<String>> {
     let mut why = Vec::new();
     match &r.audit {
@@ -70,9 +74,11 @@ pub fn verdict(r: &SiaReport) -> Result<(), Vec<String>> {
             if a.places_multi_node == 0 {
                 why.push("Sia made no place over several nodes: run more jobs".to_owned());
             }
-            let refused = a.refused_multi_node().count();
+            let refused = a.refused_multi_node_not_budget().count();
             if refused > 0 {
-                why.push(format!("{refused} places over several nodes refused or failed"));
+                why.push(format!(
+                    "{refused} places over several nodes refused or failed, not for the disruption budget"
+                ));
             }
         }
     }
@@ -135,7 +141,11 @@ pub fn render(r: &SiaReport) -> String {
     excerpt_lines("host log: \"could not be applied\"", &r.not_applied_warnings, &mut lines);
     excerpt_lines("host log: \"actions of earlier ticks failed\"", &r.earlier_failed_warnings, &mut lines);
     lines.push(match verdict(r) {
-        Ok(()) => "\nevery place Sia made over several nodes was bound whole; none refused".to_owned(),
+        Ok(()) => {
+            let cut = r.audit.as_ref().map_or(0, |a| a.refused_multi_node().count());
+            let but = if cut > 0 { format!(" but {cut} for the disruption budget") } else { String::new() };
+            format!("\nevery place Sia made over several nodes was bound whole; none refused{but}")
+        }
         Err(why) => format!("\nNOT MET: {}", why.join("; ")),
     });
     lines.join("\n")
@@ -226,7 +236,18 @@ mod tests {
         };
         let text = render(&report(Some(audit.clone())));
         assert!(text.contains("  tick 12 job 3 on scale-node-t4-0, scale-node-t4-1 (not-applied): pod x"), "{text}");
-        assert!(text.ends_with("NOT MET: 1 places over several nodes refused or failed"), "{text}");
+        assert!(
+            text.ends_with("NOT MET: 1 places over several nodes refused or failed, not for the disruption budget"),
+            "{text}"
+        );
+        // Refused because a preemption it counted on was over the disruption budget: listed, and
+        // the goal met.
+        let budget = RefusedPlace { stage: Stage::OverBudget, ..audit.refused_places[0].clone() };
+        let cut = AuditSummary { refused_places: vec![budget], ..audit.clone() };
+        let text = render(&report(Some(cut)));
+        assert!(text.contains("(over-budget)") && text.contains("1 (1; 1) |"), "{text}");
+        assert!(text.ends_with("none refused but 1 for the disruption budget"), "{text}");
+        assert!(verdict(&report(Some(AuditSummary { places_multi_node_applied: 6, ..audit.clone() }))).is_err());
         let met = AuditSummary { places_multi_node_applied: 6, refused_places: Vec::new(), ..audit };
         assert!(render(&report(Some(met))).ends_with("none refused"));
     }
