@@ -177,7 +177,7 @@ impl Kubernetes {
         node.stats_failures = 0;
         if node.stats != Some(route) {
             if route == StatsRoute::Direct {
-                tracing::info!(node = %node.name, "reading the kubelet's summary from the kubelet itself (the apiserver does not proxy to it)");
+                tracing::info!(node = %node.name, "reading the kubelet's summary from the kubelet itself (the apiserver's node proxy does not answer, or is not granted)");
             }
             node.stats = Some(route);
         }

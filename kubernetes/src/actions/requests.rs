@@ -127,6 +127,16 @@ pub(crate) async fn gone(
     }
 }
 
+/// Whether the apiserver refused an exec for want of rights: a 403 answer, or (over websockets)
+/// a 403 where the protocol switch was expected.
+fn forbidden(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 403,
+        kube::Error::UpgradeConnection(upgrade) => upgrade.to_string().contains("403"),
+        _ => false,
+    }
+}
+
 /// Run the delivery command in the pod and wait for it; a non-zero exit is a refusal.
 async fn run_in(
     api: &Api<Pod>,
@@ -155,6 +165,12 @@ async fn run_in(
         Ok::<_, kube::Error>((status, out))
     };
     let (status, out) = match tokio::time::timeout(limit, run).await {
+        Ok(Err(e)) if forbidden(&e) => {
+            return Err(Failure::Refused(format!(
+                "the host may not run commands in pods here ({e}): grant it pods/exec create in this namespace \
+                 (ClusterRole wasmsched-deliver in examples/kubernetes/rbac-optional.yaml)"
+            )));
+        }
         Ok(result) => result?,
         Err(_) => return Err(Failure::Refused(format!("delivery command {} ran past {limit:?}", cmd.join(" ")))),
     };

@@ -146,7 +146,18 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
     // Resize; exec the delivery command.
     act(&mut k, &mut world, "set-cpu", action(handle, wit::ActionKind::SetCpu(Some(700))));
     act(&mut k, &mut world, "set-memory", action(handle, wit::ActionKind::SetMemory(Some(256 << 20))));
+    // Deliver runs a command in the pod: refused, saying what to grant, until the optional
+    // role is bound; then it runs.
+    set_optional(c, false);
+    let mut refused = k.apply(&[action(handle, wit::ActionKind::Deliver)], &mut world);
+    refused.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(
+        refused.len() == 1 && refused[0].reason.contains("rbac-optional.yaml"),
+        "deliver without pods/exec: {refused:?}"
+    );
+    set_optional(c, true);
     act(&mut k, &mut world, "deliver", action(handle, wit::ActionKind::Deliver));
+    set_optional(c, false);
     assert!(ckpt.path().join("delivered").exists(), "the delivery command ran in the pod");
     // Copy and delete (preempt), bind the copy, delete it (stop).
     let started = Instant::now();
@@ -160,6 +171,172 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
         step(&mut k, &mut world, 300);
         world.state(handle).is_none().then_some(())
     });
+}
+
+/// Bind (`on`) or unbind the roles of `rbac-optional.yaml` (the roles themselves stay).
+fn set_optional(c: &Cluster, on: bool) {
+    for doc in manifest("rbac-optional.yaml") {
+        let kind = doc["kind"].as_str().unwrap();
+        if kind.ends_with("Role") {
+            apply(c, &doc, false).unwrap();
+        } else if on {
+            apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac-optional.yaml, {kind}: {e}"));
+        } else {
+            delete(c, &doc);
+        }
+    }
+}
+
+/// Delete one document's object, if it exists.
+fn delete(c: &Cluster, doc: &serde_json::Value) {
+    let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(c.client.clone(), ns, &resource),
+        None => Api::all_with(c.client.clone(), &resource),
+    };
+    let name = doc["metadata"]["name"].as_str().unwrap();
+    match c.rt.block_on(api.delete(name, &Default::default())) {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => panic!("deleting {kind} {name}: {e}"),
+    }
+}
+
+/// Whether the host's ServiceAccount may `verb` `resource` (`group/resource/subresource`
+/// written as the apiserver names them) in `namespace` ("" for cluster-wide), as the
+/// apiserver's authorizer answers a SubjectAccessReview.
+fn may(c: &Cluster, verb: &str, group: &str, resource: &str, namespace: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, sub)) => (r, Some(sub.to_string())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(SERVICE_ACCOUNT.into()),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                "system:serviceaccounts:wasmsched-system".into(),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                subresource,
+                namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(c.client.clone());
+    let answer = c.rt.block_on(api.create(&Default::default(), &review)).expect("the apiserver answers a review");
+    answer.status.is_some_and(|s| s.allowed)
+}
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
+    let Some(c) = crate::cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = crate::cluster::serial();
+    for doc in manifest("rbac.yaml") {
+        apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
+    }
+    set_optional(c, false);
+    let (core, system) = ("", "wasmsched-system");
+    let needs = [
+        ("watch", core, "nodes", ""),
+        ("get", core, "nodes/stats", ""),
+        ("list", core, "pods", ""),
+        ("create", core, "pods", "default"),
+        ("delete", core, "pods", "default"),
+        ("create", core, "pods/binding", "default"),
+        ("patch", core, "pods/resize", "default"),
+        ("get", core, "pods/log", "default"),
+        ("watch", "scheduling.k8s.io", "podgroups", "default"),
+        ("update", "coordination.k8s.io", "leases", system),
+        ("patch", core, "configmaps", system),
+    ];
+    let must_not = [
+        ("get", core, "secrets", "default"),
+        ("list", core, "secrets", system),
+        ("list", core, "secrets", "kube-system"),
+        ("list", core, "configmaps", "default"),
+        ("get", core, "configmaps", "kube-system"),
+        ("create", core, "pods/exec", "default"),
+        ("create", core, "pods/exec", system),
+        ("get", core, "nodes/proxy", ""),
+        ("create", core, "pods", "kube-system"),
+        ("delete", core, "pods", "kube-system"),
+        ("create", core, "pods/binding", "kube-system"),
+        ("patch", core, "nodes", ""),
+        ("delete", core, "nodes", ""),
+        ("create", core, "pods/eviction", "default"),
+        ("create", "rbac.authorization.k8s.io", "rolebindings", "default"),
+        ("escalate", "rbac.authorization.k8s.io", "clusterroles", ""),
+        ("impersonate", core, "serviceaccounts", ""),
+        ("update", "coordination.k8s.io", "leases", "kube-system"),
+        ("patch", "scheduling.k8s.io", "podgroups", "default"),
+    ];
+    let wrong: Vec<String> = needs
+        .iter()
+        .filter(|(verb, group, resource, ns)| !may(c, verb, group, resource, ns))
+        .map(|(verb, _, resource, ns)| format!("cannot {verb} {resource} in {ns:?}"))
+        .chain(
+            must_not
+                .iter()
+                .filter(|(verb, group, resource, ns)| may(c, verb, group, resource, ns))
+                .map(|(verb, _, resource, ns)| format!("may {verb} {resource} in {ns:?}")),
+        )
+        .collect();
+    assert!(wrong.is_empty(), "rbac.yaml grants the host's ServiceAccount the wrong rights: {wrong:?}");
+    // The optional roles grant exactly what they say, and only while bound.
+    set_optional(c, true);
+    assert!(may(c, "create", core, "pods/exec", "default") && may(c, "get", core, "nodes/proxy", ""));
+    assert!(!may(c, "create", core, "pods/exec", system), "deliver in the managed namespace only");
+    set_optional(c, false);
+    assert!(!may(c, "create", core, "pods/exec", "default"));
+}
+
+#[test]
+fn the_kustomize_base_is_the_whole_install() {
+    let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes");
+    let out = match std::process::Command::new("kubectl").args(["kustomize", base]).output() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: no kubectl to render the kustomize base ({e})");
+            return;
+        }
+    };
+    assert!(out.status.success(), "kubectl kustomize {base}: {}", String::from_utf8_lossy(&out.stderr));
+    let rendered: Vec<serde_json::Value> = serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let key = |d: &serde_json::Value| {
+        format!("{} {}/{}", d["kind"], d["metadata"]["namespace"].as_str().unwrap_or(""), d["metadata"]["name"])
+    };
+    let mut got: Vec<String> = rendered.iter().map(key).collect();
+    let mut want: Vec<String> =
+        ["rbac.yaml", "deployment.yaml"].iter().flat_map(|m| manifest(m)).map(|d| key(&d)).collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "kubectl apply -k examples/kubernetes installs rbac.yaml and deployment.yaml, nothing else");
+    let deployment = rendered.iter().find(|d| d["kind"] == "Deployment").unwrap();
+    let pod = &deployment["spec"]["template"]["spec"];
+    let host = &pod["containers"][0]["securityContext"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(host["readOnlyRootFilesystem"], true);
+    assert_eq!(host["allowPrivilegeEscalation"], false);
+    assert_eq!(host["capabilities"]["drop"], json!(["ALL"]));
 }
 
 #[test]

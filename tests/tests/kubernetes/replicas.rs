@@ -381,7 +381,10 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
         dir: tempfile::tempdir().unwrap(),
     };
     for sub in ["policies", "records", "run"] {
-        std::fs::create_dir_all(r.dir.path().join(sub)).unwrap();
+        // Open to the host's user: the Deployment runs it as 65532, not root.
+        let folder = r.dir.path().join(sub);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     }
     let counter = component("counter");
     std::fs::write(r.dir.path().join("policies/counter.wasm"), &counter).unwrap();
@@ -455,10 +458,16 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     assert!(status.leadership.as_ref().is_some_and(|l| l.leading), "{status:?}");
     assert!(r.status(&standby).and_then(|s| s.leadership).is_some_and(|l| !l.leading && l.holder.is_some()));
     for (name, pid) in [(&leader, pid_of(&leader)), (&standby, pid_of(&standby))] {
-        let rss = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_string())
-        });
-        eprintln!("replica {name}: host process {pid:?}, resident {} KiB", rss.unwrap_or_default());
+        let status = pid.and_then(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok()).unwrap_or_default();
+        let field = |key: &str| {
+            status.lines().find(|l| l.starts_with(key)).and_then(|l| l.split_whitespace().nth(1)).map(str::to_string)
+        };
+        eprintln!("replica {name}: host process {pid:?}, resident {} KiB", field("VmRSS:").unwrap_or_default());
+        if pid.is_some() {
+            // The shipped Deployment's hardening in force: not root, no capabilities.
+            assert_eq!(field("Uid:").as_deref(), Some("65532"), "{name} runs as the Deployment's user: {status}");
+            assert_eq!(field("CapEff:").as_deref(), Some("0000000000000000"), "{name} has no capabilities");
+        }
     }
 
     // The leader binds the queue and decides; the standby does neither.
