@@ -5,6 +5,7 @@
 
 mod cluster;
 mod faults;
+mod group_moves;
 mod groups;
 mod manifests;
 mod replicas;

@@ -83,7 +83,7 @@ pub fn total_gpus(types: &[NodeType]) -> u32 {
 
 /// What an elastic job declares, as the simulator's `elastic_scaling` has it
 /// (`host/src/backend/sim.rs`): one GPU up to as many as its model's largest measured batch
-/// feeds at the smallest per-GPU batch (at most [`MAX_GPU_COUNTS`]), at any batch size between
+/// feeds at the smallest per-GPU batch (at most `MAX_GPU_COUNTS`, 64), at any batch size between
 /// its model's smallest and largest measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Elastic {
