@@ -92,13 +92,13 @@ fn a_group_of_trainer_pods_is_preempted_migrated_and_resized_whole_and_resumes_f
 
     // Placed again, on vm2 only: both pods there, resuming from their checkpoints.
     let place = crate::place(handle, 1);
-    let resumed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(30), "preemption");
+    let resumed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(30), "preemption").1;
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm2".to_string()), Some("vm2".to_string())], "both on the node named");
 
     // Migrated whole to vm: both pods re-created from their checkpoints and bound there.
     let migrate = crate::action(handle, wit::ActionKind::Migrate(0));
-    let migrated = resumes_after(c, &mut k, &mut world, &label, migrate, Duration::from_secs(90), "migration");
+    let migrated = resumes_after(c, &mut k, &mut world, &label, migrate, Duration::from_secs(90), "migration").1;
     assert_eq!(world.state(handle).map(|s| s.node), Some(0), "the world shows it on vm");
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm".to_string()), Some("vm".to_string())], "both moved to vm");
@@ -107,7 +107,7 @@ fn a_group_of_trainer_pods_is_preempted_migrated_and_resized_whole_and_resumes_f
     // Resized whole: the same pods, back on vm2, at batch size 64, which every copy carries.
     let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: Vec::new() }], share: false };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
-    let resized = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize");
+    let resized = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize").1;
     assert_eq!(world.state(handle).map(|s| (s.node, s.batch_size)), Some((1, 64)));
     for p in c.labelled(&label) {
         let spec = p.spec.unwrap();
@@ -180,7 +180,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
         share: false,
     };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(96) }));
-    let grown = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 3 pods");
+    let grown = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 3 pods").1;
     let pods = ranks_of(c, &label);
     let shape: Vec<_> = pods.iter().map(|(rank, world, node, gpus, _)| (*rank, *world, node.as_str(), *gpus)).collect();
     assert_eq!(shape, [(0, 3, "vm", 1), (1, 3, "vm", 1), (2, 3, "vm2", 1)], "three ranks of 1 GPU");
@@ -193,7 +193,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
     // To 2 GPUs on vm2: two pods of 1 GPU, at batch size 64.
     let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }], share: false };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
-    let shrunk = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 2 pods");
+    let shrunk = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 2 pods").1;
     let pods = ranks_of(c, &label);
     let shape: Vec<_> = pods.iter().map(|(rank, world, node, gpus, _)| (*rank, *world, node.as_str(), *gpus)).collect();
     assert_eq!(shape, [(0, 2, "vm2", 1), (1, 2, "vm2", 1)], "two ranks of 1 GPU");
@@ -214,7 +214,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
         share: false,
     };
     let place = crate::action(handle, wit::ActionKind::Place(placement));
-    let placed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(90), "placement as 3 pods");
+    let placed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(90), "placement as 3 pods").1;
     let shape: Vec<_> = ranks_of(c, &label).into_iter().map(|(r, w, node, g, _)| (r, w, node, g)).collect();
     let on = |n: &str| n.to_string();
     assert_eq!(shape, [(0, 3, on("vm2"), 1), (1, 3, on("vm2"), 1), (2, 3, on("vm"), 1)], "three ranks of 1 GPU");
@@ -240,7 +240,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
 
 /// The pods labelled `label`, by rank: rank, world size (from the environment the host set),
 /// node ("-" when unbound), GPUs asked and name.
-fn ranks_of(c: &Cluster, label: &str) -> Vec<(u32, u32, String, u32, String)> {
+pub(crate) fn ranks_of(c: &Cluster, label: &str) -> Vec<(u32, u32, String, u32, String)> {
     let mut pods: Vec<_> = c
         .labelled(label)
         .into_iter()
@@ -266,8 +266,9 @@ fn ranks_of(c: &Cluster, label: &str) -> Vec<(u32, u32, String, u32, String)> {
 }
 
 /// Apply `action` to the group's job, wait for every answer (`within`), then for two more
-/// epochs, each following the one before: how long that took. `after` names the action.
-fn resumes_after(
+/// epochs, each following the one before: how long until the first of them, and until both.
+/// `after` names the action.
+pub(crate) fn resumes_after(
     c: &Cluster,
     k: &mut wasmsched::backend::kubernetes::Kubernetes,
     world: &mut World,
@@ -275,7 +276,7 @@ fn resumes_after(
     action: wasmsched::bindings::wit::Action,
     within: Duration,
     after: &str,
-) -> Duration {
+) -> (Duration, Duration) {
     let handle = action.job;
     let last = world.history(handle).last().unwrap().epoch;
     let started = Instant::now();
@@ -286,14 +287,19 @@ fn resumes_after(
     // new pods'.
     step(k, world, 500);
     let landed = world.history(handle).last().unwrap().epoch.max(last);
+    let mut first = None;
     c.wait(label, &format!("epochs again after the {after}"), Duration::from_secs(90), || {
         step(k, world, 500);
-        (world.history(handle).last()?.epoch >= landed + 2).then_some(())
+        let now = world.history(handle).last()?.epoch;
+        if now > landed {
+            first.get_or_insert_with(|| started.elapsed());
+        }
+        (now >= landed + 2).then_some(())
     });
     let took = started.elapsed();
     wasmsched_tests::live::assert_consecutive_epochs(
         world.history(handle),
         &format!("resumed after the group's {after}"),
     );
-    took
+    (first.unwrap_or(took), took)
 }

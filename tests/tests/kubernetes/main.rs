@@ -12,6 +12,7 @@ mod replicas;
 mod room;
 mod scale;
 mod tenants;
+mod torch_group;
 mod whatif;
 
 use std::time::{Duration, Instant};
