@@ -41,7 +41,9 @@ tar -C "$prefix" --exclude="lib/python$version/test" --exclude="lib/python$versi
 # less triton (the compiler; plain training never imports it). pip's cache keeps the wheels.
 "$python" -m pip install -q --no-compile --target "$site" torch
 rm -rf "$site/triton" "$site"/triton-*.dist-info "$site/bin"
-"$python" -m pip install -q --no-deps --no-compile --target "$site" "$root/jobs/python"
+# From a copy: pip builds a local project in its folder, and leaves build/ there.
+cp -r "$root/jobs/python" "$work/package"
+"$python" -m pip install -q --no-deps --no-compile --target "$site" "$work/package"
 cp "$root/jobs/python/examples/torch_loop.py" "$rootfs/job/torch_loop.py"
 # Every shared library the tree links that is not in it, from this machine, at its path.
 libs=$(find "$rootfs" -type f \( -name '*.so*' -o -perm -u+x \) -print0 | { xargs -0 ldd 2>/dev/null || true; } |
