@@ -1,11 +1,12 @@
 //! The command line's adapters: each turns a command's arguments into calls into the library
 //! and prints what comes back. [`experiments`] (demo, simulate, compare, sweep, fidelity: one
 //! batch runner), [`live`] (run, status, rollback, replay), [`policy`] (validate, new),
-//! [`calibrate`]. The arguments several commands share are here.
+//! [`oci`] (push, pull), [`calibrate`]. The arguments several commands share are here.
 
 pub mod calibrate;
 pub mod experiments;
 pub mod live;
+pub mod oci;
 pub mod policy;
 
 use std::io::Write;

@@ -57,6 +57,9 @@
 //! on every call for too long, starved the queue or kept every job from progressing, and runs
 //! a safe one until a new version or a rollback.
 //!
+//! **Distribution.** [`oci`] pushes policy components to OCI registries and pulls them back, as
+//! CNCF TAG Runtime's Wasm artifacts (`wasmsched push`, `wasmsched pull`).
+//!
 //! The contract's types come from [`bindings`], generated once from `wit/`.
 
 #![cfg_attr(
@@ -78,6 +81,7 @@ pub mod config;
 pub mod control;
 pub mod experiment;
 pub mod host;
+pub mod oci;
 pub mod record;
 pub mod reload;
 pub mod replay;

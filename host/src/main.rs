@@ -1,6 +1,6 @@
 //! The `wasmsched` command line: parses arguments (clap) and hands each command to its
-//! adapter in [`cli`] (experiments, the live host, policy files, calibration); the logic is
-//! in the library.
+//! adapter in [`cli`] (experiments, the live host, policy files, registries, calibration); the
+//! logic is in the library.
 
 /// A line of results on stdout ([`cli::out`]): never a panic when the reader has gone.
 macro_rules! out {
@@ -181,6 +181,31 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Put a policy component into an OCI registry as a Wasm artifact (CNCF TAG Runtime's
+    /// layout: one `application/wasm` layer) and print `REF@sha256:…`, the digest to pin. The
+    /// file is checked to be a policy component first.
+    Push {
+        /// The policy component (`.wasm`).
+        file: PathBuf,
+        /// Where: `REGISTRY/REPOSITORY:TAG` (`127.0.0.1:5000/policies/fair-share:v1`).
+        reference: String,
+        #[command(flatten)]
+        registry: cli::oci::RegistryArgs,
+    },
+    /// Fetch a policy component from an OCI registry, check it is a Wasm artifact and every
+    /// digest, and write it whole (renamed into place: safe in a watched policies folder).
+    Pull {
+        /// What: `REGISTRY/REPOSITORY:TAG`, `…@sha256:…` (pinned), or both (then the tag must
+        /// still name the pinned digest).
+        reference: String,
+        /// Where to write it: a file, or a folder to write it into under the name it was
+        /// pushed with (else the repository's last part and `.wasm`); default: that name in the
+        /// current folder.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        registry: cli::oci::RegistryArgs,
+    },
     /// Write a new policy project (a policy, a native test, its build, a README) that builds,
     /// passes its test and passes `validate` as written.
     New {
@@ -308,6 +333,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Validate { files, runtime } => cli::policy::validate(&files, &runtime),
         Command::New { name, lang, dir, sdk } => cli::policy::new(&name, lang, dir, sdk),
+        Command::Push { file, reference, registry } => cli::oci::push(&file, &reference, &registry),
+        Command::Pull { reference, output, registry } => cli::oci::pull(&reference, output.as_deref(), &registry),
         Command::Run { config } => cli::live::run_host(&config),
         Command::Replay { recording, policy, show, runtime } => cli::live::replay(&recording, &policy, show, &runtime),
         Command::Status { api, json } => cli::live::status(&api, json),

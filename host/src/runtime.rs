@@ -179,7 +179,11 @@ impl Runtime {
     }
 }
 
-fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
+/// Whether `bytes` can be a component at all, by its first eight bytes: the WebAssembly magic
+/// and the component layer's version (a core module, an empty file and any other bytes are
+/// told apart, each with what to do). `name` is the policy's name in the error. Cheap: what
+/// `load` checks before it compiles, and what `wasmsched push` checks before it connects.
+pub fn check_header(name: &str, bytes: &[u8]) -> Result<(), LoadError> {
     const MAGIC: &[u8] = b"\0asm";
     const COMPONENT_VERSION: [u8; 4] = [0x0d, 0x00, 0x01, 0x00];
     const MODULE_VERSION: [u8; 4] = [0x01, 0x00, 0x00, 0x00];

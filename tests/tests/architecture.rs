@@ -14,7 +14,7 @@ fn layer(file: &str) -> (u8, &'static str) {
     let top = file.split('/').next().unwrap_or(file);
     match top {
         "lib" => (1, "vocabulary"),
-        "runtime" | "validate" | "admission" | "shipped" => (2, "runtime"),
+        "runtime" | "validate" | "admission" | "shipped" | "oci" => (2, "runtime"),
         "backend" => (2, "backends"),
         "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),
         "scenario" | "experiment" | "replay" | "calibrate" | "whatif" => (5, "scenarios and experiments"),

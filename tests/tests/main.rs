@@ -7,6 +7,7 @@ mod conformance;
 mod fuzz;
 mod hostile;
 mod languages;
+mod oci;
 mod parsers;
 mod reload;
 mod replay;

@@ -1,0 +1,102 @@
+//! `wasmsched push` and `wasmsched pull` as a person runs them: what they print, their exit
+//! status, and the refusals that need no registry. The round trip runs against the registry
+//! `WASMSCHED_REGISTRY` names (`.ci/registry start`), and says SKIPPED without one.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn wasmsched(args: &[&str], dir: &Path, stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(args)
+        .current_dir(dir)
+        // A Docker config of the test's own (none, unless the test writes one).
+        .env("DOCKER_CONFIG", dir.join(".docker"))
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn a_core_module_is_refused_with_what_to_build_and_nothing_is_asked_of_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("module.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    // Port 1: nothing listens there; the refusal must come before any connection.
+    let out = wasmsched(&["push", "module.wasm", "127.0.0.1:1/policies/module:v1"], dir.path(), None);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success() && stdout.is_empty(), "{stdout}{stderr}");
+    assert!(stderr.contains("core module") && stderr.contains("--target wasm32-wasip2"), "{stderr}");
+}
+
+#[test]
+fn a_credential_helper_that_is_not_installed_is_named_before_any_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".docker")).unwrap();
+    let config = r#"{"credHelpers": {"registry.invalid": "wasmsched-test-absent"}}"#;
+    std::fs::write(dir.path().join(".docker/config.json"), config).unwrap();
+    let out = wasmsched(&["pull", "registry.invalid/policies/p:v1"], dir.path(), None);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("credential helper") && stderr.contains("registry.invalid"), "{stderr}");
+    assert!(stderr.contains("--username and --password-stdin"), "{stderr}");
+}
+
+#[test]
+fn an_empty_password_on_stdin_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wasmsched(&["pull", "127.0.0.1:1/p/x:v1", "--username", "u", "--password-stdin"], dir.path(), Some("\n"));
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--password-stdin read no password"), "{stderr}");
+}
+
+#[test]
+fn push_prints_the_digest_and_pull_writes_the_file_under_its_pushed_name() {
+    let Some(registry) = std::env::var("WASMSCHED_REGISTRY").ok().filter(|r| !r.trim().is_empty()) else {
+        eprintln!(
+            "SKIPPED push and pull on the command line: no OCI registry (WASMSCHED_REGISTRY; `.ci/registry start`)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let policy = Path::new(wasmsched_test_artifacts::path("fair-share"));
+    let name = policy.file_name().unwrap().to_str().unwrap();
+    std::fs::copy(policy, dir.path().join(name)).unwrap();
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let reference = format!("{registry}/wasmsched-tests/cli-{}-{stamp}:v1", std::process::id());
+
+    let out = wasmsched(&["push", name, &reference], dir.path(), None);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let line = stdout.trim();
+    let digest = line.strip_prefix(&format!("pushed {reference}@")).unwrap_or_else(|| panic!("{line}"));
+    assert!(digest.starts_with("sha256:") && digest.len() == 71, "{line}");
+
+    let pulled = dir.path().join("pulled");
+    std::fs::create_dir(&pulled).unwrap();
+    let out = wasmsched(&["pull", &format!("{reference}@{digest}")], &pulled, None);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with(&format!("pulled {reference}@{digest} to {name} (")), "{stdout}");
+    assert_eq!(std::fs::read(pulled.join(name)).unwrap(), std::fs::read(policy).unwrap());
+
+    let out = wasmsched(&["pull", &reference, "-o", "chosen.wasm"], &pulled, None);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(std::fs::read(pulled.join("chosen.wasm")).unwrap(), std::fs::read(policy).unwrap());
+    // A folder: the file goes into it under its pushed name.
+    std::fs::create_dir(pulled.join("policies")).unwrap();
+    let out = wasmsched(&["pull", &reference, "-o", "policies"], &pulled, None);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(std::fs::read(pulled.join("policies").join(name)).unwrap(), std::fs::read(policy).unwrap());
+}
