@@ -20,8 +20,8 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// own).
 pub const JOB_NAME: &str = "wasmsched.job-name";
 
-/// Annotation: a group's pod's rank, set on every pod the host re-creates for a group; the
-/// group's pods are in rank order.
+/// Annotation and label: a group's pod's rank, set on every pod the host re-creates for a
+/// group; the group's pods are in rank order, and a Service can select rank 0 by the label.
 pub const RANK: &str = "wasmsched.rank";
 
 /// Annotation: how many pods the group has, set on every pod the host re-creates for a group
@@ -464,13 +464,19 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
             }));
         }
     }
+    // A group's rank is a label too, so that a Service can select rank 0 (where the ranks meet)
+    // across the pods the host re-creates.
+    let mut labels = meta.labels.clone().unwrap_or_default();
+    if let Some((rank, _)) = changes.rank {
+        labels.insert(RANK.into(), rank.to_string());
+    }
     // A generated name: `job-` plus five characters, within the 63 a name may have.
     let stem: String = job_name.chars().take(50).collect();
     Pod {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             generate_name: Some(format!("{}-", stem.trim_end_matches('-'))),
             namespace: meta.namespace.clone(),
-            labels: meta.labels.clone(),
+            labels: Some(labels),
             annotations: Some(annotations),
             ..Default::default()
         },

@@ -189,6 +189,7 @@ fn a_groups_copy_is_told_its_rank_and_the_groups_size() {
     let a = c.metadata.annotations.as_ref().unwrap();
     assert_eq!((a[RANK].as_str(), a[GROUP_SIZE].as_str(), a[crate::group::KUEUE_TOTAL].as_str()), ("2", "3", "3"));
     assert_eq!((a[JOB_NAME].as_str(), c.metadata.generate_name.as_deref()), ("pair-2", Some("pair-2-")));
+    assert_eq!(c.metadata.labels.as_ref().unwrap()[RANK], "2", "a label too: a Service selects rank 0 by it");
     let mut read = Pod::default();
     read.metadata.annotations = c.metadata.annotations.clone();
     assert_eq!(rank(&read), Some(2), "read back for the group's order");
