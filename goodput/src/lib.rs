@@ -99,6 +99,12 @@ impl Model {
         (self == Model::Yolov3).then_some(8)
     }
 
+    /// The most GPUs its largest measured batch feeds at the fewest samples per GPU measured:
+    /// as far as an elastic job of this model scales (uncapped).
+    pub fn most_gpus_fed(self) -> u32 {
+        (self.max_batch_size() / self.min_local_batch().max(1)).max(1)
+    }
+
     /// The fewest samples per GPU measured (the same on every GPU type).
     pub fn min_local_batch(self) -> u32 {
         steps::local_range(self, GpuType::T4).0

@@ -740,8 +740,7 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
 /// What an elastic job of `model` runs at: one GPU up to as many as its largest batch feeds at
 /// the smallest per-GPU batch (64 at most), at any batch size its curves were measured between.
 fn elastic_scaling(model: model::Model) -> wit::Scaling {
-    let min_local = model.min_local_batch().max(1);
-    let most = (model.max_batch_size() / min_local).clamp(1, crate::world::MAX_GPU_COUNTS as u32);
+    let most = model.key().most_gpus_fed().min(crate::world::MAX_GPU_COUNTS as u32);
     wit::Scaling {
         gpu_counts: (1..=most).collect(),
         batch_size_min: model.default_batch_size(),

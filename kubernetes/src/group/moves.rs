@@ -12,7 +12,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
-use wasmsched_core::world::{GpuSlot, World};
+use wasmsched_core::world::World;
 
 use super::{Gang, Member, Pieces};
 use crate::actions::requests::{Freeing, bind};
@@ -123,8 +123,7 @@ impl Kubernetes {
                 pod::copy(originals.get(i).unwrap_or(&originals[0]), &changes)
             })
             .collect();
-        let slots: Vec<GpuSlot> =
-            pieces.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index })).collect();
+        let slots = super::slots_of(&pieces);
         let first = pieces.first().map_or(state.node, |(n, _)| *n);
         let shown = (first, slots.clone());
         let resized_to = resize.map(|_| batch_size);

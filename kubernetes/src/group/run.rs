@@ -365,8 +365,7 @@ impl Kubernetes {
         }
         let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
         let node = pieces[0].0;
-        let slots: Vec<GpuSlot> =
-            pieces.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index })).collect();
+        let slots = super::slots_of(&pieces);
         // For whichever pods turn out bound if another's bind fails.
         let (service, arrived) =
             ((state.run_ms, state.gpu_ms), self.jobs.get(&entry).map_or(0, |m| m.job.arrived_unix_ms));

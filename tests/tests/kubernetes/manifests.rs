@@ -29,15 +29,20 @@ pub(crate) fn manifest(name: &str) -> Vec<serde_json::Value> {
     serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Server-side apply of one document (`dry_run`: checked by the apiserver, not stored).
-pub(crate) fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Result<(), kube::Error> {
+/// The API of one document's kind, in its namespace if it names one.
+fn api_for(c: &Cluster, doc: &serde_json::Value) -> Api<DynamicObject> {
     let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
+    match doc["metadata"]["namespace"].as_str() {
         Some(ns) => Api::namespaced_with(c.client.clone(), ns, &resource),
         None => Api::all_with(c.client.clone(), &resource),
-    };
+    }
+}
+
+/// Server-side apply of one document (`dry_run`: checked by the apiserver, not stored).
+pub(crate) fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Result<(), kube::Error> {
+    let api = api_for(c, doc);
     let mut params = PatchParams::apply("wasmsched-tests").force();
     if dry_run {
         params = params.dry_run();
@@ -189,13 +194,8 @@ fn set_optional(c: &Cluster, on: bool) {
 
 /// Delete one document's object, if it exists.
 fn delete(c: &Cluster, doc: &serde_json::Value) {
-    let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = match doc["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(c.client.clone(), ns, &resource),
-        None => Api::all_with(c.client.clone(), &resource),
-    };
+    let api = api_for(c, doc);
+    let kind = doc["kind"].as_str().unwrap();
     let name = doc["metadata"]["name"].as_str().unwrap();
     match c.rt.block_on(api.delete(name, &Default::default())) {
         Ok(_) => {}

@@ -101,7 +101,7 @@ impl Elastic {
     /// not measured, which stays rigid.
     pub fn of(application: &str) -> Option<Elastic> {
         let model = wasmsched_goodput::Model::parse(application)?;
-        let most = (model.max_batch_size() / model.min_local_batch().max(1)).clamp(1, MAX_GPU_COUNTS);
+        let most = model.most_gpus_fed().min(MAX_GPU_COUNTS);
         Some(Elastic { most, batch_min: model.default_batch_size(), batch_max: model.max_batch_size() })
     }
 
