@@ -253,14 +253,25 @@ pub async fn push(file: &Path, reference: &str, options: &RegistryOptions) -> Re
     })
 }
 
-/// Pull the policy component at `reference` (`REGISTRY/REPOSITORY:TAG`, `…@sha256:…`, or both:
-/// then the tag must still name the pinned digest) and write it to `out` (a file, or a folder
-/// to write it into), or, without, into the current folder: under the name it was pushed with,
-/// else the repository's last part and `.wasm`.
-/// The manifest must be a Wasm artifact's, every digest must match, and the layer must be a
-/// component; the file is written beside its place and renamed into it, so a policies folder
-/// being watched never sees it half written.
-pub async fn pull(reference: &str, options: &RegistryOptions, out: Option<&Path>) -> Result<Pulled, OciError> {
+/// A policy component fetched from a registry: its bytes in memory, nothing written.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// What was fetched: `REGISTRY/REPOSITORY[:TAG][@DIGEST]`.
+    pub reference: String,
+    /// The manifest's digest.
+    pub digest: String,
+    /// The component layer's digest (the file's sha256, after `sha256:`).
+    pub layer_digest: String,
+    /// The name the component was pushed with, if the layer says.
+    pub file_name: Option<String>,
+    /// The component's bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Fetch the policy component at `reference` (`REGISTRY/REPOSITORY:TAG`, `…@sha256:…`, or
+/// both: then the tag must still name the pinned digest) into memory. The manifest must be a
+/// Wasm artifact's, every digest must match, and the layer must be a component.
+pub async fn fetch(reference: &str, options: &RegistryOptions) -> Result<Fetched, OciError> {
     let image = parse(reference)?;
     let (client, auth, at) = connect(&image, options, "pull")?;
     let accepted = [
@@ -312,14 +323,24 @@ pub async fn pull(reference: &str, options: &RegistryOptions, out: Option<&Path>
     }
     // What push checks, checked again: another tool may have pushed a core module.
     ComponentInfo::of_policy(&whole, &bytes)?;
-    let name = || PathBuf::from(layer.file_name().map_or_else(|| default_name(&image), String::from));
+    let file_name = layer.file_name().map(String::from);
+    Ok(Fetched { reference: whole, digest, layer_digest: layer.digest, file_name, bytes })
+}
+
+/// Pull the policy component at `reference` ([`fetch`]) and write it to `out` (a file, or a
+/// folder to write it into), or, without, into the current folder: under the name it was
+/// pushed with, else the repository's last part and `.wasm`. The file is written beside its
+/// place and renamed into it, so a policies folder being watched never sees it half written.
+pub async fn pull(reference: &str, options: &RegistryOptions, out: Option<&Path>) -> Result<Pulled, OciError> {
+    let Fetched { reference, digest, layer_digest, file_name, bytes } = fetch(reference, options).await?;
+    let name = || PathBuf::from(file_name.clone().unwrap_or_else(|| default_name(&reference)));
     let path = match out {
         Some(dir) if dir.is_dir() => dir.join(name()),
         Some(path) => path.to_path_buf(),
         None => name(),
     };
     write_whole(&path, &bytes)?;
-    Ok(Pulled { reference: whole, digest, layer_digest: layer.digest, path, bytes })
+    Ok(Pulled { reference, digest, layer_digest, path, bytes })
 }
 
 /// An OCI client for `registry` (`host[:port]`) as [`push`] and [`pull`] make it: plain HTTP to
@@ -453,10 +474,12 @@ fn connect(
     Ok((client, auth, At { registry: registry.into(), user, reference: image.whole(), scheme, op }))
 }
 
-/// `fair-share.wasm` for `…/policies/fair-share:v1`.
-fn default_name(image: &Reference) -> String {
-    let last = image.repository().rsplit('/').next().unwrap_or("policy");
-    format!("{last}.wasm")
+/// `fair-share.wasm` for `…/policies/fair-share:v1` (or `…@sha256:…`).
+fn default_name(reference: &str) -> String {
+    let name = reference.split_once('@').map_or(reference, |(name, _)| name);
+    let last = name.rsplit('/').next().unwrap_or("policy");
+    let last = last.split_once(':').map_or(last, |(repo, _)| repo);
+    format!("{}.wasm", if last.is_empty() { "policy" } else { last })
 }
 
 /// Write `bytes` to a hidden file beside `path`, flush it to disk, and rename it into place.
@@ -491,8 +514,14 @@ mod tests {
 
     #[test]
     fn a_pull_without_a_name_takes_the_repositorys_last_part() {
-        let image = parse("127.0.0.1:5000/policies/fair-share:v1").unwrap();
-        assert_eq!(default_name(&image), "fair-share.wasm");
+        for reference in [
+            "127.0.0.1:5000/policies/fair-share:v1",
+            "127.0.0.1:5000/policies/fair-share@sha256:ab",
+            "127.0.0.1:5000/policies/fair-share:v1@sha256:ab",
+        ] {
+            let whole = parse(reference).unwrap().whole();
+            assert_eq!(default_name(&whole), "fair-share.wasm", "{reference}");
+        }
     }
 
     #[test]
