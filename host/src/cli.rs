@@ -1,13 +1,17 @@
 //! The command line's adapters: each turns a command's arguments into calls into the library
 //! and prints what comes back. [`experiments`] (demo, simulate, compare, sweep, fidelity: one
 //! batch runner), [`live`] (run, status, rollback, replay), [`policy`] (validate, new),
-//! [`oci`] (push, pull), [`calibrate`]. The arguments several commands share are here.
+//! [`oci`] (push, pull), [`trust`] (key, sign, verify), [`calibrate`]. The arguments several
+//! commands share are here.
 
 pub mod calibrate;
 pub mod experiments;
 pub mod live;
 pub mod oci;
 pub mod policy;
+#[cfg(feature = "kubernetes")]
+pub mod resources;
+pub mod trust;
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -107,7 +107,9 @@ pub struct HostConfig {
     /// Time between observations, on the backend's clock (`"30s"`).
     #[serde(deserialize_with = "crate::units::duration")]
     pub tick: Duration,
-    /// The directory watched for policy components (`NAME.wasm`, and `NAME.toml` beside).
+    /// The directory watched for policy components (`NAME.wasm`, and `NAME.toml` beside);
+    /// required unless `[resources]` names the policies.
+    #[serde(default)]
     pub policies_dir: PathBuf,
     /// Where the jobs live: `kind` picks the backend, the rest of the table is that
     /// backend's own ([`BackendConfig`]).
@@ -127,6 +129,14 @@ pub struct HostConfig {
     /// The policies, by name: `[policy.NAME]` serves `policies-dir/NAME.wasm`.
     #[serde(default)]
     pub policy: BTreeMap<String, PolicyConfig>,
+    /// `[resources]`: the policies are the cluster's `SchedulingPolicy` resources
+    /// ([`crate::resources`]), not files; the Kubernetes backend only.
+    #[serde(default)]
+    pub resources: Option<ResourcesConfig>,
+    /// `[trust]`: the signatures a `SchedulingPolicy`'s component must carry to run
+    /// ([`crate::oci::trust`]); without it any component pinned by digest runs.
+    #[serde(default)]
+    pub trust: Option<crate::oci::trust::TrustConfig>,
     /// How many disruptions (stop, migrate, preempt) the active policy may cause
     /// ([`crate::budget`]); on by default, with cautious limits.
     #[serde(default)]
@@ -137,6 +147,23 @@ pub struct HostConfig {
     /// The tenants jobs belong to, with their weights and quotas ([`crate::tenants`]).
     #[serde(default)]
     pub tenants: Vec<crate::tenants::TenantConfig>,
+}
+
+/// `[resources]`: serve the `SchedulingPolicy` resources of a namespace.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ResourcesConfig {
+    /// Their namespace (default: `[backend.election]`'s, else the host's own: its pod's).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// How soon a resource that could not be fetched, verified or compiled is tried again
+    /// (`"10s"`).
+    #[serde(default = "default_retry", deserialize_with = "crate::units::duration")]
+    pub retry: Duration,
+}
+
+fn default_retry() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// Hot reload of the policies directory.
@@ -391,6 +418,9 @@ impl HostConfig {
         let mut config = Self::parse(path, &text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base);
+        if let Some(trust) = &config.trust {
+            trust.load(None).map_err(|e| ConfigError::Invalid { path: path.into(), detail: crate::error_chain(&e) })?;
+        }
         Ok(config)
     }
 
@@ -422,6 +452,35 @@ impl HostConfig {
                 active.join(", ")
             ));
         }
+        if let Some(resources) = &self.resources {
+            if !self.policy.is_empty() {
+                return Err(
+                    "[resources] makes the cluster's SchedulingPolicy resources the policies: remove the [policy.*] \
+                     tables (each becomes a resource's spec), or remove [resources] to serve files"
+                        .into(),
+                );
+            }
+            if self.backend.kind() != "kubernetes" {
+                return Err(format!(
+                    "[resources] needs [backend] kind = \"kubernetes\" (this one is {:?}): the resources live in a cluster",
+                    self.backend.kind()
+                ));
+            }
+            if resources.retry.is_zero() {
+                return Err("[resources] retry must be above 0 (\"10s\", say)".into());
+            }
+        } else if self.trust.is_some() {
+            return Err(
+                "[trust] checks the signatures of SchedulingPolicy resources: add [resources], or remove [trust]"
+                    .into(),
+            );
+        } else if self.policies_dir.as_os_str().is_empty() {
+            return Err(
+                "policies-dir is missing: name the folder of policy components (policies-dir = \"policies\"), or add \
+                 [resources] to serve the cluster's SchedulingPolicy resources"
+                    .into(),
+            );
+        }
         if let Some(bad) = self.policy.keys().find(|n| n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.')) {
             return Err(format!("policy name {bad:?} cannot be a file name in the policies directory"));
         }
@@ -443,13 +502,23 @@ impl HostConfig {
                 *p = base.join(&*p);
             }
         };
-        join(&mut self.policies_dir);
+        if !self.policies_dir.as_os_str().is_empty() {
+            join(&mut self.policies_dir);
+        }
         let optional = [&mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir];
         for p in optional.into_iter().flatten().chain(self.backend.paths()) {
             join(p);
         }
         if let Listen::Unix(p) = &mut self.api.listen {
             join(p);
+        }
+        if let Some(trust) = &mut self.trust {
+            let any_of = trust.any_of.iter_mut().flat_map(|a| a.signatures.iter_mut());
+            for signer in trust.all_of.iter_mut().chain(any_of) {
+                if let Some(key) = &mut signer.key {
+                    join(key);
+                }
+            }
         }
     }
 

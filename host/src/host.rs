@@ -9,13 +9,14 @@
 //! rollback. While the loop waits for the next tick it takes commands at once, so a reload
 //! or a rollback does not wait for the tick.
 
+mod pacer;
 pub mod status;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::backend::sim::workload::Workload;
 use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
@@ -27,6 +28,7 @@ use crate::runtime::Runtime;
 use crate::runtime::supervise::Supervised;
 use crate::shadow::{self, Agreement};
 use crate::world::World;
+use pacer::Pacer;
 use status::{
     PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
 };
@@ -160,7 +162,7 @@ impl Host {
     where
         E: std::error::Error + Send + Sync + 'static,
     {
-        if !config.policies_dir.is_dir() {
+        if config.resources.is_none() && !config.policies_dir.is_dir() {
             return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
         }
         let built = config.backend.build(load_workload)?;
@@ -170,7 +172,7 @@ impl Host {
     /// The host of `config` on a backend the caller built (a backend of its own, or one
     /// wrapped: a test's replica that leads from a given tick).
     pub fn with_backend(config: HostConfig, built: Built) -> Result<Host, HostError> {
-        if !config.policies_dir.is_dir() {
+        if config.resources.is_none() && !config.policies_dir.is_dir() {
             return Err(HostError::NoPoliciesDir(config.policies_dir.clone()));
         }
         let Built { backend, name } = built;
@@ -198,9 +200,7 @@ impl Host {
     pub fn run(self, rt: &Runtime) -> Result<LoopSummary, HostError> {
         let Host { config, mut backend, commands, handle } = self;
         let latest = LatestWorld::default();
-        let mut reloader =
-            Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest.clone(), handle.board.clone());
-        let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest)?;
+        let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest.clone())?;
         let loop_config = LoopConfig {
             tick: config.tick,
             horizon: None,
@@ -208,42 +208,70 @@ impl Host {
             watchdog: config.watchdog,
             tenants: config.declared_tenants(),
         };
+        let stop = std::sync::atomic::AtomicBool::new(false);
         let summary = std::thread::scope(|scope| -> Result<LoopSummary, HostError> {
-            // Watch first, then look: a file that lands in between is seen twice, never missed.
-            let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
-            let watcher = if config.reload.watch {
-                Some(reload::watch(&config.policies_dir, config.reload.debounce, config.reload.poll, names_tx)?)
-            } else {
-                drop(names_tx);
-                None
-            };
-            let started = Instant::now();
-            for name in config.policy.keys() {
-                match reloader.check(name, started) {
-                    Some(change) => driver.change(rt, change),
-                    None if driver.slot(name).is_some_and(|s| s.current.is_none()) => {
-                        tracing::warn!(policy = %name, dir = %config.policies_dir.display(), "no usable {name}.wasm yet; it will serve once one lands");
-                    }
-                    None => {}
-                }
-            }
-            if config.active().is_none_or(|a| driver.slot(a).is_some_and(|s| s.current.is_none())) {
-                tracing::warn!("no active policy serves: the limits in force stay as they are");
-            }
             let commands = handle.commands.clone();
-            scope.spawn(move || {
-                reload::work(reloader, names_rx, |change| {
-                    let _ = commands.send(Command::Change(change));
-                })
-            });
+            let send = move |change| {
+                let _ = commands.send(Command::Change(change));
+            };
+            let watcher = if config.resources.is_some() {
+                #[cfg(feature = "kubernetes")]
+                {
+                    let (config, board, stop) = (&config, handle.board.clone(), &stop);
+                    scope.spawn(move || crate::resources::work(rt, config, latest, board, stop, send));
+                }
+                None
+            } else {
+                serve_folder(scope, rt, &config, reloader_of(rt, &config, latest, &handle), &mut driver, send)?
+            };
             tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed(), "host running");
             let summary = control::drive(backend.as_mut(), &mut driver, rt, &loop_config);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
             drop(watcher);
             Ok(summary)
         })?;
         driver.finish();
         Ok(summary)
     }
+}
+
+fn reloader_of<'rt>(rt: &'rt Runtime, config: &HostConfig, latest: LatestWorld, handle: &HostHandle) -> Reloader<'rt> {
+    Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest, handle.board.clone())
+}
+
+/// Serve the policies folder: watch it first, then look at every configured policy (a file
+/// that lands in between is seen twice, never missed), then hand the watcher's changes to a
+/// worker that sends what passes to `send`. The watch stops when the watcher is dropped.
+fn serve_folder<'scope, 'env: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    rt: &'env Runtime,
+    config: &HostConfig,
+    mut reloader: Reloader<'env>,
+    driver: &mut HostDriver,
+    send: impl FnMut(Change) + Send + 'scope,
+) -> Result<Option<reload::Watcher>, HostError> {
+    let (names_tx, names_rx) = mpsc::channel::<BTreeSet<String>>();
+    let watcher = if config.reload.watch {
+        Some(reload::watch(&config.policies_dir, config.reload.debounce, config.reload.poll, names_tx)?)
+    } else {
+        drop(names_tx);
+        None
+    };
+    let started = Instant::now();
+    for name in config.policy.keys() {
+        match reloader.check(name, started) {
+            Some(change) => driver.change(rt, change),
+            None if driver.slot(name).is_some_and(|s| s.current.is_none()) => {
+                tracing::warn!(policy = %name, dir = %config.policies_dir.display(), "no usable {name}.wasm yet; it will serve once one lands");
+            }
+            None => {}
+        }
+    }
+    if config.active().is_none_or(|a| driver.slot(a).is_some_and(|s| s.current.is_none())) {
+        tracing::warn!("no active policy serves: the limits in force stay as they are");
+    }
+    scope.spawn(move || reload::work(reloader, names_rx, send));
+    Ok(watcher)
 }
 
 /// One version serving, and its number among the policy's versions.
@@ -260,34 +288,6 @@ struct Slot {
     previous: Option<Serving>,
     versions: u32,
     agreement: Agreement,
-}
-
-/// Keeps the wall clock and the backend's clock in step.
-struct Pacer {
-    speed: crate::config::Speed,
-    tick: Duration,
-    anchor: Option<(Instant, u64)>,
-}
-
-impl Pacer {
-    /// When the observation up to `next_ms` is due; None for as fast as possible.
-    fn due(&mut self, next_ms: u64) -> Option<Instant> {
-        let wall = |ms: u64| self.speed.wall(Duration::from_millis(ms));
-        let (at, from) =
-            *self.anchor.get_or_insert((Instant::now(), next_ms.saturating_sub(self.tick.as_millis() as u64)));
-        wall(next_ms.saturating_sub(from)).map(|d| at + d)
-    }
-
-    /// True (and the clock re-anchored) when the loop is more than a tick behind.
-    fn late(&mut self, next_ms: u64, due: Option<Instant>) -> bool {
-        let (Some(due), Some(tick)) = (due, self.speed.wall(self.tick)) else { return false };
-        let now = Instant::now();
-        if now > due + tick {
-            self.anchor = Some((now, next_ms));
-            return true;
-        }
-        false
-    }
 }
 
 /// The host's side of the loop.
@@ -308,6 +308,11 @@ struct HostDriver {
     last_pending: Vec<crate::bindings::wit::Pending>,
     /// What the backend held outside the queue at the last observation, as the status shows it.
     last_held: Vec<crate::backend::Held>,
+    /// States the last leader kept for policies this host did not serve yet when it took the
+    /// lead (a resource still being fetched): each starts from its state when it swaps in.
+    unrestored: Vec<Checkpoint>,
+    /// The policy changes not yet in the audit log.
+    changes: Vec<record::PolicyChange>,
 }
 
 impl HostDriver {
@@ -350,6 +355,8 @@ impl HostDriver {
             ticked: None,
             last_pending: Vec::new(),
             last_held: Vec::new(),
+            unrestored: Vec::new(),
+            changes: Vec::new(),
             tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
         })
     }
@@ -370,27 +377,58 @@ impl HostDriver {
 
     fn change(&mut self, rt: &Runtime, change: Change) {
         match change {
-            Change::Admitted(candidate) => self.swap(rt, candidate),
-            Change::Deleted { name, noticed } => {
+            Change::Admitted(candidate) => self.swap(rt, *candidate),
+            Change::Deleted { name, noticed, origin } => {
                 let Some(slot) = self.slots.iter_mut().find(|s| s.name == name) else { return };
                 let Some(gone) = slot.current.take() else { return };
                 let digest = gone.sup.policy().digest().to_string();
-                tracing::info!(policy = %name, sha256 = %digest, "policy file deleted; policy unloaded (a rollback brings it back)");
+                let what = if origin.is_some() { "resource deleted" } else { "file deleted" };
+                tracing::info!(policy = %name, sha256 = %digest, origin = origin.as_deref().unwrap_or("file"), "{what}; policy unloaded (a rollback brings it back)");
                 slot.previous = Some(gone);
-                self.report(&name, ReloadOutcome::Unloaded, Some(digest), "file deleted".into(), noticed);
+                self.report(&name, ReloadOutcome::Unloaded, Some(digest), what.into(), noticed, origin);
             }
         }
     }
 
     fn swap(&mut self, rt: &Runtime, c: Candidate) {
+        if let Some(settings) = &c.settings {
+            let active = |s: &&Slot| s.name != c.name && s.config.role == Role::Active && s.current.is_some();
+            if settings.role == Role::Active
+                && let Some(other) = self.slots.iter().find(active).map(|s| s.name.clone())
+            {
+                let detail = format!(
+                    "policy {other} is the active one, and one active policy serves at a time: make {other} a shadow \
+                     (or delete it) first; {} keeps what it serves",
+                    c.name
+                );
+                tracing::warn!(policy = %c.name, reason = %detail, "policy version refused at the swap");
+                let digest = c.policy.digest().to_string();
+                self.report(&c.name, ReloadOutcome::Refused, Some(digest), detail, c.noticed, c.origin);
+                return;
+            }
+            if self.slot(&c.name).is_none() {
+                self.slots.push(Slot {
+                    name: c.name.clone(),
+                    config: settings.clone(),
+                    current: None,
+                    previous: None,
+                    versions: 0,
+                    agreement: Agreement::default(),
+                });
+                self.board.update(|s| s.policies.push(PolicyStatus::new(&c.name, settings.role)));
+            }
+        }
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.name) else { return };
         let state = slot.current.as_mut().and_then(|s| s.sup.save_state());
         let carried = state.as_ref().map_or(0, Vec::len);
-        let cfg = &slot.config;
+        let cfg = c.settings.as_ref().unwrap_or(&slot.config);
         let mut sup = Supervised::new(c.policy, c.config_json, cfg.limits(), cfg.fallback, cfg.quarantine());
         let digest = sup.policy().digest().to_string();
         match sup.start(rt, state) {
             Ok(()) => {
+                if let Some(settings) = c.settings {
+                    slot.config = settings;
+                }
                 slot.versions += 1;
                 let version = slot.versions;
                 let old = slot.current.replace(Serving { sup, version });
@@ -401,11 +439,16 @@ impl HostDriver {
                     ),
                     None => format!("version {version} serving"),
                 };
+                let first = old.is_none();
                 if old.is_some() {
                     slot.previous = old;
                 }
-                tracing::info!(policy = %c.name, sha256 = %digest, version, state_bytes = carried, "policy version swapped in");
-                self.report(&c.name, ReloadOutcome::Swapped, Some(digest), detail, c.noticed);
+                tracing::info!(policy = %c.name, sha256 = %digest, version, state_bytes = carried, origin = c.origin.as_deref().unwrap_or("file"), "policy version swapped in");
+                self.report(&c.name, ReloadOutcome::Swapped, Some(digest), detail, c.noticed, c.origin);
+                if first && let Some(at) = self.unrestored.iter().position(|k| k.policy == c.name) {
+                    let kept = self.unrestored.swap_remove(at);
+                    self.restore_one(rt, kept);
+                }
             }
             Err(e) => {
                 let detail = format!(
@@ -413,7 +456,7 @@ impl HostDriver {
                     crate::error_chain(&e)
                 );
                 tracing::warn!(policy = %c.name, sha256 = %digest, reason = %detail, "policy version refused at the swap");
-                self.report(&c.name, ReloadOutcome::Refused, Some(digest), detail, c.noticed);
+                self.report(&c.name, ReloadOutcome::Refused, Some(digest), detail, c.noticed, c.origin);
             }
         }
     }
@@ -423,6 +466,13 @@ impl HostDriver {
     /// had rolled back), else in the serving version, as a hot swap hands a state on. A state
     /// the version refuses is dropped and the version starts afresh.
     fn restore_one(&mut self, rt: &Runtime, c: Checkpoint) {
+        let serves = |s: &Slot| s.name == c.policy && (s.current.is_some() || s.previous.is_some());
+        if !self.slots.iter().any(serves) {
+            // Not here yet (a resource still being fetched): it starts from this state when it is.
+            self.unrestored.retain(|k| k.policy != c.policy);
+            self.unrestored.push(c);
+            return;
+        }
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.policy) else { return };
         let digest_of = |s: &Option<Serving>| s.as_ref().map(|s| s.sup.policy().digest().to_string());
         if digest_of(&slot.current).as_deref() != Some(&c.sha256)
@@ -454,7 +504,7 @@ impl HostDriver {
                 )
             }
         };
-        self.report(&c.policy, ReloadOutcome::Restored, Some(digest), detail, Instant::now());
+        self.report(&c.policy, ReloadOutcome::Restored, Some(digest), detail, Instant::now(), None);
     }
 
     fn rollback(&mut self, name: &str) -> Result<RolledBack, RollbackError> {
@@ -467,11 +517,26 @@ impl HostDriver {
         slot.previous = replaced;
         tracing::info!(policy = name, sha256 = %sha256, "rolled back to the previous version");
         let detail = format!("version {} serves again", slot.current.as_ref().map_or(0, |s| s.version));
-        self.report(name, ReloadOutcome::RolledBack, Some(sha256.clone()), detail, Instant::now());
+        self.report(name, ReloadOutcome::RolledBack, Some(sha256.clone()), detail, Instant::now(), None);
         Ok(RolledBack { policy: name.into(), sha256, replaced: replaced_sha })
     }
 
-    fn report(&self, name: &str, outcome: ReloadOutcome, sha256: Option<String>, detail: String, noticed: Instant) {
+    fn report(
+        &mut self,
+        name: &str,
+        outcome: ReloadOutcome,
+        sha256: Option<String>,
+        detail: String,
+        noticed: Instant,
+        origin: Option<String>,
+    ) {
+        self.changes.push(record::PolicyChange {
+            policy: name.into(),
+            outcome,
+            sha256: sha256.clone(),
+            detail: detail.clone(),
+            origin,
+        });
         let result = ReloadResult {
             wall_ms: record::wall_ms(),
             outcome,
@@ -495,6 +560,10 @@ impl HostDriver {
                 _ => s.swaps += 1,
             }
             if let (Some(p), Some(slot)) = (s.policy_mut(name), slot) {
+                if p.role != slot.config.role {
+                    p.role = slot.config.role;
+                    p.shadow = (p.role == Role::Shadow).then(Agreement::default);
+                }
                 show(p, slot, now_ms);
                 p.last_reload = Some(result);
             }
@@ -634,7 +703,7 @@ impl Driver for HostDriver {
 
     fn record(&mut self, tick: Tick<'_>) {
         let time_ms = tick.world.time_ms();
-        if tick.asked || !tick.rescued.is_empty() {
+        if tick.asked || !tick.rescued.is_empty() || !self.changes.is_empty() {
             let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
             let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
             let mut shadows = Vec::with_capacity(tick.shadows.len());
@@ -668,11 +737,13 @@ impl Driver for HostDriver {
                     active,
                     shadows,
                     rescued: tick.rescued.clone(),
+                    changes: std::mem::take(&mut self.changes),
                 };
                 if let Err(e) = audit.write(&line) {
                     self.write_failed(&e);
                 }
             }
+            self.changes.clear();
         }
         if let Some(r) = &mut self.recorder
             && let Err(e) = r.record(&tick)

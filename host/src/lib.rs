@@ -85,6 +85,8 @@ pub mod oci;
 pub mod record;
 pub mod reload;
 pub mod replay;
+#[cfg(feature = "kubernetes")]
+pub mod resources;
 pub mod runtime;
 pub mod scaffold;
 pub mod scenario;

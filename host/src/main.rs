@@ -206,6 +206,59 @@ enum Command {
         #[command(flatten)]
         registry: cli::oci::RegistryArgs,
     },
+    /// Keys for signing policies, as cosign writes them.
+    Key {
+        #[command(subcommand)]
+        command: cli::trust::KeyCommand,
+    },
+    /// Sign a policy artifact in its registry as `cosign sign --key` does (a signature image at
+    /// the `sha256-<hex>.sig` tag beside it) and print the digest signed; or, with --blob, a
+    /// file as `cosign sign-blob` does (its base64 signature). The private key's password comes
+    /// from COSIGN_PASSWORD.
+    Sign {
+        /// What: `REGISTRY/REPOSITORY@sha256:…`; a tag alone is resolved to the digest it names
+        /// now, and that digest is signed (and said).
+        #[arg(required_unless_present = "blob", conflicts_with = "blob")]
+        reference: Option<String>,
+        /// Sign this file instead of an artifact.
+        #[arg(long)]
+        blob: Option<PathBuf>,
+        /// The private key: PREFIX.key of `wasmsched key generate`, or cosign.key.
+        #[arg(long)]
+        key: PathBuf,
+        /// An annotation the signature carries, `KEY=VALUE` (a `[trust]` signer can require
+        /// it); once per annotation. Not with --blob: a blob's signature carries none.
+        #[arg(short = 'a', long = "annotation", value_parser = cli::trust::parse_annotation, conflicts_with = "blob")]
+        annotations: Vec<(String, String)>,
+        /// With --blob: write the signature to this file, not to stdout.
+        #[arg(short, long, requires = "blob")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        registry: cli::oci::RegistryArgs,
+    },
+    /// Check a policy artifact's signatures (cosign's, or `wasmsched sign`'s) against a
+    /// `[trust]` table or one public key; or, with --blob, a file's. Print who signed; exit 1,
+    /// saying why, when the signatures are not those required.
+    Verify {
+        /// What: `REGISTRY/REPOSITORY@sha256:…`, or a tag (the digest it names now is checked).
+        #[arg(required_unless_present = "blob", conflicts_with = "blob")]
+        reference: Option<String>,
+        /// Check this file's signature instead of an artifact's.
+        #[arg(long, requires = "signature")]
+        blob: Option<PathBuf>,
+        /// With --blob: the file holding its base64 signature (`cosign sign-blob`'s).
+        #[arg(long, requires = "blob")]
+        signature: Option<PathBuf>,
+        /// A TOML file with a `[trust]` table (the host's config will do); key paths in it are
+        /// relative to its folder.
+        #[arg(long, required_unless_present = "key", conflicts_with = "key")]
+        trust: Option<PathBuf>,
+        /// One public key (PEM, cosign.pub) that must have signed.
+        #[arg(long)]
+        key: Option<PathBuf>,
+        #[command(flatten)]
+        registry: cli::oci::RegistryArgs,
+    },
     /// Write a new policy project (a policy, a native test, its build, a README) that builds,
     /// passes its test and passes `validate` as written.
     New {
@@ -262,11 +315,25 @@ enum Command {
     },
     /// Bring back a policy's previous version on a running host.
     Rollback {
-        /// The policy's name.
+        /// The policy's name (with --resource: the SchedulingPolicy's).
         policy: String,
+        /// Roll back the cluster's SchedulingPolicy resource instead of one host: apply again
+        /// the spec of the version served before (its status.history), for every replica.
+        #[arg(long)]
+        resource: bool,
+        /// With --resource: the resource's namespace (default wasmsched-system).
+        #[arg(long, requires = "resource")]
+        namespace: Option<String>,
+        /// With --resource: the kubeconfig (default KUBECONFIG, ~/.kube/config, or the pod's
+        /// service account).
+        #[arg(long, requires = "resource")]
+        kubeconfig: Option<PathBuf>,
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Print the SchedulingPolicy CustomResourceDefinition (`wasmsched crd | kubectl apply -f -`).
+    #[cfg(feature = "kubernetes")]
+    Crd,
     /// Measure a job on a Docker Engine: run its image under a few CPU limits, read its epoch
     /// lines, fit its work per epoch, most useful cores and start-up, keep its learning curve,
     /// and write a profile a scenario's `[[profile]]` runs in the simulator.
@@ -335,10 +402,34 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::New { name, lang, dir, sdk } => cli::policy::new(&name, lang, dir, sdk),
         Command::Push { file, reference, registry } => cli::oci::push(&file, &reference, &registry),
         Command::Pull { reference, output, registry } => cli::oci::pull(&reference, output.as_deref(), &registry),
+        Command::Key { command } => cli::trust::key(&command),
+        Command::Sign { reference, blob, key, annotations, output, registry } => match (blob, reference) {
+            (Some(file), _) => cli::trust::sign_blob(&file, &key, output.as_deref()),
+            (None, Some(reference)) => cli::trust::sign(&reference, &key, annotations, &registry),
+            (None, None) => anyhow::bail!("give REF or --blob FILE"),
+        },
+        Command::Verify { reference, blob, signature, trust, key, registry } => {
+            let trusted = match (&trust, &key) {
+                (Some(path), _) => cli::trust::Trusted::Table(path),
+                (None, Some(path)) => cli::trust::Trusted::Key(path),
+                (None, None) => anyhow::bail!("give --trust TRUST.toml or --key KEY.pub"),
+            };
+            match (blob, signature, reference) {
+                (Some(file), Some(signature), _) => cli::trust::verify_blob(&file, &signature, &trusted),
+                (None, _, Some(reference)) => cli::trust::verify(&reference, &trusted, &registry),
+                _ => anyhow::bail!("give REF, or --blob FILE and --signature FILE.sig"),
+            }
+        }
         Command::Run { config } => cli::live::run_host(&config),
         Command::Replay { recording, policy, show, runtime } => cli::live::replay(&recording, &policy, show, &runtime),
         Command::Status { api, json } => cli::live::status(&api, json),
-        Command::Rollback { policy, api } => cli::live::rollback(&policy, &api),
+        #[cfg(feature = "kubernetes")]
+        Command::Rollback { policy, resource: true, namespace, kubeconfig, .. } => {
+            cli::resources::rollback(&policy, namespace.as_deref(), kubeconfig.as_deref())
+        }
+        Command::Rollback { policy, api, .. } => cli::live::rollback(&policy, &api),
+        #[cfg(feature = "kubernetes")]
+        Command::Crd => cli::resources::crd(),
         Command::Probe { which, api } => Ok(cli::live::probe(which, &api)),
         Command::Calibrate(args) => cli::calibrate::calibrate(args),
     }

@@ -11,6 +11,7 @@
 
 pub mod artifact;
 pub mod auth;
+pub mod trust;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -218,6 +218,27 @@ pub struct AuditLine {
     /// waiting although they fit (the watchdog's stall rule).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rescued: Vec<u32>,
+    /// The policy versions swapped in, refused, unloaded, rolled back or restored since the
+    /// last line (a line is written for them even on a tick no policy was asked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<PolicyChange>,
+}
+
+/// A change of the version a policy serves, as the audit log keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyChange {
+    /// The policy.
+    pub policy: String,
+    /// What happened.
+    pub outcome: crate::host::status::ReloadOutcome,
+    /// The version's sha256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// What happened, in words.
+    pub detail: String,
+    /// Where the change came from: the resource, its generation and who changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// Milliseconds since the Unix epoch.

@@ -51,18 +51,26 @@ pub struct Candidate {
     pub config_json: String,
     /// When the change was noticed.
     pub noticed: Instant,
+    /// The policy's settings, where the change brings them (a `SchedulingPolicy`'s spec: its
+    /// role, limits, fallback); None keeps the host config's.
+    pub settings: Option<PolicyConfig>,
+    /// Where the change came from, for the log and the audit log (the resource, its
+    /// generation, who changed it); None for a file.
+    pub origin: Option<String>,
 }
 
 /// What the worker found for one policy.
 pub enum Change {
     /// A new version passed admission.
-    Admitted(Candidate),
+    Admitted(Box<Candidate>),
     /// Its file is gone.
     Deleted {
         /// The policy's name.
         name: String,
         /// When the deletion was noticed.
         noticed: Instant,
+        /// Where the change came from (None for a file).
+        origin: Option<String>,
     },
 }
 
@@ -197,7 +205,11 @@ impl<'rt> Reloader<'rt> {
         let bytes = match std::fs::read(&wasm) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return self.admitted.remove(name).map(|_| Change::Deleted { name: name.into(), noticed });
+                return self.admitted.remove(name).map(|_| Change::Deleted {
+                    name: name.into(),
+                    noticed,
+                    origin: None,
+                });
             }
             Err(source) => {
                 self.refuse(name, None, noticed, &AdmissionError::Load(LoadError::Read { path: wasm, source }).into());
@@ -222,7 +234,14 @@ impl<'rt> Reloader<'rt> {
             Ok(ok) => {
                 tracing::info!(policy = name, sha256 = %digest, dry_run_ms = ok.dry_run.as_secs_f64() * 1e3, cache_hit = ok.policy.cache_hit(), "new version admitted; swapping it in at the next tick boundary");
                 self.admitted.insert(name.into(), key);
-                Some(Change::Admitted(Candidate { name: name.into(), policy: ok.policy, config_json, noticed }))
+                Some(Change::Admitted(Box::new(Candidate {
+                    name: name.into(),
+                    policy: ok.policy,
+                    config_json,
+                    noticed,
+                    settings: None,
+                    origin: None,
+                })))
             }
             Err(e) => {
                 self.refuse(name, Some(&digest), noticed, &e.into());

@@ -1,18 +1,25 @@
-//! `wasmsched push` and `wasmsched pull` as a person runs them: what they print, their exit
-//! status, and the refusals that need no registry. The round trip runs against the registry
-//! `WASMSCHED_REGISTRY` names (`.ci/registry start`), and says SKIPPED without one.
+//! `wasmsched push` and `wasmsched pull`, and `key generate`, `sign` and `verify`, as a person
+//! runs them: what they print, their exit status, and the refusals that need no registry. The
+//! round trips run against the registry `WASMSCHED_REGISTRY` names (`.ci/registry start`), and
+//! say SKIPPED without one.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn wasmsched(args: &[&str], dir: &Path, stdin: Option<&str>) -> Output {
+    wasmsched_with(args, dir, stdin, &[])
+}
+
+fn wasmsched_with(args: &[&str], dir: &Path, stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
         .args(args)
         .current_dir(dir)
         // A Docker config of the test's own (none, unless the test writes one).
         .env("DOCKER_CONFIG", dir.join(".docker"))
         .env("RUST_LOG", "error")
+        .env_remove("COSIGN_PASSWORD")
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -99,4 +106,83 @@ fn push_prints_the_digest_and_pull_writes_the_file_under_its_pushed_name() {
     let out = wasmsched(&["pull", &reference, "-o", "policies"], &pulled, None);
     assert!(out.status.success(), "{:?}", text(&out));
     assert_eq!(std::fs::read(pulled.join("policies").join(name)).unwrap(), std::fs::read(policy).unwrap());
+}
+
+#[test]
+fn a_blob_signed_with_a_generated_key_verifies_and_a_changed_one_is_refused_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let password = [("COSIGN_PASSWORD", "pw")];
+    let out = wasmsched_with(&["key", "generate", "release"], dir.path(), None, &password);
+    assert!(out.status.success(), "{:?}", text(&out));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("release.key")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let again = wasmsched_with(&["key", "generate", "release"], dir.path(), None, &password);
+    assert!(!again.status.success() && text(&again).1.contains("release.key exists"), "{:?}", text(&again));
+
+    std::fs::write(dir.path().join("policy.wasm"), b"policy bytes").unwrap();
+    let sign = ["sign", "--blob", "policy.wasm", "--key", "release.key", "-o", "policy.wasm.sig"];
+    let out = wasmsched_with(&sign, dir.path(), None, &password);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let verify = ["verify", "--blob", "policy.wasm", "--signature", "policy.wasm.sig", "--key", "release.pub"];
+    let out = wasmsched(&verify, dir.path(), None);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success() && stdout.starts_with("verified policy.wasm: signed by sha256:"), "{stdout}{stderr}");
+
+    std::fs::write(dir.path().join("policy.wasm"), b"policy bytes, changed").unwrap();
+    let out = wasmsched(&verify, dir.path(), None);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused policy.wasm: the blob is not trusted"), "{stderr}");
+    // The wrong password: an error (exit 2), not a refusal.
+    let out = wasmsched_with(&sign, dir.path(), None, &[("COSIGN_PASSWORD", "wrong")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).1.contains("COSIGN_PASSWORD"), "{:?}", text(&out));
+}
+
+#[test]
+fn key_generate_push_sign_and_verify_on_the_command_line() {
+    let Some(registry) = std::env::var("WASMSCHED_REGISTRY").ok().filter(|r| !r.trim().is_empty()) else {
+        eprintln!(
+            "SKIPPED sign and verify on the command line: no OCI registry (WASMSCHED_REGISTRY; `.ci/registry start`)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let password = [("COSIGN_PASSWORD", "pw")];
+    let policy = wasmsched_test_artifacts::path("fifo");
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let reference = format!("{registry}/wasmsched-tests/cli-sign-{}-{stamp}:v1", std::process::id());
+    assert!(wasmsched_with(&["key", "generate", "release"], dir.path(), None, &password).status.success());
+    let out = wasmsched(&["push", policy, &reference], dir.path(), None);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let digest = text(&out).0.trim().rsplit_once('@').unwrap().1.to_string();
+
+    // Unsigned: refused, exit 1, with how to sign it.
+    let out = wasmsched(&["verify", &reference, "--key", "release.pub"], dir.path(), None);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not signed") && stderr.contains("wasmsched sign"), "{stderr}");
+
+    // A tag is resolved to its digest, and that is said.
+    let out =
+        wasmsched_with(&["sign", &reference, "--key", "release.key", "-a", "env=prod"], dir.path(), None, &password);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains(&format!("is a tag: it names {digest} now")), "{stderr}");
+    assert!(stdout.starts_with(&format!("signed {reference}@{digest} (signature ")), "{stdout}");
+
+    std::fs::write(
+        dir.path().join("trust.toml"),
+        "[trust]\n[[trust.all-of]]\nkind = \"public-key\"\nname = \"release\"\nkey = \"release.pub\"\nannotations = { env = \"prod\" }\n",
+    )
+    .unwrap();
+    let pinned = format!("{reference}@{digest}");
+    let out = wasmsched(&["verify", &pinned, "--trust", "trust.toml"], dir.path(), None);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert_eq!(stdout.trim(), format!("verified {reference}@{digest}: signed by release (1 signature found)"));
 }

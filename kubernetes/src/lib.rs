@@ -69,6 +69,7 @@ mod nodes;
 mod observe;
 pub mod pod;
 mod queue;
+pub mod resource;
 pub mod stats;
 mod usage;
 
@@ -626,7 +627,7 @@ impl Replicas for Kubernetes {
 
 /// The cluster's configuration: from `path`, else inferred (KUBECONFIG, ~/.kube/config, the
 /// in-cluster service account).
-async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, KubernetesSetupError> {
+pub(crate) async fn load_config(path: Option<&std::path::Path>) -> Result<kube::Config, KubernetesSetupError> {
     let failed = |e: &dyn std::fmt::Display| KubernetesSetupError::Config(e.to_string());
     match path {
         Some(path) => {

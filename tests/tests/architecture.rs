@@ -16,7 +16,9 @@ fn layer(file: &str) -> (u8, &'static str) {
         "lib" => (1, "vocabulary"),
         "runtime" | "validate" | "admission" | "shipped" | "oci" => (2, "runtime"),
         "backend" => (2, "backends"),
-        "control" | "host" | "reload" | "shadow" | "budget" | "record" | "config" | "watchdog" => (4, "the loop"),
+        "control" | "host" | "reload" | "resources" | "shadow" | "budget" | "record" | "config" | "watchdog" => {
+            (4, "the loop")
+        }
         "scenario" | "experiment" | "replay" | "calibrate" | "whatif" => (5, "scenarios and experiments"),
         "api" | "scaffold" => (6, "the face"),
         other => {

@@ -7,7 +7,8 @@
 //! fields; the Bytecode Alliance's `oci-wasm` reads what we push and we read what it pushes;
 //! a core module (pushed by us, or pulled after another tool pushed it), a non-Wasm artifact,
 //! a digest that does not match and a registry that does not answer are refused with what to
-//! do, and leave no file behind; [`auth`]: a registry that asks credentials.
+//! do, and leave no file behind; [`auth`]: a registry that asks credentials; [`trust`]: signed
+//! policies, cosign's signatures made, found and checked.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -20,6 +21,7 @@ use oci_client::{Client, Reference};
 use wasmsched::oci::{self, OciError, RegistryOptions};
 
 mod auth;
+mod trust;
 
 /// The registry's address, or None after saying SKIPPED.
 fn registry(test: &str) -> Option<String> {

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use wasmsched::oci::{self, Auth, RegistryOptions};
 
-/// How to reach the registry, shared by `push` and `pull`.
+/// How to reach the registry, shared by `push`, `pull`, `sign` and `verify`.
 #[derive(Args)]
 pub struct RegistryArgs {
     /// Speak plain HTTP to the registry, without TLS (registries on loopback always get it).
@@ -25,7 +25,7 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn options(&self) -> anyhow::Result<RegistryOptions> {
+    pub(super) fn options(&self) -> anyhow::Result<RegistryOptions> {
         let auth = match &self.username {
             Some(username) => {
                 let mut password = String::new();
@@ -69,12 +69,12 @@ pub fn pull(reference: &str, output: Option<&Path>, registry: &RegistryArgs) -> 
 }
 
 /// `REGISTRY/REPOSITORY:TAG` of a reference that may end in `@DIGEST`.
-fn reference_without_digest(reference: &str) -> &str {
+pub(super) fn reference_without_digest(reference: &str) -> &str {
     reference.split_once('@').map_or(reference, |(name, _)| name)
 }
 
 /// Run one future on a runtime of its own (a push or a pull is a few requests in a row).
-fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
+pub(super) fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     Ok(runtime.block_on(future))

@@ -8,6 +8,7 @@ mod faults;
 mod group_moves;
 mod groups;
 mod manifests;
+mod policies;
 mod replicas;
 mod room;
 mod scale;

@@ -71,7 +71,8 @@ fn the_deployments_host_config_parses() {
         .unwrap_or_else(|e| panic!("{e}"));
     let BackendConfig::Kubernetes(backend) = &config.backend else { panic!("not kind = \"kubernetes\": {config:?}") };
     assert_eq!(backend.kubeconfig, None, "in the cluster: its ServiceAccount");
-    assert_eq!(config.active(), Some("flowcon"));
+    assert!(config.resources.is_some(), "in the cluster the policies are SchedulingPolicy resources");
+    assert!(config.policy.is_empty() && config.policies_dir.as_os_str().is_empty(), "and no folder of files");
     let election = backend.election.as_ref().expect("replicas elect a leader");
     assert_eq!((election.lease_duration.as_secs(), election.renew_deadline.as_secs()), (15, 10));
     assert!(matches!(config.api.listen, wasmsched::api::Listen::Unix(_)), "a socket per pod: no port to share");
@@ -309,6 +310,19 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
 }
 
 #[test]
+fn the_shipped_crd_is_what_wasmsched_crd_prints() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched-host")).arg("crd").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes/crd.yaml");
+    let shipped = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        shipped,
+        "examples/kubernetes/crd.yaml is out of date: `cargo run -- crd > examples/kubernetes/crd.yaml`"
+    );
+}
+
+#[test]
 fn the_kustomize_base_is_the_whole_install() {
     let base = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes");
     let out = match std::process::Command::new("kubectl").args(["kustomize", base]).output() {
@@ -325,10 +339,10 @@ fn the_kustomize_base_is_the_whole_install() {
     };
     let mut got: Vec<String> = rendered.iter().map(key).collect();
     let mut want: Vec<String> =
-        ["rbac.yaml", "deployment.yaml"].iter().flat_map(|m| manifest(m)).map(|d| key(&d)).collect();
+        ["crd.yaml", "rbac.yaml", "deployment.yaml"].iter().flat_map(|m| manifest(m)).map(|d| key(&d)).collect();
     got.sort();
     want.sort();
-    assert_eq!(got, want, "kubectl apply -k examples/kubernetes installs rbac.yaml and deployment.yaml, nothing else");
+    assert_eq!(got, want, "kubectl apply -k examples/kubernetes installs crd.yaml, rbac.yaml and deployment.yaml");
     let deployment = rendered.iter().find(|d| d["kind"] == "Deployment").unwrap();
     let pod = &deployment["spec"]["template"]["spec"];
     let host = &pod["containers"][0]["securityContext"];

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, AttachParams, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use wasmsched::backend::kubernetes::lease::ElectionConfig;
 use wasmsched::backend::kubernetes::{Kubernetes, KubernetesConfig};
@@ -17,6 +17,7 @@ use wasmsched::record::wall_ms;
 use wasmsched::world::World;
 
 use crate::cluster::{Cluster, cluster, poll, serial};
+use crate::policies::{PolicyResource, install_crd};
 use crate::{step, test_label};
 use wasmsched_tests::live::{component, sha256, variant};
 
@@ -155,7 +156,7 @@ fn one_of_two_candidates_leads_the_other_takes_over_and_finds_the_states_kept() 
 }
 
 /// A busybox pod `name` of the test's `label`, queued for our scheduler, with `resources`.
-fn queued_pod(c: &Cluster, label: &str, name: &str, resources: serde_json::Value) -> String {
+pub(crate) fn queued_pod(c: &Cluster, label: &str, name: &str, resources: serde_json::Value) -> String {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"wasmsched.test": label}},
         "spec": {
@@ -174,19 +175,19 @@ fn queued_pod(c: &Cluster, label: &str, name: &str, resources: serde_json::Value
 }
 
 /// The resources of a pod whose CPU limit a resize may move.
-fn with_limits() -> serde_json::Value {
+pub(crate) fn with_limits() -> serde_json::Value {
     json!({"requests": {"cpu": "100m", "memory": "32Mi"}, "limits": {"cpu": "2", "memory": "64Mi"}})
 }
 
 /// The node pod `name` is bound to.
-fn node_of(c: &Cluster, name: &str) -> Option<String> {
+pub(crate) fn node_of(c: &Cluster, name: &str) -> Option<String> {
     c.pod(name)?.spec?.node_name
 }
 
 /// The host's image for the Deployment test: the tests' `wasmsched-host` binary (a debug
 /// build, dynamically linked), or the binary `WASMSCHED_HOST_BINARY` names (a release
 /// `wasmsched`, to measure it), packed by `host/image.sh` and imported into the nodes.
-fn host_image() -> Option<String> {
+pub(crate) fn host_image() -> Option<String> {
     let binary = std::env::var("WASMSCHED_HOST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasmsched-host").into());
     let binary = binary.as_str();
     let tag = format!("local/wasmsched-host:{}", &sha256(&std::fs::read(binary).ok()?)[..12]);
@@ -205,7 +206,7 @@ fn host_image() -> Option<String> {
 }
 
 /// The audit lines a replica wrote: (wall ms, the counter's call number) per decision.
-fn decisions(records: &Path, pod: &str) -> Vec<(u64, u64)> {
+pub(crate) fn decisions(records: &Path, pod: &str) -> Vec<(u64, u64)> {
     let text = std::fs::read_to_string(records.join(pod).join("audit.jsonl")).unwrap_or_default();
     text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -217,7 +218,7 @@ fn decisions(records: &Path, pod: &str) -> Vec<(u64, u64)> {
 }
 
 /// The process of pod `pod`'s host on this machine (its environment names the pod).
-fn pid_of(pod: &str) -> Option<u32> {
+pub(crate) fn pid_of(pod: &str) -> Option<u32> {
     let needle = format!("POD_NAME={pod}");
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
         let pid: u32 = e.file_name().to_str()?.parse().ok()?;
@@ -230,38 +231,112 @@ fn pid_of(pod: &str) -> Option<u32> {
     })
 }
 
-fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let ok = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().is_ok_and(|s| s.success());
     assert!(ok, "kill {sig} {pid}");
 }
 
-struct Replicas {
-    c: &'static Cluster,
-    namespace: &'static str,
+pub(crate) struct Replicas {
+    pub(crate) c: &'static Cluster,
+    pub(crate) namespace: &'static str,
     lease: String,
     app: String,
     dir: tempfile::TempDir,
 }
 
 impl Replicas {
-    fn records(&self) -> PathBuf {
+    /// Replicas of the Lease `lease`, the Deployment `app` in `wasmsched-system`, not deployed
+    /// yet; the rights they need (`rbac.yaml`) applied.
+    pub(crate) fn new(c: &'static Cluster, lease: &str, app: &str) -> Replicas {
+        for doc in crate::manifests::manifest("rbac.yaml") {
+            crate::manifests::apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
+        }
+        let r = Replicas {
+            c,
+            namespace: "wasmsched-system",
+            lease: lease.into(),
+            app: app.into(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        for sub in ["records", "run"] {
+            // Open to the host's user: the Deployment runs it as 65532, not root.
+            let folder = r.dir.path().join(sub);
+            std::fs::create_dir_all(&folder).unwrap();
+            std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        }
+        r
+    }
+
+    /// Deploy the shipped Deployment with `config` as its host.toml and what this kit needs:
+    /// the host network (no service network here), the apiserver on loopback, folders of this
+    /// machine for the records and the sockets, the host's image `image`.
+    pub(crate) fn deploy(&self, image: &str, config: &str) {
+        let c = self.c;
+        let server = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap().clusters[0]
+            .cluster
+            .clone()
+            .unwrap()
+            .server
+            .unwrap();
+        let port = server.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
+        let docs = crate::manifests::manifest("deployment.yaml");
+        let mut map = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap().clone();
+        map["metadata"]["name"] = json!(self.app);
+        map["data"]["host.toml"] = json!(config);
+        let mut d = docs.iter().find(|d| d["kind"] == "Deployment").unwrap().clone();
+        let app = json!({"app.kubernetes.io/name": self.app});
+        d["metadata"]["name"] = json!(self.app);
+        d["metadata"]["labels"] = app.clone();
+        d["spec"]["selector"]["matchLabels"] = app.clone();
+        d["spec"]["template"]["metadata"]["labels"] = app.clone();
+        let pod = &mut d["spec"]["template"]["spec"];
+        pod["hostNetwork"] = json!(true);
+        pod["dnsPolicy"] = json!("ClusterFirstWithHostNet");
+        pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]
+            ["matchLabels"] = app.clone();
+        let host = &mut pod["containers"][0];
+        host["image"] = json!(image);
+        host["imagePullPolicy"] = json!("Never");
+        host["env"].as_array_mut().unwrap().extend([
+            json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}),
+            json!({"name": "KUBERNETES_SERVICE_PORT", "value": port}),
+        ]);
+        for mount in host["volumeMounts"].as_array_mut().unwrap() {
+            if mount["name"] == "run" {
+                mount["subPathExpr"] = json!("$(POD_NAME)");
+            }
+        }
+        let folder = |sub: &str| json!({"path": self.dir.path().join(sub), "type": "Directory"});
+        for volume in pod["volumes"].as_array_mut().unwrap() {
+            let name = volume["name"].as_str().unwrap().to_string();
+            match name.as_str() {
+                "config" => volume["configMap"]["name"] = json!(self.app),
+                "records" | "run" => *volume = json!({"name": name, "hostPath": folder(&name)}),
+                _ => {}
+            }
+        }
+        crate::manifests::apply(c, &map, false).unwrap();
+        crate::manifests::apply(c, &d, false).unwrap_or_else(|e| panic!("the Deployment: {e}"));
+    }
+
+    pub(crate) fn records(&self) -> PathBuf {
         self.dir.path().join("records")
     }
 
     /// The pod holding the Lease now (the identity is `<pod>_<suffix>`).
-    fn leader(&self) -> Option<String> {
+    pub(crate) fn leader(&self) -> Option<String> {
         let leases: Api<Lease> = Api::namespaced(self.c.client.clone(), self.namespace);
         let holder = self.c.rt.block_on(leases.get_opt(&self.lease)).ok()??.spec?.holder_identity?;
         Some(holder.rsplit_once('_')?.0.to_string())
     }
 
-    fn pods(&self) -> Vec<Pod> {
+    pub(crate) fn pods(&self) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.c.client.clone(), self.namespace);
         let params = ListParams::default().labels(&format!("app.kubernetes.io/name={}", self.app));
         self.c.rt.block_on(api.list(&params)).map(|l| l.items).unwrap_or_default()
     }
 
-    fn ready_pods(&self) -> Vec<String> {
+    pub(crate) fn ready_pods(&self) -> Vec<String> {
         self.pods()
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
@@ -273,15 +348,15 @@ impl Replicas {
             .collect()
     }
 
-    fn socket(&self, pod: &str) -> wasmsched::api::Listen {
+    pub(crate) fn socket(&self, pod: &str) -> wasmsched::api::Listen {
         wasmsched::api::Listen::Unix(self.dir.path().join("run").join(pod).join("api.sock"))
     }
 
-    fn status(&self, pod: &str) -> Option<wasmsched::host::status::Status> {
+    pub(crate) fn status(&self, pod: &str) -> Option<wasmsched::host::status::Status> {
         wasmsched::api::client::status(self.socket(pod), None).ok()
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut lines: Vec<String> = self
             .pods()
             .iter()
@@ -303,33 +378,9 @@ impl Replicas {
         lines.join("\n")
     }
 
-    fn wait<T>(&self, what: &str, limit: Duration, ready: impl FnMut() -> Option<T>) -> T {
+    pub(crate) fn wait<T>(&self, what: &str, limit: Duration, ready: impl FnMut() -> Option<T>) -> T {
         poll(limit, Duration::from_millis(100), ready)
             .unwrap_or_else(|| panic!("waited {limit:?} for {what}\n{}", self.describe()))
-    }
-
-    /// Copy `bytes` into the policies folder as `name` through pod `pod`, as `kubectl cp`
-    /// does: `tar` in the container, the archive on its stdin.
-    fn copy_in(&self, pod: &str, name: &str, bytes: &[u8]) {
-        let mut archive = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        archive.append_data(&mut header, name, bytes).unwrap();
-        let archive = archive.into_inner().unwrap();
-        let api: Api<Pod> = Api::namespaced(self.c.client.clone(), self.namespace);
-        self.c.rt.block_on(async {
-            use tokio::io::AsyncWriteExt;
-            let params = AttachParams::default().stdin(true).stdout(false).stderr(true);
-            let command = ["tar", "xf", "-", "-C", "/var/lib/wasmsched/policies"];
-            let mut attached = api.exec(pod, command, &params).await.expect("exec tar in the host's pod");
-            let mut stdin = attached.stdin().unwrap();
-            stdin.write_all(&archive).await.unwrap();
-            stdin.shutdown().await.unwrap();
-            drop(stdin);
-            let status = attached.take_status().unwrap().await;
-            assert!(status.as_ref().and_then(|s| s.status.as_deref()) == Some("Success"), "tar in the pod: {status:?}");
-        });
     }
 }
 
@@ -367,85 +418,25 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     };
     let _serial = serial();
     let Some(image) = host_image() else { return };
-    for doc in crate::manifests::manifest("rbac.yaml") {
-        crate::manifests::apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
-    }
     let pid = std::process::id();
     let label = test_label("replicas");
     let _sweep = c.sweep(&label);
-    let r = Replicas {
-        c,
-        namespace: "wasmsched-system",
-        lease: format!("replicas-{pid}"),
-        app: format!("wasmsched-test-{pid}"),
-        dir: tempfile::tempdir().unwrap(),
-    };
-    for sub in ["policies", "records", "run"] {
-        // Open to the host's user: the Deployment runs it as 65532, not root.
-        let folder = r.dir.path().join(sub);
-        std::fs::create_dir_all(&folder).unwrap();
-        std::fs::set_permissions(&folder, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    }
+    let (lease, app) = (format!("replicas-{pid}"), format!("wasmsched-test-{pid}"));
+    let r = Replicas::new(c, &lease, &app);
+    // The policy, as a SchedulingPolicy whose component is in a ConfigMap: no registry.
+    install_crd(c);
     let counter = component("counter");
-    std::fs::write(r.dir.path().join("policies/counter.wasm"), &counter).unwrap();
-
-    // The shipped Deployment, with what this kit needs: the host network (no service network
-    // here), the apiserver on loopback, folders of this machine for the claims, this image.
+    let policy = PolicyResource::new(c, r.namespace, "counter");
+    policy.serve_config_map("counter-v1", &counter);
     let config = format!(
-        "tick = \"1s\"\npolicies-dir = \"/var/lib/wasmsched/policies\"\ncache-dir = \"/var/cache/wasmsched\"\n\
-         [reload]\npoll = \"1s\"\n\
+        "tick = \"1s\"\ncache-dir = \"/var/cache/wasmsched\"\n\
+         [resources]\nretry = \"2s\"\n\
          [backend]\nkind = \"kubernetes\"\nnamespace = \"default\"\nselector = \"wasmsched.test={label}\"\n\
-         [backend.election]\nlease = \"{}\"\ncheckpoint-every = 3\n\
+         [backend.election]\nlease = \"{lease}\"\ncheckpoint-every = 3\n\
          [api]\nlisten = \"unix:/run/wasmsched/api.sock\"\n\
-         [record]\naudit = \"/var/log/wasmsched/audit.jsonl\"\n\
-         [policy.counter]\nrole = \"active\"\n",
-        r.lease
+         [record]\naudit = \"/var/log/wasmsched/audit.jsonl\"\n"
     );
-    let server = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap().clusters[0]
-        .cluster
-        .clone()
-        .unwrap()
-        .server
-        .unwrap();
-    let port = server.rsplit(':').next().unwrap().trim_end_matches('/').to_string();
-    let docs = crate::manifests::manifest("deployment.yaml");
-    let mut map = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap().clone();
-    map["metadata"]["name"] = json!(r.app);
-    map["data"]["host.toml"] = json!(config);
-    let mut d = docs.iter().find(|d| d["kind"] == "Deployment").unwrap().clone();
-    let app = json!({"app.kubernetes.io/name": r.app});
-    d["metadata"]["name"] = json!(r.app);
-    d["metadata"]["labels"] = app.clone();
-    d["spec"]["selector"]["matchLabels"] = app.clone();
-    d["spec"]["template"]["metadata"]["labels"] = app.clone();
-    let pod = &mut d["spec"]["template"]["spec"];
-    pod["hostNetwork"] = json!(true);
-    pod["dnsPolicy"] = json!("ClusterFirstWithHostNet");
-    pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]
-        ["matchLabels"] = app.clone();
-    let host = &mut pod["containers"][0];
-    host["image"] = json!(image);
-    host["imagePullPolicy"] = json!("Never");
-    host["env"].as_array_mut().unwrap().extend([
-        json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}),
-        json!({"name": "KUBERNETES_SERVICE_PORT", "value": port}),
-    ]);
-    for mount in host["volumeMounts"].as_array_mut().unwrap() {
-        if mount["name"] == "run" {
-            mount["subPathExpr"] = json!("$(POD_NAME)");
-        }
-    }
-    let folder = |sub: &str| json!({"path": r.dir.path().join(sub), "type": "Directory"});
-    for volume in pod["volumes"].as_array_mut().unwrap() {
-        let name = volume["name"].as_str().unwrap().to_string();
-        match name.as_str() {
-            "config" => volume["configMap"]["name"] = json!(r.app),
-            "policies" | "records" | "run" => *volume = json!({"name": name, "hostPath": folder(&name)}),
-            _ => {}
-        }
-    }
-    crate::manifests::apply(c, &map, false).unwrap();
-    crate::manifests::apply(c, &d, false).unwrap_or_else(|e| panic!("the Deployment: {e}"));
+    r.deploy(&image, &config);
 
     // Both replicas come up ready (a warm world each), one leads.
     let leader = r.wait("two ready replicas and a leader", Duration::from_secs(120), || {
@@ -535,9 +526,11 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     assert!(woken.leadership.is_some_and(|l| !l.leading), "the woken replica stands by");
     let leader = other;
 
-    // 3. A hot swap on the leader (copied in as kubectl cp does), and a rollback there.
+    // 3. A new version: the resource's spec names another ConfigMap. Every replica compiles it;
+    //    the leader swaps it in with its state. Then `wasmsched rollback counter`: the spec
+    //    before, applied again, for every replica.
     let v2 = variant("counter", 2);
-    r.copy_in(&leader, "counter.wasm", &v2);
+    policy.serve_config_map("counter-v2", &v2);
     // Compiled in the pod by a debug build of the host, beside the other replica doing the same.
     let swapped = poll(Duration::from_secs(120), Duration::from_millis(200), || {
         let s = r.status(&leader)?;
@@ -547,9 +540,10 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     .unwrap_or_else(|| panic!("the new version never served on the leader: {:#?}", r.status(&leader)));
     let detail = swapped.last_reload.unwrap().detail;
     assert!(detail.contains("bytes of its state") && !detail.contains(" 0 bytes"), "the state carried over: {detail}");
+    policy.wait_ready(&r, &sha256(&v2), Duration::from_secs(120));
     let before = decisions(&r.records(), &leader).last().unwrap().1;
-    let back = wasmsched::api::client::rollback(r.socket(&leader), "counter", None).unwrap();
-    assert_eq!(back.sha256, sha256(&counter));
+    policy.rollback_with_the_cli();
+    policy.wait_ready(&r, &sha256(&counter), Duration::from_secs(60));
     let went_on = r.wait("a decision after the rollback", Duration::from_secs(10), || {
         decisions(&r.records(), &leader).last().filter(|(_, call)| *call > before + 1).copied()
     });

@@ -1,0 +1,503 @@
+//! Policies delivered as the cluster's `SchedulingPolicy` resources (`[resources]`), in place
+//! of the policies folder.
+//!
+//! Every replica of the host runs this worker beside its loop. It watches the resources of
+//! its namespace and takes each new generation through the same steps, off to the side of the
+//! loop: the spec's settings; the component fetched (an OCI artifact pinned by digest, or a
+//! ConfigMap's key); its signature verified against the host's `[trust]`; admission (the right
+//! contract, `init`, a dry-run `decide`, as for a file). What passes goes to the loop as a
+//! [`Change`] that it swaps in at a tick boundary with the old version's state: on the leader
+//! it serves; on a standby it is held warm, so a failover changes no policy. What fails is
+//! tried again every `retry`, and the version serving keeps serving.
+//!
+//! Each replica writes its own entry in the resource's status (what it holds, or what failed);
+//! the leader writes the rest (`resources/status.rs`): conditions `Fetched`, `Verified`, `Ready` (every
+//! replica holds the generation compiled and warm) and `Serving`, the digest, version and
+//! history. A resource deleted unloads its policy. Applying an earlier spec is a rollback, for
+//! every replica at once.
+
+mod status;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use wasmsched_kubernetes::KubernetesConfig;
+use wasmsched_kubernetes::resource::{
+    self as res, ReplicaStatus, ResourceExt, Resources, SchedulingPolicy, SchedulingPolicySpec,
+};
+
+use crate::admission;
+use crate::config::{PolicyConfig, ResourcesConfig};
+use crate::host::status::{ReloadOutcome, StatusBoard};
+use crate::oci::{self, RegistryOptions};
+use crate::reload::{Candidate, Change, LatestWorld};
+use crate::runtime::Runtime;
+
+/// How often the worker looks again when nothing changed: a swap landing, the leader's status.
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the leader checks that the replicas with an entry in a status still exist.
+const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+/// The step a generation failed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// The spec's settings do not parse.
+    Settings,
+    /// The component could not be fetched.
+    Fetch,
+    /// Its signature or digest did not check out.
+    Verify,
+    /// Admission refused it.
+    Admit,
+    /// The loop refused it at the swap.
+    Swap,
+}
+
+/// What this replica made of one generation of a resource.
+#[derive(Clone, Debug, Default)]
+pub struct Progress {
+    /// The artifact's digest and where it came from, once fetched.
+    pub fetched: Option<(String, String)>,
+    /// Who signed it ("not required" without `[trust]`), once verified.
+    pub verified: Option<String>,
+    /// The component's sha256, once admitted.
+    pub sha256: Option<String>,
+    /// Where it failed, and why.
+    pub failed: Option<(Step, String)>,
+    /// Whether it is swapped in here.
+    pub ready: bool,
+    /// When it went to the loop (wall ms): the swap's outcome is the first after.
+    sent_wall_ms: u64,
+}
+
+/// One resource as this replica follows it.
+struct Tracked {
+    generation: i64,
+    spec: SchedulingPolicySpec,
+    origin: String,
+    progress: Progress,
+    noticed: Instant,
+    retry_at: Option<Instant>,
+    /// The entry last written to the status.
+    reported: Option<ReplicaStatus>,
+}
+
+/// What serves, as this replica last saw it become ready: for the status and its history.
+#[derive(Clone, Debug)]
+pub struct ServingRecord {
+    /// Its generation.
+    pub generation: i64,
+    /// Its artifact's digest.
+    pub digest: String,
+    /// Its component's sha256.
+    pub sha256: String,
+    /// Its spec.
+    pub spec: SchedulingPolicySpec,
+}
+
+/// The worker; see the module docs.
+pub struct Worker<'rt> {
+    rt: &'rt Runtime,
+    resources: Resources,
+    latest: LatestWorld,
+    board: Arc<StatusBoard>,
+    registry: RegistryOptions,
+    trust: Option<crate::oci::trust::Trust>,
+    replica: String,
+    retry: Duration,
+    tracked: BTreeMap<String, Tracked>,
+    serving: BTreeMap<String, ServingRecord>,
+    pruned: Option<Instant>,
+}
+
+/// This replica's name in the status: its pod's (`POD_NAME`), else the machine's.
+pub fn replica_name() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "wasmsched".into())
+}
+
+/// The policy's settings and its config as JSON, from a resource's spec: the keys of a
+/// `[policy.NAME]` table, checked the same way.
+pub fn settings_of(spec: &SchedulingPolicySpec) -> Result<(PolicyConfig, String), String> {
+    let mut table = serde_json::Map::new();
+    let role = match spec.role {
+        res::Role::Active => "active",
+        res::Role::Shadow => "shadow",
+    };
+    table.insert("role".into(), role.into());
+    if let Some(fallback) = &spec.fallback {
+        table.insert("fallback".into(), fallback.as_str().into());
+    }
+    for (key, value) in spec.limits.as_config() {
+        table.insert(key.into(), value);
+    }
+    table.insert("config".into(), serde_json::Value::Object(spec.config.clone()));
+    let value = toml::Value::try_from(serde_json::Value::Object(table))
+        .map_err(|e| format!("spec.config cannot be a policy's config ({e}): leave out nulls"))?;
+    let settings: PolicyConfig = value
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("spec.limits or spec.fallback: {}", e.message().trim_end()))?;
+    let config_json = serde_json::to_string(&spec.config).expect("a JSON map serializes");
+    Ok((settings, config_json))
+}
+
+impl<'rt> Worker<'rt> {
+    /// A worker watching the resources `config` names on the cluster `kube` reaches; call it
+    /// within the Tokio runtime the worker runs on.
+    pub async fn start(
+        rt: &'rt Runtime,
+        config: &ResourcesConfig,
+        kube: &KubernetesConfig,
+        trust: Option<crate::oci::trust::Trust>,
+        latest: LatestWorld,
+        board: Arc<StatusBoard>,
+    ) -> Result<Worker<'rt>, wasmsched_kubernetes::KubernetesSetupError> {
+        let resources = Resources::watch(kube, config.namespace.as_deref()).await?;
+        tracing::info!(namespace = %resources.namespace(), "serving the SchedulingPolicy resources");
+        Ok(Worker {
+            rt,
+            resources,
+            latest,
+            board,
+            registry: RegistryOptions { insecure: false, auth: oci::Auth::DockerConfig },
+            trust,
+            replica: replica_name(),
+            retry: config.retry,
+            tracked: BTreeMap::new(),
+            serving: BTreeMap::new(),
+            pruned: None,
+        })
+    }
+
+    /// Follow the resources until `stop` is set; every change goes to `sink`.
+    pub async fn run(mut self, stop: &AtomicBool, mut sink: impl FnMut(Change)) {
+        while !stop.load(Ordering::Relaxed) {
+            if let Some(policies) = self.resources.listed() {
+                self.look(&policies, &mut sink).await;
+            }
+            self.resources.changed(LOOK_EVERY).await;
+        }
+    }
+
+    /// One look at every resource.
+    async fn look(&mut self, policies: &[Arc<SchedulingPolicy>], sink: &mut impl FnMut(Change)) {
+        let now = Instant::now();
+        for policy in policies {
+            let name = policy.name_any();
+            let generation = policy.metadata.generation.unwrap_or_default();
+            let due = match self.tracked.get(&name) {
+                None => true,
+                Some(t) => t.generation != generation || t.retry_at.is_some_and(|at| at <= now),
+            };
+            if due {
+                self.take(policy, sink).await;
+            }
+        }
+        let gone: Vec<String> =
+            self.tracked.keys().filter(|n| !policies.iter().any(|p| p.name_any() == **n)).cloned().collect();
+        for name in gone {
+            if let Some(t) = self.tracked.remove(&name) {
+                self.serving.remove(&name);
+                tracing::info!(policy = %name, "SchedulingPolicy deleted; unloading it");
+                sink(Change::Deleted {
+                    name,
+                    noticed: Instant::now(),
+                    origin: Some(format!("{} (deleted)", t.origin)),
+                });
+            }
+        }
+        self.swaps_landed();
+        self.report_replica(policies).await;
+        let leading = self.board.get().leadership.is_none_or(|l| l.leading);
+        if leading {
+            self.publish(policies).await;
+        }
+    }
+
+    /// Take generation `policy` through settings, fetch, verification and admission.
+    async fn take(&mut self, policy: &SchedulingPolicy, sink: &mut impl FnMut(Change)) {
+        let name = policy.name_any();
+        let generation = policy.metadata.generation.unwrap_or_default();
+        let changed_by = res::changed_by(policy);
+        let origin = format!(
+            "SchedulingPolicy {}/{name} generation {generation}{}",
+            self.resources.namespace(),
+            changed_by.as_deref().map(|c| format!(", changed by {c}")).unwrap_or_default()
+        );
+        let noticed = match self.tracked.get(&name) {
+            Some(t) if t.generation == generation => t.noticed,
+            _ => Instant::now(),
+        };
+        let mut progress = Progress::default();
+        match self.prepare(&name, &policy.spec, &mut progress).await {
+            Ok((settings, config_json, policy_loaded)) => {
+                progress.sent_wall_ms = crate::record::wall_ms();
+                tracing::info!(policy = %name, generation, sha256 = progress.sha256.as_deref().unwrap_or("-"), origin = %origin, "SchedulingPolicy admitted; swapping it in at the next tick boundary");
+                sink(Change::Admitted(Box::new(Candidate {
+                    name: name.clone(),
+                    policy: policy_loaded,
+                    config_json,
+                    noticed,
+                    settings: Some(settings),
+                    origin: Some(origin.clone()),
+                })));
+            }
+            Err((step, why)) => {
+                tracing::warn!(policy = %name, generation, step = ?step, reason = %why, retry_s = self.retry.as_secs(), "SchedulingPolicy refused; the version serving keeps serving");
+                progress.failed = Some((step, why));
+            }
+        }
+        let retry_at = progress.failed.is_some().then(|| Instant::now() + self.retry);
+        let reported = self.tracked.remove(&name).and_then(|t| t.reported);
+        self.tracked.insert(
+            name,
+            Tracked { generation, spec: policy.spec.clone(), origin, progress, noticed, retry_at, reported },
+        );
+    }
+
+    /// The steps up to admission; what each found goes into `progress`.
+    async fn prepare(
+        &self,
+        name: &str,
+        spec: &SchedulingPolicySpec,
+        progress: &mut Progress,
+    ) -> Result<(PolicyConfig, String, crate::runtime::LoadedPolicy), (Step, String)> {
+        let (settings, config_json) = settings_of(spec).map_err(|e| (Step::Settings, e))?;
+        let (bytes, digest, from, signature) = self.fetch(spec).await?;
+        progress.fetched = Some((digest.clone(), from));
+        progress.verified = Some(self.verify(spec, &bytes, &digest, signature.as_deref()).await?);
+        let world = self.latest.for_dry_run();
+        let admitted = admission::admit(self.rt, name, &bytes, &config_json, settings.limits(), &world)
+            .map_err(|e| (Step::Admit, crate::error_chain(&e)))?;
+        progress.sha256 = Some(admitted.policy.digest().to_string());
+        Ok((settings, config_json, admitted.policy))
+    }
+
+    /// The component's bytes, the artifact's digest, where it came from, and the signature
+    /// beside it (a ConfigMap's).
+    async fn fetch(
+        &self,
+        spec: &SchedulingPolicySpec,
+    ) -> Result<(Vec<u8>, String, String, Option<String>), (Step, String)> {
+        let fetch_failed = |e: String| (Step::Fetch, e);
+        if let Some(reference) = &spec.source.oci {
+            if !reference.contains("@sha256:") {
+                return Err((
+                    Step::Verify,
+                    format!(
+                        "{reference} is not pinned by digest: write REGISTRY/REPOSITORY[:TAG]@sha256:… (wasmsched push prints it)"
+                    ),
+                ));
+            }
+            let fetched = oci::fetch(reference, &self.registry).await.map_err(|e| match e {
+                oci::OciError::DigestMismatch { .. } | oci::OciError::TagMoved { .. } => {
+                    (Step::Verify, crate::error_chain(&e))
+                }
+                e => fetch_failed(crate::error_chain(&e)),
+            })?;
+            let from = format!("{reference} ({} bytes)", fetched.bytes.len());
+            return Ok((fetched.bytes, fetched.digest, from, None));
+        }
+        let Some(map) = &spec.source.config_map else {
+            return Err((Step::Settings, "spec.source names neither oci nor configMap: give one".into()));
+        };
+        let missing = |key: &str| {
+            format!(
+                "ConfigMap {}/{} has no key {key}: create it (kubectl create configmap {} --from-file={key}=POLICY.wasm)",
+                self.resources.namespace(),
+                map.name,
+                map.name
+            )
+        };
+        let read = |key: String| async move {
+            match self.resources.config_map_key(&map.name, &key).await {
+                Ok(Some(bytes)) => Ok(bytes),
+                Ok(None) => Err(fetch_failed(missing(&key))),
+                Err(e) => Err(fetch_failed(format!("cannot read ConfigMap {}: {e}", map.name))),
+            }
+        };
+        let bytes = read(map.key.clone()).await?;
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        if let Some(pinned) = &map.sha256
+            && *pinned != digest
+        {
+            return Err((
+                Step::Verify,
+                format!("ConfigMap {} key {} holds {digest}, the spec pins {pinned}", map.name, map.key),
+            ));
+        }
+        let signature = match &map.signature_key {
+            Some(key) => Some(String::from_utf8_lossy(&read(key.clone()).await?).trim().to_string()),
+            None => None,
+        };
+        let from = format!("ConfigMap {} key {} ({} bytes)", map.name, map.key, bytes.len());
+        Ok((bytes, digest, from, signature))
+    }
+
+    /// Who signed the artifact, or why it may not run.
+    async fn verify(
+        &self,
+        spec: &SchedulingPolicySpec,
+        bytes: &[u8],
+        digest: &str,
+        signature: Option<&str>,
+    ) -> Result<String, (Step, String)> {
+        let Some(trust) = &self.trust else { return Ok("not required: the host has no [trust]".into()) };
+        let refused = |e: crate::oci::trust::TrustError| (Step::Verify, crate::error_chain(&e));
+        let verified = match (&spec.source.oci, signature) {
+            (Some(reference), _) => {
+                crate::oci::trust::verify_artifact(trust, reference, digest, &self.registry).await.map_err(refused)?
+            }
+            (None, Some(signature)) => crate::oci::trust::verify_blob(trust, bytes, signature).map_err(refused)?,
+            (None, None) => {
+                return Err((
+                    Step::Verify,
+                    "the host requires signed policies ([trust]) and this ConfigMap source names no signatureKey: sign \
+                     the component (cosign sign-blob, or wasmsched sign --blob) and put the signature beside it"
+                        .into(),
+                ));
+            }
+        };
+        Ok(format!("signed by {}", verified.signers.join(", ")))
+    }
+
+    /// Mark the generations the loop has swapped in (or refused) since they were sent.
+    fn swaps_landed(&mut self) {
+        let status = self.board.get();
+        for (name, t) in &mut self.tracked {
+            let p = &mut t.progress;
+            let (Some(sha), false, None) = (&p.sha256, p.ready, &p.failed) else { continue };
+            let Some(shown) = status.policies.iter().find(|s| s.name == *name) else { continue };
+            let Some(last) = shown.last_reload.as_ref().filter(|r| r.wall_ms >= p.sent_wall_ms) else { continue };
+            if last.sha256.as_deref() != Some(sha.as_str()) {
+                continue;
+            }
+            match last.outcome {
+                ReloadOutcome::Swapped | ReloadOutcome::Restored => {
+                    p.ready = true;
+                    let (digest, _) = p.fetched.clone().unwrap_or_default();
+                    let record =
+                        ServingRecord { generation: t.generation, digest, sha256: sha.clone(), spec: t.spec.clone() };
+                    self.serving.insert(name.clone(), record);
+                }
+                ReloadOutcome::Refused => p.failed = Some((Step::Swap, last.detail.clone())),
+                _ => {}
+            }
+        }
+    }
+
+    /// Write this replica's entry where it changed.
+    async fn report_replica(&mut self, policies: &[Arc<SchedulingPolicy>]) {
+        for policy in policies {
+            let name = policy.name_any();
+            let Some(t) = self.tracked.get_mut(&name) else { continue };
+            let entry = status::entry(&self.replica, t.generation, &t.progress);
+            let listed = policy.status.as_ref().and_then(|s| s.replicas.iter().find(|r| r.name == self.replica));
+            let same = |r: &ReplicaStatus| status::same_entry(r, &entry);
+            if t.reported.as_ref().is_some_and(same) && listed.is_some_and(same) {
+                continue;
+            }
+            match res::report_replica(self.resources.api(), &name, &entry).await {
+                Ok(()) => t.reported = Some(entry),
+                Err(e) => {
+                    tracing::warn!(policy = %name, error = %e, "cannot write this replica's entry in the SchedulingPolicy status; trying again")
+                }
+            }
+        }
+    }
+
+    /// As the leader: write each resource's status where it changed, and forget the entries
+    /// of replicas that are gone.
+    async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>]) {
+        let board = self.board.get();
+        for policy in policies {
+            let name = policy.name_any();
+            let Some(t) = self.tracked.get(&name) else { continue };
+            let shown = board.policies.iter().find(|p| p.name == name);
+            let view = status::View {
+                generation: t.generation,
+                progress: &t.progress,
+                serving: self.serving.get(&name),
+                version: shown.map(|p| p.version),
+                changed_by: res::changed_by(policy),
+                retry_s: self.retry.as_secs(),
+            };
+            let old = policy.status.clone().unwrap_or_default();
+            let new = status::compute(&view, &old, &status::now());
+            if status::same_leader_part(&new, &old) {
+                continue;
+            }
+            if let Err(e) = res::publish(self.resources.api(), &name, &new).await {
+                tracing::warn!(policy = %name, error = %e, "cannot write the SchedulingPolicy status; trying again");
+            }
+        }
+        if self.pruned.is_some_and(|at| at.elapsed() < PRUNE_EVERY) {
+            return;
+        }
+        self.pruned = Some(Instant::now());
+        let mut exists = BTreeMap::new();
+        for policy in policies {
+            let entries = policy.status.as_ref().map(|s| &s.replicas[..]).unwrap_or_default();
+            let mut gone = Vec::new();
+            for r in entries.iter().filter(|r| r.name != self.replica) {
+                if !exists.contains_key(&r.name) {
+                    let found = self.resources.pod_exists(&r.name).await.unwrap_or(true);
+                    exists.insert(r.name.clone(), found);
+                }
+                if exists.get(&r.name) == Some(&false) {
+                    gone.push(r.name.clone());
+                }
+            }
+            if !gone.is_empty() {
+                match res::forget_replicas(self.resources.api(), policy, &gone).await {
+                    Ok(()) => {
+                        tracing::info!(policy = %policy.name_any(), replicas = ?gone, "forgot the entries of replicas that are gone")
+                    }
+                    Err(e) => tracing::debug!(error = %e, "entries of gone replicas not forgotten yet"),
+                }
+            }
+        }
+    }
+}
+
+/// Run the worker on a thread of its own until `stop` is set (the host's loop ended). A
+/// worker that cannot start says why; the host goes on with no policy.
+pub fn work(
+    rt: &Runtime,
+    config: &crate::config::HostConfig,
+    latest: LatestWorld,
+    board: Arc<StatusBoard>,
+    stop: &AtomicBool,
+    sink: impl FnMut(Change),
+) {
+    let (Some(resources), crate::backend::BackendConfig::Kubernetes(kube)) = (&config.resources, &config.backend)
+    else {
+        return;
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            return tracing::error!(error = %e, "cannot start the SchedulingPolicy worker's runtime; no policy serves");
+        }
+    };
+    let trust = match config.trust.as_ref().map(|t| t.load(None)).transpose() {
+        Ok(t) => t,
+        Err(e) => {
+            return tracing::error!(error = %crate::error_chain(&e), "the [trust] config cannot be used; no SchedulingPolicy will run until it is fixed");
+        }
+    };
+    runtime.block_on(async {
+        match Worker::start(rt, resources, kube, trust, latest, board).await {
+            Ok(worker) => worker.run(stop, sink).await,
+            Err(e) => tracing::error!(error = %crate::error_chain(&e), "cannot watch the SchedulingPolicy resources; no policy serves"),
+        }
+    });
+}
