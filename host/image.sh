@@ -5,6 +5,7 @@
 # with `docker load -i OUT.tar`. The image holds:
 #   /wasmsched          the host (entrypoint; `run --config /etc/wasmsched/host.toml` by default)
 #   /bin/busybox        a static busybox, for `tar` (what `kubectl cp` runs in the pod) and a shell
+#   /etc/ssl/certs/ca-certificates.crt  this machine's CA bundle: TLS to registries (OCI policies)
 #   /etc/wasmsched, /var/lib/wasmsched/{policies,cache}, /run/wasmsched, /tmp
 # and, for a binary that is not static, the shared libraries `ldd` names, at their paths.
 #
@@ -52,6 +53,15 @@ if ldd "$binary" >/dev/null 2>&1; then
     mkdir -p "$rootfs$(dirname "$lib")"
     cp -L "$lib" "$rootfs$lib"
   done
+fi
+# The roots TLS trusts: a pull from any registry over TLS needs them (the HTTP client refuses
+# to start without one). Another bundle can be mounted over it (a private CA).
+bundle=/etc/ssl/certs/ca-certificates.crt
+if [ -f "$bundle" ]; then
+  mkdir -p "$rootfs/etc/ssl/certs"
+  cp -L "$bundle" "$rootfs$bundle"
+else
+  echo "no CA bundle at $bundle (Debian's ca-certificates): the image cannot pull policies over TLS" >&2
 fi
 if [ -n "$busybox" ] && [ -x "$busybox" ] && ! ldd "$busybox" >/dev/null 2>&1; then
   cp "$busybox" "$rootfs/bin/busybox"

@@ -288,6 +288,9 @@ struct Slot {
     previous: Option<Serving>,
     versions: u32,
     agreement: Agreement,
+    /// Whether a resource's spec names the version to serve (then a state kept by another
+    /// version is carried into this one, never the other way).
+    from_resource: bool,
 }
 
 /// The host's side of the loop.
@@ -340,6 +343,7 @@ impl HostDriver {
                 previous: None,
                 versions: 0,
                 agreement: Agreement::default(),
+                from_resource: false,
             })
             .collect();
         Ok(HostDriver {
@@ -414,6 +418,7 @@ impl HostDriver {
                     previous: None,
                     versions: 0,
                     agreement: Agreement::default(),
+                    from_resource: true,
                 });
                 self.board.update(|s| s.policies.push(PolicyStatus::new(&c.name, settings.role)));
             }
@@ -463,7 +468,8 @@ impl HostDriver {
 
     /// Start policy `c.policy` from the state the last leader kept: in the version that saved
     /// it when this host has it (serving, or the one a rollback brings back: the last leader
-    /// had rolled back), else in the serving version, as a hot swap hands a state on. A state
+    /// had rolled back), else in the serving version, as a hot swap hands a state on. A policy
+    /// whose resource names its version keeps that version and takes the state into it. A state
     /// the version refuses is dropped and the version starts afresh.
     fn restore_one(&mut self, rt: &Runtime, c: Checkpoint) {
         let serves = |s: &Slot| s.name == c.policy && (s.current.is_some() || s.previous.is_some());
@@ -475,7 +481,8 @@ impl HostDriver {
         }
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.policy) else { return };
         let digest_of = |s: &Option<Serving>| s.as_ref().map(|s| s.sup.policy().digest().to_string());
-        if digest_of(&slot.current).as_deref() != Some(&c.sha256)
+        if !slot.from_resource
+            && digest_of(&slot.current).as_deref() != Some(&c.sha256)
             && digest_of(&slot.previous).as_deref() == Some(&c.sha256)
         {
             std::mem::swap(&mut slot.current, &mut slot.previous);

@@ -362,7 +362,16 @@ pub fn client(registry: &str, insecure: bool) -> Result<Client, OciError> {
         user_agent: concat!("wasmsched/", env!("CARGO_PKG_VERSION")),
         ..ClientConfig::default()
     };
-    Client::try_from(config).map_err(|e| OciError::Client { registry: registry.into(), detail: crate::error_chain(&e) })
+    Client::try_from(config).map_err(|e| {
+        let mut detail = crate::error_chain(&e);
+        if detail.contains("CA certificates") {
+            detail.push_str(
+                "; TLS needs the roots it trusts: install them (Debian's ca-certificates) or mount a bundle at \
+                 /etc/ssl/certs/ca-certificates.crt (host/image.sh puts one in the image)",
+            );
+        }
+        OciError::Client { registry: registry.into(), detail }
+    })
 }
 
 /// Make ring the process's TLS provider, unless one is already: reqwest is built without one of

@@ -39,8 +39,8 @@ use crate::runtime::Runtime;
 /// How often the worker looks again when nothing changed: a swap landing, the leader's status.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
 
-/// How often the leader checks that the replicas with an entry in a status still exist.
-const PRUNE_EVERY: Duration = Duration::from_secs(30);
+/// How often the leader lists the replicas there are (their pods).
+const REPLICAS_EVERY: Duration = Duration::from_secs(5);
 
 /// The step a generation failed at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +111,9 @@ pub struct Worker<'rt> {
     retry: Duration,
     tracked: BTreeMap<String, Tracked>,
     serving: BTreeMap<String, ServingRecord>,
-    pruned: Option<Instant>,
+    /// The replicas there are (their pods' names), and when they were listed; None outside a
+    /// pod.
+    replicas: Option<(Instant, Option<Vec<String>>)>,
 }
 
 /// This replica's name in the status: its pod's (`POD_NAME`), else the machine's.
@@ -173,7 +175,7 @@ impl<'rt> Worker<'rt> {
             retry: config.retry,
             tracked: BTreeMap::new(),
             serving: BTreeMap::new(),
-            pruned: None,
+            replicas: None,
         })
     }
 
@@ -417,6 +419,13 @@ impl<'rt> Worker<'rt> {
     /// As the leader: write each resource's status where it changed, and forget the entries
     /// of replicas that are gone.
     async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>]) {
+        if self.replicas.as_ref().is_none_or(|(at, _)| at.elapsed() >= REPLICAS_EVERY) {
+            match self.resources.replica_pods(&self.replica).await {
+                Ok(pods) => self.replicas = Some((Instant::now(), pods)),
+                Err(e) => tracing::debug!(error = %e, "cannot list the host's replicas; counting the entries"),
+            }
+        }
+        let pods = self.replicas.as_ref().and_then(|(_, pods)| pods.as_deref());
         let board = self.board.get();
         for policy in policies {
             let name = policy.name_any();
@@ -429,37 +438,22 @@ impl<'rt> Worker<'rt> {
                 version: shown.map(|p| p.version),
                 changed_by: res::changed_by(policy),
                 retry_s: self.retry.as_secs(),
+                replicas: pods,
             };
             let old = policy.status.clone().unwrap_or_default();
             let new = status::compute(&view, &old, &status::now());
-            if status::same_leader_part(&new, &old) {
-                continue;
-            }
-            if let Err(e) = res::publish(self.resources.api(), &name, &new).await {
+            if !status::same_leader_part(&new, &old)
+                && let Err(e) = res::publish(self.resources.api(), &name, &new).await
+            {
                 tracing::warn!(policy = %name, error = %e, "cannot write the SchedulingPolicy status; trying again");
             }
-        }
-        if self.pruned.is_some_and(|at| at.elapsed() < PRUNE_EVERY) {
-            return;
-        }
-        self.pruned = Some(Instant::now());
-        let mut exists = BTreeMap::new();
-        for policy in policies {
-            let entries = policy.status.as_ref().map(|s| &s.replicas[..]).unwrap_or_default();
-            let mut gone = Vec::new();
-            for r in entries.iter().filter(|r| r.name != self.replica) {
-                if !exists.contains_key(&r.name) {
-                    let found = self.resources.pod_exists(&r.name).await.unwrap_or(true);
-                    exists.insert(r.name.clone(), found);
-                }
-                if exists.get(&r.name) == Some(&false) {
-                    gone.push(r.name.clone());
-                }
-            }
+            let Some(pods) = pods else { continue };
+            let gone: Vec<String> =
+                old.replicas.iter().filter(|r| !pods.contains(&r.name)).map(|r| r.name.clone()).collect();
             if !gone.is_empty() {
                 match res::forget_replicas(self.resources.api(), policy, &gone).await {
                     Ok(()) => {
-                        tracing::info!(policy = %policy.name_any(), replicas = ?gone, "forgot the entries of replicas that are gone")
+                        tracing::info!(policy = %name, replicas = ?gone, "forgot the entries of replicas that are gone")
                     }
                     Err(e) => tracing::debug!(error = %e, "entries of gone replicas not forgotten yet"),
                 }

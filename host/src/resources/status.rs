@@ -20,6 +20,9 @@ pub struct View<'a> {
     pub changed_by: Option<String>,
     /// How soon a failure is tried again, seconds.
     pub retry_s: u64,
+    /// The replicas there are, by name; None where they cannot be listed (then the entries in
+    /// the status are the replicas).
+    pub replicas: Option<&'a [String]>,
 }
 
 /// Now, in RFC 3339.
@@ -116,9 +119,15 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
         (None, Some(why)) => condition("Verified", Some(false), "VerificationFailed", format!("{why}{retry}{keeps}")),
         (None, None) => condition("Verified", None, "NotFetched", "not fetched yet".into()),
     };
-    let entries = &old.replicas;
+    let (entries, missing): (Vec<&ReplicaStatus>, Vec<String>) = match view.replicas {
+        Some(pods) => (
+            old.replicas.iter().filter(|r| pods.contains(&r.name)).collect(),
+            pods.iter().filter(|p| !old.replicas.iter().any(|r| r.name == **p)).cloned().collect(),
+        ),
+        None => (old.replicas.iter().collect(), Vec::new()),
+    };
     let ready_n = entries.iter().filter(|r| r.generation == g && r.ready).count();
-    let total = entries.len();
+    let total = entries.len() + missing.len();
     let lagging: Vec<String> = entries
         .iter()
         .filter(|r| !(r.generation == g && r.ready))
@@ -129,6 +138,7 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
                 format!("{}: at generation {}", r.name, r.generation)
             }
         })
+        .chain(missing.iter().map(|m| format!("{m}: not reported yet")))
         .collect();
     let sha = p.sha256.as_deref().map_or_else(|| "it".to_string(), |s| format!("sha256:{}", short(s)));
     let ready = if total > 0 && ready_n == total {
@@ -231,6 +241,7 @@ mod tests {
             version: Some(1),
             changed_by: None,
             retry_s: 10,
+            replicas: None,
         };
         let old = SchedulingPolicyStatus {
             replicas: vec![entry_of("a", 1, true), entry_of("b", 1, true)],
@@ -265,6 +276,7 @@ mod tests {
             version: Some(2),
             changed_by: Some("kubectl".into()),
             retry_s: 10,
+            replicas: None,
         };
         let old = SchedulingPolicyStatus { replicas: vec![entry_of("a", 3, false)], ..Default::default() };
         let s = compute(&view, &old, "T");
@@ -282,6 +294,32 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_that_has_not_reported_keeps_the_resource_from_ready_and_a_gone_one_does_not_count() {
+        let record =
+            ServingRecord { generation: 1, digest: "sha256:11".into(), sha256: "e5".repeat(32), spec: spec("x") };
+        let p = progress(&record.sha256, true);
+        let pods = ["a".to_string(), "b".to_string()];
+        let view = View {
+            generation: 1,
+            progress: &p,
+            serving: Some(&record),
+            version: Some(1),
+            changed_by: None,
+            retry_s: 10,
+            replicas: Some(&pods),
+        };
+        let old = SchedulingPolicyStatus {
+            replicas: vec![entry_of("a", 1, true), entry_of("gone", 1, false)],
+            ..Default::default()
+        };
+        let s = compute(&view, &old, "T");
+        let ready = condition(&s, "Ready");
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "Waiting"), "{ready:?}");
+        assert!(ready.message.contains("b: not reported yet") && !ready.message.contains("gone"), "{}", ready.message);
+        assert_eq!(s.ready_replicas.as_deref(), Some("1/2"));
+    }
+
+    #[test]
     fn a_replica_behind_keeps_the_resource_from_ready() {
         let record =
             ServingRecord { generation: 4, digest: "sha256:44".into(), sha256: "c3".repeat(32), spec: spec("x") };
@@ -293,6 +331,7 @@ mod tests {
             version: Some(3),
             changed_by: None,
             retry_s: 10,
+            replicas: None,
         };
         let old = SchedulingPolicyStatus {
             replicas: vec![entry_of("a", 4, true), entry_of("b", 3, true)],

@@ -16,6 +16,9 @@ use tokio::sync::Notify;
 use super::SchedulingPolicy;
 use crate::{KubernetesConfig, KubernetesSetupError, within};
 
+/// The label the replicas of one Deployment of the host share (`deployment.yaml`).
+const APP_LABEL: &str = "app.kubernetes.io/name";
+
 /// The namespace's `SchedulingPolicy` objects, watched.
 pub struct Resources {
     api: Api<SchedulingPolicy>,
@@ -99,10 +102,20 @@ impl Resources {
         Ok(binary.or_else(|| map.data.as_ref().and_then(|d| d.get(key)).map(|s| s.clone().into_bytes())))
     }
 
-    /// Whether a pod named `name` exists in the namespace (a replica's entry outlives its pod).
-    pub async fn pod_exists(&self, name: &str) -> kube::Result<bool> {
+    /// The replicas there are: the pods of the namespace that carry pod `me`'s
+    /// `app.kubernetes.io/name` label, not being deleted and not ended. None when `me` is not a
+    /// pod there, or carries no such label (a host run outside the cluster).
+    pub async fn replica_pods(&self, me: &str) -> kube::Result<Option<Vec<String>>> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        Ok(within(self.timeout, api.get_metadata_opt(name)).await?.is_some())
+        let Some(pod) = within(self.timeout, api.get_metadata_opt(me)).await? else { return Ok(None) };
+        let Some(app) = pod.metadata.labels.as_ref().and_then(|l| l.get(APP_LABEL)) else { return Ok(None) };
+        let params = kube::api::ListParams::default().labels(&format!("{APP_LABEL}={app}"));
+        let pods = within(self.timeout, api.list(&params)).await?;
+        let live = |p: &Pod| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            p.metadata.deletion_timestamp.is_none() && !matches!(phase, Some("Succeeded" | "Failed"))
+        };
+        Ok(Some(pods.items.iter().filter(|p| live(p)).filter_map(|p| p.metadata.name.clone()).collect()))
     }
 
     /// A request's time limit.
