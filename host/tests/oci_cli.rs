@@ -186,3 +186,16 @@ fn key_generate_push_sign_and_verify_on_the_command_line() {
     assert!(out.status.success(), "{stdout}{stderr}");
     assert_eq!(stdout.trim(), format!("verified {reference}@{digest}: signed by release (1 signature found)"));
 }
+
+#[test]
+fn a_resource_rollback_without_a_cluster_says_how_to_name_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-kubeconfig");
+    let out =
+        wasmsched(&["rollback", "flowcon", "--resource", "--kubeconfig", missing.to_str().unwrap()], dir.path(), None);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--kubeconfig") && err.contains("no-kubeconfig"), "{err}");
+    let out = wasmsched(&["rollback", "flowcon", "--namespace", "x"], dir.path(), None);
+    assert!(!out.status.success() && text(&out).1.contains("--resource"), "--namespace needs --resource");
+}

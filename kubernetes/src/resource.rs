@@ -409,6 +409,14 @@ pub async fn api(
 /// Why a rollback of the resource did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum RollbackError {
+    /// No such resource.
+    #[error("no SchedulingPolicy {namespace}/{name}: `kubectl -n {namespace} get schedulingpolicies` lists them")]
+    NotFound {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// Nothing served before.
     #[error(
         "SchedulingPolicy {0} has no earlier version in its status.history: nothing served before the version serving"
@@ -434,8 +442,9 @@ pub struct RolledBack {
 /// first entry whose spec differs): a new generation that every replica fetches and the leader
 /// swaps in. The spec is replaced whole, guarded by the `resourceVersion` read, so a change
 /// made meanwhile is not overwritten blindly.
-pub async fn rollback(api: &Api<SchedulingPolicy>, name: &str) -> Result<RolledBack, RollbackError> {
-    let mut policy = api.get(name).await?;
+pub async fn rollback(api: &Api<SchedulingPolicy>, namespace: &str, name: &str) -> Result<RolledBack, RollbackError> {
+    let not_found = || RollbackError::NotFound { namespace: namespace.into(), name: name.into() };
+    let mut policy = api.get_opt(name).await?.ok_or_else(not_found)?;
     let status = policy.status.clone().unwrap_or_default();
     let earlier =
         status.history.iter().find(|s| s.spec != policy.spec).ok_or_else(|| RollbackError::NoHistory(name.into()))?;

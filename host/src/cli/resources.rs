@@ -28,8 +28,8 @@ pub fn rollback(name: &str, namespace: Option<&str>, kubeconfig: Option<&Path>) 
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
     let rolled = runtime.block_on(async {
-        let api = resource::api(kubeconfig, namespace).await?;
-        anyhow::Ok(resource::rollback(&api, name).await?)
+        let api = resource::api(kubeconfig, namespace).await.context("pass --kubeconfig PATH, or export KUBECONFIG")?;
+        anyhow::Ok(resource::rollback(&api, namespace, name).await?)
     })?;
     out!(
         "rolled back SchedulingPolicy {namespace}/{name} to generation {}'s spec ({}): now generation {}; \

@@ -13,7 +13,7 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use wasmsched::backend::kubernetes::resource::{Condition, SchedulingPolicy};
+use wasmsched::backend::kubernetes::resource::{self, Condition, SchedulingPolicy};
 use wasmsched::oci::{self, RegistryOptions, trust};
 use wasmsched::record::wall_ms;
 
@@ -123,16 +123,14 @@ impl PolicyResource {
         p
     }
 
-    /// `wasmsched rollback NAME --resource`, as an operator runs it.
-    pub(crate) fn rollback_with_the_cli(&self) {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched-host"))
-            .args(["rollback", &self.name, "--resource", "--namespace", self.namespace, "--kubeconfig"])
-            .arg(&self.c.kubeconfig)
-            .output()
-            .unwrap();
-        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "wasmsched rollback {}: {said}", self.name);
-        assert!(said.contains("rolled back"), "{said}");
+    /// What `wasmsched rollback NAME --resource` does: the spec served before, applied again.
+    pub(crate) fn roll_back(&self) {
+        let rolled =
+            self.c.rt.block_on(resource::rollback(&self.api(), self.namespace, &self.name)).expect("a rollback");
+        eprintln!(
+            "rolled back {} to generation {}'s spec: now generation {}",
+            self.name, rolled.from_generation, rolled.generation
+        );
     }
 }
 

@@ -527,8 +527,8 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     let leader = other;
 
     // 3. A new version: the resource's spec names another ConfigMap. Every replica compiles it;
-    //    the leader swaps it in with its state. Then `wasmsched rollback counter`: the spec
-    //    before, applied again, for every replica.
+    //    the leader swaps it in with its state. Then a rollback (`wasmsched rollback counter
+    //    --resource`): the spec before, applied again, for every replica.
     let v2 = variant("counter", 2);
     policy.serve_config_map("counter-v2", &v2);
     // Compiled in the pod by a debug build of the host, beside the other replica doing the same.
@@ -542,7 +542,7 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     assert!(detail.contains("bytes of its state") && !detail.contains(" 0 bytes"), "the state carried over: {detail}");
     policy.wait_ready(&r, &sha256(&v2), Duration::from_secs(120));
     let before = decisions(&r.records(), &leader).last().unwrap().1;
-    policy.rollback_with_the_cli();
+    policy.roll_back();
     policy.wait_ready(&r, &sha256(&counter), Duration::from_secs(60));
     let went_on = r.wait("a decision after the rollback", Duration::from_secs(10), || {
         decisions(&r.records(), &leader).last().filter(|(_, call)| *call > before + 1).copied()
