@@ -222,7 +222,9 @@ impl Host {
                 }
                 None
             } else {
-                serve_folder(scope, rt, &config, reloader_of(rt, &config, latest, &handle), &mut driver, send)?
+                let reloader =
+                    Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest, handle.board.clone());
+                serve_folder(scope, rt, &config, reloader, &mut driver, send)?
             };
             tracing::info!(dir = %config.policies_dir.display(), tick_ms = config.tick.as_millis() as u64, speed = %config.backend.speed(), "host running");
             let summary = control::drive(backend.as_mut(), &mut driver, rt, &loop_config);
@@ -233,10 +235,6 @@ impl Host {
         driver.finish();
         Ok(summary)
     }
-}
-
-fn reloader_of<'rt>(rt: &'rt Runtime, config: &HostConfig, latest: LatestWorld, handle: &HostHandle) -> Reloader<'rt> {
-    Reloader::new(rt, &config.policies_dir, config.policy.clone(), latest, handle.board.clone())
 }
 
 /// Serve the policies folder: watch it first, then look at every configured policy (a file

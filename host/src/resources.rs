@@ -495,3 +495,37 @@ pub fn work(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(value: serde_json::Value) -> SchedulingPolicySpec {
+        let mut whole = serde_json::json!({"source": {"oci": "r/p@sha256:ab"}});
+        whole.as_object_mut().unwrap().extend(value.as_object().unwrap().clone());
+        serde_json::from_value(whole).unwrap()
+    }
+
+    #[test]
+    fn a_specs_settings_are_a_policy_tables_checked_the_same_way() {
+        let (settings, config) = settings_of(&spec(serde_json::json!({
+            "role": "shadow",
+            "fallback": "fair-share",
+            "limits": {"deadline": "80ms", "memory": "32MiB", "logLines": 5},
+            "config": {"interval-s": 6, "tiers": [0.8, 0.9]},
+        })))
+        .unwrap();
+        assert_eq!(settings.role, crate::config::Role::Shadow);
+        assert_eq!(settings.deadline, Duration::from_millis(80));
+        assert_eq!((settings.memory, settings.log_lines), (32 << 20, 5));
+        assert_eq!(config, r#"{"interval-s":6,"tiers":[0.8,0.9]}"#);
+        for (bad, needed) in [
+            (serde_json::json!({"limits": {"deadline": "soon"}}), "spec.limits"),
+            (serde_json::json!({"limits": {"logLines": -1}}), "spec.limits"),
+            (serde_json::json!({"config": {"x": null}}), "leave out nulls"),
+        ] {
+            let err = settings_of(&spec(bad)).unwrap_err();
+            assert!(err.contains(needed), "{needed:?} not in {err}");
+        }
+    }
+}

@@ -1,5 +1,5 @@
-//! `wasmsched push` and `wasmsched pull`, and `key generate`, `sign` and `verify`, as a person
-//! runs them: what they print, their exit status, and the refusals that need no registry. The
+//! `wasmsched push` and `wasmsched pull`, `key generate`, `sign` and `verify`, and the
+//! SchedulingPolicy commands (`crd`, `rollback --resource`), as a person runs them: what they print, their exit status, and the refusals that need no registry. The
 //! round trips run against the registry `WASMSCHED_REGISTRY` names (`.ci/registry start`), and
 //! say SKIPPED without one.
 
@@ -198,4 +198,18 @@ fn a_resource_rollback_without_a_cluster_says_how_to_name_one() {
     assert!(err.contains("--kubeconfig") && err.contains("no-kubeconfig"), "{err}");
     let out = wasmsched(&["rollback", "flowcon", "--namespace", "x"], dir.path(), None);
     assert!(!out.status.success() && text(&out).1.contains("--resource"), "--namespace needs --resource");
+}
+
+#[test]
+fn the_shipped_crd_is_what_wasmsched_crd_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = wasmsched(&["crd"], dir.path(), None);
+    assert!(out.status.success(), "{}", text(&out).1);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/kubernetes/crd.yaml");
+    let shipped = std::fs::read_to_string(path).unwrap();
+    assert_eq!(
+        text(&out).0,
+        shipped,
+        "examples/kubernetes/crd.yaml is out of date: `cargo run -- crd > examples/kubernetes/crd.yaml`"
+    );
 }
