@@ -4,7 +4,8 @@
 # `../shared/k8s/cluster import OUT.tar` (or `ctr -n k8s.io images import OUT.tar`), or load it
 # with `docker load -i OUT.tar`. The image holds:
 #   /wasmsched          the host (entrypoint; `run --config /etc/wasmsched/host.toml` by default)
-#   /bin/busybox        a static busybox, for `tar` (what `kubectl cp` runs in the pod) and a shell
+#   /bin/busybox        a static busybox: a shell, and `tar` (what `kubectl cp` runs, for a host that
+#                       serves a policies folder rather than SchedulingPolicy resources)
 #   /etc/ssl/certs/ca-certificates.crt  this machine's CA bundle: TLS to registries (OCI policies)
 #   /etc/wasmsched, /var/lib/wasmsched/{policies,cache}, /run/wasmsched, /tmp
 # and, for a binary that is not static, the shared libraries `ldd` names, at their paths.
