@@ -373,7 +373,7 @@ impl<'rt> Worker<'rt> {
 
     /// Mark the generations the loop has swapped in (or refused) since they were sent.
     fn swaps_landed(&mut self) {
-        let status = self.board.get();
+        let (status, retry) = (self.board.get(), self.retry);
         for (name, t) in &mut self.tracked {
             let p = &mut t.progress;
             let (Some(sha), false, None) = (&p.sha256, p.ready, &p.failed) else { continue };
@@ -390,7 +390,11 @@ impl<'rt> Worker<'rt> {
                         ServingRecord { generation: t.generation, digest, sha256: sha.clone(), spec: t.spec.clone() };
                     self.serving.insert(name.clone(), record);
                 }
-                ReloadOutcome::Refused => p.failed = Some((Step::Swap, last.detail.clone())),
+                ReloadOutcome::Refused => {
+                    // Tried again: what refused it (another active policy) may change.
+                    p.failed = Some((Step::Swap, last.detail.clone()));
+                    t.retry_at = Some(Instant::now() + retry);
+                }
                 _ => {}
             }
         }
