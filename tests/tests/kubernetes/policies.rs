@@ -294,4 +294,15 @@ fn a_signed_policy_resource_is_served_by_every_replica_swapped_refused_rolled_ba
     let serving = r.status(&next).unwrap().policy("counter").unwrap().clone();
     assert_eq!(serving.sha256.as_deref(), Some(&sha256(&v1)[..]), "the same digest after the failover");
     assert!(first.1 > 1 && first.1 + 3 >= last.1, "the state kept was restored: {first:?} after {last:?}");
+
+    // 6. No registry: the component in a ConfigMap, its signature (cosign sign-blob's) beside
+    //    it. Signed by the release key it serves everywhere; unsigned it is refused.
+    let signature = trust::sign_blob(&v2, &release.private_pem, b"").unwrap();
+    policy.serve_config_map_signed("counter-v2-signed", &v2, Some(&signature));
+    policy.wait_ready(&r, &sha256(&v2), Duration::from_secs(120));
+    policy.serve_config_map("counter-v3-unsigned", &v3);
+    let p = policy.wait_condition("Verified", "False", Duration::from_secs(30));
+    let status = p.status.unwrap();
+    assert!(status.last_error.as_deref().is_some_and(|e| e.contains("signatureKey")), "{status:#?}");
+    assert_eq!(status.sha256.as_deref(), Some(&sha256(&v2)[..]), "the signed version keeps serving");
 }
