@@ -253,7 +253,16 @@ impl<'rt> Worker<'rt> {
                 })));
             }
             Err((step, why)) => {
-                tracing::warn!(policy = %name, generation, step = ?step, reason = %why, retry_s = self.retry.as_secs(), "SchedulingPolicy refused; the version serving keeps serving");
+                // Said once a generation and reason; its retries say it again only at debug level.
+                let again = self.tracked.get(&name).is_some_and(|t| {
+                    t.generation == generation
+                        && t.progress.failed.as_ref().is_some_and(|(s, w)| (*s, w) == (step, &why))
+                });
+                if again {
+                    tracing::debug!(policy = %name, generation, step = ?step, reason = %why, "SchedulingPolicy still refused");
+                } else {
+                    tracing::warn!(policy = %name, generation, step = ?step, reason = %why, retry_s = self.retry.as_secs(), "SchedulingPolicy refused; the version serving keeps serving");
+                }
                 progress.failed = Some((step, why));
             }
         }
@@ -311,18 +320,19 @@ impl<'rt> Worker<'rt> {
         let Some(map) = &spec.source.config_map else {
             return Err((Step::Settings, "spec.source names neither oci nor configMap: give one".into()));
         };
-        let missing = |key: &str| {
+        let ns = self.resources.namespace();
+        let missing = |key: &str, map_there: bool| {
+            let what = if map_there { format!("has no key {key}") } else { "does not exist".into() };
             format!(
-                "ConfigMap {}/{} has no key {key}: create it (kubectl create configmap {} --from-file={key}=POLICY.wasm)",
-                self.resources.namespace(),
-                map.name,
-                map.name
+                "ConfigMap {ns}/{} {what}: create it (kubectl -n {ns} create configmap {} --from-file={key}=POLICY.wasm)",
+                map.name, map.name
             )
         };
         let read = |key: String| async move {
             match self.resources.config_map_key(&map.name, &key).await {
-                Ok(Some(bytes)) => Ok(bytes),
-                Ok(None) => Err(fetch_failed(missing(&key))),
+                Ok(Some(Some(bytes))) => Ok(bytes),
+                Ok(Some(None)) => Err(fetch_failed(missing(&key, true))),
+                Ok(None) => Err(fetch_failed(missing(&key, false))),
                 Err(e) => Err(fetch_failed(format!("cannot read ConfigMap {}: {e}", map.name))),
             }
         };

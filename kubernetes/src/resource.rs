@@ -32,6 +32,9 @@ pub const LEADER_MANAGER: &str = "wasmsched-leader";
 /// (`examples/kubernetes/changed-by.yaml`).
 pub const CHANGED_BY: &str = "wasmsched.io/changed-by";
 
+/// The annotation `wasmsched rollback --resource` leaves: the generation whose spec it applied.
+pub const ROLLED_BACK_TO: &str = "wasmsched.io/rolled-back-to-generation";
+
 /// How many earlier versions the status remembers, newest first, for `wasmsched rollback`.
 pub const HISTORY: usize = 5;
 
@@ -329,13 +332,12 @@ pub fn changed_by(policy: &SchedulingPolicy) -> Option<String> {
     }
 }
 
-/// `kubectl-client-side-apply at 2026-…`: the manager whose fields include the spec and whose
-/// write is latest.
+/// `kubectl-client-side-apply at 2026-…`: the manager that wrote the resource itself (not its
+/// status) last. A write that only removes fields owns none of the spec, so any field counts.
 fn last_spec_writer(fields: &[ManagedFieldsEntry]) -> Option<String> {
     fields
         .iter()
         .filter(|f| f.subresource.as_deref().unwrap_or("").is_empty())
-        .filter(|f| f.fields_v1.as_ref().is_some_and(|v| v.0.get("f:spec").is_some()))
         .max_by_key(|f| f.time.as_ref().map(|t| t.0))
         .map(|f| {
             let who = f.manager.clone().unwrap_or_else(|| "an unnamed manager".into());
@@ -450,7 +452,11 @@ pub async fn rollback(api: &Api<SchedulingPolicy>, namespace: &str, name: &str) 
         status.history.iter().find(|s| s.spec != policy.spec).ok_or_else(|| RollbackError::NoHistory(name.into()))?;
     policy.spec = earlier.spec.clone();
     policy.metadata.managed_fields = None;
-    let replaced = api.replace(name, &PostParams::default(), &policy).await?;
+    // Named in the managed fields as the writer, with when (what `changed_by` reads).
+    let from = earlier.generation.to_string();
+    policy.annotations_mut().insert(ROLLED_BACK_TO.into(), from);
+    let params = PostParams { field_manager: Some("wasmsched-rollback".into()), ..PostParams::default() };
+    let replaced = api.replace(name, &params, &policy).await?;
     Ok(RolledBack {
         from_generation: earlier.generation,
         digest: earlier.digest.clone(),
@@ -515,6 +521,6 @@ mod tests {
             entry("wasmsched", "2026-11-29T07:03:00Z", true, None),
         ];
         assert_eq!(last_spec_writer(&fields).unwrap(), "wasmsched at 2026-11-29T07:03:00Z");
-        assert_eq!(last_spec_writer(&fields[1..2]), None);
+        assert_eq!(last_spec_writer(&fields[1..2]), None, "the status's writer never");
     }
 }

@@ -94,12 +94,12 @@ impl Resources {
     }
 
     /// The bytes under `key` of ConfigMap `name` in the namespace (`binaryData`, else `data`):
-    /// None for a ConfigMap or a key that is not there.
-    pub async fn config_map_key(&self, name: &str, key: &str) -> kube::Result<Option<Vec<u8>>> {
+    /// None for a ConfigMap that is not there, `Some(None)` for a key that is not.
+    pub async fn config_map_key(&self, name: &str, key: &str) -> kube::Result<Option<Option<Vec<u8>>>> {
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
         let Some(map) = within(self.timeout, api.get_opt(name)).await? else { return Ok(None) };
         let binary = map.binary_data.as_ref().and_then(|d| d.get(key)).map(|ByteString(b)| b.clone());
-        Ok(binary.or_else(|| map.data.as_ref().and_then(|d| d.get(key)).map(|s| s.clone().into_bytes())))
+        Ok(Some(binary.or_else(|| map.data.as_ref().and_then(|d| d.get(key)).map(|s| s.clone().into_bytes()))))
     }
 
     /// The replicas there are: the pods of the namespace that carry pod `me`'s
