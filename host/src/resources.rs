@@ -116,16 +116,6 @@ pub struct Worker<'rt> {
     replicas: Option<(Instant, Option<Vec<String>>)>,
 }
 
-/// This replica's name in the status: its pod's (`POD_NAME`), else the machine's.
-pub fn replica_name() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-        .map(|n| n.trim().to_string())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| "wasmsched".into())
-}
-
 /// The policy's settings and its config as JSON, from a resource's spec: the keys of a
 /// `[policy.NAME]` table, checked the same way.
 pub fn settings_of(spec: &SchedulingPolicySpec) -> Result<(PolicyConfig, String), String> {
@@ -171,7 +161,7 @@ impl<'rt> Worker<'rt> {
             board,
             registry: RegistryOptions { insecure: false, auth: oci::Auth::DockerConfig },
             trust,
-            replica: replica_name(),
+            replica: wasmsched_kubernetes::lease::pod_name(),
             retry: config.retry,
             tracked: BTreeMap::new(),
             serving: BTreeMap::new(),

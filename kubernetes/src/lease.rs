@@ -99,14 +99,19 @@ impl ElectionConfig {
         if let Some(id) = self.identity.as_ref().filter(|i| !i.trim().is_empty()) {
             return id.clone();
         }
-        let name = std::env::var("POD_NAME")
-            .ok()
-            .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
-            .map(|n| n.trim().to_string())
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "wasmsched".into());
-        format!("{name}_{:08x}", random_u32())
+        format!("{}_{:08x}", pod_name(), random_u32())
     }
+}
+
+/// This replica's name: its pod's (`POD_NAME`, which the Deployment sets), else the machine's,
+/// else `wasmsched`.
+pub fn pod_name() -> String {
+    std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "wasmsched".into())
 }
 
 /// A random number from the standard library's hasher seeds (no crate for eight hex digits).
