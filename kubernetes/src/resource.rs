@@ -403,9 +403,17 @@ pub async fn api(
     kubeconfig: Option<&std::path::Path>,
     namespace: &str,
 ) -> Result<Api<SchedulingPolicy>, crate::KubernetesSetupError> {
-    let config = crate::load_config(kubeconfig).await?;
-    let client = kube::Client::try_from(config).map_err(|e| crate::KubernetesSetupError::Client(e.to_string()))?;
+    let (client, _) = client(kubeconfig).await?;
     Ok(Api::namespaced(client, namespace))
+}
+
+/// A client of the cluster `kubeconfig` names (else `KUBECONFIG`, `~/.kube/config`, or the
+/// pod's service account), and its default namespace (the pod's, in the cluster).
+async fn client(kubeconfig: Option<&std::path::Path>) -> Result<(kube::Client, String), crate::KubernetesSetupError> {
+    let config = crate::load_config(kubeconfig).await?;
+    let namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).map_err(|e| crate::KubernetesSetupError::Client(e.to_string()))?;
+    Ok((client, namespace))
 }
 
 /// Why a rollback of the resource did not happen.

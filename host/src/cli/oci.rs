@@ -73,7 +73,7 @@ pub(super) fn reference_without_digest(reference: &str) -> &str {
     reference.split_once('@').map_or(reference, |(name, _)| name)
 }
 
-/// Run one future on a runtime of its own (a push or a pull is a few requests in a row).
+/// Run one future on a runtime of its own (a push, a pull, a rollback: a few requests in a row).
 pub(super) fn block_on<T>(future: impl Future<Output = T>) -> anyhow::Result<T> {
     let runtime =
         tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;

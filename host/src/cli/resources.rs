@@ -25,12 +25,10 @@ pub const CRD_HEADER: &str = "\
 /// `wasmsched rollback NAME --resource`: apply again the spec of the version served before.
 pub fn rollback(name: &str, namespace: Option<&str>, kubeconfig: Option<&Path>) -> anyhow::Result<ExitCode> {
     let namespace = namespace.unwrap_or(resource::DEFAULT_NAMESPACE);
-    let runtime =
-        tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")?;
-    let rolled = runtime.block_on(async {
+    let rolled = super::oci::block_on(async {
         let api = resource::api(kubeconfig, namespace).await.context("pass --kubeconfig PATH, or export KUBECONFIG")?;
         anyhow::Ok(resource::rollback(&api, namespace, name).await?)
-    })?;
+    })??;
     out!(
         "rolled back SchedulingPolicy {namespace}/{name} to generation {}'s spec ({}): now generation {}; \
          every replica fetches it and the leader swaps it in (kubectl -n {namespace} get schedulingpolicy {name})",

@@ -34,12 +34,11 @@ impl Resources {
     /// kubeconfig's or the pod's) on the cluster `config` reaches. Call within a Tokio runtime:
     /// the watch runs on it. The apiserver need not answer yet: the watch retries with backoff.
     pub async fn watch(config: &KubernetesConfig, namespace: Option<&str>) -> Result<Resources, KubernetesSetupError> {
-        let kube_config = crate::load_config(config.kubeconfig.as_deref()).await?;
+        let (client, own) = super::client(config.kubeconfig.as_deref()).await?;
         let namespace = namespace
             .map(String::from)
             .or_else(|| config.election.as_ref().and_then(|e| e.namespace.clone()))
-            .unwrap_or_else(|| kube_config.default_namespace.clone());
-        let client = Client::try_from(kube_config).map_err(|e| KubernetesSetupError::Client(e.to_string()))?;
+            .unwrap_or(own);
         let api: Api<SchedulingPolicy> = Api::namespaced(client.clone(), &namespace);
         let (store, writer) = reflector::store();
         let changed = Arc::new(Notify::new());
