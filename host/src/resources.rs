@@ -78,6 +78,8 @@ pub struct Progress {
 struct Tracked {
     generation: i64,
     spec: SchedulingPolicySpec,
+    /// Who changed the spec to this generation.
+    changed_by: Option<String>,
     origin: String,
     progress: Progress,
     noticed: Instant,
@@ -206,11 +208,12 @@ impl<'rt> Worker<'rt> {
                 });
             }
         }
-        self.swaps_landed();
+        // One look at the loop's status serves the swaps and the leader's part.
+        let board = self.board.get();
+        self.swaps_landed(&board);
         self.report_replica(policies).await;
-        let leading = self.board.get().leadership.is_none_or(|l| l.leading);
-        if leading {
-            self.publish(policies).await;
+        if board.leadership.as_ref().is_none_or(|l| l.leading) {
+            self.publish(policies, &board).await;
         }
     }
 
@@ -260,7 +263,16 @@ impl<'rt> Worker<'rt> {
         let reported = self.tracked.remove(&name).and_then(|t| t.reported);
         self.tracked.insert(
             name,
-            Tracked { generation, spec: policy.spec.clone(), origin, progress, noticed, retry_at, reported },
+            Tracked {
+                generation,
+                spec: policy.spec.clone(),
+                changed_by,
+                origin,
+                progress,
+                noticed,
+                retry_at,
+                reported,
+            },
         );
     }
 
@@ -372,8 +384,8 @@ impl<'rt> Worker<'rt> {
     }
 
     /// Mark the generations the loop has swapped in (or refused) since they were sent.
-    fn swaps_landed(&mut self) {
-        let (status, retry) = (self.board.get(), self.retry);
+    fn swaps_landed(&mut self, status: &crate::host::status::Status) {
+        let retry = self.retry;
         for (name, t) in &mut self.tracked {
             let p = &mut t.progress;
             let (Some(sha), false, None) = (&p.sha256, p.ready, &p.failed) else { continue };
@@ -422,7 +434,7 @@ impl<'rt> Worker<'rt> {
 
     /// As the leader: write each resource's status where it changed, and forget the entries
     /// of replicas that are gone.
-    async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>]) {
+    async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>], board: &crate::host::status::Status) {
         if self.replicas.as_ref().is_none_or(|(at, _)| at.elapsed() >= REPLICAS_EVERY) {
             match self.resources.replica_pods(&self.replica).await {
                 Ok(pods) => self.replicas = Some((Instant::now(), pods)),
@@ -430,7 +442,6 @@ impl<'rt> Worker<'rt> {
             }
         }
         let pods = self.replicas.as_ref().and_then(|(_, pods)| pods.as_deref());
-        let board = self.board.get();
         for policy in policies {
             let name = policy.name_any();
             let Some(t) = self.tracked.get(&name) else { continue };
@@ -440,7 +451,7 @@ impl<'rt> Worker<'rt> {
                 progress: &t.progress,
                 serving: self.serving.get(&name),
                 version: shown.map(|p| p.version),
-                changed_by: res::changed_by(policy),
+                changed_by: t.changed_by.clone(),
                 retry_s: self.retry.as_secs(),
                 replicas: pods,
             };
