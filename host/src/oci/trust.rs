@@ -545,17 +545,17 @@ impl tokio::io::AsyncWrite for Capped {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A key of the test's own (no scrypt: fast), its public PEM, and a signer of it.
-    fn key() -> (PrivateKey, String) {
+    pub(crate) fn key() -> (PrivateKey, String) {
         let key = PrivateKey::from_pkcs8(&PrivateKey::generate().unwrap()).unwrap();
         let pem = key.public_key().to_pem();
         (key, pem)
     }
 
-    fn signer(name: &str, pem: &str, annotations: &[(&str, &str)]) -> SignerConfig {
+    pub(crate) fn signer(name: &str, pem: &str, annotations: &[(&str, &str)]) -> SignerConfig {
         SignerConfig {
             kind: SignerKind::PublicKey,
             name: Some(name.into()),

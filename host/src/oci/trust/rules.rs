@@ -99,25 +99,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::oci::trust::{AnyOf, PrivateKey, SignerConfig, SignerKind, TrustConfig, keys, verify_blob};
+    use crate::oci::trust::tests::{key, signer};
+    use crate::oci::trust::{AnyOf, PrivateKey, TrustConfig, keys, verify_blob};
 
     const DIGEST: &str = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b";
-
-    fn key() -> (PrivateKey, String) {
-        let key = PrivateKey::from_pkcs8(&PrivateKey::generate().unwrap()).unwrap();
-        let pem = key.public_key().to_pem();
-        (key, pem)
-    }
-
-    fn signer(name: &str, pem: &str, annotations: &[(&str, &str)]) -> SignerConfig {
-        SignerConfig {
-            kind: SignerKind::PublicKey,
-            name: Some(name.into()),
-            key: None,
-            key_pem: Some(pem.into()),
-            annotations: annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        }
-    }
 
     #[test]
     fn all_of_two_keys_with_one_signature_names_the_missing_signer() {
