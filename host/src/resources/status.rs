@@ -217,6 +217,19 @@ mod tests {
         }
     }
 
+    /// What the leader knows at `generation`, serving `record` as `version`; nothing else said.
+    fn view<'a>(generation: i64, p: &'a Progress, record: &'a ServingRecord, version: u32) -> View<'a> {
+        View {
+            generation,
+            progress: p,
+            serving: Some(record),
+            version: Some(version),
+            changed_by: None,
+            retry_s: 10,
+            replicas: None,
+        }
+    }
+
     fn entry_of(name: &str, generation: i64, ready: bool) -> ReplicaStatus {
         ReplicaStatus { name: name.into(), generation, ready, message: "m".into(), ..ReplicaStatus::default() }
     }
@@ -234,15 +247,7 @@ mod tests {
             spec: spec("x"),
         };
         let p = progress(&record.sha256, true);
-        let view = View {
-            generation: 1,
-            progress: &p,
-            serving: Some(&record),
-            version: Some(1),
-            changed_by: None,
-            retry_s: 10,
-            replicas: None,
-        };
+        let view = view(1, &p, &record, 1);
         let old = SchedulingPolicyStatus {
             replicas: vec![entry_of("a", 1, true), entry_of("b", 1, true)],
             ..Default::default()
@@ -269,15 +274,7 @@ mod tests {
             failed: Some((Step::Verify, "signed by another key".into())),
             ..Progress::default()
         };
-        let view = View {
-            generation: 3,
-            progress: &p,
-            serving: Some(&record),
-            version: Some(2),
-            changed_by: Some("kubectl".into()),
-            retry_s: 10,
-            replicas: None,
-        };
+        let view = View { changed_by: Some("kubectl".into()), ..view(3, &p, &record, 2) };
         let old = SchedulingPolicyStatus { replicas: vec![entry_of("a", 3, false)], ..Default::default() };
         let s = compute(&view, &old, "T");
         let verified = condition(&s, "Verified");
@@ -299,15 +296,7 @@ mod tests {
             ServingRecord { generation: 1, digest: "sha256:11".into(), sha256: "e5".repeat(32), spec: spec("x") };
         let p = progress(&record.sha256, true);
         let pods = ["a".to_string(), "b".to_string()];
-        let view = View {
-            generation: 1,
-            progress: &p,
-            serving: Some(&record),
-            version: Some(1),
-            changed_by: None,
-            retry_s: 10,
-            replicas: Some(&pods),
-        };
+        let view = View { replicas: Some(&pods), ..view(1, &p, &record, 1) };
         let old = SchedulingPolicyStatus {
             replicas: vec![entry_of("a", 1, true), entry_of("gone", 1, false)],
             ..Default::default()
@@ -324,15 +313,7 @@ mod tests {
         let record =
             ServingRecord { generation: 4, digest: "sha256:44".into(), sha256: "c3".repeat(32), spec: spec("x") };
         let p = progress(&record.sha256, true);
-        let view = View {
-            generation: 4,
-            progress: &p,
-            serving: Some(&record),
-            version: Some(3),
-            changed_by: None,
-            retry_s: 10,
-            replicas: None,
-        };
+        let view = view(4, &p, &record, 3);
         let old = SchedulingPolicyStatus {
             replicas: vec![entry_of("a", 4, true), entry_of("b", 3, true)],
             ..Default::default()
