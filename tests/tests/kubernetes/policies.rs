@@ -200,22 +200,11 @@ fn a_signed_policy_resource_is_served_by_every_replica_swapped_refused_rolled_ba
 
     let (lease, app) = (format!("policies-{pid}"), format!("wasmsched-policies-{pid}"));
     let r = Replicas::new(c, &lease, &app);
-    let config = format!(
-        "tick = \"1s\"\ncache-dir = \"/var/cache/wasmsched\"\n\
-         [resources]\nretry = \"3s\"\n\
-         [[trust.all-of]]\nkind = \"public-key\"\nname = \"release\"\nkey-pem = \"\"\"\n{}\"\"\"\n\
-         [backend]\nkind = \"kubernetes\"\nnamespace = \"default\"\nselector = \"wasmsched.test={label}\"\n\
-         [backend.election]\nlease = \"{lease}\"\ncheckpoint-every = 3\n\
-         [api]\nlisten = \"unix:/run/wasmsched/api.sock\"\n\
-         [record]\naudit = \"/var/log/wasmsched/audit.jsonl\"\n",
+    let trust = format!(
+        "[[trust.all-of]]\nkind = \"public-key\"\nname = \"release\"\nkey-pem = \"\"\"\n{}\"\"\"\n",
         release.public_pem.trim_end()
     );
-    r.deploy(&image, &config);
-    let leader = r.wait("two ready replicas and a leader", Duration::from_secs(120), || {
-        let ready = r.ready_pods();
-        let leader = r.leader()?;
-        (ready.len() == 2 && ready.contains(&leader)).then_some(leader)
-    });
+    let leader = r.deploy(&image, &r.host_toml(&label, "3s", &trust));
     for i in 0..2 {
         queued_pod(c, &label, &format!("policies-{pid}-{i}"), with_limits());
     }

@@ -267,10 +267,26 @@ impl Replicas {
         r
     }
 
+    /// The tests' host.toml: the pods of `label`, a tick of 1 s, these replicas' Lease with a
+    /// checkpoint every 3 ticks, SchedulingPolicy resources tried again every `retry`, the API
+    /// on a socket, an audit log; `more` (a `[trust]` table) laid in after `[resources]`.
+    pub(crate) fn host_toml(&self, label: &str, retry: &str, more: &str) -> String {
+        format!(
+            "tick = \"1s\"\ncache-dir = \"/var/cache/wasmsched\"\n\
+             [resources]\nretry = \"{retry}\"\n{more}\
+             [backend]\nkind = \"kubernetes\"\nnamespace = \"default\"\nselector = \"wasmsched.test={label}\"\n\
+             [backend.election]\nlease = \"{}\"\ncheckpoint-every = 3\n\
+             [api]\nlisten = \"unix:/run/wasmsched/api.sock\"\n\
+             [record]\naudit = \"/var/log/wasmsched/audit.jsonl\"\n",
+            self.lease
+        )
+    }
+
     /// Deploy the shipped Deployment with `config` as its host.toml and what this kit needs:
     /// the host network (no service network here), the apiserver on loopback, folders of this
-    /// machine for the records and the sockets, the host's image `image`.
-    pub(crate) fn deploy(&self, image: &str, config: &str) {
+    /// machine for the records and the sockets, the host's image `image`; then wait for both
+    /// replicas to be ready and one to lead. The leader.
+    pub(crate) fn deploy(&self, image: &str, config: &str) -> String {
         let c = self.c;
         let server = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap().clusters[0]
             .cluster
@@ -317,6 +333,11 @@ impl Replicas {
         }
         crate::manifests::apply(c, &map, false).unwrap();
         crate::manifests::apply(c, &d, false).unwrap_or_else(|e| panic!("the Deployment: {e}"));
+        self.wait("two ready replicas and a leader", Duration::from_secs(120), || {
+            let ready = self.ready_pods();
+            let leader = self.leader()?;
+            (ready.len() == 2 && ready.contains(&leader)).then_some(leader)
+        })
     }
 
     pub(crate) fn records(&self) -> PathBuf {
@@ -428,22 +449,8 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     let counter = component("counter");
     let policy = PolicyResource::new(c, r.namespace, "counter");
     policy.serve_config_map("counter-v1", &counter);
-    let config = format!(
-        "tick = \"1s\"\ncache-dir = \"/var/cache/wasmsched\"\n\
-         [resources]\nretry = \"2s\"\n\
-         [backend]\nkind = \"kubernetes\"\nnamespace = \"default\"\nselector = \"wasmsched.test={label}\"\n\
-         [backend.election]\nlease = \"{lease}\"\ncheckpoint-every = 3\n\
-         [api]\nlisten = \"unix:/run/wasmsched/api.sock\"\n\
-         [record]\naudit = \"/var/log/wasmsched/audit.jsonl\"\n"
-    );
-    r.deploy(&image, &config);
-
     // Both replicas come up ready (a warm world each), one leads.
-    let leader = r.wait("two ready replicas and a leader", Duration::from_secs(120), || {
-        let ready = r.ready_pods();
-        let leader = r.leader()?;
-        (ready.len() == 2 && ready.contains(&leader)).then_some(leader)
-    });
+    let leader = r.deploy(&image, &r.host_toml(&label, "2s", ""));
     let standby = r.ready_pods().into_iter().find(|p| *p != leader).unwrap();
     let status = r.wait("the leader's status", Duration::from_secs(10), || r.status(&leader));
     assert!(status.leadership.as_ref().is_some_and(|l| l.leading), "{status:?}");
