@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a root filesystem into an image archive (docker-archive, what `docker save` writes),
 # without a registry or a Docker Engine: one reproducible layer (fixed times, owners, order).
-# The images' own scripts (jobs/trainer/image.sh, host/image.sh) fill the root and call this.
+# The images' own scripts (jobs/trainer/image.sh, cli/image.sh) fill the root and call this.
 #
 #   build-support/pack-image.sh ROOTFS OUT.tar TAG ENTRYPOINT_JSON [CMD_JSON] [ENV_JSON]
 #

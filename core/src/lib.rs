@@ -22,3 +22,15 @@ pub mod replicas;
 pub mod tenants;
 pub mod units;
 pub mod world;
+
+/// An error and its sources on one line, `: `-separated, for logs and the command line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}

@@ -3,7 +3,7 @@
 //! (`data/models/<model>/validation-<B>.csv`), linear between the measured batch sizes around
 //! it, as Pollux's simulator reads them. Gavel's allocations count a job's steps with it; the
 //! host's simulator reads the same column for the steps of one epoch
-//! (`Model::steps_in` in `host/src/backend/sim/model.rs`).
+//! (`Model::steps_in` in `sim/src/model.rs`).
 
 use std::sync::OnceLock;
 

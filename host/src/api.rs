@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 pub use crate::config::Listen;
-use crate::host::status::Status;
+use crate::status::Status;
 use crate::host::{HostHandle, RollbackError};
 
 /// Why the API could not start.
@@ -101,37 +101,6 @@ impl Api {
             (StatusCode::UNAUTHORIZED, "a bearer token is required: Authorization: Bearer TOKEN\n").into_response()
         })
     }
-}
-
-/// `wasmsched run --config PATH`: the host of the config at `path`, with its control API when
-/// the config enables it (`serving` hears its address), until Ctrl-C or SIGTERM. The loop's
-/// summary and the last status.
-pub fn run_file(
-    path: &std::path::Path,
-    serving: impl FnOnce(&Listen),
-) -> anyhow::Result<(crate::control::LoopSummary, crate::host::status::Status)> {
-    use anyhow::Context;
-    let config = crate::config::HostConfig::load(path)?;
-    let mut runtime_config = crate::runtime::RuntimeConfig::default();
-    if let Some(dir) = &config.cache_dir {
-        runtime_config.cache_dir = Some(dir.clone());
-    }
-    let rt = crate::runtime::Runtime::new(runtime_config)
-        .map_err(|e| anyhow::anyhow!("{e:#}"))
-        .context("cannot start the WebAssembly engine")?;
-    let host = crate::host::Host::new(config.clone(), crate::scenario::Scenario::load_workload)
-        .context("cannot start the host")?;
-    let handle = host.handle();
-    crate::host::stop_on_signal(handle.clone()).context("cannot listen for Ctrl-C")?;
-    let _api = if config.api.enabled {
-        let server = serve(handle.clone(), config.api.listen.clone(), config.api.token.clone())?;
-        serving(server.addr());
-        Some(server)
-    } else {
-        None
-    };
-    let summary = host.run(&rt)?;
-    Ok((summary, handle.board().get()))
 }
 
 /// Serve the API for `host` on `addr`. Any address but loopback or a Unix socket needs a
@@ -224,7 +193,7 @@ async fn readyz(State(api): State<Api>) -> Response {
 }
 
 async fn livez(State(api): State<Api>) -> Response {
-    probe(api.host.board().get().live(crate::record::wall_ms()))
+    probe(api.host.board().get().live(wasmsched_loop::record::wall_ms()))
 }
 
 /// A probe's answer: 200 `ok`, or 503 and why not. Probes need no token: they say nothing

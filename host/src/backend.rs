@@ -11,10 +11,8 @@
 //! [`BackendError`] with their arms below, and a feature in `host/Cargo.toml`
 //! (docs/architecture.md, "A backend").
 
-pub mod playback;
-pub mod sim;
-
 pub use wasmsched_core::backend::*;
+pub use wasmsched_sim::{self as sim, playback};
 pub use wasmsched_core::live::{carried, progress};
 pub use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
 #[cfg(feature = "docker")]

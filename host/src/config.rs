@@ -50,7 +50,7 @@
 //!
 //! `[backend]` is one backend's own table ([`BackendConfig`]): `kind` picks the backend, and
 //! each backend defines its keys, their defaults and their checks in its module
-//! ([`crate::backend::sim::SimSettings`], `DockerConfig` in `backend/docker.rs`,
+//! ([`wasmsched_sim::SimSettings`], `DockerConfig` in `backend/docker.rs`,
 //! `KubernetesConfig` in `backend/kubernetes.rs`). A key of another backend is refused with the
 //! kind it belongs to; a kind this host was built without (the `docker` and `kubernetes`
 //! Cargo features) says what to rebuild with.
@@ -64,11 +64,11 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use crate::backend::BackendConfig;
-pub use crate::backend::Speed;
-use crate::budget::BudgetConfig;
-use crate::runtime::Limits;
-use crate::runtime::supervise::{Fallback, Quarantine};
-use crate::watchdog::WatchdogConfig;
+pub use wasmsched_core::backend::Speed;
+use wasmsched_loop::budget::BudgetConfig;
+use wasmsched_runtime::Limits;
+use wasmsched_runtime::supervise::{Fallback, Quarantine};
+use wasmsched_loop::watchdog::WatchdogConfig;
 
 /// Why a config cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +105,7 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct HostConfig {
     /// Time between observations, on the backend's clock (`"30s"`).
-    #[serde(deserialize_with = "crate::units::duration")]
+    #[serde(deserialize_with = "wasmsched_core::units::duration")]
     pub tick: Duration,
     /// The directory watched for policy components (`NAME.wasm`, and `NAME.toml` beside);
     /// required unless `[resources]` names the policies.
@@ -134,19 +134,19 @@ pub struct HostConfig {
     #[serde(default)]
     pub resources: Option<ResourcesConfig>,
     /// `[trust]`: the signatures a `SchedulingPolicy`'s component must carry to run
-    /// ([`crate::oci::trust`]); without it any component pinned by digest runs.
+    /// ([`wasmsched_oci::trust`]); without it any component pinned by digest runs.
     #[serde(default)]
-    pub trust: Option<crate::oci::trust::TrustConfig>,
+    pub trust: Option<wasmsched_oci::trust::TrustConfig>,
     /// How many disruptions (stop, migrate, preempt) the active policy may cause
-    /// ([`crate::budget`]); on by default, with cautious limits.
+    /// ([`wasmsched_loop::budget`]); on by default, with cautious limits.
     #[serde(default)]
     pub budget: BudgetConfig,
-    /// When a failing active policy is benched for a safe one ([`crate::watchdog`]).
+    /// When a failing active policy is benched for a safe one ([`wasmsched_loop::watchdog`]).
     #[serde(default)]
     pub watchdog: WatchdogConfig,
-    /// The tenants jobs belong to, with their weights and quotas ([`crate::tenants`]).
+    /// The tenants jobs belong to, with their weights and quotas ([`wasmsched_core::tenants`]).
     #[serde(default)]
-    pub tenants: Vec<crate::tenants::TenantConfig>,
+    pub tenants: Vec<wasmsched_core::tenants::TenantConfig>,
 }
 
 /// `[resources]`: serve the `SchedulingPolicy` resources of a namespace.
@@ -158,7 +158,7 @@ pub struct ResourcesConfig {
     pub namespace: Option<String>,
     /// How soon a resource that could not be fetched, verified or compiled is tried again
     /// (`"10s"`).
-    #[serde(default = "default_retry", deserialize_with = "crate::units::duration")]
+    #[serde(default = "default_retry", deserialize_with = "wasmsched_core::units::duration")]
     pub retry: Duration,
 }
 
@@ -174,12 +174,12 @@ pub struct ReloadConfig {
     #[serde(default = "yes")]
     pub watch: bool,
     /// How long a file must stay quiet before it is looked at (default `"50ms"`).
-    #[serde(default = "default_debounce", deserialize_with = "crate::units::duration")]
+    #[serde(default = "default_debounce", deserialize_with = "wasmsched_core::units::duration")]
     pub debounce: Duration,
     /// Scan the directory this often instead of listening to the kernel (default: listen). For
     /// a volume shared over the network (a ReadWriteMany claim that several replicas mount),
     /// where a file copied in through one machine is never announced to another.
-    #[serde(default, deserialize_with = "crate::units::duration_opt")]
+    #[serde(default, deserialize_with = "wasmsched_core::units::duration_opt")]
     pub poll: Option<Duration>,
 }
 
@@ -338,22 +338,22 @@ pub struct PolicyConfig {
     #[serde(default)]
     pub role: Role,
     /// Wall-clock deadline per call (`"50ms"`).
-    #[serde(default = "default_deadline", deserialize_with = "crate::units::duration")]
+    #[serde(default = "default_deadline", deserialize_with = "wasmsched_core::units::duration")]
     pub deadline: Duration,
     /// Budget for starting an instance (`"1s"`): making it with its `init`, and again its first
     /// `decide` (a resync with every job), apart from the per-call deadline: a component that
     /// bundles an interpreter needs more to start.
-    #[serde(default = "default_instantiate", deserialize_with = "crate::units::duration")]
+    #[serde(default = "default_instantiate", deserialize_with = "wasmsched_core::units::duration")]
     pub instantiate_deadline: Duration,
     /// Memory cap of an instance (`"64MiB"`).
-    #[serde(default = "default_memory", deserialize_with = "crate::units::bytes")]
+    #[serde(default = "default_memory", deserialize_with = "wasmsched_core::units::bytes")]
     pub memory: u64,
     /// Log lines the policy may write a minute (60); the rest are dropped, and counted in one
     /// line a minute.
     #[serde(default = "default_log_lines")]
     pub log_lines: u32,
     /// Bytes of log the policy may write a minute (`"8KiB"`).
-    #[serde(default = "default_log_bytes", deserialize_with = "crate::units::bytes")]
+    #[serde(default = "default_log_bytes", deserialize_with = "wasmsched_core::units::bytes")]
     pub log_bytes: u64,
     /// What a tick does when the policy fails: `"keep-limits"` or `"fair-share"`.
     #[serde(default)]
@@ -419,7 +419,7 @@ impl HostConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base);
         if let Some(trust) = &config.trust {
-            trust.load(None).map_err(|e| ConfigError::Invalid { path: path.into(), detail: crate::error_chain(&e) })?;
+            trust.load(None).map_err(|e| ConfigError::Invalid { path: path.into(), detail: wasmsched_core::error_chain(&e) })?;
         }
         Ok(config)
     }
@@ -435,15 +435,15 @@ impl HostConfig {
     }
 
     /// The declared tenants, as the contract has them (checked when the config was parsed).
-    pub fn declared_tenants(&self) -> Vec<crate::bindings::wit::Tenant> {
-        crate::tenants::declare(&self.tenants).unwrap_or_default()
+    pub fn declared_tenants(&self) -> Vec<wasmsched_core::bindings::wit::Tenant> {
+        wasmsched_core::tenants::declare(&self.tenants).unwrap_or_default()
     }
 
     fn check(&self) -> Result<(), String> {
         if self.tick.is_zero() {
             return Err("tick must be above zero, e.g. \"30s\"".into());
         }
-        crate::tenants::declare(&self.tenants)?;
+        wasmsched_core::tenants::declare(&self.tenants)?;
         let active: Vec<&str> =
             self.policy.iter().filter(|(_, p)| p.role == Role::Active).map(|(n, _)| n.as_str()).collect();
         if active.len() > 1 {

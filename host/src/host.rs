@@ -1,7 +1,7 @@
 //! The long-running host behind `wasmsched run`: the one loop ([`control::drive`]) over a
 //! backend, with the configured policies (one active, any number of shadows), hot reload of
 //! the policies directory ([`reload`]), the audit log and telemetry recording ([`record`]),
-//! and a [`status::StatusBoard`] for the control API ([`crate::api`]).
+//! and a [`crate::status::StatusBoard`] for the control API ([`crate::api`]).
 //!
 //! Everything that changes which version serves happens at a tick boundary, on the loop's
 //! thread, when no policy is in a call: a swap (the old version's `save-state` goes into the
@@ -10,7 +10,6 @@
 //! or a rollback does not wait for the tick.
 
 mod pacer;
-pub mod status;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,18 +17,18 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
 
-use crate::backend::sim::workload::Workload;
+use wasmsched_sim::workload::Workload;
 use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
 use crate::config::{HostConfig, PolicyConfig, Role};
-use crate::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
-use crate::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
+use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
+use wasmsched_loop::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
-use crate::runtime::Runtime;
-use crate::runtime::supervise::Supervised;
-use crate::shadow::{self, Agreement};
-use crate::world::World;
+use wasmsched_runtime::Runtime;
+use wasmsched_runtime::supervise::Supervised;
+use wasmsched_loop::shadow::{self, Agreement};
+use wasmsched_core::world::World;
 use pacer::Pacer;
-use status::{
+use crate::status::{
     PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
 };
 
@@ -306,9 +305,9 @@ struct HostDriver {
     ticked: Option<Instant>,
     tick_walls: std::collections::VecDeque<u64>,
     /// Why queued jobs wait, as the audit log last wrote it (it writes them again on change).
-    last_pending: Vec<crate::bindings::wit::Pending>,
+    last_pending: Vec<wasmsched_core::bindings::wit::Pending>,
     /// What the backend held outside the queue at the last observation, as the status shows it.
-    last_held: Vec<crate::backend::Held>,
+    last_held: Vec<wasmsched_core::backend::Held>,
     /// States the last leader kept for policies this host did not serve yet when it took the
     /// lead (a resource still being fetched): each starts from its state when it swaps in.
     unrestored: Vec<Checkpoint>,
@@ -456,7 +455,7 @@ impl HostDriver {
             Err(e) => {
                 let detail = format!(
                     "init with the serving version's state failed: {}; the serving version keeps serving",
-                    crate::error_chain(&e)
+                    wasmsched_core::error_chain(&e)
                 );
                 tracing::warn!(policy = %c.name, sha256 = %digest, reason = %detail, "policy version refused at the swap");
                 self.report(&c.name, ReloadOutcome::Refused, Some(digest), detail, c.noticed, c.origin);
@@ -489,11 +488,11 @@ impl HostDriver {
         let digest = serving.sup.policy().digest().to_string();
         let (bytes, age_s) = (c.state.len(), record::wall_ms().saturating_sub(c.saved_unix_ms) / 1000);
         let from = if digest == c.sha256 { "its own".to_string() } else { format!("version {}'s", short(&c.sha256)) };
-        let max = crate::runtime::supervise::MAX_SAVED_STATE_BYTES;
+        let max = wasmsched_runtime::supervise::MAX_SAVED_STATE_BYTES;
         let started = if bytes > max {
             Err(format!("{bytes} bytes, over the {max} a state may carry"))
         } else {
-            serving.sup.start(rt, Some(c.state)).map_err(|e| crate::error_chain(&e))
+            serving.sup.start(rt, Some(c.state)).map_err(|e| wasmsched_core::error_chain(&e))
         };
         let detail = match started {
             Ok(()) => {
@@ -578,7 +577,7 @@ impl HostDriver {
     fn write_failed(&mut self, e: &RecordError) {
         self.write_errors += 1;
         if self.write_errors.is_power_of_two() {
-            tracing::error!(error = %crate::error_chain(e), failures = self.write_errors, "cannot write the record; going on without it");
+            tracing::error!(error = %wasmsched_core::error_chain(e), failures = self.write_errors, "cannot write the record; going on without it");
         }
     }
 
@@ -641,17 +640,17 @@ impl Driver for HostDriver {
         true
     }
 
-    fn held(&mut self, mut held: Vec<crate::backend::Held>) {
-        held.truncate(status::PENDING_SHOWN);
+    fn held(&mut self, mut held: Vec<wasmsched_core::backend::Held>) {
+        held.truncate(crate::status::PENDING_SHOWN);
         if held != self.last_held {
             self.last_held.clone_from(&held);
             self.board.update(|s| s.held = held);
         }
     }
 
-    fn observed(&mut self, world: &World, endpoints: Vec<crate::backend::Endpoint>, lead: Option<Leadership>) {
+    fn observed(&mut self, world: &World, endpoints: Vec<wasmsched_core::backend::Endpoint>, lead: Option<Leadership>) {
         let (running, queued) = (world.job_count() as u64, world.queue_len() as u64);
-        let tenants = crate::host::status::TenantStatus::of(world);
+        let tenants = crate::status::TenantStatus::of(world);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);
             s.tenants = tenants;
@@ -757,7 +756,7 @@ impl Driver for HostDriver {
         }
         let over_budget = tick.active.as_ref().map_or(0, |a| a.outcome.over_budget.len() as u64);
         let pending: Option<Vec<WhyPending>> = tick.active.as_ref().map(|a| {
-            let said = a.outcome.pending.iter().take(status::PENDING_SHOWN);
+            let said = a.outcome.pending.iter().take(crate::status::PENDING_SHOWN);
             said.filter_map(|p| {
                 let name = tick.world.spec(p.job)?.name.clone();
                 Some(WhyPending { job: p.job, name, reason: p.reason.clone() })

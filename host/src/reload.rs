@@ -24,12 +24,12 @@ use notify_debouncer_full::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::admission::{self, AdmissionError};
+use wasmsched_runtime::admission::{self, AdmissionError};
 use crate::config::PolicyConfig;
-use crate::host::status::{ReloadOutcome, ReloadResult, StatusBoard};
-use crate::record::wall_ms;
-use crate::runtime::{LoadError, LoadedPolicy, Runtime};
-use crate::world::{World, sample};
+use crate::status::{ReloadOutcome, ReloadResult, StatusBoard};
+use wasmsched_loop::record::wall_ms;
+use wasmsched_runtime::{LoadError, LoadedPolicy, Runtime};
+use wasmsched_core::world::{World, sample};
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +251,7 @@ impl<'rt> Reloader<'rt> {
     }
 
     fn refuse(&self, name: &str, digest: Option<&str>, noticed: Instant, why: &Refusal) {
-        let detail = crate::error_chain(why);
+        let detail = wasmsched_core::error_chain(why);
         tracing::warn!(policy = name, sha256 = digest.unwrap_or("-"), reason = %detail, "policy file refused; the version serving keeps serving");
         let result = ReloadResult {
             wall_ms: wall_ms(),

@@ -29,12 +29,12 @@ use wasmsched_kubernetes::resource::{
     self as res, ReplicaStatus, ResourceExt, Resources, SchedulingPolicy, SchedulingPolicySpec,
 };
 
-use crate::admission;
+use wasmsched_runtime::admission;
 use crate::config::{PolicyConfig, ResourcesConfig};
-use crate::host::status::{ReloadOutcome, StatusBoard};
-use crate::oci::{self, RegistryOptions};
+use crate::status::{ReloadOutcome, StatusBoard};
+use wasmsched_oci::{self as oci, RegistryOptions};
 use crate::reload::{Candidate, Change, LatestWorld};
-use crate::runtime::Runtime;
+use wasmsched_runtime::Runtime;
 
 /// How often the worker looks again when nothing changed: a swap landing, the leader's status.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -108,7 +108,7 @@ pub struct Worker<'rt> {
     latest: LatestWorld,
     board: Arc<StatusBoard>,
     registry: RegistryOptions,
-    trust: Option<crate::oci::trust::Trust>,
+    trust: Option<wasmsched_oci::trust::Trust>,
     replica: String,
     retry: Duration,
     tracked: BTreeMap<String, Tracked>,
@@ -150,7 +150,7 @@ impl<'rt> Worker<'rt> {
         rt: &'rt Runtime,
         config: &ResourcesConfig,
         kube: &KubernetesConfig,
-        trust: Option<crate::oci::trust::Trust>,
+        trust: Option<wasmsched_oci::trust::Trust>,
         latest: LatestWorld,
         board: Arc<StatusBoard>,
     ) -> Result<Worker<'rt>, wasmsched_kubernetes::KubernetesSetupError> {
@@ -234,7 +234,7 @@ impl<'rt> Worker<'rt> {
         let mut progress = Progress::default();
         match self.prepare(&name, &policy.spec, &mut progress).await {
             Ok((settings, config_json, policy_loaded)) => {
-                progress.sent_wall_ms = crate::record::wall_ms();
+                progress.sent_wall_ms = wasmsched_loop::record::wall_ms();
                 tracing::info!(policy = %name, generation, sha256 = progress.sha256.as_deref().unwrap_or("-"), origin = %origin, "SchedulingPolicy admitted; swapping it in at the next tick boundary");
                 sink(Change::Admitted(Box::new(Candidate {
                     name: name.clone(),
@@ -282,14 +282,14 @@ impl<'rt> Worker<'rt> {
         name: &str,
         spec: &SchedulingPolicySpec,
         progress: &mut Progress,
-    ) -> Result<(PolicyConfig, String, crate::runtime::LoadedPolicy), (Step, String)> {
+    ) -> Result<(PolicyConfig, String, wasmsched_runtime::LoadedPolicy), (Step, String)> {
         let (settings, config_json) = settings_of(spec).map_err(|e| (Step::Settings, e))?;
         let (bytes, digest, from, signature) = self.fetch(spec).await?;
         progress.fetched = Some((digest.clone(), from));
         progress.verified = Some(self.verify(spec, &bytes, &digest, signature.as_deref()).await?);
         let world = self.latest.for_dry_run();
         let admitted = admission::admit(self.rt, name, &bytes, &config_json, settings.limits(), &world)
-            .map_err(|e| (Step::Admit, crate::error_chain(&e)))?;
+            .map_err(|e| (Step::Admit, wasmsched_core::error_chain(&e)))?;
         progress.sha256 = Some(admitted.policy.digest().to_string());
         Ok((settings, config_json, admitted.policy))
     }
@@ -312,9 +312,9 @@ impl<'rt> Worker<'rt> {
             }
             let fetched = oci::fetch(reference, &self.registry).await.map_err(|e| match e {
                 oci::OciError::DigestMismatch { .. } | oci::OciError::TagMoved { .. } => {
-                    (Step::Verify, crate::error_chain(&e))
+                    (Step::Verify, wasmsched_core::error_chain(&e))
                 }
-                e => fetch_failed(crate::error_chain(&e)),
+                e => fetch_failed(wasmsched_core::error_chain(&e)),
             })?;
             let from = format!("{reference} ({} bytes)", fetched.bytes.len());
             return Ok((fetched.bytes, fetched.digest, from, None));
@@ -365,12 +365,12 @@ impl<'rt> Worker<'rt> {
         signature: Option<&str>,
     ) -> Result<String, (Step, String)> {
         let Some(trust) = &self.trust else { return Ok("not required: the host has no [trust]".into()) };
-        let refused = |e: crate::oci::trust::TrustError| (Step::Verify, crate::error_chain(&e));
+        let refused = |e: wasmsched_oci::trust::TrustError| (Step::Verify, wasmsched_core::error_chain(&e));
         let verified = match (&spec.source.oci, signature) {
             (Some(reference), _) => {
-                crate::oci::trust::verify_artifact(trust, reference, digest, &self.registry).await.map_err(refused)?
+                wasmsched_oci::trust::verify_artifact(trust, reference, digest, &self.registry).await.map_err(refused)?
             }
-            (None, Some(signature)) => crate::oci::trust::verify_blob(trust, bytes, signature).map_err(refused)?,
+            (None, Some(signature)) => wasmsched_oci::trust::verify_blob(trust, bytes, signature).map_err(refused)?,
             (None, None) => {
                 return Err((
                     Step::Verify,
@@ -384,7 +384,7 @@ impl<'rt> Worker<'rt> {
     }
 
     /// Mark the generations the loop has swapped in (or refused) since they were sent.
-    fn swaps_landed(&mut self, status: &crate::host::status::Status) {
+    fn swaps_landed(&mut self, status: &crate::status::Status) {
         let retry = self.retry;
         for (name, t) in &mut self.tracked {
             let p = &mut t.progress;
@@ -434,7 +434,7 @@ impl<'rt> Worker<'rt> {
 
     /// As the leader: write each resource's status where it changed, and forget the entries
     /// of replicas that are gone.
-    async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>], board: &crate::host::status::Status) {
+    async fn publish(&mut self, policies: &[Arc<SchedulingPolicy>], board: &crate::status::Status) {
         if self.replicas.as_ref().is_none_or(|(at, _)| at.elapsed() >= REPLICAS_EVERY) {
             match self.resources.replica_pods(&self.replica).await {
                 Ok(pods) => self.replicas = Some((Instant::now(), pods)),
@@ -500,13 +500,13 @@ pub fn work(
     let trust = match config.trust.as_ref().map(|t| t.load(None)).transpose() {
         Ok(t) => t,
         Err(e) => {
-            return tracing::error!(error = %crate::error_chain(&e), "the [trust] config cannot be used; no SchedulingPolicy will run until it is fixed");
+            return tracing::error!(error = %wasmsched_core::error_chain(&e), "the [trust] config cannot be used; no SchedulingPolicy will run until it is fixed");
         }
     };
     runtime.block_on(async {
         match Worker::start(rt, resources, kube, trust, latest, board).await {
             Ok(worker) => worker.run(stop, sink).await,
-            Err(e) => tracing::error!(error = %crate::error_chain(&e), "cannot watch the SchedulingPolicy resources; no policy serves"),
+            Err(e) => tracing::error!(error = %wasmsched_core::error_chain(&e), "cannot watch the SchedulingPolicy resources; no policy serves"),
         }
     });
 }

@@ -36,13 +36,10 @@ use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
 
-mod moves;
-mod run;
 
 /// Label: a Kueue plain-pod group's name.
 pub const KUEUE_GROUP: &str = "kueue.x-k8s.io/pod-group-name";
-/// Annotation: how many pods a Kueue plain-pod group has.
-pub const KUEUE_TOTAL: &str = "kueue.x-k8s.io/pod-group-total-count";
+pub use crate::pod::KUEUE_TOTAL;
 /// Label: a coscheduling (scheduler-plugins) group's name.
 pub const COSCHEDULING_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 /// Annotation: a Volcano group's name.

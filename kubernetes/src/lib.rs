@@ -62,6 +62,7 @@ mod actions;
 mod adopt;
 mod follow;
 pub mod gate;
+mod gangs;
 pub mod group;
 mod keep;
 pub mod lease;

@@ -28,6 +28,9 @@ pub const RANK: &str = "wasmsched.rank";
 /// (after a resize to another pod count, it is the group's size from then on).
 pub const GROUP_SIZE: &str = "wasmsched.group-size";
 
+/// Annotation: how many pods a Kueue plain-pod group has.
+pub const KUEUE_TOTAL: &str = "kueue.x-k8s.io/pod-group-total-count";
+
 /// torchrun's rank and world size variables, rewritten in a group's copies where the pod
 /// sets them.
 const TORCHRUN_ENV: [&str; 2] = ["RANK", "WORLD_SIZE"];
@@ -428,7 +431,7 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     if let Some((rank, size)) = changes.rank {
         annotations.insert(RANK.into(), rank.to_string());
         annotations.insert(GROUP_SIZE.into(), size.to_string());
-        if let Some(total) = annotations.get_mut(crate::group::KUEUE_TOTAL) {
+        if let Some(total) = annotations.get_mut(KUEUE_TOTAL) {
             *total = size.to_string();
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use wasmsched::config::HostConfig;
 use wasmsched::control::LoopSummary;
-use wasmsched::host::status::Status;
+use wasmsched::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
 use wasmsched::scenario::Scenario;

@@ -4,8 +4,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wasmsched::backend::sim::SimConfig;
-use wasmsched::backend::sim::workload::NodeSpec;
+use wasmsched::sim::SimConfig;
+use wasmsched::sim::workload::NodeSpec;
 use wasmsched::calibrate::fit::median;
 use wasmsched::experiment::batch;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};

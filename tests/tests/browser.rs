@@ -9,9 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmsched::backend::sim::SimConfig;
+use wasmsched::sim::SimConfig;
 use wasmsched::experiment::paper::{Figure, Measured};
-use wasmsched::experiment::report::{Compared, write_html, write_sweep_html};
+use wasmsched::report::{Compared, write_html, write_sweep_html};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{Axis, Point, Sweep};
 use wasmsched::scenario::Scenario;

@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::budget::{BudgetConfig, disruptive};
 use wasmsched::control::{self, LoopConfig, LoopSummary, MAX_NEXT_CALL_MS};
 use wasmsched::experiment::GPU_QUEUE_SCENARIO;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, RunReport, simulate_watched};
-use wasmsched::host::status::PolicyState;
+use wasmsched::status::PolicyState;
 use wasmsched::record::AuditLine;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};

@@ -1,7 +1,7 @@
 //! Hot reload on the simulator backend: swaps while ticking, refusals that keep the old
 //! version serving, state carried across a swap, unload and rollback.
 
-use wasmsched::host::status::{PolicyState, ReloadOutcome};
+use wasmsched::status::{PolicyState, ReloadOutcome};
 
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256, variant};
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer, Replicas};
 use wasmsched::bindings::wit;
 use wasmsched::config::HostConfig;
-use wasmsched::host::status::{ReloadOutcome, Status};
+use wasmsched::status::{ReloadOutcome, Status};
 use wasmsched::scenario::Scenario;
 use wasmsched::world::World;
 

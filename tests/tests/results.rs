@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use wasmsched::backend::sim::SimConfig;
+use wasmsched::sim::SimConfig;
 use wasmsched::experiment::paper::{self, Figure};
-use wasmsched::experiment::results::{CompareResults, Results};
+use wasmsched::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Axis};
 use wasmsched::runtime::Limits;

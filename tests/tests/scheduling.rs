@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use wasmsched::backend::sim::SimConfig;
+use wasmsched::sim::SimConfig;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::scenario::Scenario;
 use wasmsched_tests::common::runtime;
@@ -129,7 +129,7 @@ fn a_runs_outcomes_keep_why_each_job_waited() {
     assert_eq!(why[0], None, "the first started at once");
     assert!(why[1].is_some_and(|w| w.starts_with("2 GPUs asked, 0 free")), "{why:?}");
     assert!(why[2].is_some_and(|w| w.starts_with("2 GPUs asked") || w.starts_with("behind big-")), "{why:?}");
-    use wasmsched::experiment::report::{Compared, write_html};
+    use wasmsched::report::{Compared, write_html};
     let comparison = wasmsched::experiment::batch::comparison(&workload, vec![run]);
     let dir = tempfile::tempdir().unwrap();
     let page =

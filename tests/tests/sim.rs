@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use wasmsched::backend::sim::SimConfig;
+use wasmsched::sim::SimConfig;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::scenario::Scenario;
 
@@ -205,7 +205,7 @@ fn a_delay_asked_by_one_version_does_not_outlive_a_swap() {
         Supervised::new(choice.policy, config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default())
     };
     let queue = Scenario::from_toml_str("gpu-queue", wasmsched::experiment::GPU_QUEUE_SCENARIO).unwrap();
-    let mut sim = wasmsched::backend::sim::Simulator::new(&queue.workload, SimConfig::default());
+    let mut sim = wasmsched::sim::Simulator::new(&queue.workload, SimConfig::default());
     let mut driver = Swap {
         first: supervised("tiresias", r#"{"interval-s": 1e300}"#),
         second: supervised("fifo", "{}"),

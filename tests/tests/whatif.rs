@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wasmsched::backend::sim::SimConfig;
+use wasmsched::sim::SimConfig;
 use wasmsched::experiment::batch;
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate, simulate_recorded};
 use wasmsched::experiment::sia_tables::{MIN_DEADLINE, NO_STALL_RULE};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::{ApiError, Listen};
 use crate::host::RolledBack;
-use crate::host::status::Status;
+use crate::status::Status;
 
 /// A connection to either kind of address.
 trait Stream: Read + Write {}

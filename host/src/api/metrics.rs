@@ -9,7 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
-use crate::host::status::{PolicyState, Status};
+use crate::status::{PolicyState, Status};
 
 /// The content type of [`encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -187,7 +187,7 @@ pub fn encode(status: &Status) -> String {
 mod tests {
     use super::*;
     use crate::config::Role;
-    use crate::host::status::PolicyStatus;
+    use crate::status::PolicyStatus;
 
     #[test]
     fn counters_of_each_version_and_the_shadow_agreement_are_exported() {
@@ -211,12 +211,12 @@ mod tests {
 
     #[test]
     fn the_disruption_budget_and_the_watchdog_are_counted() {
-        let benched = crate::watchdog::Benched {
+        let benched = wasmsched_loop::watchdog::Benched {
             policy: "flowcon".into(),
             sha256: "ab12".into(),
             failing_since_ms: 0,
             benched_at_ms: 30_000,
-            safe: crate::runtime::supervise::Fallback::KeepLimits,
+            safe: wasmsched_runtime::supervise::Fallback::KeepLimits,
             why: "it failed on every call for 30 s".into(),
         };
         let status = Status {
@@ -242,7 +242,7 @@ mod tests {
 
     #[test]
     fn each_engine_is_up_or_not() {
-        let engine = |name: &str, up| crate::backend::Endpoint { name: name.into(), up, ..Default::default() };
+        let engine = |name: &str, up| wasmsched_core::backend::Endpoint { name: name.into(), up, ..Default::default() };
         let status = Status {
             endpoints: vec![engine("unix:///a.sock", true), engine("tcp://b:2375", false)],
             ..Status::default()
@@ -254,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_replica_says_whether_it_leads_and_a_lone_host_says_nothing_of_it() {
-        let lead = |leading| crate::backend::Leadership {
+        let lead = |leading| wasmsched_core::replicas::Leadership {
             identity: "host-0_1a2b".into(),
             leading,
             holder: Some("host-0_1a2b".into()),
@@ -278,7 +278,7 @@ mod tests {
 
     #[test]
     fn ready_once_observed_with_every_endpoint_up_and_live_while_ticks_end() {
-        let up = |up| crate::backend::Endpoint {
+        let up = |up| wasmsched_core::backend::Endpoint {
             name: "https://api:6443".into(),
             kind: "apiserver".into(),
             up,
@@ -298,9 +298,9 @@ mod tests {
 
     #[test]
     fn each_tenants_gpus_queue_quota_and_fair_share_are_exported() {
-        use crate::bindings::wit;
-        use crate::host::status::TenantStatus;
-        use crate::world::{GpuSlot, World, sample, undeclared};
+        use wasmsched_core::bindings::wit;
+        use crate::status::TenantStatus;
+        use wasmsched_core::world::{GpuSlot, World, sample, undeclared};
         let mut w = World::new();
         w.add_node(wit::Node {
             name: "n0".into(),

@@ -319,6 +319,6 @@ fn a_trust_key_that_cannot_be_read_stops_the_host_at_start_naming_the_file() {
     let text = "tick = \"1s\"\n[backend]\nkind = \"kubernetes\"\n[resources]\n\
                 [[trust.all-of]]\nkind = \"public-key\"\nkey = \"keys/release.pub\"\n";
     std::fs::write(&path, text).unwrap();
-    let err = crate::error_chain(&HostConfig::load(&path).unwrap_err());
+    let err = wasmsched_core::error_chain(&HostConfig::load(&path).unwrap_err());
     assert!(err.contains(&dir.path().join("keys/release.pub").display().to_string()), "{err}");
 }

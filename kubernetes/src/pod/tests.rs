@@ -170,7 +170,7 @@ fn a_resized_copy_asks_for_its_new_gpus_and_carries_its_batch_size() {
 #[test]
 fn a_groups_copy_is_told_its_rank_and_the_groups_size() {
     let mut p = burstable();
-    p.metadata.annotations.get_or_insert_with(Default::default).insert(crate::group::KUEUE_TOTAL.into(), "2".into());
+    p.metadata.annotations.get_or_insert_with(Default::default).insert(crate::pod::KUEUE_TOTAL.into(), "2".into());
     p.spec.as_mut().unwrap().containers[0].env = Some(vec![
         EnvVar { name: "RANK".into(), value: Some("0".into()), value_from: None },
         EnvVar { name: "OTHER".into(), value: Some("x".into()), value_from: None },
@@ -187,7 +187,7 @@ fn a_groups_copy_is_told_its_rank_and_the_groups_size() {
     assert_eq!(value("OTHER").as_deref(), Some("x"), "the rest stays");
     assert_eq!(env.iter().filter(|(n, _)| n == "RANK").count(), 1, "set once");
     let a = c.metadata.annotations.as_ref().unwrap();
-    assert_eq!((a[RANK].as_str(), a[GROUP_SIZE].as_str(), a[crate::group::KUEUE_TOTAL].as_str()), ("2", "3", "3"));
+    assert_eq!((a[RANK].as_str(), a[GROUP_SIZE].as_str(), a[crate::pod::KUEUE_TOTAL].as_str()), ("2", "3", "3"));
     assert_eq!((a[JOB_NAME].as_str(), c.metadata.generate_name.as_deref()), ("pair-2", Some("pair-2-")));
     assert_eq!(c.metadata.labels.as_ref().unwrap()[RANK], "2", "a label too: a Service selects rank 0 by it");
     let mut read = Pod::default();

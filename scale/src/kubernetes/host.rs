@@ -276,7 +276,7 @@ pub struct StatusReading {
     pub tick_wall: Option<TickWall>,
 }
 
-/// Reads the fields the harness uses from the status JSON (`host/src/host/status.rs`), each
+/// Reads the fields the harness uses from the status JSON (`host/src/status.rs`), each
 /// one optional: a host before `requests` and `tick_wall` still gives the rest.
 pub fn status_reading(status: &Value) -> StatusReading {
     let u = |key: &str| status.get(key).and_then(Value::as_u64).unwrap_or(0);

@@ -97,7 +97,7 @@ impl SiaOptions {
     }
 }
 
-/// The host's `GET /status` when the run ended (`host/src/host/status.rs`).
+/// The host's `GET /status` when the run ended (`host/src/status.rs`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EndStatus {
     /// Ticks.

@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,cranelift=warn,wasmtime=warn,kube_client::client::builder=off"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    match wasmsched::api::run_file(Path::new(path), |addr| println!("control API on http://{addr}")) {
+    match wasmsched::run::run_file(Path::new(path), |addr| println!("control API on http://{addr}")) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

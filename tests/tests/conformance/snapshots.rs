@@ -6,7 +6,7 @@
 //! host's reason for refusing them.
 
 use serde_json::{Value, json};
-use wasmsched::backend::playback::apply_delta;
+use wasmsched::playback::apply_delta;
 use wasmsched::bindings::wit;
 use wasmsched::recording::{RecordedTick, check_snapshot};
 use wasmsched::world::{Cursor, GpuSlot, World, sample};

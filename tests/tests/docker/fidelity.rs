@@ -12,9 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched::backend::sim::profile::{Measured, Profile};
-use wasmsched::backend::sim::workload::{JobPlan, NodeSpec, Workload};
-use wasmsched::backend::sim::{SimConfig, Simulator};
+use wasmsched::sim::profile::{Measured, Profile};
+use wasmsched::sim::workload::{JobPlan, NodeSpec, Workload};
+use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit;
 use wasmsched::budget::BudgetConfig;
 use wasmsched::calibrate::{self, Spec};

@@ -91,7 +91,7 @@ fn labels_declare_the_job_and_its_progress_flows_from_the_log() {
     assert_eq!(spec.tiers, Some(wit::Tiers { deliverable: 0.6, final_: 0.8 }));
     assert_eq!(spec.max_epochs, Some(400));
     assert_eq!(spec.tenant, "vision", "its tenant, from its label");
-    let tenants = wasmsched::host::status::TenantStatus::of(&world);
+    let tenants = wasmsched::status::TenantStatus::of(&world);
     assert_eq!((tenants[0].name.as_str(), tenants[0].jobs_running, tenants[0].quota_gpus), ("vision", 1, Some(2)));
     let handle = spec.handle;
     let records = eventually("three epochs", Duration::from_secs(60), || {

@@ -186,16 +186,16 @@ pub(crate) fn node_of(c: &Cluster, name: &str) -> Option<String> {
 
 /// The host's image for the Deployment test: the tests' `wasmsched-host` binary (a debug
 /// build, dynamically linked), or the binary `WASMSCHED_HOST_BINARY` names (a release
-/// `wasmsched`, to measure it), packed by `host/image.sh` and imported into the nodes.
+/// `wasmsched`, to measure it), packed by `cli/image.sh` and imported into the nodes.
 pub(crate) fn host_image() -> Option<String> {
     let binary = std::env::var("WASMSCHED_HOST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasmsched-host").into());
     let binary = binary.as_str();
     let tag = format!("local/wasmsched-host:{}", &sha256(&std::fs::read(binary).ok()?)[..12]);
     let dir = tempfile::tempdir().ok()?;
     let tar = dir.path().join("host.tar");
-    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../host/image.sh");
+    let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/image.sh");
     let packed = std::process::Command::new(pack).arg(&tar).args(["--binary", binary, "--tag", &tag]).output().ok()?;
-    assert!(packed.status.success(), "host/image.sh: {}", String::from_utf8_lossy(&packed.stderr));
+    assert!(packed.status.success(), "cli/image.sh: {}", String::from_utf8_lossy(&packed.stderr));
     eprintln!("{}", String::from_utf8_lossy(&packed.stdout).trim());
     let imported = std::process::Command::new(crate::cluster::script()).arg("import").arg(&tar).output().ok()?;
     if !imported.status.success() {
@@ -373,7 +373,7 @@ impl Replicas {
         wasmsched::api::Listen::Unix(self.dir.path().join("run").join(pod).join("api.sock"))
     }
 
-    pub(crate) fn status(&self, pod: &str) -> Option<wasmsched::host::status::Status> {
+    pub(crate) fn status(&self, pod: &str) -> Option<wasmsched::status::Status> {
         wasmsched::api::client::status(self.socket(pod), None).ok()
     }
 
@@ -501,7 +501,7 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     assert!(first_wall - killed_at <= 25_000, "failover took {} ms", first_wall - killed_at);
     let restored = r.status(&standby).unwrap();
     let reload = restored.policy("counter").unwrap().last_reload.clone().unwrap();
-    assert_eq!(reload.outcome, wasmsched::host::status::ReloadOutcome::Restored, "{reload:?}");
+    assert_eq!(reload.outcome, wasmsched::status::ReloadOutcome::Restored, "{reload:?}");
     r.wait("every pod bound, the ones queued during the failover too", Duration::from_secs(30), || {
         bound(&pods).then_some(())
     });

@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use wasmsched::backend::sim::profile::Profile;
+use wasmsched::sim::profile::Profile;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::scenario::{LoadOptions, Scenario};

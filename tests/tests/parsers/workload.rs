@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use wasmsched::backend::sim::model::Model;
-use wasmsched::backend::sim::workload::Workload;
+use wasmsched::sim::model::Model;
+use wasmsched::sim::workload::Workload;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::scenario::{LoadOptions, Scenario};

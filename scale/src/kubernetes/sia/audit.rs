@@ -3,7 +3,7 @@
 //! which were refused or failed and why. Pure, tested against lines built in the host's format.
 //!
 //! The format (the harness does not link the host, so it reads the JSON by these paths):
-//! - a line is `AuditLine` (`host/src/record.rs`): `tick`, `time_ms`, `wall_ms`, `active` (null
+//! - a line is `AuditLine` (`loop/src/record.rs`): `tick`, `time_ms`, `wall_ms`, `active` (null
 //!   when no policy was active), `shadows`, `rescued` (handles of queued jobs the host started
 //!   itself; absent when none). A line is written on a tick the active policy was asked or the
 //!   host rescued jobs (`host/src/host.rs`, `record`); a killed host leaves at most a torn last
@@ -12,7 +12,7 @@
 //!   and the disruption budget), `rejected` and `over_budget` (refused before it, each `{job,
 //!   action, reason}`), `not_applied` (what the backend could not apply, `{job, reason}`, no
 //!   action: this tick's failures and those of earlier ticks' actions that were still in flight,
-//!   `host/src/control.rs`, `settled` then `decide`), `failure` and `fallback`.
+//!   `loop/src/control.rs`, `settled` then `decide`), `failure` and `fallback`.
 //! - an action is the contract's `action` record serialised by serde (`core/src/bindings.rs`:
 //!   wasmtime's bindgen derives serde with the Rust names, variants externally tagged):
 //!   `{"job": 3, "kind": {"Place": {"nodes": [{"node": 0, "gpus": [0, 1]}], "share": false}},
@@ -339,7 +339,7 @@ mod tests {
         json!({ "job": job, "kind": { "Resize": { "placement": placement, "batch_size": batch_size } }, "reason": "sia: round" })
     }
 
-    /// A line as `host/src/record.rs` writes it (`AuditLine`, `AuditDecision`).
+    /// A line as `loop/src/record.rs` writes it (`AuditLine`, `AuditDecision`).
     fn line(tick: u64, actions: Vec<Value>, extra: Value) -> String {
         let mut active = json!({
             "policy": "sia", "sha256": "ab12", "actions": actions, "rejected": [],

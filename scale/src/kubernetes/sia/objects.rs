@@ -1,5 +1,5 @@
 //! The Sia run's API objects: the nodes of the simulator's `heterogeneous-64` cluster
-//! (`host/src/scenario.rs`, `Cluster::nodes`) with their GPU type, GPU memory and topology as
+//! (`lab/src/scenario.rs`, `Cluster::nodes`) with their GPU type, GPU memory and topology as
 //! labels, and a job's `PodGroup` and pods, rigid or elastic ([`Elastic`]). Pure, tested here.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -82,7 +82,7 @@ pub fn total_gpus(types: &[NodeType]) -> u32 {
 }
 
 /// What an elastic job declares, as the simulator's `elastic_scaling` has it
-/// (`host/src/backend/sim.rs`): one GPU up to as many as its model's largest measured batch
+/// (`sim/src/lib.rs`): one GPU up to as many as its model's largest measured batch
 /// feeds at the smallest per-GPU batch (at most `MAX_GPU_COUNTS`, 64), at any batch size between
 /// its model's smallest and largest measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

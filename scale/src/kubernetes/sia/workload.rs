@@ -1,5 +1,5 @@
 //! Sia's workload CSVs (`data/workloads/sia/…`): one row per job, `name,time,application,
-//! num_replicas,batch_size`, read as the simulator reads them (`host/src/scenario/trace.rs`):
+//! num_replicas,batch_size`, read as the simulator reads them (`lab/src/scenario/trace.rs`):
 //! `time` the arrival in seconds, `num_replicas` the GPUs, one a replica. Pure, tested here.
 
 use std::collections::HashMap;

@@ -1,0 +1,212 @@
+//! A group moved whole: a migration (every pod to one node), a resize, or the placement of an
+//! elastic group in another shape. Its pods are re-created, one per piece: piece i from pod i's
+//! own spec (a piece beyond its pods from its leader's), told its rank, the group's pod count
+//! and the batch size in force, asking for the piece's GPUs; the originals are deleted and
+//! waited for, then every copy is bound at once, each to its piece's node. A copy that cannot
+//! be bound sends the copies to the queue, so the group waits whole, in its new shape.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::reflector::ObjectRef;
+
+use wasmsched_core::bindings::wit;
+use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
+use wasmsched_core::world::World;
+
+use crate::group::{self, Gang, Member, Pieces};
+use crate::actions::requests::{Freeing, bind};
+use crate::actions::{Effect, Failure, Flight, PodCopy};
+use crate::within;
+use crate::{By, Kubernetes, pod};
+
+impl Kubernetes {
+    /// Where a migration or a resize takes group `g` (job `job`): the resize's placement, or
+    /// for a migration to `to` as many GPUs there as it holds, the lowest free ones (its own
+    /// there counted free). None for any other action.
+    pub(crate) fn group_destination(&self, action: &wit::Action, world: &World) -> Option<wit::Placement> {
+        match &action.kind {
+            wit::ActionKind::Resize(r) => Some(r.placement.clone()),
+            wit::ActionKind::Migrate(to) => {
+                let state = world.state(action.job)?;
+                let mut book = world.gpu_book();
+                for g in state.gpus.iter().filter(|g| g.node == *to) {
+                    book.release(g.node, g.index, action.job);
+                }
+                let gpus = book.free_on(*to).take(state.gpus.len()).collect();
+                Some(wit::Placement { nodes: vec![wit::NodePlacement { node: *to, gpus }], share: false })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether the group `action` acts on takes another shape in `pieces`: another pod count,
+    /// or other GPUs per pod.
+    pub(crate) fn reshapes(&self, action: &wit::Action, pieces: &Pieces) -> bool {
+        let g = self.uid_of(action.job).and_then(|u| self.jobs.get(&u)?.gang.as_ref());
+        g.is_some_and(|g| {
+            pieces.len() != g.members.len() || pieces.iter().any(|(_, gpus)| gpus.len() as u32 != g.per_piece())
+        })
+    }
+
+    /// Send the move of group `action.job` dealt into `pieces` (each piece's node and GPUs): a
+    /// running group's migration or resize, or a queued elastic group's placement in another
+    /// shape. Its pods are copied (a running group's from their checkpoint), the originals
+    /// deleted, and once they and what the decision frees are gone, every copy is bound. If a
+    /// bind fails, the copies bound are taken back and the group waits whole.
+    pub(crate) fn send_group_move(
+        &mut self,
+        action: &wit::Action,
+        pieces: Pieces,
+        world: &World,
+        by: By,
+        freeing: &Arc<Freeing>,
+    ) -> Result<Flight, String> {
+        let entry = self.uid_of(action.job).ok_or("the group is no longer managed")?;
+        let m = self.jobs.get(&entry).ok_or("the group is no longer managed")?;
+        let g: &Gang = m.gang.as_ref().ok_or("the group is no longer managed")?;
+        let state = world.state(action.job).ok_or("the group is no longer managed")?;
+        let placing = matches!(action.kind, wit::ActionKind::Place(_));
+        match (placing, state.is_running()) {
+            (true, true) => return Err("the group already runs; preempt it first".into()),
+            (false, false) => return Err("the group is queued: place it".into()),
+            _ => {}
+        }
+        let resize = match &action.kind {
+            wit::ActionKind::Resize(r) => Some(r),
+            _ => None,
+        };
+        let mut originals = Vec::with_capacity(g.members.len());
+        for member in &g.members {
+            let p = self.pods.get(&ObjectRef::new(&member.name).within(&self.config.namespace));
+            originals.push((*p.ok_or_else(|| format!("pod {} of the group is gone", member.name))?).clone());
+        }
+        if !placing {
+            let Some(folder) = &m.job.checkpoint else {
+                return Err(resize_needs_checkpoint(
+                    "the group's pods",
+                    "annotate them with the folder they checkpoint to, on a volume that outlives them",
+                ));
+            };
+            originals.iter().try_for_each(|p| pod::checkpoint_survives(p, folder))?;
+        }
+        let mut nodes = Vec::with_capacity(pieces.len());
+        for (node, _) in &pieces {
+            let n = self.nodes.get(*node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+            if !n.ready {
+                return Err(format!("node {} is NotReady", n.name));
+            }
+            nodes.push(n.name.clone());
+        }
+        let per = g.per_piece();
+        if pieces.iter().any(|(_, gpus)| gpus.len() as u32 != per) {
+            originals.iter().try_for_each(pod::resizable)?;
+        }
+        let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
+        let preempted = state.is_running() || state.queued == Some(wit::WaitReason::Preempted);
+        let (service, arrived) = ((state.run_ms, state.gpu_ms), m.job.arrived_unix_ms);
+        let size = pieces.len() as u32;
+        let copies: Vec<Pod> = pieces
+            .iter()
+            .enumerate()
+            .map(|(i, (_, gpus))| {
+                let changes = pod::Changes {
+                    scheduler: self.config.scheduler.clone(),
+                    preempted: false,
+                    service,
+                    arrived_unix_ms: arrived,
+                    gpus: (gpus.len() as u32 != per).then_some(gpus.len() as u32),
+                    batch_size,
+                    rank: Some((i as u32, size)),
+                    job_name: (i >= originals.len()).then(|| added_job_name(&g.key.name, i)),
+                };
+                pod::copy(originals.get(i).unwrap_or(&originals[0]), &changes)
+            })
+            .collect();
+        let slots = group::slots_of(&pieces);
+        let first = pieces.first().map_or(state.node, |(n, _)| *n);
+        let shown = (first, slots.clone());
+        let resized_to = resize.map(|_| batch_size);
+        let effect_of = move |copies| Effect::MovedSpread { node: first, gpus: slots, copies, resized: resized_to };
+        let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
+        let taker = self.taker();
+        let frees = state.is_running().then(|| freeing.frees());
+        let freeing = freeing.clone();
+        let members: Vec<Arc<str>> = g.members.iter().map(|p| p.uid.clone()).collect();
+        let what = match (resize, placing) {
+            (Some(_), _) => "resize",
+            (None, true) => "placement in another shape",
+            (None, false) => "migration",
+        };
+        let replaced = taker.replace(&originals, copies);
+        let task = self.rt.spawn(async move {
+            let copies = replaced.await;
+            drop(frees);
+            let copies = copies?;
+            freeing.all_done().await;
+            let binds = copies.iter().zip(&nodes).map(|(copy, node)| {
+                let (api, gate, name) = (api.clone(), gate.clone(), copy.metadata.name.clone().unwrap_or_default());
+                async move { gate.pass(|| within(limit, bind(&api, &name, node))).await }
+            });
+            let results = futures_util::future::join_all(binds).await;
+            let failed = results.iter().position(Result::is_err);
+            let Some(i) = failed else {
+                return Ok(effect_of(copies.into_iter().map(PodCopy::of).collect()));
+            };
+            // Partly bound: every copy goes back to the queue, the group waits whole.
+            let back = taker.run(copies.clone(), preempted, service, arrived, None).await;
+            let name = copies[i].metadata.name.clone().unwrap_or_default();
+            let why = match results.into_iter().nth(i).and_then(Result::err).map(Failure::from) {
+                Some(Failure::Refused(w) | Failure::Declined(w) | Failure::Unreachable(w)) => w,
+                None => String::new(),
+            };
+            Err(Failure::Refused(format!(
+                "the group's {what}: pod {name} could not be bound ({why}); every copy {} back to the queue, and the \
+                 group waits whole",
+                if back.is_ok() { "went" } else { "is being taken" }
+            )))
+        });
+        let mut flight = Flight::group(action.job, entry, members, by, task);
+        flight.spread = Some(pieces.iter().map(|(n, _)| *n).collect());
+        if placing {
+            flight.target = Some(shown);
+        } else {
+            flight.resize = Some(shown);
+        }
+        Ok(flight)
+    }
+
+    /// Group `entry`'s pods are `copies` now, one per piece of `gpus` in all: its members
+    /// follow them (a piece beyond the pods it had is a pod made from its leader's spec), and
+    /// its size is their count.
+    pub(crate) fn reshaped(&mut self, entry: &Arc<str>, copies: &[PodCopy], gpus: usize) {
+        let Some(g) = self.jobs.get_mut(entry).and_then(|m| m.gang.as_mut()) else { return };
+        let Some(leader) = g.members.first().cloned() else { return };
+        let per = u32::try_from(gpus.checked_div(copies.len()).unwrap_or(0)).unwrap_or(u32::MAX);
+        let before = std::mem::take(&mut g.members);
+        g.members = copies
+            .iter()
+            .enumerate()
+            .map(|(i, copy)| {
+                let was = before.get(i);
+                Member {
+                    uid: Arc::from(copy.uid.as_str()),
+                    name: copy.name.clone(),
+                    job_name: was.map_or_else(|| added_job_name(&g.key.name, i), |m| m.job_name.clone()),
+                    gpus: per,
+                    node: None,
+                    last_cpu: None,
+                    used: (0, 0),
+                    ..was.unwrap_or(&leader).clone()
+                }
+            })
+            .collect();
+        g.size = copies.len() as u32;
+        g.seen = 0;
+    }
+}
+
+/// The job name of piece `i` of group `group` when the group has grown past its pods.
+fn added_job_name(group: &str, i: usize) -> String {
+    format!("{group}-{i}")
+}
