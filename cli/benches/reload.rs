@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmsched::config::HostConfig;
-use wasmsched::status::StatusBoard;
 use wasmsched::host::{Host, HostHandle};
 use wasmsched::runtime::{Runtime, RuntimeConfig};
 use wasmsched::scenario::Scenario;
+use wasmsched::status::StatusBoard;
 
 const WORKLOAD: &str = "name = \"bench\"\n[[node]]\nname = \"n0\"\ncores = 16\nmemory = \"64GiB\"\n\
                         [[job]]\nname = \"svc\"\nmodel = \"bert\"\nkind = \"inference\"\narrival = \"0s\"\n\

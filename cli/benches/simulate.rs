@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use wasmsched::backend::Backend;
-use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::experiment::paper::Figure;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Spec};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::scenario::{LoadOptions, Scenario};
+use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::world::World;
 
 const TICK: Duration = Duration::from_secs(30);

@@ -10,13 +10,13 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use wasmsched::sim::SimConfig;
-use wasmsched::sim::model::Model;
-use wasmsched::sim::workload::{JobPlan, NodeSpec, Workload};
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate, simulate_recorded};
 use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::{Runtime, RuntimeConfig};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
+use wasmsched::sim::model::Model;
+use wasmsched::sim::workload::{JobPlan, NodeSpec, Workload};
 use wasmsched::whatif::Recorded;
 
 const TICK: Duration = Duration::from_secs(300);

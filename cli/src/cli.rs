@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
 use wasmsched::admission;
 use wasmsched::results::Results;
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};

@@ -23,21 +23,21 @@
     allow(rustdoc::broken_intra_doc_links, reason = "the docs link to the backends a full build has")
 )]
 
-
 pub use wasmsched_core::{bindings, declare, error_chain, recording, tenants, units, world};
+
 /// The `Backend` trait and what backends share; with `live`, `wasmsched-host`'s module, which
 /// adds the `[backend]` table.
 #[cfg(not(feature = "live"))]
 pub use wasmsched_core::backend;
 #[cfg(feature = "docker")]
 pub use wasmsched_docker::gpu;
-#[cfg(feature = "live")]
-pub use wasmsched_host::{api, backend, config, host, reload, status};
 #[cfg(feature = "kubernetes")]
 pub use wasmsched_host::resources;
-pub use wasmsched_lab::{experiment, replay, report, results, scenario, whatif};
+#[cfg(feature = "live")]
+pub use wasmsched_host::{api, backend, config, host, reload, status};
 #[cfg(feature = "docker")]
 pub use wasmsched_lab::calibrate;
+pub use wasmsched_lab::{experiment, replay, report, results, scenario, whatif};
 pub use wasmsched_loop::{budget, control, record, shadow, watchdog};
 #[cfg(feature = "live")]
 pub use wasmsched_oci as oci;

@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
 #[cfg(feature = "live")]
 use cli::ApiArgs;
 use cli::{CalibrateArgs, OutputArgs, RuntimeArgs, WorkloadArgs};
@@ -443,7 +444,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "live")]
         Command::Run { config } => cli::live::run_host(&config),
-        Command::Replay { recording, policy, show, runtime } => cli::experiments::replay(&recording, &policy, show, &runtime),
+        Command::Replay { recording, policy, show, runtime } => {
+            cli::experiments::replay(&recording, &policy, show, &runtime)
+        }
         #[cfg(feature = "live")]
         Command::Status { api, json } => cli::live::status(&api, json),
         #[cfg(feature = "kubernetes")]

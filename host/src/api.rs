@@ -26,9 +26,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-pub use crate::config::Listen;
-use crate::status::Status;
 use crate::host::{HostHandle, RollbackError};
+use crate::status::Status;
+
+pub use crate::config::Listen;
 
 /// Why the API could not start.
 #[derive(Debug, thiserror::Error)]

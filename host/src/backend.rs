@@ -12,9 +12,10 @@
 //! (docs/architecture.md, "A backend").
 
 pub use wasmsched_core::backend::*;
-pub use wasmsched_sim::{self as sim, playback};
 pub use wasmsched_core::live::{carried, progress};
 pub use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
+pub use wasmsched_sim::{self as sim, playback};
+
 #[cfg(feature = "docker")]
 pub use wasmsched_docker as docker;
 #[cfg(feature = "kubernetes")]

@@ -63,12 +63,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use crate::backend::BackendConfig;
-pub use wasmsched_core::backend::Speed;
 use wasmsched_loop::budget::BudgetConfig;
+use wasmsched_loop::watchdog::WatchdogConfig;
 use wasmsched_runtime::Limits;
 use wasmsched_runtime::supervise::{Fallback, Quarantine};
-use wasmsched_loop::watchdog::WatchdogConfig;
+
+pub use crate::backend::BackendConfig;
+pub use wasmsched_core::backend::Speed;
 
 /// Why a config cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -419,7 +420,9 @@ impl HostConfig {
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base);
         if let Some(trust) = &config.trust {
-            trust.load(None).map_err(|e| ConfigError::Invalid { path: path.into(), detail: wasmsched_core::error_chain(&e) })?;
+            trust
+                .load(None)
+                .map_err(|e| ConfigError::Invalid { path: path.into(), detail: wasmsched_core::error_chain(&e) })?;
         }
         Ok(config)
     }

@@ -17,17 +17,19 @@ use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Instant;
 
-use wasmsched_sim::workload::Workload;
-use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
-use crate::config::{HostConfig, PolicyConfig, Role};
+use pacer::Pacer;
+
+use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use wasmsched_loop::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
-use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
+use wasmsched_loop::shadow::{self, Agreement};
 use wasmsched_runtime::Runtime;
 use wasmsched_runtime::supervise::Supervised;
-use wasmsched_loop::shadow::{self, Agreement};
-use wasmsched_core::world::World;
-use pacer::Pacer;
+use wasmsched_sim::workload::Workload;
+
+use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
+use crate::config::{HostConfig, PolicyConfig, Role};
+use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::status::{
     PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
 };

@@ -24,12 +24,13 @@ use notify_debouncer_full::{
 };
 use sha2::{Digest, Sha256};
 
+use wasmsched_core::world::{World, sample};
+use wasmsched_loop::record::wall_ms;
 use wasmsched_runtime::admission::{self, AdmissionError};
+use wasmsched_runtime::{LoadError, LoadedPolicy, Runtime};
+
 use crate::config::PolicyConfig;
 use crate::status::{ReloadOutcome, ReloadResult, StatusBoard};
-use wasmsched_loop::record::wall_ms;
-use wasmsched_runtime::{LoadError, LoadedPolicy, Runtime};
-use wasmsched_core::world::{World, sample};
 
 /// Why the directory cannot be watched.
 #[derive(Debug, thiserror::Error)]

@@ -24,17 +24,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
+
 use wasmsched_kubernetes::KubernetesConfig;
 use wasmsched_kubernetes::resource::{
     self as res, ReplicaStatus, ResourceExt, Resources, SchedulingPolicy, SchedulingPolicySpec,
 };
-
-use wasmsched_runtime::admission;
-use crate::config::{PolicyConfig, ResourcesConfig};
-use crate::status::{ReloadOutcome, StatusBoard};
 use wasmsched_oci::{self as oci, RegistryOptions};
-use crate::reload::{Candidate, Change, LatestWorld};
 use wasmsched_runtime::Runtime;
+use wasmsched_runtime::admission;
+
+use crate::config::{PolicyConfig, ResourcesConfig};
+use crate::reload::{Candidate, Change, LatestWorld};
+use crate::status::{ReloadOutcome, StatusBoard};
 
 /// How often the worker looks again when nothing changed: a swap landing, the leader's status.
 const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -367,9 +368,9 @@ impl<'rt> Worker<'rt> {
         let Some(trust) = &self.trust else { return Ok("not required: the host has no [trust]".into()) };
         let refused = |e: wasmsched_oci::trust::TrustError| (Step::Verify, wasmsched_core::error_chain(&e));
         let verified = match (&spec.source.oci, signature) {
-            (Some(reference), _) => {
-                wasmsched_oci::trust::verify_artifact(trust, reference, digest, &self.registry).await.map_err(refused)?
-            }
+            (Some(reference), _) => wasmsched_oci::trust::verify_artifact(trust, reference, digest, &self.registry)
+                .await
+                .map_err(refused)?,
             (None, Some(signature)) => wasmsched_oci::trust::verify_blob(trust, bytes, signature).map_err(refused)?,
             (None, None) => {
                 return Err((

@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Role;
-pub use wasmsched_loop::record::ReloadOutcome;
-use wasmsched_runtime::supervise::Counters;
 use wasmsched_loop::shadow::Agreement;
 use wasmsched_loop::watchdog::Benched;
+use wasmsched_runtime::supervise::Counters;
+
+use crate::config::Role;
+
+pub use wasmsched_loop::record::ReloadOutcome;
 
 /// The host as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

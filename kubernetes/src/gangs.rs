@@ -17,14 +17,15 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
+
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, carried, unix_ms};
 use wasmsched_core::world::{GpuSlot, JobState, World};
 use wasmsched_rules::GpuBook;
 
-use crate::group::{self, Gang, GroupKey, Member, Size};
 use crate::actions::{Ask, Effect, Failure, Flight, Freeing, Frees, PodCopy, PodRef, bind, gone};
 use crate::follow::Streams;
+use crate::group::{self, Gang, GroupKey, Member, Size};
 use crate::pod::{self, Stand};
 use crate::{By, Kubernetes, Managed, within};
 

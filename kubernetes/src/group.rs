@@ -36,7 +36,6 @@ use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
 
-
 /// Label: a Kueue plain-pod group's name.
 pub const KUEUE_GROUP: &str = "kueue.x-k8s.io/pod-group-name";
 pub use crate::pod::KUEUE_TOTAL;

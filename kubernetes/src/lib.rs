@@ -61,8 +61,8 @@
 mod actions;
 mod adopt;
 mod follow;
-pub mod gate;
 mod gangs;
+pub mod gate;
 pub mod group;
 mod keep;
 pub mod lease;

@@ -31,12 +31,12 @@ use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters as q;
+use fit::{FitError, LimitSample};
 use futures_util::StreamExt;
 
+use wasmsched_core::bindings::wit;
 use wasmsched_core::live::progress::{self, Line, unix_ns};
 use wasmsched_sim::profile::{Costs, LimitRun, Measured, Profile, ProfileError};
-use wasmsched_core::bindings::wit;
-use fit::{FitError, LimitSample};
 
 /// What to calibrate, and how.
 #[derive(Clone, Debug)]

@@ -6,13 +6,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wasmsched_sim::playback::Playback;
 use wasmsched_core::bindings::wit;
 use wasmsched_loop::budget::BudgetConfig;
 use wasmsched_loop::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched_loop::record::{self, RecordError};
 use wasmsched_runtime::Runtime;
 use wasmsched_runtime::supervise::Supervised;
+use wasmsched_sim::playback::Playback;
 
 /// A recording opened for playback: its ticks as a backend, and the loop it was made with.
 pub struct Recording {

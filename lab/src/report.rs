@@ -20,10 +20,11 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use crate::experiment::run::{Comparison, RunReport};
-use crate::experiment::sweep::Sweep;
 use wasmsched_sim::JobOutcome;
 use wasmsched_sim::workload::Workload;
+
+use crate::experiment::run::{Comparison, RunReport};
+use crate::experiment::sweep::Sweep;
 use crate::scenario::{Claim, Scenario};
 use crate::whatif::Replay;
 

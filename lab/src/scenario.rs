@@ -38,9 +38,9 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use wasmsched_sim::workload::Workload;
 use wasmsched_loop::budget::BudgetConfig;
 use wasmsched_loop::watchdog::WatchdogConfig;
+use wasmsched_sim::workload::Workload;
 
 pub mod claim;
 mod parse;

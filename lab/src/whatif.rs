@@ -29,17 +29,18 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use wasmsched_sim::playback::apply_delta;
+use wasmsched_core::bindings::wit;
+use wasmsched_core::recording::RecordedTick;
+use wasmsched_core::world::World;
+use wasmsched_loop::budget::BudgetConfig;
+use wasmsched_loop::record::{RecordError, read_recording};
 use wasmsched_sim::model::Model;
+use wasmsched_sim::playback::apply_delta;
 use wasmsched_sim::throughput::shape_of;
 use wasmsched_sim::workload::{JobPlan, NodeSpec, Workload};
-use wasmsched_core::bindings::wit;
-use wasmsched_loop::budget::BudgetConfig;
+
 use crate::experiment::run::Comparison;
-use wasmsched_loop::record::{RecordError, read_recording};
-use wasmsched_core::recording::RecordedTick;
 use crate::scenario::Scenario;
-use wasmsched_core::world::World;
 
 pub use fit::Speed;
 

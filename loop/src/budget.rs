@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::declare::{OPT_OUT_LABEL, opted_out};
-use wasmsched_runtime::validate::{self, Rejection};
 use wasmsched_core::world::World;
+use wasmsched_runtime::validate::{self, Rejection};
 
 /// Whether an action disrupts its job: ends it, or restarts it from its checkpoint.
 pub fn disruptive(kind: &ActionKind) -> bool {

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use wasmsched_core::backend::{ApplyError, Backend, Placer};
 use wasmsched_core::replicas::{Checkpoint, Leadership};
-use crate::budget::{Budget, BudgetConfig, disruptive};
-use wasmsched_runtime::supervise::{Supervised, TickOutcome};
-use wasmsched_runtime::{Runtime, Throttle};
-use wasmsched_runtime::validate;
-use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
 use wasmsched_core::world::World;
+use wasmsched_runtime::supervise::{Supervised, TickOutcome};
+use wasmsched_runtime::validate;
+use wasmsched_runtime::{Runtime, Throttle};
+
+use crate::budget::{Budget, BudgetConfig, disruptive};
+use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
 
 /// How the loop runs.
 #[derive(Clone, Debug)]
@@ -146,7 +147,13 @@ pub trait Driver {
 
     /// The world as just observed, before any policy sees it (every tick), the places the
     /// backend reaches, and where this host stands among its replicas (None: it runs none).
-    fn observed(&mut self, _world: &World, _endpoints: Vec<wasmsched_core::backend::Endpoint>, _lead: Option<Leadership>) {}
+    fn observed(
+        &mut self,
+        _world: &World,
+        _endpoints: Vec<wasmsched_core::backend::Endpoint>,
+        _lead: Option<Leadership>,
+    ) {
+    }
 
     /// What the backend holds outside the world just observed, and why (a pod group not yet
     /// whole).

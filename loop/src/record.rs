@@ -14,11 +14,12 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit;
+use wasmsched_core::recording::{DepartedRecord, RecordedDecision, RecordedTick, check_snapshot};
+use wasmsched_core::world::{Cursor, World};
+use wasmsched_runtime::supervise::Fallback;
+
 use crate::budget::BudgetConfig;
 use crate::control::{Decided, Tick};
-use wasmsched_core::recording::{DepartedRecord, RecordedDecision, RecordedTick, check_snapshot};
-use wasmsched_runtime::supervise::Fallback;
-use wasmsched_core::world::{Cursor, World};
 
 /// Why a log could not be written or read.
 #[derive(Debug, thiserror::Error)]

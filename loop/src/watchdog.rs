@@ -49,8 +49,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit;
-use wasmsched_runtime::supervise::Fallback;
 use wasmsched_core::world::World;
+use wasmsched_runtime::supervise::Fallback;
 
 /// When the watchdog steps in, and what runs then.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
@@ -437,7 +437,8 @@ mod tests {
     fn churn_counts_disruptions_of_a_training_job_until_it_reports_progress() {
         use wasmsched_core::bindings::wit::JobKind;
         let mut world = World::new();
-        let spec = |name: &str, kind| wit::JobSpec { name: name.into(), kind, ..wasmsched_core::world::sample::job_spec(0) };
+        let spec =
+            |name: &str, kind| wit::JobSpec { name: name.into(), kind, ..wasmsched_core::world::sample::job_spec(0) };
         let train = world.enqueue_job(spec("train", JobKind::Training));
         let serve = world.enqueue_job(spec("serve", JobKind::Inference));
         let mut churn = Churn::new();

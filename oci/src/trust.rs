@@ -30,12 +30,12 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use oci_client::Reference;
 use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OciDescriptor};
+use rules::{Proof, judge, prove_blob, prove_payload};
 use serde::Deserialize;
 
-pub use keys::{PrivateKey, PublicKey};
-
 use super::{OciError, RegistryOptions, artifact};
-use rules::{Proof, judge, prove_blob, prove_payload};
+
+pub use keys::{PrivateKey, PublicKey};
 
 /// The `[trust]` table: the signatures a policy must carry. At least one signer, under
 /// `all-of` or `any-of`. Its `Default` names none, which [`TrustConfig::load`] refuses.

@@ -8,11 +8,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use wasmsched_core::bindings;
+use wasmsched_core::world::World;
+
 use crate::instance::timed;
 use crate::producers::Producers;
-use crate::{CallError, Limits, LoadError, LoadedPolicy, Runtime};
 use crate::validate::{self, Oversized, Rejection};
-use wasmsched_core::world::World;
+use crate::{CallError, Limits, LoadError, LoadedPolicy, Runtime};
 
 /// Why a policy was not admitted.
 #[derive(Debug, thiserror::Error)]

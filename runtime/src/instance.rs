@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap};
 
+use wasmsched_core::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
+use wasmsched_core::world::{Cursor, World};
+
 use super::Runtime;
 use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
 use super::{v0_1, v0_2, v0_3};
-use wasmsched_core::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
-use wasmsched_core::world::{Cursor, World};
 
 /// A linked component of one contract version, ready to instantiate.
 #[derive(Clone)]

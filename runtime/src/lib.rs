@@ -36,6 +36,7 @@ use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 use wasmtime::{Config, Engine};
 
 use wasmsched_core::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre};
+
 pub use instance::{CallError, LoadedPolicy, PolicyInstance, TrapKind};
 pub use limits::{Limits, SharedLogBudget, StoreState};
 pub use throttle::{LogBudget, Throttle};

@@ -11,6 +11,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use wasmsched_core::bindings::wasmsched::policy::host::{Host, Level};
 use wasmsched_core::bindings::wit;
+
 pub use crate::throttle::LogBudget;
 
 /// How many log lines one call may emit before the rest are dropped.

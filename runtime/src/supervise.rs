@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use wasmsched_core::bindings::wit::{self, ActionKind};
+use wasmsched_core::world::World;
+
 use super::instance::timed;
 use super::{CallError, Limits, LoadedPolicy, LogBudget, PolicyInstance, Runtime, SharedLogBudget, Throttle};
-use wasmsched_core::bindings::wit::{self, ActionKind};
 use crate::validate::{self, Oversized, Rejection};
-use wasmsched_core::world::World;
 
 /// The largest state one version may hand the next (16 MiB): a larger one is dropped.
 pub const MAX_SAVED_STATE_BYTES: usize = 16 << 20;

@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use wasmsched_rules::check::{self as rules, Act, Checker, JobNow, NodeCap, Room};
-pub use wasmsched_rules::check::{Oversized, Problem};
-pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
-
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::World;
+use wasmsched_rules::check::{self as rules, Act, Checker, JobNow, NodeCap, Room};
+
+pub use wasmsched_rules::check::{Oversized, Problem};
+pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
 
 /// The longest reason kept in the audit log, in bytes.
 pub const MAX_REASON_BYTES: usize = 256;

@@ -1,10 +1,11 @@
 //! The simulator as the loop sees it ([`Backend`]): what an observation reports of every
 //! running job and GPU, and how a policy's actions take effect.
 
-use super::{Phase, Simulator, secs_to_ms};
 use wasmsched_core::backend::{ApplyError, Backend, Placer};
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::{GpuSlot, World};
+
+use super::{Phase, Simulator, secs_to_ms};
 
 impl Backend for Simulator {
     fn set_placer(&mut self, by: Placer) {

@@ -42,8 +42,8 @@ pub mod colocation;
 pub mod goodput;
 pub mod model;
 mod outcome;
-pub mod playback;
 mod placement;
+pub mod playback;
 pub mod profile;
 mod settings;
 pub mod throughput;
@@ -53,12 +53,12 @@ use self::model::meets;
 use self::profile::JobCurve;
 use self::throughput::{GpuConfig, GpuType};
 use self::workload::{JobPlan, NodeSpec, Workload};
-use wasmsched_core::backend::Placer;
-use wasmsched_core::bindings::wit;
-use wasmsched_core::world::{GpuSlot, World};
 pub use outcome::JobOutcome;
 pub use placement::gpu_step;
 pub use settings::SimSettings;
+use wasmsched_core::backend::Placer;
+use wasmsched_core::bindings::wit;
+use wasmsched_core::world::{GpuSlot, World};
 use wasmsched_rules::GpuBook;
 
 /// CPU one inference request costs, in core-seconds.

@@ -2,6 +2,8 @@
 //! (first come, first served, first fit on whole GPUs), starting a job where a policy or the
 //! default placed it, preemption, and the GPU book-keeping (who holds which GPU, who shares).
 
+use wasmsched_core::bindings::wit;
+use wasmsched_core::world::{GpuSlot, World};
 use wasmsched_rules::Ledger;
 use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
 
@@ -10,8 +12,6 @@ use super::goodput;
 use super::throughput::{GpuConfig, GpuType, shape_of};
 use super::workload::JobPlan;
 use super::{FEED_CORES_PER_GPU, Phase, Placer, Simulator, job_spec, secs_to_ms};
-use wasmsched_core::bindings::wit;
-use wasmsched_core::world::{GpuSlot, World};
 
 impl Simulator {
     /// The running jobs that hold `gpu`, in the order they started.

@@ -64,7 +64,11 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     let recorded = !r.cpu_millicores.is_empty() && r.cpu_millicores.len() == world.nodes().len();
     world.set_room(recorded.then(|| {
         (0..r.cpu_millicores.len())
-            .map(|n| wasmsched_core::world::Room { cpu: r.cpu_millicores[n], memory: r.memory_bytes[n], pods: r.pods[n] })
+            .map(|n| wasmsched_core::world::Room {
+                cpu: r.cpu_millicores[n],
+                memory: r.memory_bytes[n],
+                pods: r.pods[n],
+            })
             .collect()
     }));
     let c = &s.jobs;

@@ -47,9 +47,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::Curve;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::units::parse_bytes;
+
+use super::model::Curve;
 
 /// A job kind measured on a real engine: its curve, its CPU cost and its start-up.
 #[derive(Clone, Debug, PartialEq)]
@@ -430,7 +431,6 @@ pub fn sample() -> Profile {
 mod tests {
     use super::*;
 
-
     /// `sample` with costs by CPU: 1.2 core-s an epoch on half a core, 1.4 on 1.8 cores, 1.5
     /// under a quota of half a core.
     fn with_costs() -> Profile {
@@ -490,9 +490,9 @@ mod tests {
 
     #[test]
     fn a_profiled_job_starts_up_then_walks_its_curve_at_its_measured_cost() {
-        use wasmsched_core::backend::Backend;
         use crate::workload::{JobPlan, NodeSpec, Workload};
         use crate::{SimConfig, Simulator};
+        use wasmsched_core::backend::Backend;
         // 1.25 core-s per epoch, at most 1.8 cores, 0.4 s of start-up, on 4 cores: the job
         // ends 0.4 + 3 × 1.25 / 1.8 s after it arrives, having reported its own curve.
         let profile = Arc::new(sample());

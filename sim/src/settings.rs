@@ -4,10 +4,11 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::workload::Workload;
-use super::{SimConfig, Simulator};
 use wasmsched_core::backend::Speed;
 use wasmsched_core::backend::{Built, Settings, filled};
+
+use super::workload::Workload;
+use super::{SimConfig, Simulator};
 
 /// `kind = "sim"`: the built-in simulator, running a workload.
 #[derive(Clone, Debug, Deserialize)]

@@ -1,6 +1,7 @@
-use super::*;
 use wasmsched_core::backend::{Backend, Placer};
 use wasmsched_core::bindings::wit::ActionKind;
+
+use super::*;
 
 #[test]
 fn cfs_splits_equally_and_gives_unused_share_to_the_others() {

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use wasmsched_core::bindings::wit;
+
 use super::model::Model;
 use super::profile::{JobCurve, Profile};
 use super::throughput::GpuConfig;
-use wasmsched_core::bindings::wit;
 
 /// Nodes and planned jobs, ready for the simulator.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use wasmsched::config::HostConfig;
 use wasmsched::control::LoopSummary;
-use wasmsched::status::Status;
 use wasmsched::host::{Host, HostError, HostHandle};
 use wasmsched::record::{self, AuditLine};
 use wasmsched::scenario::Scenario;
+use wasmsched::status::Status;
 use wasmsched::world::{Record, World};
 
 use crate::common::runtime;

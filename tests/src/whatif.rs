@@ -4,11 +4,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use wasmsched::sim::SimConfig;
-use wasmsched::sim::workload::NodeSpec;
 use wasmsched::calibrate::fit::median;
 use wasmsched::experiment::batch;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
+use wasmsched::sim::SimConfig;
+use wasmsched::sim::workload::NodeSpec;
 use wasmsched::whatif::{Recorded, Speed};
 
 use crate::common::{loaded, runtime};

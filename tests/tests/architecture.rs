@@ -126,8 +126,9 @@ impl Code {
     /// Each file and the files of the crate it imports.
     fn imports(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
         let modules = &self.files;
-        let resolve =
-            |segments: &[String]| (0..=segments.len()).rev().find(|&n| modules.contains_key(&segments[..n])).map(|n| segments[..n].to_vec());
+        let resolve = |segments: &[String]| {
+            (0..=segments.len()).rev().find(|&n| modules.contains_key(&segments[..n])).map(|n| segments[..n].to_vec())
+        };
         modules
             .iter()
             .map(|(me, text)| {
@@ -155,7 +156,8 @@ impl Code {
                 let names: Vec<String> = aliases.keys().cloned().collect();
                 let mut found = BTreeSet::new();
                 for path in paths(text, &names) {
-                    let Some(segments) = absolute(&path).or_else(|| Some([&aliases[&path[0]][..], &path[1..]].concat()))
+                    let Some(segments) =
+                        absolute(&path).or_else(|| Some([&aliases[&path[0]][..], &path[1..]].concat()))
                     else {
                         continue;
                     };

@@ -9,12 +9,12 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wasmsched::sim::SimConfig;
 use wasmsched::experiment::paper::{Figure, Measured};
-use wasmsched::report::{Compared, write_html, write_sweep_html};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{Axis, Point, Sweep};
+use wasmsched::report::{Compared, write_html, write_sweep_html};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
 use wasmsched_tests::common::runtime;
 
 /// How long one Chromium run may take before the test fails.

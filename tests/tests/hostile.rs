@@ -9,17 +9,17 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::budget::{BudgetConfig, disruptive};
 use wasmsched::control::{self, LoopConfig, LoopSummary, MAX_NEXT_CALL_MS};
 use wasmsched::experiment::GPU_QUEUE_SCENARIO;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, RunReport, simulate_watched};
-use wasmsched::status::PolicyState;
 use wasmsched::record::AuditLine;
 use wasmsched::runtime::Limits;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::{SimConfig, Simulator};
+use wasmsched::status::PolicyState;
 use wasmsched::watchdog::WatchdogConfig;
 
 use wasmsched_tests::common::{counted_log, loaded, misbehaving, runtime};

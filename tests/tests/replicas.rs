@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer, Replicas};
 use wasmsched::bindings::wit;
 use wasmsched::config::HostConfig;
-use wasmsched::status::{ReloadOutcome, Status};
 use wasmsched::scenario::Scenario;
+use wasmsched::status::{ReloadOutcome, Status};
 use wasmsched::world::World;
 
 use wasmsched_tests::live::{Running, Setup, component, sha256, variant};

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use wasmsched::sim::SimConfig;
 use wasmsched::experiment::paper::{self, Figure};
-use wasmsched::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, simulate};
 use wasmsched::experiment::sweep::{self, Axis};
+use wasmsched::results::{CompareResults, Results};
 use wasmsched::runtime::Limits;
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
 
 use wasmsched_tests::common::runtime;
 

@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use wasmsched::sim::SimConfig;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
 use wasmsched_tests::common::runtime;
 
 /// One node with two GPUs; four one-GPU jobs arrive together, and a CPU job after them: two

@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use wasmsched::sim::SimConfig;
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
 
 use wasmsched_tests::common::runtime;
 

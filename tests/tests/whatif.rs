@@ -5,13 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use wasmsched::sim::SimConfig;
 use wasmsched::experiment::batch;
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate, simulate_recorded};
 use wasmsched::experiment::sia_tables::{MIN_DEADLINE, NO_STALL_RULE};
 use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::Limits;
 use wasmsched::scenario::{Cluster, GpuJobs, LoadOptions, Scenario};
+use wasmsched::sim::SimConfig;
 use wasmsched::watchdog::WatchdogConfig;
 use wasmsched::whatif::{Recorded, Replay, Speed};
 

@@ -7,18 +7,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use wasmsched::sim::SimConfig;
+
 use wasmsched::experiment::batch::{self, Task};
 use wasmsched::experiment::paper::{self, Figure};
-use wasmsched::report::{self, Compared};
-use wasmsched::results::{CompareResults, Results};
 use wasmsched::experiment::run::{Comparison, PolicyChoice, RunOptions};
 use wasmsched::experiment::sia_tables;
 use wasmsched::experiment::sweep::{self, Axis};
 use wasmsched::record::TelemetryRecorder;
+use wasmsched::report::{self, Compared};
+use wasmsched::results::{CompareResults, Results};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime};
 use wasmsched::scenario::Scenario;
+use wasmsched::sim::SimConfig;
 use wasmsched::whatif::Recorded;
 use wasmsched::{admission, experiment, replay, shipped, world};
 

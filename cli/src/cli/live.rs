@@ -23,8 +23,6 @@ pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-
-
 /// `wasmsched status`: a running host's status, as text or JSON.
 pub fn status(api: &ApiArgs, json: bool) -> anyhow::Result<ExitCode> {
     let status = api::client::status(&api.addr, api.token.as_deref())?;

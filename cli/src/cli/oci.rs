@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
+
 use wasmsched::oci::{self, Auth, RegistryOptions};
 
 /// How to reach the registry, shared by `push`, `pull`, `sign` and `verify`.

@@ -5,6 +5,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context;
+
 use wasmsched::backend::kubernetes::resource;
 
 /// `wasmsched crd`: the CustomResourceDefinition, as YAML for `kubectl apply -f -`.

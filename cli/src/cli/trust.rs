@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Subcommand;
+
 use wasmsched::oci::RegistryOptions;
 use wasmsched::oci::trust::{self, PublicKey, TrustConfig, TrustError, Verified};
 

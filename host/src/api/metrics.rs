@@ -2,12 +2,13 @@
 //! the status at each scrape. Per-version counters carry the version's sha256 as a label, so
 //! each series only grows.
 
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::encoding::text::encode as encode_text;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::AtomicU64;
 
 use crate::status::{PolicyState, Status};
 
@@ -298,8 +299,8 @@ mod tests {
 
     #[test]
     fn each_tenants_gpus_queue_quota_and_fair_share_are_exported() {
-        use wasmsched_core::bindings::wit;
         use crate::status::TenantStatus;
+        use wasmsched_core::bindings::wit;
         use wasmsched_core::world::{GpuSlot, World, sample, undeclared};
         let mut w = World::new();
         w.add_node(wit::Node {

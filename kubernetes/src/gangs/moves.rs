@@ -14,9 +14,9 @@ use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
 use wasmsched_core::world::World;
 
-use crate::group::{self, Gang, Member, Pieces};
 use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
+use crate::group::{self, Gang, Member, Pieces};
 use crate::within;
 use crate::{By, Kubernetes, pod};
 

@@ -3,15 +3,15 @@
 //! `compare`, `demo`, `sweep` and `fidelity` all go through it; each run is deterministic and
 //! apart from the others, so how many run at once changes the wall time, never a figure.
 
+use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-use std::ops::Range;
 use std::time::Duration;
 
-use super::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate_watched};
-use wasmsched_sim::SimConfig;
 use wasmsched_runtime::{Limits, Runtime};
+use wasmsched_sim::SimConfig;
+
+use super::run::{Comparison, PolicyChoice, RunOptions, RunReport, simulate_watched};
 use crate::scenario::Scenario;
 
 /// One run of a batch.

@@ -13,10 +13,11 @@ use std::ops::Range;
 
 use serde::Serialize;
 
+use wasmsched_runtime::{Limits, Runtime};
+use wasmsched_sim::SimConfig;
+
 use super::batch::{self, Task};
 use super::run::{PolicyChoice, RunOptions, mean, std_dev};
-use wasmsched_sim::SimConfig;
-use wasmsched_runtime::{Limits, Runtime};
 use crate::scenario::{LoadOptions, Scenario, WorkloadError};
 
 /// The largest relative gap between our mean JCT and the reference's that still passes.

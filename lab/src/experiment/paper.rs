@@ -8,8 +8,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::run::{Comparison, RunReport, mean, std_dev};
 use wasmsched_sim::JobOutcome;
+
+use super::run::{Comparison, RunReport, mean, std_dev};
+
 pub use crate::scenario::claim::{Claim, Figure, format_seconds, objective};
 
 /// The config variants of the `asked` policies that a figure of `claims` names (as the

@@ -7,15 +7,16 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use wasmsched_runtime::admission;
-use wasmsched_sim::{JobOutcome, SimConfig, Simulator};
+use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, LoopConfig};
 use wasmsched_loop::record::{RecordError, TelemetryRecorder};
+use wasmsched_runtime::admission;
 use wasmsched_runtime::supervise::{Fallback, Quarantine, Supervised, TickOutcome};
 use wasmsched_runtime::{Limits, LoadError, LoadedPolicy, Runtime};
-use crate::scenario::Scenario;
 use wasmsched_shipped as shipped;
-use wasmsched_core::world::World;
+use wasmsched_sim::{JobOutcome, SimConfig, Simulator};
+
+use crate::scenario::Scenario;
 
 /// A policy to run: a shipped one by name, or any component by path.
 #[derive(Clone, Debug)]
@@ -239,7 +240,12 @@ struct Simulated<'a, F> {
 }
 
 impl<F: FnMut(&World, &TickOutcome)> control::Driver for Simulated<'_, F> {
-    fn observed(&mut self, world: &World, _: Vec<wasmsched_core::backend::Endpoint>, _: Option<wasmsched_core::replicas::Leadership>) {
+    fn observed(
+        &mut self,
+        world: &World,
+        _: Vec<wasmsched_core::backend::Endpoint>,
+        _: Option<wasmsched_core::replicas::Leadership>,
+    ) {
         if let Some(r) = self.recorder.as_mut() {
             r.observed(world);
         }

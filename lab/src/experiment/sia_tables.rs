@@ -27,10 +27,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use wasmsched_runtime::{Limits, Runtime};
+use wasmsched_sim::SimConfig;
+
 use super::batch::Task;
 use super::run::{PolicyChoice, RunOptions, RunReport, mean, std_dev};
-use wasmsched_sim::SimConfig;
-use wasmsched_runtime::{Limits, Runtime};
 use crate::scenario::{Cluster, GpuJobs, LoadOptions, Scenario, WorkloadError};
 
 /// The least per-call deadline the tables' runs get.

@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use wasmsched_runtime::{Limits, Runtime};
+use wasmsched_sim::SimConfig;
+
 use super::batch::{self, Task};
 use super::paper::{Claim, Figure, Measured};
 use super::run::{PolicyChoice, RunOptions, RunReport};
-use wasmsched_sim::SimConfig;
-use wasmsched_runtime::{Limits, Runtime};
 use crate::scenario::Scenario;
 
 /// One swept config key and the values it takes, in the order given.

@@ -3,10 +3,11 @@
 
 use std::fmt::Write as _;
 
+use wasmsched_core::bindings::wit::{Direction, JobKind};
+use wasmsched_sim::model::{Model, meets};
+
 use super::Section;
 use super::svg::*;
-use wasmsched_sim::model::{Model, meets};
-use wasmsched_core::bindings::wit::{Direction, JobKind};
 use crate::experiment::run::RunReport;
 
 /// One CDF line per policy: the fraction of all its jobs (every seed) finished by each time.

@@ -1,11 +1,12 @@
 use serde_json::json;
 
+use wasmsched_core::bindings::wit::Direction;
+use wasmsched_sim::model::Model;
+use wasmsched_sim::workload::{JobPlan, NodeSpec};
+
 use super::charts::normalised;
 use super::lanes::{Mark, Stretch, gpu_uses, pack, placements_of};
 use super::*;
-use wasmsched_sim::model::Model;
-use wasmsched_sim::workload::{JobPlan, NodeSpec};
-use wasmsched_core::bindings::wit::Direction;
 use crate::experiment::paper::{Claim, Figure, Measured};
 use crate::experiment::run::{JobSample, Sample};
 use crate::experiment::sweep::{Axis, Point};

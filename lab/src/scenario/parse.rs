@@ -9,17 +9,18 @@ use std::sync::Arc;
 use serde::Deserialize;
 use toml::de::DeTable;
 
-use super::{Claim, Scenario, WorkloadError};
+use wasmsched_core::bindings::wit;
+use wasmsched_core::units::{parse_bytes, parse_duration_s};
+use wasmsched_loop::budget::BudgetConfig;
+use wasmsched_loop::watchdog::WatchdogConfig;
 use wasmsched_sim::model::{Curve, Model};
 use wasmsched_sim::profile::Profile;
 use wasmsched_sim::throughput::GpuType;
 use wasmsched_sim::workload::{
     JobPlan, MAX_JOB_GPUS, MAX_NODE_CORES, MAX_NODE_GPUS, MAX_NODE_MEMORY_BYTES, NodeSpec, Workload,
 };
-use wasmsched_core::bindings::wit;
-use wasmsched_loop::budget::BudgetConfig;
-use wasmsched_core::units::{parse_bytes, parse_duration_s};
-use wasmsched_loop::watchdog::WatchdogConfig;
+
+use super::{Claim, Scenario, WorkloadError};
 
 /// A scenario file: see `scenarios/README.md`.
 #[derive(Deserialize)]

@@ -1,9 +1,10 @@
-use super::trace::{PHILLY_HEADER, POLLUX_HEADER};
-use super::*;
+use wasmsched_core::bindings::wit;
 use wasmsched_sim::model::Model;
 use wasmsched_sim::throughput::{GpuConfig, run_s};
 use wasmsched_sim::workload::{JobPlan, NodeSpec};
-use wasmsched_core::bindings::wit;
+
+use super::trace::{PHILLY_HEADER, POLLUX_HEADER};
+use super::*;
 
 const NODE: &str = "[[node]]\ncores = 8\nmemory = \"32GiB\"\n";
 

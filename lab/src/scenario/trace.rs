@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::io::Read;
 
-use super::{GIB, GpuJobs, LoadOptions, PHILLY_NODES, POLLUX_NODES, WorkloadError, finish};
 use wasmsched_sim::model::Model;
 use wasmsched_sim::throughput::{GpuConfig, packed, run_s};
 use wasmsched_sim::workload::{JobPlan, NodeSpec, Workload};
+
+use super::{GIB, GpuJobs, LoadOptions, PHILLY_NODES, POLLUX_NODES, WorkloadError, finish};
 
 /// The columns of a Pollux workload CSV, in the artifact's order.
 const POLLUX_COLUMNS: [&str; 5] = ["name", "time", "application", "num_replicas", "batch_size"];
@@ -304,8 +305,10 @@ pub(super) fn philly(path: &str, name: &str, input: impl Read, opts: &LoadOption
             "" => wasmsched_core::world::DEFAULT_TENANT.to_string(),
             vc if wasmsched_core::tenants::valid_name(vc) => vc.to_string(),
             vc => {
-                return Err(row
-                    .err("cluster", format!("`{vc}` is not a virtual cluster's name: {}", wasmsched_core::tenants::NAME_RULE)));
+                return Err(row.err(
+                    "cluster",
+                    format!("`{vc}` is not a virtual cluster's name: {}", wasmsched_core::tenants::NAME_RULE),
+                ));
             }
         };
         jobs.push(JobPlan {

@@ -19,14 +19,15 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{Recorded, Trail, known_model};
+use wasmsched_core::bindings::wit;
 use wasmsched_sim::gpu_step;
 use wasmsched_sim::model::Model;
 use wasmsched_sim::profile::{Costs, Profile};
 use wasmsched_sim::throughput::{GpuConfig, GpuType};
 use wasmsched_sim::workload::{JobPlan, NodeSpec};
 use wasmsched_sim::{REQUEST_COST_CORE_S, SimConfig};
-use wasmsched_core::bindings::wit;
+
+use super::{Recorded, Trail, known_model};
 
 /// The measured model a GPU job of an unknown model scales like.
 pub const REFERENCE_MODEL: Model = Model::Imagenet;

@@ -1,5 +1,6 @@
-use super::*;
 use wasmsched_core::world::{Cursor, GpuSlot, sample};
+
+use super::*;
 
 fn stint(first_reading_ms: u64) -> Stint {
     Stint {

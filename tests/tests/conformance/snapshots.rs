@@ -6,8 +6,8 @@
 //! host's reason for refusing them.
 
 use serde_json::{Value, json};
-use wasmsched::playback::apply_delta;
 use wasmsched::bindings::wit;
+use wasmsched::playback::apply_delta;
 use wasmsched::recording::{RecordedTick, check_snapshot};
 use wasmsched::world::{Cursor, GpuSlot, World, sample};
 

@@ -12,9 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched::sim::profile::{Measured, Profile};
-use wasmsched::sim::workload::{JobPlan, NodeSpec, Workload};
-use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::bindings::wit;
 use wasmsched::budget::BudgetConfig;
 use wasmsched::calibrate::{self, Spec};
@@ -22,6 +19,9 @@ use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::record::TelemetryRecorder;
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
+use wasmsched::sim::profile::{Measured, Profile};
+use wasmsched::sim::workload::{JobPlan, NodeSpec, Workload};
+use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::world::World;
 
 use crate::engine::{Container, Engine, trainer_engine_or_skip};

@@ -3,10 +3,10 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use wasmsched::sim::profile::Profile;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::scenario::{LoadOptions, Scenario};
+use wasmsched::sim::profile::Profile;
 
 use super::workload::check_loaded;
 use super::{Checked, apply, bytes, cases, edits, file, finite, names, positive, toml_lines, toml_values};

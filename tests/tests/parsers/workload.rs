@@ -3,11 +3,11 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use wasmsched::sim::model::Model;
-use wasmsched::sim::workload::Workload;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::scenario::{LoadOptions, Scenario};
+use wasmsched::sim::model::Model;
+use wasmsched::sim::workload::Workload;
 
 use super::{Checked, apply, bytes, cases, csv_lines, csv_values, edits, file, names, toml_lines, toml_values};
 
