@@ -15,6 +15,7 @@ macro_rules! say {
 
 mod cli;
 
+#[cfg(not(feature = "live"))]
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;

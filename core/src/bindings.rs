@@ -1,8 +1,8 @@
-//! The one place the host runs `wasmtime::component::bindgen!`: the Rust types of the
-//! contract, used everywhere in the host (no hand-written mirrors). The current contract is
+//! The Rust types of the contract, generated once by `wasmtime::component::bindgen!` and used
+//! everywhere in the host (no hand-written mirrors). The current contract is
 //! `wasmsched:policy@0.4.0` ([`wit`], [`PolicyPlugin`]); components built against 0.3.0, 0.2.0
-//! and 0.1.0 are still served through [`v0_3`], [`v0_2`] and [`v0_1`], whose types only the
-//! adapters (`runtime::v0_3`, `runtime::v0_2`, `runtime::v0_1`) touch.
+//! and 0.1.0 are still served, through bindings of their frozen contracts that only their
+//! adapters in `wasmsched-runtime` (`v0_3`, `v0_2`, `v0_1`) generate and touch.
 
 #![allow(missing_docs, reason = "generated code")]
 
@@ -13,54 +13,6 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::wasmsched::policy::types as wit;
-
-/// The contract as released at 0.3.0 (frozen in `wit/0.3.0/`).
-pub mod v0_3 {
-    wasmtime::component::bindgen!({
-        path: "../wit/0.3.0",
-        world: "policy-plugin",
-        additional_derives: [PartialEq],
-    });
-
-    pub use self::wasmsched::policy::types as wit;
-
-    /// The interface a 0.3.0 policy exports.
-    pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.3.0";
-    /// The interfaces of the 0.3.0 contract a policy may import.
-    pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.3.0", "wasmsched:policy/types@0.3.0"];
-}
-
-/// The contract as released at 0.2.0 (frozen in `wit/0.2.0/`).
-pub mod v0_2 {
-    wasmtime::component::bindgen!({
-        path: "../wit/0.2.0",
-        world: "policy-plugin",
-        additional_derives: [PartialEq],
-    });
-
-    pub use self::wasmsched::policy::types as wit;
-
-    /// The interface a 0.2.0 policy exports.
-    pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.2.0";
-    /// The interfaces of the 0.2.0 contract a policy may import.
-    pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.2.0", "wasmsched:policy/types@0.2.0"];
-}
-
-/// The contract as released at 0.1.0 (frozen in `wit/0.1.0/`).
-pub mod v0_1 {
-    wasmtime::component::bindgen!({
-        path: "../wit/0.1.0",
-        world: "policy-plugin",
-        additional_derives: [PartialEq],
-    });
-
-    pub use self::wasmsched::policy::types as wit;
-
-    /// The interface a 0.1.0 policy exports.
-    pub const POLICY_EXPORT: &str = "wasmsched:policy/policy@0.1.0";
-    /// The interfaces of the 0.1.0 contract a policy may import.
-    pub const CONTRACT_IMPORTS: [&str; 2] = ["wasmsched:policy/host@0.1.0", "wasmsched:policy/types@0.1.0"];
-}
 
 /// The contract's package and version, as a component names it.
 pub const PACKAGE: &str = "wasmsched:policy@0.4.0";
@@ -103,9 +55,9 @@ impl Contract {
     pub fn policy_export(self) -> &'static str {
         match self {
             Contract::V0_4 => POLICY_EXPORT,
-            Contract::V0_3 => v0_3::POLICY_EXPORT,
-            Contract::V0_2 => v0_2::POLICY_EXPORT,
-            Contract::V0_1 => v0_1::POLICY_EXPORT,
+            Contract::V0_3 => "wasmsched:policy/policy@0.3.0",
+            Contract::V0_2 => "wasmsched:policy/policy@0.2.0",
+            Contract::V0_1 => "wasmsched:policy/policy@0.1.0",
         }
     }
 
@@ -113,9 +65,9 @@ impl Contract {
     pub fn imports(self) -> [&'static str; 2] {
         match self {
             Contract::V0_4 => CONTRACT_IMPORTS,
-            Contract::V0_3 => v0_3::CONTRACT_IMPORTS,
-            Contract::V0_2 => v0_2::CONTRACT_IMPORTS,
-            Contract::V0_1 => v0_1::CONTRACT_IMPORTS,
+            Contract::V0_3 => ["wasmsched:policy/host@0.3.0", "wasmsched:policy/types@0.3.0"],
+            Contract::V0_2 => ["wasmsched:policy/host@0.2.0", "wasmsched:policy/types@0.2.0"],
+            Contract::V0_1 => ["wasmsched:policy/host@0.1.0", "wasmsched:policy/types@0.1.0"],
         }
     }
 }

@@ -78,7 +78,9 @@ impl Logged {
     }
 }
 
-/// `fut`, failing with `late()` once `limit` has passed.
+/// `fut`, failing with `late()` once `limit` has passed (feature `async`: the live backends'
+/// requests run on tokio).
+#[cfg(feature = "async")]
 pub async fn within<T, E>(
     limit: Duration,
     fut: impl Future<Output = Result<T, E>>,
@@ -111,6 +113,7 @@ mod tests {
         assert!(logged.first("down".into()), "a cause that was over is new again");
     }
 
+    #[cfg(feature = "async")]
     #[test]
     fn a_request_past_its_limit_fails_as_late() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap};
 
-use wasmsched_core::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre, wit};
+use wasmsched_core::bindings::{Contract, PolicyPlugin, PolicyPluginPre, wit};
 use wasmsched_core::world::{Cursor, World};
 
 use super::Runtime;
@@ -19,18 +19,18 @@ use super::{v0_1, v0_2, v0_3};
 #[derive(Clone)]
 pub(super) enum Pre {
     Current(PolicyPluginPre<StoreState>),
-    V0_3(bindings::v0_3::PolicyPluginPre<StoreState>),
-    V0_2(bindings::v0_2::PolicyPluginPre<StoreState>),
-    V0_1(bindings::v0_1::PolicyPluginPre<StoreState>),
+    V0_3(v0_3::PolicyPluginPre<StoreState>),
+    V0_2(v0_2::PolicyPluginPre<StoreState>),
+    V0_1(v0_1::PolicyPluginPre<StoreState>),
 }
 
 /// A live component of one contract version; a 0.1.0 one with its adapter (0.3.0's and
 /// 0.2.0's convert without keeping anything).
 enum Plugin {
     Current(PolicyPlugin),
-    V0_3(bindings::v0_3::PolicyPlugin),
-    V0_2(bindings::v0_2::PolicyPlugin),
-    V0_1(bindings::v0_1::PolicyPlugin, v0_1::Adapter),
+    V0_3(v0_3::PolicyPlugin),
+    V0_2(v0_2::PolicyPlugin),
+    V0_1(v0_1::PolicyPlugin, v0_1::Adapter),
 }
 
 /// A compiled, linked policy component.

@@ -122,9 +122,9 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
         PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
-        bindings::v0_3::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
-        bindings::v0_2::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
-        bindings::v0_1::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        v0_3::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        v0_2::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
+        v0_1::PolicyPlugin::add_to_linker::<StoreState, HasSelf<StoreState>>(&mut linker, |s| s)?;
         let cache = config.cache_dir.as_deref().map(|dir| cache::ArtifactCache::new(dir, &engine));
         let ticker = Ticker::start(engine.clone(), config.epoch_tick);
         Ok(Runtime { engine, linker, cache, config, ticker })
@@ -176,9 +176,9 @@ impl Runtime {
         };
         let pre = match contract {
             Contract::V0_4 => instance::Pre::Current(PolicyPluginPre::new(pre).map_err(mismatch)?),
-            Contract::V0_3 => instance::Pre::V0_3(bindings::v0_3::PolicyPluginPre::new(pre).map_err(mismatch)?),
-            Contract::V0_2 => instance::Pre::V0_2(bindings::v0_2::PolicyPluginPre::new(pre).map_err(mismatch)?),
-            Contract::V0_1 => instance::Pre::V0_1(bindings::v0_1::PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_3 => instance::Pre::V0_3(v0_3::PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_2 => instance::Pre::V0_2(v0_2::PolicyPluginPre::new(pre).map_err(mismatch)?),
+            Contract::V0_1 => instance::Pre::V0_1(v0_1::PolicyPluginPre::new(pre).map_err(mismatch)?),
         };
         Ok(LoadedPolicy::new(name.into(), digest, pre, compile_time, cache_hit))
     }

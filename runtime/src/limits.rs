@@ -153,11 +153,11 @@ impl wit::Host for StoreState {}
 /// An older policy's `log` is the same import under its older package.
 macro_rules! older_log {
     ($($version:ident),+) => {$(
-        impl wasmsched_core::bindings::$version::wit::Host for StoreState {}
+        impl crate::$version::old::Host for StoreState {}
 
-        impl wasmsched_core::bindings::$version::wasmsched::policy::host::Host for StoreState {
-            fn log(&mut self, level: wasmsched_core::bindings::$version::wasmsched::policy::host::Level, message: String) {
-                use wasmsched_core::bindings::$version::wasmsched::policy::host::Level as Old;
+        impl crate::$version::wasmsched::policy::host::Host for StoreState {
+            fn log(&mut self, level: crate::$version::wasmsched::policy::host::Level, message: String) {
+                use crate::$version::wasmsched::policy::host::Level as Old;
                 let level = match level {
                     Old::Trace => Level::Trace,
                     Old::Debug => Level::Debug,

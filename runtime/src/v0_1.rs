@@ -3,9 +3,16 @@
 //! when it starts running and leaves when it ends (or is preempted by someone else); the
 //! host's default placement starts queued jobs for it (it declares no ability to place).
 
+wasmtime::component::bindgen!({
+    path: "../wit/0.1.0",
+    world: "policy-plugin",
+    additional_derives: [PartialEq],
+});
+
+pub(crate) use self::wasmsched::policy::types as old;
+
 use std::collections::BTreeMap;
 
-use wasmsched_core::bindings::v0_1::wit as old;
 use wasmsched_core::bindings::wit;
 
 /// What a 0.1.0 instance has been told, beside the cursor that feeds it.

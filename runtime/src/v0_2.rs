@@ -3,7 +3,14 @@
 //! nodes that cannot take work (the host refuses its placements there), how a job may be
 //! resized and its batch size; it cannot resize and gives no reason why a job waits.
 
-use wasmsched_core::bindings::v0_2::wit as old;
+wasmtime::component::bindgen!({
+    path: "../wit/0.2.0",
+    world: "policy-plugin",
+    additional_derives: [PartialEq],
+});
+
+pub(crate) use self::wasmsched::policy::types as old;
+
 use wasmsched_core::bindings::wit;
 
 /// The 0.2.0 snapshot for the current snapshot `s`: the same deltas, less the new fields.

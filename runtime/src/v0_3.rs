@@ -4,7 +4,14 @@
 //! Its decisions have the same shape as 0.4.0's; the host still holds its placements to the
 //! room it cannot see.
 
-use wasmsched_core::bindings::v0_3::wit as old;
+wasmtime::component::bindgen!({
+    path: "../wit/0.3.0",
+    world: "policy-plugin",
+    additional_derives: [PartialEq],
+});
+
+pub(crate) use self::wasmsched::policy::types as old;
+
 use wasmsched_core::bindings::wit;
 
 /// The 0.3.0 snapshot for the 0.4.0 snapshot `s`: the same deltas, less the new fields.
