@@ -10,7 +10,7 @@
 //! | [`sim`], [`playback`] | `wasmsched-sim` | the simulator, a recording played back |
 //! | [`control`], [`watchdog`], [`budget`], [`shadow`], [`record`] | `wasmsched-loop` | the loop |
 //! | [`scenario`], [`experiment`], [`results`], [`report`], [`whatif`], [`replay`] | `wasmsched-lab` | scenarios, experiments and the report, what-if |
-//! | `host`, `config`, `backend`, `reload`, `resources`, `api` | `wasmsched-host` (feature `live`) | the long-running host |
+//! | `host`, `status`, `config`, `backend`, `reload`, `resources`, `api` | `wasmsched-host` (feature `live`) | the long-running host |
 //! | `oci` | `wasmsched-oci` (feature `live`) | policies in OCI registries, signatures |
 //!
 //! `docs/architecture.md` has the layers and what each may depend on (checked by
