@@ -10,6 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// Modules (paths under `src`, `[]` for the crate's root) and the modules each imports.
+type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+
 /// The workspace's crates, bottom up: folder, and the workspace crates its `[dependencies]`
 /// may name. Dev-dependencies are free: a test may use what it likes.
 const CRATES: &[(&str, &[&str])] = &[
@@ -125,7 +128,7 @@ impl Code {
     }
 
     /// Each file and the files of the crate it imports.
-    fn imports(&self) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
+    fn imports(&self) -> Graph {
         let modules = &self.files;
         let resolve = |segments: &[String]| {
             (0..=segments.len()).rev().find(|&n| modules.contains_key(&segments[..n])).map(|n| segments[..n].to_vec())
@@ -202,8 +205,8 @@ fn collect(
 }
 
 /// Each crate's files and the files each imports, by crate (read once for every test here).
-fn every_crate_imports() -> &'static [(String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>)] {
-    static GRAPHS: OnceLock<Vec<(String, BTreeMap<Vec<String>, BTreeSet<Vec<String>>>)>> = OnceLock::new();
+fn every_crate_imports() -> &'static [(String, Graph)] {
+    static GRAPHS: OnceLock<Vec<(String, Graph)>> = OnceLock::new();
     GRAPHS.get_or_init(|| every_crate().into_iter().map(|(name, code)| (name, code.imports())).collect())
 }
 
@@ -228,7 +231,7 @@ fn shown(module: &[String]) -> String {
 }
 
 /// The cycles of a graph, each once (from its smallest node), as `a → b → a`.
-fn cycles(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+fn cycles(graph: &Graph) -> Vec<String> {
     let mut found = Vec::new();
     for start in graph.keys() {
         let mut stack = vec![(start.clone(), vec![start.clone()])];
@@ -344,8 +347,8 @@ fn use_tree(text: &str) -> (Vec<Vec<String>>, usize) {
 /// files is one between the modules that hold them, at the level where their paths part:
 /// `host/status` → `record` is `host` → `record`. A module that uses its parent's items, or its
 /// own children, is inside that parent, not beside it.
-fn siblings(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> BTreeMap<Vec<String>, BTreeSet<Vec<String>>> {
-    let mut siblings: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+fn siblings(graph: &Graph) -> Graph {
+    let mut siblings: Graph = BTreeMap::new();
     for (from, targets) in graph {
         for to in targets {
             let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
@@ -362,7 +365,7 @@ fn siblings(graph: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> BTreeMap<Ve
 fn a_cycle_through_a_submodule_is_one_between_modules_and_a_child_using_its_parent_is_none() {
     let m = |s: &str| s.split('/').map(String::from).collect::<Vec<_>>();
     let files = |edges: &[(&str, &str)]| {
-        let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+        let mut graph: Graph = BTreeMap::new();
         for (from, to) in edges {
             graph.entry(m(from)).or_default().insert(m(to));
             graph.entry(m(to)).or_default();
