@@ -3,8 +3,8 @@
 //!
 //! [`run`] runs one policy on one workload with one seed and compares several over seeds
 //! (what `simulate`, `compare` and `demo` do), [`paper`] sets our figures beside a paper's,
-//! [`report`] draws the comparison as an HTML page, and [`fidelity`] checks the simulator
-//! against Pollux's own. [`sweep`] runs one policy over a grid of its config, and [`results`]
+//! [`crate::report`] draws the comparison as an HTML page, and [`fidelity`] checks the simulator
+//! against Pollux's own. [`sweep`] runs one policy over a grid of its config, and [`crate::results`]
 //! writes any of it as data (JSON of a versioned schema, CSV).
 
 use std::fmt::Write as _;
