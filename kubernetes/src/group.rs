@@ -36,9 +36,10 @@ use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
 
+use crate::pod::KUEUE_TOTAL;
+
 /// Label: a Kueue plain-pod group's name.
 pub const KUEUE_GROUP: &str = "kueue.x-k8s.io/pod-group-name";
-pub use crate::pod::KUEUE_TOTAL;
 /// Label: a coscheduling (scheduler-plugins) group's name.
 pub const COSCHEDULING_GROUP: &str = "scheduling.x-k8s.io/pod-group";
 /// Annotation: a Volcano group's name.

@@ -23,11 +23,6 @@ pub fn by_name(name: &str) -> Option<&'static Shipped> {
     SHIPPED.iter().find(|s| s.name == name)
 }
 
-/// Every shipped policy.
-pub fn all() -> &'static [Shipped] {
-    SHIPPED
-}
-
 /// The names of the shipped policies, for error messages.
 pub fn names() -> Vec<&'static str> {
     SHIPPED.iter().map(|s| s.name).collect()

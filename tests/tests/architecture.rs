@@ -113,72 +113,56 @@ fn every_crate_of_the_workspace_is_in_the_plan() {
     assert!(missing.is_empty(), "crates in no layer (add them to CRATES and docs/architecture.md): {missing:?}");
 }
 
-/// A crate's code as modules: each file (its module path under `src`, `[]` for the crate's
-/// root) with its text up to its test module. `root_file` is `lib` or `main`; a binary's and a
-/// library's files are told apart by `keep`.
-struct Code {
-    files: BTreeMap<Vec<String>, String>,
-}
-
-impl Code {
-    fn read(src: &Path, root_file: &str, keep: &dyn Fn(&str) -> bool) -> Code {
-        let mut files = BTreeMap::new();
-        collect(src, src, root_file, keep, &mut files);
-        Code { files }
-    }
-
-    /// Each file and the files of the crate it imports.
-    fn imports(&self) -> Graph {
-        let modules = &self.files;
-        let resolve = |segments: &[String]| {
-            (0..=segments.len()).rev().find(|&n| modules.contains_key(&segments[..n])).map(|n| segments[..n].to_vec())
-        };
-        modules
-            .iter()
-            .map(|(me, text)| {
-                let absolute = |path: &[String]| -> Option<Vec<String>> {
-                    match path[0].as_str() {
-                        "crate" => Some(path[1..].to_vec()),
-                        "super" if !me.is_empty() => Some([&me[..me.len() - 1], &path[1..]].concat()),
-                        "self" => Some([&me[..], &path[1..]].concat()),
-                        _ => None,
-                    }
+/// Each file of a crate (its module path under `src`, `[]` for the crate's root, with its text
+/// up to its test module) and the files of the crate it imports.
+fn imports(modules: &BTreeMap<Vec<String>, String>) -> Graph {
+    let resolve = |segments: &[String]| {
+        (0..=segments.len()).rev().find(|&n| modules.contains_key(&segments[..n])).map(|n| segments[..n].to_vec())
+    };
+    modules
+        .iter()
+        .map(|(me, text)| {
+            let absolute = |path: &[String]| -> Option<Vec<String>> {
+                match path[0].as_str() {
+                    "crate" => Some(path[1..].to_vec()),
+                    "super" if !me.is_empty() => Some([&me[..me.len() - 1], &path[1..]].concat()),
+                    "self" => Some([&me[..], &path[1..]].concat()),
+                    _ => None,
+                }
+            };
+            // A path may also start at a module the file names by itself: one of its own
+            // (`sim::workload::Workload`) or one it imported (`use crate::report;`
+            // then `report::tables::…`).
+            let mut aliases: BTreeMap<String, Vec<String>> = modules
+                .keys()
+                .filter(|m| m.len() == me.len() + 1 && m.starts_with(me))
+                .map(|m| (m[me.len()].clone(), m.clone()))
+                .collect();
+            for path in paths(text, &[]) {
+                if let Some(module) = absolute(&path).filter(|m| !m.is_empty() && modules.contains_key(m)) {
+                    aliases.insert(module.last().cloned().unwrap_or_default(), module);
+                }
+            }
+            let names: Vec<String> = aliases.keys().cloned().collect();
+            let mut found = BTreeSet::new();
+            for path in paths(text, &names) {
+                let Some(segments) = absolute(&path).or_else(|| Some([&aliases[&path[0]][..], &path[1..]].concat()))
+                else {
+                    continue;
                 };
-                // A path may also start at a module the file names by itself: one of its own
-                // (`sim::workload::Workload`) or one it imported (`use crate::report;`
-                // then `report::tables::…`).
-                let mut aliases: BTreeMap<String, Vec<String>> = modules
-                    .keys()
-                    .filter(|m| m.len() == me.len() + 1 && m.starts_with(me))
-                    .map(|m| (m[me.len()].clone(), m.clone()))
-                    .collect();
-                for path in paths(text, &[]) {
-                    if let Some(module) = absolute(&path).filter(|m| !m.is_empty() && modules.contains_key(m)) {
-                        aliases.insert(module.last().cloned().unwrap_or_default(), module);
-                    }
+                // A module's own submodules are part of it.
+                let own = segments.len() > me.len() && segments.starts_with(me);
+                if let Some(target) = resolve(&segments).filter(|t| t != me && !own) {
+                    found.insert(target);
                 }
-                let names: Vec<String> = aliases.keys().cloned().collect();
-                let mut found = BTreeSet::new();
-                for path in paths(text, &names) {
-                    let Some(segments) =
-                        absolute(&path).or_else(|| Some([&aliases[&path[0]][..], &path[1..]].concat()))
-                    else {
-                        continue;
-                    };
-                    // A module's own submodules are part of it.
-                    let own = segments.len() > me.len() && segments.starts_with(me);
-                    if let Some(target) = resolve(&segments).filter(|t| t != me && !own) {
-                        found.insert(target);
-                    }
-                }
-                (me.clone(), found)
-            })
-            .collect()
-    }
+            }
+            (me.clone(), found)
+        })
+        .collect()
 }
 
 /// The files under `dir` that `keep` keeps (by path under `src` without `.rs`), not `tests.rs`
-/// files, with their text up to their test module.
+/// files, with their text up to their test module; `root_file` (`lib` or `main`) is the root.
 fn collect(
     src: &Path,
     dir: &Path,
@@ -194,7 +178,6 @@ fn collect(
         } else if let Some(name) = rel.strip_suffix(".rs")
             && keep(name)
             && !name.ends_with("tests")
-            && !name.starts_with("bin/")
         {
             let text = std::fs::read_to_string(&path).expect("readable");
             let code = text.split("#[cfg(test)]").next().unwrap_or("").to_string();
@@ -204,26 +187,29 @@ fn collect(
     }
 }
 
-/// Each crate's files and the files each imports, by crate (read once for every test here).
+/// Each crate's files and the files each imports, by crate: the libraries, and the binary's own
+/// modules apart (read once for every test here).
 fn every_crate_imports() -> &'static [(String, Graph)] {
     static GRAPHS: OnceLock<Vec<(String, Graph)>> = OnceLock::new();
-    GRAPHS.get_or_init(|| every_crate().into_iter().map(|(name, code)| (name, code.imports())).collect())
-}
-
-/// Every crate's code, by folder: the libraries, and the binary's own modules apart.
-fn every_crate() -> Vec<(String, Code)> {
-    let mut crates = Vec::new();
-    for (folder, _) in CRATES {
-        let src = root().join(folder).join("src");
-        if folder == &"cli" {
-            let binary = |n: &str| n == "main" || n == "cli" || n.starts_with("cli/");
-            crates.push(("cli (binary)".to_string(), Code::read(&src, "main", &binary)));
-            crates.push(("cli".to_string(), Code::read(&src, "lib", &|n: &str| !binary(n))));
-        } else {
-            crates.push((folder.to_string(), Code::read(&src, "lib", &|_: &str| true)));
+    GRAPHS.get_or_init(|| {
+        let read = |folder: &str, root_file: &str, keep: &dyn Fn(&str) -> bool| {
+            let src = root().join(folder).join("src");
+            let mut files = BTreeMap::new();
+            collect(&src, &src, root_file, keep, &mut files);
+            imports(&files)
+        };
+        let binary = |n: &str| n == "main" || n == "cli" || n.starts_with("cli/");
+        let mut crates = Vec::new();
+        for (folder, _) in CRATES {
+            if folder == &"cli" {
+                crates.push(("cli (binary)".to_string(), read(folder, "main", &binary)));
+                crates.push(("cli".to_string(), read(folder, "lib", &|n: &str| !binary(n))));
+            } else {
+                crates.push((folder.to_string(), read(folder, "lib", &|_: &str| true)));
+            }
         }
-    }
-    crates
+        crates
+    })
 }
 
 fn shown(module: &[String]) -> String {

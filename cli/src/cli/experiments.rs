@@ -306,7 +306,7 @@ pub fn fidelity(which: Published, seeds: u64, sia: SiaTableArgs, runtime: &Runti
 pub fn demo(seeds: u64, report_dir: &Path, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
     let (rt, limits) = runtime.runtime()?;
     let world = world::sample::with_queue(2, 6, 2, 5);
-    let results = shipped::all()
+    let results = shipped::SHIPPED
         .iter()
         .map(|p| (p.name.to_string(), admission::admit(&rt, p.name, p.wasm, "{}", limits, &world)));
     if print_admissions(results) > 0 {
