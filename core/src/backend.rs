@@ -1,5 +1,6 @@
 //! What every backend is to the loop: the [`Backend`] trait (observe into the [`World`], apply
-//! validated actions), who starts queued jobs ([`Placer`]), how a backend's own `[backend]`
+//! validated actions), what only some backends have ([`DefaultPlacement`], [`Progress`],
+//! [`Status`]), who starts queued jobs ([`Placer`]), how a backend's own `[backend]`
 //! table is read ([`Settings`]) and what it builds ([`Built`]). The loop, above, is the same for
 //! every backend; backends know the world's types and never the policy runtime.
 
@@ -118,6 +119,13 @@ pub enum Placer {
 }
 
 /// A place where jobs run: the simulator, real containers, pods, a recording played back.
+///
+/// The loop's side is four methods: who places ([`Backend::set_placer`]), [`Backend::observe`],
+/// [`Backend::apply`] and [`Backend::settled`]. What only some backends have is reached through
+/// an accessor that says None where it has none: a default placement of its own
+/// ([`Backend::placement`]), progress it can tell beyond the jobs' reports
+/// ([`Backend::progress`]), places it reaches and jobs it holds for the status
+/// ([`Backend::status`]), and replicas ([`Backend::replicas`]).
 pub trait Backend {
     /// Who starts queued jobs from now on; the loop says so before every observation.
     fn set_placer(&mut self, _by: Placer) {}
@@ -137,50 +145,22 @@ pub trait Backend {
         Vec::new()
     }
 
-    /// The places it reaches and whether they answer, for the status; none for a backend that
-    /// reaches nothing outside the process.
-    fn endpoints(&self) -> Vec<Endpoint> {
-        Vec::new()
-    }
-
-    /// What it holds outside the world, and why ([`Held`]); none for most backends.
-    fn held(&self) -> Vec<Held> {
-        Vec::new()
-    }
-
-    /// The queued jobs its default placement would start now, in the order it would start
-    /// them, without starting any: what a placing policy is judged against (the watchdog's
-    /// stall rule). None for a backend that starts nothing of its own.
-    fn startable(&self, _world: &World) -> Vec<u32> {
-        Vec::new()
-    }
-
-    /// Start queued `jobs` now with the default placement, in the order given, each where it
-    /// fits (the watchdog's rescue of jobs a placing policy left waiting). Returns those
-    /// started; the others stay queued.
-    fn rescue(&mut self, _jobs: &[u32], _world: &mut World) -> Vec<u32> {
-        Vec::new()
-    }
-
-    /// When any job last did work, on the backend's clock (ms), where the backend can tell
-    /// (the simulator can; a live one cannot tell a container at work from one stuck). The
-    /// watchdog benches a policy under which jobs run but none progresses.
-    fn last_progress_ms(&self) -> Option<u64> {
+    /// Its default placement ([`DefaultPlacement`]); None for a backend that starts nothing of
+    /// its own (a recording played back).
+    fn placement(&mut self) -> Option<&mut dyn DefaultPlacement> {
         None
     }
 
-    /// Whether `job` made progress it keeps since `since_ms` (since it started, when None): the
-    /// watchdog's livelock rule counts the disruptions that find it without. By default, what
-    /// the job reported: a progress record (an epoch, after which it checkpoints) since then. A
-    /// backend whose jobs keep every step (the simulator's GPU jobs) says whether it worked.
-    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
-        world.reported_since(job, since_ms)
+    /// What it tells of the jobs' progress beyond their own reports ([`Progress`]); None for a
+    /// backend that knows only what the jobs report.
+    fn progress(&self) -> Option<&dyn Progress> {
+        None
     }
 
-    /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is
-    /// made anew): then it counts against the disruption budget like a migration.
-    fn gpu_share_restarts(&self) -> bool {
-        false
+    /// What the status shows of it ([`Status`]); None for a backend that reaches nothing
+    /// outside the process and holds no job outside the world.
+    fn status(&self) -> Option<&dyn Status> {
+        None
     }
 
     /// Its side as one of several replicas of the host that share it ([`Replicas`]: who leads,
@@ -200,6 +180,62 @@ pub trait Backend {
         self.replicas().is_none_or(|r| r.leads())
     }
 }
+
+/// A backend's own placement: first come, first served, first fit, as soon as a job fits. It
+/// starts queued jobs while no policy places ([`Placer::Backend`]), and the watchdog judges a
+/// placing policy against it and rescues the jobs that policy left waiting.
+pub trait DefaultPlacement {
+    /// The queued jobs it would start now, in the order it would start them, without starting
+    /// any: what a placing policy is judged against (the watchdog's stall rule).
+    fn startable(&self, world: &World) -> Vec<u32>;
+
+    /// Start queued `jobs` now, in the order given, each where it fits (the watchdog's rescue
+    /// of jobs a placing policy left waiting). Returns those started; the others stay queued.
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32>;
+}
+
+/// What a backend tells of the jobs' progress beyond their reports. Every method has the
+/// answer of a backend that knows only the reports.
+pub trait Progress {
+    /// When any job last did work, on the backend's clock (ms), where the backend can tell
+    /// (the simulator can; a live one cannot tell a container at work from one stuck). The
+    /// watchdog benches a policy under which jobs run but none progresses.
+    fn last_progress_ms(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether `job` made progress it keeps since `since_ms` (since it started, when None): the
+    /// watchdog's livelock rule counts the disruptions that find it without. By default, what
+    /// the job reported: a progress record (an epoch, after which it checkpoints) since then. A
+    /// backend whose jobs keep every step (the simulator's GPU jobs) says whether it worked.
+    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+        world.reported_since(job, since_ms)
+    }
+
+    /// Whether a `set-gpu-share` restarts the job from its checkpoint here (the container is
+    /// made anew), losing what it did since: then it counts against the disruption budget like
+    /// a migration.
+    fn gpu_share_restarts(&self) -> bool {
+        false
+    }
+}
+
+/// What a backend shows on the status page beside the world.
+pub trait Status {
+    /// The places it reaches and whether they answer.
+    fn endpoints(&self) -> Vec<Endpoint>;
+
+    /// What it holds outside the world, and why ([`Held`]); none for most backends.
+    fn held(&self) -> Vec<Held> {
+        Vec::new()
+    }
+}
+
+/// The progress of a backend that knows only what the jobs report: [`Progress`]'s answers.
+/// The loop reads `backend.progress().unwrap_or(&Reports)`.
+pub struct Reports;
+
+impl Progress for Reports {}
 
 /// What the host's `[backend]` table asks of a backend's own table: `kind` chooses the
 /// backend, the rest is its own.

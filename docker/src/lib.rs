@@ -56,7 +56,9 @@ use bollard::query_parameters as q;
 use futures_util::StreamExt;
 use serde::Deserialize;
 
-use wasmsched_core::backend::{ApplyError, Backend, Built, Placer, Settings, filled};
+use wasmsched_core::backend::{
+    ApplyError, Backend, Built, DefaultPlacement, Endpoint, Placer, Progress, Settings, Status, filled,
+};
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, Clock, Logged, progress, unix_ms};
 use wasmsched_core::world::World;
@@ -488,31 +490,16 @@ impl Backend for Docker {
         true
     }
 
-    fn startable(&self, world: &World) -> Vec<u32> {
-        Docker::startable(self, world)
+    fn placement(&mut self) -> Option<&mut dyn DefaultPlacement> {
+        Some(self)
     }
 
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
-        self.place_queued(world, Some(jobs))
+    fn progress(&self) -> Option<&dyn Progress> {
+        Some(self)
     }
 
-    fn gpu_share_restarts(&self) -> bool {
-        true
-    }
-
-    fn endpoints(&self) -> Vec<wasmsched_core::backend::Endpoint> {
-        self.engines
-            .iter()
-            .enumerate()
-            .map(|(i, e)| wasmsched_core::backend::Endpoint {
-                kind: "engine".into(),
-                name: e.endpoint.clone(),
-                up: self.engine_up(i),
-                jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,
-                down_for_ms: e.down.as_ref().map(|d| d.since.elapsed().as_millis() as u64),
-                ..wasmsched_core::backend::Endpoint::default()
-            })
-            .collect()
+    fn status(&self) -> Option<&dyn Status> {
+        Some(self)
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
@@ -523,6 +510,40 @@ impl Backend for Docker {
         let mut errors = self.apply_some(&rest, world);
         errors.extend(self.apply_some(&places, world));
         errors
+    }
+}
+
+impl DefaultPlacement for Docker {
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Docker::startable(self, world)
+    }
+
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        self.place_queued(world, Some(jobs))
+    }
+}
+
+/// Its jobs' progress is what they report; a new GPU share is a new container.
+impl Progress for Docker {
+    fn gpu_share_restarts(&self) -> bool {
+        true
+    }
+}
+
+impl Status for Docker {
+    fn endpoints(&self) -> Vec<Endpoint> {
+        self.engines
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Endpoint {
+                kind: "engine".into(),
+                name: e.endpoint.clone(),
+                up: self.engine_up(i),
+                jobs: self.jobs.values().filter(|m| m.engine == i).count() as u32,
+                down_for_ms: e.down.as_ref().map(|d| d.since.elapsed().as_millis() as u64),
+                ..Endpoint::default()
+            })
+            .collect()
     }
 }
 

@@ -90,7 +90,9 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
-use wasmsched_core::backend::{ApplyError, Backend, Built, Endpoint, Placer, Settings, filled};
+use wasmsched_core::backend::{
+    ApplyError, Backend, Built, DefaultPlacement, Endpoint, Held, Placer, Settings, Status, filled,
+};
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, Clock, Logged, progress};
 use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
@@ -523,17 +525,6 @@ impl Kubernetes {
 }
 
 impl Backend for Kubernetes {
-    fn startable(&self, world: &World) -> Vec<u32> {
-        Kubernetes::startable(self, world)
-    }
-
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
-        if !self.apiserver_up() || !self.leads() {
-            return Vec::new();
-        }
-        self.place_queued(world, Some(jobs))
-    }
-
     fn set_placer(&mut self, by: Placer) {
         self.placer = by;
     }
@@ -552,6 +543,18 @@ impl Backend for Kubernetes {
         self.apply_from(actions, world, By::Policy)
     }
 
+    fn settled(&mut self) -> Vec<ApplyError> {
+        std::mem::take(&mut self.late)
+    }
+
+    fn placement(&mut self) -> Option<&mut dyn DefaultPlacement> {
+        Some(self)
+    }
+
+    fn status(&self) -> Option<&dyn Status> {
+        Some(self)
+    }
+
     fn replicas(&self) -> Option<&dyn Replicas> {
         self.config.election.is_some().then_some(self as &dyn Replicas)
     }
@@ -559,17 +562,22 @@ impl Backend for Kubernetes {
     fn replicas_mut(&mut self) -> Option<&mut dyn Replicas> {
         self.config.election.is_some().then_some(self as &mut dyn Replicas)
     }
+}
 
-    fn settled(&mut self) -> Vec<ApplyError> {
-        std::mem::take(&mut self.late)
+impl DefaultPlacement for Kubernetes {
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Kubernetes::startable(self, world)
     }
 
-    fn held(&self) -> Vec<wasmsched_core::backend::Held> {
-        let held = self.held.iter();
-        held.map(|(name, reason)| wasmsched_core::backend::Held { name: name.clone(), reason: reason.clone() })
-            .collect()
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        if !self.apiserver_up() || !self.leads() {
+            return Vec::new();
+        }
+        self.place_queued(world, Some(jobs))
     }
+}
 
+impl Status for Kubernetes {
     fn endpoints(&self) -> Vec<Endpoint> {
         let up = self.apiserver_up();
         let h = self.health.lock().expect("health lock");
@@ -582,6 +590,11 @@ impl Backend for Kubernetes {
             requests: Some(self.requests.load(Ordering::Relaxed)),
             in_flight: Some(self.flight.len() as u64),
         }]
+    }
+
+    fn held(&self) -> Vec<Held> {
+        let held = self.held.iter();
+        held.map(|(name, reason)| Held { name: name.clone(), reason: reason.clone() }).collect()
     }
 }
 

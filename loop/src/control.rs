@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmsched_core::backend::{ApplyError, Backend, Placer};
+use wasmsched_core::backend::{ApplyError, Backend, Placer, Reports};
 use wasmsched_core::replicas::{Checkpoint, Leadership};
 use wasmsched_core::world::World;
 use wasmsched_runtime::supervise::{Supervised, TickOutcome};
@@ -229,8 +229,13 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         backend.set_placer(if placing { Placer::Policy } else { Placer::Backend });
         run.world.forget_departed();
         let more = backend.observe(&mut run.world, until);
-        driver.observed(&run.world, backend.endpoints(), backend.replicas().map(|r| r.leadership()));
-        driver.held(backend.held());
+        let status = backend.status();
+        driver.observed(
+            &run.world,
+            status.map(|s| s.endpoints()).unwrap_or_default(),
+            backend.replicas().map(|r| r.leadership()),
+        );
+        driver.held(status.map(|s| s.held()).unwrap_or_default());
         if !more {
             // The last observation: nothing is left to run, and the driver has seen it so.
             break;
@@ -316,7 +321,8 @@ impl Run {
         Run {
             world,
             summary: LoopSummary::default(),
-            budget: Budget::new(config.budget).share_restarts(backend.gpu_share_restarts()),
+            budget: Budget::new(config.budget)
+                .share_restarts(backend.progress().unwrap_or(&Reports).gpu_share_restarts()),
             dog: Watchdog::new(config.watchdog).ticking(config.tick),
             stalls: Stalls::new(),
             churn: Churn::new(),
@@ -412,7 +418,8 @@ impl Run {
             let failed = backend.apply(&a.outcome.actions, &mut self.world);
             let hit =
                 a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
-            let kept = |job, since| backend.progressed_since(job, since, &self.world);
+            let progress = backend.progress().unwrap_or(&Reports);
+            let kept = |job, since| progress.progressed_since(job, since, &self.world);
             let churned = self.churn.disrupted(&a.digest, hit.map(|x| x.job), &self.world, kept);
             self.churned = churned.map(|(job, n)| (job_name(&self.world, job), n));
             if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
@@ -439,11 +446,12 @@ fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Ve
         stalls.clear();
         return Vec::new();
     }
-    let overdue = stalls.overdue(&backend.startable(world), world.time_ms(), stall_after);
+    let Some(placement) = backend.placement() else { return Vec::new() };
+    let overdue = stalls.overdue(&placement.startable(world), world.time_ms(), stall_after);
     if overdue.is_empty() {
         return Vec::new();
     }
-    let started = backend.rescue(&overdue, world);
+    let started = placement.rescue(&overdue, world);
     stalls.started(&started);
     if !started.is_empty() && throttle.allow("jobs left waiting, started by the host") {
         let names: Vec<String> = started.iter().take(5).map(|&job| job_name(world, job)).collect();
@@ -480,7 +488,8 @@ fn watch(dog: &mut Watchdog, driver: &mut dyn Driver, backend: &dyn Backend, wor
     // Jobs run and none has progressed: judged only where the backend can tell, and only while
     // the policy itself answers (a failing one is the other rule's).
     let idle_ms = backend
-        .last_progress_ms()
+        .progress()
+        .and_then(|p| p.last_progress_ms())
         .filter(|_| world.job_count() > 0 && active.is_none_or(|a| a.outcome.failure.is_none()))
         .map(|at| world.time_ms().saturating_sub(at));
     let seen = watchdog::Seen {

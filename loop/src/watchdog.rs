@@ -21,7 +21,7 @@
 //! - **it undoes the work it lets start** (a livelock): it disrupted one training job —
 //!   preempted, migrated, resized or stopped it — `churn-after` times in a row, each time
 //!   before the job made progress it keeps since the disruption before (or, the first time,
-//!   ever). What is kept is the backend's to say (`Backend::progressed_since`): on a live
+//!   ever). What is kept is the backend's to say (`Progress::progressed_since`): on a live
 //!   backend, an epoch reported (the job checkpoints at its end); in the simulator, any work
 //!   of a GPU job (it keeps every step) and an epoch of a CPU job. Judged on what every
 //!   backend has, so on every backend; jobs that do not train (services) are not counted, and
@@ -271,7 +271,7 @@ struct Failing {
 /// Training jobs disrupted before they progressed: per job, when it was last disrupted and how
 /// many disruptions in a row found it with no progress it keeps since the one before (the
 /// watchdog's livelock rule; the backend says what progress is kept,
-/// `Backend::progressed_since`). Counted for one version: another starts every count again.
+/// `Progress::progressed_since`). Counted for one version: another starts every count again.
 #[derive(Debug, Default)]
 pub struct Churn {
     digest: String,

@@ -1,7 +1,7 @@
 //! The simulator as the loop sees it ([`Backend`]): what an observation reports of every
 //! running job and GPU, and how a policy's actions take effect.
 
-use wasmsched_core::backend::{ApplyError, Backend, Placer};
+use wasmsched_core::backend::{ApplyError, Backend, DefaultPlacement, Placer, Progress};
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::{GpuSlot, World};
 
@@ -84,116 +84,20 @@ impl Backend for Simulator {
         !self.over()
     }
 
-    fn startable(&self, world: &World) -> Vec<u32> {
-        Simulator::startable(self, world)
+    fn placement(&mut self) -> Option<&mut dyn DefaultPlacement> {
+        Some(self)
     }
 
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
-        Simulator::rescue(self, jobs, world)
-    }
-
-    fn last_progress_ms(&self) -> Option<u64> {
-        Some(secs_to_ms(self.last_progress_s()))
-    }
-
-    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
-        self.kept_work_since(job, since_ms, world)
+    fn progress(&self) -> Option<&dyn Progress> {
+        Some(self)
     }
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         let mut errors = Vec::new();
         let mut touched: Vec<u32> = Vec::new();
         for action in actions {
-            let Some(i) = self.job_of(action.job) else {
-                errors.push(ApplyError { job: action.job, reason: "the job has ended".into() });
-                continue;
-            };
-            let node = self.jobs[i].node;
-            let running = self.jobs[i].phase == Phase::Running;
-            match &action.kind {
-                ActionKind::Place(p) => {
-                    if running {
-                        errors.push(ApplyError { job: action.job, reason: "the job already runs".into() });
-                        continue;
-                    }
-                    let gpus: Vec<GpuSlot> = p
-                        .nodes
-                        .iter()
-                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }))
-                        .collect();
-                    if let Some(why) = self.memory_refusal(i, &gpus) {
-                        errors.push(ApplyError { job: action.job, reason: format!("not placed: {why}") });
-                        continue;
-                    }
-                    let first = p.nodes.first().map_or(0, |e| e.node);
-                    self.start(i, first, gpus, world);
-                    continue;
-                }
-                ActionKind::Stop if !running => {
-                    self.finish(i, true, world);
-                    continue;
-                }
-                _ if !running => {
-                    errors.push(ApplyError { job: action.job, reason: "the job is queued, not running".into() });
-                    continue;
-                }
-                _ => {}
-            }
-            match action.kind {
-                ActionKind::Place(_) => {}
-                ActionKind::Preempt => {
-                    self.preempt(i, world);
-                }
-                ActionKind::SetCpu(limit) => {
-                    self.catch_up(i);
-                    self.jobs[i].limit_cores = limit.map(|m| m as f64 / 1000.0);
-                    touched.push(node);
-                }
-                ActionKind::SetMemory(limit) => {
-                    if let Some(s) = world.state_mut(action.job) {
-                        s.memory_limit_bytes = limit;
-                    }
-                }
-                ActionKind::Migrate(to) => {
-                    let held = self.jobs[i].gpus.len();
-                    self.restart_on(i, to, |sim| sim.free_gpus(to, held), world);
-                    touched.extend([node, to]);
-                }
-                ActionKind::Resize(ref r) => {
-                    let gpus: Vec<GpuSlot> = r
-                        .placement
-                        .nodes
-                        .iter()
-                        .flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }))
-                        .collect();
-                    let mine = |g: &GpuSlot| self.jobs[i].gpus.contains(g);
-                    let fresh: Vec<GpuSlot> = gpus.iter().filter(|g| !mine(g)).copied().collect();
-                    if let Some(why) = self.memory_refusal(i, &fresh) {
-                        errors.push(ApplyError { job: action.job, reason: format!("not resized: {why}") });
-                        continue;
-                    }
-                    let to = r.placement.nodes.first().map_or(node, |e| e.node);
-                    if r.batch_size.is_some() {
-                        self.jobs[i].pinned_batch = r.batch_size;
-                    }
-                    self.restart_on(i, to, move |_| gpus, world);
-                    let batch = self.jobs[i].gpu.map(|g| g.batch_size()).or(r.batch_size);
-                    if let (Some(batch_size), Some(s)) = (batch, world.state_mut(action.job)) {
-                        s.batch_size = batch_size;
-                    }
-                    touched.extend([node, to]);
-                }
-                ActionKind::Deliver => {
-                    let j = &mut self.jobs[i];
-                    j.delivered_s.get_or_insert(self.now_s - j.plan.arrival_s);
-                }
-                ActionKind::Stop => self.finish(i, true, world),
-                ActionKind::SetGpuShare(share) => {
-                    // Resharing brings every job up to the clock at its old speed first.
-                    let gpus = self.jobs[i].gpus.clone();
-                    self.jobs[i].gpu_share = Some(share.percent);
-                    self.reshare_around(node, &gpus);
-                }
+            if let Err(reason) = self.apply_one(action, world, &mut touched) {
+                errors.push(ApplyError { job: action.job, reason });
             }
         }
         touched.sort_unstable();
@@ -217,5 +121,108 @@ impl Backend for Simulator {
             }
         }
         errors
+    }
+}
+
+impl Simulator {
+    /// Put one validated action into force; the nodes whose GPU or CPU sharing it changed go
+    /// to `touched`. Err says why it could not.
+    fn apply_one(&mut self, action: &wit::Action, world: &mut World, touched: &mut Vec<u32>) -> Result<(), String> {
+        let Some(i) = self.job_of(action.job) else { return Err("the job has ended".into()) };
+        let node = self.jobs[i].node;
+        let running = self.jobs[i].phase == Phase::Running;
+        match action.kind {
+            ActionKind::Place(_) if running => return Err("the job already runs".into()),
+            ActionKind::Place(ref p) => {
+                let gpus = slots(p);
+                if let Some(why) = self.memory_refusal(i, &gpus) {
+                    return Err(format!("not placed: {why}"));
+                }
+                let first = p.nodes.first().map_or(0, |e| e.node);
+                self.start(i, first, gpus, world);
+            }
+            ActionKind::Stop => self.finish(i, true, world),
+            _ if !running => return Err("the job is queued, not running".into()),
+            ActionKind::Preempt => {
+                self.preempt(i, world);
+            }
+            ActionKind::SetCpu(limit) => {
+                self.catch_up(i);
+                self.jobs[i].limit_cores = limit.map(|m| m as f64 / 1000.0);
+                touched.push(node);
+            }
+            ActionKind::SetMemory(limit) => {
+                if let Some(s) = world.state_mut(action.job) {
+                    s.memory_limit_bytes = limit;
+                }
+            }
+            ActionKind::Migrate(to) => {
+                let held = self.jobs[i].gpus.len();
+                self.restart_on(i, to, |sim| sim.free_gpus(to, held), world);
+                touched.extend([node, to]);
+            }
+            ActionKind::Resize(ref r) => {
+                let to = self.resize(i, action.job, r, world)?;
+                touched.extend([node, to]);
+            }
+            ActionKind::Deliver => {
+                let j = &mut self.jobs[i];
+                j.delivered_s.get_or_insert(self.now_s - j.plan.arrival_s);
+            }
+            ActionKind::SetGpuShare(share) => {
+                // Resharing brings every job up to the clock at its old speed first.
+                let gpus = self.jobs[i].gpus.clone();
+                self.jobs[i].gpu_share = Some(share.percent);
+                self.reshare_around(node, &gpus);
+            }
+        }
+        Ok(())
+    }
+
+    /// Restart running job `i` (handle `job`) on the GPUs `r` names, at the batch size it names
+    /// if any. Returns the node it runs on now.
+    fn resize(&mut self, i: usize, job: u32, r: &wit::Resize, world: &mut World) -> Result<u32, String> {
+        let gpus = slots(&r.placement);
+        let mine = |g: &GpuSlot| self.jobs[i].gpus.contains(g);
+        let fresh: Vec<GpuSlot> = gpus.iter().filter(|g| !mine(g)).copied().collect();
+        if let Some(why) = self.memory_refusal(i, &fresh) {
+            return Err(format!("not resized: {why}"));
+        }
+        let to = r.placement.nodes.first().map_or(self.jobs[i].node, |e| e.node);
+        if r.batch_size.is_some() {
+            self.jobs[i].pinned_batch = r.batch_size;
+        }
+        self.restart_on(i, to, move |_| gpus, world);
+        let batch = self.jobs[i].gpu.map(|g| g.batch_size()).or(r.batch_size);
+        if let (Some(batch_size), Some(s)) = (batch, world.state_mut(job)) {
+            s.batch_size = batch_size;
+        }
+        Ok(to)
+    }
+}
+
+/// The GPUs a placement names.
+fn slots(p: &wit::Placement) -> Vec<GpuSlot> {
+    p.nodes.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index })).collect()
+}
+
+impl DefaultPlacement for Simulator {
+    fn startable(&self, world: &World) -> Vec<u32> {
+        Simulator::startable(self, world)
+    }
+
+    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+        Simulator::rescue(self, jobs, world)
+    }
+}
+
+/// The simulator knows when any job last worked, and its GPU jobs keep every step.
+impl Progress for Simulator {
+    fn last_progress_ms(&self) -> Option<u64> {
+        Some(secs_to_ms(self.last_progress_s()))
+    }
+
+    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+        self.kept_work_since(job, since_ms, world)
     }
 }

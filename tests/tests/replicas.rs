@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use wasmsched::backend::{ApplyError, Backend, Checkpoint, Endpoint, Leadership, Placer, Replicas};
+use wasmsched::backend::{ApplyError, Backend, Checkpoint, DefaultPlacement, Leadership, Placer, Replicas};
 use wasmsched::bindings::wit;
 use wasmsched::config::HostConfig;
 use wasmsched::scenario::Scenario;
@@ -60,14 +60,11 @@ impl Backend for Replica {
         }
         self.inner.apply(actions, world)
     }
-    fn endpoints(&self) -> Vec<Endpoint> {
-        self.inner.endpoints()
+    fn placement(&mut self) -> Option<&mut dyn DefaultPlacement> {
+        self.inner.placement()
     }
-    fn startable(&self, world: &World) -> Vec<u32> {
-        self.inner.startable(world)
-    }
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
-        self.inner.rescue(jobs, world)
+    fn status(&self) -> Option<&dyn wasmsched::backend::Status> {
+        self.inner.status()
     }
     fn replicas(&self) -> Option<&dyn Replicas> {
         Some(self)

@@ -12,7 +12,7 @@ mod whatif;
 use std::time::{Duration, Instant};
 
 use wasmsched::backend::docker::{Docker, DockerConfig};
-use wasmsched::backend::{Backend, Placer};
+use wasmsched::backend::{Backend, DefaultPlacement as _, Placer, Status as _};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
-use wasmsched::backend::Backend;
+use wasmsched::backend::{Backend, Status as _};
 use wasmsched::bindings::wit;
 use wasmsched::world::World;
 

@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use wasmsched::backend::Backend;
+use wasmsched::backend::{DefaultPlacement as _, Status as _};
 use wasmsched::control::{self, LoopConfig};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::world::World;

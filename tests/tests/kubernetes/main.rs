@@ -19,8 +19,8 @@ mod whatif;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wasmsched::backend::Backend;
 use wasmsched::backend::kubernetes::{Kubernetes, KubernetesConfig};
+use wasmsched::backend::{Backend, DefaultPlacement as _};
 use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
