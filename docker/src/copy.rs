@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use bollard::Docker as Client;
 use bollard::errors::Error as DockerError;
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceRequest};
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HostConfig};
 use bollard::query_parameters as q;
 use futures_util::StreamExt;
 
@@ -100,21 +100,7 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
         // GPUs, whatever the device requests say: it must name the same ones.
         let list: Vec<String> = gpus.iter().map(u32::to_string).collect();
         set_var(&mut env, VISIBLE_DEVICES, (!list.is_empty()).then(|| list.join(",")));
-        let hc = host_config.get_or_insert_with(Default::default);
-        let mut requests = hc.device_requests.take().unwrap_or_default();
-        let old_gpu = requests.iter().position(is_gpu_request).map(|k| requests.remove(k));
-        requests.retain(|r| !is_gpu_request(r));
-        if !list.is_empty() {
-            let old = old_gpu.unwrap_or_default();
-            requests.push(DeviceRequest {
-                driver: Some("nvidia".into()),
-                count: None,
-                device_ids: Some(list),
-                capabilities: old.capabilities.filter(|c| !c.is_empty()).or_else(|| Some(vec![vec!["gpu".into()]])),
-                options: old.options,
-            });
-        }
-        hc.device_requests = (!requests.is_empty()).then_some(requests);
+        ask_gpus(host_config.get_or_insert_with(Default::default), list);
     }
     // A hostname Docker chose is the original's short id: the copy gets its own.
     let hostname = config.hostname.filter(|h| !h.is_empty() && !id.starts_with(h.as_str()));
@@ -145,6 +131,25 @@ pub(super) fn copy_body(info: &ContainerInspectResponse, changes: &Changes) -> C
         host_config,
         ..Default::default()
     }
+}
+
+/// The GPU device request of `hc` replaced by one for the GPUs `list` names (none for an
+/// empty list), keeping the original's capabilities and options.
+fn ask_gpus(hc: &mut HostConfig, list: Vec<String>) {
+    let mut requests = hc.device_requests.take().unwrap_or_default();
+    let old_gpu = requests.iter().position(is_gpu_request).map(|k| requests.remove(k));
+    requests.retain(|r| !is_gpu_request(r));
+    if !list.is_empty() {
+        let old = old_gpu.unwrap_or_default();
+        requests.push(DeviceRequest {
+            driver: Some("nvidia".into()),
+            count: None,
+            device_ids: Some(list),
+            capabilities: old.capabilities.filter(|c| !c.is_empty()).or_else(|| Some(vec![vec!["gpu".into()]])),
+            options: old.options,
+        });
+    }
+    hc.device_requests = (!requests.is_empty()).then_some(requests);
 }
 
 /// Set `key` in a container's environment to `value`, replacing any value it had; None

@@ -9,6 +9,7 @@
 //! rollback. While the loop waits for the next tick it takes commands at once, so a reload
 //! or a rollback does not wait for the tick.
 
+mod audit;
 mod pacer;
 
 use std::collections::BTreeSet;
@@ -21,8 +22,8 @@ use pacer::Pacer;
 
 use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
-use wasmsched_loop::record::{self, AuditDecision, AuditLine, JsonLines, RecordError, Refused, TelemetryRecorder};
-use wasmsched_loop::shadow::{self, Agreement};
+use wasmsched_loop::record::{self, JsonLines, RecordError, TelemetryRecorder};
+use wasmsched_loop::shadow::Agreement;
 use wasmsched_runtime::Runtime;
 use wasmsched_runtime::supervise::Supervised;
 use wasmsched_sim::workload::Workload;
@@ -709,48 +710,7 @@ impl Driver for HostDriver {
 
     fn record(&mut self, tick: Tick<'_>) {
         let time_ms = tick.world.time_ms();
-        if tick.asked || !tick.rescued.is_empty() || !self.changes.is_empty() {
-            let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
-            let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
-            let mut shadows = Vec::with_capacity(tick.shadows.len());
-            for d in &tick.shadows {
-                let diff = shadow::compare(active_actions, &d.outcome.actions, &seen);
-                if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *d.policy) {
-                    slot.agreement.add(&diff);
-                }
-                let mut line = AuditDecision::of(d);
-                line.agrees = Some(diff.agree);
-                shadows.push(line);
-            }
-            let active = tick.active.as_ref().map(|a| {
-                let mut line = AuditDecision::of(a);
-                if a.outcome.pending != self.last_pending {
-                    self.last_pending.clone_from(&a.outcome.pending);
-                    line.pending = Some(a.outcome.pending.clone());
-                }
-                line.not_applied = tick
-                    .apply_errors
-                    .iter()
-                    .map(|e| Refused { job: e.job, action: None, reason: e.reason.clone() })
-                    .collect();
-                line
-            });
-            if let Some(audit) = &mut self.audit {
-                let line = AuditLine {
-                    tick: tick.number,
-                    time_ms,
-                    wall_ms: record::wall_ms(),
-                    active,
-                    shadows,
-                    rescued: tick.rescued.clone(),
-                    changes: std::mem::take(&mut self.changes),
-                };
-                if let Err(e) = audit.write(&line) {
-                    self.write_failed(&e);
-                }
-            }
-            self.changes.clear();
-        }
+        self.write_audit(&tick);
         if let Some(r) = &mut self.recorder
             && let Err(e) = r.record(&tick)
         {

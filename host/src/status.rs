@@ -293,6 +293,15 @@ impl Status {
     /// The status as a person reads it.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        self.render_loop(&mut out);
+        self.render_reach(&mut out);
+        self.render_policies(&mut out);
+        self.render_reloads(&mut out);
+        out
+    }
+
+    /// The loop: its clock and ticks, the jobs and tenants, what it refused and rescued, the watchdog.
+    fn render_loop(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "backend {} at {} speed, tick {} ms — {}; {} ticks ({} late), {} decided, backend clock {:.1} s",
@@ -355,6 +364,10 @@ impl Status {
                 b.policy
             );
         }
+    }
+
+    /// What the backend reaches, and this replica's lead.
+    fn render_reach(&self, out: &mut String) {
         for e in &self.endpoints {
             let state = match e.down_for_ms {
                 None if e.up => "up".to_string(),
@@ -375,6 +388,10 @@ impl Status {
                 l.identity, l.lease, l.transitions, l.acquired
             );
         }
+    }
+
+    /// One line per policy: its role, state, version and counters, its shadow agreement.
+    fn render_policies(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "\n{:<16} {:<7} {:<12} {:>4} {:<14} {:>8} {:>6} {:>8} {:>9}  shadow agreement",
@@ -412,6 +429,10 @@ impl Status {
                 c.fallbacks
             );
         }
+    }
+
+    /// The last reload of each policy that had one.
+    fn render_reloads(&self, out: &mut String) {
         let reloads: Vec<&PolicyStatus> = self.policies.iter().filter(|p| p.last_reload.is_some()).collect();
         if !reloads.is_empty() {
             let _ = writeln!(out, "\nlast reloads:");
@@ -427,7 +448,6 @@ impl Status {
                 let _ = writeln!(out, "  {:<16} {outcome} ({:.1} ms): {}", p.name, r.took_ms, r.detail);
             }
         }
-        out
     }
 }
 

@@ -194,34 +194,38 @@ impl Kubernetes {
         }
         drop(sending);
         self.wait_for(&sent, APPLY_WAIT);
-        for mut flight in sent {
-            if flight.task.is_finished() {
-                if let Some(e) = self.land(&mut flight, world) {
-                    errors.push(e);
-                }
-                continue;
+        for flight in sent {
+            if let Some(e) = self.in_flight(flight, world) {
+                errors.push(e);
             }
-            if let Some((node, slots)) = &flight.target
-                && let Some(state) = world.state(flight.job)
-            {
-                // Assumed bound until the apiserver says otherwise.
-                flight.assumed = state.queued.map(|reason| (reason, state.since_ms));
-                world.start_job(flight.job, *node, slots.clone());
-                self.set_spread(&flight.uid, flight.spread.as_deref());
-            }
-            if let Some((node, slots)) = &flight.resize
-                && let Some(state) = world.state_mut(flight.job).filter(|s| s.is_running())
-            {
-                // Shown on its new GPUs while the resize goes on, so that no later tick gives
-                // them away; back where it was if the resize fails.
-                flight.held = Some((
-                    std::mem::replace(&mut state.node, *node),
-                    std::mem::replace(&mut state.gpus, slots.clone()),
-                ));
-            }
-            self.flight.push(flight);
         }
         errors
+    }
+
+    /// A flight sent this tick: landed now if it is done (its failure, if it failed), else kept
+    /// in flight, the world showing it where it goes meanwhile.
+    fn in_flight(&mut self, mut flight: Flight, world: &mut World) -> Option<ApplyError> {
+        if flight.task.is_finished() {
+            return self.land(&mut flight, world);
+        }
+        if let Some((node, slots)) = &flight.target
+            && let Some(state) = world.state(flight.job)
+        {
+            // Assumed bound until the apiserver says otherwise.
+            flight.assumed = state.queued.map(|reason| (reason, state.since_ms));
+            world.start_job(flight.job, *node, slots.clone());
+            self.set_spread(&flight.uid, flight.spread.as_deref());
+        }
+        if let Some((node, slots)) = &flight.resize
+            && let Some(state) = world.state_mut(flight.job).filter(|s| s.is_running())
+        {
+            // Shown on its new GPUs while the resize goes on, so that no later tick gives
+            // them away; back where it was if the resize fails.
+            flight.held =
+                Some((std::mem::replace(&mut state.node, *node), std::mem::replace(&mut state.gpus, slots.clone())));
+        }
+        self.flight.push(flight);
+        None
     }
 
     /// For a placement, or a resize onto another node, take its pod's room on its node out of

@@ -128,13 +128,9 @@ impl Kubernetes {
                     self.take_back(&key, &pods, world);
                 }
                 Some(true) => {
-                    let m = self.jobs.get_mut(&entry).expect("just found");
-                    let g = m.gang.as_mut().expect("a group's entry");
-                    g.seen = seen;
                     // Its own pods, each where it was bound (the watch may not show a bind yet);
                     // extra pods that came while it ran wait outside it.
-                    let mine = members.into_iter().filter(|m| g.members.iter().any(|o| o.uid == m.uid)).collect();
-                    g.members = carried_over(&g.members, mine);
+                    self.found_again(&entry, seen, members, true);
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
                 Some(false) if bound > 0 => {
@@ -144,27 +140,14 @@ impl Kubernetes {
                 Some(false) if members.len() < size as usize => {
                     let m = self.unmanage(&entry).expect("just found");
                     world.remove_job(m.job.handle);
-                    let (name, have) = (key.name.clone(), members.len());
-                    self.held.insert(name.clone(), format!("{have} of {size} pods exist"));
-                    tracing::info!(group = %name, job = m.job.handle, "a queued pod group lost a pod; it waits until it is whole again");
-                    self.logged.once(format!("group-short:{}:{have}", key.name), || {
-                        format!("pod group {name} waits: {have} of {size} pods exist")
-                    });
+                    tracing::info!(group = %key.name, job = m.job.handle, "a queued pod group lost a pod; it waits until it is whole again");
+                    self.hold_short(&key, members.len(), size);
                 }
                 Some(false) => {
-                    let m = self.jobs.get_mut(&entry).expect("just found");
-                    let g = m.gang.as_mut().expect("a group's entry");
-                    g.seen = seen;
-                    g.members = carried_over(&g.members, members);
+                    self.found_again(&entry, seen, members, false);
                     self.refresh_leader(&entry, &pods, world, streams);
                 }
-                None if members.len() < size as usize => {
-                    let (name, have) = (key.name.clone(), members.len());
-                    self.held.insert(name.clone(), format!("{have} of {size} pods exist"));
-                    self.logged.once(format!("group-short:{}:{have}", key.name), || {
-                        format!("pod group {name} waits: {have} of {size} pods exist")
-                    });
-                }
+                None if members.len() < size as usize => self.hold_short(&key, members.len(), size),
                 None if bound > 0 && bound < members.len() => {
                     tracing::warn!(group = %key.name, bound, size, "found a pod group partly bound: taking its bound pods back");
                     self.take_back(&key, &pods, world);
@@ -172,6 +155,25 @@ impl Kubernetes {
                 None => self.adopt_group(key, size, members, &pods, (world, book, streams)),
             }
         }
+    }
+
+    /// Managed group `entry` as found again: its pods' fingerprint `seen`, and `members` carried
+    /// over onto the members it had ([`carried_over`]); with `own_only`, only the pods it had.
+    fn found_again(&mut self, entry: &Arc<str>, seen: u64, members: Vec<Member>, own_only: bool) {
+        let m = self.jobs.get_mut(entry).expect("just found");
+        let g = m.gang.as_mut().expect("a group's entry");
+        g.seen = seen;
+        let found = members.into_iter().filter(|m| !own_only || g.members.iter().any(|o| o.uid == m.uid)).collect();
+        g.members = carried_over(&g.members, found);
+    }
+
+    /// Group `key` has `have` of its `size` pods: it is held outside the queue until it is whole.
+    fn hold_short(&mut self, key: &GroupKey, have: usize, size: u32) {
+        let name = key.name.clone();
+        self.held.insert(name.clone(), format!("{have} of {size} pods exist"));
+        self.logged.once(format!("group-short:{}:{have}", key.name), || {
+            format!("pod group {name} waits: {have} of {size} pods exist")
+        });
     }
 
     /// A group's pod as a member.

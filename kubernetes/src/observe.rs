@@ -146,11 +146,7 @@ impl Kubernetes {
                 Stand::Bound(node) => Some(node),
                 Stand::Queued => None,
                 Stand::Elsewhere(scheduler) => {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let ours = self.config.scheduler.clone();
-                    if self.logged.first(format!("elsewhere:{uid}")) {
-                        tracing::info!(pod = %name, scheduler, "pod waits for another scheduler; it becomes a job once bound (give it schedulerName {ours} to queue it here)");
-                    }
+                    self.waits_elsewhere(uid, p, &scheduler);
                     continue;
                 }
                 Stand::Ended => continue,
@@ -191,16 +187,30 @@ impl Kubernetes {
             }
         }
         if let Some(waiting) = streams.waiting() {
-            let most = self.config.max_log_streams;
-            self.logged.once("streams-full".into(), || {
-                format!(
-                    "{waiting} running pods are not followed for progress: max-log-streams ({most}) logs are followed \
-                     already; have the jobs report through their wasmsched.progress annotation (docs/kubernetes.md), \
-                     or raise [backend] max-log-streams"
-                )
-            });
+            self.streams_full(waiting);
         }
         self.jobs.iter().filter(|(_, m)| !m.present).map(|(uid, _)| uid.clone()).collect()
+    }
+
+    /// Pod `p` (uid `uid`) waits for `scheduler`: said once.
+    fn waits_elsewhere(&mut self, uid: &str, p: &Pod, scheduler: &str) {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let ours = &self.config.scheduler;
+        if self.logged.first(format!("elsewhere:{uid}")) {
+            tracing::info!(pod = %name, scheduler, "pod waits for another scheduler; it becomes a job once bound (give it schedulerName {ours} to queue it here)");
+        }
+    }
+
+    /// `waiting` running pods are not followed for their progress: said once.
+    fn streams_full(&mut self, waiting: usize) {
+        let most = self.config.max_log_streams;
+        self.logged.once("streams-full".into(), || {
+            format!(
+                "{waiting} running pods are not followed for progress: max-log-streams ({most}) logs are followed \
+                 already; have the jobs report through their wasmsched.progress annotation (docs/kubernetes.md), \
+                 or raise [backend] max-log-streams"
+            )
+        });
     }
 
     /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable),

@@ -439,33 +439,7 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
     spec.node_name = None;
     spec.scheduler_name = Some(changes.scheduler.clone());
     if let Some(main) = spec.containers.first_mut() {
-        if let Some(count) = changes.gpus {
-            let resources = main.resources.get_or_insert_with(Default::default);
-            for asked in [&mut resources.requests, &mut resources.limits] {
-                let asked = asked.get_or_insert_with(BTreeMap::new);
-                asked.remove(GPU_RESOURCE);
-                if count > 0 {
-                    asked.insert(GPU_RESOURCE.into(), Quantity(count.to_string()));
-                }
-            }
-        }
-        if let Some(batch) = changes.batch_size {
-            let env = main.env.get_or_insert_with(Vec::new);
-            env.retain(|v| v.name != BATCH_SIZE_ENV);
-            env.push(EnvVar { name: BATCH_SIZE_ENV.into(), value: Some(batch.to_string()), value_from: None });
-        }
-        if let Some((rank, size)) = changes.rank {
-            let env = main.env.get_or_insert_with(Vec::new);
-            let torchrun = |name: &str| env.iter().any(|v| v.name == name);
-            let mut set: Vec<(&str, u32)> = vec![(RANK_ENV, rank), (WORLD_SIZE_ENV, size)];
-            set.extend(TORCHRUN_ENV.into_iter().zip([rank, size]).filter(|(name, _)| torchrun(name)));
-            env.retain(|v| !set.iter().any(|(name, _)| v.name == *name));
-            env.extend(set.into_iter().map(|(name, value)| EnvVar {
-                name: name.into(),
-                value: Some(value.to_string()),
-                value_from: None,
-            }));
-        }
+        main_container_changed(main, changes);
     }
     // A group's rank is a label too, so that a Service can select rank 0 (where the ranks meet)
     // across the pods the host re-creates.
@@ -485,6 +459,38 @@ pub fn copy(pod: &Pod, changes: &Changes) -> Pod {
         },
         spec: Some(spec),
         status: None,
+    }
+}
+
+/// The copy's main container after `changes`: the GPUs it asks for, its batch size, its rank
+/// and the group's size in its environment (torchrun's names too, where it uses them).
+fn main_container_changed(main: &mut Container, changes: &Changes) {
+    if let Some(count) = changes.gpus {
+        let resources = main.resources.get_or_insert_with(Default::default);
+        for asked in [&mut resources.requests, &mut resources.limits] {
+            let asked = asked.get_or_insert_with(BTreeMap::new);
+            asked.remove(GPU_RESOURCE);
+            if count > 0 {
+                asked.insert(GPU_RESOURCE.into(), Quantity(count.to_string()));
+            }
+        }
+    }
+    if let Some(batch) = changes.batch_size {
+        let env = main.env.get_or_insert_with(Vec::new);
+        env.retain(|v| v.name != BATCH_SIZE_ENV);
+        env.push(EnvVar { name: BATCH_SIZE_ENV.into(), value: Some(batch.to_string()), value_from: None });
+    }
+    if let Some((rank, size)) = changes.rank {
+        let env = main.env.get_or_insert_with(Vec::new);
+        let torchrun = |name: &str| env.iter().any(|v| v.name == name);
+        let mut set: Vec<(&str, u32)> = vec![(RANK_ENV, rank), (WORLD_SIZE_ENV, size)];
+        set.extend(TORCHRUN_ENV.into_iter().zip([rank, size]).filter(|(name, _)| torchrun(name)));
+        env.retain(|v| !set.iter().any(|(name, _)| v.name == *name));
+        env.extend(set.into_iter().map(|(name, value)| EnvVar {
+            name: name.into(),
+            value: Some(value.to_string()),
+            value_from: None,
+        }));
     }
 }
 

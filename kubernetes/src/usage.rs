@@ -191,22 +191,9 @@ impl Kubernetes {
             .collect();
         for (uid, u) in &used {
             if let Some((entry, i)) = members.get(uid.as_str()) {
-                let Some(m) = self.jobs.get_mut(entry) else { continue };
-                let Some(state) = world.state_mut(m.job.handle).filter(|s| s.is_running()) else { continue };
-                let Some(g) = m.gang.as_mut() else { continue };
-                let p = &mut g.members[*i];
-                if p.node != Some(node_here) {
-                    continue;
+                if self.read_group_pod(entry, *i, node_here, u, world) {
+                    unmeasured = unmeasured.saturating_sub(1);
                 }
-                let first = p.last_cpu.is_none();
-                if let Some(mc) = cpu_use(u.cpu, u.nano_cores, &mut p.last_cpu) {
-                    p.used.0 = mc;
-                    unmeasured = unmeasured.saturating_sub(u32::from(first));
-                }
-                p.used.1 = u.memory_bytes.unwrap_or(p.used.1);
-                // The group's use is its pods' together.
-                (state.cpu_used_millicores, state.memory_used_bytes) =
-                    g.members.iter().fold((0, 0), |(c, b), p| (c + p.used.0, b + p.used.1));
                 continue;
             }
             let Some(m) = self.jobs.get_mut(uid.as_str()) else { continue };
@@ -234,6 +221,24 @@ impl Kubernetes {
         (wait, node.stats_early) = next_summary(unmeasured, node.stats_early);
         node.stats_due = Some(Instant::now() + wait);
         Ok(())
+    }
+
+    /// Group `entry`'s pod `i` on node `node` used `u`: its figures, and the group's use as its
+    /// pods' together. True when its CPU was measured for the first time.
+    fn read_group_pod(&mut self, entry: &Arc<str>, i: usize, node: u32, u: &stats::PodUse, world: &mut World) -> bool {
+        let Some(m) = self.jobs.get_mut(entry) else { return false };
+        let Some(state) = world.state_mut(m.job.handle).filter(|s| s.is_running()) else { return false };
+        let Some(g) = m.gang.as_mut() else { return false };
+        let p = &mut g.members[i];
+        if p.node != Some(node) {
+            return false;
+        }
+        let first = p.last_cpu.is_none();
+        let measured = cpu_use(u.cpu, u.nano_cores, &mut p.last_cpu).map(|mc| p.used.0 = mc).is_some();
+        p.used.1 = u.memory_bytes.unwrap_or(p.used.1);
+        (state.cpu_used_millicores, state.memory_used_bytes) =
+            g.members.iter().fold((0, 0), |(c, b), p| (c + p.used.0, b + p.used.1));
+        measured && first
     }
 
     /// A client to node `name`'s kubelet itself (its InternalIP and kubelet port, the

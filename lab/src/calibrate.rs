@@ -215,24 +215,7 @@ async fn calibrate_on(spec: &Spec) -> Result<Calibration, CalibrateError> {
         }
         Err(e) => return Err(engine(e)),
     }
-    let mut limits =
-        if spec.limits_cores.is_empty() { vec![0.5, 1.0, engine_cores] } else { spec.limits_cores.clone() };
-    if let Some(&cores) = limits.iter().find(|&&c| !(0.01..=engine_cores).contains(&c)) {
-        return Err(CalibrateError::Limit { cores, engine_cores });
-    }
-    // The largest first: the whole run, whose curve is the profile's.
-    limits.sort_by(|a, b| b.total_cmp(a));
-    limits.dedup();
-    // The whole run, then each smaller allocation as a share (copies side by side) and as a
-    // quota (one copy).
-    let mut plan = vec![(limits[0], 1)];
-    for &cores in &limits[1..] {
-        let copies = (engine_cores / cores).round().max(1.0) as usize;
-        if (engine_cores / copies as f64 - cores).abs() > 0.02 * cores {
-            return Err(CalibrateError::Share { cores, engine_cores, half: engine_cores / 2.0 });
-        }
-        plan.extend([(cores, copies), (cores, 1)]);
-    }
+    let plan = plan(spec, engine_cores)?;
     let mut runs = Vec::with_capacity(plan.len());
     for (k, &(cores, copies)) in plan.iter().enumerate() {
         let whole = k == 0;
@@ -283,6 +266,28 @@ async fn calibrate_on(spec: &Spec) -> Result<Calibration, CalibrateError> {
             .collect(),
     });
     Ok(Calibration { profile, fit: fitted })
+}
+
+/// The runs to make, (cores, copies) each: the whole run at the most cores, then each smaller
+/// allocation as a share (copies side by side) and as a quota (one copy).
+fn plan(spec: &Spec, engine_cores: f64) -> Result<Vec<(f64, usize)>, CalibrateError> {
+    let mut limits =
+        if spec.limits_cores.is_empty() { vec![0.5, 1.0, engine_cores] } else { spec.limits_cores.clone() };
+    if let Some(&cores) = limits.iter().find(|&&c| !(0.01..=engine_cores).contains(&c)) {
+        return Err(CalibrateError::Limit { cores, engine_cores });
+    }
+    // The largest first: the whole run, whose curve is the profile's.
+    limits.sort_by(|a, b| b.total_cmp(a));
+    limits.dedup();
+    let mut plan = vec![(limits[0], 1)];
+    for &cores in &limits[1..] {
+        let copies = (engine_cores / cores).round().max(1.0) as usize;
+        if (engine_cores / copies as f64 - cores).abs() > 0.02 * cores {
+            return Err(CalibrateError::Share { cores, engine_cores, half: engine_cores / 2.0 });
+        }
+        plan.extend([(cores, copies), (cores, 1)]);
+    }
+    Ok(plan)
 }
 
 /// Runs `copies` copies of the job side by side with `cores` each: alone to the end when

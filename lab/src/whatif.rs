@@ -179,6 +179,182 @@ pub struct NodeHeld {
 /// through more would run for hours.
 const MAX_SPAN_DAYS: f64 = 366.0;
 
+/// A recording read tick by tick: the world it was cut from, each job's trail so far, and per
+/// node the CPU its jobs used together at each tick one of them was held back.
+#[derive(Default)]
+struct Reading {
+    world: World,
+    jobs: Vec<Trail>,
+    /// A job's handle to its trail.
+    index: HashMap<u32, usize>,
+    tenants: Vec<wit::Tenant>,
+    last_ms: Option<u64>,
+    policy: Option<String>,
+    contended: Vec<Vec<u64>>,
+}
+
+impl Reading {
+    fn tick(&mut self, t: &RecordedTick) {
+        if let Some(d) = &t.decision {
+            self.policy.get_or_insert_with(String::new).clone_from(&d.policy);
+        }
+        let s = &t.snapshot;
+        apply_delta(&mut self.world, s);
+        let now = s.time_ms;
+        let before = self.last_ms.unwrap_or(now);
+        if let Some(declared) = &s.tenants {
+            self.tenants.clone_from(declared);
+        }
+        self.arrivals(&s.added, now);
+        self.epochs(t);
+        self.departures(&s.removed, now);
+        let use_here = self.stints(before, now);
+        if self.contended.len() < use_here.len() {
+            self.contended.resize(use_here.len(), Vec::new());
+        }
+        for (n, &(used, held)) in use_here.iter().enumerate() {
+            if held && used > 0 {
+                self.contended[n].push(used);
+            }
+        }
+        self.last_ms = Some(now);
+    }
+
+    /// A trail for each job seen for the first time.
+    fn arrivals(&mut self, added: &[wit::JobSpec], now: u64) {
+        for spec in added {
+            self.index.entry(spec.handle).or_insert_with(|| {
+                // A job is seen once it has arrived: a later arrival is not one a host writes.
+                let spec = wit::JobSpec { arrival_ms: spec.arrival_ms.min(now), ..spec.clone() };
+                self.jobs.push(Trail {
+                    spec,
+                    stints: Vec::new(),
+                    epochs: Vec::new(),
+                    left_ms: None,
+                    batch_size: 0,
+                    peak: (0, 0),
+                });
+                self.jobs.len() - 1
+            });
+        }
+    }
+
+    /// The epochs the tick's progress records and its departed jobs' last records report.
+    fn epochs(&mut self, t: &RecordedTick) {
+        let p = &t.snapshot.progress;
+        let mut k = 0;
+        for i in 0..p.job.len() {
+            let first = p.values.get(k).copied().unwrap_or(f64::NAN);
+            k += usize::from(p.value_count[i]);
+            if let Some(&j) = self.index.get(&p.job[i]) {
+                let main = if p.value_count[i] > 0 { first } else { f64::NAN };
+                self.jobs[j].epochs.push((p.time_ms[i], p.epoch[i], main));
+            }
+        }
+        for r in &t.departed {
+            if let Some(&j) = self.index.get(&r.job) {
+                let main = r.values.first().copied().flatten().unwrap_or(f64::NAN);
+                self.jobs[j].epochs.push((r.time_ms, r.epoch, main));
+            }
+        }
+    }
+
+    /// The jobs that left: each one's open stint closed at its end.
+    fn departures(&mut self, removed: &[u32], now: u64) {
+        for h in removed {
+            if let Some(&j) = self.index.get(h) {
+                let trail = &mut self.jobs[j];
+                trail.left_ms = Some(now);
+                let end = trail.last_epoch_ms().unwrap_or(now).min(now);
+                if let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
+                    // It ran at its last use read from then to its end.
+                    let tail_ms = (end.saturating_sub(open.to_ms) + open.unread_ms) as f64;
+                    open.cpu_core_ms += open.cpu_millicores as f64 / 1000.0 * tail_ms;
+                    open.to_ms = end.max(open.from_ms);
+                    open.open = false;
+                }
+            }
+        }
+    }
+
+    /// Each job's stint carried on, closed or begun as it runs where it ran or elsewhere, its
+    /// use read. Returns per node this tick: the CPU its jobs used together, and whether one of
+    /// them was held back (below its own most so far, with no limit of its own below that).
+    fn stints(&mut self, before: u64, now: u64) -> Vec<(u64, bool)> {
+        let mut use_here: Vec<(u64, bool)> = vec![(0, false); self.world.nodes().len()];
+        for (spec, state) in self.world.all_jobs() {
+            let Some(&j) = self.index.get(&spec.handle) else { continue };
+            let trail = &mut self.jobs[j];
+            let running = state.is_running();
+            if running && let Some(here) = use_here.get_mut(state.node as usize) {
+                let most = trail.peak.0;
+                let unlimited = state.cpu_limit_millicores.is_none_or(|l| l >= most);
+                here.0 += state.cpu_used_millicores;
+                here.1 |= unlimited && (state.cpu_used_millicores as f64) < HELD_BACK * most as f64;
+            }
+            let mut gpu_nodes: Vec<u32> = state.gpus.iter().map(|g| g.node).collect();
+            gpu_nodes.sort_unstable();
+            let same = trail
+                .stints
+                .last()
+                .is_some_and(|s| s.open && running && s.node == state.node && s.gpu_nodes == gpu_nodes);
+            if !same && let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
+                // It stopped, or moved, when the last tick's decision was applied.
+                open.to_ms = before;
+                open.open = false;
+            }
+            if !running {
+                continue;
+            }
+            if !same {
+                let from_ms = before.max(spec.arrival_ms).min(now);
+                trail.stints.push(Stint {
+                    from_ms,
+                    to_ms: from_ms,
+                    node: state.node,
+                    gpu_nodes,
+                    cpu_core_ms: 0.0,
+                    cpu_millicores: 0,
+                    unread_ms: 0,
+                    open: true,
+                });
+            }
+            let first = trail.stints.len() == 1;
+            let stint = trail.stints.last_mut().expect("just pushed or kept");
+            stint.read_cpu(state.cpu_used_millicores, now, first);
+            if trail.batch_size == 0 {
+                trail.batch_size = state.batch_size;
+            }
+            trail.peak = (trail.peak.0.max(state.cpu_used_millicores), trail.peak.1.max(state.memory_used_bytes));
+        }
+        use_here
+    }
+}
+
+/// The recorded nodes, each at the CPU its jobs could use together where they were held back
+/// below its allocatable on enough ticks (the median of those ticks), and those nodes.
+fn usable(recorded: &[wit::Node], contended: Vec<Vec<u64>>) -> (Vec<wit::Node>, Vec<NodeHeld>) {
+    let mut nodes = recorded.to_vec();
+    let mut held = Vec::new();
+    for (node, mut seen) in nodes.iter_mut().zip(contended) {
+        if seen.len() < MIN_CONTENDED_TICKS {
+            continue;
+        }
+        seen.sort_unstable();
+        let usable = seen[seen.len() / 2];
+        // Within a twentieth of it, the node gave its jobs all it has.
+        if (usable as f64) < 0.95 * node.cpu_millicores as f64 {
+            held.push(NodeHeld {
+                node: node.name.clone(),
+                allocatable_millicores: node.cpu_millicores,
+                usable_millicores: usable,
+            });
+            node.cpu_millicores = usable;
+        }
+    }
+    (nodes, held)
+}
+
 /// A job using less than this share of its own most CPU so far is held back.
 const HELD_BACK: f64 = 0.9;
 
@@ -207,149 +383,12 @@ impl Recorded {
 
     /// What `ticks` show, tick by tick through the world they were cut from.
     pub fn of(name: &str, tick_ms: u64, budget: BudgetConfig, ticks: &[RecordedTick]) -> Result<Recorded, WhatifError> {
-        let mut world = World::new();
-        let mut jobs: Vec<Trail> = Vec::new();
-        let mut index: HashMap<u32, usize> = HashMap::new();
-        let mut tenants = Vec::new();
-        let mut last_ms = None;
-        let mut policy = None;
-        // Per node, the CPU its jobs used together at each tick one of them was held back.
-        let mut contended: Vec<Vec<u64>> = Vec::new();
+        let mut r = Reading::default();
         for t in ticks {
-            if let Some(d) = &t.decision {
-                policy.get_or_insert_with(String::new).clone_from(&d.policy);
-            }
-            let s = &t.snapshot;
-            apply_delta(&mut world, s);
-            let now = s.time_ms;
-            let before = last_ms.unwrap_or(now);
-            if let Some(declared) = &s.tenants {
-                tenants.clone_from(declared);
-            }
-            for spec in &s.added {
-                index.entry(spec.handle).or_insert_with(|| {
-                    // A job is seen once it has arrived: a later arrival is not one a host writes.
-                    let spec = wit::JobSpec { arrival_ms: spec.arrival_ms.min(now), ..spec.clone() };
-                    jobs.push(Trail {
-                        spec,
-                        stints: Vec::new(),
-                        epochs: Vec::new(),
-                        left_ms: None,
-                        batch_size: 0,
-                        peak: (0, 0),
-                    });
-                    jobs.len() - 1
-                });
-            }
-            let p = &s.progress;
-            let mut k = 0;
-            for i in 0..p.job.len() {
-                let first = p.values.get(k).copied().unwrap_or(f64::NAN);
-                k += usize::from(p.value_count[i]);
-                if let Some(&j) = index.get(&p.job[i]) {
-                    jobs[j].epochs.push((
-                        p.time_ms[i],
-                        p.epoch[i],
-                        if p.value_count[i] > 0 { first } else { f64::NAN },
-                    ));
-                }
-            }
-            for r in &t.departed {
-                if let Some(&j) = index.get(&r.job) {
-                    let main = r.values.first().copied().flatten().unwrap_or(f64::NAN);
-                    jobs[j].epochs.push((r.time_ms, r.epoch, main));
-                }
-            }
-            for &h in &s.removed {
-                if let Some(&j) = index.get(&h) {
-                    let trail = &mut jobs[j];
-                    trail.left_ms = Some(now);
-                    let end = trail.last_epoch_ms().unwrap_or(now).min(now);
-                    if let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
-                        // It ran at its last use read from then to its end.
-                        let tail_ms = (end.saturating_sub(open.to_ms) + open.unread_ms) as f64;
-                        open.cpu_core_ms += open.cpu_millicores as f64 / 1000.0 * tail_ms;
-                        open.to_ms = end.max(open.from_ms);
-                        open.open = false;
-                    }
-                }
-            }
-            // Per node this tick: the CPU its jobs used together, and whether one of them was
-            // held back (below its own most so far, with no limit of its own below that).
-            let mut use_here: Vec<(u64, bool)> = vec![(0, false); world.nodes().len()];
-            for (spec, state) in world.all_jobs() {
-                let Some(&j) = index.get(&spec.handle) else { continue };
-                let trail = &mut jobs[j];
-                let running = state.is_running();
-                if running && let Some(here) = use_here.get_mut(state.node as usize) {
-                    let most = trail.peak.0;
-                    let unlimited = state.cpu_limit_millicores.is_none_or(|l| l >= most);
-                    here.0 += state.cpu_used_millicores;
-                    here.1 |= unlimited && (state.cpu_used_millicores as f64) < HELD_BACK * most as f64;
-                }
-                let mut gpu_nodes: Vec<u32> = state.gpus.iter().map(|g| g.node).collect();
-                gpu_nodes.sort_unstable();
-                let same = trail
-                    .stints
-                    .last()
-                    .is_some_and(|s| s.open && running && s.node == state.node && s.gpu_nodes == gpu_nodes);
-                if !same && let Some(open) = trail.stints.last_mut().filter(|s| s.open) {
-                    // It stopped, or moved, when the last tick's decision was applied.
-                    open.to_ms = before;
-                    open.open = false;
-                }
-                if running {
-                    if !same {
-                        let from_ms = before.max(spec.arrival_ms).min(now);
-                        trail.stints.push(Stint {
-                            from_ms,
-                            to_ms: from_ms,
-                            node: state.node,
-                            gpu_nodes,
-                            cpu_core_ms: 0.0,
-                            cpu_millicores: 0,
-                            unread_ms: 0,
-                            open: true,
-                        });
-                    }
-                    let first = trail.stints.len() == 1;
-                    let stint = trail.stints.last_mut().expect("just pushed or kept");
-                    stint.read_cpu(state.cpu_used_millicores, now, first);
-                    if trail.batch_size == 0 {
-                        trail.batch_size = state.batch_size;
-                    }
-                    trail.peak =
-                        (trail.peak.0.max(state.cpu_used_millicores), trail.peak.1.max(state.memory_used_bytes));
-                }
-            }
-            if contended.len() < use_here.len() {
-                contended.resize(use_here.len(), Vec::new());
-            }
-            for (n, &(used, held)) in use_here.iter().enumerate() {
-                if held && used > 0 {
-                    contended[n].push(used);
-                }
-            }
-            last_ms = Some(now);
+            r.tick(t);
         }
-        let mut nodes = world.nodes().to_vec();
-        let mut held = Vec::new();
-        for (node, mut seen) in nodes.iter_mut().zip(contended) {
-            if seen.len() < MIN_CONTENDED_TICKS {
-                continue;
-            }
-            seen.sort_unstable();
-            let usable = seen[seen.len() / 2];
-            // Within a twentieth of it, the node gave its jobs all it has.
-            if (usable as f64) < 0.95 * node.cpu_millicores as f64 {
-                held.push(NodeHeld {
-                    node: node.name.clone(),
-                    allocatable_millicores: node.cpu_millicores,
-                    usable_millicores: usable,
-                });
-                node.cpu_millicores = usable;
-            }
-        }
+        let Reading { world, jobs, tenants, last_ms, policy, contended, .. } = r;
+        let (nodes, held) = usable(world.nodes(), contended);
         if nodes.is_empty() {
             return Err(WhatifError::Empty(format!(
                 "the recording {name} shows no node: record a run whose backend reached its cluster"

@@ -89,6 +89,31 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
         state.run_ms = s.queue.run_ms[i];
         state.gpu_ms = s.queue.gpu_ms[i];
     }
+    running_jobs(world, c);
+    let mut k = 0;
+    let gpus: Vec<(u32, u32)> = world
+        .nodes()
+        .iter()
+        .enumerate()
+        .flat_map(|(n, node)| (0..node.gpu_memory_bytes.len() as u32).map(move |g| (n as u32, g)))
+        .collect();
+    for (&(node, gpu), (&util, &mem)) in
+        gpus.iter().zip(s.gpus.utilisation_percent.iter().zip(&s.gpus.memory_used_bytes))
+    {
+        world.set_gpu_use(node, gpu, util, mem);
+    }
+    let p = &s.progress;
+    for i in 0..p.job.len() {
+        let n = usize::from(p.value_count[i]);
+        let values = p.values.get(k..k + n).map(<[f64]>::to_vec).unwrap_or_default();
+        k += n;
+        world.record_at(p.job[i], p.time_ms[i], p.epoch[i], values);
+    }
+}
+
+/// The running jobs' columns of a snapshot into the world: each started where it was queued,
+/// its GPUs, service, limits and use as recorded.
+fn running_jobs(world: &mut World, c: &wit::JobStates) {
     let mut first_gpu = 0usize;
     for (i, &h) in c.handle.iter().enumerate() {
         let held = first_gpu..first_gpu + usize::from(c.gpu_count[i]);
@@ -108,24 +133,5 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
         state.memory_used_bytes = c.memory_used_bytes[i];
         state.gpu_share_percent = Some(c.gpu_share_percent[i]).filter(|&p| p > 0);
         state.gpu_used_percent = c.gpu_used_percent[i];
-    }
-    let mut k = 0;
-    let gpus: Vec<(u32, u32)> = world
-        .nodes()
-        .iter()
-        .enumerate()
-        .flat_map(|(n, node)| (0..node.gpu_memory_bytes.len() as u32).map(move |g| (n as u32, g)))
-        .collect();
-    for (&(node, gpu), (&util, &mem)) in
-        gpus.iter().zip(s.gpus.utilisation_percent.iter().zip(&s.gpus.memory_used_bytes))
-    {
-        world.set_gpu_use(node, gpu, util, mem);
-    }
-    let p = &s.progress;
-    for i in 0..p.job.len() {
-        let n = usize::from(p.value_count[i]);
-        let values = p.values.get(k..k + n).map(<[f64]>::to_vec).unwrap_or_default();
-        k += n;
-        world.record_at(p.job[i], p.time_ms[i], p.epoch[i], values);
     }
 }

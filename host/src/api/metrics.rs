@@ -26,21 +26,32 @@ fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
 /// The metrics text for `status`.
 pub fn encode(status: &Status) -> String {
     let mut r = Registry::default();
-    counter(&mut r, "wasmsched_ticks", "Observations made", status.ticks);
-    counter(&mut r, "wasmsched_decisions", "Ticks on which the policies were asked", status.decisions);
-    counter(&mut r, "wasmsched_late_ticks", "Ticks started more than a tick late", status.late_ticks);
-    counter(&mut r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
-    counter(&mut r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
-    counter(&mut r, "wasmsched_disruptions", "Disruptive actions (stop, migrate, preempt) applied", status.disruptions);
-    counter(&mut r, "wasmsched_disruptions_refused", "Actions refused over the disruption budget", status.over_budget);
+    loop_metrics(&mut r, status);
+    tenant_metrics(&mut r, status);
+    backend_metrics(&mut r, status);
+    policy_metrics(&mut r, status);
+    let mut out = String::new();
+    encode_text(&mut out, &r).expect("writing to a String cannot fail");
+    out
+}
+
+/// The loop's counters and gauges: ticks, decisions, swaps, disruptions, the watchdog, jobs, tick times.
+fn loop_metrics(r: &mut Registry, status: &Status) {
+    counter(r, "wasmsched_ticks", "Observations made", status.ticks);
+    counter(r, "wasmsched_decisions", "Ticks on which the policies were asked", status.decisions);
+    counter(r, "wasmsched_late_ticks", "Ticks started more than a tick late", status.late_ticks);
+    counter(r, "wasmsched_swaps", "Policy versions swapped in, rollbacks included", status.swaps);
+    counter(r, "wasmsched_reloads_refused", "Policy files refused", status.refused);
+    counter(r, "wasmsched_disruptions", "Disruptive actions (stop, migrate, preempt) applied", status.disruptions);
+    counter(r, "wasmsched_disruptions_refused", "Actions refused over the disruption budget", status.over_budget);
     counter(
-        &mut r,
+        r,
         "wasmsched_watchdog_benchings",
         "Times the watchdog benched the active policy",
         status.watchdog_benchings,
     );
     counter(
-        &mut r,
+        r,
         "wasmsched_stall_rescues",
         "Queued jobs the host started itself because the policy that places left them waiting",
         status.stall_rescues,
@@ -69,7 +80,10 @@ pub fn encode(status: &Status) -> String {
         g.set(i64::try_from(value).unwrap_or(i64::MAX));
         r.register(name, help, g);
     }
+}
 
+/// Per tenant: GPUs held, queued and entitled, jobs queued, the quota.
+fn tenant_metrics(r: &mut Registry, status: &Status) {
     let tenant_gauges = [
         ("wasmsched_tenant_gpus", "GPUs the tenant's running jobs hold"),
         ("wasmsched_tenant_gpus_queued", "GPUs the tenant's queued jobs ask for"),
@@ -98,7 +112,10 @@ pub fn encode(status: &Status) -> String {
             entitled,
         );
     }
+}
 
+/// The backend's endpoints (up, requests, in flight) and this replica's lead.
+fn backend_metrics(r: &mut Registry, status: &Status) {
     let endpoint_up = Family::<Labels, Gauge>::default();
     for e in &status.endpoints {
         endpoint_up.get_or_create(&vec![("endpoint".to_string(), e.name.clone())]).set(i64::from(e.up));
@@ -123,11 +140,14 @@ pub fn encode(status: &Status) -> String {
         let labels = vec![("identity".to_string(), l.identity.clone()), ("lease".to_string(), l.lease.clone())];
         leader.get_or_create(&labels).set(i64::from(l.leading));
         r.register("wasmsched_leader", "1 while this replica holds the lead and acts, 0 while it stands by", leader);
-        counter(&mut r, "wasmsched_leader_acquired", "Times this replica took the lead", l.acquired);
+        counter(r, "wasmsched_leader_acquired", "Times this replica took the lead", l.acquired);
     }
     r.register("wasmsched_backend_requests", "Requests the host made to the backend's endpoint", requests);
     r.register("wasmsched_backend_in_flight", "Actions sent to the backend's endpoint and not yet answered", in_flight);
+}
 
+/// Per policy: serving, version, shadow agreement; per version: its call counters.
+fn policy_metrics(r: &mut Registry, status: &Status) {
     let per_version = |name: &str| (name.to_string(), Family::<Labels, Counter>::default());
     let mut families = [
         per_version("wasmsched_policy_calls"),
@@ -179,9 +199,6 @@ pub fn encode(status: &Status) -> String {
         "Mean per-job CPU limit difference, shadow against active",
         cpu_diff,
     );
-    let mut out = String::new();
-    encode_text(&mut out, &r).expect("writing to a String cannot fail");
-    out
 }
 
 #[cfg(test)]

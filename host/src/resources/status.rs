@@ -119,35 +119,13 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
         (None, Some(why)) => condition("Verified", Some(false), "VerificationFailed", format!("{why}{retry}{keeps}")),
         (None, None) => condition("Verified", None, "NotFetched", "not fetched yet".into()),
     };
-    let (entries, missing): (Vec<&ReplicaStatus>, Vec<String>) = match view.replicas {
-        Some(pods) => (
-            old.replicas.iter().filter(|r| pods.contains(&r.name)).collect(),
-            pods.iter().filter(|p| !old.replicas.iter().any(|r| r.name == **p)).cloned().collect(),
-        ),
-        None => (old.replicas.iter().collect(), Vec::new()),
-    };
-    let ready_n = entries.iter().filter(|r| r.generation == g && r.ready).count();
-    let total = entries.len() + missing.len();
-    let lagging: Vec<String> = entries
-        .iter()
-        .filter(|r| !(r.generation == g && r.ready))
-        .map(|r| {
-            if r.generation == g {
-                format!("{}: {}", r.name, r.message)
-            } else {
-                format!("{}: at generation {}", r.name, r.generation)
-            }
-        })
-        .chain(missing.iter().map(|m| format!("{m}: not reported yet")))
-        .collect();
+    let Readiness { ready_n, total, failing, lagging } = readiness(view, old);
     let sha = p.sha256.as_deref().map_or_else(|| "it".to_string(), |s| format!("sha256:{}", short(s)));
     let ready = if total > 0 && ready_n == total {
         condition("Ready", Some(true), "Ready", format!("{ready_n}/{total} replicas hold {sha} compiled and warm"))
     } else if total == 0 {
         condition("Ready", None, "Waiting", "no replica has reported yet".into())
     } else {
-        let on_its_way = |m: &str| m.contains("swapping it in") || m.contains("fetching and compiling");
-        let failing = entries.iter().any(|r| r.generation == g && !r.ready && !on_its_way(&r.message));
         let why = if failing { "ReplicaFailed" } else { "Waiting" };
         condition("Ready", Some(false), why, format!("{ready_n}/{total} replicas ready; {}", lagging.join("; ")))
     };
@@ -170,26 +148,71 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
         ..SchedulingPolicyStatus::default()
     };
     if let Some(r) = view.serving {
-        let same = old.serving_generation == Some(r.generation) && old.sha256.as_deref() == Some(r.sha256.as_str());
-        let since = if same { old.serving_since.clone().unwrap_or_else(|| now.into()) } else { now.into() };
-        if status.history.first().is_none_or(|h| h.generation != r.generation) {
-            let served = Served {
-                generation: r.generation,
-                digest: r.digest.clone(),
-                since: since.clone(),
-                spec: r.spec.clone(),
-            };
-            status.history.insert(0, served);
-            status.history.truncate(HISTORY + 1);
-        }
-        status.digest = Some(r.digest.clone());
-        status.short_digest = Some(short(&r.digest).to_string());
-        status.sha256 = Some(r.sha256.clone());
-        status.version = view.version.map(i64::from);
-        status.serving_generation = Some(r.generation);
-        status.serving_since = Some(since);
+        serving_from(&mut status, r, view.version, old, now);
     }
     status
+}
+
+/// The replicas' side of Ready: how many hold the spec's generation ready, of how many (those
+/// the cluster runs that have not reported yet among them), whether one failed at it rather than
+/// being on its way, and a line for each that is not ready.
+struct Readiness {
+    ready_n: usize,
+    total: usize,
+    failing: bool,
+    lagging: Vec<String>,
+}
+
+fn readiness(view: &View<'_>, old: &SchedulingPolicyStatus) -> Readiness {
+    let g = view.generation;
+    let (entries, missing): (Vec<&ReplicaStatus>, Vec<String>) = match view.replicas {
+        Some(pods) => (
+            old.replicas.iter().filter(|r| pods.contains(&r.name)).collect(),
+            pods.iter().filter(|p| !old.replicas.iter().any(|r| r.name == **p)).cloned().collect(),
+        ),
+        None => (old.replicas.iter().collect(), Vec::new()),
+    };
+    let ready_n = entries.iter().filter(|r| r.generation == g && r.ready).count();
+    let lagging: Vec<String> = entries
+        .iter()
+        .filter(|r| !(r.generation == g && r.ready))
+        .map(|r| {
+            if r.generation == g {
+                format!("{}: {}", r.name, r.message)
+            } else {
+                format!("{}: at generation {}", r.name, r.generation)
+            }
+        })
+        .chain(missing.iter().map(|m| format!("{m}: not reported yet")))
+        .collect();
+    let on_its_way = |m: &str| m.contains("swapping it in") || m.contains("fetching and compiling");
+    let failing = entries.iter().any(|r| r.generation == g && !r.ready && !on_its_way(&r.message));
+    Readiness { ready_n, total: entries.len() + missing.len(), failing, lagging }
+}
+
+/// The serving version `r` in `status`: its digest, version and since when it serves (kept from
+/// `old` while the same version serves), and at the head of the history when it is new there.
+fn serving_from(
+    status: &mut SchedulingPolicyStatus,
+    r: &ServingRecord,
+    version: Option<u32>,
+    old: &SchedulingPolicyStatus,
+    now: &str,
+) {
+    let same = old.serving_generation == Some(r.generation) && old.sha256.as_deref() == Some(r.sha256.as_str());
+    let since = if same { old.serving_since.clone().unwrap_or_else(|| now.into()) } else { now.into() };
+    if status.history.first().is_none_or(|h| h.generation != r.generation) {
+        let served =
+            Served { generation: r.generation, digest: r.digest.clone(), since: since.clone(), spec: r.spec.clone() };
+        status.history.insert(0, served);
+        status.history.truncate(HISTORY + 1);
+    }
+    status.digest = Some(r.digest.clone());
+    status.short_digest = Some(short(&r.digest).to_string());
+    status.sha256 = Some(r.sha256.clone());
+    status.version = version.map(i64::from);
+    status.serving_generation = Some(r.generation);
+    status.serving_since = Some(since);
 }
 
 /// Whether the leader's part of two statuses is the same (the replicas' entries aside).

@@ -62,63 +62,33 @@ impl Kubernetes {
         by: By,
         freeing: &Arc<Freeing>,
     ) -> Result<Flight, String> {
-        let entry = self.uid_of(action.job).ok_or("the group is no longer managed")?;
-        let m = self.jobs.get(&entry).ok_or("the group is no longer managed")?;
-        let g: &Gang = m.gang.as_ref().ok_or("the group is no longer managed")?;
-        let state = world.state(action.job).ok_or("the group is no longer managed")?;
+        let MoveFrom { entry, originals, nodes } = self.group_move_from(action, &pieces, world)?;
+        let m = &self.jobs[&entry];
+        let g: &Gang = m.gang.as_ref().expect("checked: a group");
+        let state = world.state(action.job).expect("checked: in the world");
         let placing = matches!(action.kind, wit::ActionKind::Place(_));
-        match (placing, state.is_running()) {
-            (true, true) => return Err("the group already runs; preempt it first".into()),
-            (false, false) => return Err("the group is queued: place it".into()),
-            _ => {}
-        }
-        let resize = match &action.kind {
-            wit::ActionKind::Resize(r) => Some(r),
-            _ => None,
-        };
-        let mut originals = Vec::with_capacity(g.members.len());
-        for member in &g.members {
-            let p = self.pods.get(&ObjectRef::new(&member.name).within(&self.config.namespace));
-            originals.push((*p.ok_or_else(|| format!("pod {} of the group is gone", member.name))?).clone());
-        }
-        if !placing {
-            let Some(folder) = &m.job.checkpoint else {
-                return Err(resize_needs_checkpoint(
-                    "the group's pods",
-                    "annotate them with the folder they checkpoint to, on a volume that outlives them",
-                ));
-            };
-            originals.iter().try_for_each(|p| pod::checkpoint_survives(p, folder))?;
-        }
-        let mut nodes = Vec::with_capacity(pieces.len());
-        for (node, _) in &pieces {
-            let n = self.nodes.get(*node as usize).ok_or(format!("node {node} is not in the cluster"))?;
-            if !n.ready {
-                return Err(format!("node {} is NotReady", n.name));
-            }
-            nodes.push(n.name.clone());
-        }
+        let resize = if let wit::ActionKind::Resize(r) = &action.kind { Some(r) } else { None };
         let per = g.per_piece();
-        if pieces.iter().any(|(_, gpus)| gpus.len() as u32 != per) {
-            originals.iter().try_for_each(pod::resizable)?;
-        }
         let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
         let preempted = state.is_running() || state.queued == Some(wit::WaitReason::Preempted);
         let (service, arrived) = ((state.run_ms, state.gpu_ms), m.job.arrived_unix_ms);
         let size = pieces.len() as u32;
+        let base = pod::Changes {
+            scheduler: self.config.scheduler.clone(),
+            service,
+            arrived_unix_ms: arrived,
+            batch_size,
+            ..pod::Changes::default()
+        };
         let copies: Vec<Pod> = pieces
             .iter()
             .enumerate()
             .map(|(i, (_, gpus))| {
                 let changes = pod::Changes {
-                    scheduler: self.config.scheduler.clone(),
-                    preempted: false,
-                    service,
-                    arrived_unix_ms: arrived,
                     gpus: (gpus.len() as u32 != per).then_some(gpus.len() as u32),
-                    batch_size,
                     rank: Some((i as u32, size)),
                     job_name: (i >= originals.len()).then(|| added_job_name(&g.key.name, i)),
+                    ..base.clone()
                 };
                 pod::copy(originals.get(i).unwrap_or(&originals[0]), &changes)
             })
@@ -133,11 +103,7 @@ impl Kubernetes {
         let frees = state.is_running().then(|| freeing.frees());
         let freeing = freeing.clone();
         let members: Vec<Arc<str>> = g.members.iter().map(|p| p.uid.clone()).collect();
-        let what = match (resize, placing) {
-            (Some(_), _) => "resize",
-            (None, true) => "placement in another shape",
-            (None, false) => "migration",
-        };
+        let what = move_words(resize.is_some(), placing);
         let replaced = taker.replace(&originals, copies);
         let task = self.rt.spawn(async move {
             let copies = replaced.await;
@@ -155,16 +121,8 @@ impl Kubernetes {
             };
             // Partly bound: every copy goes back to the queue, the group waits whole.
             let back = taker.run(copies.clone(), preempted, service, arrived, None).await;
-            let name = copies[i].metadata.name.clone().unwrap_or_default();
-            let why = match results.into_iter().nth(i).and_then(Result::err).map(Failure::from) {
-                Some(Failure::Refused(w) | Failure::Declined(w) | Failure::Unreachable(w)) => w,
-                None => String::new(),
-            };
-            Err(Failure::Refused(format!(
-                "the group's {what}: pod {name} could not be bound ({why}); every copy {} back to the queue, and the \
-                 group waits whole",
-                if back.is_ok() { "went" } else { "is being taken" }
-            )))
+            let why = results.into_iter().nth(i).and_then(Result::err).map(Failure::from);
+            Err(partly_bound(what, &copies[i], why, back.is_ok()))
         });
         let mut flight = Flight::group(action.job, entry, members, by, task);
         flight.spread = Some(pieces.iter().map(|(n, _)| *n).collect());
@@ -174,6 +132,48 @@ impl Kubernetes {
             flight.resize = Some(shown);
         }
         Ok(flight)
+    }
+
+    /// What a move of group `action.job` into `pieces` starts from ([`MoveFrom`]), checked. Err
+    /// says why it cannot move.
+    fn group_move_from(&self, action: &wit::Action, pieces: &Pieces, world: &World) -> Result<MoveFrom, String> {
+        const GONE: &str = "the group is no longer managed";
+        let entry = self.uid_of(action.job).ok_or(GONE)?;
+        let m = self.jobs.get(&entry).ok_or(GONE)?;
+        let g: &Gang = m.gang.as_ref().ok_or(GONE)?;
+        let state = world.state(action.job).ok_or(GONE)?;
+        let placing = matches!(action.kind, wit::ActionKind::Place(_));
+        match (placing, state.is_running()) {
+            (true, true) => return Err("the group already runs; preempt it first".into()),
+            (false, false) => return Err("the group is queued: place it".into()),
+            _ => {}
+        }
+        let mut originals = Vec::with_capacity(g.members.len());
+        for member in &g.members {
+            let p = self.pods.get(&ObjectRef::new(&member.name).within(&self.config.namespace));
+            originals.push((*p.ok_or_else(|| format!("pod {} of the group is gone", member.name))?).clone());
+        }
+        if !placing {
+            let Some(folder) = &m.job.checkpoint else {
+                return Err(resize_needs_checkpoint(
+                    "the group's pods",
+                    "annotate them with the folder they checkpoint to, on a volume that outlives them",
+                ));
+            };
+            originals.iter().try_for_each(|p| pod::checkpoint_survives(p, folder))?;
+        }
+        let mut nodes = Vec::with_capacity(pieces.len());
+        for (node, _) in pieces {
+            let n = self.nodes.get(*node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+            if !n.ready {
+                return Err(format!("node {} is NotReady", n.name));
+            }
+            nodes.push(n.name.clone());
+        }
+        if pieces.iter().any(|(_, gpus)| gpus.len() as u32 != g.per_piece()) {
+            originals.iter().try_for_each(pod::resizable)?;
+        }
+        Ok(MoveFrom { entry, originals, nodes })
     }
 
     /// Group `entry`'s pods are `copies` now, one per piece of `gpus` in all: its members
@@ -209,4 +209,37 @@ impl Kubernetes {
 /// The job name of piece `i` of group `group` when the group has grown past its pods.
 fn added_job_name(group: &str, i: usize) -> String {
     format!("{group}-{i}")
+}
+
+/// What a group's move starts from: the group's entry, its pods as they are, and each piece's
+/// node by name.
+struct MoveFrom {
+    entry: Arc<str>,
+    originals: Vec<Pod>,
+    nodes: Vec<String>,
+}
+
+/// What a group's move is, in words: a resize, a queued group placed in another shape, or a
+/// migration.
+fn move_words(resized: bool, placing: bool) -> &'static str {
+    match (resized, placing) {
+        (true, _) => "resize",
+        (false, true) => "placement in another shape",
+        (false, false) => "migration",
+    }
+}
+
+/// Why a group's move failed with copy `pod` not bound (`why`, from its bind): every copy went
+/// back to the queue (`back`), or is being taken back, and the group waits whole.
+fn partly_bound(what: &str, pod: &Pod, why: Option<Failure>, back: bool) -> Failure {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let why = match why {
+        Some(Failure::Refused(w) | Failure::Declined(w) | Failure::Unreachable(w)) => w,
+        None => String::new(),
+    };
+    Failure::Refused(format!(
+        "the group's {what}: pod {name} could not be bound ({why}); every copy {} back to the queue, and the group \
+         waits whole",
+        if back { "went" } else { "is being taken" }
+    ))
 }

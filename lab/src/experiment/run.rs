@@ -286,55 +286,14 @@ fn simulate_with(
         Fallback::KeepLimits,
         Quarantine::default(),
     );
-    let mut timeline = Vec::new();
     let names: std::collections::HashMap<&str, u32> =
         workload.jobs.iter().enumerate().map(|(i, j)| (j.name.as_str(), i as u32)).collect();
-    let config = LoopConfig {
-        tick: options.tick,
-        horizon: None,
-        budget: scenario.budget,
-        watchdog: scenario.watchdog,
-        tenants: scenario.tenants.clone(),
-    };
-    let mut benched = None;
-    // Per workload job, why it waited as the policy last said.
-    let mut pending: Vec<Option<String>> = vec![None; workload.jobs.len()];
-    let mut calls_ms: Vec<f64> = Vec::new();
-    let mut tracker = super::fairness::Tracker::new(options.timeline);
+    let (budget, watchdog, tenants) = (scenario.budget, scenario.watchdog, scenario.tenants.clone());
+    let config = LoopConfig { tick: options.tick, horizon: None, budget, watchdog, tenants };
+    let mut seen = Seen::new(workload.jobs.len(), options.timeline);
     let decided = |world: &World, outcome: &TickOutcome| {
-        if outcome.fallback.is_none() {
-            calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
-        }
-        for p in &outcome.pending {
-            if let Some(&job) = world.spec(p.job).and_then(|s| names.get(s.name.as_str())) {
-                pending[job as usize] = Some(p.reason.clone());
-            }
-        }
-        if benched.is_none()
-            && let Some(wasmsched_runtime::supervise::Failure::Benched { why, .. }) = &outcome.failure
-        {
-            benched = Some(why.to_string());
-        }
         watch(world);
-        tracker.observe(world);
-        if options.timeline {
-            let jobs = world
-                .jobs()
-                .filter(|(_, s)| s.queued.is_none())
-                .filter_map(|(spec, s)| {
-                    names.get(spec.name.as_str()).map(|&job| JobSample {
-                        job,
-                        node: s.node,
-                        cpu: s.cpu_used_millicores as f64 / 1000.0,
-                        cpu_limit: s.cpu_limit_millicores.map(|m| m as f64 / 1000.0),
-                        gpus: s.gpus.iter().map(|g| (g.node, g.index)).collect(),
-                        gpu_share: s.gpu_share_percent,
-                        gpu_used: (!s.gpus.is_empty()).then_some(s.gpu_used_percent),
-                    })
-                })
-                .collect();
-            timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, jobs });
-        }
+        seen.decided(world, outcome, &names);
     };
     let mut driver = Simulated { policy: &mut supervised, decided, recorder, failed: None };
     let summary = control::drive(&mut sim, &mut driver, rt, &config);
@@ -345,6 +304,7 @@ fn simulate_with(
     }
     let failed = driver.failed.take();
     drop(driver);
+    let Seen { pending, mut calls_ms, benched, tracker, timeline, .. } = seen;
     let mut jobs = sim.outcomes();
     for (job, why) in jobs.iter_mut().zip(pending) {
         job.pending = why;
@@ -387,6 +347,64 @@ fn simulate_with(
         timeline,
     };
     (report, failed)
+}
+
+/// What a simulated run's ticks showed, kept for its report.
+struct Seen {
+    /// Per workload job, why it waited as the policy last said.
+    pending: Vec<Option<String>>,
+    /// Each call's time, ms (the calls that did not fall back).
+    calls_ms: Vec<f64>,
+    /// Why the watchdog benched the policy, the first time it did.
+    benched: Option<String>,
+    tracker: super::fairness::Tracker,
+    /// The jobs' use at each decision, when the report asks for it (`keep_timeline`).
+    timeline: Vec<Sample>,
+    keep_timeline: bool,
+}
+
+impl Seen {
+    fn new(jobs: usize, keep_timeline: bool) -> Seen {
+        let tracker = super::fairness::Tracker::new(keep_timeline);
+        let pending = vec![None; jobs];
+        Seen { pending, calls_ms: Vec::new(), benched: None, tracker, timeline: Vec::new(), keep_timeline }
+    }
+
+    /// A decision the policy made over `world`; `names` gives a job's place in the workload.
+    fn decided(&mut self, world: &World, outcome: &TickOutcome, names: &std::collections::HashMap<&str, u32>) {
+        if outcome.fallback.is_none() {
+            self.calls_ms.push(outcome.latency.as_secs_f64() * 1000.0);
+        }
+        for p in &outcome.pending {
+            if let Some(&job) = world.spec(p.job).and_then(|s| names.get(s.name.as_str())) {
+                self.pending[job as usize] = Some(p.reason.clone());
+            }
+        }
+        if self.benched.is_none()
+            && let Some(wasmsched_runtime::supervise::Failure::Benched { why, .. }) = &outcome.failure
+        {
+            self.benched = Some(why.to_string());
+        }
+        self.tracker.observe(world);
+        if self.keep_timeline {
+            let jobs = world
+                .jobs()
+                .filter(|(_, s)| s.queued.is_none())
+                .filter_map(|(spec, s)| {
+                    names.get(spec.name.as_str()).map(|&job| JobSample {
+                        job,
+                        node: s.node,
+                        cpu: s.cpu_used_millicores as f64 / 1000.0,
+                        cpu_limit: s.cpu_limit_millicores.map(|m| m as f64 / 1000.0),
+                        gpus: s.gpus.iter().map(|g| (g.node, g.index)).collect(),
+                        gpu_share: s.gpu_share_percent,
+                        gpu_used: (!s.gpus.is_empty()).then_some(s.gpu_used_percent),
+                    })
+                })
+                .collect();
+            self.timeline.push(Sample { time_s: world.time_ms() as f64 / 1000.0, jobs });
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

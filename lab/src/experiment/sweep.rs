@@ -265,24 +265,7 @@ pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, progress: &(dyn Fn(
         .into_iter()
         .zip(by_point)
         .zip(errors)
-        .map(|(((at, config), runs), error)| {
-            // Each seed's run of this point with the baseline's run of the same seed.
-            let pairs: Vec<Option<(&RunReport, &RunReport)>> = seeds
-                .iter()
-                .map(|seed| Some((runs.iter().find(|r| r.seed == *seed)?, baseline.iter().find(|r| r.seed == *seed)?)))
-                .collect();
-            let per_seed =
-                pairs.iter().map(|pair| pair.and_then(|(run, base)| spec.figure.measure(run, base))).collect();
-            let claim = Claim {
-                policy: label(&spec.policy.label, &spec.axes, &config),
-                figure: spec.figure,
-                value: spec.paper,
-                source: String::new(),
-                baseline: None,
-            };
-            let measured = Measured::over(&claim, &spec.baseline.label, pairs.into_iter().flatten());
-            Point { at, config, measured, per_seed, error }
-        })
+        .map(|(((at, config), runs), error)| point(spec, &seeds, &baseline, (at, config), &runs, error))
         .collect();
     Sweep {
         workload: scenario.workload.name.clone(),
@@ -294,6 +277,32 @@ pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, progress: &(dyn Fn(
         axes: spec.axes.clone(),
         points,
     }
+}
+
+/// Point `at` (with its `config`) measured: each seed's run of it against the baseline's run of
+/// the same seed.
+fn point(
+    spec: &Spec,
+    seeds: &[u64],
+    baseline: &[RunReport],
+    (at, config): (Vec<usize>, Map<String, Value>),
+    runs: &[RunReport],
+    error: Option<String>,
+) -> Point {
+    let pairs: Vec<Option<(&RunReport, &RunReport)>> = seeds
+        .iter()
+        .map(|seed| Some((runs.iter().find(|r| r.seed == *seed)?, baseline.iter().find(|r| r.seed == *seed)?)))
+        .collect();
+    let per_seed = pairs.iter().map(|pair| pair.and_then(|(run, base)| spec.figure.measure(run, base))).collect();
+    let claim = Claim {
+        policy: label(&spec.policy.label, &spec.axes, &config),
+        figure: spec.figure,
+        value: spec.paper,
+        source: String::new(),
+        baseline: None,
+    };
+    let measured = Measured::over(&claim, &spec.baseline.label, pairs.into_iter().flatten());
+    Point { at, config, measured, per_seed, error }
 }
 
 /// A point's runs are labelled with the policy and the swept values: `flowcon alpha=0.1`.

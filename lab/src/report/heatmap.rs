@@ -187,14 +187,7 @@ fn heat_svg(sweep: &Sweep, g: &Grid) -> String {
             }
             svg.close_group();
             if best.is_some_and(|b| std::ptr::eq(b, *p)) {
-                svg.open_group("best", &format!("best point: {label}"));
-                let frame =
-                    [(x0 + 1.5, y0 + 1.5), (x0 + cell_w - 1.5, y0 + 1.5), (x0 + cell_w - 1.5, y0 + cell_h - 1.5)];
-                let mut frame = frame.to_vec();
-                frame.extend([(x0 + 1.5, y0 + cell_h - 1.5), (x0 + 1.5, y0 + 1.5)]);
-                svg.polyline_styled(&frame, "#000", 3.0, false);
-                svg.text_sized(x0 + 5.0, y0 + 11.0, Anchor::Start, 9.0, "#000", "★ best");
-                svg.close_group();
+                mark_best(&mut svg, (x0, y0, cell_w, cell_h), &label);
             }
         }
     }
@@ -210,8 +203,24 @@ fn heat_svg(sweep: &Sweep, g: &Grid) -> String {
         }
         svg.vtext(20.0, (top + bottom) / 2.0, &shorten(&axis.key, 30));
     }
-    // The colour scale: worse on the left, better on the right.
-    let (sx, sy) = (left, bottom + 50.0);
+    colour_scale(&mut svg, figure, scale, (left, bottom + 50.0));
+    svg.finish()
+}
+
+/// A frame around the best point's cell (`x`, `y`, width, height).
+fn mark_best(svg: &mut Svg, (x0, y0, w, h): (f64, f64, f64, f64), label: &str) {
+    svg.open_group("best", &format!("best point: {label}"));
+    let frame = [(x0 + 1.5, y0 + 1.5), (x0 + w - 1.5, y0 + 1.5), (x0 + w - 1.5, y0 + h - 1.5)];
+    let mut frame = frame.to_vec();
+    frame.extend([(x0 + 1.5, y0 + h - 1.5), (x0 + 1.5, y0 + 1.5)]);
+    svg.polyline_styled(&frame, "#000", 3.0, false);
+    svg.text_sized(x0 + 5.0, y0 + 11.0, Anchor::Start, 9.0, "#000", "★ best");
+    svg.close_group();
+}
+
+/// The colour scale at (`sx`, `sy`): worse on the left, better on the right, `scale` the
+/// figure's distance from even at either end.
+fn colour_scale(svg: &mut Svg, figure: Figure, scale: f64, (sx, sy): (f64, f64)) {
     for k in 0..=8 {
         let t = (k as f64 - 4.0) / 4.0;
         svg.rect(sx + 40.0 * k as f64, sy, 40.0, 12.0, &diverging(t), "#ccc");
@@ -221,7 +230,6 @@ fn heat_svg(sweep: &Sweep, g: &Grid) -> String {
     svg.text(sx, sy + 24.0, Anchor::Start, "", &format!("{} worse", figure.format(at(-1.0))));
     svg.text(sx + 180.0, sy + 24.0, Anchor::Middle, "", &figure.format(at(0.0)));
     svg.text(sx + 360.0, sy + 24.0, Anchor::End, "", &format!("better {}", figure.format(at(1.0))));
-    svg.finish()
 }
 
 /// Every point: its values, mean ± sd, range, what is behind it, each seed, and any error.

@@ -175,103 +175,113 @@ pub(super) fn placements(s: &Section, out: &mut String) {
     html_legend(s, "<span>▼ migration</span> <span>× preemption</span>", out);
     let unit = TimeUnit::for_max(s.max_t);
     for run in &s.first {
-        let _ = writeln!(out, "<h4>{} (seed {})</h4>", escape(&run.policy), run.seed);
-        let (stretches, marks) = placements_of(&run.timeline);
-        let (nodes, all) = busiest_lanes(stretches.iter().map(|x| (x.node, x.to_s - x.from_s)));
-        if all > nodes.len() {
-            let _ = writeln!(out, "<p class=\"note\">{} of {all} nodes drawn, the busiest.</p>", nodes.len());
+        placement_lanes(s, run, unit, out);
+    }
+}
+
+/// One run's lanes: a lane per node (the busiest), the jobs' stretches on it, their marks.
+fn placement_lanes(s: &Section, run: &RunReport, unit: TimeUnit, out: &mut String) {
+    let _ = writeln!(out, "<h4>{} (seed {})</h4>", escape(&run.policy), run.seed);
+    let (stretches, marks) = placements_of(&run.timeline);
+    let (nodes, all) = busiest_lanes(stretches.iter().map(|x| (x.node, x.to_s - x.from_s)));
+    if all > nodes.len() {
+        let _ = writeln!(out, "<p class=\"note\">{} of {all} nodes drawn, the busiest.</p>", nodes.len());
+    }
+    let (rows, row_counts) = pack(&stretches);
+    let names: Vec<(String, usize)> =
+        nodes.iter().map(|&n| (node_name(s, n), row_counts.get(&n).copied().unwrap_or(1))).collect();
+    let title = format!("Jobs on nodes: {} (seed {})", run.policy, run.seed);
+    let mut chart = LaneChart::new(&title, &names, s.max_t / unit.seconds, &format!("time ({})", unit.name));
+    if stretches.is_empty() {
+        chart.empty("no timeline recorded for this run");
+    }
+    let lane = |node: u32| nodes.iter().position(|&n| n == node);
+    // The row of the job's stretch on `node` that starts (or ends) at `at_s`.
+    let row_at = |job: usize, node: u32, at_s: f64, starts: bool| -> Option<(usize, usize)> {
+        let k = lane(node)?;
+        let i = stretches.iter().position(|x| {
+            x.job == job && x.node == node && (if starts { x.from_s } else { x.to_s } - at_s).abs() < 1e-9
+        })?;
+        Some((k, rows[i]))
+    };
+    for (x, &row) in stretches.iter().zip(&rows) {
+        let Some(k) = lane(x.node) else { continue };
+        let (top, bottom) = chart.row(k, row);
+        let (x0, x1) = (chart.x.at(x.from_s / unit.seconds), chart.x.at(x.to_s / unit.seconds));
+        let name = s.job_name(x.job);
+        let tip = format!("{name} on {}: {} to {}", node_name(s, x.node), duration(x.from_s), duration(x.to_s));
+        chart.svg.open_group("stretch", &tip);
+        chart.svg.rect(x0, top, (x1 - x0).max(1.0), bottom - top, s.colour(x.job), "#fff");
+        if x1 - x0 > 40.0 {
+            let fits = ((x1 - x0 - 6.0) / 6.0) as usize;
+            chart.svg.text_sized(x0 + 3.0, bottom - 3.0, Anchor::Start, 10.0, "#111", &shorten(&name, fits.max(2)));
         }
-        let (rows, row_counts) = pack(&stretches);
-        let names: Vec<(String, usize)> =
-            nodes.iter().map(|&n| (node_name(s, n), row_counts.get(&n).copied().unwrap_or(1))).collect();
-        let title = format!("Jobs on nodes: {} (seed {})", run.policy, run.seed);
-        let mut chart = LaneChart::new(&title, &names, s.max_t / unit.seconds, &format!("time ({})", unit.name));
-        if stretches.is_empty() {
-            chart.empty("no timeline recorded for this run");
-        }
-        let lane = |node: u32| nodes.iter().position(|&n| n == node);
-        // The row of the job's stretch on `node` that starts (or ends) at `at_s`.
-        let row_at = |job: usize, node: u32, at_s: f64, starts: bool| -> Option<(usize, usize)> {
-            let k = lane(node)?;
-            let i = stretches.iter().position(|x| {
-                x.job == job && x.node == node && (if starts { x.from_s } else { x.to_s } - at_s).abs() < 1e-9
-            })?;
-            Some((k, rows[i]))
-        };
-        for (x, &row) in stretches.iter().zip(&rows) {
-            let Some(k) = lane(x.node) else { continue };
-            let (top, bottom) = chart.row(k, row);
-            let (x0, x1) = (chart.x.at(x.from_s / unit.seconds), chart.x.at(x.to_s / unit.seconds));
-            let name = s.job_name(x.job);
-            let tip = format!("{name} on {}: {} to {}", node_name(s, x.node), duration(x.from_s), duration(x.to_s));
-            chart.svg.open_group("stretch", &tip);
-            chart.svg.rect(x0, top, (x1 - x0).max(1.0), bottom - top, s.colour(x.job), "#fff");
-            if x1 - x0 > 40.0 {
-                let fits = ((x1 - x0 - 6.0) / 6.0) as usize;
-                chart.svg.text_sized(x0 + 3.0, bottom - 3.0, Anchor::Start, 10.0, "#111", &shorten(&name, fits.max(2)));
-            }
-            chart.svg.close_group();
-        }
-        let mut seen_preemptions: BTreeMap<usize, u32> = BTreeMap::new();
-        for mark in &marks {
-            match *mark {
-                Mark::Migration { job, at_s, from, to } => {
-                    let Some((k, row)) = row_at(job, to, at_s, true) else { continue };
-                    let x = chart.x.at(at_s / unit.seconds);
-                    let (top, bottom) = chart.row(k, row);
-                    let tip = format!(
-                        "{} migrated from {} to {} at {}",
-                        s.job_name(job),
-                        node_name(s, from),
-                        node_name(s, to),
-                        duration(at_s)
-                    );
-                    chart.svg.open_group("migration", &tip);
-                    if let Some((f, frow)) = row_at(job, from, at_s, false) {
-                        let (ft, fb) = chart.row(f, frow);
-                        chart.svg.polyline_styled(
-                            &[(x, (ft + fb) / 2.0), (x, (top + bottom) / 2.0)],
-                            "#000",
-                            1.0,
-                            true,
-                        );
-                    }
-                    chart.svg.polygon_styled(
-                        &[(x - 5.0, top - 3.0), (x + 5.0, top - 3.0), (x, top + 5.0)],
-                        "#000",
-                        "#fff",
-                    );
-                    chart.svg.close_group();
+        chart.svg.close_group();
+    }
+    let seen_preemptions = draw_marks(&mut chart, &marks, &row_at, s, unit);
+    out.push_str(&chart.finish());
+    let unseen: Vec<String> = run
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| o.preemptions > seen_preemptions.get(i).copied().unwrap_or(0))
+        .map(|(i, o)| format!("{} ({})", s.job_name(i), o.preemptions))
+        .collect();
+    if !unseen.is_empty() {
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Preempted by the run's count but not between two samples (so not drawn): {}.</p>",
+            escape(&unseen.join(", "))
+        );
+    }
+}
+
+/// The migrations and preemptions on `chart`, each at its job's row (`row_at`: the lane and row
+/// of a job's stretch on a node that starts, or ends, at a time). Returns the preemptions drawn
+/// per job.
+fn draw_marks(
+    chart: &mut LaneChart,
+    marks: &[Mark],
+    row_at: &dyn Fn(usize, u32, f64, bool) -> Option<(usize, usize)>,
+    s: &Section,
+    unit: TimeUnit,
+) -> BTreeMap<usize, u32> {
+    let mut seen_preemptions: BTreeMap<usize, u32> = BTreeMap::new();
+    for mark in marks {
+        match *mark {
+            Mark::Migration { job, at_s, from, to } => {
+                let Some((k, row)) = row_at(job, to, at_s, true) else { continue };
+                let x = chart.x.at(at_s / unit.seconds);
+                let (top, bottom) = chart.row(k, row);
+                let tip = format!(
+                    "{} migrated from {} to {} at {}",
+                    s.job_name(job),
+                    node_name(s, from),
+                    node_name(s, to),
+                    duration(at_s)
+                );
+                chart.svg.open_group("migration", &tip);
+                if let Some((f, frow)) = row_at(job, from, at_s, false) {
+                    let (ft, fb) = chart.row(f, frow);
+                    chart.svg.polyline_styled(&[(x, (ft + fb) / 2.0), (x, (top + bottom) / 2.0)], "#000", 1.0, true);
                 }
-                Mark::Preemption { job, at_s, node } => {
-                    *seen_preemptions.entry(job).or_default() += 1;
-                    let Some((k, row)) = row_at(job, node, at_s, false) else { continue };
-                    let x = chart.x.at(at_s / unit.seconds);
-                    let (top, bottom) = chart.row(k, row);
-                    let y = (top + bottom) / 2.0;
-                    chart.svg.open_group("preemption", &format!("{} preempted at {}", s.job_name(job), duration(at_s)));
-                    chart.svg.line_styled(x - 5.0, y - 5.0, x + 5.0, y + 5.0, "#c00", 2.5);
-                    chart.svg.line_styled(x - 5.0, y + 5.0, x + 5.0, y - 5.0, "#c00", 2.5);
-                    chart.svg.close_group();
-                }
+                chart.svg.polygon_styled(&[(x - 5.0, top - 3.0), (x + 5.0, top - 3.0), (x, top + 5.0)], "#000", "#fff");
+                chart.svg.close_group();
             }
-        }
-        out.push_str(&chart.finish());
-        let unseen: Vec<String> = run
-            .jobs
-            .iter()
-            .enumerate()
-            .filter(|(i, o)| o.preemptions > seen_preemptions.get(i).copied().unwrap_or(0))
-            .map(|(i, o)| format!("{} ({})", s.job_name(i), o.preemptions))
-            .collect();
-        if !unseen.is_empty() {
-            let _ = writeln!(
-                out,
-                "<p class=\"note\">Preempted by the run's count but not between two samples (so not drawn): {}.</p>",
-                escape(&unseen.join(", "))
-            );
+            Mark::Preemption { job, at_s, node } => {
+                *seen_preemptions.entry(job).or_default() += 1;
+                let Some((k, row)) = row_at(job, node, at_s, false) else { continue };
+                let x = chart.x.at(at_s / unit.seconds);
+                let (top, bottom) = chart.row(k, row);
+                let y = (top + bottom) / 2.0;
+                chart.svg.open_group("preemption", &format!("{} preempted at {}", s.job_name(job), duration(at_s)));
+                chart.svg.line_styled(x - 5.0, y - 5.0, x + 5.0, y + 5.0, "#c00", 2.5);
+                chart.svg.line_styled(x - 5.0, y + 5.0, x + 5.0, y - 5.0, "#c00", 2.5);
+                chart.svg.close_group();
+            }
         }
     }
+    seen_preemptions
 }
 
 /// A job on a GPU without a change of holders, share or use.

@@ -1,0 +1,60 @@
+//! The audit log's line for a tick.
+
+use std::sync::Arc;
+
+use wasmsched_loop::control::Tick;
+use wasmsched_loop::record::{self, AuditDecision, AuditLine, Refused};
+use wasmsched_loop::shadow;
+
+use super::HostDriver;
+
+impl HostDriver {
+    /// The tick's line in the audit log, where it has one: the decisions (each shadow's
+    /// agreement with the active counted), the jobs rescued, the policies' changes.
+    pub(super) fn write_audit(&mut self, tick: &Tick<'_>) {
+        let time_ms = tick.world.time_ms();
+        if !(tick.asked || !tick.rescued.is_empty() || !self.changes.is_empty()) {
+            return;
+        }
+        let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
+        let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
+        let mut shadows = Vec::with_capacity(tick.shadows.len());
+        for d in &tick.shadows {
+            let diff = shadow::compare(active_actions, &d.outcome.actions, &seen);
+            if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *d.policy) {
+                slot.agreement.add(&diff);
+            }
+            let mut line = AuditDecision::of(d);
+            line.agrees = Some(diff.agree);
+            shadows.push(line);
+        }
+        let active = tick.active.as_ref().map(|a| {
+            let mut line = AuditDecision::of(a);
+            if a.outcome.pending != self.last_pending {
+                self.last_pending.clone_from(&a.outcome.pending);
+                line.pending = Some(a.outcome.pending.clone());
+            }
+            line.not_applied = tick
+                .apply_errors
+                .iter()
+                .map(|e| Refused { job: e.job, action: None, reason: e.reason.clone() })
+                .collect();
+            line
+        });
+        if let Some(audit) = &mut self.audit {
+            let line = AuditLine {
+                tick: tick.number,
+                time_ms,
+                wall_ms: record::wall_ms(),
+                active,
+                shadows,
+                rescued: tick.rescued.clone(),
+                changes: std::mem::take(&mut self.changes),
+            };
+            if let Err(e) = audit.write(&line) {
+                self.write_failed(&e);
+            }
+        }
+        self.changes.clear();
+    }
+}
