@@ -1,6 +1,8 @@
-//! The tests' Kubernetes cluster: found, not started (`.ci/run` starts one with
-//! `../shared/k8s/cluster up 2` and exports its kubeconfig as `WASMSCHED_KUBECONFIG`), and the
-//! trainer's image imported into its nodes from this repo's trainer, without a registry.
+//! The tests' Kubernetes cluster: found (`../shared/k8s/cluster up 2` starts one; its kubeconfig
+//! in `WASMSCHED_KUBECONFIG`), or started here when the first test asks for it if
+//! `WASMSCHED_K8S_START` is set, as `.ci/run` sets it, so that the tests that run before these
+//! (the Docker fidelity checks among them) have the machine without it; and the trainer's image
+//! imported into its nodes from this repo's trainer, without a registry.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,41 +22,74 @@ pub struct Cluster {
     image: OnceLock<Option<(String, tempfile::TempDir)>>,
 }
 
-/// The cluster the tests use, or None (and a loud line saying why) when none answers.
+/// The cluster the tests use, or None (and a loud line saying why) when none answers. Where
+/// `WASMSCHED_K8S_START` asks for one to be started and none answers after, the test fails.
 pub fn cluster() -> Option<&'static Cluster> {
     static CLUSTER: OnceLock<Option<Cluster>> = OnceLock::new();
-    CLUSTER
-        .get_or_init(|| {
-            let candidates = [std::env::var("WASMSCHED_KUBECONFIG").ok(), Some("/tmp/k8s-run/admin.kubeconfig".into())];
-            // The host's own log lines, shown with a failing test's output.
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasmsched=info"));
-            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_test_writer().try_init();
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-            let mut tried = Vec::new();
-            for path in candidates.into_iter().flatten().map(PathBuf::from) {
-                tried.push(path.display().to_string());
-                let answered = rt.block_on(async {
-                    let file = kube::config::Kubeconfig::read_from(&path).ok()?;
-                    let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.ok()?;
-                    let client = kube::Client::try_from(config).ok()?;
-                    let nodes: Api<Node> = Api::all(client.clone());
-                    let params = ListParams::default();
-                    let listed = tokio::time::timeout(Duration::from_secs(5), nodes.list(&params));
-                    listed.await.ok()?.ok().filter(|l| !l.items.is_empty()).map(|_| client)
-                });
-                if let Some(client) = answered {
-                    return Some(Cluster { kubeconfig: path, client, rt, image: OnceLock::new() });
-                }
-            }
-            eprintln!(
-                "SKIPPED: the Kubernetes backend's tests need a cluster and none answers (tried {}). \
-                 `../shared/k8s/cluster up 2` starts one; export its kubeconfig as WASMSCHED_KUBECONFIG.",
-                tried.join(", ")
-            );
-            None
-        })
-        .as_ref()
+    let asked = std::env::var_os("WASMSCHED_K8S_START").is_some_and(|v| !v.is_empty());
+    let found = CLUSTER.get_or_init(|| {
+        if asked {
+            start();
+        }
+        find()
+    });
+    assert!(
+        found.is_some() || !asked,
+        "WASMSCHED_K8S_START asked for the test cluster, and it did not start (see the lines above); \
+         `{} up 2` starts it by hand",
+        script().display()
+    );
+    found.as_ref()
+}
+
+/// `cluster up 2`, once; what it says goes to the log (it reuses a cluster already up).
+fn start() {
+    let script = script();
+    eprintln!("starting the test cluster: {} up 2", script.display());
+    let started = std::time::Instant::now();
+    match std::process::Command::new(&script).args(["up", "2"]).output() {
+        Ok(out) => eprintln!(
+            "{} up 2 ended ({}) after {:.0} s: {}{}",
+            script.display(),
+            out.status,
+            started.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => eprintln!("{} could not be run: {e}", script.display()),
+    }
+}
+
+/// The first cluster that answers, of `WASMSCHED_KUBECONFIG`'s and the script's usual one.
+fn find() -> Option<Cluster> {
+    let candidates = [std::env::var("WASMSCHED_KUBECONFIG").ok(), Some("/tmp/k8s-run/admin.kubeconfig".into())];
+    // The host's own log lines, shown with a failing test's output.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("wasmsched=info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_test_writer().try_init();
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mut tried = Vec::new();
+    for path in candidates.into_iter().flatten().map(PathBuf::from) {
+        tried.push(path.display().to_string());
+        let answered = rt.block_on(async {
+            let file = kube::config::Kubeconfig::read_from(&path).ok()?;
+            let config = kube::Config::from_custom_kubeconfig(file, &Default::default()).await.ok()?;
+            let client = kube::Client::try_from(config).ok()?;
+            let nodes: Api<Node> = Api::all(client.clone());
+            let params = ListParams::default();
+            let listed = tokio::time::timeout(Duration::from_secs(5), nodes.list(&params));
+            listed.await.ok()?.ok().filter(|l| !l.items.is_empty()).map(|_| client)
+        });
+        if let Some(client) = answered {
+            return Some(Cluster { kubeconfig: path, client, rt, image: OnceLock::new() });
+        }
+    }
+    eprintln!(
+        "SKIPPED: the Kubernetes backend's tests need a cluster and none answers (tried {}). \
+         `../shared/k8s/cluster up 2` starts one; export its kubeconfig as WASMSCHED_KUBECONFIG.",
+        tried.join(", ")
+    );
+    None
 }
 
 /// The cluster with the trainer's image in its nodes, and the lock that runs these tests one
