@@ -113,6 +113,38 @@ fn every_crate_of_the_workspace_is_in_the_plan() {
     assert!(missing.is_empty(), "crates in no layer (add them to CRATES and docs/architecture.md): {missing:?}");
 }
 
+/// The dependencies and their features as `cargo tree` resolves them for `args`, one line each.
+fn resolved(args: &[&str]) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "-f", "{p} {f}", "--prefix", "none"])
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    text.lines().map(|l| l.trim_end_matches(" (*)").to_string()).filter(|l| !l.is_empty()).collect()
+}
+
+/// `cargo build` (the binary) and `cargo test --workspace` give every dependency the same
+/// features, so that neither rebuilds what the other built (docs/architecture.md, "One build
+/// of each dependency"): a line of the binary's graph that the tests' lacks is a dependency
+/// the two build differently.
+#[test]
+fn the_binary_and_the_tests_build_each_dependency_alike() {
+    let binary = resolved(&["-p", "wasmsched", "-e", "no-dev"]);
+    let tests = resolved(&["--workspace"]);
+    assert!(binary.len() > 200, "the binary's graph is read: {} lines", binary.len());
+    let twice: Vec<&String> = binary.difference(&tests).collect();
+    assert!(
+        twice.is_empty(),
+        "built with other features for the binary than for the tests (pin the features the tests give them, \
+         docs/architecture.md):\n{}",
+        twice.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("\n")
+    );
+}
+
 /// Each file of a crate (its module path under `src`, `[]` for the crate's root, with its text
 /// up to its test module) and the files of the crate it imports.
 fn imports(modules: &BTreeMap<Vec<String>, String>) -> Graph {
