@@ -489,7 +489,8 @@ fn watch(dog: &mut Watchdog, driver: &mut dyn Driver, backend: &dyn Backend, wor
     // the policy itself answers (a failing one is the other rule's).
     let idle_ms = backend
         .progress()
-        .and_then(|p| p.last_progress_ms())
+        .unwrap_or(&Reports)
+        .last_progress_ms()
         .filter(|_| world.job_count() > 0 && active.is_none_or(|a| a.outcome.failure.is_none()))
         .map(|at| world.time_ms().saturating_sub(at));
     let seen = watchdog::Seen {
