@@ -77,9 +77,10 @@ const TOLERANCE: f64 = 0.10;
 /// in the next.
 const SPEED_TOLERANCE: f64 = 0.35;
 
-/// How many times calibration and live runs are measured at most (about four minutes each).
-/// A run with every figure within [`TOLERANCE`] passes at once; otherwise the runs go on and
-/// each figure's median error over the runs so far must come within it. One run alone was not
+/// How many times calibration and live runs are measured at most (about six minutes each).
+/// A run with every figure within its bound ([`TOLERANCE`], [`SPEED_TOLERANCE`]) passes at
+/// once; otherwise the runs go on and each figure's median error over the runs so far must
+/// come within it. One run alone was not
 /// enough on the development machine: with a tenth of a core of other load, runs missed in a
 /// different place each time (FlowCon's first learner +18 %; all of FlowCon's jobs +20 to
 /// +28 %; fair-share's learners −10.4 %; later −11.2, +10.1, +10.2, −11.5 and −19.5 %), while
