@@ -257,20 +257,18 @@ fn at_live_speed(
     calibrated: &Outcome,
     simulate: impl Fn([f64; KINDS.len()]) -> Outcome,
 ) -> ([f64; KINDS.len()], Outcome) {
-    let mut speed = [1.0; KINDS.len()];
-    let mut charged = calibrated.cpu.by_kind();
-    let mut sim = None;
-    for _ in 0..2 {
-        for ((s, l), c) in speed.iter_mut().zip(live.cpu.by_kind()).zip(charged) {
+    let rescale = |speed: &mut [f64; KINDS.len()], simulated: &Outcome| {
+        for ((s, l), c) in speed.iter_mut().zip(live.cpu.by_kind()).zip(simulated.cpu.by_kind()) {
             if l > 0.0 && c > 0.0 {
                 *s *= l / c;
             }
         }
-        let run = simulate(speed);
-        charged = run.cpu.by_kind();
-        sim = Some(run);
-    }
-    (speed, sim.expect("simulated at least once"))
+    };
+    let mut speed = [1.0; KINDS.len()];
+    rescale(&mut speed, calibrated);
+    let first = simulate(speed);
+    rescale(&mut speed, &first);
+    (speed, simulate(speed))
 }
 
 /// A kind's profile, calibrated on the engine; its figures go to the log.
@@ -413,16 +411,14 @@ struct Live<'a> {
     engine: &'a Engine,
     label: String,
     prefix: &'static str,
-    policy: &'a mut Supervised,
+    watched: Watched,
     containers: Vec<Container<'a>>,
     first_ms: Option<u64>,
     /// Each job's arrival on the backend's clock, as the backend declared it.
     arrivals_ms: HashMap<usize, u64>,
     done: bool,
-    actions: Vec<String>,
     /// Where the run's telemetry is recorded, when it is.
     recorder: Option<TelemetryRecorder>,
-    cpu: CpuUse,
 }
 
 impl Driver for Live<'_> {
@@ -452,20 +448,18 @@ impl Driver for Live<'_> {
             }
         }
         self.done = every_job_came_and_went(world, self.containers.len(), JOBS.len());
-        self.cpu.observe(world);
+        self.watched.observe(world);
         if let Some(r) = self.recorder.as_mut() {
             r.observed(world);
         }
     }
 
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        self.watched.ask()
     }
 
     fn record(&mut self, tick: Tick<'_>) {
-        if let Some(a) = &tick.active {
-            actions_of(tick.world, &a.outcome.actions, &mut self.actions);
-        }
+        self.watched.keep(&tick);
         if let Some(r) = self.recorder.as_mut() {
             r.record(&tick).expect("the recording is written");
         }
@@ -478,24 +472,20 @@ impl Driver for Live<'_> {
 pub(crate) fn run_live(e: &Engine, policy: &str, config: &str, record: Option<&Path>) -> (Outcome, Vec<f64>) {
     let label = test_label(&format!("fidelity-{policy}"));
     let mut docker = backend(&e.endpoint, &label);
-    let mut supervised =
-        Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
     let prefix = if policy == "flowcon" { "fc" } else { "fs" };
     let mut live = Live {
         engine: e,
         label,
         prefix,
-        policy: &mut supervised,
+        watched: Watched::new(policy, config),
         containers: Vec::new(),
         first_ms: None,
         arrivals_ms: HashMap::new(),
         done: false,
-        actions: Vec::new(),
         recorder: record.map(|path| {
             let tick_ms = TICK.as_millis() as u64;
             TelemetryRecorder::create(path, tick_ms, BudgetConfig::off()).expect("the recording is created")
         }),
-        cpu: CpuUse::default(),
     };
     let summary = control::drive(&mut docker, &mut live, runtime(), &LoopConfig::unbudgeted(TICK));
     assert!(live.done, "{policy}: the loop ended before every job did: {summary:?}");
@@ -515,7 +505,7 @@ pub(crate) fn run_live(e: &Engine, policy: &str, config: &str, record: Option<&P
     let arrivals = (0..JOBS.len()).map(|k| live.arrivals_ms[&k] as f64 / 1000.0).collect();
     eprintln!("{policy} live: {} ticks, {} actions applied", summary.ticks, summary.applied);
     let jct_s = times.iter().map(|(c, f)| f - c).collect();
-    (Outcome { jct_s, makespan_s: last - first, actions: live.actions, cpu: live.cpu }, arrivals)
+    (Outcome { jct_s, makespan_s: last - first, actions: live.watched.actions, cpu: live.watched.cpu }, arrivals)
 }
 
 /// The same jobs in the simulator: the calibrated profiles, each kind's work scaled by its
@@ -539,10 +529,8 @@ fn run_simulated(
     jobs.sort_by(|a, b| a.arrival_s.total_cmp(&b.arrival_s));
     let workload = Workload::of("fidelity", vec![node.clone()], jobs);
     let mut sim = Simulator::new(&workload, SimConfig { noise: 0.0, ..SimConfig::default() });
-    let mut supervised =
-        Supervised::new(loaded(policy), config.into(), Default::default(), Fallback::KeepLimits, Quarantine::default());
-    let mut driver = Simulated { policy: &mut supervised, actions: Vec::new(), cpu: CpuUse::default() };
-    control::drive(&mut sim, &mut driver, runtime(), &LoopConfig::unbudgeted(TICK));
+    let mut watched = Watched::new(policy, config);
+    control::drive(&mut sim, &mut watched, runtime(), &LoopConfig::unbudgeted(TICK));
     let outcomes = sim.outcomes();
     let jct = |name: &str| {
         let job = outcomes.iter().find(|j| j.name == name).expect("every job is reported");
@@ -551,33 +539,60 @@ fn run_simulated(
     let first = outcomes.iter().map(|j| j.arrival_s).fold(f64::INFINITY, f64::min);
     let last = outcomes.iter().filter_map(|j| j.finish_s).fold(0.0, f64::max);
     let jct_s = JOBS.iter().map(|j| jct(j.0)).collect();
-    Outcome { jct_s, makespan_s: last - first, actions: driver.actions, cpu: driver.cpu }
+    Outcome { jct_s, makespan_s: last - first, actions: watched.actions, cpu: watched.cpu }
 }
 
-/// The simulated run's driver: the policy every tick, its actions and the CPU charged.
-struct Simulated<'a> {
-    policy: &'a mut Supervised,
+/// What a run keeps, live or simulated: the policy it asks every tick, the policy's actions
+/// (one line each) and the CPU charged to each job. The simulated run's driver; the live one
+/// keeps one too.
+struct Watched {
+    policy: Supervised,
     actions: Vec<String>,
     cpu: CpuUse,
 }
 
-impl Driver for Simulated<'_> {
+impl Watched {
+    fn new(policy: &str, config: &str) -> Watched {
+        let policy = Supervised::new(
+            loaded(policy),
+            config.into(),
+            Default::default(),
+            Fallback::KeepLimits,
+            Quarantine::default(),
+        );
+        Watched { policy, actions: Vec::new(), cpu: CpuUse::default() }
+    }
+
+    fn observe(&mut self, world: &World) {
+        self.cpu.observe(world);
+    }
+
+    fn ask(&mut self) -> Policies<'_> {
+        Policies { active: Some(&mut self.policy), shadows: Vec::new() }
+    }
+
+    fn keep(&mut self, tick: &Tick<'_>) {
+        if let Some(a) = &tick.active {
+            actions_of(tick.world, &a.outcome.actions, &mut self.actions);
+        }
+    }
+}
+
+impl Driver for Watched {
     fn observed(
         &mut self,
         world: &World,
         _: Vec<wasmsched::backend::Endpoint>,
         _: Option<wasmsched::backend::Leadership>,
     ) {
-        self.cpu.observe(world);
+        self.observe(world);
     }
 
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        self.ask()
     }
 
     fn record(&mut self, tick: Tick<'_>) {
-        if let Some(a) = &tick.active {
-            actions_of(tick.world, &a.outcome.actions, &mut self.actions);
-        }
+        self.keep(&tick);
     }
 }
