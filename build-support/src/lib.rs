@@ -1,11 +1,14 @@
-//! wasmsched-build-support: the code the two artifact build scripts share — `shipped/build.rs`
-//! (the policies the binary embeds) and `tests/artifacts/build.rs` (what only the tests use).
+//! wasmsched-build-support: the code the build scripts share — `shipped/build.rs` (the policies
+//! the binary embeds), `tests/artifacts/build.rs` (what only the tests use), and `core/build.rs`
+//! and `runtime/build.rs` (the contract's types and their conversions, [`contract`]).
 //!
 //! A policy crate is a folder with a `Cargo.toml` ([`policy_crates`]); [`build_components`]
 //! compiles a set of them to wasm32-wasip2 components in one nested cargo call
 //! ([`nested_cargo`]) under `target/policies`, where [`wasm_path`] finds each. [`files_under`]
 //! walks folders in a fixed order, for content stamps and for embedded files. Start at
 //! [`workspace_root`] and [`watch`], which every build script calls first.
+
+pub mod contract;
 
 use std::env;
 use std::fs;

@@ -2,6 +2,9 @@
 //! snapshots, called as a Wasm component (`wasm/<policy>/<jobs>`) and as plain Rust through
 //! the SDK's runner (`native/<policy>/<jobs>`).
 //!
+//! The crossing's copy (`convert/first-tick/<jobs>`, `convert/steady/<jobs>`): the host's
+//! snapshot made into bindgen's types before every call, against `wasm/…`, the whole call.
+//!
 //! The cost of a language (`language/…`): the same policies written in Rust, Python
 //! (componentize-py) and JavaScript (componentize-qjs), each as a component: making an
 //! instance and its `init` (`language/instantiate/<policy>`), the first tick with every job
@@ -113,6 +116,22 @@ fn bench_policy<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name:
     }
 }
 
+/// The crossing's copy (`convert/…`): a snapshot in the host's contract types made into bindgen's,
+/// as every call of a current policy does before wasmtime lowers it, on the snapshots the `wasm`
+/// group sends (a full resync, and a steady tick).
+fn bench_convert(c: &mut Criterion) {
+    let mut group = c.benchmark_group("convert");
+    for jobs in [10usize, 100, 1000] {
+        let (first, ticks) = deltas(jobs);
+        group.bench_function(BenchmarkId::new("first-tick", jobs), |b| {
+            b.iter(|| black_box(wasmsched::runtime::current::snapshot(&first)))
+        });
+        group.bench_function(BenchmarkId::new("steady", jobs), |b| {
+            b.iter(|| black_box(wasmsched::runtime::current::snapshot(&ticks[0])))
+        });
+    }
+}
+
 /// The languages' costs, on the same snapshots: fair-share and FlowCon in each language built.
 fn bench_languages(c: &mut Criterion, rt: &Runtime) {
     let mut policies: Vec<(&str, Vec<u8>)> = Vec::new();
@@ -173,6 +192,7 @@ fn bench_languages(c: &mut Criterion, rt: &Runtime) {
 
 fn decide(c: &mut Criterion) {
     let rt = Runtime::new(RuntimeConfig { cache_dir: None, ..RuntimeConfig::default() }).unwrap();
+    bench_convert(c);
     bench_policy::<policy_fair_share::FairShare>(c, &rt, "fair-share", "{}");
     bench_policy::<policy_flowcon::FlowCon>(c, &rt, "flowcon", "{}");
     bench_policy::<policy_tiresias::Tiresias>(c, &rt, "tiresias", r#"{"interval-s": 0}"#);

@@ -1,18 +1,17 @@
-//! The Rust types of the contract, generated once by `wasmtime::component::bindgen!` and used
-//! everywhere in the host (no hand-written mirrors). The current contract is
-//! `wasmsched:policy@0.4.0` ([`wit`], [`PolicyPlugin`]); components built against 0.3.0, 0.2.0
+//! The Rust types of the contract, written from the WIT at build time (`build.rs`, through
+//! `wasmsched_build_support::contract`) and used everywhere in the host: no hand-written mirrors,
+//! and no wasmtime, so core and the backends above it build without Cranelift. They have the
+//! names, fields, derives and `Debug` output of `wasmtime::component::bindgen!`'s; the sandbox
+//! (`wasmsched-runtime`) holds bindgen's own for the calls and converts at the boundary. The
+//! current contract is `wasmsched:policy@0.4.0` ([`wit`]); components built against 0.3.0, 0.2.0
 //! and 0.1.0 are still served, through bindings of their frozen contracts that only their
 //! adapters in `wasmsched-runtime` (`v0_3`, `v0_2`, `v0_1`) generate and touch.
 
-#![allow(missing_docs, reason = "generated code")]
-
-wasmtime::component::bindgen!({
-    path: "../wit",
-    world: "policy-plugin",
-    additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
-});
-
-pub use self::wasmsched::policy::types as wit;
+/// The types of the contract's `types` interface.
+#[allow(missing_docs, reason = "generated from the WIT, whose docs it copies where they exist")]
+pub mod wit {
+    include!(concat!(env!("OUT_DIR"), "/contract.rs"));
+}
 
 /// The contract's package and version, as a component names it.
 pub const PACKAGE: &str = "wasmsched:policy@0.4.0";

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use wasmtime::{Store, Trap};
 
-use wasmsched_core::bindings::{Contract, PolicyPlugin, PolicyPluginPre, wit};
+use wasmsched_core::bindings::{Contract, wit};
 use wasmsched_core::world::{Cursor, World};
 
 use super::Runtime;
 use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
+use super::current::{self, PolicyPlugin, PolicyPluginPre};
 use super::{v0_1, v0_2, v0_3};
 
 /// A linked component of one contract version, ready to instantiate.
@@ -222,7 +223,10 @@ impl LoadedPolicy {
             per_call: (limits.deadline, rt.deadline_ticks(limits.deadline)),
         };
         instance.abilities = instance.call("init", |store, plugin| match plugin {
-            Plugin::Current(p) => p.wasmsched_policy_policy().call_init(store, config_json, saved_state),
+            Plugin::Current(p) => p
+                .wasmsched_policy_policy()
+                .call_init(store, config_json, saved_state)
+                .map(|r| r.map(From::from).map_err(From::from)),
             Plugin::V0_3(p) => p
                 .wasmsched_policy_policy()
                 .call_init(store, config_json, saved_state)
@@ -269,7 +273,10 @@ impl PolicyInstance {
     /// Ask for a decision on a snapshot built by the caller.
     pub fn decide_raw(&mut self, snapshot: &wit::Snapshot) -> Result<wit::Decision, CallError> {
         let result = self.call("decide", |store, plugin| match plugin {
-            Plugin::Current(p) => p.wasmsched_policy_policy().call_decide(store, snapshot),
+            Plugin::Current(p) => p
+                .wasmsched_policy_policy()
+                .call_decide(store, &current::snapshot(snapshot))
+                .map(|r| r.map(From::from).map_err(From::from)),
             Plugin::V0_3(p) => p
                 .wasmsched_policy_policy()
                 .call_decide(store, &v0_3::snapshot(snapshot))

@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod cache;
+pub mod current;
 pub mod instance;
 pub mod limits;
 mod older;
@@ -35,7 +36,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 use wasmtime::{Config, Engine};
 
-use wasmsched_core::bindings::{self, Contract, PolicyPlugin, PolicyPluginPre};
+use wasmsched_core::bindings::{self, Contract};
+
+use current::{PolicyPlugin, PolicyPluginPre};
 
 pub use instance::{CallError, LoadedPolicy, PolicyInstance, TrapKind};
 pub use limits::{Limits, SharedLogBudget, StoreState};

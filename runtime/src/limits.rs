@@ -9,8 +9,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use wasmsched_core::bindings::wasmsched::policy::host::{Host, Level};
-use wasmsched_core::bindings::wit;
+use crate::current::guest;
+use crate::current::wasmsched::policy::host::{Host, Level};
 
 pub use crate::throttle::LogBudget;
 
@@ -148,7 +148,7 @@ impl WasiView for StoreState {
 }
 
 /// The `types` interface has no functions, but the bindings ask for its host trait.
-impl wit::Host for StoreState {}
+impl guest::Host for StoreState {}
 
 /// An older policy's `log` is the same import under its older package.
 macro_rules! older_log {

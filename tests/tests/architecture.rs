@@ -145,6 +145,22 @@ fn the_binary_and_the_tests_build_each_dependency_alike() {
     );
 }
 
+/// The vocabulary is types, no engine: core, and the live backends above it, build without
+/// wasmtime, Cranelift or (core without its `async` feature) tokio, so neither backend waits
+/// for Cranelift and an edit to either never rebuilds it.
+#[test]
+fn core_and_the_backends_build_without_wasmtime() {
+    let engine = |line: &String| line.starts_with("wasmtime") || line.starts_with("cranelift");
+    for krate in ["wasmsched-core", "wasmsched-docker", "wasmsched-kubernetes"] {
+        let graph = resolved(&["-p", krate, "-e", "normal"]);
+        assert!(graph.iter().any(|l| l.starts_with("serde ")), "{krate}'s graph is read: {graph:?}");
+        let found: Vec<&String> = graph.iter().filter(|l| engine(l)).collect();
+        assert!(found.is_empty(), "{krate} builds the policy engine: {found:?}");
+    }
+    let core = resolved(&["-p", "wasmsched-core", "-e", "normal", "--no-default-features"]);
+    assert!(!core.iter().any(|l| l.starts_with("tokio ")), "core builds tokio without its async feature");
+}
+
 /// Each file of a crate (its module path under `src`, `[]` for the crate's root, with its text
 /// up to its test module) and the files of the crate it imports.
 fn imports(modules: &BTreeMap<Vec<String>, String>) -> Graph {
