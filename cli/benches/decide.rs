@@ -2,8 +2,9 @@
 //! snapshots, called as a Wasm component (`wasm/<policy>/<jobs>`) and as plain Rust through
 //! the SDK's runner (`native/<policy>/<jobs>`).
 //!
-//! The crossing's copy (`convert/first-tick/<jobs>`, `convert/steady/<jobs>`): the host's
-//! snapshot made into bindgen's types before every call, against `wasm/…`, the whole call.
+//! The crossing's copy (`convert/first-tick/<jobs>`, `convert/steady/<jobs>`, and `…/moved`):
+//! the host's snapshot made into bindgen's types before every call, copied (`decide_raw`) or
+//! moved (`decide`, on the world), against `wasm/…`, the whole call.
 //!
 //! The cost of a language (`language/…`): the same policies written in Rust, Python
 //! (componentize-py) and JavaScript (componentize-qjs), each as a component: making an
@@ -26,13 +27,14 @@
 //! raised far above the 50 ms default so that a slow policy is measured rather than cut off;
 //! the slowest steady tick of one pass is printed, as the deadline sees it.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
-use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
+use wasmsched::runtime::{Limits, Runtime, RuntimeConfig, current};
 use wasmsched::world::{Cursor, World, sample};
 use wasmsched_sdk::Runner;
 
@@ -123,12 +125,16 @@ fn bench_convert(c: &mut Criterion) {
     let mut group = c.benchmark_group("convert");
     for jobs in [10usize, 100, 1000] {
         let (first, ticks) = deltas(jobs);
-        group.bench_function(BenchmarkId::new("first-tick", jobs), |b| {
-            b.iter(|| black_box(wasmsched::runtime::current::snapshot(&first)))
-        });
-        group.bench_function(BenchmarkId::new("steady", jobs), |b| {
-            b.iter(|| black_box(wasmsched::runtime::current::snapshot(&ticks[0])))
-        });
+        for (name, s) in [("first-tick", &first), ("steady", &ticks[0])] {
+            group.bench_function(BenchmarkId::new(name, jobs), |b| {
+                b.iter(|| black_box(current::snapshot(Cow::Borrowed(s))))
+            });
+            // As `decide` on the world does: the snapshot, made for the call, moved across (its
+            // copy, made outside the timing, is dropped outside it too).
+            group.bench_function(BenchmarkId::new(format!("{name}/moved"), jobs), |b| {
+                b.iter_batched(|| s.clone(), |s| current::snapshot(Cow::Owned(s)), criterion::BatchSize::SmallInput)
+            });
+        }
     }
 }
 

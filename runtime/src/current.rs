@@ -11,11 +11,17 @@ wasmtime::component::bindgen!({
     world: "policy-plugin",
 });
 
+use std::borrow::Cow;
+
 pub use self::wasmsched::policy::types as guest;
 
-/// The current snapshot in bindgen's types, as the call lowers it.
-pub fn snapshot(s: &host::Snapshot) -> guest::Snapshot {
-    s.into()
+/// The current snapshot in bindgen's types, as the call lowers it: moved when the host is done
+/// with it (its strings and lists of numbers are not copied), else copied.
+pub fn snapshot(s: Cow<'_, host::Snapshot>) -> guest::Snapshot {
+    match s {
+        Cow::Owned(s) => s.into(),
+        Cow::Borrowed(s) => s.into(),
+    }
 }
 
 /// Core's contract types, under the name the generated conversions use.
@@ -39,11 +45,13 @@ mod tests {
     fn crosses<H, G>(h: &H)
     where
         H: From<G> + PartialEq + Debug,
-        G: for<'a> From<&'a H> + Debug,
+        G: for<'a> From<&'a H> + From<H> + Debug,
     {
         let g = G::from(h);
         assert_eq!(format!("{h:?}"), format!("{g:?}"));
         assert!(H::from(g) == *h, "{h:?} came back changed");
+        let moved = G::from(H::from(G::from(h)));
+        assert_eq!(format!("{moved:?}"), format!("{h:?}"), "moved across, it is the same");
     }
 
     #[test]
@@ -60,7 +68,10 @@ mod tests {
     #[test]
     fn every_action_and_error_crosses_unchanged_and_prints_as_bindgen_prints_it() {
         let placement = host::Placement {
-            nodes: vec![host::NodePlacement { node: 3, gpus: vec![0, 7] }, host::NodePlacement { node: 9, gpus: vec![] }],
+            nodes: vec![
+                host::NodePlacement { node: 3, gpus: vec![0, 7] },
+                host::NodePlacement { node: 9, gpus: vec![] },
+            ],
             share: true,
         };
         let kinds = [

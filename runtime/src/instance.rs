@@ -2,6 +2,7 @@
 //! instance of it ([`PolicyInstance`]), whose every call runs under a deadline and a memory
 //! cap. A call that traps poisons the instance: the caller drops it and makes a fresh one.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use wasmsched_core::bindings::{Contract, wit};
 use wasmsched_core::world::{Cursor, World};
 
 use super::Runtime;
-use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
 use super::current::{self, PolicyPlugin, PolicyPluginPre};
+use super::limits::{Limits, LogBudget, SharedLogBudget, StoreState};
 use super::{v0_1, v0_2, v0_3};
 
 /// A linked component of one contract version, ready to instantiate.
@@ -267,11 +268,17 @@ impl PolicyInstance {
     /// previous call crosses).
     pub fn decide(&mut self, telemetry: &World) -> Result<wit::Decision, CallError> {
         let snapshot = telemetry.snapshot_for(&mut self.cursor);
-        self.decide_raw(&snapshot)
+        self.decide_on(Cow::Owned(snapshot))
     }
 
     /// Ask for a decision on a snapshot built by the caller.
     pub fn decide_raw(&mut self, snapshot: &wit::Snapshot) -> Result<wit::Decision, CallError> {
+        self.decide_on(Cow::Borrowed(snapshot))
+    }
+
+    /// `decide` on a snapshot the host still holds, or one it hands over (a current policy's
+    /// then crosses without a copy).
+    fn decide_on(&mut self, snapshot: Cow<'_, wit::Snapshot>) -> Result<wit::Decision, CallError> {
         let result = self.call("decide", |store, plugin| match plugin {
             Plugin::Current(p) => p
                 .wasmsched_policy_policy()
@@ -279,14 +286,14 @@ impl PolicyInstance {
                 .map(|r| r.map(From::from).map_err(From::from)),
             Plugin::V0_3(p) => p
                 .wasmsched_policy_policy()
-                .call_decide(store, &v0_3::snapshot(snapshot))
+                .call_decide(store, &v0_3::snapshot(&snapshot))
                 .map(|r| r.map(v0_3::decision).map_err(v0_3::error)),
             Plugin::V0_2(p) => p
                 .wasmsched_policy_policy()
-                .call_decide(store, &v0_2::snapshot(snapshot))
+                .call_decide(store, &v0_2::snapshot(&snapshot))
                 .map(|r| r.map(v0_2::decision).map_err(v0_2::error)),
             Plugin::V0_1(p, adapter) => {
-                let old = adapter.snapshot(snapshot);
+                let old = adapter.snapshot(&snapshot);
                 p.wasmsched_policy_policy().call_decide(store, &old).map(|r| r.map(v0_1::decision).map_err(v0_1::error))
             }
         });
