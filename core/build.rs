@@ -1,12 +1,6 @@
 //! Writes the contract's types as plain Rust (`src/bindings.rs` includes them), so that core, and
 //! the backends above it, build without wasmtime.
 
-use wasmsched_build_support::contract::Contract;
-
 fn main() {
-    let wit = wasmsched_build_support::workspace_root().join("wit");
-    let contract = Contract::load(&wit, "types").unwrap_or_else(|e| panic!("reading {}: {e:#}", wit.display()));
-    wasmsched_build_support::watch(&wit, contract.sources());
-    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    std::fs::write(out.join("contract.rs"), contract.types()).expect("writing the contract's types");
+    wasmsched_build_support::contract::write("contract.rs", wasmsched_build_support::contract::Contract::types);
 }

@@ -22,6 +22,20 @@ use wit_parser::{Docs, Handle, InterfaceId, Resolve, Type, TypeDefKind, TypeId};
 /// host's code, recordings and reports rely on.
 const DERIVES: &str = "PartialEq, serde::Serialize, serde::Deserialize";
 
+/// For a build script: reads the workspace's `wit/`, watches its files, and writes
+/// `what(contract)` (its `types` interface's [`Contract::types`] or [`Contract::conversions`])
+/// to `file` in `OUT_DIR`.
+///
+/// # Panics
+/// When the WIT does not parse or the file cannot be written: the build stops there.
+pub fn write(file: &str, what: fn(&Contract) -> String) {
+    let wit = crate::workspace_root().join("wit");
+    let contract = Contract::load(&wit, "types").unwrap_or_else(|e| panic!("reading {}: {e:#}", wit.display()));
+    crate::watch(&wit, contract.sources());
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join(file);
+    std::fs::write(&out, what(&contract)).unwrap_or_else(|e| panic!("writing {}: {e}", out.display()));
+}
+
 /// A WIT package read from a folder, and the interface whose types are generated.
 pub struct Contract {
     resolve: Resolve,
