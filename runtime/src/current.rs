@@ -1,8 +1,8 @@
 //! Components built against the current contract (0.4.0): bindgen's bindings for the calls, and
 //! the conversions between its types and core's (`wasmsched_core::bindings::wit`), which have
 //! the same names and shapes but no wasmtime in them. The conversions are written from the WIT
-//! at build time (`build.rs`): a snapshot crosses by reference ([`snapshot`]), a decision comes
-//! back by value. The `convert` benchmark of the binary's `decide` bench measures the crossing.
+//! at build time (`build.rs`): a snapshot crosses moved or copied ([`snapshot`]), a decision
+//! comes back moved. The `convert` benchmark of the binary's `decide` bench measures the crossing.
 
 #![allow(missing_docs, reason = "bindgen's generated bindings")]
 
@@ -12,6 +12,9 @@ wasmtime::component::bindgen!({
 });
 
 use std::borrow::Cow;
+
+/// Core's contract types, under the name the generated conversions use.
+use wasmsched_core::bindings::wit as host;
 
 pub use self::wasmsched::policy::types as guest;
 
@@ -23,9 +26,6 @@ pub fn snapshot(s: Cow<'_, host::Snapshot>) -> guest::Snapshot {
         Cow::Borrowed(s) => s.into(),
     }
 }
-
-/// Core's contract types, under the name the generated conversions use.
-use wasmsched_core::bindings::wit as host;
 
 #[allow(clippy::all, reason = "generated: one rule writes every field")]
 mod conversions {
