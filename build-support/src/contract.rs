@@ -22,6 +22,12 @@ use wit_parser::{Docs, Handle, InterfaceId, Resolve, Type, TypeDefKind, TypeId};
 /// host's code, recordings and reports rely on.
 const DERIVES: &str = "PartialEq, serde::Serialize, serde::Deserialize";
 
+/// The contract's types the host has as types of its own, and those types: the generated module
+/// re-exports them in place of writing them. Each must have the WIT type's fields, with the same
+/// names and Rust types, its derives and its `Debug` output, so that it crosses, records and
+/// prints as the generated type would.
+pub const HOST_TYPES: &[(&str, &str)] = &[("node-placement", "::wasmsched_rules::NodePlacement")];
+
 /// For a build script: reads the workspace's `wit/`, watches its files, and writes
 /// `what(contract)` (its `types` interface's [`Contract::types`] or [`Contract::conversions`])
 /// to `file` in `OUT_DIR`.
@@ -73,6 +79,10 @@ impl Contract {
         for (&id, ref name) in self.named() {
             let def = &self.resolve.types[id];
             docs(&mut out, "", &def.docs);
+            if let Some(path) = host_type(def.name.as_deref()) {
+                let _ = writeln!(out, "pub use {path} as {name};\n");
+                continue;
+            }
             match &def.kind {
                 TypeDefKind::Type(ty) => {
                     let _ = writeln!(out, "pub type {name} = {};", self.rust(ty));
@@ -311,6 +321,11 @@ impl Contract {
         }
         s + "}"
     }
+}
+
+/// The host's own type for the contract's type `name`, if it has one ([`HOST_TYPES`]).
+fn host_type(name: Option<&str>) -> Option<&'static str> {
+    HOST_TYPES.iter().find(|(wit, _)| Some(*wit) == name).map(|(_, path)| *path)
 }
 
 /// `Debug` as bindgen writes it for an enum or variant: `Name::Case`, with the payload if any.

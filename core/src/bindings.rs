@@ -89,13 +89,3 @@ impl wit::Scaling {
         wit::Scaling { gpu_counts: Vec::new(), batch_size_min: 0, batch_size_max: 0 }
     }
 }
-
-/// A placement's entry as the contract's rules read it (`wasmsched_rules::check`).
-impl wasmsched_rules::check::Entry for wit::NodePlacement {
-    fn node(&self) -> u32 {
-        self.node
-    }
-    fn gpus(&self) -> &[u32] {
-        &self.gpus
-    }
-}

@@ -114,7 +114,7 @@ mod tests {
         turns
             .iter()
             .filter_map(|t| match t {
-                Turn::Start { handle, nodes } => Some((*handle, nodes[0].1.clone())),
+                Turn::Start { handle, nodes } => Some((*handle, nodes[0].gpus.clone())),
                 Turn::Never { .. } => None,
             })
             .collect()

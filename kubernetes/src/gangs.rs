@@ -21,7 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, carried, unix_ms};
 use wasmsched_core::world::{GpuSlot, JobState, World};
-use wasmsched_rules::GpuBook;
+use wasmsched_rules::{GpuBook, NodePlacement};
 
 use crate::actions::{Ask, Effect, Failure, Flight, Freeing, Frees, PodCopy, PodRef, bind, gone};
 use crate::follow::Streams;
@@ -351,7 +351,7 @@ impl Kubernetes {
     pub(crate) fn send_group_place(
         &mut self,
         action: &wit::Action,
-        pieces: Vec<(u32, Vec<u32>)>,
+        pieces: Vec<NodePlacement>,
         world: &World,
         by: By,
         first: &Arc<tokio::sync::RwLock<()>>,
@@ -363,17 +363,17 @@ impl Kubernetes {
             return Err("the group already runs; preempt it first".into());
         }
         let mut binds = Vec::with_capacity(pieces.len());
-        for (member, (node, _)) in g.members.iter().zip(&pieces) {
+        for (member, &NodePlacement { node, .. }) in g.members.iter().zip(&pieces) {
             let p = self.pods.get(&ObjectRef::new(&member.name).within(&self.config.namespace));
             let p = p.ok_or_else(|| format!("pod {} of the group is gone", member.name))?;
-            let n = self.nodes.get(*node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+            let n = self.nodes.get(node as usize).ok_or(format!("node {node} is not in the cluster"))?;
             if !n.ready {
                 return Err(format!("node {} is NotReady", n.name));
             }
             binds.push((p, n.name.clone()));
         }
         let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
-        let node = pieces[0].0;
+        let node = pieces[0].node;
         let slots = group::slots_of(&pieces);
         // For whichever pods turn out bound if another's bind fails.
         let (service, arrived) =
@@ -412,7 +412,7 @@ impl Kubernetes {
         });
         let target = Some((node, slots));
         let mut flight = Flight::new(action.job, entry, false, by, target, None, task);
-        flight.spread = Some(pieces.iter().map(|(n, _)| *n).collect());
+        flight.spread = Some(pieces.iter().map(|p| p.node).collect());
         Ok(flight)
     }
 

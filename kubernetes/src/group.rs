@@ -35,6 +35,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
+use wasmsched_rules::NodePlacement;
 
 use crate::pod::KUEUE_TOTAL;
 
@@ -131,7 +132,7 @@ pub enum Size {
 }
 
 /// Each piece's node and its GPUs there, piece by piece.
-pub type Pieces = Vec<(u32, Vec<u32>)>;
+pub type Pieces = Vec<NodePlacement>;
 
 /// Why a watch fails now; None while it succeeds.
 type Failing = Arc<Mutex<Option<String>>>;
@@ -319,7 +320,7 @@ pub fn deal(
                 ));
             };
             match room(node, pieces.len()) {
-                Ok(()) => pieces.push((node, Vec::new())),
+                Ok(()) => pieces.push(NodePlacement { node, gpus: Vec::new() }),
                 Err(why) => {
                     last = Some(why);
                     nodes.next();
@@ -342,7 +343,7 @@ pub fn deal(
                 return Err(format!("the placement names more GPUs than the group's {n} pods of {per} take"));
             }
             room(entry.node, pieces.len())?;
-            pieces.push((entry.node, chunk.to_vec()));
+            pieces.push(NodePlacement::new(entry.node, chunk));
         }
     }
     if pieces.len() < n && !elastic {
@@ -381,21 +382,21 @@ fn resized(pods: &[&Pod]) -> Option<u32> {
 }
 
 /// The GPUs `pieces` name, as the world's slots, piece by piece.
-pub fn slots_of(pieces: &[(u32, Vec<u32>)]) -> Vec<wasmsched_core::world::GpuSlot> {
+pub fn slots_of(pieces: &[NodePlacement]) -> Vec<wasmsched_core::world::GpuSlot> {
     pieces
         .iter()
-        .flat_map(|(node, gpus)| gpus.iter().map(|&index| wasmsched_core::world::GpuSlot { node: *node, index }))
+        .flat_map(|p| p.gpus.iter().map(|&index| wasmsched_core::world::GpuSlot { node: p.node, index }))
         .collect()
 }
 
 /// The placement that puts pieces where `pieces` says (one entry per node, in order of first
 /// appearance).
-pub fn placement_of(pieces: &[(u32, Vec<u32>)]) -> wit::Placement {
-    let mut nodes: Vec<wit::NodePlacement> = Vec::new();
-    for (node, gpus) in pieces {
-        match nodes.iter_mut().find(|e| e.node == *node) {
-            Some(e) => e.gpus.extend(gpus),
-            None => nodes.push(wit::NodePlacement { node: *node, gpus: gpus.clone() }),
+pub fn placement_of(pieces: &[NodePlacement]) -> wit::Placement {
+    let mut nodes: Vec<NodePlacement> = Vec::new();
+    for piece in pieces {
+        match nodes.iter_mut().find(|e| e.node == piece.node) {
+            Some(e) => e.gpus.extend(&piece.gpus),
+            None => nodes.push(piece.clone()),
         }
     }
     wit::Placement { nodes, share: false }
@@ -468,7 +469,10 @@ mod tests {
     fn gpu_pieces_are_dealt_whole_to_the_nodes_named() {
         let members: Vec<Member> = (0..3).map(|i| member(i, 2)).collect();
         let pieces = deal(&at(&[(0, &[0, 1, 2, 3]), (2, &[4, 5])]), &members, false, |_, _| Ok(())).unwrap();
-        assert_eq!(pieces, [(0, vec![0, 1]), (0, vec![2, 3]), (2, vec![4, 5])]);
+        assert_eq!(
+            pieces,
+            [NodePlacement::new(0, [0, 1]), NodePlacement::new(0, [2, 3]), NodePlacement::new(2, [4, 5])]
+        );
         assert_eq!(placement_of(&pieces), at(&[(0, &[0, 1, 2, 3]), (2, &[4, 5])]));
         let why = deal(&at(&[(0, &[0, 1, 2])]), &members, false, |_, _| Ok(())).unwrap_err();
         assert!(why.contains("not a whole number"), "{why}");
@@ -487,12 +491,15 @@ mod tests {
         let deal_all = |placement| deal(&placement, &members, true, |_, _| Ok(())).unwrap();
         // Whole pods of 2 GPUs where every node gets a multiple of 2: three pods.
         let pieces = deal_all(at(&[(0, &[0, 1, 2, 3]), (1, &[6, 7])]));
-        assert_eq!(pieces, [(0, vec![0, 1]), (0, vec![2, 3]), (1, vec![6, 7])]);
+        assert_eq!(
+            pieces,
+            [NodePlacement::new(0, [0, 1]), NodePlacement::new(0, [2, 3]), NodePlacement::new(1, [6, 7])]
+        );
         // A node with 1 GPU: pods of 1 GPU each, as many as GPUs.
         let pieces = deal_all(at(&[(0, &[0, 1]), (1, &[5])]));
-        assert_eq!(pieces, [(0, vec![0]), (0, vec![1]), (1, vec![5])]);
+        assert_eq!(pieces, [NodePlacement::new(0, [0]), NodePlacement::new(0, [1]), NodePlacement::new(1, [5])]);
         // Fewer pods: one of 2 GPUs.
-        assert_eq!(deal_all(at(&[(1, &[2, 3])])), [(1, vec![2, 3])]);
+        assert_eq!(deal_all(at(&[(1, &[2, 3])])), [NodePlacement::new(1, [2, 3])]);
         // 6 and 9 GPUs: pods of 3, the largest equal piece.
         let nine: Vec<u32> = (0..9).collect();
         assert_eq!(deal_all(at(&[(0, &[0, 1, 2, 3, 4, 5]), (1, &nine)])).len(), 5);
@@ -538,7 +545,7 @@ mod tests {
             Ok(())
         };
         let pieces = deal(&at(&[(4, &[]), (7, &[])]), &members, false, room).unwrap();
-        assert_eq!(pieces.iter().map(|p| p.0).collect::<Vec<_>>(), [4, 4, 7]);
+        assert_eq!(pieces.iter().map(|p| p.node).collect::<Vec<_>>(), [4, 4, 7]);
         let why = deal(&at(&[(4, &[])]), &members, false, |_, i| if i < 2 { Ok(()) } else { Err("full".into()) })
             .unwrap_err();
         assert!(why.contains("take 2 of the group's 3") && why.contains("full"), "{why}");

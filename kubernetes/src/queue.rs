@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use wasmsched_rules::{GpuBook, Ledger};
+use wasmsched_rules::{GpuBook, Ledger, NodePlacement};
 
 use super::{By, Kubernetes};
 use wasmsched_core::live::queue::{self, Eligible, Turn};
@@ -105,7 +105,7 @@ struct Rooms {
 /// Where each of `pieces` (a pod's ask and GPUs) goes, piece by piece, over `rooms` from node
 /// `from` on, with the free GPUs of `book`: each to the first node that takes it, what earlier
 /// pieces took counted. Each piece's node and its GPUs there; None when one does not fit.
-fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: usize) -> Option<Vec<(u32, Vec<u32>)>> {
+fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: usize) -> Option<Vec<NodePlacement>> {
     let mut taken: HashMap<usize, (Room, u32)> = HashMap::new();
     let mut placed = Vec::with_capacity(pieces.len());
     for (ask, gpus) in pieces {
@@ -115,7 +115,10 @@ fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: us
         })?;
         let (room, used) = taken.entry(node).or_insert_with(|| (rooms[node].clone(), 0));
         room.take(ask.requests);
-        placed.push((node as u32, book.free_on(node as u32).skip(*used as usize).take(*gpus as usize).collect()));
+        placed.push(NodePlacement {
+            node: node as u32,
+            gpus: book.free_on(node as u32).skip(*used as usize).take(*gpus as usize).collect(),
+        });
         *used += gpus;
     }
     Some(placed)
@@ -184,7 +187,7 @@ impl Eligible<PodAsk> for Rooms {
         found.map(|i| vec![i as u32]).unwrap_or_default()
     }
 
-    fn fit(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Option<Vec<(u32, Vec<u32>)>> {
+    fn fit(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Option<Vec<NodePlacement>> {
         let Some(pieces) = &w.ask.group else {
             let order = self.now(k, w, book);
             return wasmsched_rules::fit::first_fit(
@@ -195,18 +198,18 @@ impl Eligible<PodAsk> for Rooms {
         };
         self.now(k, w, book); // passes over the nodes no pod still to go could take
         let placed = fit_pieces(&self.rooms, book, pieces, self.start)?;
-        self.pieces = placed.iter().map(|(node, _)| *node).collect();
-        Some(super::group::placement_of(&placed).nodes.into_iter().map(|e| (e.node, e.gpus)).collect())
+        self.pieces = placed.iter().map(|p| p.node).collect();
+        Some(super::group::placement_of(&placed).nodes)
     }
 
-    fn took(&mut self, w: &Waiting, placed: &[(u32, Vec<u32>)]) {
+    fn took(&mut self, w: &Waiting, placed: &[NodePlacement]) {
         match &w.ask.group {
             Some(pieces) => {
                 for ((ask, _), node) in pieces.iter().zip(std::mem::take(&mut self.pieces)) {
                     self.rooms[node as usize].take(ask.requests);
                 }
             }
-            None => self.rooms[placed[0].0 as usize].take(w.ask.requests),
+            None => self.rooms[placed[0].node as usize].take(w.ask.requests),
         }
     }
 }
@@ -358,7 +361,10 @@ mod tests {
             first_fit(vec![job(2, 1500, 0, 20), job(1, 1000, 1, 10)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
-            [Turn::Start { handle: 1, nodes: vec![(0, vec![0])] }, Turn::Start { handle: 2, nodes: vec![(1, vec![])] }]
+            [
+                Turn::Start { handle: 1, nodes: vec![NodePlacement::new(0, [0])] },
+                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(1, [])] }
+            ]
         );
     }
 
@@ -379,7 +385,7 @@ mod tests {
         let nodes: Vec<(u32, u32)> = turns
             .iter()
             .map(|t| match t {
-                Turn::Start { handle, nodes } => (*handle, nodes[0].0),
+                Turn::Start { handle, nodes } => (*handle, nodes[0].node),
                 Turn::Never { handle } => (*handle, u32::MAX),
             })
             .collect();
@@ -410,9 +416,9 @@ mod tests {
         assert_eq!(
             turns,
             [
-                Turn::Start { handle: 1, nodes: vec![(1, vec![])] },
-                Turn::Start { handle: 2, nodes: vec![(0, vec![])] },
-                Turn::Start { handle: 3, nodes: vec![(1, vec![])] },
+                Turn::Start { handle: 1, nodes: vec![NodePlacement::new(1, [])] },
+                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(0, [])] },
+                Turn::Start { handle: 3, nodes: vec![NodePlacement::new(1, [])] },
                 Turn::Never { handle: 4 },
             ],
             "node 0 takes one pod; only node 1 carries the label"
@@ -427,6 +433,9 @@ mod tests {
     fn a_pod_no_node_could_hold_is_reported_and_does_not_block() {
         let rooms = vec![room(1000, 2, true)];
         let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms), Ledger::default());
-        assert_eq!(turns, [Turn::Never { handle: 1 }, Turn::Start { handle: 2, nodes: vec![(0, vec![0])] }]);
+        assert_eq!(
+            turns,
+            [Turn::Never { handle: 1 }, Turn::Start { handle: 2, nodes: vec![NodePlacement::new(0, [0])] }]
+        );
     }
 }

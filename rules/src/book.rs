@@ -2,6 +2,8 @@
 //! it; several holders share it (a placement with `share`). Built from what runs, then
 //! changed as a round's plan or a decision's earlier actions would change it.
 
+use crate::check::Entry;
+
 /// Who holds each GPU of each node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GpuBook {
@@ -70,10 +72,10 @@ impl GpuBook {
     }
 
     /// `job` holds every GPU of a placement: per node, the indices of its GPUs there.
-    pub fn take<G: AsRef<[u32]>>(&mut self, placement: &[(u32, G)], job: u32) {
-        for (node, gpus) in placement {
-            for &index in gpus.as_ref() {
-                self.hold(*node, index, job);
+    pub fn take<E: Entry>(&mut self, placement: &[E], job: u32) {
+        for entry in placement {
+            for &index in entry.gpus() {
+                self.hold(entry.node(), index, job);
             }
         }
     }
@@ -107,6 +109,7 @@ impl GpuBook {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::NodePlacement;
 
     #[test]
     fn a_gpu_is_free_until_held_and_again_once_every_holder_let_go() {
@@ -139,7 +142,7 @@ mod tests {
     #[test]
     fn taking_a_placement_holds_each_of_its_gpus() {
         let mut book = GpuBook::new([2, 2]);
-        book.take(&[(0, vec![1]), (1, vec![0, 1])], 3);
+        book.take(&[NodePlacement::new(0, [1]), NodePlacement::new(1, [0, 1])], 3);
         assert_eq!((book.free_count(0), book.free_count(1)), (1, 0));
         assert_eq!(book.free_count(2), 0, "a node that does not exist has nothing free");
     }

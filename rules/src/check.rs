@@ -71,15 +71,6 @@ pub trait Entry {
     fn gpus(&self) -> &[u32];
 }
 
-impl<G: AsRef<[u32]>> Entry for (u32, G) {
-    fn node(&self) -> u32 {
-        self.0
-    }
-    fn gpus(&self) -> &[u32] {
-        self.1.as_ref()
-    }
-}
-
 /// An action, as the checks see it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Act<'a, E> {

@@ -5,6 +5,7 @@
 
 use crate::book::GpuBook;
 use crate::gpus_per_piece;
+use crate::handles::NodePlacement;
 
 /// What a job asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +30,7 @@ impl Ask {
 /// `replicas` nodes. One entry per node, its first node first. A CPU job gets the first node
 /// of `order`. None when it does not fit now. Takes nothing: hold what it returns with
 /// [`GpuBook::take`].
-pub fn first_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> Option<Vec<(u32, Vec<u32>)>> {
+pub fn first_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> Option<Vec<NodePlacement>> {
     first_fit_within(book, ask, order, |_| u32::MAX)
 }
 
@@ -44,11 +45,11 @@ pub fn first_fit_within(
     ask: Ask,
     order: &[u32],
     room: impl Fn(u32) -> u32,
-) -> Option<Vec<(u32, Vec<u32>)>> {
+) -> Option<Vec<NodePlacement>> {
     let want = ask.gpus;
     let pieces = ask.pieces();
     if let Some(&node) = order.iter().find(|&&n| book.free_count(n) >= want && room(n) >= pieces) {
-        return Some(vec![(node, book.free_on(node).take(want as usize).collect())]);
+        return Some(vec![NodePlacement { node, gpus: book.free_on(node).take(want as usize).collect() }]);
     }
     if pieces == 1 {
         return None;
@@ -62,7 +63,7 @@ pub fn first_fit_within(
             }
             let take = room(node).min(left);
             if take > 0 {
-                nodes.push((node, Vec::new()));
+                nodes.push(NodePlacement { node, gpus: Vec::new() });
                 left -= take;
             }
             if left == 0 {
@@ -89,7 +90,7 @@ pub fn first_fit_within(
         };
         let take = (free - free % per).min(left).min(most);
         if take > 0 {
-            nodes.push((node, book.free_on(node).take(take as usize).collect()));
+            nodes.push(NodePlacement { node, gpus: book.free_on(node).take(take as usize).collect() });
             left -= take;
         }
         if left == 0 {
@@ -119,20 +120,24 @@ mod tests {
         Ask { gpus, replicas }
     }
 
+    fn p<const N: usize>(node: u32, gpus: [u32; N]) -> NodePlacement {
+        NodePlacement::new(node, gpus)
+    }
+
     #[test]
     fn the_first_node_in_order_with_enough_gives_its_lowest_free_gpus() {
         let mut book = GpuBook::new([4, 4]);
-        book.take(&[(0, [0, 2])], 1);
-        assert_eq!(first_fit(&book, ask(2, 1), &[0, 1]), Some(vec![(0, vec![1, 3])]));
-        assert_eq!(first_fit(&book, ask(3, 1), &[0, 1]), Some(vec![(1, vec![0, 1, 2])]));
-        assert_eq!(first_fit(&book, ask(2, 1), &[1, 0]), Some(vec![(1, vec![0, 1])]), "the caller's order");
+        book.take(&[p(0, [0, 2])], 1);
+        assert_eq!(first_fit(&book, ask(2, 1), &[0, 1]), Some(vec![p(0, [1, 3])]));
+        assert_eq!(first_fit(&book, ask(3, 1), &[0, 1]), Some(vec![p(1, [0, 1, 2])]));
+        assert_eq!(first_fit(&book, ask(2, 1), &[1, 0]), Some(vec![p(1, [0, 1])]), "the caller's order");
         assert_eq!(first_fit(&book, ask(1, 1), &[]), None, "no eligible node");
     }
 
     #[test]
     fn a_cpu_job_gets_the_first_node_in_order() {
         let book = GpuBook::new([0, 0]);
-        assert_eq!(first_fit(&book, ask(0, 1), &[1, 0]), Some(vec![(1, vec![])]));
+        assert_eq!(first_fit(&book, ask(0, 1), &[1, 0]), Some(vec![p(1, [])]));
     }
 
     #[test]
@@ -140,14 +145,11 @@ mod tests {
         let book = GpuBook::new([3, 3, 4]);
         let all = [0, 1, 2];
         assert_eq!(first_fit(&book, ask(8, 1), &all), None, "one replica never spreads");
-        assert_eq!(
-            first_fit(&book, ask(8, 4), &all),
-            Some(vec![(0, vec![0, 1]), (1, vec![0, 1]), (2, vec![0, 1, 2, 3])])
-        );
-        assert_eq!(first_fit(&book, ask(6, 2), &all), Some(vec![(0, vec![0, 1, 2]), (1, vec![0, 1, 2])]));
+        assert_eq!(first_fit(&book, ask(8, 4), &all), Some(vec![p(0, [0, 1]), p(1, [0, 1]), p(2, [0, 1, 2, 3])]));
+        assert_eq!(first_fit(&book, ask(6, 2), &all), Some(vec![p(0, [0, 1, 2]), p(1, [0, 1, 2])]));
         assert_eq!(first_fit(&book, ask(8, 2), &all), None, "pieces of 4 fit node 2 alone");
         let pairs = GpuBook::new([2, 2, 2]);
-        assert_eq!(first_fit(&pairs, ask(3, 2), &all), Some(vec![(0, vec![0, 1]), (1, vec![0])]));
+        assert_eq!(first_fit(&pairs, ask(3, 2), &all), Some(vec![p(0, [0, 1]), p(1, [0])]));
         assert_eq!(first_fit(&pairs, ask(5, 2), &all), None, "an uneven split uses no more nodes than replicas");
     }
 
@@ -157,17 +159,17 @@ mod tests {
         let all = [0, 1, 2];
         // Node 0 holds one piece only, node 1 none (a selector that excludes it, say).
         let room = |n: u32| [1, 0, 4][n as usize];
-        assert_eq!(first_fit_within(&book, ask(4, 1), &all, room), Some(vec![(0, vec![0, 1, 2, 3])]));
+        assert_eq!(first_fit_within(&book, ask(4, 1), &all, room), Some(vec![p(0, [0, 1, 2, 3])]));
         assert_eq!(
             first_fit_within(&book, ask(4, 2), &all, room),
-            Some(vec![(2, vec![0, 1, 2, 3])]),
+            Some(vec![p(2, [0, 1, 2, 3])]),
             "two pieces on one node need room for two"
         );
         assert_eq!(first_fit_within(&book, ask(8, 4), &all, room), None, "node 0 takes 2 GPUs, node 2 four");
-        assert_eq!(first_fit_within(&book, ask(6, 3), &all, room), Some(vec![(0, vec![0, 1]), (2, vec![0, 1, 2, 3])]));
-        assert_eq!(first_fit_within(&book, ask(0, 1), &all, room), Some(vec![(0, vec![])]));
-        assert_eq!(first_fit_within(&book, ask(0, 3), &all, room), Some(vec![(2, vec![])]), "whole where room allows");
-        assert_eq!(first_fit_within(&book, ask(0, 5), &all, room), Some(vec![(0, vec![]), (2, vec![])]));
+        assert_eq!(first_fit_within(&book, ask(6, 3), &all, room), Some(vec![p(0, [0, 1]), p(2, [0, 1, 2, 3])]));
+        assert_eq!(first_fit_within(&book, ask(0, 1), &all, room), Some(vec![p(0, [])]));
+        assert_eq!(first_fit_within(&book, ask(0, 3), &all, room), Some(vec![p(2, [])]), "whole where room allows");
+        assert_eq!(first_fit_within(&book, ask(0, 5), &all, room), Some(vec![p(0, []), p(2, [])]));
         assert_eq!(first_fit_within(&book, ask(0, 6), &all, room), None, "five pieces fit in all");
     }
 

@@ -97,10 +97,15 @@ impl Placement {
 
     /// First fit's entries as a placement whose pieces request `request`, each node taking
     /// what its room allows (`room`, for a CPU job's pieces).
-    fn of(entries: Vec<(u32, Vec<u32>)>, ask: Ask, request: Request, room: impl Fn(u32) -> u32) -> Placement {
-        let held: Vec<(u32, u32)> = entries.iter().map(|(n, g)| (*n, g.len() as u32)).collect();
+    fn of(
+        entries: Vec<wasmsched_rules::NodePlacement>,
+        ask: Ask,
+        request: Request,
+        room: impl Fn(u32) -> u32,
+    ) -> Placement {
+        let held: Vec<(u32, u32)> = entries.iter().map(|e| (e.node, e.gpus.len() as u32)).collect();
         let pieces = pieces_on(ask.gpus, ask.replicas, &held, room).into_iter().map(|(_, p)| p).collect();
-        Placement { nodes: entries.into_iter().map(|(node, gpus)| (NodeId(node), gpus)).collect(), request, pieces }
+        Placement { nodes: entries.into_iter().map(|e| (NodeId(e.node), e.gpus)).collect(), request, pieces }
     }
 }
 

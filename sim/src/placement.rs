@@ -115,8 +115,8 @@ impl Simulator {
         let plan = &self.jobs[i].plan;
         let ask = Ask { gpus: plan.gpus, replicas: plan.replicas };
         let entries = first_fit(&self.book, ask, &self.node_order(plan))?;
-        let gpus = entries.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index }));
-        Some((entries[0].0, gpus.collect()))
+        let gpus = entries.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }));
+        Some((entries[0].node, gpus.collect()))
     }
 
     /// The default placement: start queued jobs in arrival order while the first one fits. A

@@ -6,7 +6,7 @@
 //! passed over.
 
 use wasmsched_rules::fit::{Ask, first_fit};
-use wasmsched_rules::{GpuBook, Ledger};
+use wasmsched_rules::{GpuBook, Ledger, NodePlacement};
 
 use crate::bindings::wit;
 
@@ -35,7 +35,7 @@ pub enum Turn {
         /// The job.
         handle: u32,
         /// Its nodes and their GPUs, its first node first.
-        nodes: Vec<(u32, Vec<u32>)>,
+        nodes: Vec<NodePlacement>,
     },
     /// No node could ever hold it.
     Never {
@@ -59,13 +59,13 @@ pub trait Eligible<A> {
 
     /// Where the `k`th job of the queue starts now, if it fits: by default first fit on one of
     /// the nodes [`Eligible::now`] allows. A backend whose jobs span nodes fits them itself.
-    fn fit(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Option<Vec<(u32, Vec<u32>)>> {
+    fn fit(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Option<Vec<NodePlacement>> {
         let order = self.now(k, job, book);
         first_fit(book, Ask { gpus: job.gpus, replicas: 1 }, &order)
     }
 
     /// The job has taken `placed`, the fit [`Eligible::fit`] gave it.
-    fn took(&mut self, _job: &Waiting<A>, _placed: &[(u32, Vec<u32>)]) {}
+    fn took(&mut self, _job: &Waiting<A>, _placed: &[NodePlacement]) {}
 }
 
 /// Strict first come, first served over the GPUs `book` says are free, each job by first fit on
@@ -108,10 +108,7 @@ pub fn placements(turns: Vec<Turn>) -> (Vec<wit::Action>, Vec<u32>) {
         match turn {
             Turn::Start { handle, nodes } => actions.push(wit::Action {
                 job: handle,
-                kind: wit::ActionKind::Place(wit::Placement {
-                    nodes: nodes.into_iter().map(|(node, gpus)| wit::NodePlacement { node, gpus }).collect(),
-                    share: false,
-                }),
+                kind: wit::ActionKind::Place(wit::Placement { nodes, share: false }),
                 reason: "default placement: first come, first served".into(),
             }),
             Turn::Never { handle } => never.push(handle),
@@ -154,9 +151,9 @@ mod tests {
             turns,
             [
                 Turn::Never { handle: 1 },
-                Turn::Start { handle: 2, nodes: vec![(1, vec![0, 1, 2, 3])] },
-                Turn::Start { handle: 3, nodes: vec![(0, vec![0])] },
-                Turn::Start { handle: 4, nodes: vec![(0, vec![1])] },
+                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(1, [0, 1, 2, 3])] },
+                Turn::Start { handle: 3, nodes: vec![NodePlacement::new(0, [0])] },
+                Turn::Start { handle: 4, nodes: vec![NodePlacement::new(0, [1])] },
             ]
         );
         assert_eq!(started(&turns), [2, 3, 4]);
@@ -165,7 +162,7 @@ mod tests {
     #[test]
     fn strict_order_stops_at_the_first_job_that_does_not_fit_now() {
         let mut book = GpuBook::new([2]);
-        book.take(&[(0, [0])], 99);
+        book.take(&[NodePlacement::new(0, [0])], 99);
         let waiting = vec![job(1, 0, 2, 10), job(2, 0, 1, 20)];
         let turns = first_come_first_served(waiting, book, Ledger::default(), &mut OwnNode);
         assert!(turns.is_empty(), "the 1-GPU job does not jump the 2-GPU one: {turns:?}");
@@ -173,7 +170,7 @@ mod tests {
 
     #[test]
     fn turns_become_place_actions_and_failed_ones_are_not_started() {
-        let turns = vec![Turn::Start { handle: 5, nodes: vec![(1, vec![2])] }, Turn::Never { handle: 6 }];
+        let turns = vec![Turn::Start { handle: 5, nodes: vec![NodePlacement::new(1, [2])] }, Turn::Never { handle: 6 }];
         let (actions, never) = placements(turns);
         assert_eq!(never, [6]);
         assert_eq!(actions.len(), 1);

@@ -83,12 +83,11 @@ pub fn gpu_cluster(nodes: usize, gpus_per_node: u32, running: usize, queued: usi
         let (gpus, replicas) = gpu_ask(i, false);
         let ask = wasmsched_rules::Ask { gpus, replicas };
         let Some(place) = wasmsched_rules::first_fit(&book, ask, &order) else { break };
-        let h = t.add_job(wit::JobSpec { arrival_ms: 0, gpus, replicas, ..job_spec(i) }, place[0].0);
+        let h = t.add_job(wit::JobSpec { arrival_ms: 0, gpus, replicas, ..job_spec(i) }, place[0].node);
         book.take(&place, h);
         t.record(h, 1, vec![0.5]);
         let s = t.state_mut(h).expect("just added");
-        s.gpus =
-            place.iter().flat_map(|(node, gpus)| gpus.iter().map(|&index| GpuSlot { node: *node, index })).collect();
+        s.gpus = place.iter().flat_map(|p| p.gpus.iter().map(|&index| GpuSlot { node: p.node, index })).collect();
         let gpus_held = s.gpus.clone();
         let hours = if i % 10 == 9 { 20 } else { 1 + (i as u64 * 7) % 12 } * 3_600_000 / u64::from(gpus.max(1));
         s.accrue(hours);

@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
 use wasmsched_core::world::World;
+use wasmsched_rules::NodePlacement;
 
 use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
@@ -45,7 +46,7 @@ impl Kubernetes {
     pub(crate) fn reshapes(&self, action: &wit::Action, pieces: &Pieces) -> bool {
         let g = self.uid_of(action.job).and_then(|u| self.jobs.get(&u)?.gang.as_ref());
         g.is_some_and(|g| {
-            pieces.len() != g.members.len() || pieces.iter().any(|(_, gpus)| gpus.len() as u32 != g.per_piece())
+            pieces.len() != g.members.len() || pieces.iter().any(|p| p.gpus.len() as u32 != g.per_piece())
         })
     }
 
@@ -83,9 +84,10 @@ impl Kubernetes {
         let copies: Vec<Pod> = pieces
             .iter()
             .enumerate()
-            .map(|(i, (_, gpus))| {
+            .map(|(i, piece)| {
+                let held = piece.gpus.len() as u32;
                 let changes = pod::Changes {
-                    gpus: (gpus.len() as u32 != per).then_some(gpus.len() as u32),
+                    gpus: (held != per).then_some(held),
                     rank: Some((i as u32, size)),
                     job_name: (i >= originals.len()).then(|| added_job_name(&g.key.name, i)),
                     ..base.clone()
@@ -94,7 +96,7 @@ impl Kubernetes {
             })
             .collect();
         let slots = group::slots_of(&pieces);
-        let first = pieces.first().map_or(state.node, |(n, _)| *n);
+        let first = pieces.first().map_or(state.node, |p| p.node);
         let shown = (first, slots.clone());
         let resized_to = resize.map(|_| batch_size);
         let effect_of = move |copies| Effect::MovedSpread { node: first, gpus: slots, copies, resized: resized_to };
@@ -125,7 +127,7 @@ impl Kubernetes {
             Err(partly_bound(what, &copies[i], why, back.is_ok()))
         });
         let mut flight = Flight::group(action.job, entry, members, by, task);
-        flight.spread = Some(pieces.iter().map(|(n, _)| *n).collect());
+        flight.spread = Some(pieces.iter().map(|p| p.node).collect());
         if placing {
             flight.target = Some(shown);
         } else {
@@ -163,14 +165,14 @@ impl Kubernetes {
             originals.iter().try_for_each(|p| pod::checkpoint_survives(p, folder))?;
         }
         let mut nodes = Vec::with_capacity(pieces.len());
-        for (node, _) in pieces {
-            let n = self.nodes.get(*node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+        for &NodePlacement { node, .. } in pieces {
+            let n = self.nodes.get(node as usize).ok_or(format!("node {node} is not in the cluster"))?;
             if !n.ready {
                 return Err(format!("node {} is NotReady", n.name));
             }
             nodes.push(n.name.clone());
         }
-        if pieces.iter().any(|(_, gpus)| gpus.len() as u32 != g.per_piece()) {
+        if pieces.iter().any(|p| p.gpus.len() as u32 != g.per_piece()) {
             originals.iter().try_for_each(pod::resizable)?;
         }
         Ok(MoveFrom { entry, originals, nodes })

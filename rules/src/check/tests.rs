@@ -1,4 +1,5 @@
 use super::*;
+use crate::NodePlacement;
 
 /// Nodes (name, CPU, memory, GPUs) and jobs (GPUs asked, replicas, where it runs with its
 /// GPUs, memory used).
@@ -77,16 +78,16 @@ fn gpu_world() -> Plain {
     }
 }
 
-type Entries = Vec<(u32, Vec<u32>)>;
+type Entries = Vec<NodePlacement>;
 
 /// A resize's entries and batch size.
 type Resize = (Entries, Option<u32>);
 
 fn place(nodes: &[(u32, &[u32])]) -> Entries {
-    nodes.iter().map(|(n, g)| (*n, g.to_vec())).collect()
+    nodes.iter().map(|(n, g)| NodePlacement::new(*n, *g)).collect()
 }
 
-fn one(world: &Plain, job: u32, act: Act<'_, (u32, Vec<u32>)>) -> Result<(), String> {
+fn one(world: &Plain, job: u32, act: Act<'_, NodePlacement>) -> Result<(), String> {
     Checker::new(world.book()).check(world, job, &act).map_err(|p| p.to_string())
 }
 
@@ -138,15 +139,15 @@ fn limits_shares_and_migrations_are_held_to_the_node() {
 fn a_preemption_frees_gpus_for_a_later_placement_and_the_job_is_not_acted_on_again() {
     let w = gpu_world();
     let mut c = Checker::new(w.book());
-    let none: &[(u32, Vec<u32>)] = &[];
-    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    let none: &[NodePlacement] = &[];
+    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
     let onto_freed = place(&[(0, &[0])]);
     assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto_freed, share: false }), Ok(()));
     let again = c.check(&w, 0, &Act::Place { nodes: &place(&[(0, &[1])]), share: false }).unwrap_err();
     assert_eq!(again, Problem::AlreadyMoved { job: 0 });
     let after = c.check(&w, 0, &Act::Place { nodes: none, share: false });
     assert_eq!(after, Err(Problem::AlreadyMoved { job: 0 }));
-    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::SetCpu(Some(1000))), Err(Problem::AlreadyMoved { job: 0 }));
+    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::SetCpu(Some(1000))), Err(Problem::AlreadyMoved { job: 0 }));
     let held = c.check(&w, 1, &Act::Place { nodes: &place(&[(0, &[0, 1])]), share: false });
     assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 2 }));
 }
@@ -156,7 +157,7 @@ fn a_shared_gpu_stays_held_while_any_holder_is_left() {
     let mut w = gpu_world();
     w.jobs.push((1, 1, Some((0, vec![(0, 0)])), 0));
     let mut c = Checker::new(w.book());
-    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
     let onto = place(&[(0, &[0])]);
     let held = c.check(&w, 2, &Act::Place { nodes: &onto, share: false });
     assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 3 }));
@@ -167,15 +168,15 @@ fn a_shared_gpu_stays_held_while_any_holder_is_left() {
 const ROOM: Room = Room { jobs: 3, queued: 2, nodes: 2, gpus_per_node: 4 };
 
 /// A decision's acts as [`size`] takes them.
-fn sized(acts: &[Act<'_, (u32, Vec<u32>)>]) -> Result<(), Oversized> {
+fn sized(acts: &[Act<'_, NodePlacement>]) -> Result<(), Oversized> {
     size(acts.iter().copied(), ROOM)
 }
 
 #[test]
 fn a_decision_larger_than_the_world_needs_is_refused_whole() {
-    let stops = vec![Act::<(u32, Vec<u32>)>::Stop; max_actions(3)];
+    let stops = vec![Act::<NodePlacement>::Stop; max_actions(3)];
     assert_eq!(sized(&stops), Ok(()));
-    let e = size(vec![Act::<(u32, Vec<u32>)>::Stop; 1000].into_iter(), Room { jobs: 2, ..ROOM }).unwrap_err();
+    let e = size(vec![Act::<NodePlacement>::Stop; 1000].into_iter(), Room { jobs: 2, ..ROOM }).unwrap_err();
     assert_eq!(e.to_string(), "decision has 1000 actions; at most 80 are accepted for 2 jobs");
 
     let two = place(&[(0, &[0, 1]), (1, &[0, 1])]);
@@ -204,7 +205,7 @@ fn nothing_is_placed_moved_or_resized_onto_a_node_that_cannot_take_work() {
     let refused = "node node-1 cannot take work now";
     let place_there = Act::Place { nodes: &place(&[(1, &[0])])[..], share: false };
     assert!(one(&w, 2, place_there).unwrap_err().contains(refused));
-    assert!(one(&w, 0, Act::<(u32, Vec<u32>)>::Migrate(1)).unwrap_err().contains(refused));
+    assert!(one(&w, 0, Act::<NodePlacement>::Migrate(1)).unwrap_err().contains(refused));
     let resize_there = Act::Resize { nodes: &place(&[(1, &[0])])[..], share: false, batch_size: None };
     assert!(one(&w, 0, resize_there).unwrap_err().contains(refused));
     assert_eq!(one(&w, 2, Act::Place { nodes: &place(&[(0, &[1])])[..], share: false }), Ok(()));
@@ -281,7 +282,7 @@ fn a_tenant_is_held_to_its_limit_and_a_preemption_of_its_own_makes_room() {
     let over = c.check(&w, 1, &Act::Place { nodes: &spread, share: false }).unwrap_err();
     assert_eq!(over.to_string(), "tenant a holds 1 GPUs of its limit of 2 (its quota); 2 more would pass it");
     assert_eq!(c.check(&w, 2, &Act::Place { nodes: &place(&[(0, &[3])]), share: false }), Ok(()), "b has no quota");
-    assert_eq!(c.check(&w, 0, &Act::<(u32, Vec<u32>)>::Preempt), Ok(()));
+    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
     assert_eq!(c.check(&w, 1, &Act::Place { nodes: &spread, share: false }), Ok(()), "job 0's GPU went back to a");
     assert_eq!((c.ledger().held(0), c.ledger().held(1)), (2, 1));
 }

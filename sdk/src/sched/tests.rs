@@ -166,7 +166,7 @@ fn first_fit_over_every_node(free: &FreeGpus, gpus: u32, replicas: u32) -> Optio
     } else if free.order == NodeOrder::MostFree {
         order.sort_by_key(|&n| std::cmp::Reverse(free.book.free_count(n)));
     }
-    first_fit(&free.book, Ask { gpus, replicas }, &order)
+    first_fit(&free.book, Ask { gpus, replicas }, &order).map(|v| v.into_iter().map(|e| (e.node, e.gpus)).collect())
 }
 
 #[test]
