@@ -26,7 +26,14 @@ const DERIVES: &str = "PartialEq, serde::Serialize, serde::Deserialize";
 /// re-exports them in place of writing them. Each must have the WIT type's fields, with the same
 /// names and Rust types, its derives and its `Debug` output, so that it crosses, records and
 /// prints as the generated type would.
-pub const HOST_TYPES: &[(&str, &str)] = &[("node-placement", "::wasmsched_rules::NodePlacement")];
+///
+/// A handle (an alias of `u32` in the WIT) is a newtype here, `From<u32>` and `Into<u32>`:
+/// bindgen's side keeps the number, and the conversions wrap and unwrap it.
+pub const HOST_TYPES: &[(&str, &str)] = &[
+    ("job-handle", "::wasmsched_rules::JobId"),
+    ("node-handle", "::wasmsched_rules::NodeId"),
+    ("node-placement", "::wasmsched_rules::NodePlacement"),
+];
 
 /// For a build script: reads the workspace's `wit/`, watches its files, and writes
 /// `what(contract)` (its `types` interface's [`Contract::types`] or [`Contract::conversions`])
@@ -80,7 +87,8 @@ impl Contract {
             let def = &self.resolve.types[id];
             docs(&mut out, "", &def.docs);
             if let Some(path) = host_type(def.name.as_deref()) {
-                let _ = writeln!(out, "pub use {path} as {name};\n");
+                let renamed = if path.ends_with(&format!("::{name}")) { String::new() } else { format!(" as {name}") };
+                let _ = writeln!(out, "pub use {path}{renamed};\n");
                 continue;
             }
             match &def.kind {
@@ -239,6 +247,9 @@ impl Contract {
     /// Whether a value of `ty` holds a record, enum or variant, and so needs converting.
     fn holds_named(&self, ty: &Type) -> bool {
         let Type::Id(id) = ty else { return false };
+        if host_type(self.resolve.types[*id].name.as_deref()).is_some() {
+            return true;
+        }
         match &self.resolve.types[*id].kind {
             TypeDefKind::Type(t) | TypeDefKind::Option(t) | TypeDefKind::List(t) => self.holds_named(t),
             TypeDefKind::Tuple(t) => t.types.iter().any(|t| self.holds_named(t)),
@@ -300,6 +311,10 @@ impl Contract {
         let def = &self.resolve.types[*id];
         let (as_ref, iter) = if by_ref { (".as_ref()", ".iter()") } else { ("", ".into_iter()") };
         match &def.kind {
+            // A handle: a newtype on the host's side, its number on bindgen's.
+            TypeDefKind::Type(_) if host_type(def.name.as_deref()).is_some() => {
+                format!("From::from({}{e})", if by_ref { "*" } else { "" })
+            }
             TypeDefKind::Type(t) => self.convert(t, e, by_ref),
             _ if def.name.is_some() => format!("From::from({e})"),
             TypeDefKind::Option(t) => format!("({e}){as_ref}.map(|x| {})", self.convert(t, "x", by_ref)),

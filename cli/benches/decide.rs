@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig, current};
-use wasmsched::world::{Cursor, World, sample};
+use wasmsched::world::{Cursor, JobId, World, sample};
 use wasmsched_sdk::Runner;
 
 const TICKS: usize = 16;
@@ -45,7 +45,7 @@ fn deltas(jobs: usize) -> (wit::Snapshot, Vec<wit::Snapshot>) {
     let mut world: World = sample::with_queue(jobs.div_ceil(50), jobs, jobs / 10, 20);
     let mut cursor = Cursor::fresh();
     let first = world.snapshot_for(&mut cursor);
-    let handles: Vec<u32> = world.jobs().map(|(_, s)| s.handle).collect();
+    let handles: Vec<JobId> = world.jobs().map(|(_, s)| s.handle).collect();
     let ticks = (0..TICKS)
         .map(|tick| {
             world.set_time_ms(world.time_ms() + 30_000);
@@ -266,8 +266,8 @@ fn cluster_run<P: wasmsched_sdk::Policy>(config: &str, nodes: usize, jobs: usize
         .map(|tick| {
             world.set_time_ms(world.time_ms() + 30_000);
             world.accrue_service(30_000);
-            let ending: Vec<u32> =
-                world.jobs().map(|(_, s)| s.handle).filter(|h| (*h as usize + 7 * tick).is_multiple_of(100)).collect();
+            let ending: Vec<JobId> =
+                world.jobs().map(|(_, s)| s.handle).filter(|h| (h.index() + 7 * tick).is_multiple_of(100)).collect();
             for &h in &ending {
                 world.remove_job(h);
             }

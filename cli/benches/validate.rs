@@ -19,12 +19,12 @@ use wasmsched::bindings::wit::{self, ActionKind};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
 use wasmsched::validate::{self, max_actions};
-use wasmsched::world::{World, sample};
+use wasmsched::world::{JobId, NodeId, World, sample};
 
 /// The nodes of the validation benchmarks.
 const NODES: usize = 20;
 
-fn action(job: u32, kind: ActionKind) -> wit::Action {
+fn action(job: JobId, kind: ActionKind) -> wit::Action {
     wit::Action { job, kind, reason: "worst case".into() }
 }
 
@@ -38,16 +38,16 @@ fn world(jobs: usize) -> World {
     let mut w = sample::with_queue(NODES, jobs, jobs / 10, 2);
     for n in 0..NODES {
         let wider = wit::Node { gpu_memory_bytes: vec![80 << 30; 8], ..w.nodes()[n].clone() };
-        w.set_node(n as u32, wider);
+        w.set_node(NodeId(n as u32), wider);
     }
     w
 }
 
 /// The hostile decisions on `w`.
 fn cases(w: &World) -> Vec<(&'static str, wit::Decision)> {
-    let running: Vec<u32> = w.jobs().map(|(s, _)| s.handle).collect();
-    let queued: Vec<u32> = w.queue().map(|(s, _)| s.handle).collect();
-    let every_gpu = |n: u32| wit::NodePlacement { node: n, gpus: (0..8).collect() };
+    let running: Vec<JobId> = w.jobs().map(|(s, _)| s.handle).collect();
+    let queued: Vec<JobId> = w.queue().map(|(s, _)| s.handle).collect();
+    let every_gpu = |n: u32| wit::NodePlacement { node: NodeId(n), gpus: (0..8).collect() };
     let limit = max_actions(running.len() + queued.len());
     let million = wit::Placement { nodes: (0..1_000_000).map(|n| every_gpu(n % NODES as u32)).collect(), share: false };
     let everywhere = wit::Placement { nodes: (0..NODES as u32).map(every_gpu).collect(), share: true };
@@ -61,7 +61,7 @@ fn cases(w: &World) -> Vec<(&'static str, wit::Decision)> {
             "most-actions-as-migrations",
             decision(
                 (0..limit)
-                    .map(|i| action(running[i % running.len()], ActionKind::Migrate(((i + 1) % NODES) as u32)))
+                    .map(|i| action(running[i % running.len()], ActionKind::Migrate(NodeId(((i + 1) % NODES) as u32))))
                     .collect(),
             ),
         ),
@@ -101,7 +101,7 @@ fn tick(c: &mut Criterion) {
     let mut w = sample::with_queue(2, 4, 4, 2);
     for n in 0..2 {
         let wider = wit::Node { gpu_memory_bytes: vec![32 << 30; 4], ..w.nodes()[n].clone() };
-        w.set_node(n as u32, wider);
+        w.set_node(NodeId(n as u32), wider);
     }
     let mut group = c.benchmark_group("tick");
     group.sample_size(10);

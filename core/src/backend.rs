@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
+use wasmsched_rules::JobId;
 
 use crate::bindings::wit;
 use crate::replicas::Replicas;
@@ -70,7 +71,7 @@ impl<'de> Deserialize<'de> for Speed {
 #[error("job {job}: {reason}")]
 pub struct ApplyError {
     /// The job acted on.
-    pub job: u32,
+    pub job: JobId,
     /// What went wrong.
     pub reason: String,
 }
@@ -187,11 +188,11 @@ pub trait Backend {
 pub trait DefaultPlacement {
     /// The queued jobs it would start now, in the order it would start them, without starting
     /// any: what a placing policy is judged against (the watchdog's stall rule).
-    fn startable(&self, world: &World) -> Vec<u32>;
+    fn startable(&self, world: &World) -> Vec<JobId>;
 
     /// Start queued `jobs` now, in the order given, each where it fits (the watchdog's rescue
     /// of jobs a placing policy left waiting). Returns those started; the others stay queued.
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32>;
+    fn rescue(&mut self, jobs: &[JobId], world: &mut World) -> Vec<JobId>;
 }
 
 /// What a backend tells of the jobs' progress beyond their reports. Every method has the
@@ -208,7 +209,7 @@ pub trait Progress {
     /// watchdog's livelock rule counts the disruptions that find it without. By default, what
     /// the job reported: a progress record (an epoch, after which it checkpoints) since then. A
     /// backend whose jobs keep every step (the simulator's GPU jobs) says whether it worked.
-    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+    fn progressed_since(&self, job: JobId, since_ms: Option<u64>, world: &World) -> bool {
         world.reported_since(job, since_ms)
     }
 

@@ -28,6 +28,8 @@
 
 use std::collections::HashMap;
 
+use wasmsched_rules::JobId;
+
 use crate::bindings::wit;
 
 /// The label prefix every declaration uses.
@@ -132,7 +134,7 @@ pub fn from_labels(name: &str, image: &str, labels: &HashMap<String, String>) ->
         labels.iter().filter(|(k, _)| k.starts_with(PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect();
     kept.sort();
     let spec = wit::JobSpec {
-        handle: 0,
+        handle: JobId(0),
         name: name.trim_start_matches('/').to_string(),
         model,
         kind,

@@ -3,6 +3,7 @@
 //! delta as the host encoded it, and the decision that was applied.
 
 use serde::{Deserialize, Serialize};
+use wasmsched_rules::JobId;
 
 use crate::bindings::wit;
 
@@ -39,7 +40,7 @@ pub struct RecordedTick {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DepartedRecord {
     /// The job.
-    pub job: u32,
+    pub job: JobId,
     /// When it was reported, ms.
     pub time_ms: u64,
     /// Epochs completed.
@@ -140,7 +141,7 @@ pub fn check_snapshot(s: &wit::Snapshot) -> Result<(), String> {
     if g.memory_used_bytes.len() != gpu_columns || node_gpus.is_some_and(|n| n != gpu_columns) {
         return Err("the GPU columns do not match the nodes' GPUs, which no host writes: record the run again".into());
     }
-    if s.added.iter().any(|spec| spec.handle == u32::MAX) {
+    if s.added.iter().any(|spec| spec.handle == JobId(u32::MAX)) {
         return Err(format!("a job handle is {}, past the last one a host gives: record the run again", u32::MAX));
     }
     let r = &s.room;
@@ -162,7 +163,7 @@ mod tests {
     #[test]
     fn a_missing_metric_recorded_as_null_reads_back_as_nan() {
         let mut world = crate::world::sample::world(1, 1, 0);
-        world.record(0, 1, vec![f64::NAN, 0.5]);
+        world.record(JobId(0), 1, vec![f64::NAN, 0.5]);
         let tick = RecordedTick {
             tick: 1,
             snapshot: world.snapshot_for(&mut Cursor::fresh()),

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use crate::bindings::wit;
+pub use wasmsched_rules::{JobId, NodeId};
 
 /// How many progress records the host keeps per job, for the resync of a fresh instance.
 pub const HISTORY_KEPT: usize = 256;
@@ -18,7 +19,7 @@ pub struct World {
     /// Bumped whenever the node list changes, so a cursor knows when to resend it.
     nodes_version: u64,
     /// The nodes that cannot take work now, ascending.
-    nodes_down: Vec<u32>,
+    nodes_down: Vec<NodeId>,
     /// Every GPU's use, in node order then GPU order; `gpu_offsets[n]` is node n's first.
     gpu_utilisation: Vec<f32>,
     gpu_memory_used: Vec<u64>,
@@ -37,7 +38,7 @@ pub struct World {
     tenants_version: u64,
     /// Jobs removed since [`World::forget_departed`], with their records: a recording keeps
     /// the last epochs of a job that ended, which no snapshot carries once it has gone.
-    departed: Vec<(u32, VecDeque<Record>)>,
+    departed: Vec<(JobId, VecDeque<Record>)>,
     /// Every node's room as the backend counts it ([`World::set_room`]); None: as the world
     /// counts it from its own jobs ([`World::room`]).
     room: Option<Vec<Room>>,
@@ -49,7 +50,7 @@ pub use wasmsched_rules::NodeRoom as Room;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct GpuSlot {
     /// The node's handle.
-    pub node: u32,
+    pub node: NodeId,
     /// The GPU's index on the node.
     pub index: u32,
 }
@@ -59,13 +60,13 @@ pub struct GpuSlot {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobState {
     /// The job's handle.
-    pub handle: u32,
+    pub handle: JobId,
     /// Why it waits, while it is queued; None while it runs.
     pub queued: Option<wit::WaitReason>,
     /// Since when it waits (arrival or preemption), while queued.
     pub since_ms: u64,
     /// The node it runs on (its first, when it spans several).
-    pub node: u32,
+    pub node: NodeId,
     /// Its CPU limit; None is unlimited.
     pub cpu_limit_millicores: Option<u64>,
     /// Its memory limit; None is unlimited.
@@ -91,7 +92,7 @@ pub struct JobState {
 }
 
 impl JobState {
-    fn new(handle: u32, node: u32) -> Self {
+    fn new(handle: JobId, node: NodeId) -> Self {
         JobState {
             handle,
             queued: None,
@@ -143,7 +144,7 @@ pub struct Record {
 /// What one policy instance has been told so far.
 #[derive(Debug, Default, Clone)]
 pub struct Cursor {
-    seen: Vec<u32>,
+    seen: Vec<JobId>,
     nodes_version: Option<u64>,
     tenants_version: Option<u64>,
     progress_seq: u64,
@@ -179,37 +180,37 @@ impl World {
     }
 
     /// Add a node; returns its handle. Its GPUs start idle.
-    pub fn add_node(&mut self, node: wit::Node) -> u32 {
+    pub fn add_node(&mut self, node: wit::Node) -> NodeId {
         let gpus = node.gpu_memory_bytes.len();
         self.gpu_offsets.push(self.gpu_utilisation.len());
         self.gpu_utilisation.extend(std::iter::repeat_n(0.0, gpus));
         self.gpu_memory_used.extend(std::iter::repeat_n(0, gpus));
         self.nodes.push(node);
         self.nodes_version += 1;
-        self.nodes.len() as u32 - 1
+        NodeId(self.nodes.len() as u32 - 1)
     }
 
     /// Replace node `handle`'s description (its capacity became known, say). Its GPUs' use
     /// restarts idle when their number changes. False when there is no such node.
-    pub fn set_node(&mut self, handle: u32, node: wit::Node) -> bool {
-        let Some(old) = self.nodes.get(handle as usize) else { return false };
+    pub fn set_node(&mut self, handle: NodeId, node: wit::Node) -> bool {
+        let Some(old) = self.nodes.get(handle.index()) else { return false };
         if *old == node {
             return true;
         }
         if old.gpu_memory_bytes.len() == node.gpu_memory_bytes.len() {
-            self.nodes[handle as usize] = node;
+            self.nodes[handle.index()] = node;
             self.nodes_version += 1;
             return true;
         }
         let mut nodes = std::mem::take(&mut self.nodes);
-        nodes[handle as usize] = node;
+        nodes[handle.index()] = node;
         let (utilisation, memory, offsets) = (
             std::mem::take(&mut self.gpu_utilisation),
             std::mem::take(&mut self.gpu_memory_used),
             std::mem::take(&mut self.gpu_offsets),
         );
         for (n, node) in nodes.into_iter().enumerate() {
-            let kept = if n == handle as usize { 0 } else { node.gpu_memory_bytes.len() };
+            let kept = if n == handle.index() { 0 } else { node.gpu_memory_bytes.len() };
             self.add_node(node);
             for g in 0..kept {
                 self.gpu_utilisation[self.gpu_offsets[n] + g] = utilisation[offsets[n] + g];
@@ -221,8 +222,8 @@ impl World {
 
     /// Say whether node `handle` can take work (false: NotReady, cordoned, draining). False
     /// when there is no such node.
-    pub fn set_node_down(&mut self, handle: u32, down: bool) -> bool {
-        if handle as usize >= self.nodes.len() {
+    pub fn set_node_down(&mut self, handle: NodeId, down: bool) -> bool {
+        if handle.index() >= self.nodes.len() {
             return false;
         }
         match (self.nodes_down.binary_search(&handle), down) {
@@ -256,7 +257,7 @@ impl World {
             }
             let held = state.gpus.iter().map(|g| g.node);
             for (node, pieces) in wasmsched_rules::room::pieces_held(spec.gpus, spec.replicas, held, state.node) {
-                if let Some(n) = room.get_mut(node as usize) {
+                if let Some(n) = room.get_mut(node.index()) {
                     n.take(request, pieces);
                 }
             }
@@ -275,30 +276,30 @@ impl World {
     }
 
     /// Whether node `handle` cannot take work now.
-    pub fn is_node_down(&self, handle: u32) -> bool {
+    pub fn is_node_down(&self, handle: NodeId) -> bool {
         self.nodes_down.binary_search(&handle).is_ok()
     }
 
     /// The nodes that cannot take work now, ascending.
-    pub fn nodes_down(&self) -> &[u32] {
+    pub fn nodes_down(&self) -> &[NodeId] {
         &self.nodes_down
     }
 
     /// Record a GPU's measured use. False when the node or the GPU does not exist.
-    pub fn set_gpu_use(&mut self, node: u32, gpu: u32, utilisation_percent: f32, memory_used_bytes: u64) -> bool {
-        let Some(count) = self.nodes.get(node as usize).map(|n| n.gpu_memory_bytes.len()) else { return false };
+    pub fn set_gpu_use(&mut self, node: NodeId, gpu: u32, utilisation_percent: f32, memory_used_bytes: u64) -> bool {
+        let Some(count) = self.nodes.get(node.index()).map(|n| n.gpu_memory_bytes.len()) else { return false };
         if gpu as usize >= count {
             return false;
         }
-        let i = self.gpu_offsets[node as usize] + gpu as usize;
+        let i = self.gpu_offsets[node.index()] + gpu as usize;
         self.gpu_utilisation[i] = utilisation_percent;
         self.gpu_memory_used[i] = memory_used_bytes;
         true
     }
 
     /// Start tracking a job placed on `node`; its handle is assigned here and never reused.
-    pub fn add_job(&mut self, mut spec: wit::JobSpec, node: u32) -> u32 {
-        let handle = self.next_handle;
+    pub fn add_job(&mut self, mut spec: wit::JobSpec, node: NodeId) -> JobId {
+        let handle = JobId(self.next_handle);
         self.next_handle += 1;
         spec.handle = handle;
         settle_scaling(&mut spec);
@@ -315,8 +316,8 @@ impl World {
     }
 
     /// Start tracking a job that arrived and waits to be placed.
-    pub fn enqueue_job(&mut self, spec: wit::JobSpec) -> u32 {
-        let handle = self.add_job(spec, 0);
+    pub fn enqueue_job(&mut self, spec: wit::JobSpec) -> JobId {
+        let handle = self.add_job(spec, NodeId(0));
         let now = self.time_ms;
         let state = self.states.last_mut().expect("just added");
         state.queued = Some(wit::WaitReason::NeverStarted);
@@ -326,7 +327,7 @@ impl World {
     }
 
     /// A queued job starts on `gpus` (and `node`, its first node). False when it is not queued.
-    pub fn start_job(&mut self, handle: u32, node: u32, gpus: Vec<GpuSlot>) -> bool {
+    pub fn start_job(&mut self, handle: JobId, node: NodeId, gpus: Vec<GpuSlot>) -> bool {
         let Some(state) = self.state_mut(handle).filter(|s| !s.is_running()) else { return false };
         state.queued = None;
         state.node = node;
@@ -337,7 +338,7 @@ impl World {
 
     /// A running job goes back to the queue (preempted), its GPUs and limits freed, its
     /// progress and attained service kept. False when it does not run.
-    pub fn requeue_job(&mut self, handle: u32, reason: wit::WaitReason) -> bool {
+    pub fn requeue_job(&mut self, handle: JobId, reason: wit::WaitReason) -> bool {
         let now = self.time_ms;
         let Some(state) = self.state_mut(handle).filter(|s| s.is_running()) else { return false };
         state.queued = Some(reason);
@@ -354,17 +355,17 @@ impl World {
     /// Track a job under the handle it already carries (a replayed recording's); later
     /// handles continue after it. False, and nothing added, when that handle is not newer than
     /// every handle given so far.
-    pub fn insert_job(&mut self, spec: wit::JobSpec, node: u32) -> bool {
-        if spec.handle < self.next_handle {
+    pub fn insert_job(&mut self, spec: wit::JobSpec, node: NodeId) -> bool {
+        if spec.handle.0 < self.next_handle {
             return false;
         }
-        self.next_handle = spec.handle;
+        self.next_handle = spec.handle.0;
         self.add_job(spec, node);
         true
     }
 
     /// Stop tracking a job. False when it was not tracked.
-    pub fn remove_job(&mut self, handle: u32) -> bool {
+    pub fn remove_job(&mut self, handle: JobId) -> bool {
         let Some(i) = self.index(handle) else { return false };
         self.queued -= usize::from(!self.states[i].is_running());
         self.specs.remove(i);
@@ -381,8 +382,8 @@ impl World {
 
     /// The records of the jobs removed since [`World::forget_departed`] that no snapshot for
     /// `cursor` has carried, in the order they were made, with their jobs.
-    pub fn departed_unsent(&self, cursor: &Cursor) -> Vec<(u32, &Record)> {
-        let mut unsent: Vec<(u32, &Record)> = self
+    pub fn departed_unsent(&self, cursor: &Cursor) -> Vec<(JobId, &Record)> {
+        let mut unsent: Vec<(JobId, &Record)> = self
             .departed
             .iter()
             .flat_map(|(handle, records)| {
@@ -393,7 +394,7 @@ impl World {
         unsent
     }
 
-    fn index(&self, handle: u32) -> Option<usize> {
+    fn index(&self, handle: JobId) -> Option<usize> {
         self.states.binary_search_by_key(&handle, |s| s.handle).ok()
     }
 
@@ -444,7 +445,7 @@ impl World {
     }
 
     /// Node `node`'s GPUs that no running job holds, in index order.
-    pub fn free_gpus(&self, node: u32) -> Vec<u32> {
+    pub fn free_gpus(&self, node: NodeId) -> Vec<u32> {
         self.gpu_book().free_on(node).collect()
     }
 
@@ -452,7 +453,7 @@ impl World {
     /// lowest free there (fewer where fewer are free; none for a job without GPUs). A live
     /// backend's bookkeeping, as the simulator picks them; the device plugin or the runtime
     /// picks the devices.
-    pub fn gpus_after_migration(&self, job: u32, to: u32) -> Vec<u32> {
+    pub fn gpus_after_migration(&self, job: JobId, to: NodeId) -> Vec<u32> {
         let held = self.state(job).map_or(0, |s| s.gpus.len());
         if held == 0 {
             return Vec::new();
@@ -462,8 +463,8 @@ impl World {
 
     /// Where `gpu` sits in the GPU columns; None when it does not exist.
     pub fn gpu_position(&self, gpu: GpuSlot) -> Option<usize> {
-        let count = self.nodes.get(gpu.node as usize)?.gpu_memory_bytes.len();
-        ((gpu.index as usize) < count).then(|| self.gpu_offsets[gpu.node as usize] + gpu.index as usize)
+        let count = self.nodes.get(gpu.node.index())?.gpu_memory_bytes.len();
+        ((gpu.index as usize) < count).then(|| self.gpu_offsets[gpu.node.index()] + gpu.index as usize)
     }
 
     /// Count `ms` more of running for every running job: for backends that do not account it
@@ -475,28 +476,28 @@ impl World {
     }
 
     /// One job's declaration.
-    pub fn spec(&self, handle: u32) -> Option<&wit::JobSpec> {
+    pub fn spec(&self, handle: JobId) -> Option<&wit::JobSpec> {
         self.index(handle).map(|i| &self.specs[i])
     }
 
     /// One job's state.
-    pub fn state(&self, handle: u32) -> Option<&JobState> {
+    pub fn state(&self, handle: JobId) -> Option<&JobState> {
         self.index(handle).map(|i| &self.states[i])
     }
 
     /// One job's state, to update its use, limits or placement.
-    pub fn state_mut(&mut self, handle: u32) -> Option<&mut JobState> {
+    pub fn state_mut(&mut self, handle: JobId) -> Option<&mut JobState> {
         self.index(handle).map(|i| &mut self.states[i])
     }
 
     /// A job reported progress now. False when the job is not tracked.
-    pub fn record(&mut self, handle: u32, epoch: u32, values: Vec<f64>) -> bool {
+    pub fn record(&mut self, handle: JobId, epoch: u32, values: Vec<f64>) -> bool {
         self.record_at(handle, self.time_ms, epoch, values)
     }
 
     /// A job reported progress at `time_ms` (not after its previous record's time). False
     /// when the job is not tracked.
-    pub fn record_at(&mut self, handle: u32, time_ms: u64, epoch: u32, values: Vec<f64>) -> bool {
+    pub fn record_at(&mut self, handle: JobId, time_ms: u64, epoch: u32, values: Vec<f64>) -> bool {
         let Some(i) = self.index(handle) else { return false };
         self.next_seq += 1;
         let history = &mut self.history[i];
@@ -508,12 +509,12 @@ impl World {
     }
 
     /// One job's kept progress records, oldest first.
-    pub fn history(&self, handle: u32) -> impl Iterator<Item = &Record> {
+    pub fn history(&self, handle: JobId) -> impl Iterator<Item = &Record> {
         self.index(handle).into_iter().flat_map(|i| self.history[i].iter())
     }
 
     /// Whether the job reported progress after `since_ms` (ever, when None).
-    pub fn reported_since(&self, handle: u32, since_ms: Option<u64>) -> bool {
+    pub fn reported_since(&self, handle: JobId, since_ms: Option<u64>) -> bool {
         self.history(handle).last().is_some_and(|r| since_ms.is_none_or(|since| r.time_ms > since))
     }
 
@@ -539,7 +540,7 @@ impl World {
                 }
             }
         }
-        let mut fresh: Vec<(u64, u32, &Record)> = Vec::new();
+        let mut fresh: Vec<(u64, JobId, &Record)> = Vec::new();
         for (state, history) in self.states.iter().zip(&self.history) {
             fresh.extend(
                 history.iter().rev().take_while(|r| r.seq > cursor.progress_seq).map(|r| (r.seq, state.handle, r)),
@@ -651,7 +652,7 @@ fn settle_scaling(spec: &mut wit::JobSpec) {
     }
 }
 
-fn progress_columns(records: &[(u64, u32, &Record)]) -> wit::ProgressRecords {
+fn progress_columns(records: &[(u64, JobId, &Record)]) -> wit::ProgressRecords {
     wit::ProgressRecords {
         job: records.iter().map(|(_, job, _)| *job).collect(),
         time_ms: records.iter().map(|(_, _, r)| r.time_ms).collect(),
@@ -682,25 +683,25 @@ mod tests {
         for n in 0..2 {
             t.add_node(wit::Node { name: format!("n{n}"), ..sample::gpu_cluster(1, 4, 0, 0).nodes()[0].clone() });
         }
-        let hold = |t: &mut World, job, node, gpus: &[u32]| {
-            t.state_mut(job).unwrap().gpus = gpus.iter().map(|&index| GpuSlot { node, index }).collect();
+        let hold = |t: &mut World, job, node: u32, gpus: &[u32]| {
+            t.state_mut(job).unwrap().gpus = gpus.iter().map(|&index| GpuSlot { node: NodeId(node), index }).collect();
         };
-        let mover = t.add_job(spec("mover"), 0);
+        let mover = t.add_job(spec("mover"), NodeId(0));
         hold(&mut t, mover, 0, &[0, 1]);
-        let there = t.add_job(spec("there"), 1);
+        let there = t.add_job(spec("there"), NodeId(1));
         hold(&mut t, there, 1, &[0, 2]);
-        assert_eq!(t.gpus_after_migration(mover, 1), [1, 3], "as many as it holds, around the ones held there");
-        let cpu = t.add_job(spec("cpu"), 0);
-        assert!(t.gpus_after_migration(cpu, 1).is_empty(), "a job without GPUs takes none");
+        assert_eq!(t.gpus_after_migration(mover, NodeId(1)), [1, 3], "as many as it holds, around the ones held there");
+        let cpu = t.add_job(spec("cpu"), NodeId(0));
+        assert!(t.gpus_after_migration(cpu, NodeId(1)).is_empty(), "a job without GPUs takes none");
         hold(&mut t, there, 1, &[0, 1, 2]);
-        assert_eq!(t.gpus_after_migration(mover, 1), [3], "fewer where fewer are free");
+        assert_eq!(t.gpus_after_migration(mover, NodeId(1)), [3], "fewer where fewer are free");
     }
 
     #[test]
     fn a_fresh_cursor_gets_a_full_resync_with_history() {
         let mut t = World::new();
         t.add_node(sample::world(1, 0, 0).nodes()[0].clone());
-        let a = t.add_job(spec("a"), 0);
+        let a = t.add_job(spec("a"), NodeId(0));
         t.record(a, 1, vec![0.5]);
         t.record(a, 2, vec![0.6]);
         let s = t.snapshot_for(&mut Cursor::fresh());
@@ -720,11 +721,11 @@ mod tests {
         assert!(!second.resync);
         assert!(second.added.is_empty() && second.progress.job.is_empty());
         assert_eq!(second.jobs.handle.len(), 3);
-        t.record(1, 3, vec![0.7]);
+        t.record(JobId(1), 3, vec![0.7]);
         let third = t.snapshot_for(&mut c);
         assert_eq!(
             (third.progress.job.as_slice(), third.progress.values.as_slice()),
-            ([1].as_slice(), [0.7].as_slice())
+            ([JobId(1)].as_slice(), [0.7].as_slice())
         );
     }
 
@@ -733,12 +734,12 @@ mod tests {
         let mut t = sample::world(1, 3, 0);
         let mut c = Cursor::fresh();
         t.snapshot_for(&mut c);
-        assert!(t.remove_job(1));
-        let d = t.add_job(spec("d"), 0);
+        assert!(t.remove_job(JobId(1)));
+        let d = t.add_job(spec("d"), NodeId(0));
         let s = t.snapshot_for(&mut c);
         assert_eq!(s.removed, [1]);
         assert_eq!(s.added.iter().map(|a| a.handle).collect::<Vec<_>>(), [d]);
-        assert_eq!(s.jobs.handle, [0, 2, d]);
+        assert_eq!(s.jobs.handle, [JobId(0), JobId(2), d]);
     }
 
     #[test]
@@ -748,9 +749,9 @@ mod tests {
         let first = t.snapshot_for(&mut c);
         assert_eq!(first.nodes.as_ref().map(Vec::len), Some(2));
         assert_eq!(first.gpus.utilisation_percent, [40.0, 40.0]);
-        assert!(t.set_gpu_use(1, 0, 75.0, 1 << 30));
-        assert!(!t.set_gpu_use(1, 1, 75.0, 1 << 30), "node 1 has one GPU");
-        assert!(!t.set_gpu_use(2, 0, 75.0, 1 << 30), "there is no node 2");
+        assert!(t.set_gpu_use(NodeId(1), 0, 75.0, 1 << 30));
+        assert!(!t.set_gpu_use(NodeId(1), 1, 75.0, 1 << 30), "node 1 has one GPU");
+        assert!(!t.set_gpu_use(NodeId(2), 0, 75.0, 1 << 30), "there is no node 2");
         let second = t.snapshot_for(&mut c);
         assert_eq!(second.nodes, None, "nodes unchanged: not resent");
         assert_eq!(second.gpus.utilisation_percent, [40.0, 75.0]);
@@ -772,25 +773,25 @@ mod tests {
         let mut t = sample::world(2, 1, 0);
         let mut c = Cursor::fresh();
         t.snapshot_for(&mut c);
-        assert!(t.set_gpu_use(1, 0, 75.0, 1 << 30));
+        assert!(t.set_gpu_use(NodeId(1), 0, 75.0, 1 << 30));
         let same = t.nodes()[0].clone();
-        assert!(t.set_node(0, same));
+        assert!(t.set_node(NodeId(0), same));
         assert_eq!(t.snapshot_for(&mut c).nodes, None, "an unchanged node is not resent");
         let wider = wit::Node { gpu_memory_bytes: vec![8 << 30; 2], ..t.nodes()[0].clone() };
-        assert!(t.set_node(0, wider));
+        assert!(t.set_node(NodeId(0), wider));
         let s = t.snapshot_for(&mut c);
         assert_eq!(s.nodes.map(|n| n[0].gpu_memory_bytes.len()), Some(2));
         assert_eq!(s.gpus.utilisation_percent, [0.0, 0.0, 75.0], "node 0's new GPUs idle, node 1's kept");
-        assert!(!t.set_node(5, t.nodes()[0].clone()), "there is no node 5");
+        assert!(!t.set_node(NodeId(5), t.nodes()[0].clone()), "there is no node 5");
     }
 
     #[test]
     fn history_is_bounded_per_job() {
         let mut t = sample::world(1, 1, 0);
         for e in 0..(HISTORY_KEPT as u32 + 10) {
-            t.record(0, e, vec![0.1]);
+            t.record(JobId(0), e, vec![0.1]);
         }
-        assert_eq!(t.history(0).count(), HISTORY_KEPT);
-        assert_eq!(t.history(0).next().unwrap().epoch, 10);
+        assert_eq!(t.history(JobId(0)).count(), HISTORY_KEPT);
+        assert_eq!(t.history(JobId(0)).next().unwrap().epoch, 10);
     }
 }

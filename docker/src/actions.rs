@@ -17,7 +17,7 @@ use super::{Docker, Managed, short};
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
 use wasmsched_core::live::effect;
-use wasmsched_core::world::{JobState, World};
+use wasmsched_core::world::{JobId, JobState, NodeId, World};
 
 /// What an action did; a copy is named by its container id.
 pub(super) type Effect = effect::Effect<String>;
@@ -27,7 +27,7 @@ pub(super) struct Ask {
     /// The container acted on.
     pub id: Arc<str>,
     /// The job.
-    pub job: u32,
+    pub job: JobId,
     /// Whether it places the job (a refusal then keeps the default placement off it).
     pub places: bool,
     /// How long it may take before its engine counts as unreachable.
@@ -82,7 +82,7 @@ impl Docker {
             wit::ActionKind::Preempt => (copying, preempt(t, m, state)),
             wit::ActionKind::Stop => (timeout, stop(t, state)),
             wit::ActionKind::Deliver => (timeout, deliver(t, m.job.deliver.clone())),
-            wit::ActionKind::Migrate(to) => (copying, self.migrate(t, *to as usize, state, there)),
+            wit::ActionKind::Migrate(to) => (copying, self.migrate(t, to.index(), state, there)),
             wit::ActionKind::SetGpuShare(share) => (copying, set_gpu_share(t, share.percent, state)),
         };
         let places = matches!(action.kind, wit::ActionKind::Place(_));
@@ -97,7 +97,7 @@ impl Docker {
     /// Start a queued container on one engine and its GPUs there: as it is on its own engine
     /// without GPUs, else as a copy with a device request for exactly those GPUs.
     fn place(&self, t: Target, p: &wit::Placement) -> Request {
-        let target = p.nodes.first().map(|n| (n.node as usize, n.gpus.clone()));
+        let target = p.nodes.first().map(|n| (n.node.index(), n.gpus.clone()));
         let spread = p.nodes.len() > 1;
         let to_client = target.as_ref().and_then(|(to, _)| self.answering(*to));
         Box::pin(async move {
@@ -109,14 +109,14 @@ impl Docker {
             };
             if to == t.from && gpus.is_empty() {
                 t.client.start_container(&t.id, None).await?;
-                return Ok(Effect::Started { node: to as u32, gpus, copy: None });
+                return Ok(Effect::Started { node: NodeId(to as u32), gpus, copy: None });
             }
             let Some(to_client) = to_client else {
                 return Err(refused(format!("node {to} is an engine that does not answer")));
             };
             let changes = Changes { gpus: (!gpus.is_empty()).then(|| gpus.clone()), ..Changes::default() };
             let new_id = t.copy(changes).onto(to_client, to != t.from).of_queued().run().await?;
-            Ok(Effect::Started { node: to as u32, gpus, copy: Some(new_id) })
+            Ok(Effect::Started { node: NodeId(to as u32), gpus, copy: Some(new_id) })
         })
     }
 
@@ -130,7 +130,7 @@ impl Docker {
             _ if t.checkpoint.is_none() => {
                 Err(resize_needs_checkpoint("the container", "label it with the folder it checkpoints to"))
             }
-            [entry] => Ok((entry.node as usize, entry.gpus.clone())),
+            [entry] => Ok((entry.node.index(), entry.gpus.clone())),
             spread => Err(format!(
                 "a container runs on one engine and this resize spreads it over {}: resize it onto GPUs of a \
                  single node (Docker cannot split one container across engines)",
@@ -151,7 +151,7 @@ impl Docker {
                 ..Changes::default()
             };
             let new_id = t.copy(changes).onto(to_client, to != t.from).run().await?;
-            Ok(Effect::Moved { node: to as u32, copy: new_id, gpus, resized: Some(batch_size) })
+            Ok(Effect::Moved { node: NodeId(to as u32), copy: new_id, gpus, resized: Some(batch_size) })
         })
     }
 
@@ -173,7 +173,7 @@ impl Docker {
             // Its GPUs there, not the indices it held on the engine it leaves.
             let changes = Changes { gpus: (held > 0).then(|| there.clone()), ..Changes::default() };
             let new_id = t.copy(changes).onto(target, true).run().await?;
-            Ok(Effect::Moved { node: to as u32, copy: new_id, gpus: there, resized: None })
+            Ok(Effect::Moved { node: NodeId(to as u32), copy: new_id, gpus: there, resized: None })
         })
     }
 }
@@ -262,7 +262,7 @@ fn set_gpu_share(t: Target, percent: u8, state: &JobState) -> Request {
 
 impl Docker {
     /// Put what the action on container `id` did into the world and the books.
-    pub(super) fn took_effect(&mut self, id: &Arc<str>, job: u32, effect: Effect, world: &mut World) {
+    pub(super) fn took_effect(&mut self, id: &Arc<str>, job: JobId, effect: Effect, world: &mut World) {
         match &effect {
             Effect::Cpu(_)
             | Effect::Memory(_)
@@ -272,8 +272,8 @@ impl Docker {
             Effect::Started { node, gpus, copy } => {
                 let new_id: Arc<str> = copy.as_deref().map_or_else(|| id.clone(), Arc::from);
                 let Some(mut m) = self.jobs.remove(id) else { return };
-                tracing::info!(job, container = %short(&new_id), node, ?gpus, copied = *id != new_id, "placed");
-                m.engine = *node as usize;
+                tracing::info!(%job, container = %short(&new_id), %node, ?gpus, copied = *id != new_id, "placed");
+                m.engine = node.index();
                 m.job.refused = None;
                 m.last_cpu = None;
                 m.follower = self.follow(m.engine, &new_id, &m);
@@ -283,29 +283,29 @@ impl Docker {
                 let Some(mut m) = self.hand_over(id, copy, world) else { return };
                 match resized {
                     Some(batch_size) => {
-                        tracing::info!(job, from = %short(id), to = %short(copy), node, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
+                        tracing::info!(%job, from = %short(id), to = %short(copy), %node, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
                         m.job.gpus_asked = gpus.len() as u32;
                     }
                     None => {
-                        tracing::info!(job, from = %short(id), to = %short(copy), node, ?gpus, "migrated from its checkpoint")
+                        tracing::info!(%job, from = %short(id), to = %short(copy), %node, ?gpus, "migrated from its checkpoint")
                     }
                 }
-                m.engine = *node as usize;
+                m.engine = node.index();
                 self.resume(copy, m, true);
             }
             Effect::Shared { copy, percent } => {
                 let Some(m) = self.hand_over(id, copy, world) else { return };
-                tracing::info!(job, from = %short(id), to = %short(copy), percent, "GPU share set: re-created from its checkpoint");
+                tracing::info!(%job, from = %short(id), to = %short(copy), percent, "GPU share set: re-created from its checkpoint");
                 self.resume(copy, m, true);
             }
             Effect::Requeued { copy } => {
                 let Some(m) = self.hand_over(id, copy, world) else { return };
-                tracing::info!(job, from = %short(id), to = %short(copy), "preempted: waits with its checkpoint");
+                tracing::info!(%job, from = %short(id), to = %short(copy), "preempted: waits with its checkpoint");
                 self.resume(copy, m, false);
             }
             Effect::Removed => {
                 self.jobs.remove(id);
-                tracing::info!(job, container = %short(id), "removed a queued container");
+                tracing::info!(%job, container = %short(id), "removed a queued container");
             }
         }
         effect.update(job, world);

@@ -11,9 +11,8 @@ use bollard::query_parameters as q;
 
 use super::copy::{self, REPLACES};
 use super::{Docker, Managed, short, unix_ms, within};
-use wasmsched_core::declare;
-use wasmsched_core::live;
-use wasmsched_core::world::{GpuSlot, World};
+use wasmsched_core::world::{GpuSlot, NodeId, World};
+use wasmsched_core::{declare, live};
 
 impl Docker {
     /// List engine `i`'s managed containers; adopt new ones, return those that are gone.
@@ -40,8 +39,8 @@ impl Docker {
                 // Started by someone else: it runs on the GPUs its own device requests give it.
                 let info = self.rt.block_on(within(timeout, client.inspect_container(id, None))).ok();
                 let gpus = self.gpu_slots(i, info.as_ref().and_then(|c| c.host_config.as_ref()), world);
-                world.start_job(handle, i as u32, gpus);
-                tracing::info!(job = handle, container = %short(id), "a queued container was started outside the host");
+                world.start_job(handle, NodeId(i as u32), gpus);
+                tracing::info!(job = %handle, container = %short(id), "a queued container was started outside the host");
             }
             if runs && self.jobs[id].follower.is_none() {
                 let follower = self.follow(i, id, &self.jobs[id]);
@@ -59,7 +58,7 @@ impl Docker {
     /// The GPUs of engine `i` that a container's device requests give it, as world slots.
     fn gpu_slots(&self, i: usize, hc: Option<&bollard::models::HostConfig>, world: &World) -> Vec<GpuSlot> {
         let count = world.nodes().get(i).map_or(0, |n| n.gpu_memory_bytes.len() as u32);
-        copy::gpus_of(hc, count).into_iter().map(|index| GpuSlot { node: i as u32, index }).collect()
+        copy::gpus_of(hc, count).into_iter().map(|index| GpuSlot { node: NodeId(i as u32), index }).collect()
     }
 
     /// Start managing a container found on engine `i`: a running job, or a queued one.
@@ -87,7 +86,7 @@ impl Docker {
         declared.spec.arrival_ms = arrived.saturating_sub(origin);
         let runs = summary.state == Some(ContainerSummaryStateEnum::RUNNING);
         let spec = declared.spec.clone();
-        let handle = if runs { world.add_job(spec, i as u32) } else { world.enqueue_job(spec) };
+        let handle = if runs { world.add_job(spec, NodeId(i as u32)) } else { world.enqueue_job(spec) };
         let gpus = if runs { self.gpu_slots(i, hc.as_ref(), world) } else { Vec::new() };
         let started = info.as_ref().and_then(|c| c.state.as_ref()?.started_at.as_deref()).and_then(copy::unix_ms_of);
         let (run_ms, gpu_ms) = copy::attained(labels, started.filter(|_| runs), unix_ms(), gpus.len());
@@ -113,7 +112,7 @@ impl Docker {
             m.follower = self.follow(i, id, &m);
         }
         let name = name.trim_start_matches('/');
-        tracing::info!(job = handle, container = %short(id), name, queued = !runs, "managing a new container");
+        tracing::info!(job = %handle, container = %short(id), name, queued = !runs, "managing a new container");
         self.jobs.insert(Arc::from(id), m);
     }
 
@@ -157,13 +156,13 @@ impl Docker {
                 copy::Settled::Keep => {
                     removed.insert(original.clone());
                     if let Some(mut m) = self.jobs.remove(original.as_str()) {
-                        tracing::info!(job = m.job.handle, from = %short(&original), to = %short(&id), "finished an interrupted copy");
+                        tracing::info!(job = %m.job.handle, from = %short(&original), to = %short(&id), "finished an interrupted copy");
                         if let Some(f) = m.follower.take() {
                             f.abort();
                         }
                         m.last_cpu = None;
                         if runs && world.state(m.job.handle).is_some_and(|s| !s.is_running()) {
-                            world.start_job(m.job.handle, i as u32, Vec::new());
+                            world.start_job(m.job.handle, NodeId(i as u32), Vec::new());
                         }
                         self.jobs.insert(Arc::from(id.as_str()), m);
                     }

@@ -61,7 +61,7 @@ use wasmsched_core::backend::{
 };
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, Clock, Logged, progress, unix_ms};
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, NodeId, World};
 
 pub use wasmsched_core::live::DEFAULT_SELECTOR;
 
@@ -310,7 +310,7 @@ impl Docker {
                 };
                 if engine.capacity.is_none() {
                     engine.capacity = Some((cpu, memory));
-                    world.set_node(i as u32, node);
+                    world.set_node(NodeId(i as u32), node);
                 }
                 true
             }
@@ -391,7 +391,7 @@ impl Docker {
             }
         };
         for g in &sample.gpus {
-            world.set_gpu_use(0, g.index, g.utilisation_percent as f32, g.memory_used_bytes);
+            world.set_gpu_use(NodeId(0), g.index, g.utilisation_percent as f32, g.memory_used_bytes);
         }
         let cgroups = crate::gpu::ProcCgroups::default();
         let attributed = crate::gpu::attribute(&sample, |pid| cgroups.container(pid));
@@ -399,7 +399,7 @@ impl Docker {
             let Some(state) = world.state_mut(m.job.handle) else { continue };
             match attributed.containers.get(id.as_ref()).filter(|_| m.engine == 0) {
                 Some(use_) => {
-                    let slot = wasmsched_core::world::GpuSlot { node: 0, index: use_.gpu };
+                    let slot = wasmsched_core::world::GpuSlot { node: NodeId(0), index: use_.gpu };
                     if !state.gpus.contains(&slot) {
                         state.gpus.push(slot);
                     }
@@ -471,7 +471,7 @@ impl Backend for Docker {
             }
         });
         for (i, &is_up) in up.iter().enumerate() {
-            world.set_node_down(i as u32, !is_up);
+            world.set_node_down(NodeId(i as u32), !is_up);
         }
         self.up.clone_from(&up);
         self.measure(&up, world);
@@ -479,7 +479,7 @@ impl Backend for Docker {
         self.deliver_progress(world, until_ms);
         for id in gone {
             if let Some(m) = self.jobs.remove(&id) {
-                tracing::info!(job = m.job.handle, container = %short(&id), "container ended");
+                tracing::info!(job = %m.job.handle, container = %short(&id), "container ended");
                 world.remove_job(m.job.handle);
             }
         }
@@ -514,11 +514,11 @@ impl Backend for Docker {
 }
 
 impl DefaultPlacement for Docker {
-    fn startable(&self, world: &World) -> Vec<u32> {
+    fn startable(&self, world: &World) -> Vec<JobId> {
         Docker::startable(self, world)
     }
 
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+    fn rescue(&mut self, jobs: &[JobId], world: &mut World) -> Vec<JobId> {
         self.place_queued(world, Some(jobs))
     }
 }
@@ -550,7 +550,7 @@ impl Status for Docker {
 impl Docker {
     /// Put `actions` into force at once (concurrently); the ones that failed.
     fn apply_some(&mut self, actions: &[&wit::Action], world: &mut World) -> Vec<ApplyError> {
-        let by_handle: HashMap<u32, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.job.handle, id.clone())).collect();
+        let by_handle: HashMap<JobId, Arc<str>> = self.jobs.iter().map(|(id, m)| (m.job.handle, id.clone())).collect();
         let mut errors = Vec::new();
         let mut asks = Vec::new();
         for action in actions {

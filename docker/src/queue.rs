@@ -8,8 +8,8 @@
 
 use wasmsched_core::live::queue::{self, Eligible, Turn, Waiting};
 use wasmsched_core::world::World;
-use wasmsched_rules::GpuBook;
 use wasmsched_rules::fit::{Ask, could_ever_fit};
+use wasmsched_rules::{GpuBook, JobId, NodeId};
 
 use super::Docker;
 use wasmsched_core::backend::Backend;
@@ -17,12 +17,12 @@ use wasmsched_core::backend::Backend;
 /// A container goes to the engine it was created on (its `ask`), or nowhere.
 struct OwnEngine;
 
-impl Eligible<u32> for OwnEngine {
-    fn ever(&mut self, job: &Waiting<u32>, book: &GpuBook) -> bool {
+impl Eligible<NodeId> for OwnEngine {
+    fn ever(&mut self, job: &Waiting<NodeId>, book: &GpuBook) -> bool {
         could_ever_fit(book, Ask { gpus: job.gpus, replicas: 1 }, &[job.ask])
     }
 
-    fn now(&mut self, _: usize, job: &Waiting<u32>, _: &GpuBook) -> Vec<u32> {
+    fn now(&mut self, _: usize, job: &Waiting<NodeId>, _: &GpuBook) -> Vec<NodeId> {
         vec![job.ask]
     }
 }
@@ -30,8 +30,8 @@ impl Eligible<u32> for OwnEngine {
 impl Docker {
     /// The default placement's turns now: the queued containers on engines that are up (of
     /// `only`, when given), strict first come, first served, over the free GPUs.
-    fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
-        let waiting: Vec<Waiting<u32>> = self
+    fn turns(&self, world: &World, only: Option<&[JobId]>) -> Vec<Turn> {
+        let waiting: Vec<Waiting<NodeId>> = self
             .jobs
             .values()
             .filter(|m| self.up.get(m.engine).copied().unwrap_or(false) && m.job.refused.is_none())
@@ -42,7 +42,7 @@ impl Docker {
                 gpus: m.job.gpus_asked,
                 arrived_unix_ms: m.job.arrived_unix_ms,
                 tenant: world.state(m.job.handle).map_or(0, |s| s.tenant as usize),
-                ask: m.engine as u32,
+                ask: NodeId(m.engine as u32),
             })
             .collect();
         if waiting.is_empty() {
@@ -52,13 +52,13 @@ impl Docker {
     }
 
     /// The queued containers the default placement would start now, in its order.
-    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
+    pub(super) fn startable(&self, world: &World) -> Vec<JobId> {
         queue::started(&self.turns(world, None))
     }
 
     /// Start what the default placement starts now (of `only`, when given) on the engines that
     /// answered at the last observation. Returns the jobs started.
-    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[u32]>) -> Vec<u32> {
+    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[JobId]>) -> Vec<JobId> {
         let (actions, never) = queue::placements(self.turns(world, only));
         for handle in never {
             let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
@@ -91,11 +91,11 @@ mod tests {
 
     use wasmsched_rules::Ledger;
 
-    fn job(handle: u32, engine: u32, gpus: u32, arrived_unix_ms: u64) -> Waiting<u32> {
-        Waiting { handle, gpus, arrived_unix_ms, tenant: 0, ask: engine }
+    fn job(handle: u32, engine: u32, gpus: u32, arrived_unix_ms: u64) -> Waiting<NodeId> {
+        Waiting { handle: JobId(handle), gpus, arrived_unix_ms, tenant: 0, ask: NodeId(engine) }
     }
 
-    fn first_fit(waiting: Vec<Waiting<u32>>, book: GpuBook, ledger: Ledger) -> Vec<Turn> {
+    fn first_fit(waiting: Vec<Waiting<NodeId>>, book: GpuBook, ledger: Ledger) -> Vec<Turn> {
         queue::first_come_first_served(waiting, book, ledger, &mut OwnEngine)
     }
 
@@ -104,7 +104,7 @@ mod tests {
         let mut book = GpuBook::new(count.iter().copied());
         for (engine, free) in free.iter().enumerate() {
             for index in (0..count[engine]).filter(|i| !free.contains(i)) {
-                book.hold(engine as u32, index, u32::MAX);
+                book.hold(NodeId(engine as u32), index, JobId(u32::MAX));
             }
         }
         book
@@ -114,7 +114,7 @@ mod tests {
         turns
             .iter()
             .filter_map(|t| match t {
-                Turn::Start { handle, nodes } => Some((*handle, nodes[0].gpus.clone())),
+                Turn::Start { handle, nodes } => Some((handle.0, nodes[0].gpus.clone())),
                 Turn::Never { .. } => None,
             })
             .collect()
@@ -138,7 +138,7 @@ mod tests {
     fn a_job_its_engine_can_never_hold_is_reported_and_does_not_block() {
         let waiting = vec![job(0, 1, 2, 100), job(1, 1, 0, 200), job(2, 0, 2, 300)];
         let turns = first_fit(waiting, book(&[2, 0], &[&[0, 1], &[]]), Ledger::default());
-        assert_eq!(turns[0], Turn::Never { handle: 0 });
+        assert_eq!(turns[0], Turn::Never { handle: JobId(0) });
         assert_eq!(started(&turns), [(1, vec![]), (2, vec![0, 1])]);
     }
 
@@ -158,7 +158,7 @@ mod tests {
         let b = |handle, gpus, at| Waiting { tenant: 1, ..job(handle, 0, gpus, at) };
         let waiting = vec![a(1, 2, 10), a(2, 1, 20), a(3, 1, 30), b(4, 2, 40)];
         let turns = first_fit(waiting, book(&[6], &[&[1, 2, 3, 4, 5]]), ledger);
-        let started: Vec<u32> = turns
+        let started: Vec<JobId> = turns
             .iter()
             .filter_map(|t| if let Turn::Start { handle, .. } = t { Some(*handle) } else { None })
             .collect();

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use wasmsched_core::world::JobId;
 use wasmsched_loop::shadow::Agreement;
 use wasmsched_loop::watchdog::Benched;
 use wasmsched_runtime::supervise::Counters;
@@ -147,7 +148,7 @@ impl TenantStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WhyPending {
     /// The job's handle.
-    pub job: u32,
+    pub job: JobId,
     /// Its name.
     pub name: String,
     /// The policy's words (120 bytes at most).

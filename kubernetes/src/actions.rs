@@ -18,7 +18,7 @@ use wasmsched_core::backend::ApplyError;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
 use wasmsched_core::live::effect;
-use wasmsched_core::world::{GpuSlot, JobState, World};
+use wasmsched_core::world::{GpuSlot, JobId, JobState, NodeId, World};
 
 pub(crate) mod requests;
 
@@ -64,7 +64,7 @@ pub(super) type Ask = BoxFuture<'static, Result<Effect, Failure>>;
 
 /// An action sent to the apiserver and not yet answered.
 pub(super) struct Flight {
-    pub(super) job: u32,
+    pub(super) job: JobId,
     /// The pod acted on.
     pub(super) uid: Arc<str>,
     /// Whether it re-creates the pod (a preemption, a migration or a resize): until it lands,
@@ -73,30 +73,30 @@ pub(super) struct Flight {
     by: By,
     /// For a placement: the node (a group's first) and the GPUs it binds the pod (or every
     /// pod of the group) to.
-    pub(super) target: Option<(u32, Vec<GpuSlot>)>,
+    pub(super) target: Option<(NodeId, Vec<GpuSlot>)>,
     /// For a group: the pods it re-creates (their absence and their copies' presence are its
     /// own doing until it lands); for a group's placement, each piece's node.
     members: Vec<Arc<str>>,
-    pub(super) spread: Option<Vec<u32>>,
+    pub(super) spread: Option<Vec<NodeId>>,
     /// For a placement the world already shows bound: the wait it had, restored if the bind
     /// fails.
     assumed: Option<(wit::WaitReason, u64)>,
     /// For a resize (or a group's move): the node (its first) and GPUs it gives the job.
-    pub(super) resize: Option<(u32, Vec<GpuSlot>)>,
+    pub(super) resize: Option<(NodeId, Vec<GpuSlot>)>,
     /// For a resize the world already shows on its new GPUs: the node and GPUs it held
     /// before, restored if the resize fails.
-    held: Option<(u32, Vec<GpuSlot>)>,
+    held: Option<(NodeId, Vec<GpuSlot>)>,
     task: tokio::task::JoinHandle<Result<Effect, Failure>>,
 }
 
 impl Flight {
     pub(super) fn new(
-        job: u32,
+        job: JobId,
         uid: Arc<str>,
         moves: bool,
         by: By,
-        target: Option<(u32, Vec<GpuSlot>)>,
-        resize: Option<(u32, Vec<GpuSlot>)>,
+        target: Option<(NodeId, Vec<GpuSlot>)>,
+        resize: Option<(NodeId, Vec<GpuSlot>)>,
         task: tokio::task::JoinHandle<Result<Effect, Failure>>,
     ) -> Flight {
         Flight {
@@ -116,7 +116,7 @@ impl Flight {
 
     /// An action on group `entry` (job `job`) that re-creates its pods `members`.
     pub(super) fn group(
-        job: u32,
+        job: JobId,
         entry: Arc<str>,
         members: Vec<Arc<str>>,
         by: By,
@@ -158,7 +158,7 @@ impl Kubernetes {
         let first = Arc::new(tokio::sync::RwLock::new(()));
         let freeing = Arc::new(Freeing::default());
         let sending = freeing.frees();
-        let busy: HashSet<u32> = self.flight.iter().map(|f| f.job).collect();
+        let busy: HashSet<JobId> = self.flight.iter().map(|f| f.job).collect();
         let mut errors = Vec::new();
         let mut sent = Vec::new();
         // A placement (or a resize onto another node) must find the room kube-scheduler would
@@ -245,7 +245,7 @@ impl Kubernetes {
                     Some(placement) => {
                         // Its pods leave their nodes: their room is theirs to take again.
                         for p in &g.members {
-                            if let Some(room) = p.node.and_then(|n| rooms.get_mut(n as usize)) {
+                            if let Some(room) = p.node.and_then(|n| rooms.get_mut(n.index())) {
                                 room.give(p.requests);
                             }
                         }
@@ -255,9 +255,9 @@ impl Kubernetes {
                 },
             };
             // A piece beyond the group's pods is a new pod, made from the leader's spec.
-            let room = |node: u32, i: usize| {
+            let room = |node: NodeId, i: usize| {
                 let p = g.members.get(i).unwrap_or(&g.members[0]);
-                let (Some(room), Some(n)) = (rooms.get_mut(node as usize), self.nodes.get(node as usize)) else {
+                let (Some(room), Some(n)) = (rooms.get_mut(node.index()), self.nodes.get(node.index())) else {
                     return Err(format!("node {node} is not in the cluster"));
                 };
                 room.takes(p.requests, &p.selector)
@@ -279,8 +279,7 @@ impl Kubernetes {
         {
             return Ok(None); // its own requests are counted there already
         }
-        let (Some(room), Some(node)) = (rooms.get_mut(target.node as usize), self.nodes.get(target.node as usize))
-        else {
+        let (Some(room), Some(node)) = (rooms.get_mut(target.node.index()), self.nodes.get(target.node.index())) else {
             return Err(format!("node {} is not in the cluster", target.node));
         };
         room.takes(m.requests, &m.selector).map_err(|why| format!("node {}: {why}", node.name))?;
@@ -459,7 +458,7 @@ impl Kubernetes {
         let Some(first) = failed.next() else { return };
         let more = failed.count();
         tracing::warn!(
-            job = first.job,
+            job = %first.job,
             why = %first.reason,
             more,
             "the default placement could not bind these pods; they stay queued (a bind the apiserver did not answer is tried again with backoff)"
@@ -506,7 +505,7 @@ impl Kubernetes {
         m: Option<u64>,
         state: &JobState,
     ) -> Result<Ask, String> {
-        let capacity = self.nodes.get(state.node as usize).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
+        let capacity = self.nodes.get(state.node.index()).map_or((0, 0), |n| (n.cpu_millicores, n.memory_bytes));
         let all = match resource {
             Resource::Cpu => capacity.0,
             Resource::Memory => capacity.1,
@@ -532,7 +531,7 @@ impl Kubernetes {
         let [target] = placement.nodes.as_slice() else {
             return Err("a pod runs on one node: place it on one (Kubernetes cannot split it)".into());
         };
-        let node = self.nodes.get(target.node as usize).ok_or(format!("node {} is not in the cluster", target.node))?;
+        let node = self.nodes.get(target.node.index()).ok_or(format!("node {} is not in the cluster", target.node))?;
         let (node_name, node, gpus) = (node.name.clone(), target.node, target.gpus.clone());
         Ok(Box::pin(async move {
             let PodRef { api, name, limit, gate } = to;
@@ -543,7 +542,7 @@ impl Kubernetes {
 
     /// Where a preemption (nowhere: it waits again), a migration or a resize takes a running
     /// pod: a Ready node, and another one unless it is resized there.
-    fn copy_target(&self, kind: &wit::ActionKind, state: &JobState) -> Result<Option<(u32, String)>, String> {
+    fn copy_target(&self, kind: &wit::ActionKind, state: &JobState) -> Result<Option<(NodeId, String)>, String> {
         let to = match kind {
             wit::ActionKind::Migrate(to) => *to,
             wit::ActionKind::Resize(_) if !state.is_running() => {
@@ -562,7 +561,7 @@ impl Kubernetes {
             _ => return Ok(None),
         };
         let resizes = matches!(kind, wit::ActionKind::Resize(_));
-        match self.nodes.get(to as usize) {
+        match self.nodes.get(to.index()) {
             Some(n) if n.ready && (to != state.node || resizes) => Ok(Some((to, n.name.clone()))),
             Some(n) if n.ready => Err(format!("the pod already runs on node {}", n.name)),
             Some(n) => Err(format!("node {} is NotReady", n.name)),
@@ -641,7 +640,7 @@ impl Kubernetes {
     }
 
     /// Put what the action on pod `uid` did into the world and the books.
-    fn took_effect(&mut self, uid: &Arc<str>, job: u32, mut effect: Effect, world: &mut World) {
+    fn took_effect(&mut self, uid: &Arc<str>, job: JobId, mut effect: Effect, world: &mut World) {
         if self.group_took_effect(uid, job, &effect, world) {
             return;
         }
@@ -651,18 +650,18 @@ impl Kubernetes {
             Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.job.refused, m.retry) = (None, None);
-                tracing::debug!(job, pod = %m.name, node = %self.nodes[*node as usize].name, ?gpus, "bound");
+                tracing::debug!(%job, pod = %m.name, node = %self.nodes[node.index()].name, ?gpus, "bound");
             }
             Effect::Moved { node, gpus, copy, resized } => {
                 let Some(mut m) = self.hand_over(uid, world) else { return };
-                let to = &self.nodes[*node as usize].name;
+                let to = &self.nodes[node.index()].name;
                 match resized {
                     Some(batch_size) => {
-                        tracing::info!(job, from = %m.name, to = %copy.name, node = %to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
+                        tracing::info!(%job, from = %m.name, to = %copy.name, node = %to, ?gpus, ?batch_size, "resized: re-created from its checkpoint");
                         m.job.gpus_asked = gpus.len() as u32;
                     }
                     None => {
-                        tracing::info!(job, from = %m.name, to = %copy.name, node = %to, "migrated: re-created from its checkpoint");
+                        tracing::info!(%job, from = %m.name, to = %copy.name, node = %to, "migrated: re-created from its checkpoint");
                         *gpus = world.gpus_after_migration(job, *node);
                     }
                 }
@@ -670,12 +669,12 @@ impl Kubernetes {
             }
             Effect::Requeued { copy } => {
                 let Some(m) = self.hand_over(uid, world) else { return };
-                tracing::info!(job, from = %m.name, to = %copy.name, "preempted: waits unbound with its checkpoint");
+                tracing::info!(%job, from = %m.name, to = %copy.name, "preempted: waits unbound with its checkpoint");
                 self.resume(copy, m);
             }
             Effect::Removed => {
                 if let Some(m) = self.unmanage(uid) {
-                    tracing::info!(job, pod = %m.name, "deleted a queued pod");
+                    tracing::info!(%job, pod = %m.name, "deleted a queued pod");
                 }
             }
         }

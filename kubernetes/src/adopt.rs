@@ -10,12 +10,11 @@ use wasmsched_core::bindings::wit;
 use wasmsched_core::declare::Declared;
 use wasmsched_core::live::carried::{arrived_unix_ms, attained, unix_ms_of, wait_reason};
 use wasmsched_core::live::{self, unix_ms};
-use wasmsched_core::world::{GpuSlot, World};
+use wasmsched_core::world::{GpuSlot, JobId, NodeId, World};
 use wasmsched_rules::GpuBook;
 
 use super::follow::Streams;
-use super::pod;
-use super::{Kubernetes, Managed};
+use super::{Kubernetes, Managed, pod};
 
 /// What a pod brings when the host starts to manage it, on the backend's clock from `origin`
 /// (Unix ms).
@@ -66,10 +65,10 @@ impl Kubernetes {
         }
         let spec = declared.spec.clone();
         let handle = match node {
-            Some(i) => world.add_job(spec, i as u32),
+            Some(i) => world.add_job(spec, NodeId(i as u32)),
             None => world.enqueue_job(spec),
         };
-        let gpus = node.map_or_else(Vec::new, |i| free_slots(book, i as u32, declared.spec.gpus, handle));
+        let gpus = node.map_or_else(Vec::new, |i| free_slots(book, NodeId(i as u32), declared.spec.gpus, handle));
         let (run_ms, gpu_ms) = attained(&pod::keys(p), started_unix_ms.filter(|_| node.is_some()), now, gpus.len());
         if let Some(state) = world.state_mut(handle) {
             if node.is_none() {
@@ -89,7 +88,7 @@ impl Kubernetes {
             )
         };
         let uid: Arc<str> = Arc::from(uid);
-        tracing::debug!(job = handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
+        tracing::debug!(job = %handle, pod = %pod_name, queued = node.is_none(), "managing a new pod");
         self.manage(uid.clone(), m);
         self.read_progress(&uid, p, streams);
     }
@@ -97,7 +96,7 @@ impl Kubernetes {
 
 /// The first `count` free GPUs of node `node` in `book`, as world slots, taken there for job
 /// `handle` (the host's bookkeeping: the device plugin chooses the devices).
-pub(super) fn free_slots(book: &mut GpuBook, node: u32, count: u32, handle: u32) -> Vec<GpuSlot> {
+pub(super) fn free_slots(book: &mut GpuBook, node: NodeId, count: u32, handle: JobId) -> Vec<GpuSlot> {
     let free: Vec<u32> = book.free_on(node).take(count as usize).collect();
     for &index in &free {
         book.hold(node, index, handle);
@@ -151,10 +150,10 @@ mod tests {
     #[test]
     fn free_slots_takes_the_lowest_free_gpus_for_the_job() {
         let mut book = GpuBook::new([4]);
-        book.hold(0, 0, 9);
-        let slots = free_slots(&mut book, 0, 2, 7);
-        assert_eq!(slots, [GpuSlot { node: 0, index: 1 }, GpuSlot { node: 0, index: 2 }]);
-        assert_eq!(book.holders(0, 1), [7]);
-        assert_eq!(book.free_count(0), 1);
+        book.hold(NodeId(0), 0, JobId(9));
+        let slots = free_slots(&mut book, NodeId(0), 2, JobId(7));
+        assert_eq!(slots, [GpuSlot { node: NodeId(0), index: 1 }, GpuSlot { node: NodeId(0), index: 2 }]);
+        assert_eq!(book.holders(NodeId(0), 1), [7]);
+        assert_eq!(book.free_count(NodeId(0)), 1);
     }
 }

@@ -20,7 +20,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, carried, unix_ms};
-use wasmsched_core::world::{GpuSlot, JobState, World};
+use wasmsched_core::world::{GpuSlot, JobId, JobState, NodeId, World};
 use wasmsched_rules::{GpuBook, NodePlacement};
 
 use crate::actions::{Ask, Effect, Failure, Flight, Freeing, Frees, PodCopy, PodRef, bind, gone};
@@ -124,7 +124,7 @@ impl Kubernetes {
                     // It lost a pod while it ran: the rest are taken back and it waits whole again.
                     let m = self.unmanage(&entry).expect("just found");
                     world.remove_job(m.job.handle);
-                    tracing::warn!(group = %key.name, job = m.job.handle, bound, size, "a running pod group lost a pod: taking back the rest; it waits until it is whole again");
+                    tracing::warn!(group = %key.name, job = %m.job.handle, bound, size, "a running pod group lost a pod: taking back the rest; it waits until it is whole again");
                     self.take_back(&key, &pods, world);
                 }
                 Some(true) => {
@@ -140,7 +140,7 @@ impl Kubernetes {
                 Some(false) if members.len() < size as usize => {
                     let m = self.unmanage(&entry).expect("just found");
                     world.remove_job(m.job.handle);
-                    tracing::info!(group = %key.name, job = m.job.handle, "a queued pod group lost a pod; it waits until it is whole again");
+                    tracing::info!(group = %key.name, job = %m.job.handle, "a queued pod group lost a pod; it waits until it is whole again");
                     self.hold_short(&key, members.len(), size);
                 }
                 Some(false) => {
@@ -179,7 +179,7 @@ impl Kubernetes {
     /// A group's pod as a member.
     fn member(&self, uid: &str, p: &Pod, stand: &Stand) -> Member {
         let node = match stand {
-            Stand::Bound(n) => self.node_index(n).map(|i| i as u32),
+            Stand::Bound(n) => self.node_index(n).map(|i| NodeId(i as u32)),
             _ => None,
         };
         Member {
@@ -211,7 +211,7 @@ impl Kubernetes {
         let (handle, node) = (m.job.handle, m.gang.as_ref().and_then(|g| g.members.first()?.node));
         let version = leader.metadata.resource_version.clone();
         if m.version != version {
-            self.read_limits(handle, leader, node.map(|n| n as usize), world);
+            self.read_limits(handle, leader, node.map(|n| n.index()), world);
             if let Some(m) = self.jobs.get_mut(entry) {
                 m.version = version;
             }
@@ -264,7 +264,7 @@ impl Kubernetes {
         spec.requests = wasmsched_core::bindings::wit::Resources { cpu_millicores: most.0, memory_bytes: most.1 };
         let running = members.iter().all(|m| m.node.is_some());
         let handle = if running {
-            world.add_job(declared.spec.clone(), members[0].node.unwrap_or(0))
+            world.add_job(declared.spec.clone(), members[0].node.unwrap_or_default())
         } else {
             world.enqueue_job(declared.spec.clone())
         };
@@ -272,7 +272,7 @@ impl Kubernetes {
         if running {
             let gpus: Vec<GpuSlot> = members
                 .iter()
-                .flat_map(|m| crate::adopt::free_slots(book, m.node.unwrap_or(0), m.gpus, handle))
+                .flat_map(|m| crate::adopt::free_slots(book, m.node.unwrap_or_default(), m.gpus, handle))
                 .collect();
             let started = leader
                 .status
@@ -296,7 +296,7 @@ impl Kubernetes {
             gang: Some(Gang { key: key.clone(), size, members, seen }),
             ..Managed::new(live::Job::new(handle, &declared, arrived_unix_ms), name, requests, selector)
         };
-        tracing::debug!(group = %key.name, job = handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
+        tracing::debug!(group = %key.name, job = %handle, pods = n, gpus = per * n, running, "managing a pod group as one job");
         self.manage(entry.clone(), m);
         self.refresh_leader(&entry, pods, world, streams);
     }
@@ -316,7 +316,7 @@ impl Kubernetes {
         }
         self.taken.extend(bound.iter().filter_map(|p| p.metadata.uid.clone()));
         let uids = bound.iter().filter_map(|p| p.metadata.uid.as_deref().map(Arc::from)).collect();
-        let job = self.jobs.get(&key.entry()).map_or(u32::MAX, |m| m.job.handle);
+        let job = self.jobs.get(&key.entry()).map_or(JobId(u32::MAX), |m| m.job.handle);
         let service = world.state(job).map_or((0, 0), |s| (s.run_ms, s.gpu_ms));
         let task = self.take_back_task(bound, false, service, unix_ms(), None);
         self.flight.push(Flight::group(job, key.entry(), uids, By::Backend, self.rt.spawn(task)));
@@ -366,7 +366,7 @@ impl Kubernetes {
         for (member, &NodePlacement { node, .. }) in g.members.iter().zip(&pieces) {
             let p = self.pods.get(&ObjectRef::new(&member.name).within(&self.config.namespace));
             let p = p.ok_or_else(|| format!("pod {} of the group is gone", member.name))?;
-            let n = self.nodes.get(node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+            let n = self.nodes.get(node.index()).ok_or(format!("node {node} is not in the cluster"))?;
             if !n.ready {
                 return Err(format!("node {} is NotReady", n.name));
             }
@@ -491,7 +491,7 @@ impl Kubernetes {
     }
 
     /// Set the nodes of group `entry`'s pods, piece by piece (None: unbound).
-    pub(crate) fn set_spread(&mut self, entry: &Arc<str>, spread: Option<&[u32]>) {
+    pub(crate) fn set_spread(&mut self, entry: &Arc<str>, spread: Option<&[NodeId]>) {
         let Some(g) = self.jobs.get_mut(entry).and_then(|m| m.gang.as_mut()) else { return };
         for (i, m) in g.members.iter_mut().enumerate() {
             m.node = spread.and_then(|s| s.get(i).copied());
@@ -500,17 +500,23 @@ impl Kubernetes {
 
     /// What an action on group `entry` did, into the world and the books; false when `entry`
     /// is not a group's.
-    pub(crate) fn group_took_effect(&mut self, entry: &Arc<str>, job: u32, effect: &Effect, world: &mut World) -> bool {
+    pub(crate) fn group_took_effect(
+        &mut self,
+        entry: &Arc<str>,
+        job: JobId,
+        effect: &Effect,
+        world: &mut World,
+    ) -> bool {
         let Some(m) = self.jobs.get_mut(entry).filter(|m| m.gang.is_some()) else {
             return entry.starts_with("group/");
         };
         match effect {
             Effect::StartedSpread { .. } => {
                 (m.job.refused, m.retry) = (None, None);
-                tracing::debug!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "bound every pod of the group");
+                tracing::debug!(%job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "bound every pod of the group");
             }
             Effect::Requeued { .. } => {
-                tracing::info!(job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "preempted: every pod of the group waits unbound with its checkpoint");
+                tracing::info!(%job, group = %m.gang.as_ref().map_or("", |g| &g.key.name), "preempted: every pod of the group waits unbound with its checkpoint");
                 self.set_spread(entry, None);
             }
             Effect::MovedSpread { copies, resized, gpus, .. } => {
@@ -524,7 +530,7 @@ impl Kubernetes {
                 let (name, before) = m.gang.as_ref().map_or_else(Default::default, |g| (g.key.name.clone(), g.size));
                 self.reshaped(entry, copies, gpus.len());
                 let what = if resized.is_some() { "resized" } else { "moved" };
-                tracing::info!(job, group = %name, pods = copies.len(), before, gpus = gpus.len(), "{what}: every pod of the group re-created from its checkpoint");
+                tracing::info!(%job, group = %name, pods = copies.len(), before, gpus = gpus.len(), "{what}: every pod of the group re-created from its checkpoint");
             }
             Effect::Removed => {
                 self.unmanage(entry);

@@ -29,12 +29,12 @@ use std::sync::{Arc, Mutex};
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use wasmsched_core::bindings::wit;
+use wasmsched_core::world::NodeId;
 use wasmsched_rules::NodePlacement;
 
 use crate::pod::KUEUE_TOTAL;
@@ -259,7 +259,7 @@ pub struct Member {
     /// The GPUs it asks for.
     pub gpus: u32,
     /// The node it is bound to, by handle.
-    pub node: Option<u32>,
+    pub node: Option<NodeId>,
     /// Its last cumulative CPU sample (core-ns, Unix ns), once measured.
     pub last_cpu: Option<(u64, u64)>,
     /// Its CPU (millicores) and memory (bytes) use, as last measured.
@@ -303,7 +303,7 @@ pub fn deal(
     placement: &wit::Placement,
     members: &[Member],
     elastic: bool,
-    mut room: impl FnMut(u32, usize) -> Result<(), String>,
+    mut room: impl FnMut(NodeId, usize) -> Result<(), String>,
 ) -> Result<Pieces, String> {
     let per = members.first().map_or(0, |m| m.gpus);
     let n = members.len();
@@ -425,8 +425,7 @@ mod tests {
     }
 
     fn at(entries: &[(u32, &[u32])]) -> wit::Placement {
-        let nodes =
-            entries.iter().map(|(node, gpus)| wit::NodePlacement { node: *node, gpus: gpus.to_vec() }).collect();
+        let nodes = entries.iter().map(|(node, gpus)| wit::NodePlacement::new(*node, *gpus)).collect();
         wit::Placement { nodes, share: false }
     }
 
@@ -510,7 +509,7 @@ mod tests {
         // Each new piece's room is asked for too.
         let mut asked = Vec::new();
         deal(&at(&[(0, &[0, 1, 2, 3, 4, 5])]), &members, true, |n, i| {
-            asked.push((n, i));
+            asked.push((n.0, i));
             Ok(())
         })
         .unwrap();
@@ -536,8 +535,8 @@ mod tests {
     fn cpu_pieces_fill_the_nodes_named_in_order_as_their_room_allows() {
         let members: Vec<Member> = (0..3).map(|i| member(i, 0)).collect();
         let mut left = BTreeMap::from([(4, 2), (7, 5)]);
-        let room = |node: u32, _| {
-            let l = left.get_mut(&node).unwrap();
+        let room = |node: NodeId, _| {
+            let l = left.get_mut(&node.0).unwrap();
             if *l == 0 {
                 return Err(format!("node {node} is full"));
             }

@@ -84,9 +84,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
@@ -96,7 +95,7 @@ use wasmsched_core::backend::{
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, Clock, Logged, progress};
 use wasmsched_core::replicas::{Checkpoint, Leadership, Replicas};
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, World};
 
 pub use wasmsched_core::live::DEFAULT_SELECTOR;
 
@@ -374,7 +373,7 @@ pub struct Kubernetes {
     /// By pod uid.
     jobs: BTreeMap<Arc<str>, Managed>,
     /// Pod uids by job handle.
-    uids: HashMap<u32, Arc<str>>,
+    uids: HashMap<JobId, Arc<str>>,
     inbox: progress::Inbox,
     clock: Clock,
     /// Causes already logged, so each is logged once.
@@ -488,7 +487,7 @@ impl Kubernetes {
     }
 
     /// The managed pod `handle`, by uid.
-    fn uid_of(&self, handle: u32) -> Option<Arc<str>> {
+    fn uid_of(&self, handle: JobId) -> Option<Arc<str>> {
         self.uids.get(&handle).cloned()
     }
 
@@ -565,11 +564,11 @@ impl Backend for Kubernetes {
 }
 
 impl DefaultPlacement for Kubernetes {
-    fn startable(&self, world: &World) -> Vec<u32> {
+    fn startable(&self, world: &World) -> Vec<JobId> {
         Kubernetes::startable(self, world)
     }
 
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+    fn rescue(&mut self, jobs: &[JobId], world: &mut World) -> Vec<JobId> {
         if !self.apiserver_up() || !self.leads() {
             return Vec::new();
         }

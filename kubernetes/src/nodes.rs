@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use wasmsched_core::bindings::wit;
-use wasmsched_core::world::World;
+use wasmsched_core::world::{NodeId, World};
 
 use super::pod::{self, NodeFacts};
 use super::{Kubernetes, NodeEntry};
@@ -87,8 +87,8 @@ impl Kubernetes {
             };
             // Only nodes whose resource version moved are here: their description is sent
             // again when any of it changed (the world ignores an equal one).
-            world.set_node(i as u32, node);
-            world.set_node_down(i as u32, !facts.ready);
+            world.set_node(NodeId(i as u32), node);
+            world.set_node_down(NodeId(i as u32), !facts.ready);
             let name = facts.name.clone();
             match self.nodes[i].take(facts, version) {
                 Some(true) => {

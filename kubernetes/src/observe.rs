@@ -17,7 +17,7 @@ use super::pod::{self, Stand};
 use super::{Kubernetes, lease, within};
 use wasmsched_core::live::carried::{REPLACES, batch_in_force};
 use wasmsched_core::live::progress;
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, NodeId, World};
 
 impl Kubernetes {
     pub(super) fn observe_at(&mut self, world: &mut World, until_ms: u64) {
@@ -72,7 +72,7 @@ impl Kubernetes {
         self.deliver_progress(world, until_ms);
         for uid in gone {
             if let Some(m) = self.unmanage(&uid) {
-                tracing::info!(job = m.job.handle, pod = %m.name, "pod ended or was deleted");
+                tracing::info!(job = %m.job.handle, pod = %m.name, "pod ended or was deleted");
                 world.remove_job(m.job.handle);
             }
         }
@@ -167,9 +167,9 @@ impl Kubernetes {
             if let Some(i) = node_index
                 && world.state(handle).is_some_and(|s| !s.is_running())
             {
-                let gpus = free_slots(&mut book, i as u32, m.job.gpus_asked, handle);
-                world.start_job(handle, i as u32, gpus);
-                tracing::debug!(job = handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
+                let gpus = free_slots(&mut book, NodeId(i as u32), m.job.gpus_asked, handle);
+                world.start_job(handle, NodeId(i as u32), gpus);
+                tracing::debug!(job = %handle, pod = %m.name, node = %self.nodes[i].name, "a queued pod was bound");
             }
             // A pod unchanged since the last observation has nothing new to read but its log.
             let version = p.metadata.resource_version.as_deref();
@@ -216,7 +216,7 @@ impl Kubernetes {
     /// The limits in the pod's spec, in the world (a lifted limit is the node's allocatable),
     /// and the batch size in force its `wasmsched.batch-size-in-force` annotation carries (a
     /// resize writes it; without it the job's is the least of its declared range).
-    pub(super) fn read_limits(&self, handle: u32, p: &Pod, node: Option<usize>, world: &mut World) {
+    pub(super) fn read_limits(&self, handle: JobId, p: &Pod, node: Option<usize>, world: &mut World) {
         let (cpu, memory) = pod::limits(p);
         let (all_cpu, all_memory) = node.map_or((u64::MAX, u64::MAX), |i| {
             let n = &self.nodes[i];

@@ -11,11 +11,11 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use wasmsched_core::world::{JobId, NodeId, World};
 use wasmsched_rules::{GpuBook, Ledger, NodePlacement};
 
 use super::{By, Kubernetes};
 use wasmsched_core::live::queue::{self, Eligible, Turn};
-use wasmsched_core::world::World;
 
 /// What a queued pod asks of a node beyond GPUs: CPU (millicores) and memory (bytes) requested,
 /// and the labels its node must carry (its node selector).
@@ -96,7 +96,7 @@ struct Rooms {
     /// Whether some node could ever hold a pod of this shape.
     ever: HashMap<Shape, bool>,
     /// The nodes of the last group fitted, piece by piece.
-    pieces: Vec<u32>,
+    pieces: Vec<NodeId>,
     /// The cluster empty (every node's whole allocatable, every GPU free), once a group asks
     /// whether it could ever fit.
     empty: Option<(Vec<Room>, GpuBook)>,
@@ -111,13 +111,14 @@ fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: us
     for (ask, gpus) in pieces {
         let node = (from..rooms.len()).find(|&i| {
             let (room, used) = taken.get(&i).map_or((&rooms[i], 0), |(r, u)| (r, *u));
-            book.free_count(i as u32).saturating_sub(used) >= *gpus && room.takes(ask.requests, &ask.selector).is_ok()
+            book.free_count(NodeId(i as u32)).saturating_sub(used) >= *gpus
+                && room.takes(ask.requests, &ask.selector).is_ok()
         })?;
         let (room, used) = taken.entry(node).or_insert_with(|| (rooms[node].clone(), 0));
         room.take(ask.requests);
         placed.push(NodePlacement {
-            node: node as u32,
-            gpus: book.free_on(node as u32).skip(*used as usize).take(*gpus as usize).collect(),
+            node: NodeId(node as u32),
+            gpus: book.free_on(NodeId(node as u32)).skip(*used as usize).take(*gpus as usize).collect(),
         });
         *used += gpus;
     }
@@ -156,7 +157,7 @@ impl Eligible<PodAsk> for Rooms {
                     .iter()
                     .map(|r| Room { cpu: r.all.0, memory: r.all.1, pods: u64::MAX, ready: true, ..r.clone() })
                     .collect();
-                (empty, GpuBook::new((0..book.node_count()).map(|n| book.gpus_on(n).unwrap_or(0))))
+                (empty, GpuBook::new((0..book.node_count()).map(|n| book.gpus_on(NodeId(n)).unwrap_or(0))))
             });
             return fit_pieces(empty, all_free, pieces, 0).is_some();
         }
@@ -172,9 +173,9 @@ impl Eligible<PodAsk> for Rooms {
         })
     }
 
-    fn now(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Vec<u32> {
+    fn now(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Vec<NodeId> {
         let fits = |r: &Room, i: usize, requests, gpus, selector| {
-            gpus <= book.free_count(i as u32) && r.takes(requests, selector).is_ok()
+            gpus <= book.free_count(NodeId(i as u32)) && r.takes(requests, selector).is_ok()
         };
         // Resources alone (not labels) pass a node over for good: another pod may select it.
         let (cpu, memory, gpus) = self.least[k];
@@ -184,7 +185,7 @@ impl Eligible<PodAsk> for Rooms {
         }
         let found =
             (self.start..self.rooms.len()).find(|&i| fits(&self.rooms[i], i, w.ask.requests, w.gpus, &w.ask.selector));
-        found.map(|i| vec![i as u32]).unwrap_or_default()
+        found.map(|i| vec![NodeId(i as u32)]).unwrap_or_default()
     }
 
     fn fit(&mut self, k: usize, w: &Waiting, book: &GpuBook) -> Option<Vec<NodePlacement>> {
@@ -206,10 +207,10 @@ impl Eligible<PodAsk> for Rooms {
         match &w.ask.group {
             Some(pieces) => {
                 for ((ask, _), node) in pieces.iter().zip(std::mem::take(&mut self.pieces)) {
-                    self.rooms[node as usize].take(ask.requests);
+                    self.rooms[node.index()].take(ask.requests);
                 }
             }
-            None => self.rooms[placed[0].node as usize].take(w.ask.requests),
+            None => self.rooms[placed[0].node.index()].take(w.ask.requests),
         }
     }
 }
@@ -223,9 +224,9 @@ fn first_fit(waiting: Vec<Waiting>, rooms: Vec<Room>, book: GpuBook, ledger: Led
 impl Kubernetes {
     /// The default placement's turns now: the queued pods (of `only`, when given), strict first
     /// come, first served, over the Ready nodes' room and the free GPUs.
-    fn turns(&self, world: &World, only: Option<&[u32]>) -> Vec<Turn> {
+    fn turns(&self, world: &World, only: Option<&[JobId]>) -> Vec<Turn> {
         let now = std::time::Instant::now();
-        let only: Option<HashSet<u32>> = only.map(|o| o.iter().copied().collect());
+        let only: Option<HashSet<JobId>> = only.map(|o| o.iter().copied().collect());
         let waiting: Vec<Waiting> = self
             .jobs
             .values()
@@ -286,13 +287,13 @@ impl Kubernetes {
                 // A group's pods, each on its own node.
                 Some(g) => {
                     for p in &g.members {
-                        if let Some(room) = p.node.and_then(|n| rooms.get_mut(n as usize)) {
+                        if let Some(room) = p.node.and_then(|n| rooms.get_mut(n.index())) {
                             room.take(p.requests);
                         }
                     }
                 }
                 None => {
-                    if let Some(room) = rooms.get_mut(s.node as usize) {
+                    if let Some(room) = rooms.get_mut(s.node.index()) {
                         room.take(m.requests);
                     }
                 }
@@ -303,7 +304,7 @@ impl Kubernetes {
 
     /// The queued pods the default placement would bind now, in its order (none while the
     /// apiserver does not answer).
-    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
+    pub(super) fn startable(&self, world: &World) -> Vec<JobId> {
         if !self.apiserver_up() {
             return Vec::new();
         }
@@ -312,7 +313,7 @@ impl Kubernetes {
 
     /// Bind what the default placement binds now (of `only`, when given). Returns the jobs
     /// bound.
-    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[u32]>) -> Vec<u32> {
+    pub(super) fn place_queued(&mut self, world: &mut World, only: Option<&[JobId]>) -> Vec<JobId> {
         let (actions, never) = queue::placements(self.turns(world, only));
         for handle in never {
             let name = world.spec(handle).map_or_else(|| handle.to_string(), |s| s.name.clone());
@@ -342,7 +343,7 @@ mod tests {
 
     fn job(handle: u32, cpu: u64, gpus: u32, arrived: u64) -> Waiting {
         let ask = PodAsk { requests: (cpu, 0), selector: Arc::default(), group: None };
-        Waiting { handle, gpus, arrived_unix_ms: arrived, tenant: 0, ask }
+        Waiting { handle: JobId(handle), gpus, arrived_unix_ms: arrived, tenant: 0, ask }
     }
 
     fn room(cpu: u64, gpus: u32, ready: bool) -> Room {
@@ -362,8 +363,8 @@ mod tests {
         assert_eq!(
             turns,
             [
-                Turn::Start { handle: 1, nodes: vec![NodePlacement::new(0, [0])] },
-                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(1, [])] }
+                Turn::Start { handle: JobId(1), nodes: vec![NodePlacement::new(0, [0])] },
+                Turn::Start { handle: JobId(2), nodes: vec![NodePlacement::new(1, [])] }
             ]
         );
     }
@@ -385,8 +386,8 @@ mod tests {
         let nodes: Vec<(u32, u32)> = turns
             .iter()
             .map(|t| match t {
-                Turn::Start { handle, nodes } => (*handle, nodes[0].node),
-                Turn::Never { handle } => (*handle, u32::MAX),
+                Turn::Start { handle, nodes } => (handle.0, nodes[0].node.0),
+                Turn::Never { handle } => (handle.0, u32::MAX),
             })
             .collect();
         assert_eq!(nodes, [(1, 0), (2, 0), (3, 2), (4, 1)]);
@@ -416,10 +417,10 @@ mod tests {
         assert_eq!(
             turns,
             [
-                Turn::Start { handle: 1, nodes: vec![NodePlacement::new(1, [])] },
-                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(0, [])] },
-                Turn::Start { handle: 3, nodes: vec![NodePlacement::new(1, [])] },
-                Turn::Never { handle: 4 },
+                Turn::Start { handle: JobId(1), nodes: vec![NodePlacement::new(1, [])] },
+                Turn::Start { handle: JobId(2), nodes: vec![NodePlacement::new(0, [])] },
+                Turn::Start { handle: JobId(3), nodes: vec![NodePlacement::new(1, [])] },
+                Turn::Never { handle: JobId(4) },
             ],
             "node 0 takes one pod; only node 1 carries the label"
         );
@@ -435,7 +436,10 @@ mod tests {
         let turns = first_fit(vec![job(1, 0, 4, 10), job(2, 0, 1, 20)], rooms.clone(), book(&rooms), Ledger::default());
         assert_eq!(
             turns,
-            [Turn::Never { handle: 1 }, Turn::Start { handle: 2, nodes: vec![NodePlacement::new(0, [0])] }]
+            [
+                Turn::Never { handle: JobId(1) },
+                Turn::Start { handle: JobId(2), nodes: vec![NodePlacement::new(0, [0])] }
+            ]
         );
     }
 }

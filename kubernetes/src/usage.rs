@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use wasmsched_core::world::World;
+use wasmsched_core::world::{NodeId, World};
 
 use super::{
     Kubernetes, STATS_EARLY, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, pod, stats, stats_backoff, within,
@@ -55,14 +55,14 @@ impl Kubernetes {
         for m in self.jobs.values() {
             let Some(s) = world.state(m.job.handle).filter(|s| s.is_running()) else { continue };
             // A group's pods are on nodes of their own.
-            let nodes: Vec<(u32, bool)> = match &m.gang {
+            let nodes: Vec<(NodeId, bool)> = match &m.gang {
                 Some(g) => g.members.iter().filter_map(|p| Some((p.node?, p.last_cpu.is_some()))).collect(),
                 None => vec![(s.node, m.cpu_measured)],
             };
             for (node, measured) in nodes {
-                if let Some(w) = wanted.get_mut(node as usize) {
+                if let Some(w) = wanted.get_mut(node.index()) {
                     *w = true;
-                    unmeasured[node as usize] += u32::from(!measured);
+                    unmeasured[node.index()] += u32::from(!measured);
                 }
             }
         }
@@ -181,7 +181,7 @@ impl Kubernetes {
             }
             node.stats = Some(route);
         }
-        let node_here = i as u32;
+        let node_here = NodeId(i as u32);
         // A group's pods, by uid: its entry and the pod's piece.
         let members: HashMap<Arc<str>, (Arc<str>, usize)> = self
             .jobs
@@ -198,7 +198,7 @@ impl Kubernetes {
             }
             let Some(m) = self.jobs.get_mut(uid.as_str()) else { continue };
             let Some(state) = world.state_mut(m.job.handle) else { continue };
-            if state.node as usize != i || !state.is_running() {
+            if state.node.index() != i || !state.is_running() {
                 continue;
             }
             if let Some(mc) = cpu_use(u.cpu, u.nano_cores, &mut m.last_cpu) {
@@ -225,7 +225,14 @@ impl Kubernetes {
 
     /// Group `entry`'s pod `i` on node `node` used `u`: its figures, and the group's use as its
     /// pods' together. True when its CPU was measured for the first time.
-    fn read_group_pod(&mut self, entry: &Arc<str>, i: usize, node: u32, u: &stats::PodUse, world: &mut World) -> bool {
+    fn read_group_pod(
+        &mut self,
+        entry: &Arc<str>,
+        i: usize,
+        node: NodeId,
+        u: &stats::PodUse,
+        world: &mut World,
+    ) -> bool {
         let Some(m) = self.jobs.get_mut(entry) else { return false };
         let Some(state) = world.state_mut(m.job.handle).filter(|s| s.is_running()) else { return false };
         let Some(g) = m.gang.as_mut() else { return false };

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::recording::RecordedTick;
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, NodeId, World};
 use wasmsched_loop::budget::BudgetConfig;
 use wasmsched_loop::record::{RecordError, read_recording};
 use wasmsched_sim::model::Model;
@@ -69,9 +69,9 @@ pub struct Stint {
     /// When it stopped, ms; the last tick seen while it still runs.
     pub to_ms: u64,
     /// Its node (its first, for a job over several).
-    pub node: u32,
+    pub node: NodeId,
     /// The node of each GPU it held.
-    pub gpu_nodes: Vec<u32>,
+    pub gpu_nodes: Vec<NodeId>,
     /// CPU it was seen to use, core-milliseconds (use at each tick × the time since the last;
     /// the last use seen until its end).
     pub cpu_core_ms: f64,
@@ -108,7 +108,7 @@ impl Stint {
 
     /// GPUs per node, as the throughput tables index them.
     pub fn shape(&self) -> Vec<u32> {
-        shape_of(self.gpu_nodes.iter().copied())
+        shape_of(self.gpu_nodes.iter().map(|n| n.0))
     }
 }
 
@@ -186,7 +186,7 @@ struct Reading {
     world: World,
     jobs: Vec<Trail>,
     /// A job's handle to its trail.
-    index: HashMap<u32, usize>,
+    index: HashMap<JobId, usize>,
     tenants: Vec<wit::Tenant>,
     last_ms: Option<u64>,
     policy: Option<String>,
@@ -260,7 +260,7 @@ impl Reading {
     }
 
     /// The jobs that left: each one's open stint closed at its end.
-    fn departures(&mut self, removed: &[u32], now: u64) {
+    fn departures(&mut self, removed: &[JobId], now: u64) {
         for h in removed {
             if let Some(&j) = self.index.get(h) {
                 let trail = &mut self.jobs[j];
@@ -286,13 +286,13 @@ impl Reading {
             let Some(&j) = self.index.get(&spec.handle) else { continue };
             let trail = &mut self.jobs[j];
             let running = state.is_running();
-            if running && let Some(here) = use_here.get_mut(state.node as usize) {
+            if running && let Some(here) = use_here.get_mut(state.node.index()) {
                 let most = trail.peak.0;
                 let unlimited = state.cpu_limit_millicores.is_none_or(|l| l >= most);
                 here.0 += state.cpu_used_millicores;
                 here.1 |= unlimited && (state.cpu_used_millicores as f64) < HELD_BACK * most as f64;
             }
-            let mut gpu_nodes: Vec<u32> = state.gpus.iter().map(|g| g.node).collect();
+            let mut gpu_nodes: Vec<NodeId> = state.gpus.iter().map(|g| g.node).collect();
             gpu_nodes.sort_unstable();
             let same = trail
                 .stints

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::declare::{OPT_OUT_LABEL, opted_out};
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, NodeId, World};
 use wasmsched_runtime::validate::{self, Rejection};
 
 /// Whether an action disrupts its job: ends it, or restarts it from its checkpoint.
@@ -111,9 +111,9 @@ pub struct BudgetCounters {
 pub struct Budget {
     config: BudgetConfig,
     /// Admitted disruptions in the window: when, and the nodes the job ran on.
-    recent: VecDeque<(u64, Vec<u32>)>,
+    recent: VecDeque<(u64, Vec<NodeId>)>,
     /// Each job's last admitted disruption.
-    last: HashMap<u32, u64>,
+    last: HashMap<JobId, u64>,
     counters: BudgetCounters,
     /// Whether a `set-gpu-share` restarts its job on this backend.
     share_restarts: bool,
@@ -199,7 +199,7 @@ impl Budget {
     }
 
     /// Why `action`, on a job running on `nodes`, is over budget at `now`, if it is.
-    fn problem(&self, action: &wit::Action, nodes: &[u32], world: &World, now: u64) -> Option<String> {
+    fn problem(&self, action: &wit::Action, nodes: &[NodeId], world: &World, now: u64) -> Option<String> {
         let c = &self.config;
         if world.spec(action.job).is_some_and(opted_out) {
             return Some(format!("job {} opted out of disruption ({OPT_OUT_LABEL}=false)", action.job));
@@ -240,9 +240,9 @@ impl Budget {
 }
 
 /// The nodes a job runs on (none while it waits), each once.
-fn nodes_of(world: &World, job: u32) -> Vec<u32> {
+fn nodes_of(world: &World, job: JobId) -> Vec<NodeId> {
     let Some(state) = world.state(job).filter(|s| s.is_running()) else { return Vec::new() };
-    let mut nodes: Vec<u32> = std::iter::once(state.node).chain(state.gpus.iter().map(|g| g.node)).collect();
+    let mut nodes: Vec<NodeId> = std::iter::once(state.node).chain(state.gpus.iter().map(|g| g.node)).collect();
     nodes.sort_unstable();
     nodes.dedup();
     nodes
@@ -253,7 +253,7 @@ mod tests {
     use super::*;
     use wasmsched_core::world::sample;
 
-    fn act(job: u32, kind: ActionKind) -> wit::Action {
+    fn act(job: JobId, kind: ActionKind) -> wit::Action {
         wit::Action { job, kind, reason: "test".into() }
     }
 
@@ -276,7 +276,7 @@ mod tests {
     fn a_gpu_share_is_a_disruption_where_the_backend_restarts_the_job_for_it() {
         let world = at(sample::world(2, 4, 0), 100);
         let share = |job| act(job, ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 50 }));
-        let shares: Vec<_> = (0..4).map(share).collect();
+        let shares: Vec<_> = (0..4).map(JobId).map(share).collect();
         let (kept, refused) = Budget::new(tight()).admit(shares.clone(), &world);
         assert_eq!((kept.len(), refused.len()), (4, 0), "where a share applies in place, it costs nothing");
         let mut b = Budget::new(BudgetConfig { max_per_node: 10, ..tight() }).share_restarts(true);
@@ -290,26 +290,28 @@ mod tests {
     fn the_cluster_wide_budget_refuses_disruptions_past_its_count_and_lets_the_rest_apply() {
         let world = at(sample::world(4, 8, 2), 100);
         let mut b = Budget::new(BudgetConfig { max_per_node: 10, ..tight() });
-        let actions: Vec<_> =
-            (0..6).map(|j| act(j, ActionKind::Stop)).chain([act(7, ActionKind::SetCpu(Some(500)))]).collect();
+        let actions: Vec<_> = (0..6)
+            .map(|j| act(JobId(j), ActionKind::Stop))
+            .chain([act(JobId(7), ActionKind::SetCpu(Some(500)))])
+            .collect();
         let (kept, refused) = b.admit(actions, &world);
         assert_eq!(kept.iter().map(|a| a.job).collect::<Vec<_>>(), [0, 1, 2, 7]);
         assert_eq!(refused.len(), 3);
         assert!(refused[0].reason.contains("budget.max-per-window is 3"), "{}", refused[0].reason);
         assert_eq!(b.counters(), BudgetCounters { disruptions: 3, refused: 3 });
         // A window later the budget is whole again.
-        let (kept, refused) = b.admit(vec![act(3, ActionKind::Stop)], &at(sample::world(4, 8, 2), 160));
+        let (kept, refused) = b.admit(vec![act(JobId(3), ActionKind::Stop)], &at(sample::world(4, 8, 2), 160));
         assert_eq!((kept.len(), refused.len()), (1, 0));
     }
 
     #[test]
     fn the_per_node_budget_counts_the_nodes_the_job_ran_on() {
         let world = at(sample::world(2, 8, 2), 10);
-        let on = |node: u32| (0..8).filter(|&j| world.state(j).unwrap().node == node).collect::<Vec<u32>>();
+        let on = |node: u32| (0..8).filter(|&j| world.state(JobId(j)).unwrap().node == node).collect::<Vec<u32>>();
         let (first, second) = (on(0), on(1));
         assert!(first.len() >= 3 && !second.is_empty(), "the sample spreads jobs over both nodes");
         let mut b = Budget::new(BudgetConfig { max_per_window: 10, ..tight() });
-        let actions = first.iter().take(3).chain(&second[..1]).map(|&j| act(j, ActionKind::Preempt)).collect();
+        let actions = first.iter().take(3).chain(&second[..1]).map(|&j| act(JobId(j), ActionKind::Preempt)).collect();
         let (kept, refused) = b.admit(actions, &world);
         assert_eq!(kept.len(), 3, "two on node 0, one on node 1");
         assert_eq!(refused[0].action.job, first[2]);
@@ -323,7 +325,7 @@ mod tests {
     #[test]
     fn a_job_is_left_alone_for_its_minimum_interval_after_a_disruption() {
         let mut b = Budget::new(tight());
-        let migrate = || vec![act(1, ActionKind::Migrate(0))];
+        let migrate = || vec![act(JobId(1), ActionKind::Migrate(NodeId(0)))];
         assert_eq!(b.admit(migrate(), &at(sample::world(2, 3, 2), 0)).0.len(), 1);
         let (kept, refused) = b.admit(migrate(), &at(sample::world(2, 3, 2), 20));
         assert!(kept.is_empty());
@@ -340,17 +342,17 @@ mod tests {
         let mut world = sample::world(1, 1, 2);
         let mut spec = sample::job_spec(1);
         spec.labels.push((OPT_OUT_LABEL.into(), "False".into()));
-        let protected = world.add_job(spec, 0);
+        let protected = world.add_job(spec, NodeId(0));
         let mut b = Budget::new(BudgetConfig::default());
         let actions = vec![
             act(protected, ActionKind::Stop),
             act(protected, ActionKind::SetCpu(Some(700))),
-            act(0, ActionKind::Stop),
+            act(JobId(0), ActionKind::Stop),
         ];
         let (kept, refused) = b.admit(actions, &world);
         assert_eq!(
             kept.iter().map(|a| (a.job, disruptive(&a.kind))).collect::<Vec<_>>(),
-            [(protected, false), (0, true)]
+            [(protected, false), (JobId(0), true)]
         );
         assert!(refused[0].reason.contains("opted out"), "{}", refused[0].reason);
     }
@@ -359,13 +361,14 @@ mod tests {
     fn an_off_budget_admits_everything_but_what_opted_out() {
         let mut b = Budget::new(BudgetConfig::off());
         let world = sample::world(1, 20, 2);
-        let (kept, refused) = b.admit((0..20).map(|j| act(j, ActionKind::Stop)).collect(), &world);
+        let (kept, refused) = b.admit((0..20).map(|j| act(JobId(j), ActionKind::Stop)).collect(), &world);
         assert_eq!((kept.len(), refused.len()), (20, 0));
         let mut world = sample::world(1, 2, 0);
         let mut spec = sample::job_spec(2);
         spec.labels.push((OPT_OUT_LABEL.into(), "false".into()));
-        let protected = world.add_job(spec, 0);
-        let (kept, refused) = b.admit(vec![act(protected, ActionKind::Preempt), act(0, ActionKind::Stop)], &world);
+        let protected = world.add_job(spec, NodeId(0));
+        let (kept, refused) =
+            b.admit(vec![act(protected, ActionKind::Preempt), act(JobId(0), ActionKind::Stop)], &world);
         assert_eq!((kept.len(), refused.len()), (1, 1));
         assert!(refused[0].reason.contains("opted out"), "{}", refused[0].reason);
     }
@@ -375,11 +378,11 @@ mod tests {
         // One node with one GPU: a job holds it, another waits for it.
         let mut world = sample::with_queue(1, 0, 0, 2);
         let holder = world.enqueue_job(sample::job_spec(0));
-        assert!(world.start_job(holder, 0, vec![wasmsched_core::world::GpuSlot { node: 0, index: 0 }]));
+        assert!(world.start_job(holder, NodeId(0), vec![wasmsched_core::world::GpuSlot { node: NodeId(0), index: 0 }]));
         let mut spec = sample::job_spec(1);
         spec.gpus = 1;
         let waiting = world.enqueue_job(spec);
-        let place = wit::Placement { nodes: vec![wit::NodePlacement { node: 0, gpus: vec![0] }], share: false };
+        let place = wit::Placement { nodes: vec![wit::NodePlacement { node: NodeId(0), gpus: vec![0] }], share: false };
         let actions = vec![act(holder, ActionKind::Preempt), act(waiting, ActionKind::Place(place))];
         let checked =
             validate::check(wit::Decision { actions, next_call_ms: None, pending: Vec::new() }, &world).unwrap();

@@ -11,10 +11,9 @@ use std::time::Duration;
 
 use wasmsched_core::backend::{ApplyError, Backend, Placer, Reports};
 use wasmsched_core::replicas::{Checkpoint, Leadership};
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, World};
 use wasmsched_runtime::supervise::{Supervised, TickOutcome};
-use wasmsched_runtime::validate;
-use wasmsched_runtime::{Runtime, Throttle};
+use wasmsched_runtime::{Runtime, Throttle, validate};
 
 use crate::budget::{Budget, BudgetConfig, disruptive};
 use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
@@ -130,7 +129,7 @@ pub struct Tick<'a> {
     pub disruptions: u64,
     /// Queued jobs the host started itself on this tick: the policy that places had left them
     /// waiting for `stall-after` although they fit ([`crate::watchdog`]).
-    pub rescued: Vec<u32>,
+    pub rescued: Vec<JobId>,
     /// The version the watchdog benches, while it does.
     pub benched: Option<&'a Benched>,
     /// Whether the watchdog benched it on this tick.
@@ -440,7 +439,7 @@ impl Run {
 
 /// The watchdog's stall rule: start the queued jobs the default placement would have started
 /// `stall_after` ago and the policy that places has left waiting since. Returns those started.
-fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Vec<u32> {
+fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Vec<JobId> {
     let Run { world, stalls, throttle, .. } = run;
     if world.queue_len() == 0 {
         stalls.clear();
@@ -467,7 +466,7 @@ fn rescue(backend: &mut dyn Backend, run: &mut Run, stall_after: Duration) -> Ve
 }
 
 /// A job's name for the log, or its handle once it has left the world.
-fn job_name(world: &World, job: u32) -> String {
+fn job_name(world: &World, job: JobId) -> String {
     world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone())
 }
 
@@ -476,7 +475,7 @@ struct Shown<'a> {
     /// The active policy's answer, when it was asked.
     active: Option<&'a Decided>,
     /// The jobs the host rescued from the queue.
-    rescued: &'a [u32],
+    rescued: &'a [JobId],
     /// The job disrupted most times in a row before it progressed, by name, and how many.
     churned: Option<(&'a str, u32)>,
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::recording::{DepartedRecord, RecordedDecision, RecordedTick, check_snapshot};
-use wasmsched_core::world::{Cursor, World};
+use wasmsched_core::world::{Cursor, JobId, World};
 use wasmsched_runtime::supervise::Fallback;
 
 use crate::budget::BudgetConfig;
@@ -132,7 +132,7 @@ fn parse<T: DeserializeOwned>(path: &Path, line: usize, text: &str) -> Result<T,
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Refused {
     /// The job acted on.
-    pub job: u32,
+    pub job: JobId,
     /// The action as the policy sent it, when the validation refused it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<wit::Action>,
@@ -218,7 +218,7 @@ pub struct AuditLine {
     /// Queued jobs the host started itself on this tick: the policy that places had left them
     /// waiting although they fit (the watchdog's stall rule).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rescued: Vec<u32>,
+    pub rescued: Vec<JobId>,
     /// The policy versions swapped in, refused, unloaded, rolled back or restored since the
     /// last line (a line is written for them even on a tick no policy was asked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -27,7 +27,7 @@ pub fn compare(active: &[wit::Action], shadow: &[wit::Action], world: &World) ->
     let cpu_diff_millicores = world
         .jobs()
         .map(|(_, state)| {
-            let capacity = world.nodes().get(state.node as usize).map_or(0, |n| n.cpu_millicores);
+            let capacity = world.nodes().get(state.node.index()).map_or(0, |n| n.cpu_millicores);
             let after = |actions: &[wit::Action]| {
                 let limit = actions.iter().rev().find_map(|x| match x.kind {
                     ActionKind::SetCpu(limit) if x.job == state.handle => Some(limit),
@@ -85,17 +85,17 @@ impl Agreement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_core::world::sample;
+    use wasmsched_core::world::{JobId, sample};
 
-    fn cpu(job: u32, m: Option<u64>, reason: &str) -> wit::Action {
+    fn cpu(job: JobId, m: Option<u64>, reason: &str) -> wit::Action {
         wit::Action { job, kind: ActionKind::SetCpu(m), reason: reason.into() }
     }
 
     #[test]
     fn the_same_actions_in_another_order_with_other_reasons_agree() {
         let world = sample::world(1, 2, 0);
-        let a = [cpu(0, Some(1000), "x"), cpu(1, Some(2000), "y")];
-        let s = [cpu(1, Some(2000), "other"), cpu(0, Some(1000), "words")];
+        let a = [cpu(JobId(0), Some(1000), "x"), cpu(JobId(1), Some(2000), "y")];
+        let s = [cpu(JobId(1), Some(2000), "other"), cpu(JobId(0), Some(1000), "words")];
         let d = compare(&a, &s, &world);
         assert!(d.agree);
         assert_eq!(d.cpu_diff_millicores, [0, 0]);
@@ -104,9 +104,9 @@ mod tests {
     #[test]
     fn different_limits_disagree_by_their_difference_and_unlimited_counts_as_the_node() {
         let mut world = sample::world(1, 3, 0);
-        world.state_mut(2).unwrap().cpu_limit_millicores = Some(4000);
-        let a = [cpu(0, Some(1000), ""), cpu(1, None, "")];
-        let s = [cpu(0, Some(1500), "")];
+        world.state_mut(JobId(2)).unwrap().cpu_limit_millicores = Some(4000);
+        let a = [cpu(JobId(0), Some(1000), ""), cpu(JobId(1), None, "")];
+        let s = [cpu(JobId(0), Some(1500), "")];
         let d = compare(&a, &s, &world);
         assert!(!d.agree);
         // Job 0: 1000 against 1500; job 1: unlimited (16 000) against its current (unlimited);

@@ -49,7 +49,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit;
-use wasmsched_core::world::World;
+use wasmsched_core::world::{JobId, World};
 use wasmsched_runtime::supervise::Fallback;
 
 /// When the watchdog steps in, and what runs then.
@@ -276,7 +276,7 @@ struct Failing {
 pub struct Churn {
     digest: String,
     /// Each job disrupted: when last, and disruptions in a row without progress.
-    jobs: HashMap<u32, (u64, u32)>,
+    jobs: HashMap<JobId, (u64, u32)>,
 }
 
 impl Churn {
@@ -292,16 +292,16 @@ impl Churn {
     pub fn disrupted(
         &mut self,
         digest: &str,
-        jobs: impl IntoIterator<Item = u32>,
+        jobs: impl IntoIterator<Item = JobId>,
         world: &World,
-        progressed: impl Fn(u32, Option<u64>) -> bool,
-    ) -> Option<(u32, u32)> {
+        progressed: impl Fn(JobId, Option<u64>) -> bool,
+    ) -> Option<(JobId, u32)> {
         if self.digest != digest {
             self.digest = digest.to_string();
             self.jobs.clear();
         }
         let now_ms = world.time_ms();
-        let mut worst: Option<(u32, u32)> = None;
+        let mut worst: Option<(JobId, u32)> = None;
         for job in jobs {
             if world.spec(job).is_none_or(|s| s.kind != wit::JobKind::Training) {
                 continue;
@@ -327,7 +327,7 @@ impl Churn {
 #[derive(Debug, Default)]
 pub struct Stalls {
     /// Each such job, and when it was first seen so.
-    since: HashMap<u32, u64>,
+    since: HashMap<JobId, u64>,
 }
 
 impl Stalls {
@@ -343,7 +343,7 @@ impl Stalls {
 
     /// At `now_ms`, the default placement would start `startable`, in its order: those of them
     /// left so for `after` or longer, in that order. The others are forgotten.
-    pub fn overdue(&mut self, startable: &[u32], now_ms: u64, after: Duration) -> Vec<u32> {
+    pub fn overdue(&mut self, startable: &[JobId], now_ms: u64, after: Duration) -> Vec<JobId> {
         let after_ms = after.as_millis() as u64;
         let mut kept = HashMap::with_capacity(startable.len());
         let mut overdue = Vec::new();
@@ -359,7 +359,7 @@ impl Stalls {
     }
 
     /// `jobs` were started: they wait no more.
-    pub fn started(&mut self, jobs: &[u32]) {
+    pub fn started(&mut self, jobs: &[JobId]) {
         for job in jobs {
             self.since.remove(job);
         }
@@ -442,7 +442,7 @@ mod tests {
         let train = world.enqueue_job(spec("train", JobKind::Training));
         let serve = world.enqueue_job(spec("serve", JobKind::Inference));
         let mut churn = Churn::new();
-        let at = |world: &mut World, ms: u64, jobs: &[u32], churn: &mut Churn, digest: &str| {
+        let at = |world: &mut World, ms: u64, jobs: &[JobId], churn: &mut Churn, digest: &str| {
             world.set_time_ms(ms);
             churn.disrupted(digest, jobs.iter().copied(), world, |job, since| world.reported_since(job, since))
         };
@@ -500,13 +500,13 @@ mod tests {
     fn a_job_is_overdue_after_stall_after_of_being_startable_and_forgotten_when_not() {
         let mut s = Stalls::new();
         let after = Duration::from_secs(60);
-        assert!(s.overdue(&[1, 2], 0, after).is_empty());
-        assert!(s.overdue(&[1, 2], 30_000, after).is_empty());
-        assert!(s.overdue(&[2], 45_000, after).is_empty(), "1 was placed, or stopped fitting");
-        assert_eq!(s.overdue(&[1, 2], 60_000, after), [2], "1 starts its count again");
-        s.started(&[2]);
-        assert_eq!(s.overdue(&[1, 2], 90_000, after), Vec::<u32>::new());
-        assert_eq!(s.overdue(&[2, 1], 120_000, after), [1]);
+        assert!(s.overdue(&[JobId(1), JobId(2)], 0, after).is_empty());
+        assert!(s.overdue(&[JobId(1), JobId(2)], 30_000, after).is_empty());
+        assert!(s.overdue(&[JobId(2)], 45_000, after).is_empty(), "1 was placed, or stopped fitting");
+        assert_eq!(s.overdue(&[JobId(1), JobId(2)], 60_000, after), [2], "1 starts its count again");
+        s.started(&[JobId(2)]);
+        assert_eq!(s.overdue(&[JobId(1), JobId(2)], 90_000, after), Vec::<JobId>::new());
+        assert_eq!(s.overdue(&[JobId(2), JobId(1)], 120_000, after), [1]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! it; several holders share it (a placement with `share`). Built from what runs, then
 //! changed as a round's plan or a decision's earlier actions would change it.
 
-use crate::check::Entry;
+use crate::handles::{Entry, JobId, NodeId};
 
 /// Who holds each GPU of each node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -10,7 +10,7 @@ pub struct GpuBook {
     /// Where each node's GPUs start in `holders`; one more entry than nodes.
     offsets: Vec<usize>,
     /// Per GPU, in node order then index order, the jobs that hold it.
-    holders: Vec<Vec<u32>>,
+    holders: Vec<Vec<JobId>>,
 }
 
 impl GpuBook {
@@ -30,40 +30,40 @@ impl GpuBook {
     }
 
     /// How many GPUs `node` has; None when there is no such node.
-    pub fn gpus_on(&self, node: u32) -> Option<u32> {
-        let n = node as usize;
+    pub fn gpus_on(&self, node: NodeId) -> Option<u32> {
+        let n = node.index();
         (n + 1 < self.offsets.len()).then(|| (self.offsets[n + 1] - self.offsets[n]) as u32)
     }
 
-    fn at(&self, node: u32, index: u32) -> Option<usize> {
-        (index < self.gpus_on(node)?).then(|| self.offsets[node as usize] + index as usize)
+    fn at(&self, node: NodeId, index: u32) -> Option<usize> {
+        (index < self.gpus_on(node)?).then(|| self.offsets[node.index()] + index as usize)
     }
 
     /// Whether GPU `index` of `node` exists.
-    pub fn exists(&self, node: u32, index: u32) -> bool {
+    pub fn exists(&self, node: NodeId, index: u32) -> bool {
         self.at(node, index).is_some()
     }
 
     /// The jobs holding GPU `index` of `node`, the first to take it first (empty for a GPU that
     /// does not exist).
-    pub fn holders(&self, node: u32, index: u32) -> &[u32] {
+    pub fn holders(&self, node: NodeId, index: u32) -> &[JobId] {
         self.at(node, index).map_or(&[], |i| &self.holders[i])
     }
 
     /// Whether GPU `index` of `node` exists and nobody holds it.
-    pub fn is_free(&self, node: u32, index: u32) -> bool {
+    pub fn is_free(&self, node: NodeId, index: u32) -> bool {
         self.at(node, index).is_some_and(|i| self.holders[i].is_empty())
     }
 
     /// `job` holds GPU `index` of `node` (nothing happens for a GPU that does not exist).
-    pub fn hold(&mut self, node: u32, index: u32, job: u32) {
+    pub fn hold(&mut self, node: NodeId, index: u32, job: JobId) {
         if let Some(i) = self.at(node, index) {
             self.holders[i].push(job);
         }
     }
 
     /// `job` lets go of GPU `index` of `node`, if it held it.
-    pub fn release(&mut self, node: u32, index: u32, job: u32) {
+    pub fn release(&mut self, node: NodeId, index: u32, job: JobId) {
         if let Some(i) = self.at(node, index)
             && let Some(k) = self.holders[i].iter().position(|&h| h == job)
         {
@@ -72,7 +72,7 @@ impl GpuBook {
     }
 
     /// `job` holds every GPU of a placement: per node, the indices of its GPUs there.
-    pub fn take<E: Entry>(&mut self, placement: &[E], job: u32) {
+    pub fn take<E: Entry>(&mut self, placement: &[E], job: JobId) {
         for entry in placement {
             for &index in entry.gpus() {
                 self.hold(entry.node(), index, job);
@@ -81,14 +81,14 @@ impl GpuBook {
     }
 
     /// The free GPUs of `node`, lowest index first (none for a node that does not exist).
-    pub fn free_on(&self, node: u32) -> impl Iterator<Item = u32> + '_ {
+    pub fn free_on(&self, node: NodeId) -> impl Iterator<Item = u32> + '_ {
         let gpus = self.gpus_on(node).unwrap_or(0);
         (0..gpus).filter(move |&index| self.is_free(node, index))
     }
 
     /// How many GPUs of `node` are free.
-    pub fn free_count(&self, node: u32) -> u32 {
-        let n = node as usize;
+    pub fn free_count(&self, node: NodeId) -> u32 {
+        let n = node.index();
         match (self.offsets.get(n), self.offsets.get(n + 1)) {
             (Some(&from), Some(&to)) => self.holders[from..to].iter().filter(|h| h.is_empty()).count() as u32,
             _ => 0,
@@ -115,35 +115,35 @@ mod tests {
     fn a_gpu_is_free_until_held_and_again_once_every_holder_let_go() {
         let mut book = GpuBook::new([2, 0, 3]);
         assert_eq!((book.node_count(), book.gpu_count(), book.free_total()), (3, 5, 5));
-        assert_eq!((book.gpus_on(1), book.gpus_on(3)), (Some(0), None));
-        book.hold(2, 1, 7);
-        book.hold(2, 1, 8);
-        assert_eq!(book.holders(2, 1), [7, 8]);
-        assert_eq!(book.free_on(2).collect::<Vec<_>>(), [0, 2]);
-        book.release(2, 1, 7);
-        assert!(!book.is_free(2, 1), "job 8 still holds it");
-        book.release(2, 1, 9);
-        assert_eq!(book.holders(2, 1), [8], "a job that never held it changes nothing");
-        book.release(2, 1, 8);
-        assert!(book.is_free(2, 1));
+        assert_eq!((book.gpus_on(NodeId(1)), book.gpus_on(NodeId(3))), (Some(0), None));
+        book.hold(NodeId(2), 1, JobId(7));
+        book.hold(NodeId(2), 1, JobId(8));
+        assert_eq!(book.holders(NodeId(2), 1), [JobId(7), JobId(8)]);
+        assert_eq!(book.free_on(NodeId(2)).collect::<Vec<_>>(), [0, 2]);
+        book.release(NodeId(2), 1, JobId(7));
+        assert!(!book.is_free(NodeId(2), 1), "job 8 still holds it");
+        book.release(NodeId(2), 1, JobId(9));
+        assert_eq!(book.holders(NodeId(2), 1), [JobId(8)], "a job that never held it changes nothing");
+        book.release(NodeId(2), 1, JobId(8));
+        assert!(book.is_free(NodeId(2), 1));
     }
 
     #[test]
     fn gpus_that_do_not_exist_are_never_free_and_never_held() {
         let mut book = GpuBook::new([1]);
-        book.hold(0, 5, 1);
-        book.hold(4, 0, 1);
+        book.hold(NodeId(0), 5, JobId(1));
+        book.hold(NodeId(4), 0, JobId(1));
         assert_eq!(book.free_total(), 1);
-        assert!(!book.is_free(0, 5) && !book.exists(4, 0));
-        assert!(book.holders(0, 5).is_empty());
-        assert_eq!(book.free_on(9).count(), 0);
+        assert!(!book.is_free(NodeId(0), 5) && !book.exists(NodeId(4), 0));
+        assert!(book.holders(NodeId(0), 5).is_empty());
+        assert_eq!(book.free_on(NodeId(9)).count(), 0);
     }
 
     #[test]
     fn taking_a_placement_holds_each_of_its_gpus() {
         let mut book = GpuBook::new([2, 2]);
-        book.take(&[NodePlacement::new(0, [1]), NodePlacement::new(1, [0, 1])], 3);
-        assert_eq!((book.free_count(0), book.free_count(1)), (1, 0));
-        assert_eq!(book.free_count(2), 0, "a node that does not exist has nothing free");
+        book.take(&[NodePlacement::new(0, [1]), NodePlacement::new(1, [0, 1])], JobId(3));
+        assert_eq!((book.free_count(NodeId(0)), book.free_count(NodeId(1))), (1, 0));
+        assert_eq!(book.free_count(NodeId(2)), 0, "a node that does not exist has nothing free");
     }
 }

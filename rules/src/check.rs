@@ -11,6 +11,8 @@ use std::collections::HashSet;
 use std::fmt;
 
 use crate::book::GpuBook;
+pub use crate::handles::Entry;
+use crate::handles::{JobId, NodeId};
 use crate::tenants::{Ledger, OverLimit};
 use crate::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, gpus_per_piece, max_actions};
 
@@ -38,7 +40,7 @@ pub struct JobNow<'a> {
     /// Into how many pieces it may be split.
     pub replicas: u32,
     /// Where it runs (its first node); None while it waits in the queue.
-    pub node: Option<u32>,
+    pub node: Option<NodeId>,
     /// The memory it uses now, bytes.
     pub memory_used_bytes: u64,
     /// The GPU counts it can run on, ascending (a rigid job: its `gpus` alone).
@@ -52,23 +54,15 @@ pub struct JobNow<'a> {
 /// What the checks read of the world a decision was made for.
 pub trait World {
     /// Node `node`; None when there is no such node.
-    fn node(&self, node: u32) -> Option<NodeCap<'_>>;
+    fn node(&self, node: NodeId) -> Option<NodeCap<'_>>;
     /// How many nodes there are.
     fn node_count(&self) -> usize;
     /// Live job `job` (running or queued); None when it does not exist or has ended.
-    fn job(&self, job: u32) -> Option<JobNow<'_>>;
+    fn job(&self, job: JobId) -> Option<JobNow<'_>>;
     /// The GPUs running job `job` holds, as (node, index).
-    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)>;
+    fn gpus_of(&self, job: JobId) -> Vec<(NodeId, u32)>;
     /// The memory the jobs running on `node` use, bytes.
-    fn memory_used_on(&self, node: u32) -> u64;
-}
-
-/// One node of a placement: the node and the indices of its GPUs the job gets.
-pub trait Entry {
-    /// The node.
-    fn node(&self) -> u32;
-    /// Its GPUs the job gets.
-    fn gpus(&self) -> &[u32];
+    fn memory_used_on(&self, node: NodeId) -> u64;
 }
 
 /// An action, as the checks see it.
@@ -79,7 +73,7 @@ pub enum Act<'a, E> {
     /// Cap the memory (None lifts the cap), bytes.
     SetMemory(Option<u64>),
     /// Restart on another node.
-    Migrate(u32),
+    Migrate(NodeId),
     /// Hand the model over.
     Deliver,
     /// End the job.
@@ -125,11 +119,11 @@ impl<E> Copy for Act<'_, E> {}
 #[allow(missing_docs, reason = "each field is named for what it holds; the variant's text says the rest")]
 pub enum Problem {
     /// The job is not live.
-    NoSuchJob { job: u32 },
+    NoSuchJob { job: JobId },
     /// The decision already placed, preempted or stopped it.
-    AlreadyMoved { job: u32 },
+    AlreadyMoved { job: JobId },
     /// Only a place or a stop acts on a queued job.
-    Queued { job: u32 },
+    Queued { job: JobId },
     /// A CPU cap below what a container runtime accepts.
     CpuBelowMinimum { millicores: u64 },
     /// A CPU cap above the node's CPU.
@@ -139,13 +133,13 @@ pub enum Problem {
     /// A memory cap above the node's memory.
     MemoryAboveNode { bytes: u64, node: String, has: u64 },
     /// A node that does not exist.
-    NoSuchNode { node: u32, nodes: usize },
+    NoSuchNode { node: NodeId, nodes: usize },
     /// A migration to the node the job runs on.
-    AlreadyOn { job: u32, node: String },
+    AlreadyOn { job: JobId, node: String },
     /// A migration of a job that spans several nodes.
-    SpansNodes { job: u32 },
+    SpansNodes { job: JobId },
     /// A migration to a node without as many free GPUs as the job holds.
-    TooFewFreeGpus { node: String, free: u32, job: u32, holds: usize },
+    TooFewFreeGpus { node: String, free: u32, job: JobId, holds: usize },
     /// A migration to a node whose memory is used up.
     NodeFull { node: String, used: u64, capacity: u64, needs: u64 },
     /// A GPU the node does not have.
@@ -153,11 +147,11 @@ pub enum Problem {
     /// A GPU share outside 1–100 %.
     ShareOutOfRange { percent: u8 },
     /// A placement of a job that runs.
-    PlaceRunning { job: u32, node: String },
+    PlaceRunning { job: JobId, node: String },
     /// A placement that names no node.
-    NoNodeNamed { job: u32 },
+    NoNodeNamed { job: JobId },
     /// A placement on more nodes than the job has replicas.
-    TooManyNodes { job: u32, pieces: u32, replicas: u32, named: usize },
+    TooManyNodes { job: JobId, pieces: u32, replicas: u32, named: usize },
     /// A placement that names a node twice.
     NodeTwice { node: String },
     /// A placement asking more GPUs of a node than it has.
@@ -167,15 +161,15 @@ pub enum Problem {
     /// A placement that names a GPU twice.
     GpuTwice { gpu: u32, node: String },
     /// A placement, not shared, on a GPU another job holds.
-    GpuHeld { gpu: u32, node: String, holder: u32 },
+    GpuHeld { gpu: u32, node: String, holder: JobId },
     /// A placement giving the job another number of GPUs than it asks for.
-    WrongGpuCount { job: u32, asks: u32, given: usize },
+    WrongGpuCount { job: JobId, asks: u32, given: usize },
     /// A placement, migration or resize onto a node that cannot take work.
     NodeDown { node: String },
     /// A resize to a GPU count the job cannot run on.
-    CountNotAllowed { job: u32, given: usize, counts: Vec<u32> },
+    CountNotAllowed { job: JobId, given: usize, counts: Vec<u32> },
     /// A resize to a batch size outside the job's range.
-    BatchOutOfRange { job: u32, batch_size: u32, min: u32, max: u32 },
+    BatchOutOfRange { job: JobId, batch_size: u32, min: u32, max: u32 },
     /// A resize naming a node without a GPU of the job's (a spread resize gives each node some).
     EmptyEntry { node: String },
     /// A placement or resize taking the job's tenant past its limit ([`crate::tenants`]).
@@ -370,7 +364,7 @@ pub fn size<'a, E: Entry + 'a>(acts: impl ExactSizeIterator<Item = Act<'a, E>>, 
 pub struct Checker {
     book: GpuBook,
     ledger: Ledger,
-    moved: HashSet<u32>,
+    moved: HashSet<JobId>,
 }
 
 impl Checker {
@@ -399,7 +393,12 @@ impl Checker {
 
     /// Check `act` on `job`; when it passes, the world moves on as it says (a placement takes
     /// its GPUs, a preemption or a stop frees them, a resize does both).
-    pub fn check<W: World + ?Sized, E: Entry>(&mut self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
+    pub fn check<W: World + ?Sized, E: Entry>(
+        &mut self,
+        world: &W,
+        job: JobId,
+        act: &Act<'_, E>,
+    ) -> Result<(), Problem> {
         self.problem(world, job, act)?;
         let tenant = world.job(job).and_then(|j| j.tenant);
         let (freed, taken) = match act {
@@ -428,7 +427,7 @@ impl Checker {
     fn tenant_room<W: World + ?Sized, E: Entry>(
         &self,
         world: &W,
-        job: u32,
+        job: JobId,
         now: &JobNow,
         nodes: &[E],
     ) -> Result<(), Problem> {
@@ -438,7 +437,7 @@ impl Checker {
         self.ledger.check(tenant, taken.saturating_sub(held)).map_err(Problem::OverTenantLimit)
     }
 
-    fn problem<W: World + ?Sized, E: Entry>(&self, world: &W, job: u32, act: &Act<'_, E>) -> Result<(), Problem> {
+    fn problem<W: World + ?Sized, E: Entry>(&self, world: &W, job: JobId, act: &Act<'_, E>) -> Result<(), Problem> {
         let Some(now) = world.job(job) else { return Err(Problem::NoSuchJob { job }) };
         if self.moved.contains(&job) {
             return Err(Problem::AlreadyMoved { job });
@@ -522,7 +521,7 @@ impl Checker {
     fn placement<W: World + ?Sized, E: Entry>(
         &self,
         world: &W,
-        job: u32,
+        job: JobId,
         now: &JobNow,
         nodes: &[E],
         share: bool,
@@ -551,7 +550,7 @@ impl Checker {
     fn elastic_entries<W: World + ?Sized, E: Entry>(
         &self,
         world: &W,
-        job: u32,
+        job: JobId,
         now: &JobNow<'_>,
         nodes: &[E],
         share: bool,
@@ -570,7 +569,7 @@ impl Checker {
     fn entries<W: World + ?Sized, E: Entry>(
         &self,
         world: &W,
-        job: u32,
+        job: JobId,
         nodes: &[E],
         share: bool,
         per_piece: Option<u32>,

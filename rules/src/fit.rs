@@ -5,7 +5,7 @@
 
 use crate::book::GpuBook;
 use crate::gpus_per_piece;
-use crate::handles::NodePlacement;
+use crate::handles::{NodeId, NodePlacement};
 
 /// What a job asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl Ask {
 /// `replicas` nodes. One entry per node, its first node first. A CPU job gets the first node
 /// of `order`. None when it does not fit now. Takes nothing: hold what it returns with
 /// [`GpuBook::take`].
-pub fn first_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> Option<Vec<NodePlacement>> {
+pub fn first_fit(book: &GpuBook, ask: Ask, order: &[NodeId]) -> Option<Vec<NodePlacement>> {
     first_fit_within(book, ask, order, |_| u32::MAX)
 }
 
@@ -43,8 +43,8 @@ pub fn first_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> Option<Vec<NodePlac
 pub fn first_fit_within(
     book: &GpuBook,
     ask: Ask,
-    order: &[u32],
-    room: impl Fn(u32) -> u32,
+    order: &[NodeId],
+    room: impl Fn(NodeId) -> u32,
 ) -> Option<Vec<NodePlacement>> {
     let want = ask.gpus;
     let pieces = ask.pieces();
@@ -102,8 +102,8 @@ pub fn first_fit_within(
 
 /// Whether a job of `ask` could ever start on the nodes of `order`: on the cluster with every
 /// GPU free. A job that cannot never holds up the queue behind it.
-pub fn could_ever_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> bool {
-    let gpus_on = |n: &u32| book.gpus_on(*n).unwrap_or(0);
+pub fn could_ever_fit(book: &GpuBook, ask: Ask, order: &[NodeId]) -> bool {
+    let gpus_on = |n: &NodeId| book.gpus_on(*n).unwrap_or(0);
     let best = order.iter().map(gpus_on).max().unwrap_or(0);
     let per = gpus_per_piece(ask.gpus, ask.replicas);
     let mut sizes: Vec<u32> = order.iter().map(|n| gpus_on(n) - gpus_on(n) % per).collect();
@@ -115,9 +115,14 @@ pub fn could_ever_fit(book: &GpuBook, ask: Ask, order: &[u32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::JobId;
 
     fn ask(gpus: u32, replicas: u32) -> Ask {
         Ask { gpus, replicas }
+    }
+
+    fn nodes(ns: &[u32]) -> Vec<NodeId> {
+        ns.iter().map(|&n| NodeId(n)).collect()
     }
 
     fn p<const N: usize>(node: u32, gpus: [u32; N]) -> NodePlacement {
@@ -127,23 +132,23 @@ mod tests {
     #[test]
     fn the_first_node_in_order_with_enough_gives_its_lowest_free_gpus() {
         let mut book = GpuBook::new([4, 4]);
-        book.take(&[p(0, [0, 2])], 1);
-        assert_eq!(first_fit(&book, ask(2, 1), &[0, 1]), Some(vec![p(0, [1, 3])]));
-        assert_eq!(first_fit(&book, ask(3, 1), &[0, 1]), Some(vec![p(1, [0, 1, 2])]));
-        assert_eq!(first_fit(&book, ask(2, 1), &[1, 0]), Some(vec![p(1, [0, 1])]), "the caller's order");
-        assert_eq!(first_fit(&book, ask(1, 1), &[]), None, "no eligible node");
+        book.take(&[p(0, [0, 2])], JobId(1));
+        assert_eq!(first_fit(&book, ask(2, 1), &nodes(&[0, 1])), Some(vec![p(0, [1, 3])]));
+        assert_eq!(first_fit(&book, ask(3, 1), &nodes(&[0, 1])), Some(vec![p(1, [0, 1, 2])]));
+        assert_eq!(first_fit(&book, ask(2, 1), &nodes(&[1, 0])), Some(vec![p(1, [0, 1])]), "the caller's order");
+        assert_eq!(first_fit(&book, ask(1, 1), &nodes(&[])), None, "no eligible node");
     }
 
     #[test]
     fn a_cpu_job_gets_the_first_node_in_order() {
         let book = GpuBook::new([0, 0]);
-        assert_eq!(first_fit(&book, ask(0, 1), &[1, 0]), Some(vec![p(1, [])]));
+        assert_eq!(first_fit(&book, ask(0, 1), &nodes(&[1, 0])), Some(vec![p(1, [])]));
     }
 
     #[test]
     fn a_job_no_node_holds_spreads_in_whole_pieces_on_at_most_its_replicas() {
         let book = GpuBook::new([3, 3, 4]);
-        let all = [0, 1, 2];
+        let all = nodes(&[0, 1, 2]);
         assert_eq!(first_fit(&book, ask(8, 1), &all), None, "one replica never spreads");
         assert_eq!(first_fit(&book, ask(8, 4), &all), Some(vec![p(0, [0, 1]), p(1, [0, 1]), p(2, [0, 1, 2, 3])]));
         assert_eq!(first_fit(&book, ask(6, 2), &all), Some(vec![p(0, [0, 1, 2]), p(1, [0, 1, 2])]));
@@ -156,9 +161,9 @@ mod tests {
     #[test]
     fn room_for_the_pieces_bounds_each_node() {
         let book = GpuBook::new([4, 4, 4]);
-        let all = [0, 1, 2];
+        let all = nodes(&[0, 1, 2]);
         // Node 0 holds one piece only, node 1 none (a selector that excludes it, say).
-        let room = |n: u32| [1, 0, 4][n as usize];
+        let room = |n: NodeId| [1, 0, 4][n.index()];
         assert_eq!(first_fit_within(&book, ask(4, 1), &all, room), Some(vec![p(0, [0, 1, 2, 3])]));
         assert_eq!(
             first_fit_within(&book, ask(4, 2), &all, room),
@@ -176,10 +181,10 @@ mod tests {
     #[test]
     fn a_job_too_big_for_the_empty_cluster_could_never_fit() {
         let book = GpuBook::new([4, 2]);
-        assert!(could_ever_fit(&book, ask(4, 1), &[0, 1]));
-        assert!(!could_ever_fit(&book, ask(4, 1), &[1]), "only node 1 is eligible");
-        assert!(could_ever_fit(&book, ask(6, 6), &[0, 1]));
-        assert!(!could_ever_fit(&book, ask(6, 1), &[0, 1]));
-        assert!(!could_ever_fit(&book, ask(6, 2), &[0, 1]), "two pieces of 3 fit only node 0");
+        assert!(could_ever_fit(&book, ask(4, 1), &nodes(&[0, 1])));
+        assert!(!could_ever_fit(&book, ask(4, 1), &nodes(&[1])), "only node 1 is eligible");
+        assert!(could_ever_fit(&book, ask(6, 6), &nodes(&[0, 1])));
+        assert!(!could_ever_fit(&book, ask(6, 1), &nodes(&[0, 1])));
+        assert!(!could_ever_fit(&book, ask(6, 2), &nodes(&[0, 1])), "two pieces of 3 fit only node 0");
     }
 }

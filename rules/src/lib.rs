@@ -23,7 +23,7 @@ pub mod tenants;
 pub use book::GpuBook;
 pub use check::{Act, Checker, JobNow, NodeCap, Oversized, Problem, Room, World};
 pub use fit::{Ask, first_fit, first_fit_within};
-pub use handles::NodePlacement;
+pub use handles::{JobId, NodeId, NodePlacement};
 pub use room::{NodeRoom, Request};
 pub use tenants::{Entitlement, Ledger, OverLimit};
 

@@ -3,6 +3,7 @@
 //! job's pieces each of its nodes holds.
 
 use crate::gpus_per_piece;
+use crate::handles::NodeId;
 
 /// A node's room: CPU (millicores) and memory (bytes) not requested yet, and the pieces (pods)
 /// it takes still (`u32::MAX`: no limit).
@@ -61,7 +62,7 @@ impl NodeRoom {
 /// piece's (one piece per node when its GPUs do not split evenly). A CPU job's pieces go to
 /// its nodes in order, as many as `room(node)` takes (every piece to the first node when
 /// the room is unlimited), what is left to the last node.
-pub fn pieces_on(gpus: u32, replicas: u32, held: &[(u32, u32)], room: impl Fn(u32) -> u32) -> Vec<(u32, u32)> {
+pub fn pieces_on(gpus: u32, replicas: u32, held: &[(NodeId, u32)], room: impl Fn(NodeId) -> u32) -> Vec<(NodeId, u32)> {
     let replicas = replicas.max(1);
     if gpus == 0 {
         let mut left = replicas;
@@ -80,8 +81,13 @@ pub fn pieces_on(gpus: u32, replicas: u32, held: &[(u32, u32)], room: impl Fn(u3
 
 /// How many of a running job's pieces each of its nodes holds ([`pieces_on`]): the node of
 /// each GPU it holds, in order (none for a CPU job, whose pieces are all on `node`).
-pub fn pieces_held(gpus: u32, replicas: u32, gpu_nodes: impl IntoIterator<Item = u32>, node: u32) -> Vec<(u32, u32)> {
-    let mut held: Vec<(u32, u32)> = Vec::new();
+pub fn pieces_held(
+    gpus: u32,
+    replicas: u32,
+    gpu_nodes: impl IntoIterator<Item = NodeId>,
+    node: NodeId,
+) -> Vec<(NodeId, u32)> {
+    let mut held: Vec<(NodeId, u32)> = Vec::new();
     for n in gpu_nodes {
         match held.iter_mut().find(|(m, _)| *m == n) {
             Some((_, count)) => *count += 1,
@@ -114,11 +120,18 @@ mod tests {
 
     #[test]
     fn pieces_follow_the_gpus_and_a_cpu_job_fills_its_nodes_in_order() {
-        assert_eq!(pieces_on(8, 4, &[(0, 4), (3, 4)], |_| 0), [(0, 2), (3, 2)]);
-        assert_eq!(pieces_on(3, 2, &[(0, 2), (1, 1)], |_| 0), [(0, 1), (1, 1)], "uneven: one per node");
-        assert_eq!(pieces_on(0, 5, &[(2, 0), (4, 0)], |n| if n == 2 { 3 } else { 9 }), [(2, 3), (4, 2)]);
-        assert_eq!(pieces_on(0, 3, &[(1, 0)], |_| u32::MAX), [(1, 3)]);
-        assert_eq!(pieces_held(4, 2, [5, 5, 2, 2], 5), [(5, 1), (2, 1)]);
-        assert_eq!(pieces_held(0, 2, [], 7), [(7, 2)]);
+        assert_eq!(pieces_on(8, 4, &[(NodeId(0), 4), (NodeId(3), 4)], |_| 0), [(NodeId(0), 2), (NodeId(3), 2)]);
+        assert_eq!(
+            pieces_on(3, 2, &[(NodeId(0), 2), (NodeId(1), 1)], |_| 0),
+            [(NodeId(0), 1), (NodeId(1), 1)],
+            "uneven: one per node"
+        );
+        assert_eq!(
+            pieces_on(0, 5, &[(NodeId(2), 0), (NodeId(4), 0)], |n| if n == NodeId(2) { 3 } else { 9 }),
+            [(NodeId(2), 3), (NodeId(4), 2)]
+        );
+        assert_eq!(pieces_on(0, 3, &[(NodeId(1), 0)], |_| u32::MAX), [(NodeId(1), 3)]);
+        assert_eq!(pieces_held(4, 2, [5, 5, 2, 2].map(NodeId), NodeId(5)), [(NodeId(5), 1), (NodeId(2), 1)]);
+        assert_eq!(pieces_held(0, 2, [], NodeId(7)), [(NodeId(7), 2)]);
     }
 }

@@ -37,7 +37,7 @@ mod conversions {
 mod tests {
     use std::fmt::Debug;
 
-    use wasmsched_core::world::{Cursor, sample};
+    use wasmsched_core::world::{Cursor, JobId, NodeId, sample};
 
     use super::{guest, host};
 
@@ -69,8 +69,8 @@ mod tests {
     fn every_action_and_error_crosses_unchanged_and_prints_as_bindgen_prints_it() {
         let placement = host::Placement {
             nodes: vec![
-                host::NodePlacement { node: 3, gpus: vec![0, 7] },
-                host::NodePlacement { node: 9, gpus: vec![] },
+                host::NodePlacement { node: NodeId(3), gpus: vec![0, 7] },
+                host::NodePlacement { node: NodeId(9), gpus: vec![] },
             ],
             share: true,
         };
@@ -78,7 +78,7 @@ mod tests {
             host::ActionKind::SetCpu(Some(796)),
             host::ActionKind::SetCpu(None),
             host::ActionKind::SetMemory(Some(u64::MAX)),
-            host::ActionKind::Migrate(u32::MAX),
+            host::ActionKind::Migrate(NodeId(u32::MAX)),
             host::ActionKind::Deliver,
             host::ActionKind::Stop,
             host::ActionKind::SetGpuShare(host::GpuShare { gpu: 2, percent: 255 }),
@@ -90,10 +90,10 @@ mod tests {
             actions: kinds
                 .into_iter()
                 .enumerate()
-                .map(|(i, kind)| host::Action { job: i as u32, kind, reason: format!("reason ü {i}") })
+                .map(|(i, kind)| host::Action { job: JobId(i as u32), kind, reason: format!("reason ü {i}") })
                 .collect(),
             next_call_ms: Some(0),
-            pending: vec![host::Pending { job: 4, reason: String::new() }],
+            pending: vec![host::Pending { job: JobId(4), reason: String::new() }],
         };
         crosses::<host::Decision, guest::Decision>(&decision);
         crosses::<host::Abilities, guest::Abilities>(&host::Abilities { places: true });

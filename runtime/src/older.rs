@@ -24,6 +24,11 @@ macro_rules! older_common {
     };
 }
 
+/// Handles as the numbers an older contract's bindings hold.
+pub(crate) fn numbers<H: Copy + Into<u32>>(handles: &[H]) -> Vec<u32> {
+    handles.iter().map(|&h| h.into()).collect()
+}
+
 /// Defines, in the module it is called from, the per-tick columns of an older contract `$old`
 /// that has a queue (0.2.0 on): `job_states(j)` (the running jobs' columns every such version
 /// has, and the ones named after `$old`, `batch_size` …), `queue_states(q)` and
@@ -32,14 +37,14 @@ macro_rules! older_columns {
     ($old:ident $(, $field:ident)*) => {
         fn job_states(j: &wit::JobStates) -> $old::JobStates {
             $old::JobStates {
-                handle: j.handle.clone(),
-                node: j.node.clone(),
+                handle: $crate::older::numbers(&j.handle),
+                node: $crate::older::numbers(&j.node),
                 cpu_limit_millicores: j.cpu_limit_millicores.clone(),
                 memory_limit_bytes: j.memory_limit_bytes.clone(),
                 cpu_used_millicores: j.cpu_used_millicores.clone(),
                 memory_used_bytes: j.memory_used_bytes.clone(),
                 gpu_count: j.gpu_count.clone(),
-                gpu_node: j.gpu_node.clone(),
+                gpu_node: $crate::older::numbers(&j.gpu_node),
                 gpu_index: j.gpu_index.clone(),
                 gpu_share_percent: j.gpu_share_percent.clone(),
                 gpu_used_percent: j.gpu_used_percent.clone(),
@@ -51,7 +56,7 @@ macro_rules! older_columns {
 
         fn queue_states(q: &wit::QueueStates) -> $old::QueueStates {
             $old::QueueStates {
-                handle: q.handle.clone(),
+                handle: $crate::older::numbers(&q.handle),
                 reason: q
                     .reason
                     .iter()
@@ -68,7 +73,7 @@ macro_rules! older_columns {
 
         fn progress_records(p: &wit::ProgressRecords) -> $old::ProgressRecords {
             $old::ProgressRecords {
-                job: p.job.clone(),
+                job: $crate::older::numbers(&p.job),
                 time_ms: p.time_ms.clone(),
                 epoch: p.epoch.clone(),
                 value_count: p.value_count.clone(),
@@ -90,7 +95,7 @@ macro_rules! older_contract {
     ($old:ident $(, $field:ident)*) => {
         fn older_job_spec(s: &wit::JobSpec) -> $old::JobSpec {
             $old::JobSpec {
-                handle: s.handle,
+                handle: s.handle.0,
                 name: s.name.clone(),
                 model: s.model.clone(),
                 kind: match s.kind {
@@ -139,12 +144,12 @@ macro_rules! older_decision {
                 .actions
                 .into_iter()
                 .map(|a| wit::Action {
-                    job: a.job,
+                    job: a.job.into(),
                     reason: a.reason,
                     kind: match a.kind {
                         $old::ActionKind::SetCpu(m) => wit::ActionKind::SetCpu(m),
                         $old::ActionKind::SetMemory(b) => wit::ActionKind::SetMemory(b),
-                        $old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n),
+                        $old::ActionKind::Migrate(n) => wit::ActionKind::Migrate(n.into()),
                         $old::ActionKind::Deliver => wit::ActionKind::Deliver,
                         $old::ActionKind::Stop => wit::ActionKind::Stop,
                         $old::ActionKind::SetGpuShare(s) => {

@@ -19,9 +19,9 @@ use wasmsched_core::bindings::wit;
 #[derive(Debug, Default)]
 pub(crate) struct Adapter {
     /// Every live job's declaration, as the deltas announced it.
-    specs: BTreeMap<u32, wit::JobSpec>,
+    specs: BTreeMap<wit::JobHandle, wit::JobSpec>,
     /// The running jobs the instance knows, in handle order.
-    known: Vec<u32>,
+    known: Vec<wit::JobHandle>,
 }
 
 impl Adapter {
@@ -38,7 +38,7 @@ impl Adapter {
             self.specs.insert(spec.handle, spec.clone());
         }
         let running = &s.jobs.handle;
-        let removed = self.known.iter().copied().filter(|h| running.binary_search(h).is_err()).collect();
+        let removed: Vec<_> = self.known.iter().copied().filter(|h| running.binary_search(h).is_err()).collect();
         let added = running
             .iter()
             .filter(|h| self.known.binary_search(h).is_err())
@@ -52,7 +52,7 @@ impl Adapter {
             nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(older_node).collect()),
             gpus: gpu_states(&s.gpus),
             added,
-            removed,
+            removed: super::older::numbers(&removed),
             jobs: job_states(&s.jobs),
             progress: progress(&s.progress, running),
         }
@@ -78,8 +78,8 @@ fn job_states(c: &wit::JobStates) -> old::JobStates {
         first = held.end;
     }
     old::JobStates {
-        handle: c.handle.clone(),
-        node: c.node.clone(),
+        handle: super::older::numbers(&c.handle),
+        node: super::older::numbers(&c.node),
         cpu_limit_millicores: c.cpu_limit_millicores.clone(),
         memory_limit_bytes: c.memory_limit_bytes.clone(),
         cpu_used_millicores: c.cpu_used_millicores.clone(),
@@ -91,7 +91,7 @@ fn job_states(c: &wit::JobStates) -> old::JobStates {
 }
 
 /// The records of running jobs only (a job preempted this tick may have reported).
-fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
+fn progress(p: &wit::ProgressRecords, running: &[wit::JobHandle]) -> old::ProgressRecords {
     let mut out = old::ProgressRecords {
         job: Vec::new(),
         time_ms: Vec::new(),
@@ -105,7 +105,7 @@ fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
         let values = p.values.get(offset..offset + count).unwrap_or_default();
         offset += count;
         if running.binary_search(&p.job[i]).is_ok() {
-            out.job.push(p.job[i]);
+            out.job.push(p.job[i].0);
             out.time_ms.push(p.time_ms[i]);
             out.epoch.push(p.epoch[i]);
             out.value_count.push(p.value_count[i]);
@@ -118,7 +118,7 @@ fn progress(p: &wit::ProgressRecords, running: &[u32]) -> old::ProgressRecords {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_core::world::{Cursor, GpuSlot, sample};
+    use wasmsched_core::world::{Cursor, GpuSlot, NodeId, sample};
 
     #[test]
     fn a_queued_job_is_hidden_until_it_runs_and_then_added_once() {
@@ -130,7 +130,7 @@ mod tests {
         let first = adapter.snapshot(&t.snapshot_for(&mut cursor));
         assert_eq!(first.added.iter().map(|s| s.handle).collect::<Vec<_>>(), [0], "the queued job is not shown");
         assert_eq!(first.jobs.handle, [0]);
-        assert!(t.start_job(q, 0, vec![GpuSlot { node: 0, index: 0 }]));
+        assert!(t.start_job(q, NodeId(0), vec![GpuSlot { node: NodeId(0), index: 0 }]));
         let second = adapter.snapshot(&t.snapshot_for(&mut cursor));
         assert_eq!(second.added.iter().map(|s| s.handle).collect::<Vec<_>>(), [q]);
         assert_eq!(second.jobs.gpu, [-1, 0]);

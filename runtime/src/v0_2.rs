@@ -22,7 +22,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(older_node).collect()),
         gpus: gpu_states(&s.gpus),
         added: s.added.iter().map(older_job_spec).collect(),
-        removed: s.removed.clone(),
+        removed: super::older::numbers(&s.removed),
         jobs: job_states(&s.jobs),
         queue: queue_states(&s.queue),
         progress: progress_records(&s.progress),
@@ -38,7 +38,7 @@ pub(crate) fn decision(d: old::Decision) -> wit::Decision {
         old,
         d,
         old::ActionKind::Place(p) => wit::ActionKind::Place(wit::Placement {
-            nodes: p.nodes.into_iter().map(|n| wit::NodePlacement { node: n.node, gpus: n.gpus }).collect(),
+            nodes: p.nodes.into_iter().map(|n| wit::NodePlacement::new(n.node, n.gpus)).collect(),
             share: p.share,
         }),
         old::ActionKind::Preempt => wit::ActionKind::Preempt,
@@ -53,12 +53,12 @@ pub(crate) fn abilities(a: old::Abilities) -> wit::Abilities {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_core::world::{Cursor, sample};
+    use wasmsched_core::world::{Cursor, NodeId, sample};
 
     #[test]
     fn the_same_deltas_cross_less_the_new_fields_and_a_decision_comes_back_whole() {
         let mut t = sample::gpu_cluster(2, 4, 2, 1);
-        t.set_node_down(1, true);
+        t.set_node_down(NodeId(1), true);
         let mut cursor = Cursor::fresh();
         let new = t.snapshot_for(&mut cursor);
         let old = snapshot(&new);
@@ -69,7 +69,7 @@ mod tests {
         assert_eq!(old.nodes.as_ref().map(Vec::len), new.nodes.as_ref().map(Vec::len));
         let d = decision(old::Decision {
             actions: vec![old::Action {
-                job: new.queue.handle[0],
+                job: new.queue.handle[0].0,
                 kind: old::ActionKind::Place(old::Placement {
                     nodes: vec![old::NodePlacement { node: 0, gpus: vec![3] }],
                     share: false,

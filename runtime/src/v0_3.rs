@@ -21,7 +21,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         interval_ms: s.interval_ms,
         resync: s.resync,
         nodes: s.nodes.as_ref().map(|nodes| nodes.iter().map(node).collect()),
-        nodes_down: s.nodes_down.clone(),
+        nodes_down: super::older::numbers(&s.nodes_down),
         tenants: s.tenants.as_ref().map(|tenants| {
             tenants
                 .iter()
@@ -36,7 +36,7 @@ pub(crate) fn snapshot(s: &wit::Snapshot) -> old::Snapshot {
         }),
         gpus: gpu_states(&s.gpus),
         added: s.added.iter().map(job_spec).collect(),
-        removed: s.removed.clone(),
+        removed: super::older::numbers(&s.removed),
         jobs: job_states(&s.jobs),
         queue: queue_states(&s.queue),
         progress: progress_records(&s.progress),
@@ -49,7 +49,7 @@ super::older::older_columns!(old, batch_size);
 /// A job's declaration in 0.3.0 terms: all but what its pieces request and where they may go.
 fn job_spec(s: &wit::JobSpec) -> old::JobSpec {
     old::JobSpec {
-        handle: s.handle,
+        handle: s.handle.0,
         name: s.name.clone(),
         model: s.model.clone(),
         kind: match s.kind {
@@ -97,14 +97,14 @@ fn node(n: &wit::Node) -> old::Node {
 /// Where a job starts or runs next, in 0.4.0 terms (the same shape).
 fn placement(p: old::Placement) -> wit::Placement {
     wit::Placement {
-        nodes: p.nodes.into_iter().map(|n| wit::NodePlacement { node: n.node, gpus: n.gpus }).collect(),
+        nodes: p.nodes.into_iter().map(|n| wit::NodePlacement::new(n.node, n.gpus)).collect(),
         share: p.share,
     }
 }
 
 /// A 0.3.0 decision in 0.4.0 terms: the same actions and reasons why jobs wait.
 pub(crate) fn decision(d: old::Decision) -> wit::Decision {
-    let pending = d.pending.iter().map(|p| wit::Pending { job: p.job, reason: p.reason.clone() }).collect();
+    let pending = d.pending.iter().map(|p| wit::Pending { job: p.job.into(), reason: p.reason.clone() }).collect();
     let mut new = super::older::older_decision!(
         old,
         d,
@@ -127,12 +127,12 @@ pub(crate) fn abilities(a: old::Abilities) -> wit::Abilities {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmsched_core::world::{Cursor, sample};
+    use wasmsched_core::world::{Cursor, NodeId, sample};
 
     #[test]
     fn the_same_deltas_cross_less_the_new_fields_and_a_decision_comes_back_whole() {
         let mut t = sample::gpu_cluster(2, 4, 2, 1);
-        t.set_node_down(1, true);
+        t.set_node_down(NodeId(1), true);
         let mut cursor = Cursor::fresh();
         let new = t.snapshot_for(&mut cursor);
         let old = snapshot(&new);
@@ -147,7 +147,7 @@ mod tests {
         let q = new.queue.handle[0];
         let d = decision(old::Decision {
             actions: vec![old::Action {
-                job: q,
+                job: q.0,
                 kind: old::ActionKind::Resize(old::Resize {
                     placement: old::Placement {
                         nodes: vec![old::NodePlacement { node: 0, gpus: vec![3] }],
@@ -158,7 +158,7 @@ mod tests {
                 reason: "grow".into(),
             }],
             next_call_ms: Some(5),
-            pending: vec![old::Pending { job: q, reason: "waits".into() }],
+            pending: vec![old::Pending { job: q.0, reason: "waits".into() }],
         });
         assert_eq!(d.pending, [wit::Pending { job: q, reason: "waits".into() }]);
         assert!(matches!(&d.actions[0].kind, wit::ActionKind::Resize(r) if r.batch_size == Some(64)));

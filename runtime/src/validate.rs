@@ -12,6 +12,7 @@ use std::fmt::Write as _;
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::World;
 use wasmsched_rules::check::{self as rules, Act, Checker, JobNow, NodeCap, Room};
+use wasmsched_rules::{JobId, NodeId};
 
 pub use wasmsched_rules::check::{Oversized, Problem};
 pub use wasmsched_rules::{MIN_CPU_MILLICORES, MIN_MEMORY_BYTES, max_actions};
@@ -113,7 +114,7 @@ const SUMMARY_REASON_BYTES: usize = 160;
 /// and the first few reasons, each cut short. None for none. Each refusal is the job, the
 /// action's kind when known, and why. The audit log keeps every one; the host's own log
 /// keeps this, so its volume per tick is bounded whatever a policy sends.
-pub fn summary<'a>(refusals: impl IntoIterator<Item = (u32, Option<&'a ActionKind>, &'a str)>) -> Option<String> {
+pub fn summary<'a>(refusals: impl IntoIterator<Item = (JobId, Option<&'a ActionKind>, &'a str)>) -> Option<String> {
     let mut count = 0usize;
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     let mut first = String::new();
@@ -164,7 +165,7 @@ impl<'w> Seen<'w> {
     pub fn new(world: &'w World) -> Self {
         let mut memory_on = vec![0u64; world.nodes().len()];
         for (_, s) in world.jobs() {
-            if let Some(m) = memory_on.get_mut(s.node as usize) {
+            if let Some(m) = memory_on.get_mut(s.node.index()) {
                 *m = m.saturating_add(s.memory_used_bytes);
             }
         }
@@ -173,8 +174,8 @@ impl<'w> Seen<'w> {
 }
 
 impl rules::World for Seen<'_> {
-    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
-        self.world.nodes().get(node as usize).map(|n| NodeCap {
+    fn node(&self, node: NodeId) -> Option<NodeCap<'_>> {
+        self.world.nodes().get(node.index()).map(|n| NodeCap {
             name: &n.name,
             cpu_millicores: n.cpu_millicores,
             memory_bytes: n.memory_bytes,
@@ -187,7 +188,7 @@ impl rules::World for Seen<'_> {
         self.world.nodes().len()
     }
 
-    fn job(&self, job: u32) -> Option<JobNow<'_>> {
+    fn job(&self, job: JobId) -> Option<JobNow<'_>> {
         let (spec, state) = (self.world.spec(job)?, self.world.state(job)?);
         Some(JobNow {
             gpu_counts: &spec.scaling.gpu_counts,
@@ -200,12 +201,12 @@ impl rules::World for Seen<'_> {
         })
     }
 
-    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
+    fn gpus_of(&self, job: JobId) -> Vec<(NodeId, u32)> {
         self.world.state(job).map(|s| s.gpus.iter().map(|g| (g.node, g.index)).collect()).unwrap_or_default()
     }
 
-    fn memory_used_on(&self, node: u32) -> u64 {
-        self.memory_on.get(node as usize).copied().unwrap_or(0)
+    fn memory_used_on(&self, node: NodeId) -> u64 {
+        self.memory_on.get(node.index()).copied().unwrap_or(0)
     }
 }
 
@@ -227,7 +228,7 @@ mod tests {
     use wasmsched_core::world::{GpuSlot, sample};
 
     fn act(job: u32, kind: ActionKind) -> wit::Action {
-        wit::Action { job, kind, reason: "r".into() }
+        wit::Action { job: JobId(job), kind, reason: "r".into() }
     }
 
     fn decision(actions: Vec<wit::Action>) -> wit::Decision {
@@ -242,12 +243,12 @@ mod tests {
             act(0, ActionKind::SetCpu(Some(0))),
             act(0, ActionKind::SetCpu(Some(u64::MAX))),
             act(0, ActionKind::SetMemory(Some(1))),
-            act(0, ActionKind::Migrate(7)),
-            act(0, ActionKind::Migrate(0)),
+            act(0, ActionKind::Migrate(NodeId(7))),
+            act(0, ActionKind::Migrate(NodeId(0))),
             act(0, ActionKind::SetGpuShare(wit::GpuShare { gpu: 3, percent: 50 })),
             act(0, ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent: 101 })),
             act(0, ActionKind::SetCpu(Some(1500))),
-            act(1, ActionKind::Migrate(0)),
+            act(1, ActionKind::Migrate(NodeId(0))),
         ]);
         let c = check(d, &world).unwrap();
         assert_eq!(c.accepted.len(), 2, "{:?}", c.accepted);
@@ -262,9 +263,9 @@ mod tests {
     #[test]
     fn a_migration_to_a_full_node_is_rejected() {
         let mut world = sample::world(2, 2, 0);
-        world.state_mut(0).unwrap().memory_used_bytes = 60 << 30;
-        world.state_mut(1).unwrap().memory_used_bytes = 8 << 30;
-        let c = check(decision(vec![act(1, ActionKind::Migrate(0))]), &world).unwrap();
+        world.state_mut(JobId(0)).unwrap().memory_used_bytes = 60 << 30;
+        world.state_mut(JobId(1)).unwrap().memory_used_bytes = 8 << 30;
+        let c = check(decision(vec![act(1, ActionKind::Migrate(NodeId(0)))]), &world).unwrap();
         assert!(c.rejected[0].reason.contains("is full"), "{:?}", c.rejected);
     }
 
@@ -290,13 +291,13 @@ mod tests {
         let reason = "x".repeat(10_000);
         let stop = ActionKind::Stop;
         let place = ActionKind::Place(wit::Placement { nodes: Vec::new(), share: false });
-        let many = (0..100_000).map(|j| (j, Some(if j % 2 == 0 { &stop } else { &place }), reason.as_str()));
+        let many = (0..100_000).map(|j| (JobId(j), Some(if j % 2 == 0 { &stop } else { &place }), reason.as_str()));
         let line = summary(many).unwrap();
         assert!(line.starts_with("100000 (50000 place, 50000 stop): job 0: xxx"), "{line}");
         assert!(line.ends_with("; and 99997 more"), "{line}");
         assert!(line.len() < 4 * SUMMARY_REASON_BYTES, "{} bytes", line.len());
         assert_eq!(summary(std::iter::empty()), None);
-        assert_eq!(summary([(3, None, "gone")]).unwrap(), "1 (1 action): job 3: gone");
+        assert_eq!(summary([(JobId(3), None, "gone")]).unwrap(), "1 (1 action): job 3: gone");
     }
 
     /// Two nodes of 4 GPUs; job 0 runs on node 0 holding GPU 0; jobs 1 (2 GPUs, 2 replicas) and
@@ -305,9 +306,9 @@ mod tests {
         let mut w = sample::world(2, 1, 0);
         for n in 0..2 {
             let wider = wit::Node { gpu_memory_bytes: vec![16 << 30; 4], ..w.nodes()[n].clone() };
-            assert!(w.set_node(n as u32, wider));
+            assert!(w.set_node(NodeId(n as u32), wider));
         }
-        w.state_mut(0).unwrap().gpus = vec![GpuSlot { node: 0, index: 0 }];
+        w.state_mut(JobId(0)).unwrap().gpus = vec![GpuSlot { node: NodeId(0), index: 0 }];
         let ask = |gpus, replicas| wit::JobSpec { gpus, replicas, ..sample::job_spec(1) };
         w.enqueue_job(ask(2, 2));
         w.enqueue_job(ask(1, 1));
@@ -315,7 +316,7 @@ mod tests {
     }
 
     fn place(job: u32, nodes: &[(u32, &[u32])], share: bool) -> wit::Action {
-        let nodes = nodes.iter().map(|(node, gpus)| wit::NodePlacement { node: *node, gpus: gpus.to_vec() }).collect();
+        let nodes = nodes.iter().map(|(node, gpus)| wit::NodePlacement::new(*node, *gpus)).collect();
         act(job, ActionKind::Place(wit::Placement { nodes, share }))
     }
 
@@ -342,7 +343,7 @@ mod tests {
             (place(0, &[(1, &[0])], false), "already runs on node node-0"),
             (act(2, ActionKind::Preempt), "queued, not running"),
             (act(2, ActionKind::SetCpu(Some(1000))), "queued, not running"),
-            (act(2, ActionKind::Migrate(1)), "queued, not running"),
+            (act(2, ActionKind::Migrate(NodeId(1))), "queued, not running"),
         ];
         for (action, why) in cases {
             let reason = refused(&w, action.clone());
@@ -380,8 +381,9 @@ mod tests {
     #[test]
     fn a_migration_needs_as_many_free_gpus_as_the_job_holds() {
         let mut w = gpu_world();
-        w.state_mut(0).unwrap().gpus = (0..4).map(|index| GpuSlot { node: 0, index }).collect();
-        let c = check(decision(vec![place(1, &[(1, &[0, 1])], false), act(0, ActionKind::Migrate(1))]), &w).unwrap();
+        w.state_mut(JobId(0)).unwrap().gpus = (0..4).map(|index| GpuSlot { node: NodeId(0), index }).collect();
+        let c = check(decision(vec![place(1, &[(1, &[0, 1])], false), act(0, ActionKind::Migrate(NodeId(1)))]), &w)
+            .unwrap();
         assert!(c.rejected[0].reason.contains("node node-1 has 2 free GPUs; job 0 holds 4"), "{:?}", c.rejected);
     }
 

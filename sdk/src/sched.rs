@@ -57,7 +57,7 @@ type Selects = HashMap<Vec<(String, String)>, Vec<bool>>;
 
 /// The holder the book records for GPUs a round's plan takes (the job is named only when the
 /// placement becomes an action).
-const PLANNED: u32 = u32::MAX;
+const PLANNED: JobId = JobId(u32::MAX);
 
 /// Where a queued job starts: its GPUs on each node it uses, its first node first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,11 +101,11 @@ impl Placement {
         entries: Vec<wasmsched_rules::NodePlacement>,
         ask: Ask,
         request: Request,
-        room: impl Fn(u32) -> u32,
+        room: impl Fn(NodeId) -> u32,
     ) -> Placement {
-        let held: Vec<(u32, u32)> = entries.iter().map(|e| (e.node, e.gpus.len() as u32)).collect();
+        let held: Vec<(NodeId, u32)> = entries.iter().map(|e| (e.node, e.gpus.len() as u32)).collect();
         let pieces = pieces_on(ask.gpus, ask.replicas, &held, room).into_iter().map(|(_, p)| p).collect();
-        Placement { nodes: entries.into_iter().map(|e| (NodeId(e.node), e.gpus)).collect(), request, pieces }
+        Placement { nodes: entries.into_iter().map(|e| (e.node, e.gpus)).collect(), request, pieces }
     }
 }
 
@@ -139,7 +139,7 @@ pub struct FreeGpus {
 }
 
 /// The holder [`FreeGpus::of`] books the GPUs of a node that does not take work to.
-pub const DOWN: u32 = u32::MAX;
+pub const DOWN: JobId = JobId(u32::MAX);
 
 /// Running jobs per core: the order in which CPU jobs try the nodes, fewest first.
 fn load((cpu, jobs): (Millicores, u32)) -> f64 {
@@ -157,7 +157,7 @@ impl FreeGpus {
                 node.1 = node.1.saturating_add(1);
             }
             for g in job.gpus() {
-                book.hold(g.node.0, g.index, job.id().0);
+                book.hold(g.node, g.index, job.id());
             }
         }
         Self::indexed(book, nodes, s, s.nodes().map(|n| n.room().into()).collect())
@@ -179,7 +179,7 @@ impl FreeGpus {
         let mut room: Vec<NodeRoom> = s.nodes().map(|n| n.room().into()).collect();
         for job in s.jobs() {
             for (node, pieces) in pieces_held(&job) {
-                if let Some(r) = room.get_mut(node as usize) {
+                if let Some(r) = room.get_mut(node.index()) {
                     r.give(request(&job), pieces);
                 }
             }
@@ -194,7 +194,7 @@ impl FreeGpus {
         let mut nodes: Vec<(Millicores, u32)> = s.nodes().map(|n| (n.cpu(), 0)).collect();
         for n in s.nodes().filter(|n| !n.takes_work()) {
             for g in 0..n.gpus().len() as u32 {
-                book.hold(n.id().0, g, DOWN);
+                book.hold(n.id(), g, DOWN);
             }
             nodes[n.id().0 as usize].1 = u32::MAX;
         }
@@ -216,17 +216,20 @@ impl FreeGpus {
 
     /// How many pieces requesting `request` node `node` takes now, for a job with node
     /// selector `selector` (none where the node lacks its labels).
-    fn room_for(&self, node: u32, request: Request, selector: &[(String, String)]) -> u32 {
+    fn room_for(&self, node: NodeId, request: Request, selector: &[(String, String)]) -> u32 {
         let selected =
-            selector.is_empty() || self.selects.get(selector).is_some_and(|m| m.get(node as usize) == Some(&true));
+            selector.is_empty() || self.selects.get(selector).is_some_and(|m| m.get(node.index()) == Some(&true));
         if !selected {
             return 0;
         }
-        self.room.get(node as usize).map_or(0, |r| r.pieces(request))
+        self.room.get(node.index()).map_or(0, |r| r.pieces(request))
     }
 
     fn index_of(book: &GpuBook, nodes: &[(Millicores, u32)]) -> NodeIndex {
-        NodeIndex::new((0..nodes.len() as u32).map(|n| book.free_count(n)), nodes.iter().map(|&n| load(n)).collect())
+        NodeIndex::new(
+            (0..nodes.len() as u32).map(|n| book.free_count(NodeId(n))),
+            nodes.iter().map(|&n| load(n)).collect(),
+        )
     }
 
     /// The same book, trying the nodes in `order`.
@@ -241,7 +244,12 @@ impl FreeGpus {
     /// free GPUs and room for every piece alone; else, for a job that may be split, the first
     /// `replicas` nodes in that order with room for a whole piece (first fit takes nothing
     /// from the others); else none.
-    fn to_try(&self, ask: Ask, fits: &impl Fn(u32) -> u32) -> Vec<u32> {
+    fn to_try(&self, ask: Ask, fits: &impl Fn(NodeId) -> u32) -> Vec<NodeId> {
+        self.to_try_indexed(ask, &|n| fits(NodeId(n))).into_iter().map(NodeId).collect()
+    }
+
+    /// [`Self::to_try`] on the index's node numbers.
+    fn to_try_indexed(&self, ask: Ask, fits: &impl Fn(u32) -> u32) -> Vec<u32> {
         let pieces = ask.pieces();
         if ask.gpus == 0 {
             if let Some(n) = self.index.least_loaded_where(|n| fits(n) >= pieces) {
@@ -321,12 +329,12 @@ impl FreeGpus {
 
     /// The free GPUs of `node`, lowest index first (none for a node that does not exist).
     pub fn free_on(&self, node: NodeId) -> Vec<u32> {
-        self.book.free_on(node.0).collect()
+        self.book.free_on(node).collect()
     }
 
     /// Whether GPU `gpu` exists and is free.
     pub fn is_free(&self, gpu: GpuSlot) -> bool {
-        self.book.is_free(gpu.node.0, gpu.index)
+        self.book.is_free(gpu.node, gpu.index)
     }
 
     /// Take GPU `gpu` for the plan if it is free (a job that keeps it, say); whether it was.
@@ -334,8 +342,8 @@ impl FreeGpus {
         if !self.is_free(gpu) {
             return false;
         }
-        self.book.hold(gpu.node.0, gpu.index, PLANNED);
-        self.index.set_free(gpu.node.0, self.book.free_count(gpu.node.0));
+        self.book.hold(gpu.node, gpu.index, PLANNED);
+        self.index.set_free(gpu.node.0, self.book.free_count(gpu.node));
         true
     }
 
@@ -343,19 +351,18 @@ impl FreeGpus {
     pub fn give_back(&mut self, entries: &[(NodeId, Vec<u32>)]) {
         for (node, gpus) in entries {
             for &index in gpus {
-                self.book.release(node.0, index, PLANNED);
+                self.book.release(*node, index, PLANNED);
             }
-            self.index.set_free(node.0, self.book.free_count(node.0));
+            self.index.set_free(node.0, self.book.free_count(*node));
         }
     }
 
     /// First fit of `gpus` GPUs in at most `replicas` pieces over `nodes` alone, tried in the
     /// order given; takes what it returns. None when they do not fit there now.
     pub fn fit_on(&mut self, nodes: &[NodeId], gpus: u32, replicas: u32) -> Option<Placement> {
-        let order: Vec<u32> = nodes.iter().map(|n| n.0).collect();
         let ask = Ask { gpus, replicas };
-        let fits = |n: u32| self.room_for(n, Request::default(), &[]);
-        let entries = first_fit_within(&self.book, ask, &order, fits)?;
+        let fits = |n: NodeId| self.room_for(n, Request::default(), &[]);
+        let entries = first_fit_within(&self.book, ask, nodes, fits)?;
         let placement = Placement::of(entries, ask, Request::default(), fits);
         self.hold_placement(&placement);
         Some(placement)
@@ -368,8 +375,8 @@ impl FreeGpus {
             return;
         }
         for g in job.gpus() {
-            self.book.release(g.node.0, g.index, job.id().0);
-            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
+            self.book.release(g.node, g.index, job.id());
+            self.index.set_free(g.node.0, self.book.free_count(g.node));
         }
         self.room_of_job(job, NodeRoom::give);
         self.count_job(job.node(), |jobs| jobs.saturating_sub(1));
@@ -380,7 +387,7 @@ impl FreeGpus {
     fn room_of_job(&mut self, job: &Job<'_>, change: fn(&mut NodeRoom, Request, u32)) {
         let request = request(job);
         for (node, pieces) in pieces_held(job) {
-            if let Some(r) = self.room.get_mut(node as usize) {
+            if let Some(r) = self.room.get_mut(node.index()) {
                 change(r, request, pieces);
             }
         }
@@ -391,7 +398,7 @@ impl FreeGpus {
     pub fn release_all<'j>(&mut self, jobs: impl IntoIterator<Item = &'j Job<'j>>) {
         for job in jobs.into_iter().filter(|j| !j.is_queued()) {
             for g in job.gpus() {
-                self.book.release(g.node.0, g.index, job.id().0);
+                self.book.release(g.node, g.index, job.id());
             }
             self.room_of_job(job, NodeRoom::give);
             if let Some(n) = self.nodes.get_mut(job.node().0 as usize) {
@@ -417,8 +424,8 @@ impl FreeGpus {
             return;
         }
         for g in job.gpus() {
-            self.book.hold(g.node.0, g.index, job.id().0);
-            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
+            self.book.hold(g.node, g.index, job.id());
+            self.index.set_free(g.node.0, self.book.free_count(g.node));
         }
         self.room_of_job(job, NodeRoom::take);
         self.count_job(job.node(), |jobs| jobs + 1);
@@ -433,7 +440,7 @@ impl FreeGpus {
 
     /// First fit of `ask`, each piece requesting `request` on a node that carries `selector`.
     fn find_asking(&self, ask: Ask, request: Request, selector: &[(String, String)]) -> Option<Placement> {
-        let fits = |n: u32| self.room_for(n, request, selector);
+        let fits = |n: NodeId| self.room_for(n, request, selector);
         let entries = first_fit_within(&self.book, ask, &self.to_try(ask, &fits), fits)?;
         Some(Placement::of(entries, ask, request, fits))
     }
@@ -506,8 +513,8 @@ impl FreeGpus {
     /// Hold a placement's GPUs and take its pieces out of their nodes' room.
     fn hold_placement(&mut self, placement: &Placement) {
         for g in placement.gpus() {
-            self.book.hold(g.node.0, g.index, PLANNED);
-            self.index.set_free(g.node.0, self.book.free_count(g.node.0));
+            self.book.hold(g.node, g.index, PLANNED);
+            self.index.set_free(g.node.0, self.book.free_count(g.node));
         }
         for ((node, _), &pieces) in placement.nodes.iter().zip(&placement.pieces) {
             if let Some(r) = self.room.get_mut(node.0 as usize) {
@@ -529,9 +536,9 @@ fn request(job: &Job<'_>) -> Request {
 }
 
 /// How many of running `job`'s pieces each of its nodes holds.
-fn pieces_held(job: &Job<'_>) -> Vec<(u32, u32)> {
-    let held = job.gpus().iter().map(|g| g.node.0);
-    wasmsched_rules::room::pieces_held(job.gpus_asked(), job.replicas(), held, job.node().0)
+fn pieces_held(job: &Job<'_>) -> Vec<(NodeId, u32)> {
+    let held = job.gpus().iter().map(|g| g.node);
+    wasmsched_rules::room::pieces_held(job.gpus_asked(), job.replicas(), held, job.node())
 }
 
 /// First fit, as FIFO would, for the queued jobs that ask for no GPU and that `keep` keeps: what
@@ -572,7 +579,7 @@ pub fn verdicts(s: &Snapshot<'_>, d: &Decision) -> Result<Vec<Result<(), String>
     wasmsched_rules::check::size(d.actions().iter().map(act), room).map_err(|e| e.to_string())?;
     let world = Seen(s);
     let mut checker = Checker::new(FreeGpus::of(s).book).with_tenants(s.ledger());
-    let verdict = |action: &Action| checker.check(&world, action.job().0, &act(action)).map_err(|p| p.to_string());
+    let verdict = |action: &Action| checker.check(&world, action.job(), &act(action)).map_err(|p| p.to_string());
     Ok(d.actions().iter().map(verdict).collect())
 }
 
@@ -581,7 +588,7 @@ fn act(action: &Action) -> Act<'_, NodePlacement> {
     match action.kind() {
         ActionKind::SetCpu(m) => Act::SetCpu(*m),
         ActionKind::SetMemory(b) => Act::SetMemory(*b),
-        ActionKind::Migrate(to) => Act::Migrate(*to),
+        ActionKind::Migrate(to) => Act::Migrate(NodeId(*to)),
         ActionKind::Deliver => Act::Deliver,
         ActionKind::Stop => Act::Stop,
         ActionKind::SetGpuShare(g) => Act::SetGpuShare { gpu: g.gpu, percent: g.percent },
@@ -597,8 +604,8 @@ fn act(action: &Action) -> Act<'_, NodePlacement> {
 struct Seen<'s, 'a>(&'s Snapshot<'a>);
 
 impl World for Seen<'_, '_> {
-    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
-        self.0.node(NodeId(node)).map(|n| NodeCap {
+    fn node(&self, node: NodeId) -> Option<NodeCap<'_>> {
+        self.0.node(node).map(|n| NodeCap {
             name: n.name(),
             cpu_millicores: n.cpu().0,
             memory_bytes: n.memory().0,
@@ -611,32 +618,32 @@ impl World for Seen<'_, '_> {
         self.0.nodes().len()
     }
 
-    fn job(&self, job: u32) -> Option<JobNow<'_>> {
-        let j = self.0.job(JobId(job))?;
+    fn job(&self, job: JobId) -> Option<JobNow<'_>> {
+        let j = self.0.job(job)?;
         let scaling = j.scaling();
         Some(JobNow {
             gpu_counts: &scaling.gpu_counts,
             batch_sizes: (scaling.batch_size_min, scaling.batch_size_max),
             gpus: j.gpus_asked(),
             replicas: j.declared_replicas(),
-            node: (!j.is_queued()).then(|| j.node().0),
+            node: (!j.is_queued()).then(|| j.node()),
             memory_used_bytes: j.memory_use().0,
             tenant: self.0.tenant_index(j.tenant()),
         })
     }
 
-    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
-        self.0.job(JobId(job)).map(|j| j.gpus().iter().map(|g| (g.node.0, g.index)).collect()).unwrap_or_default()
+    fn gpus_of(&self, job: JobId) -> Vec<(NodeId, u32)> {
+        self.0.job(job).map(|j| j.gpus().iter().map(|g| (g.node, g.index)).collect()).unwrap_or_default()
     }
 
-    fn memory_used_on(&self, node: u32) -> u64 {
-        self.0.jobs_on(NodeId(node)).filter(|j| !j.is_queued()).map(|j| j.memory_use().0).sum()
+    fn memory_used_on(&self, node: NodeId) -> u64 {
+        self.0.jobs_on(node).filter(|j| !j.is_queued()).map(|j| j.memory_use().0).sum()
     }
 }
 
 impl Entry for NodePlacement {
-    fn node(&self) -> u32 {
-        self.node
+    fn node(&self) -> NodeId {
+        NodeId(self.node)
     }
     fn gpus(&self) -> &[u32] {
         &self.gpus

@@ -277,9 +277,10 @@ impl TestWorld {
         for j in self.jobs.values().filter(|j| j.queued.is_none()) {
             let request =
                 wasmsched_rules::Request { cpu: j.spec.requests.cpu_millicores, memory: j.spec.requests.memory_bytes };
-            let held = j.gpus.iter().map(|g| g.node.0);
-            for (node, pieces) in wasmsched_rules::room::pieces_held(j.spec.gpus, j.spec.replicas, held, j.state.node) {
-                if let Some(r) = room.get_mut(node as usize) {
+            let held = j.gpus.iter().map(|g| g.node);
+            let node = NodeId(j.state.node);
+            for (node, pieces) in wasmsched_rules::room::pieces_held(j.spec.gpus, j.spec.replicas, held, node) {
+                if let Some(r) = room.get_mut(node.index()) {
                     r.take(request, pieces);
                 }
             }
@@ -314,14 +315,14 @@ impl TestWorld {
 
     /// Name the type of `node`'s GPUs ("a100"); nodes start with none.
     pub fn set_gpu_type(&mut self, node: NodeId, gpu_type: &str) {
-        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("node#{node} is not in this TestWorld"));
         n.gpu_type = gpu_type.into();
         self.nodes_sent = usize::MAX;
     }
 
     /// Give `node` a label (its labels stay sorted by key).
     pub fn set_label(&mut self, node: NodeId, key: &str, value: &str) {
-        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("node#{node} is not in this TestWorld"));
         n.labels.retain(|(k, _)| k != key);
         n.labels.push((key.into(), value.into()));
         n.labels.sort();
@@ -330,7 +331,7 @@ impl TestWorld {
 
     /// Name `node`'s topology domains, coarsest first.
     pub fn set_domains(&mut self, node: NodeId, domains: &[&str]) {
-        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld"));
+        let n = self.nodes.get_mut(node.0 as usize).unwrap_or_else(|| panic!("node#{node} is not in this TestWorld"));
         n.domains = domains.iter().map(|d| d.to_string()).collect();
         self.nodes_sent = usize::MAX;
     }
@@ -338,7 +339,7 @@ impl TestWorld {
     /// Say how many pieces (pods) `node` takes in all (no limit unless set); its room counts
     /// the running jobs' pieces off it.
     pub fn set_pods(&mut self, node: NodeId, pods: u32) {
-        *self.pods.get_mut(node.0 as usize).unwrap_or_else(|| panic!("{node} is not in this TestWorld")) = pods;
+        *self.pods.get_mut(node.0 as usize).unwrap_or_else(|| panic!("node#{node} is not in this TestWorld")) = pods;
     }
 
     /// Say whether `node` can take work (false: NotReady or cordoned).
@@ -353,7 +354,7 @@ impl TestWorld {
     /// Set a GPU's measured use over the last interval.
     pub fn set_gpu_use(&mut self, node: NodeId, gpu: u32, utilisation_percent: f32, memory_used: Bytes) {
         let slot = self.gpu_use.get_mut(node.0 as usize).and_then(|g| g.get_mut(gpu as usize));
-        *slot.unwrap_or_else(|| panic!("{node} has no GPU {gpu} in this TestWorld")) =
+        *slot.unwrap_or_else(|| panic!("node#{node} has no GPU {gpu} in this TestWorld")) =
             (utilisation_percent, memory_used.0);
     }
 
@@ -424,7 +425,7 @@ impl TestWorld {
     }
 
     fn job(&mut self, job: JobId) -> &mut TestJob {
-        self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("{job} is not in this TestWorld"))
+        self.jobs.get_mut(&job.0).unwrap_or_else(|| panic!("job#{job} is not in this TestWorld"))
     }
 
     /// End a job.

@@ -94,25 +94,9 @@ impl fmt::Display for Seconds {
     }
 }
 
-/// A job's handle: unique on its host for the job's lifetime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct JobId(pub u32);
-
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "job#{}", self.0)
-    }
-}
-
-/// A node's handle: its index in the snapshot's node list.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct NodeId(pub u32);
-
-impl fmt::Display for NodeId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "node#{}", self.0)
-    }
-}
+/// A job's handle and a node's: the contract's rules' types, which the host's side names its
+/// jobs and nodes by too. Each prints as its number.
+pub use wasmsched_rules::{JobId, NodeId};
 
 #[cfg(test)]
 mod tests {

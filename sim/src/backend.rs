@@ -4,6 +4,7 @@
 use wasmsched_core::backend::{ApplyError, Backend, DefaultPlacement, Placer, Progress};
 use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::{GpuSlot, World};
+use wasmsched_rules::{JobId, NodeId};
 
 use super::{Phase, Simulator, secs_to_ms};
 
@@ -46,7 +47,7 @@ impl Backend for Simulator {
         let mut gpu_used = vec![0.0; running.len()];
         for (node, spec) in self.nodes.iter().enumerate() {
             for index in 0..spec.gpus {
-                let gpu = GpuSlot { node: node as u32, index };
+                let gpu = GpuSlot { node: NodeId(node as u32), index };
                 let mut busy = false;
                 for (i, _, used) in self.gpu_use(gpu) {
                     busy = true;
@@ -56,7 +57,7 @@ impl Backend for Simulator {
                 }
                 let memory: u64 =
                     self.holders_of(gpu).iter().filter_map(|&i| self.jobs[i].gpu_kind).map(|(_, b)| b).sum();
-                world.set_gpu_use(node as u32, index, if busy { 100.0 } else { 0.0 }, memory);
+                world.set_gpu_use(NodeId(node as u32), index, if busy { 100.0 } else { 0.0 }, memory);
             }
         }
         for (k, i) in running.into_iter().enumerate() {
@@ -94,7 +95,7 @@ impl Backend for Simulator {
 
     fn apply(&mut self, actions: &[wit::Action], world: &mut World) -> Vec<ApplyError> {
         let mut errors = Vec::new();
-        let mut touched: Vec<u32> = Vec::new();
+        let mut touched: Vec<NodeId> = Vec::new();
         for action in actions {
             if let Err(reason) = self.apply_one(action, world, &mut touched) {
                 errors.push(ApplyError { job: action.job, reason });
@@ -127,7 +128,7 @@ impl Backend for Simulator {
 impl Simulator {
     /// Put one validated action into force; the nodes whose GPU or CPU sharing it changed go
     /// to `touched`. Err says why it could not.
-    fn apply_one(&mut self, action: &wit::Action, world: &mut World, touched: &mut Vec<u32>) -> Result<(), String> {
+    fn apply_one(&mut self, action: &wit::Action, world: &mut World, touched: &mut Vec<NodeId>) -> Result<(), String> {
         let Some(i) = self.job_of(action.job) else { return Err("the job has ended".into()) };
         let node = self.jobs[i].node;
         let running = self.jobs[i].phase == Phase::Running;
@@ -138,7 +139,7 @@ impl Simulator {
                 if let Some(why) = self.memory_refusal(i, &gpus) {
                     return Err(format!("not placed: {why}"));
                 }
-                let first = p.nodes.first().map_or(0, |e| e.node);
+                let first = p.nodes.first().map_or(NodeId(0), |e| e.node);
                 self.start(i, first, gpus, world);
             }
             ActionKind::Stop => self.finish(i, true, world),
@@ -181,7 +182,7 @@ impl Simulator {
 
     /// Restart running job `i` (handle `job`) on the GPUs `r` names, at the batch size it names
     /// if any. Returns the node it runs on now.
-    fn resize(&mut self, i: usize, job: u32, r: &wit::Resize, world: &mut World) -> Result<u32, String> {
+    fn resize(&mut self, i: usize, job: JobId, r: &wit::Resize, world: &mut World) -> Result<NodeId, String> {
         let gpus = slots(&r.placement);
         let mine = |g: &GpuSlot| self.jobs[i].gpus.contains(g);
         let fresh: Vec<GpuSlot> = gpus.iter().filter(|g| !mine(g)).copied().collect();
@@ -207,11 +208,11 @@ fn slots(p: &wit::Placement) -> Vec<GpuSlot> {
 }
 
 impl DefaultPlacement for Simulator {
-    fn startable(&self, world: &World) -> Vec<u32> {
+    fn startable(&self, world: &World) -> Vec<JobId> {
         Simulator::startable(self, world)
     }
 
-    fn rescue(&mut self, jobs: &[u32], world: &mut World) -> Vec<u32> {
+    fn rescue(&mut self, jobs: &[JobId], world: &mut World) -> Vec<JobId> {
         Simulator::rescue(self, jobs, world)
     }
 }
@@ -222,7 +223,7 @@ impl Progress for Simulator {
         Some(secs_to_ms(self.last_progress_s()))
     }
 
-    fn progressed_since(&self, job: u32, since_ms: Option<u64>, world: &World) -> bool {
+    fn progressed_since(&self, job: JobId, since_ms: Option<u64>, world: &World) -> bool {
         self.kept_work_since(job, since_ms, world)
     }
 }

@@ -59,7 +59,7 @@ pub use settings::SimSettings;
 use wasmsched_core::backend::Placer;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::world::{GpuSlot, World};
-use wasmsched_rules::GpuBook;
+use wasmsched_rules::{GpuBook, JobId, NodeId};
 
 /// CPU one inference request costs, in core-seconds.
 pub const REQUEST_COST_CORE_S: f64 = 0.02;
@@ -119,8 +119,8 @@ struct SimJob {
     plan: JobPlan,
     curve: JobCurve,
     direction: wit::Direction,
-    handle: Option<u32>,
-    node: u32,
+    handle: Option<JobId>,
+    node: NodeId,
     phase: Phase,
     epochs_total: u32,
     /// CPU job: core-seconds per epoch. GPU job: what multiplies its measured steps per epoch
@@ -254,7 +254,7 @@ pub struct Simulator {
     next_arrival: usize,
     now_s: f64,
     events: BinaryHeap<Event>,
-    ended: Vec<u32>,
+    ended: Vec<JobId>,
     rng: Rng,
     busy_core_s: f64,
     /// Who holds each GPU: the running jobs, by index into `jobs`.
@@ -289,7 +289,7 @@ impl Simulator {
                     direction: curve.direction(),
                     curve,
                     handle: None,
-                    node: 0,
+                    node: NodeId(0),
                     phase: Phase::Pending,
                     epochs_total,
                     work_per_epoch,
@@ -377,14 +377,14 @@ impl Simulator {
 
     /// Bring every runnable job on `node` up to the clock, then share the node's CPU anew and
     /// reschedule their next events.
-    fn reshare(&mut self, node: u32) {
+    fn reshare(&mut self, node: NodeId) {
         let now = self.now_s;
-        let on_node = self.on_node[node as usize].clone();
+        let on_node = self.on_node[node.index()].clone();
         for &i in &on_node {
             self.catch_up(i);
         }
         let runnable: Vec<usize> = on_node.iter().copied().filter(|&i| self.jobs[i].runnable(now)).collect();
-        let spec = &self.nodes[node as usize];
+        let spec = &self.nodes[node.index()];
         let capacity = spec.cpu_millicores as f64 / 1000.0;
         // On a shared GPU a job runs slower (`colocation`): by this factor.
         let sharing: Vec<f64> = runnable.iter().map(|&i| 1.0 / self.gpu_speed(i).max(1e-6)).collect();
@@ -633,8 +633,8 @@ impl Simulator {
     /// Whether the job behind `handle` did work it keeps since `since_ms` (ever, when None): a
     /// GPU job keeps every step, so any work counts; a CPU job loses the epoch in progress, so
     /// only an epoch's end does (its progress record).
-    fn kept_work_since(&self, handle: u32, since_ms: Option<u64>, world: &World) -> bool {
-        let Some(j) = self.by_handle.get(handle as usize).map(|&i| &self.jobs[i]) else { return false };
+    fn kept_work_since(&self, handle: JobId, since_ms: Option<u64>, world: &World) -> bool {
+        let Some(j) = self.by_handle.get(handle.index()).map(|&i| &self.jobs[i]) else { return false };
         match j.gpu {
             Some(_) => j.worked_s.is_some_and(|t| since_ms.is_none_or(|since| secs_to_ms(t) > since)),
             None => world.reported_since(handle, since_ms),
@@ -646,9 +646,9 @@ impl Simulator {
     }
 
     /// The live job (running or queued) behind `handle`.
-    fn job_of(&self, handle: u32) -> Option<usize> {
+    fn job_of(&self, handle: JobId) -> Option<usize> {
         self.by_handle
-            .get(handle as usize)
+            .get(handle.index())
             .copied()
             .filter(|&i| matches!(self.jobs[i].phase, Phase::Running | Phase::Queued))
     }
@@ -708,7 +708,7 @@ fn job_spec(plan: &JobPlan) -> wit::JobSpec {
         plan.metric()
     };
     wit::JobSpec {
-        handle: 0,
+        handle: JobId(0),
         name: plan.name.clone(),
         model: plan.model_name().into(),
         kind: plan.kind,

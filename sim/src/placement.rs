@@ -4,14 +4,12 @@
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::world::{GpuSlot, World};
-use wasmsched_rules::Ledger;
 use wasmsched_rules::fit::{Ask, could_ever_fit, first_fit};
+use wasmsched_rules::{JobId, Ledger, NodeId};
 
-use super::colocation;
-use super::goodput;
 use super::throughput::{GpuConfig, GpuType, shape_of};
 use super::workload::JobPlan;
-use super::{FEED_CORES_PER_GPU, Phase, Placer, Simulator, job_spec, secs_to_ms};
+use super::{FEED_CORES_PER_GPU, Phase, Placer, Simulator, colocation, goodput, job_spec, secs_to_ms};
 
 impl Simulator {
     /// The running jobs that hold `gpu`, in the order they started.
@@ -58,7 +56,7 @@ impl Simulator {
         let (kind, mine) = self.jobs[i].gpu_kind?;
         for &g in gpus {
             let others: Vec<usize> = self.holders_of(g).into_iter().filter(|&k| k != i).collect();
-            let capacity = self.nodes.get(g.node as usize)?.gpu_memory_bytes;
+            let capacity = self.nodes.get(g.node.index())?.gpu_memory_bytes;
             let mut held = 0;
             for &k in &others {
                 let Some((theirs, bytes)) = self.jobs[k].gpu_kind else { continue };
@@ -90,15 +88,15 @@ impl Simulator {
     }
 
     /// The first `n` GPUs of `node` that no running job holds.
-    pub(super) fn free_gpus(&self, node: u32, n: usize) -> Vec<GpuSlot> {
+    pub(super) fn free_gpus(&self, node: NodeId, n: usize) -> Vec<GpuSlot> {
         self.book.free_on(node).take(n).map(|index| GpuSlot { node, index }).collect()
     }
 
     /// The nodes in the order the default placement tries them: the pinned node alone, or
     /// every node, least loaded first (CPU asked for over capacity; the lowest index on a tie).
-    pub(super) fn node_order(&self, plan: &JobPlan) -> Vec<u32> {
+    pub(super) fn node_order(&self, plan: &JobPlan) -> Vec<NodeId> {
         if let Some(n) = plan.node {
-            return vec![n];
+            return vec![NodeId(n)];
         }
         let load = |n: usize| -> f64 {
             let cores: f64 = self.on_node[n].iter().map(|&i| self.jobs[i].max_cores).sum();
@@ -106,12 +104,12 @@ impl Simulator {
         };
         let mut order: Vec<(f64, u32)> = (0..self.nodes.len()).map(|n| (load(n), n as u32)).collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        order.into_iter().map(|(_, n)| n).collect()
+        order.into_iter().map(|(_, n)| NodeId(n)).collect()
     }
 
     /// First fit for job `i` over the nodes in [`Self::node_order`]: its first node and GPUs;
     /// None when it does not fit now.
-    pub(super) fn fit(&self, i: usize) -> Option<(u32, Vec<GpuSlot>)> {
+    pub(super) fn fit(&self, i: usize) -> Option<(NodeId, Vec<GpuSlot>)> {
         let plan = &self.jobs[i].plan;
         let ask = Ask { gpus: plan.gpus, replicas: plan.replicas };
         let entries = first_fit(&self.book, ask, &self.node_order(plan))?;
@@ -151,7 +149,7 @@ impl Simulator {
 
     /// The queued jobs the default placement would start now, in its order, as handles: a dry
     /// run of [`Self::place_queued`] on a copy of the GPU book.
-    pub(super) fn startable(&self, world: &World) -> Vec<u32> {
+    pub(super) fn startable(&self, world: &World) -> Vec<JobId> {
         let mut book = self.book.clone();
         let mut ledger = world.ledger();
         let mut startable = Vec::new();
@@ -160,7 +158,7 @@ impl Simulator {
             let Ok(tenant) = self.tenant_room(i, world, &ledger) else { continue };
             match first_fit(&book, Ask { gpus: plan.gpus, replicas: plan.replicas }, &self.node_order(plan)) {
                 Some(entries) => {
-                    book.take(&entries, i as u32);
+                    book.take(&entries, holder(i));
                     ledger.hold(tenant, u64::from(plan.gpus));
                     startable.extend(self.jobs[i].handle);
                 }
@@ -173,7 +171,7 @@ impl Simulator {
 
     /// Start queued `handles` with the default placement, in that order, each where it fits
     /// now and its tenant has room: the watchdog's rescue. Returns those started.
-    pub(super) fn rescue(&mut self, handles: &[u32], world: &mut World) -> Vec<u32> {
+    pub(super) fn rescue(&mut self, handles: &[JobId], world: &mut World) -> Vec<JobId> {
         let mut ledger = world.ledger();
         let mut started = Vec::new();
         for &h in handles {
@@ -191,7 +189,8 @@ impl Simulator {
     /// Whether job `i` fits the cluster with every GPU free.
     pub(super) fn could_ever_fit(&self, i: usize) -> bool {
         let plan = &self.jobs[i].plan;
-        let nodes: Vec<u32> = plan.node.map_or_else(|| (0..self.nodes.len() as u32).collect(), |n| vec![n]);
+        let nodes: Vec<NodeId> =
+            plan.node.map_or_else(|| (0..self.nodes.len() as u32).map(NodeId).collect(), |n| vec![NodeId(n)]);
         could_ever_fit(&self.book, Ask { gpus: plan.gpus, replicas: plan.replicas }, &nodes)
     }
 
@@ -203,7 +202,7 @@ impl Simulator {
             s.since_ms = secs_to_ms(self.now_s);
         }
         self.by_handle.push(i);
-        debug_assert_eq!(self.by_handle.len() as u32, handle + 1, "the simulator is the world's only source of jobs");
+        debug_assert_eq!(self.by_handle.len() as u32, handle.0 + 1, "the simulator is the world's only source of jobs");
         let noise = self.epoch_noise(i);
         let j = &mut self.jobs[i];
         j.handle = Some(handle);
@@ -220,10 +219,10 @@ impl Simulator {
     /// preemption, the restart cost; a GPU job, its start-up every time; a calibrated job, on
     /// its first start, its measured time from creation to its first epoch (none for a
     /// built-in CPU model).
-    pub(super) fn start(&mut self, i: usize, node: u32, gpus: Vec<GpuSlot>, world: &mut World) {
+    pub(super) fn start(&mut self, i: usize, node: NodeId, gpus: Vec<GpuSlot>, world: &mut World) {
         self.queue.retain(|&k| k != i);
         for g in &gpus {
-            self.book.hold(g.node, g.index, i as u32);
+            self.book.hold(g.node, g.index, holder(i));
         }
         if let Some(h) = self.jobs[i].handle {
             world.start_job(h, node, gpus.clone());
@@ -247,7 +246,7 @@ impl Simulator {
         let j = &mut self.jobs[i];
         j.phase = Phase::Running;
         j.last_update_s = now;
-        self.on_node[node as usize].push(i);
+        self.on_node[node.index()].push(i);
         let gpus = self.jobs[i].gpus.clone();
         self.reshare_around(node, &gpus);
     }
@@ -268,7 +267,7 @@ impl Simulator {
     pub(super) fn restart_on(
         &mut self,
         i: usize,
-        to: u32,
+        to: NodeId,
         gpus: impl FnOnce(&Self) -> Vec<GpuSlot>,
         world: &mut World,
     ) {
@@ -276,9 +275,9 @@ impl Simulator {
         self.release(i);
         let gpus = gpus(self);
         for g in &gpus {
-            self.book.hold(g.node, g.index, i as u32);
+            self.book.hold(g.node, g.index, holder(i));
         }
-        self.on_node[to as usize].push(i);
+        self.on_node[to.index()].push(i);
         if let Some(s) = self.jobs[i].handle.and_then(|h| world.state_mut(h)) {
             s.gpus.clone_from(&gpus);
         }
@@ -305,7 +304,7 @@ impl Simulator {
         let slowdown = if self.spans_domains(i) { 1.0 / colocation::cross_domain_speed() } else { 1.0 };
         let j = &mut self.jobs[i];
         let Some(config) = j.gpu else { return };
-        let shape = shape_of(j.gpus.iter().map(|s| s.node));
+        let shape = shape_of(j.gpus.iter().map(|s| s.node.0));
         match gpu_step(&j.plan, config, j.pinned_batch, &types, &shape, j.epoch + 1) {
             Some((step_s, config)) => {
                 j.step_s = step_s * slowdown;
@@ -321,7 +320,7 @@ impl Simulator {
     /// Whether job `i`'s GPUs lie on nodes of more than one topology domain (the nodes' full
     /// domain lists differ; nodes that name none have no topology).
     fn spans_domains(&self, i: usize) -> bool {
-        let mut domains = self.jobs[i].gpus.iter().filter_map(|s| self.nodes.get(s.node as usize)).map(|n| &n.domains);
+        let mut domains = self.jobs[i].gpus.iter().filter_map(|s| self.nodes.get(s.node.index())).map(|n| &n.domains);
         let Some(first) = domains.next() else { return false };
         domains.any(|d| d != first)
     }
@@ -329,7 +328,7 @@ impl Simulator {
     /// The GPU types of the GPUs job `i` holds, each once.
     fn gpu_types_of(&self, i: usize) -> Vec<GpuType> {
         let mut types: Vec<GpuType> =
-            self.jobs[i].gpus.iter().filter_map(|s| self.gpu_types.get(s.node as usize).copied()).collect();
+            self.jobs[i].gpus.iter().filter_map(|s| self.gpu_types.get(s.node.index()).copied()).collect();
         types.sort_unstable();
         types.dedup();
         types
@@ -339,9 +338,9 @@ impl Simulator {
     pub(super) fn release(&mut self, i: usize) {
         self.catch_up(i);
         let node = self.jobs[i].node;
-        self.on_node[node as usize].retain(|&k| k != i);
+        self.on_node[node.index()].retain(|&k| k != i);
         for g in std::mem::take(&mut self.jobs[i].gpus) {
-            self.book.release(g.node, g.index, i as u32);
+            self.book.release(g.node, g.index, holder(i));
         }
         self.jobs[i].cores = 0.0;
         self.jobs[i].speed = 0.0;
@@ -374,7 +373,7 @@ impl Simulator {
 
     /// Reshare `node`, and the nodes of the running jobs that hold any of `gpus` (their
     /// time-slice of a shared GPU changed).
-    pub(super) fn reshare_around(&mut self, node: u32, gpus: &[GpuSlot]) {
+    pub(super) fn reshare_around(&mut self, node: NodeId, gpus: &[GpuSlot]) {
         let mut nodes = vec![node];
         if gpus.iter().any(|g| !self.book.holders(g.node, g.index).is_empty()) {
             for k in self.running().collect::<Vec<_>>() {
@@ -424,4 +423,10 @@ pub fn gpu_step(
         })
         .min_by(|a, b| a.0.total_cmp(&b.0))?;
     Some((if speed > 0.0 { 1.0 / speed } else { f64::INFINITY }, config))
+}
+
+/// Who holds a GPU in the simulator's book: job `i` of its own list (not the job's handle,
+/// which it gets only once it arrives).
+fn holder(i: usize) -> JobId {
+    JobId(i as u32)
 }

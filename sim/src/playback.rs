@@ -6,7 +6,7 @@
 use wasmsched_core::backend::{ApplyError, Backend};
 use wasmsched_core::bindings::wit;
 use wasmsched_core::recording::{RecordedDecision, RecordedTick};
-use wasmsched_core::world::{GpuSlot, World};
+use wasmsched_core::world::{GpuSlot, NodeId, World};
 
 /// A recording being played back.
 pub struct Playback {
@@ -50,7 +50,7 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     if let Some(nodes) = &s.nodes {
         for (n, node) in nodes.iter().enumerate() {
             if n < world.nodes().len() {
-                world.set_node(n as u32, node.clone());
+                world.set_node(NodeId(n as u32), node.clone());
             } else {
                 world.add_node(node.clone());
             }
@@ -73,9 +73,9 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     }));
     let c = &s.jobs;
     for spec in &s.added {
-        let node = c.handle.iter().position(|&h| h == spec.handle).map_or(0, |i| c.node[i]);
+        let node = c.handle.iter().position(|&h| h == spec.handle).map_or(NodeId(0), |i| c.node[i]);
         if !world.insert_job(spec.clone(), node) {
-            tracing::warn!(job = spec.handle, "recording adds a job whose handle is not new; skipped");
+            tracing::warn!(job = %spec.handle, "recording adds a job whose handle is not new; skipped");
         }
     }
     // Queued jobs are added like running ones and then sent to the queue.
@@ -91,11 +91,11 @@ pub fn apply_delta(world: &mut World, s: &wit::Snapshot) {
     }
     running_jobs(world, c);
     let mut k = 0;
-    let gpus: Vec<(u32, u32)> = world
+    let gpus: Vec<(NodeId, u32)> = world
         .nodes()
         .iter()
         .enumerate()
-        .flat_map(|(n, node)| (0..node.gpu_memory_bytes.len() as u32).map(move |g| (n as u32, g)))
+        .flat_map(|(n, node)| (0..node.gpu_memory_bytes.len() as u32).map(move |g| (NodeId(n as u32), g)))
         .collect();
     for (&(node, gpu), (&util, &mem)) in
         gpus.iter().zip(s.gpus.utilisation_percent.iter().zip(&s.gpus.memory_used_bytes))

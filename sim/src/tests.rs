@@ -42,14 +42,14 @@ fn a_cpu_limit_caps_a_job_and_its_share_flows_to_the_other() {
     let mut world = World::new();
     assert!(sim.observe(&mut world, 10_000));
     let fair = 2.0f64.min(Model::Cifar10.max_parallelism_cores()) * 1000.0;
-    assert!((world.state(0).unwrap().cpu_used_millicores as f64 - fair).abs() <= 1.0);
-    let limit = wit::Action { job: 0, kind: ActionKind::SetCpu(Some(500)), reason: String::new() };
+    assert!((world.state(JobId(0)).unwrap().cpu_used_millicores as f64 - fair).abs() <= 1.0);
+    let limit = wit::Action { job: JobId(0), kind: ActionKind::SetCpu(Some(500)), reason: String::new() };
     assert!(sim.apply(&[limit], &mut world).is_empty());
-    assert_eq!(world.state(0).unwrap().cpu_limit_millicores, Some(500));
+    assert_eq!(world.state(JobId(0)).unwrap().cpu_limit_millicores, Some(500));
     sim.observe(&mut world, 20_000);
     let other = (3500.0f64).min(Model::Cifar10.max_parallelism_cores() * 1000.0);
-    assert_eq!(world.state(0).unwrap().cpu_used_millicores, 500);
-    assert!((world.state(1).unwrap().cpu_used_millicores as f64 - other).abs() <= 1.0);
+    assert_eq!(world.state(JobId(0)).unwrap().cpu_used_millicores, 500);
+    assert!((world.state(JobId(1)).unwrap().cpu_used_millicores as f64 - other).abs() <= 1.0);
 }
 
 #[test]
@@ -76,15 +76,15 @@ fn a_migration_restarts_from_the_last_epoch_after_the_restart_cost() {
     let mut sim = Simulator::new(&w, quiet());
     let mut world = World::new();
     sim.observe(&mut world, 1_000);
-    let from = world.state(0).unwrap().node;
-    let to = 1 - from;
-    let mv = wit::Action { job: 0, kind: ActionKind::Migrate(to), reason: String::new() };
+    let from = world.state(JobId(0)).unwrap().node;
+    let to = NodeId(1 - from.0);
+    let mv = wit::Action { job: JobId(0), kind: ActionKind::Migrate(to), reason: String::new() };
     assert!(sim.apply(&[mv], &mut world).is_empty());
     sim.observe(&mut world, 11_000);
-    assert_eq!(world.state(0).unwrap().node, to);
-    assert_eq!(world.state(0).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
+    assert_eq!(world.state(JobId(0)).unwrap().node, to);
+    assert_eq!(world.state(JobId(0)).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
     sim.observe(&mut world, 31_000);
-    assert!(world.state(0).unwrap().cpu_used_millicores > 0, "running again after 20 s");
+    assert!(world.state(JobId(0)).unwrap().cpu_used_millicores > 0, "running again after 20 s");
     assert_eq!(sim.outcomes()[0].migrations, 1);
 }
 
@@ -95,7 +95,7 @@ fn step(sim: &mut Simulator, world: &mut World, ms: u64) -> bool {
 }
 
 fn gpus(world: &World, h: u32) -> Vec<u32> {
-    world.state(h).unwrap().gpus.iter().map(|g| g.index).collect()
+    world.state(JobId(h)).unwrap().gpus.iter().map(|g| g.index).collect()
 }
 
 #[test]
@@ -108,9 +108,9 @@ fn gpus_are_allocated_whole_and_a_job_waits_first_come_first_served_until_one_fr
     let mut world = World::new();
     sim.observe(&mut world, 40_000);
     assert_eq!((gpus(&world, 0), gpus(&world, 1)), (vec![0], vec![1]));
-    let queued: Vec<u32> = world.queue().map(|(s, _)| s.handle).collect();
+    let queued: Vec<JobId> = world.queue().map(|(s, _)| s.handle).collect();
     assert_eq!(queued, [2, 3], "c waits for a GPU, and the CPU job behind it waits its turn");
-    let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
+    let used: Vec<f32> = (0..2).map(|h| world.state(JobId(h)).unwrap().gpu_used_percent).collect();
     let alone = (100.0 * super::colocation::demand(sim.jobs[0].gpu_kind.unwrap().0)) as f32;
     assert_eq!(used, [alone, alone], "nobody shares: each uses what it uses alone");
     let snapshot = world.snapshot_for(&mut wasmsched_core::world::Cursor::fresh());
@@ -137,8 +137,8 @@ fn gpu_world(policy_places: bool) -> (Simulator, World) {
 }
 
 fn place(job: u32, nodes: &[(u32, &[u32])], share: bool) -> wit::Action {
-    let nodes = nodes.iter().map(|(node, gpus)| wit::NodePlacement { node: *node, gpus: gpus.to_vec() }).collect();
-    wit::Action { job, kind: ActionKind::Place(wit::Placement { nodes, share }), reason: String::new() }
+    let nodes = nodes.iter().map(|(node, gpus)| wit::NodePlacement::new(*node, *gpus)).collect();
+    wit::Action { job: JobId(job), kind: ActionKind::Place(wit::Placement { nodes, share }), reason: String::new() }
 }
 
 #[test]
@@ -149,13 +149,13 @@ fn a_policy_that_places_leaves_arrivals_queued_until_it_places_them() {
     let errors = sim.apply(&[place(0, &[(0, &[1]), (1, &[0])], false), place(1, &[(1, &[1])], false)], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!((world.job_count(), world.queue_len()), (2, 0));
-    assert_eq!(world.state(0).unwrap().node, 0, "a spread job's first node");
-    assert_eq!(world.state(0).unwrap().gpus.len(), 2);
+    assert_eq!(world.state(JobId(0)).unwrap().node, 0, "a spread job's first node");
+    assert_eq!(world.state(JobId(0)).unwrap().gpus.len(), 2);
     sim.observe(&mut world, 40_000);
-    let s = world.state(0).unwrap();
+    let s = world.state(JobId(0)).unwrap();
     assert_eq!(s.cpu_used_millicores, 0, "a GPU job starting up uses no CPU: {s:?}");
     sim.observe(&mut world, 50_000);
-    let s = world.state(0).unwrap();
+    let s = world.state(JobId(0)).unwrap();
     assert!(s.cpu_used_millicores > 0 && s.run_ms == 40_000 && s.gpu_ms == 80_000, "{s:?}");
 }
 
@@ -178,11 +178,11 @@ fn a_job_spread_over_two_topology_domains_steps_slower_by_the_measured_factor() 
         assert!(sim.apply(&[place(0, &[(0, &[0, 1]), (1, &[0, 1])], false)], &mut world).is_empty());
         assert_eq!(world.nodes()[1].domains, ["block", racks[1]], "the policy sees the domains");
         let mut now = 1_000;
-        while world.history(0).count() < 2 {
+        while world.history(JobId(0)).count() < 2 {
             now += 1_000;
             sim.observe(&mut world, now);
         }
-        let h: Vec<u64> = world.history(0).map(|r| r.time_ms).collect();
+        let h: Vec<u64> = world.history(JobId(0)).map(|r| r.time_ms).collect();
         (h[1] - h[0]) as f64 / 1000.0
     };
     let (near, far) = (epoch_s(["r1", "r1"]), epoch_s(["r1", "r2"]));
@@ -196,21 +196,21 @@ fn a_preempted_job_returns_to_the_queue_with_its_progress_and_pays_a_restart() {
     let (mut sim, mut world) = gpu_world(true);
     sim.observe(&mut world, 1_000);
     assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
-    while world.history(1).count() < 2 {
+    while world.history(JobId(1)).count() < 2 {
         step(&mut sim, &mut world, 10_000);
     }
     let epochs = sim.outcomes()[1].epochs;
-    let preempt = wit::Action { job: 1, kind: ActionKind::Preempt, reason: String::new() };
+    let preempt = wit::Action { job: JobId(1), kind: ActionKind::Preempt, reason: String::new() };
     assert!(sim.apply(&[preempt], &mut world).is_empty());
-    assert_eq!(world.state(1).unwrap().queued, Some(wit::WaitReason::Preempted));
-    assert!(world.state(1).unwrap().run_ms > 0, "attained service is kept");
+    assert_eq!(world.state(JobId(1)).unwrap().queued, Some(wit::WaitReason::Preempted));
+    assert!(world.state(JobId(1)).unwrap().run_ms > 0, "attained service is kept");
     step(&mut sim, &mut world, 30_000);
     assert_eq!(sim.outcomes()[1].epochs, epochs, "no progress while queued");
     assert!(sim.apply(&[place(1, &[(1, &[1])], false)], &mut world).is_empty());
     step(&mut sim, &mut world, 10_000);
-    assert_eq!(world.state(1).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
+    assert_eq!(world.state(JobId(1)).unwrap().cpu_used_millicores, 0, "restarting: no CPU used yet");
     step(&mut sim, &mut world, 30_000);
-    assert!(world.state(1).unwrap().cpu_used_millicores > 0, "running again after the restart cost");
+    assert!(world.state(JobId(1)).unwrap().cpu_used_millicores > 0, "running again after the restart cost");
     assert_eq!(sim.outcomes()[1].preemptions, 1);
 }
 
@@ -221,13 +221,13 @@ fn jobs_placed_to_share_a_gpu_time_slice_it() {
     assert!(sim.apply(&[place(1, &[(0, &[0])], false)], &mut world).is_empty());
     sim.observe(&mut world, 31_000);
     sim.observe(&mut world, 91_000);
-    let alone = (world.state(1).unwrap().cpu_used_millicores, sim.jobs[1].speed);
+    let alone = (world.state(JobId(1)).unwrap().cpu_used_millicores, sim.jobs[1].speed);
     assert!(sim.apply(&[place(0, &[(0, &[0, 1])], true)], &mut world).is_empty());
     sim.observe(&mut world, 121_000);
     sim.observe(&mut world, 181_000);
-    let shared = (world.state(1).unwrap().cpu_used_millicores, sim.jobs[1].speed);
+    let shared = (world.state(JobId(1)).unwrap().cpu_used_millicores, sim.jobs[1].speed);
     let demand = (100.0 * super::colocation::demand(sim.jobs[1].gpu_kind.unwrap().0)) as f32;
-    assert_eq!(world.state(1).unwrap().gpu_used_percent, demand / 2.0, "half its time on the GPU");
+    assert_eq!(world.state(JobId(1)).unwrap().gpu_used_percent, demand / 2.0, "half its time on the GPU");
     assert!(shared.0 * 2 <= alone.0 + 2, "half the CPU on a GPU held by two: {alone:?} then {shared:?}");
     assert!((shared.1 * 2.0 - alone.1).abs() < 1e-9 * alone.1, "and half the steps: {alone:?} then {shared:?}");
 }
@@ -265,17 +265,17 @@ fn jobs_with_shares_on_one_gpu_share_it_in_space_at_their_measured_speeds() {
         kind: ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent }),
         reason: String::new(),
     };
-    assert!(sim.apply(&[share(0, 100), share(1, 100)], &mut world).is_empty());
+    assert!(sim.apply(&[share(JobId(0), 100), share(JobId(1), 100)], &mut world).is_empty());
     let kinds = [sim.jobs[0].gpu_kind.unwrap().0, sim.jobs[1].gpu_kind.unwrap().0];
     let holders = kinds.map(|kind| super::colocation::Holder { kind, share: Some(1.0) });
     let measured = super::colocation::speeds(&holders);
     assert_eq!([sim.gpu_speed(0), sim.gpu_speed(1)], [measured[0], measured[1]]);
     assert!(measured[0] + measured[1] > 1.1, "this pair gains from space sharing: {measured:?}");
     sim.observe(&mut world, 121_000);
-    let used: Vec<f32> = (0..2).map(|h| world.state(h).unwrap().gpu_used_percent).collect();
+    let used: Vec<f32> = (0..2).map(|h| world.state(JobId(h)).unwrap().gpu_used_percent).collect();
     assert!(used.iter().all(|&u| u > 0.0), "{used:?}");
     // Capping one below its demand slows it and frees the GPU for the other.
-    assert!(sim.apply(&[share(1, 5)], &mut world).is_empty());
+    assert!(sim.apply(&[share(JobId(1), 5)], &mut world).is_empty());
     assert!(sim.gpu_speed(1) < measured[1] && sim.gpu_speed(0) >= measured[0]);
 }
 
@@ -299,7 +299,7 @@ fn a_gpu_service_keeps_its_latency_beside_a_trainer_only_with_shares() {
     let p99 = |sim: &mut Simulator, world: &mut World| {
         let until = world.time_ms() + 60_000;
         sim.observe(world, until);
-        world.history(0).last().unwrap().values[0]
+        world.history(JobId(0)).last().unwrap().values[0]
     };
     let alone = p99(&mut sim, &mut world);
     assert!(alone < 150.0, "alone: {alone} ms");
@@ -311,7 +311,7 @@ fn a_gpu_service_keeps_its_latency_beside_a_trainer_only_with_shares() {
         kind: ActionKind::SetGpuShare(wit::GpuShare { gpu: 0, percent }),
         reason: String::new(),
     };
-    assert!(sim.apply(&[share(0, 80), share(1, 20)], &mut world).is_empty());
+    assert!(sim.apply(&[share(JobId(0), 80), share(JobId(1), 20)], &mut world).is_empty());
     let regulated = p99(&mut sim, &mut world);
     assert!(regulated < 150.0 && regulated >= alone, "side by side: {alone} ms alone, {regulated} ms shared");
 }
@@ -375,7 +375,7 @@ fn a_gpu_job_preempted_mid_epoch_keeps_its_steps() {
     assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
     let half = ((alone + SimConfig::default().gpu_start_s) / 2.0 * 1000.0) as u64;
     sim.observe(&mut world, half);
-    let preempt = wit::Action { job: 0, kind: ActionKind::Preempt, reason: String::new() };
+    let preempt = wit::Action { job: JobId(0), kind: ActionKind::Preempt, reason: String::new() };
     assert!(sim.apply(&[preempt], &mut world).is_empty());
     sim.observe(&mut world, half + 100_000);
     assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
@@ -393,7 +393,7 @@ fn a_gpu_job_starved_of_cpu_slows_in_proportion() {
     sim.observe(&mut world, 60_000);
     let full = sim.jobs[0].speed;
     let half = (FEED_CORES_PER_GPU * 500.0) as u64;
-    let limit = wit::Action { job: 0, kind: ActionKind::SetCpu(Some(half)), reason: String::new() };
+    let limit = wit::Action { job: JobId(0), kind: ActionKind::SetCpu(Some(half)), reason: String::new() };
     assert!(sim.apply(&[limit], &mut world).is_empty());
     assert!((sim.jobs[0].speed * 2.0 - full).abs() < 1e-9 * full, "{full} then {}", sim.jobs[0].speed);
 }
@@ -407,19 +407,19 @@ fn a_resize_restarts_the_job_on_the_gpus_it_names_after_the_restart_cost() {
     sim.observe(&mut world, 200_000);
     let before = sim.jobs[0].epoch;
     // Job a gathers its two GPUs onto node 0, the one it keeps and the one beside it.
-    let nodes = vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }];
+    let nodes = vec![wit::NodePlacement { node: NodeId(0), gpus: vec![0, 1] }];
     let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: None };
-    let act = wit::Action { job: 0, kind: ActionKind::Resize(resize), reason: String::new() };
+    let act = wit::Action { job: JobId(0), kind: ActionKind::Resize(resize), reason: String::new() };
     assert!(sim.apply(&[act], &mut world).is_empty());
-    let s = world.state(0).unwrap();
+    let s = world.state(JobId(0)).unwrap();
     let batch = sim.jobs[0].gpu.unwrap().batch_size();
     assert_eq!(
         (s.node, s.gpus.clone(), s.batch_size),
-        (0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }], batch),
+        (NodeId(0), vec![GpuSlot { node: NodeId(0), index: 0 }, GpuSlot { node: NodeId(0), index: 1 }], batch),
         "a rigid job keeps its batch size"
     );
     assert_eq!(sim.jobs[0].migrations, 1);
-    assert_eq!(world.free_gpus(1), [0], "it left node 1's GPU 0");
+    assert_eq!(world.free_gpus(NodeId(1)), [0], "it left node 1's GPU 0");
     let paused_until = sim.jobs[0].paused_until;
     assert!(paused_until > 200.0, "it pays the restart: {paused_until}");
     sim.observe(&mut world, 200_000 + 1_000);
@@ -459,20 +459,20 @@ fn an_elastic_job_picks_its_batch_for_its_gpus_and_a_resize_onto_more_gpus_speed
         sim.set_placer(Placer::Policy);
         let mut world = World::new();
         sim.observe(&mut world, 1_000);
-        let spec = world.spec(0).unwrap().clone();
+        let spec = world.spec(JobId(0)).unwrap().clone();
         assert_eq!((spec.scaling.batch_size_min, spec.scaling.batch_size_max), (128, 4096));
         assert_eq!(spec.scaling.gpu_counts.len(), 64, "1 to 64 GPUs");
         assert!(sim.apply(&[place(0, &[(0, &[0])], false)], &mut world).is_empty());
         sim.observe(&mut world, 600_000);
-        let batch = world.state(0).unwrap().batch_size;
+        let batch = world.state(JobId(0)).unwrap().batch_size;
         assert!((128..=4096).contains(&batch), "{batch}");
         if resize {
-            let nodes = vec![wit::NodePlacement { node: 1, gpus: (0..8).collect() }];
+            let nodes = vec![wit::NodePlacement { node: NodeId(1), gpus: (0..8).collect() }];
             let resize = wit::Resize { placement: wit::Placement { nodes, share: false }, batch_size: None };
-            let act = wit::Action { job: 0, kind: ActionKind::Resize(resize), reason: String::new() };
+            let act = wit::Action { job: JobId(0), kind: ActionKind::Resize(resize), reason: String::new() };
             assert!(sim.apply(&[act], &mut world).is_empty());
             assert_eq!(sim.jobs[0].paused_until, 600.0 + Model::Cifar10.restore_s(), "cifar10's restore delay");
-            assert!(world.state(0).unwrap().batch_size > batch, "eight A100s take a larger batch");
+            assert!(world.state(JobId(0)).unwrap().batch_size > batch, "eight A100s take a larger batch");
         }
         while step(&mut sim, &mut world, 60_000) {}
         let o = &sim.outcomes()[0];
@@ -493,13 +493,13 @@ fn a_tuned_job_is_rigid_at_its_batch_size_and_trains_its_models_full_schedule() 
     sim.set_placer(Placer::Policy);
     let mut world = World::new();
     sim.observe(&mut world, 1_000);
-    let spec = world.spec(0).unwrap().clone();
+    let spec = world.spec(JobId(0)).unwrap().clone();
     assert_eq!(spec.scaling.gpu_counts, vec![2], "rigid: its own count");
     assert_eq!((spec.scaling.batch_size_min, spec.scaling.batch_size_max), (256, 256), "its one batch size");
     assert!(sim.apply(&[place(0, &[(0, &[0, 1])], false)], &mut world).is_empty());
     assert_eq!(sim.jobs[0].paused_until, 1.0 + Model::Cifar10.restore_s(), "cifar10's restore delay");
     sim.observe(&mut world, 600_000);
-    assert_eq!(world.state(0).unwrap().batch_size, 256, "its batch size, not the goodput-best");
+    assert_eq!(world.state(JobId(0)).unwrap().batch_size, 256, "its batch size, not the goodput-best");
     while step(&mut sim, &mut world, 60_000) {}
     assert_eq!(sim.outcomes()[0].epochs, Model::Cifar10.elastic_epochs(), "its whole schedule");
 }

@@ -21,6 +21,7 @@ use wasmsched::scenario::Scenario;
 use wasmsched::sim::{SimConfig, Simulator};
 use wasmsched::status::PolicyState;
 use wasmsched::watchdog::WatchdogConfig;
+use wasmsched::world::JobId;
 
 use wasmsched_tests::common::{counted_log, loaded, misbehaving, runtime};
 use wasmsched_tests::live::{Running, Setup, assert_no_tick_missed, component, serving, sha256};
@@ -106,7 +107,7 @@ struct Seen {
     failure: Option<String>,
     fallback: Option<Fallback>,
     /// Why jobs wait, as kept: (the job, queued when the policy was asked, the reason).
-    pending: Vec<(u32, bool, String)>,
+    pending: Vec<(JobId, bool, String)>,
 }
 
 /// `policy` with `config` through the simulator's loop on [`CLUSTER`] for two hours.
@@ -142,9 +143,9 @@ fn simulate_within(
     };
     let mut seen = Vec::new();
     let summary = control::run(&mut sim, &mut sup, runtime(), &loop_config, |world, o| {
-        let name = |job: u32| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
-        let placed = |job: u32| o.actions.iter().any(|a| a.job == job && matches!(a.kind, ActionKind::Place(_)));
-        let queued = |job: u32| world.state(job).is_some_and(|s| !s.is_running()) || placed(job);
+        let name = |job: JobId| world.spec(job).map_or_else(|| format!("#{job}"), |s| s.name.clone());
+        let placed = |job: JobId| o.actions.iter().any(|a| a.job == job && matches!(a.kind, ActionKind::Place(_)));
+        let queued = |job: JobId| world.state(job).is_some_and(|s| !s.is_running()) || placed(job);
         seen.push(Seen {
             time_ms: world.time_ms(),
             applied: o.actions.iter().map(|a| (name(a.job), a.kind.clone(), a.reason.clone())).collect(),
@@ -320,7 +321,7 @@ fn resizes_are_checked_and_budgeted_and_a_flood_of_reasons_is_cut_to_one_short_l
     assert!(failures.is_empty(), "the flood is trimmed, not a failure: {failures:?}");
     assert!(seen.iter().any(|s| !s.pending.is_empty()), "queued jobs keep a reason");
     for s in &seen {
-        let mut jobs: Vec<u32> = s.pending.iter().map(|p| p.0).collect();
+        let mut jobs: Vec<JobId> = s.pending.iter().map(|p| p.0).collect();
         jobs.dedup();
         assert_eq!(jobs.len(), s.pending.len(), "one reason per job");
         for (job, queued, reason) in &s.pending {

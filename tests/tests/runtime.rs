@@ -1,7 +1,7 @@
 //! The runtime with a good policy: the cache, state handoff, and the cost rule.
 
 use wasmsched::runtime::{Limits, Runtime, RuntimeConfig};
-use wasmsched::world::sample;
+use wasmsched::world::{JobId, sample};
 
 use wasmsched_tests::common::{cache_dir, loaded, runtime};
 
@@ -32,13 +32,13 @@ fn a_corrupt_cache_entry_is_compiled_again() {
 #[test]
 fn fair_share_lifts_limits_through_the_component() {
     let mut world = sample::world(1, 3, 2);
-    world.state_mut(1).unwrap().cpu_limit_millicores = Some(1500);
+    world.state_mut(JobId(1)).unwrap().cpu_limit_millicores = Some(1500);
     let mut instance = loaded("fair-share").instantiate(runtime(), Limits::default(), "{}", None).unwrap();
     let d = instance.decide(&world).unwrap();
     assert_eq!(d.actions.len(), 1);
     assert_eq!(d.actions[0].job, 1);
     // Nothing changed: nothing to do, and nothing crossed but numbers.
-    world.state_mut(1).unwrap().cpu_limit_millicores = None;
+    world.state_mut(JobId(1)).unwrap().cpu_limit_millicores = None;
     assert!(instance.decide(&world).unwrap().actions.is_empty());
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use wasmsched::bindings::wit::ActionKind;
 use wasmsched::runtime::supervise::{Failure, Fallback, Quarantine, Supervised};
 use wasmsched::runtime::{CallError, Limits, LoadError, TrapKind};
-use wasmsched::world::sample;
+use wasmsched::world::{JobId, NodeId, sample};
 
 use wasmsched_tests::common::{TICK, loaded, runtime};
 
@@ -115,7 +115,7 @@ fn invalid_actions_are_rejected_and_the_valid_one_applies() {
     // on a node, are not more than the world could need.
     let mut world = sample::with_queue(1, 3, 2, 2);
     let wider = wasmsched::bindings::wit::Node { gpu_memory_bytes: vec![16 << 30; 4], ..world.nodes()[0].clone() };
-    assert!(world.set_node(0, wider));
+    assert!(world.set_node(NodeId(0), wider));
     let mut s = supervised("garbage", Fallback::KeepLimits);
     let out = s.tick(runtime(), &world);
     assert!(out.failure.is_none(), "{:?}", out.failure);
@@ -130,13 +130,13 @@ fn invalid_actions_are_rejected_and_the_valid_one_applies() {
 #[test]
 fn an_oversized_decision_is_refused_whole_and_the_tick_falls_back() {
     let mut world = sample::world(1, 3, 2);
-    world.state_mut(0).unwrap().cpu_limit_millicores = Some(2000);
+    world.state_mut(JobId(0)).unwrap().cpu_limit_millicores = Some(2000);
     let mut s = supervised("flood", Fallback::FairShare);
     let out = s.tick(runtime(), &world);
     assert!(matches!(out.failure, Some(Failure::Oversized { .. })), "{:?}", out.failure);
     assert_eq!(out.fallback, Some(Fallback::FairShare));
     assert_eq!(out.actions.len(), 1);
-    assert_eq!((out.actions[0].job, out.actions[0].kind.clone()), (0, ActionKind::SetCpu(None)));
+    assert_eq!((out.actions[0].job, out.actions[0].kind.clone()), (JobId(0), ActionKind::SetCpu(None)));
 }
 
 #[test]

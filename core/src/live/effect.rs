@@ -1,6 +1,8 @@
 //! What an action did to a job on a live backend, and the world's update for it: one rule for
 //! every live backend, which keeps only its own books (container ids, pod uids, log followers).
 
+use wasmsched_rules::{JobId, NodeId};
+
 use crate::bindings::wit;
 use crate::world::{GpuSlot, World};
 
@@ -17,7 +19,7 @@ pub enum Effect<C> {
     /// A queued job started on `node` with `gpus` there, as `copy` when one was made.
     Started {
         /// Its node.
-        node: u32,
+        node: NodeId,
         /// Its GPUs there.
         gpus: Vec<u32>,
         /// The copy that runs it, where the backend made one to start it.
@@ -27,7 +29,7 @@ pub enum Effect<C> {
     /// `gpus` every GPU it got, on every node.
     StartedSpread {
         /// Its first node.
-        node: u32,
+        node: NodeId,
         /// Its GPUs, on all its nodes.
         gpus: Vec<GpuSlot>,
     },
@@ -35,7 +37,7 @@ pub enum Effect<C> {
     /// a migration, or (with `resized`) a resize, at that batch size (None: the one it had).
     Moved {
         /// Its node now.
-        node: u32,
+        node: NodeId,
         /// Its GPUs there.
         gpus: Vec<u32>,
         /// The copy that runs it.
@@ -49,7 +51,7 @@ pub enum Effect<C> {
     /// had), or a queued elastic one's placement in another shape (it starts).
     MovedSpread {
         /// Its first node now.
-        node: u32,
+        node: NodeId,
         /// Its GPUs now, on all its nodes.
         gpus: Vec<GpuSlot>,
         /// The copies that run it, piece by piece.
@@ -75,7 +77,7 @@ pub enum Effect<C> {
 
 impl<C> Effect<C> {
     /// Put the effect on `job` into `world`.
-    pub fn update(&self, job: u32, world: &mut World) {
+    pub fn update(&self, job: JobId, world: &mut World) {
         match self {
             Effect::Cpu(limit) => {
                 if let Some(s) = world.state_mut(job) {
@@ -132,13 +134,13 @@ impl<C> Effect<C> {
 }
 
 /// The job runs on as a copy of itself: its CPU use is unknown until the copy's is measured.
-fn copied(job: u32, world: &mut World) {
+fn copied(job: JobId, world: &mut World) {
     if let Some(s) = world.state_mut(job) {
         s.cpu_used_millicores = 0;
     }
 }
 
 /// GPU indices on `node` as the world's slots.
-fn slots(node: u32, gpus: &[u32]) -> Vec<GpuSlot> {
+fn slots(node: NodeId, gpus: &[u32]) -> Vec<GpuSlot> {
     gpus.iter().map(|&index| GpuSlot { node, index }).collect()
 }

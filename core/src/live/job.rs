@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use wasmsched_rules::JobId;
+
 use crate::bindings::wit;
 use crate::declare::Declared;
 
@@ -11,7 +13,7 @@ use crate::declare::Declared;
 #[derive(Debug)]
 pub struct Job {
     /// Its handle in the world.
-    pub handle: u32,
+    pub handle: JobId,
     /// The metrics its progress lines report, the main one first.
     pub metrics: Vec<wit::MetricSpec>,
     /// The command `deliver` runs inside it, if declared.
@@ -33,7 +35,7 @@ pub struct Job {
 
 impl Job {
     /// Job `handle` as `declared`, arrived at `arrived_unix_ms`.
-    pub fn new(handle: u32, declared: &Declared, arrived_unix_ms: u64) -> Job {
+    pub fn new(handle: JobId, declared: &Declared, arrived_unix_ms: u64) -> Job {
         Job {
             handle,
             metrics: declared.spec.metrics.clone(),

@@ -12,6 +12,8 @@
 //! skipped. Without an `epoch` key, epochs are counted from the records. Followers leave what
 //! they read in an [`Inbox`]; each observation hands it to the world ([`hand`]).
 
+use wasmsched_rules::JobId;
+
 use crate::bindings::wit;
 
 /// The longest line kept; a longer one is garbage (a job printing a blob, say).
@@ -223,7 +225,7 @@ impl Inbox {
 /// by its spec or else by `fallback_name` (asked only then).
 pub fn hand(
     world: &mut crate::world::World,
-    handle: u32,
+    handle: JobId,
     epochs: &mut u32,
     incoming: Incoming,
     (origin_unix_ms, until_ms): (u64, u64),

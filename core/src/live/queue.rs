@@ -6,7 +6,7 @@
 //! passed over.
 
 use wasmsched_rules::fit::{Ask, first_fit};
-use wasmsched_rules::{GpuBook, Ledger, NodePlacement};
+use wasmsched_rules::{GpuBook, JobId, Ledger, NodeId, NodePlacement};
 
 use crate::bindings::wit;
 
@@ -15,7 +15,7 @@ use crate::bindings::wit;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Waiting<A> {
     /// The job's handle.
-    pub handle: u32,
+    pub handle: JobId,
     /// The GPUs it asks for.
     pub gpus: u32,
     /// When it arrived, Unix ms: the queue's order.
@@ -33,14 +33,14 @@ pub enum Turn {
     /// spans several.
     Start {
         /// The job.
-        handle: u32,
+        handle: JobId,
         /// Its nodes and their GPUs, its first node first.
         nodes: Vec<NodePlacement>,
     },
     /// No node could ever hold it.
     Never {
         /// The job.
-        handle: u32,
+        handle: JobId,
     },
 }
 
@@ -55,7 +55,7 @@ pub trait Eligible<A> {
 
     /// The nodes the `k`th job of the queue may start on now, in the order to try them; the
     /// GPUs are first fit's to pick.
-    fn now(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Vec<u32>;
+    fn now(&mut self, k: usize, job: &Waiting<A>, book: &GpuBook) -> Vec<NodeId>;
 
     /// Where the `k`th job of the queue starts now, if it fits: by default first fit on one of
     /// the nodes [`Eligible::now`] allows. A backend whose jobs span nodes fits them itself.
@@ -97,12 +97,12 @@ pub fn first_come_first_served<A>(
 }
 
 /// The jobs the turns start, in order.
-pub fn started(turns: &[Turn]) -> Vec<u32> {
+pub fn started(turns: &[Turn]) -> Vec<JobId> {
     turns.iter().filter_map(|t| if let Turn::Start { handle, .. } = t { Some(*handle) } else { None }).collect()
 }
 
 /// The turns as `place` actions, and the jobs that can never start.
-pub fn placements(turns: Vec<Turn>) -> (Vec<wit::Action>, Vec<u32>) {
+pub fn placements(turns: Vec<Turn>) -> (Vec<wit::Action>, Vec<JobId>) {
     let (mut actions, mut never) = (Vec::new(), Vec::new());
     for turn in turns {
         match turn {
@@ -118,7 +118,7 @@ pub fn placements(turns: Vec<Turn>) -> (Vec<wit::Action>, Vec<u32>) {
 }
 
 /// Of `actions`, the jobs whose action did not fail.
-pub fn succeeded(actions: &[wit::Action], errors: &[crate::backend::ApplyError]) -> Vec<u32> {
+pub fn succeeded(actions: &[wit::Action], errors: &[crate::backend::ApplyError]) -> Vec<JobId> {
     actions.iter().map(|a| a.job).filter(|job| errors.iter().all(|e| e.job != *job)).collect()
 }
 
@@ -129,17 +129,17 @@ mod tests {
     /// Each job may go to one node only (as a container on its engine).
     struct OwnNode;
 
-    impl Eligible<u32> for OwnNode {
-        fn ever(&mut self, job: &Waiting<u32>, book: &GpuBook) -> bool {
+    impl Eligible<NodeId> for OwnNode {
+        fn ever(&mut self, job: &Waiting<NodeId>, book: &GpuBook) -> bool {
             book.gpus_on(job.ask).is_some_and(|n| n >= job.gpus)
         }
-        fn now(&mut self, _: usize, job: &Waiting<u32>, _: &GpuBook) -> Vec<u32> {
+        fn now(&mut self, _: usize, job: &Waiting<NodeId>, _: &GpuBook) -> Vec<NodeId> {
             vec![job.ask]
         }
     }
 
-    fn job(handle: u32, node: u32, gpus: u32, arrived_unix_ms: u64) -> Waiting<u32> {
-        Waiting { handle, gpus, arrived_unix_ms, tenant: 0, ask: node }
+    fn job(handle: u32, node: u32, gpus: u32, arrived_unix_ms: u64) -> Waiting<NodeId> {
+        Waiting { handle: JobId(handle), gpus, arrived_unix_ms, tenant: 0, ask: NodeId(node) }
     }
 
     #[test]
@@ -150,10 +150,10 @@ mod tests {
         assert_eq!(
             turns,
             [
-                Turn::Never { handle: 1 },
-                Turn::Start { handle: 2, nodes: vec![NodePlacement::new(1, [0, 1, 2, 3])] },
-                Turn::Start { handle: 3, nodes: vec![NodePlacement::new(0, [0])] },
-                Turn::Start { handle: 4, nodes: vec![NodePlacement::new(0, [1])] },
+                Turn::Never { handle: JobId(1) },
+                Turn::Start { handle: JobId(2), nodes: vec![NodePlacement::new(1, [0, 1, 2, 3])] },
+                Turn::Start { handle: JobId(3), nodes: vec![NodePlacement::new(0, [0])] },
+                Turn::Start { handle: JobId(4), nodes: vec![NodePlacement::new(0, [1])] },
             ]
         );
         assert_eq!(started(&turns), [2, 3, 4]);
@@ -162,7 +162,7 @@ mod tests {
     #[test]
     fn strict_order_stops_at_the_first_job_that_does_not_fit_now() {
         let mut book = GpuBook::new([2]);
-        book.take(&[NodePlacement::new(0, [0])], 99);
+        book.take(&[NodePlacement::new(0, [0])], JobId(99));
         let waiting = vec![job(1, 0, 2, 10), job(2, 0, 1, 20)];
         let turns = first_come_first_served(waiting, book, Ledger::default(), &mut OwnNode);
         assert!(turns.is_empty(), "the 1-GPU job does not jump the 2-GPU one: {turns:?}");
@@ -170,11 +170,14 @@ mod tests {
 
     #[test]
     fn turns_become_place_actions_and_failed_ones_are_not_started() {
-        let turns = vec![Turn::Start { handle: 5, nodes: vec![NodePlacement::new(1, [2])] }, Turn::Never { handle: 6 }];
+        let turns = vec![
+            Turn::Start { handle: JobId(5), nodes: vec![NodePlacement::new(1, [2])] },
+            Turn::Never { handle: JobId(6) },
+        ];
         let (actions, never) = placements(turns);
         assert_eq!(never, [6]);
         assert_eq!(actions.len(), 1);
-        let errors = [crate::backend::ApplyError { job: 5, reason: "refused".into() }];
+        let errors = [crate::backend::ApplyError { job: JobId(5), reason: "refused".into() }];
         assert!(succeeded(&actions, &errors).is_empty());
         assert_eq!(succeeded(&actions, &[]), [5]);
     }

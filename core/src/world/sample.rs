@@ -17,7 +17,7 @@ pub fn job_spec(i: usize) -> wit::JobSpec {
     let (model, metric, direction, kind) = MODELS[i % MODELS.len()];
     let higher = direction == wit::Direction::HigherIsBetter;
     wit::JobSpec {
-        handle: 0,
+        handle: JobId(0),
         name: format!("{model}-{i}"),
         model: model.into(),
         kind,
@@ -77,7 +77,7 @@ pub fn gpu_cluster(nodes: usize, gpus_per_node: u32, running: usize, queued: usi
         });
     }
     let mut book = t.gpu_book();
-    let order: Vec<u32> = (0..t.nodes.len() as u32).collect();
+    let order: Vec<NodeId> = (0..t.nodes.len() as u32).map(NodeId).collect();
     t.set_time_ms(3_600_000);
     for i in 0..running {
         let (gpus, replicas) = gpu_ask(i, false);
@@ -121,7 +121,7 @@ pub fn world(nodes: usize, jobs: usize, epochs: u32) -> World {
         });
         t.set_gpu_use(handle, 0, 40.0, 4 << 30);
     }
-    let handles: Vec<u32> = (0..jobs).map(|i| t.add_job(job_spec(i), (i % nodes.max(1)) as u32)).collect();
+    let handles: Vec<JobId> = (0..jobs).map(|i| t.add_job(job_spec(i), NodeId((i % nodes.max(1)) as u32))).collect();
     for epoch in 1..=epochs {
         t.set_time_ms(u64::from(epoch) * 60_000);
         for (i, &h) in handles.iter().enumerate() {

@@ -2,7 +2,7 @@
 //! without a declaration (weight 1, no quota), each job's tenant kept as an index, and what
 //! each holds against its limits ([`wasmsched_rules::tenants`]).
 
-use wasmsched_rules::{Entitlement, Ledger};
+use wasmsched_rules::{Entitlement, Ledger, NodeId};
 
 use super::World;
 use crate::bindings::wit;
@@ -132,7 +132,7 @@ impl World {
     /// The GPUs of the nodes that take work.
     pub fn gpus_taking_work(&self) -> u64 {
         let nodes = self.nodes.iter().enumerate();
-        nodes.filter(|(i, _)| !self.is_node_down(*i as u32)).map(|(_, n)| n.gpu_memory_bytes.len() as u64).sum()
+        nodes.filter(|(i, _)| !self.is_node_down(NodeId(*i as u32))).map(|(_, n)| n.gpu_memory_bytes.len() as u64).sum()
     }
 }
 
@@ -149,7 +149,7 @@ pub fn entitlement(t: &wit::Tenant) -> Entitlement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::world::{Cursor, sample};
+    use crate::world::{Cursor, JobId, sample};
 
     #[test]
     fn tenants_cross_on_a_resync_and_when_a_job_names_a_new_one() {
@@ -166,7 +166,7 @@ mod tests {
         assert_eq!(names(&w.snapshot_for(&mut cursor)), Some(vec!["vision".into(), "default".into()]));
         // Declaring again keeps the jobs' tenants, and undeclared ones stay.
         w.set_tenants(vec![undeclared("speech"), wit::Tenant { weight: 3.0, ..undeclared("vision") }]);
-        let tenant_of = |h: u32| w.tenant_name(w.state(h).unwrap().tenant).to_string();
+        let tenant_of = |h: u32| w.tenant_name(w.state(JobId(h)).unwrap().tenant).to_string();
         assert_eq!((tenant_of(0), tenant_of(1)), ("vision".into(), "default".into()));
         assert_eq!(names(&w.snapshot_for(&mut cursor)).unwrap(), ["speech", "vision", "default"]);
     }

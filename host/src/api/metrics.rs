@@ -318,7 +318,7 @@ mod tests {
     fn each_tenants_gpus_queue_quota_and_fair_share_are_exported() {
         use crate::status::TenantStatus;
         use wasmsched_core::bindings::wit;
-        use wasmsched_core::world::{GpuSlot, World, sample, undeclared};
+        use wasmsched_core::world::{GpuSlot, NodeId, World, sample, undeclared};
         let mut w = World::new();
         w.add_node(wit::Node {
             name: "n0".into(),
@@ -331,7 +331,11 @@ mod tests {
         });
         w.set_tenants(vec![wit::Tenant { weight: 3.0, quota_gpus: Some(6), ..undeclared("vision") }]);
         let h = w.enqueue_job(wit::JobSpec { gpus: 2, tenant: "vision".into(), ..sample::job_spec(0) });
-        assert!(w.start_job(h, 0, vec![GpuSlot { node: 0, index: 0 }, GpuSlot { node: 0, index: 1 }]));
+        assert!(w.start_job(
+            h,
+            NodeId(0),
+            vec![GpuSlot { node: NodeId(0), index: 0 }, GpuSlot { node: NodeId(0), index: 1 }]
+        ));
         w.enqueue_job(wit::JobSpec { gpus: 8, tenant: "speech".into(), ..sample::job_spec(1) });
         let tenants = TenantStatus::of(&w);
         assert_eq!(tenants.len(), 2);

@@ -18,8 +18,7 @@ use wasmsched_rules::NodePlacement;
 use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
 use crate::group::{self, Gang, Member, Pieces};
-use crate::within;
-use crate::{By, Kubernetes, pod};
+use crate::{By, Kubernetes, pod, within};
 
 impl Kubernetes {
     /// Where a migration or a resize takes group `g` (job `job`): the resize's placement, or
@@ -166,7 +165,7 @@ impl Kubernetes {
         }
         let mut nodes = Vec::with_capacity(pieces.len());
         for &NodePlacement { node, .. } in pieces {
-            let n = self.nodes.get(node as usize).ok_or(format!("node {node} is not in the cluster"))?;
+            let n = self.nodes.get(node.index()).ok_or(format!("node {node} is not in the cluster"))?;
             if !n.ready {
                 return Err(format!("node {} is NotReady", n.name));
             }

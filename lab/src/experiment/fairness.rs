@@ -278,7 +278,7 @@ pub fn table<'a>(runs: impl IntoIterator<Item = (&'a str, &'a Fairness)>) -> Str
 mod tests {
     use super::*;
     use wasmsched_core::bindings::wit;
-    use wasmsched_core::world::{GpuSlot, sample, undeclared};
+    use wasmsched_core::world::{GpuSlot, JobId, NodeId, sample, undeclared};
 
     #[test]
     fn jain_is_one_when_fair_and_one_over_n_when_one_takes_all() {
@@ -305,10 +305,10 @@ mod tests {
         w
     }
 
-    fn job(w: &mut World, tenant: &str, gpus: u32, on: Option<&[u32]>) -> u32 {
+    fn job(w: &mut World, tenant: &str, gpus: u32, on: Option<&[u32]>) -> JobId {
         let h = w.enqueue_job(wit::JobSpec { gpus, tenant: tenant.into(), ..sample::job_spec(0) });
         if let Some(on) = on {
-            assert!(w.start_job(h, 0, on.iter().map(|&index| GpuSlot { node: 0, index }).collect()));
+            assert!(w.start_job(h, NodeId(0), on.iter().map(|&index| GpuSlot { node: NodeId(0), index }).collect()));
         }
         h
     }

@@ -10,9 +10,8 @@ use serde::Serialize;
 use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, LoopConfig};
 use wasmsched_loop::record::{RecordError, TelemetryRecorder};
-use wasmsched_runtime::admission;
 use wasmsched_runtime::supervise::{Fallback, Quarantine, Supervised, TickOutcome};
-use wasmsched_runtime::{Limits, LoadError, LoadedPolicy, Runtime};
+use wasmsched_runtime::{Limits, LoadError, LoadedPolicy, Runtime, admission};
 use wasmsched_shipped as shipped;
 use wasmsched_sim::{JobOutcome, SimConfig, Simulator};
 
@@ -393,10 +392,10 @@ impl Seen {
                 .filter_map(|(spec, s)| {
                     names.get(spec.name.as_str()).map(|&job| JobSample {
                         job,
-                        node: s.node,
+                        node: s.node.0,
                         cpu: s.cpu_used_millicores as f64 / 1000.0,
                         cpu_limit: s.cpu_limit_millicores.map(|m| m as f64 / 1000.0),
-                        gpus: s.gpus.iter().map(|g| (g.node, g.index)).collect(),
+                        gpus: s.gpus.iter().map(|g| (g.node.0, g.index)).collect(),
                         gpu_share: s.gpu_share_percent,
                         gpu_used: (!s.gpus.is_empty()).then_some(s.gpu_used_percent),
                     })

@@ -20,12 +20,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use wasmsched_core::bindings::wit;
-use wasmsched_sim::gpu_step;
 use wasmsched_sim::model::Model;
 use wasmsched_sim::profile::{Costs, Profile};
 use wasmsched_sim::throughput::{GpuConfig, GpuType};
 use wasmsched_sim::workload::{JobPlan, NodeSpec};
-use wasmsched_sim::{REQUEST_COST_CORE_S, SimConfig};
+use wasmsched_sim::{REQUEST_COST_CORE_S, SimConfig, gpu_step};
 
 use super::{Recorded, Trail, known_model};
 
@@ -295,7 +294,7 @@ fn tables_scale(plan: &JobPlan, trail: &Trail, types: &[GpuType], end: u64) -> O
         let recorded = (u64::from(epoch) * u64::from(done)).div_ceil(u64::from(runs)) as u32;
         let ended = trail.epochs.iter().filter(|e| e.1 >= recorded).map(|e| e.0).min()?;
         let stint = trail.stints.iter().find(|s| s.from_ms < ended && ended <= s.to_ms)?;
-        let mut held: Vec<GpuType> = stint.gpu_nodes.iter().filter_map(|&n| types.get(n as usize).copied()).collect();
+        let mut held: Vec<GpuType> = stint.gpu_nodes.iter().filter_map(|&n| types.get(n.index()).copied()).collect();
         held.sort_unstable();
         held.dedup();
         let config = GpuConfig::new(plan.model, plan.batch_size, stint.gpu_nodes.len() as u32);

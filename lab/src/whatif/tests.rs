@@ -1,4 +1,4 @@
-use wasmsched_core::world::{Cursor, GpuSlot, sample};
+use wasmsched_core::world::{Cursor, GpuSlot, NodeId, sample};
 
 use super::*;
 
@@ -6,7 +6,7 @@ fn stint(first_reading_ms: u64) -> Stint {
     Stint {
         from_ms: 0,
         to_ms: first_reading_ms,
-        node: 0,
+        node: NodeId(0),
         gpu_nodes: Vec::new(),
         cpu_core_ms: 0.0,
         cpu_millicores: 0,
@@ -77,7 +77,7 @@ fn a_cpu_job_is_its_own_profile_from_its_readings_its_epochs_and_its_exit() {
     // Placed at 0 s: its engine has no rate at 1 s, then 2 cores; an epoch every 2 s from 3 s
     // (a second of start-up); its last epoch at 11 s, the tick its container exits (no rate),
     // and gone at 12 s.
-    world.start_job(handle, 0, Vec::<GpuSlot>::new());
+    world.start_job(handle, NodeId(0), Vec::<GpuSlot>::new());
     for t in 1..=12u64 {
         world.set_time_ms(t * 1000);
         if t == 12 {
@@ -147,7 +147,7 @@ fn a_replays_clock_starts_at_the_first_arrival_and_takes_a_year_of_arrivals_at_m
             let mut spec = sample::job_spec(0);
             (spec.name, spec.model, spec.arrival_ms, spec.gpus) = (format!("j{k}"), "ncf".into(), arrival, 0);
             let handle = world.enqueue_job(spec);
-            world.start_job(handle, 0, Vec::new());
+            world.start_job(handle, NodeId(0), Vec::new());
             world.record_at(handle, arrival + 5_000, 1, vec![0.5]);
             ticks.push(tick(&mut world, &mut cursor, k as u64 + 1));
         }

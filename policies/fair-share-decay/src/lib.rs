@@ -270,7 +270,9 @@ impl FairShareDecay {
         for job in s.queue() {
             match s.tenant_index(job.tenant()) {
                 Some(t) => queues[t].push(job),
-                None => debug!("fair-share-decay: {} names tenant {}, which is not declared", job.id(), job.tenant()),
+                None => {
+                    debug!("fair-share-decay: job#{} names tenant {}, which is not declared", job.id(), job.tenant())
+                }
             }
         }
         for q in &mut queues {

@@ -121,13 +121,13 @@ type Planned = BTreeMap<JobId, (u8, String)>;
 
 /// A GPU by its node's name and its index, for reasons.
 fn gpu_name(s: &Snapshot, slot: GpuSlot) -> String {
-    let node = s.node(slot.node).map_or_else(|| slot.node.to_string(), |n| n.name().to_owned());
+    let node = s.node(slot.node).map_or_else(|| format!("node#{}", slot.node), |n| n.name().to_owned());
     format!("{node}/gpu{}", slot.index)
 }
 
 /// A job by its handle and name, for reasons.
 fn named(job: &Job) -> String {
-    format!("{} ({})", job.id(), job.name())
+    format!("job#{} ({})", job.id(), job.name())
 }
 
 impl Gacer {
@@ -202,7 +202,11 @@ impl Gacer {
                 }
                 Verdict::Protect => {
                     if moved_lately(&self.state.moved_s, c, &trainer, now) {
-                        debug!("gacer: {} still misses its target; {} moved too recently", service.id(), trainer.id());
+                        debug!(
+                            "gacer: job#{} still misses its target; job#{} moved too recently",
+                            service.id(),
+                            trainer.id()
+                        );
                         continue;
                     }
                     *watch = Watch::default();

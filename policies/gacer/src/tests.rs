@@ -108,7 +108,7 @@ fn two_complementary_jobs_share_a_gpu_when_none_is_free() {
     assert_eq!(placed(&d), [(b, vec![(0, vec![0])])]);
     assert!(shared(&d, b));
     let why = reason_of(&d, b);
-    assert!(why.contains(&format!("co-located with {a} (a) on n0/gpu0: demands 60 % + 45 % ≤ 130 %")), "{why}");
+    assert!(why.contains(&format!("co-located with job#{a} (a) on n0/gpu0: demands 60 % + 45 % ≤ 130 %")), "{why}");
     assert!(why.contains("memory 6.0 + 4.0 GiB ≤ 14.4 GiB"), "{why}");
     assert!(shares(&d).is_empty(), "b gets its share once it runs");
     assert_eq!(shares(&r.tick(30.0)), [(a, 43), (b, 57)], "45 + 60 > 100: split by demand");
@@ -233,7 +233,7 @@ fn a_third_light_trainer_joins_two_up_to_max_per_gpu_and_the_three_get_shares() 
     assert_eq!(placed(&d), [(c, vec![(0, vec![0])])]);
     let why = reason_of(&d, c);
     assert!(
-        why.contains(&format!("co-located with {a} (a) and {b} (b)")) && why.contains("25 % + 35 % ≤ 130 %"),
+        why.contains(&format!("co-located with job#{a} (a) and job#{b} (b)")) && why.contains("25 % + 35 % ≤ 130 %"),
         "{why}"
     );
     assert_eq!(shares(&r.tick(30.0)), [(a, 30), (b, 25), (c, 35)], "20 + 15 + 25 ≤ 100: each its demand + 10");

@@ -213,7 +213,7 @@ impl Sia {
             let Some((gain, (node, index), h, slowed)) = best else { continue };
             let Some(pool) = sched::pool_of(pools, node) else { continue };
             d.push(Action::place_on(jobs[g].id(), &[(node, vec![index])], true).because(format!(
-                "sia: would wait; shares a GPU with {} (gains {gain:.2} of a GPU with it)",
+                "sia: would wait; shares a GPU with job#{} (gains {gain:.2} of a GPU with it)",
                 jobs[h].id()
             )));
             // The host gets its share now if nothing else moves it this round; else on the

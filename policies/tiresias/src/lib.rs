@@ -186,7 +186,12 @@ impl Tiresias {
                 (l.queue, l.entered_s) = (queue, now);
             }
             if factor > 0.0 && job.is_queued() && queue > 0 && ran > 0.0 && l.waited_s >= factor * ran {
-                info!("tiresias: {} waited {:.0} s after running {:.0} s: back to queue 0", job.id(), l.waited_s, ran);
+                info!(
+                    "tiresias: job#{} waited {:.0} s after running {:.0} s: back to queue 0",
+                    job.id(),
+                    l.waited_s,
+                    ran
+                );
                 *l = Ledger { service_base_s: service, run_base_s: run, queue: 0, ..fresh };
             }
             let at = match self.config.within_queue {
@@ -261,7 +266,7 @@ impl Tiresias {
                         tenants.release(&order[v]);
                         preempted[v] = true;
                         let why = format!(
-                            "tiresias: {} (queue {}) needs its GPUs; this job is in queue {}",
+                            "tiresias: job#{} (queue {}) needs its GPUs; this job is in queue {}",
                             job.id(),
                             self.queue_of(job.id()).unwrap_or(0),
                             self.queue_of(order[v].id()).unwrap_or(0)

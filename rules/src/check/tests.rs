@@ -1,5 +1,5 @@
 use super::*;
-use crate::NodePlacement;
+use crate::{JobId, NodeId, NodePlacement};
 
 /// Nodes (name, CPU, memory, GPUs) and jobs (GPUs asked, replicas, where it runs with its
 /// GPUs, memory used).
@@ -18,7 +18,8 @@ struct Plain {
 type PlainJob = (u32, u32, Option<(u32, Vec<(u32, u32)>)>, u64);
 
 impl World for Plain {
-    fn node(&self, node: u32) -> Option<NodeCap<'_>> {
+    fn node(&self, node: NodeId) -> Option<NodeCap<'_>> {
+        let node = node.0;
         self.nodes.get(node as usize).map(|(name, cpu, memory, gpus)| NodeCap {
             name,
             cpu_millicores: *cpu,
@@ -30,7 +31,8 @@ impl World for Plain {
     fn node_count(&self) -> usize {
         self.nodes.len()
     }
-    fn job(&self, job: u32) -> Option<JobNow<'_>> {
+    fn job(&self, job: JobId) -> Option<JobNow<'_>> {
+        let job = job.0;
         let (counts, batch_sizes) = match self.scaling.iter().find(|s| s.0 == job) {
             Some((_, counts, batch)) => (counts.as_slice(), *batch),
             None => (std::slice::from_ref(&self.jobs.get(job as usize)?.0), (0, 0)),
@@ -38,18 +40,19 @@ impl World for Plain {
         self.jobs.get(job as usize).map(|(gpus, replicas, at, memory)| JobNow {
             gpus: *gpus,
             replicas: *replicas,
-            node: at.as_ref().map(|(n, _)| *n),
+            node: at.as_ref().map(|(n, _)| NodeId(*n)),
             memory_used_bytes: *memory,
             gpu_counts: counts,
             batch_sizes,
             tenant: self.tenants.iter().find(|t| t.0 == job).map(|t| t.1),
         })
     }
-    fn gpus_of(&self, job: u32) -> Vec<(u32, u32)> {
-        self.jobs.get(job as usize).and_then(|j| j.2.as_ref()).map(|(_, g)| g.clone()).unwrap_or_default()
+    fn gpus_of(&self, job: JobId) -> Vec<(NodeId, u32)> {
+        let at = self.jobs.get(job.index()).and_then(|j| j.2.as_ref());
+        at.map(|(_, g)| g.iter().map(|&(n, i)| (NodeId(n), i)).collect()).unwrap_or_default()
     }
-    fn memory_used_on(&self, node: u32) -> u64 {
-        self.jobs.iter().filter(|j| j.2.as_ref().is_some_and(|(n, _)| *n == node)).map(|j| j.3).sum()
+    fn memory_used_on(&self, node: NodeId) -> u64 {
+        self.jobs.iter().filter(|j| j.2.as_ref().is_some_and(|(n, _)| *n == node.0)).map(|j| j.3).sum()
     }
 }
 
@@ -58,7 +61,7 @@ impl Plain {
         let mut book = GpuBook::new(self.nodes.iter().map(|n| n.3));
         for (job, (_, _, at, _)) in self.jobs.iter().enumerate() {
             for &(node, index) in at.as_ref().map(|(_, g)| g.as_slice()).unwrap_or_default() {
-                book.hold(node, index, job as u32);
+                book.hold(NodeId(node), index, JobId(job as u32));
             }
         }
         book
@@ -88,7 +91,7 @@ fn place(nodes: &[(u32, &[u32])]) -> Entries {
 }
 
 fn one(world: &Plain, job: u32, act: Act<'_, NodePlacement>) -> Result<(), String> {
-    Checker::new(world.book()).check(world, job, &act).map_err(|p| p.to_string())
+    Checker::new(world.book()).check(world, JobId(job), &act).map_err(|p| p.to_string())
 }
 
 #[test]
@@ -112,7 +115,7 @@ fn every_placement_error_is_refused_with_its_reason() {
         let got = one(&w, job, Act::Place { nodes: &nodes, share: false }).unwrap_err();
         assert!(got.contains(why), "{nodes:?}: expected {why:?}, got {got:?}");
     }
-    for act in [Act::Preempt, Act::SetCpu(Some(1000)), Act::Migrate(1)] {
+    for act in [Act::Preempt, Act::SetCpu(Some(1000)), Act::Migrate(NodeId(1))] {
         assert_eq!(one(&w, 2, act).unwrap_err(), "job 2 is queued, not running: place it first");
     }
     assert_eq!(one(&w, 2, Act::Stop), Ok(()), "a queued job may be stopped");
@@ -125,14 +128,14 @@ fn limits_shares_and_migrations_are_held_to_the_node() {
     assert!(refused(&w, Act::SetCpu(Some(0))).contains("below the minimum of 10"));
     assert!(refused(&w, Act::SetCpu(Some(u64::MAX))).contains("more than node node-0 has (8000)"));
     assert!(refused(&w, Act::SetMemory(Some(1))).contains("below the minimum of 6291456"));
-    assert!(refused(&w, Act::Migrate(7)).contains("node 7 does not exist"));
-    assert!(refused(&w, Act::Migrate(0)).contains("already runs on node node-0"));
+    assert!(refused(&w, Act::Migrate(NodeId(7))).contains("node 7 does not exist"));
+    assert!(refused(&w, Act::Migrate(NodeId(0))).contains("already runs on node node-0"));
     assert!(refused(&w, Act::SetGpuShare { gpu: 4, percent: 50 }).contains("has no GPU 4"));
     assert!(refused(&w, Act::SetGpuShare { gpu: 0, percent: 101 }).contains("outside 1–100"));
     assert_eq!(one(&w, 0, Act::SetCpu(None)), Ok(()));
-    assert_eq!(one(&w, 0, Act::Migrate(1)), Ok(()));
+    assert_eq!(one(&w, 0, Act::Migrate(NodeId(1))), Ok(()));
     w.jobs[0].3 = 70 << 30;
-    assert!(refused(&w, Act::Migrate(1)).contains("node node-1 is full"));
+    assert!(refused(&w, Act::Migrate(NodeId(1))).contains("node node-1 is full"));
 }
 
 #[test]
@@ -140,16 +143,19 @@ fn a_preemption_frees_gpus_for_a_later_placement_and_the_job_is_not_acted_on_aga
     let w = gpu_world();
     let mut c = Checker::new(w.book());
     let none: &[NodePlacement] = &[];
-    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
+    assert_eq!(c.check(&w, JobId(0), &Act::<NodePlacement>::Preempt), Ok(()));
     let onto_freed = place(&[(0, &[0])]);
-    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto_freed, share: false }), Ok(()));
-    let again = c.check(&w, 0, &Act::Place { nodes: &place(&[(0, &[1])]), share: false }).unwrap_err();
-    assert_eq!(again, Problem::AlreadyMoved { job: 0 });
-    let after = c.check(&w, 0, &Act::Place { nodes: none, share: false });
-    assert_eq!(after, Err(Problem::AlreadyMoved { job: 0 }));
-    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::SetCpu(Some(1000))), Err(Problem::AlreadyMoved { job: 0 }));
-    let held = c.check(&w, 1, &Act::Place { nodes: &place(&[(0, &[0, 1])]), share: false });
-    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 2 }));
+    assert_eq!(c.check(&w, JobId(2), &Act::Place { nodes: &onto_freed, share: false }), Ok(()));
+    let again = c.check(&w, JobId(0), &Act::Place { nodes: &place(&[(0, &[1])]), share: false }).unwrap_err();
+    assert_eq!(again, Problem::AlreadyMoved { job: JobId(0) });
+    let after = c.check(&w, JobId(0), &Act::Place { nodes: none, share: false });
+    assert_eq!(after, Err(Problem::AlreadyMoved { job: JobId(0) }));
+    assert_eq!(
+        c.check(&w, JobId(0), &Act::<NodePlacement>::SetCpu(Some(1000))),
+        Err(Problem::AlreadyMoved { job: JobId(0) })
+    );
+    let held = c.check(&w, JobId(1), &Act::Place { nodes: &place(&[(0, &[0, 1])]), share: false });
+    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: JobId(2) }));
 }
 
 #[test]
@@ -157,11 +163,11 @@ fn a_shared_gpu_stays_held_while_any_holder_is_left() {
     let mut w = gpu_world();
     w.jobs.push((1, 1, Some((0, vec![(0, 0)])), 0));
     let mut c = Checker::new(w.book());
-    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
+    assert_eq!(c.check(&w, JobId(0), &Act::<NodePlacement>::Preempt), Ok(()));
     let onto = place(&[(0, &[0])]);
-    let held = c.check(&w, 2, &Act::Place { nodes: &onto, share: false });
-    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: 3 }));
-    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &onto, share: true }), Ok(()));
+    let held = c.check(&w, JobId(2), &Act::Place { nodes: &onto, share: false });
+    assert_eq!(held, Err(Problem::GpuHeld { gpu: 0, node: "node-0".into(), holder: JobId(3) }));
+    assert_eq!(c.check(&w, JobId(2), &Act::Place { nodes: &onto, share: true }), Ok(()));
 }
 
 /// Two nodes of at most four GPUs, three live jobs of which two wait.
@@ -205,7 +211,7 @@ fn nothing_is_placed_moved_or_resized_onto_a_node_that_cannot_take_work() {
     let refused = "node node-1 cannot take work now";
     let place_there = Act::Place { nodes: &place(&[(1, &[0])])[..], share: false };
     assert!(one(&w, 2, place_there).unwrap_err().contains(refused));
-    assert!(one(&w, 0, Act::<NodePlacement>::Migrate(1)).unwrap_err().contains(refused));
+    assert!(one(&w, 0, Act::<NodePlacement>::Migrate(NodeId(1))).unwrap_err().contains(refused));
     let resize_there = Act::Resize { nodes: &place(&[(1, &[0])])[..], share: false, batch_size: None };
     assert!(one(&w, 0, resize_there).unwrap_err().contains(refused));
     assert_eq!(one(&w, 2, Act::Place { nodes: &place(&[(0, &[1])])[..], share: false }), Ok(()));
@@ -246,9 +252,12 @@ fn a_resize_takes_an_allowed_count_and_batch_size_and_may_reuse_the_jobs_own_gpu
     // A resize frees the GPUs it leaves for the actions after it, and holds the ones it takes.
     let mut checker = Checker::new(w.book());
     let to_two = place(&[(0, &[1, 2])]);
-    assert_eq!(checker.check(&w, 0, &Act::Resize { nodes: &to_two[..], share: false, batch_size: None }), Ok(()));
-    assert_eq!(checker.book().holders(0, 0), &[] as &[u32]);
-    assert_eq!(checker.book().holders(0, 2), &[0]);
+    assert_eq!(
+        checker.check(&w, JobId(0), &Act::Resize { nodes: &to_two[..], share: false, batch_size: None }),
+        Ok(())
+    );
+    assert_eq!(checker.book().holders(NodeId(0), 0), &[] as &[JobId]);
+    assert_eq!(checker.book().holders(NodeId(0), 2), &[JobId(0)]);
 }
 
 #[test]
@@ -276,13 +285,21 @@ fn a_tenant_is_held_to_its_limit_and_a_preemption_of_its_own_makes_room() {
     ledger.hold(0, 1);
     let mut c = Checker::new(w.book()).with_tenants(ledger);
     let two = place(&[(1, &[0]), (1, &[1])]);
-    let over = c.check(&w, 1, &Act::Place { nodes: &two[..1], share: false });
+    let over = c.check(&w, JobId(1), &Act::Place { nodes: &two[..1], share: false });
     assert!(over.is_err(), "job 1 asks for 2 GPUs; one entry gives 1");
     let spread = place(&[(1, &[0, 1])]);
-    let over = c.check(&w, 1, &Act::Place { nodes: &spread, share: false }).unwrap_err();
+    let over = c.check(&w, JobId(1), &Act::Place { nodes: &spread, share: false }).unwrap_err();
     assert_eq!(over.to_string(), "tenant a holds 1 GPUs of its limit of 2 (its quota); 2 more would pass it");
-    assert_eq!(c.check(&w, 2, &Act::Place { nodes: &place(&[(0, &[3])]), share: false }), Ok(()), "b has no quota");
-    assert_eq!(c.check(&w, 0, &Act::<NodePlacement>::Preempt), Ok(()));
-    assert_eq!(c.check(&w, 1, &Act::Place { nodes: &spread, share: false }), Ok(()), "job 0's GPU went back to a");
+    assert_eq!(
+        c.check(&w, JobId(2), &Act::Place { nodes: &place(&[(0, &[3])]), share: false }),
+        Ok(()),
+        "b has no quota"
+    );
+    assert_eq!(c.check(&w, JobId(0), &Act::<NodePlacement>::Preempt), Ok(()));
+    assert_eq!(
+        c.check(&w, JobId(1), &Act::Place { nodes: &spread, share: false }),
+        Ok(()),
+        "job 0's GPU went back to a"
+    );
     assert_eq!((c.ledger().held(0), c.ledger().held(1)), (2, 1));
 }

@@ -122,7 +122,7 @@ impl FreeGpus {
         if want == 0 {
             return Some(Vec::new());
         }
-        let free = |n: NodeId| self.book.free_count(n.0);
+        let free = |n: NodeId| self.book.free_count(n);
         let mut order: Vec<(NodeId, u32)> = nodes.to_vec();
         // A spill stays in the finest topology domain that holds it, when the nodes name any.
         let domain = if nodes.iter().any(|&(n, _)| free(n) >= want) {
@@ -161,11 +161,11 @@ impl FreeGpus {
         }
         let mut entries = Vec::with_capacity(plan.len());
         for (n, count) in plan {
-            let got: Vec<u32> = self.book.free_on(n.0).take(count as usize).collect();
+            let got: Vec<u32> = self.book.free_on(n).take(count as usize).collect();
             for &i in &got {
-                self.book.hold(n.0, i, PLANNED);
+                self.book.hold(n, i, PLANNED);
             }
-            self.index.set_free(n.0, self.book.free_count(n.0));
+            self.index.set_free(n.0, self.book.free_count(n));
             entries.push((n, got));
         }
         Some(entries)

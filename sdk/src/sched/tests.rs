@@ -159,14 +159,14 @@ fn a_placement_becomes_a_place_action_with_one_entry_per_node() {
 
 /// First fit as it was before the nodes were indexed: every node, sorted, tried in turn.
 fn first_fit_over_every_node(free: &FreeGpus, gpus: u32, replicas: u32) -> Option<Vec<(u32, Vec<u32>)>> {
-    let mut order: Vec<u32> = (0..free.nodes.len() as u32).collect();
+    let mut order: Vec<NodeId> = (0..free.nodes.len() as u32).map(NodeId).collect();
     if gpus == 0 {
-        let load = |n: &u32| load(free.nodes[*n as usize]);
+        let load = |n: &NodeId| load(free.nodes[n.index()]);
         order.sort_by(|a, b| load(a).total_cmp(&load(b)));
     } else if free.order == NodeOrder::MostFree {
         order.sort_by_key(|&n| std::cmp::Reverse(free.book.free_count(n)));
     }
-    first_fit(&free.book, Ask { gpus, replicas }, &order).map(|v| v.into_iter().map(|e| (e.node, e.gpus)).collect())
+    first_fit(&free.book, Ask { gpus, replicas }, &order).map(|v| v.into_iter().map(|e| (e.node.0, e.gpus)).collect())
 }
 
 #[test]

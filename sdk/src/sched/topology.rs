@@ -139,8 +139,8 @@ impl FreeGpus {
         let per = if ask.gpus == 0 { 0 } else { gpus_per_piece(ask.gpus, ask.replicas) };
         let selector = job.node_selector();
         let takes = |n: u32| {
-            let room = self.room_for(n, request, selector);
-            self.book.free_count(n).checked_div(per).map_or(room, |whole| room.min(whole))
+            let room = self.room_for(NodeId(n), request, selector);
+            self.book.free_count(NodeId(n)).checked_div(per).map_or(room, |whole| room.min(whole))
         };
         let nodes: Vec<(u32, u32)> =
             (0..self.nodes.len() as u32).map(|n| (n, takes(n))).filter(|&(_, p)| p > 0).collect();
@@ -154,8 +154,8 @@ impl FreeGpus {
         };
         let mut order: Vec<(u32, u32)> = nodes.into_iter().filter(|&(n, _)| self.domains.within(n, domain)).collect();
         order.sort_by_key(|&(n, p)| (std::cmp::Reverse(p), n));
-        let order: Vec<u32> = order.into_iter().map(|(n, _)| n).collect();
-        let fits = |n: u32| self.room_for(n, request, selector);
+        let order: Vec<NodeId> = order.into_iter().map(|(n, _)| NodeId(n)).collect();
+        let fits = |n: NodeId| self.room_for(n, request, selector);
         let entries = first_fit_within(&self.book, ask, &order, fits)?;
         let placement = Placement::of(entries, ask, request, fits);
         let packed = Packed::Within { level: domain.0, domain: self.domains.name(domain).to_string() };
@@ -169,7 +169,7 @@ impl FreeGpus {
             return None;
         }
         let size = size.max(1);
-        let room: Vec<(u32, u32)> = nodes.iter().map(|(n, _)| (n.0, self.book.free_count(n.0) / size)).collect();
+        let room: Vec<(u32, u32)> = nodes.iter().map(|(n, _)| (n.0, self.book.free_count(*n) / size)).collect();
         self.domains.smallest(&room, want.div_ceil(size))
     }
 
@@ -187,9 +187,8 @@ fn uneven(ask: Ask) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Runner;
     use crate::testing::{Inspect, TestWorld, job};
-    use crate::{Bytes, Millicores};
+    use crate::{Bytes, Millicores, Runner};
 
     #[test]
     fn a_job_no_node_holds_goes_to_the_tightest_finest_domain() {

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 use wasmsched::bindings::wit::{self, ActionKind};
 use wasmsched::validate::{self, Problem};
-use wasmsched::world::{Cursor, GpuSlot, World, sample};
+use wasmsched::world::{Cursor, GpuSlot, JobId, NodeId, World, sample};
 use wasmsched_rules::check::Checker;
 
 const GIB: u64 = 1 << 30;
@@ -174,7 +174,7 @@ impl Cluster {
             });
         }
         for &node in &self.down {
-            assert!(t.set_node_down(node, true), "node {node} is declared");
+            assert!(t.set_node_down(NodeId(node), true), "node {node} is declared");
         }
         t.set_tenants(self.tenants.iter().map(tenant).collect());
         for (i, j) in self.jobs.iter().enumerate() {
@@ -182,8 +182,8 @@ impl Cluster {
             let spec = wit::JobSpec { gpus, replicas, scaling, tenant, ..sample::job_spec(i) };
             let handle = t.enqueue_job(spec);
             if let Some(Running(node, holds, memory)) = &j.running {
-                let gpus = holds.iter().map(|&(node, index)| GpuSlot { node, index }).collect();
-                assert!(t.start_job(handle, *node, gpus));
+                let gpus = holds.iter().map(|&(node, index)| GpuSlot { node: NodeId(node), index }).collect();
+                assert!(t.start_job(handle, NodeId(*node), gpus));
                 t.state_mut(handle).expect("just started").memory_used_bytes = *memory;
             }
         }
@@ -251,7 +251,7 @@ fn case(name: &str, world: &Cluster, decision: Vec<Value>, problems: &mut BTreeS
         .iter()
         .enumerate()
         .map(|(i, a)| wit::Action {
-            job: a["job"].as_u64().expect("a job") as u32,
+            job: JobId(a["job"].as_u64().expect("a job") as u32),
             kind: kind(a),
             reason: i.to_string(),
         })
@@ -310,7 +310,7 @@ fn kind(a: &Value) -> ActionKind {
     match a["kind"].as_str().expect("a kind") {
         "set-cpu" => ActionKind::SetCpu(u64_of("millicores")),
         "set-memory" => ActionKind::SetMemory(u64_of("bytes")),
-        "migrate" => ActionKind::Migrate(u32_of("node")),
+        "migrate" => ActionKind::Migrate(NodeId(u32_of("node"))),
         "deliver" => ActionKind::Deliver,
         "stop" => ActionKind::Stop,
         "set-gpu-share" => {
@@ -334,7 +334,7 @@ fn placement(a: &Value) -> wit::Placement {
             .expect("nodes")
             .iter()
             .map(|n| wit::NodePlacement {
-                node: n["node"].as_u64().expect("node") as u32,
+                node: NodeId(n["node"].as_u64().expect("node") as u32),
                 gpus: n["gpus"].as_array().expect("gpus").iter().map(|g| g.as_u64().expect("a GPU") as u32).collect(),
             })
             .collect(),

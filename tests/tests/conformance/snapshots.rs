@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use wasmsched::bindings::wit;
 use wasmsched::playback::apply_delta;
 use wasmsched::recording::{RecordedTick, check_snapshot};
-use wasmsched::world::{Cursor, GpuSlot, World, sample};
+use wasmsched::world::{Cursor, GpuSlot, JobId, NodeId, World, sample};
 
 const GIB: u64 = 1 << 30;
 
@@ -124,7 +124,7 @@ fn job(world: &World, spec: &wit::JobSpec, s: &wasmsched::world::JobState, delta
     let running = s.queued.is_none().then(|| {
         json!({
             "node": s.node,
-            "gpus": s.gpus.iter().map(|g| [g.node, g.index]).collect::<Vec<_>>(),
+            "gpus": s.gpus.iter().map(|g| [g.node, NodeId(g.index)]).collect::<Vec<_>>(),
             "cpu_limit_millicores": s.cpu_limit_millicores,
             "memory_limit_bytes": s.memory_limit_bytes,
             "cpu_used_millicores": s.cpu_used_millicores,
@@ -190,7 +190,7 @@ fn spec(i: usize, gpus: u32, replicas: u32, arrival_ms: u64) -> wit::JobSpec {
 }
 
 fn slots(gpus: &[(u32, u32)]) -> Vec<GpuSlot> {
-    gpus.iter().map(|&(node, index)| GpuSlot { node, index }).collect()
+    gpus.iter().map(|&(node, index)| GpuSlot { node: NodeId(node), index }).collect()
 }
 
 /// Run time and GPU time accrue, the clock moves on.
@@ -203,10 +203,10 @@ fn jobs_come_run_report_and_go() -> Value {
     let mut t = World::new();
     t.add_node(node("n0", 16_000, 64, 2));
     t.add_node(node("n1", 8_000, 32, 4));
-    t.set_gpu_use(0, 0, 40.0, 4 * GIB);
-    let a = t.add_job(spec(0, 1, 1, 0), 0);
+    t.set_gpu_use(NodeId(0), 0, 40.0, 4 * GIB);
+    let a = t.add_job(spec(0, 1, 1, 0), NodeId(0));
     let b = t.enqueue_job(spec(1, 2, 1, 0));
-    let c = t.add_job(spec(5, 0, 1, 0), 1);
+    let c = t.add_job(spec(5, 0, 1, 0), NodeId(1));
     {
         let s = t.state_mut(a).unwrap();
         s.gpus = slots(&[(0, 0)]);
@@ -220,7 +220,7 @@ fn jobs_come_run_report_and_go() -> Value {
 
     let t = &mut script.world;
     advance(t, 30_000);
-    assert!(t.start_job(b, 1, slots(&[(1, 0), (1, 1)])));
+    assert!(t.start_job(b, NodeId(1), slots(&[(1, 0), (1, 1)])));
     {
         let s = t.state_mut(a).unwrap();
         (s.cpu_limit_millicores, s.memory_limit_bytes, s.gpu_share_percent) = (Some(4000), Some(8 * GIB), Some(50));
@@ -231,8 +231,8 @@ fn jobs_come_run_report_and_go() -> Value {
     t.record_at(a, 20_000, 2, vec![0.5]);
     t.record(a, 3, vec![0.625]);
     t.record(c, 1, vec![12.5]);
-    t.set_gpu_use(1, 0, 62.5, 8 * GIB);
-    t.set_gpu_use(1, 1, 87.5, 8 * GIB);
+    t.set_gpu_use(NodeId(1), 0, 62.5, 8 * GIB);
+    t.set_gpu_use(NodeId(1), 1, 87.5, 8 * GIB);
     script.tick();
 
     let t = &mut script.world;
@@ -240,18 +240,18 @@ fn jobs_come_run_report_and_go() -> Value {
     assert!(t.requeue_job(a, wit::WaitReason::Preempted));
     assert!(t.remove_job(c));
     let d = t.enqueue_job(spec(2, 2, 2, t.time_ms()));
-    assert!(t.start_job(d, 0, slots(&[(0, 0), (1, 2)])));
-    let e = t.add_job(spec(3, 0, 1, t.time_ms()), 0);
+    assert!(t.start_job(d, NodeId(0), slots(&[(0, 0), (1, 2)])));
+    let e = t.add_job(spec(3, 0, 1, t.time_ms()), NodeId(0));
     assert!(t.remove_job(e), "a job that came and went between two calls");
     t.state_mut(b).unwrap().cpu_limit_millicores = Some(2000);
     t.record(b, 1, vec![]);
-    t.set_gpu_use(0, 0, 12.25, 2 * GIB);
+    t.set_gpu_use(NodeId(0), 0, 12.25, 2 * GIB);
     script.tick();
 
     let t = &mut script.world;
     advance(t, 30_000);
     t.add_node(node("n2", 4_000, 8, 0));
-    assert!(t.start_job(a, 2, Vec::new()));
+    assert!(t.start_job(a, NodeId(2), Vec::new()));
     t.state_mut(b).unwrap().cpu_limit_millicores = None;
     t.record(d, 1, vec![0.75]);
     script.tick();
@@ -264,7 +264,7 @@ fn jobs_come_run_report_and_go() -> Value {
 fn a_fresh_instance_resyncs() -> Value {
     let mut t = World::new();
     t.add_node(node("n0", 16_000, 64, 1));
-    let jobs: Vec<u32> = (0..3).map(|i| t.add_job(spec(i, 0, 1, 0), 0)).collect();
+    let jobs: Vec<JobId> = (0..3).map(|i| t.add_job(spec(i, 0, 1, 0), NodeId(0))).collect();
     for (i, &j) in jobs.iter().enumerate() {
         t.record(j, 1, vec![0.125 * (i + 1) as f64]);
     }
@@ -282,7 +282,7 @@ fn a_fresh_instance_resyncs() -> Value {
     let t = &mut script.world;
     advance(t, 30_000);
     t.record(jobs[2], 2, vec![0.875]);
-    assert!(t.start_job(late, 0, slots(&[(0, 0)])));
+    assert!(t.start_job(late, NodeId(0), slots(&[(0, 0)])));
     script.tick();
     script.done()
 }
@@ -291,22 +291,22 @@ fn a_node_whose_capacity_becomes_known() -> Value {
     let mut t = World::new();
     t.add_node(node("n0", 0, 0, 0));
     t.add_node(node("n1", 8_000, 32, 1));
-    t.set_gpu_use(1, 0, 25.0, GIB);
-    let a = t.add_job(spec(4, 0, 1, 0), 0);
+    t.set_gpu_use(NodeId(1), 0, 25.0, GIB);
+    let a = t.add_job(spec(4, 0, 1, 0), NodeId(0));
     let mut script = Script::new("a node whose capacity becomes known is sent again, other GPUs keep their use", t);
     script.tick();
 
     let t = &mut script.world;
     advance(t, 30_000);
-    assert!(t.set_node(0, node("n0", 16_000, 64, 2)));
-    t.set_gpu_use(0, 1, 87.5, 3 * GIB);
+    assert!(t.set_node(NodeId(0), node("n0", 16_000, 64, 2)));
+    t.set_gpu_use(NodeId(0), 1, 87.5, 3 * GIB);
     t.state_mut(a).unwrap().memory_limit_bytes = Some(4 * GIB);
     script.tick();
 
     let t = &mut script.world;
     advance(t, 30_000);
     let same = t.nodes()[0].clone();
-    assert!(t.set_node(0, same), "the same node again: not sent");
+    assert!(t.set_node(NodeId(0), same), "the same node again: not sent");
     t.state_mut(a).unwrap().memory_limit_bytes = None;
     script.tick();
     script.done()
@@ -323,8 +323,8 @@ fn records_with_several_metrics_and_missing_values() -> Value {
         metric("top5", wit::Direction::HigherIsBetter),
         metric("latency-ms", wit::Direction::LowerIsBetter),
     ];
-    let a = t.add_job(many, 0);
-    let b = t.add_job(spec(1, 0, 1, 0), 0);
+    let a = t.add_job(many, NodeId(0));
+    let b = t.add_job(spec(1, 0, 1, 0), NodeId(0));
     t.record(a, 1, vec![0.5, f64::NAN, 0.75, 12.0]);
     t.record(b, 1, vec![0.375]);
     let mut script = Script::new("records carry their values in the order of the job's metrics, NaN where missing", t);
@@ -348,7 +348,7 @@ fn malformed() -> Vec<Value> {
     let world = || {
         let mut t = World::new();
         t.add_node(node("n0", 16_000, 64, 2));
-        let a = t.add_job(spec(0, 1, 1, 0), 0);
+        let a = t.add_job(spec(0, 1, 1, 0), NodeId(0));
         t.state_mut(a).unwrap().gpus = slots(&[(0, 1)]);
         t.enqueue_job(spec(1, 1, 1, 0));
         t.record(a, 1, vec![0.5]);
@@ -376,9 +376,9 @@ fn malformed() -> Vec<Value> {
         }),
         ("a job handle past the last one a host gives", |s| {
             let last = s.added.last_mut().expect("the world has jobs");
-            let old = std::mem::replace(&mut last.handle, u32::MAX);
+            let old = std::mem::replace(&mut last.handle, JobId(u32::MAX));
             for h in s.queue.handle.iter_mut().chain(s.jobs.handle.iter_mut()).filter(|h| **h == old) {
-                *h = u32::MAX;
+                *h = JobId(u32::MAX);
             }
         }),
     ];

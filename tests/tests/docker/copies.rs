@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use wasmsched::backend::docker::{Docker, DockerConfig};
 use wasmsched::backend::{Backend, Placer};
 use wasmsched::bindings::wit;
-use wasmsched::world::World;
+use wasmsched::world::{JobId, NodeId, World};
 
 use crate::engine::{self, eventually, trainer_engine_or_skip};
 use crate::{action, backend, step, test_label};
@@ -37,7 +37,7 @@ fn migration_restarts_a_job_from_its_checkpoint_on_another_engine() {
         (world.history(spec.handle).count() >= 3).then_some(spec.handle)
     });
     let started = Instant::now();
-    let errors = docker.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    let errors = docker.apply(&[action(handle, wit::ActionKind::Migrate(NodeId(1)))], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     eprintln!(
         "migration (stop, checkpoint out, image carried, create, checkpoint in, start): {:.1?}",
@@ -71,8 +71,8 @@ fn assert_resumed(last_before: u32, after: &[u32]) {
 }
 
 /// Start queued job `job` on `node`, without GPUs (this engine's node has none).
-fn place(job: u32, node: u32) -> wit::Action {
-    let nodes = vec![wit::NodePlacement { node, gpus: Vec::new() }];
+fn place(job: JobId, node: u32) -> wit::Action {
+    let nodes = vec![wit::NodePlacement { node: NodeId(node), gpus: Vec::new() }];
     action(job, wit::ActionKind::Place(wit::Placement { nodes, share: false }))
 }
 
@@ -196,7 +196,7 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
     };
 
     // A container runs on one engine: a resize spread over two is refused, saying what to do.
-    let spread = (0..2).map(|node| wit::NodePlacement { node, gpus: Vec::new() }).collect();
+    let spread = (0..2).map(|node| wit::NodePlacement { node: NodeId(node), gpus: Vec::new() }).collect();
     let errors = docker.apply(&[resize(spread, None)], &mut world);
     assert!(errors.len() == 1 && errors[0].reason.contains("a single node"), "{errors:?}");
     assert_eq!(e.labelled(&label)[0].id, c.id, "the container is left as it was");
@@ -208,7 +208,7 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
         step(&mut docker, &mut world, 300);
         world.jobs().map(|(spec, _)| spec.handle).find(|&h| h != handle)
     });
-    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 0, gpus: Vec::new() }], share: false };
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement::new(0, [])], share: false };
     let no_checkpoint = action(bare_handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(128) }));
     let errors = docker.apply(&[no_checkpoint], &mut world);
     assert!(errors.len() == 1 && errors[0].reason.contains("declares no wasmsched.checkpoint"), "{errors:?}");
@@ -220,7 +220,7 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
     });
 
     let started = Instant::now();
-    let errors = docker.apply(&[resize(vec![wit::NodePlacement { node: 0, gpus: Vec::new() }], Some(256))], &mut world);
+    let errors = docker.apply(&[resize(vec![wit::NodePlacement::new(0, [])], Some(256))], &mut world);
     let took = started.elapsed();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().batch_size, 256, "the batch size in force");
@@ -256,7 +256,7 @@ fn a_resize_restarts_the_job_from_its_checkpoint_at_its_new_batch_size() {
         );
         return;
     }
-    let errors = docker.apply(&[resize(vec![wit::NodePlacement { node: 0, gpus: vec![0] }], None)], &mut world);
+    let errors = docker.apply(&[resize(vec![wit::NodePlacement::new(0, [0])], None)], &mut world);
     assert!(errors.is_empty(), "{errors:?}");
     let listed = e.labelled(&label);
     let copy = e.rt.block_on(e.client.inspect_container(&listed[0].id, None)).unwrap();

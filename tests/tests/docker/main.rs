@@ -18,7 +18,7 @@ use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
 use wasmsched::watchdog::WatchdogConfig;
-use wasmsched::world::World;
+use wasmsched::world::{JobId, World};
 
 use engine::{Engine, engine_or_skip, eventually, serial, trainer_engine_or_skip};
 use wasmsched_tests::common::{loaded, misbehaving, runtime};
@@ -49,7 +49,7 @@ fn step(docker: &mut Docker, world: &mut World, tick_ms: u64) {
     docker.observe(world, next);
 }
 
-fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
+fn action(job: JobId, kind: wit::ActionKind) -> wit::Action {
     wit::Action { job, kind, reason: "test".into() }
 }
 
@@ -412,7 +412,7 @@ fn docker_node_cores(e: &Engine) -> f64 {
 struct Rescues<'a> {
     policy: &'a mut Supervised,
     limit_ms: u64,
-    rescued: Vec<(u64, u32)>,
+    rescued: Vec<(u64, JobId)>,
     benched: Option<String>,
 }
 

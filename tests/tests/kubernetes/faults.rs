@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use wasmsched::backend::{Backend, Status as _};
 use wasmsched::bindings::wit;
-use wasmsched::world::World;
+use wasmsched::world::{NodeId, World};
 
 use crate::cluster::{Cluster, TrainerPod, eventually, trainer_cluster_or_skip};
 use crate::{QUICK, action, backend, job_named, place, step, test_label};
@@ -194,7 +194,7 @@ fn a_node_going_not_ready_keeps_its_pods_and_gets_nothing_new() {
         step(&mut k, &mut world, 300);
         let bound = c.pod(&queued).and_then(|p| p.spec?.node_name);
         assert_eq!(bound.as_deref(), Some("vm2"), "the default placement skips the NotReady node");
-        assert_eq!(world.state(waiting).map(|s| s.node), Some(1));
+        assert_eq!(world.state(waiting).map(|s| s.node), Some(NodeId(1)));
     }
     // Its kubelet back, the node reports Ready again and takes pods.
     c.wait(&label, "vm Ready again", Duration::from_secs(60), || {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use wasmsched::backend::Backend;
-use wasmsched::world::World;
+use wasmsched::world::{NodeId, World};
 
 use crate::cluster::Cluster;
 use crate::{backend, step, test_label};
@@ -97,18 +97,18 @@ fn a_group_of_trainer_pods_is_preempted_migrated_and_resized_whole_and_resumes_f
     assert_eq!(on, [Some("vm2".to_string()), Some("vm2".to_string())], "both on the node named");
 
     // Migrated whole to vm: both pods re-created from their checkpoints and bound there.
-    let migrate = crate::action(handle, wit::ActionKind::Migrate(0));
+    let migrate = crate::action(handle, wit::ActionKind::Migrate(NodeId(0)));
     let migrated = resumes_after(c, &mut k, &mut world, &label, migrate, Duration::from_secs(90), "migration").1;
-    assert_eq!(world.state(handle).map(|s| s.node), Some(0), "the world shows it on vm");
+    assert_eq!(world.state(handle).map(|s| s.node), Some(NodeId(0)), "the world shows it on vm");
     let on: Vec<_> = c.labelled(&label).into_iter().map(|p| p.spec.and_then(|s| s.node_name)).collect();
     assert_eq!(on, [Some("vm".to_string()), Some("vm".to_string())], "both moved to vm");
     assert_eq!(crate::job_named(&world, "pair"), Some(handle), "the same job runs on");
 
     // Resized whole: the same pods, back on vm2, at batch size 64, which every copy carries.
-    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: Vec::new() }], share: false };
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement::new(1, [])], share: false };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
     let resized = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize").1;
-    assert_eq!(world.state(handle).map(|s| (s.node, s.batch_size)), Some((1, 64)));
+    assert_eq!(world.state(handle).map(|s| (s.node, s.batch_size)), Some((NodeId(1), 64)));
     for p in c.labelled(&label) {
         let spec = p.spec.unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("vm2"), "both moved to vm2");
@@ -176,7 +176,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
 
     // To 3 GPUs, 2 on vm and 1 on vm2: three pods of 1 GPU, at batch size 96.
     let placement = wit::Placement {
-        nodes: vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }, wit::NodePlacement { node: 1, gpus: vec![0] }],
+        nodes: vec![wit::NodePlacement::new(0, [0, 1]), wit::NodePlacement::new(1, [0])],
         share: false,
     };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(96) }));
@@ -191,7 +191,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
     assert_eq!((state.gpus.len(), state.batch_size), (3, 96));
 
     // To 2 GPUs on vm2: two pods of 1 GPU, at batch size 64.
-    let placement = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }], share: false };
+    let placement = wit::Placement { nodes: vec![wit::NodePlacement::new(1, [0, 1])], share: false };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(64) }));
     let shrunk = resumes_after(c, &mut k, &mut world, &label, resize, Duration::from_secs(90), "resize to 2 pods").1;
     let pods = ranks_of(c, &label);
@@ -210,7 +210,7 @@ fn an_elastic_group_is_resized_to_other_pod_counts_and_gpus_per_pod_with_ranks_a
     assert!(errors.is_empty(), "{errors:?}");
     step(&mut k, &mut world, 500); // the copies seen: the group's pods now
     let placement = wit::Placement {
-        nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }, wit::NodePlacement { node: 0, gpus: vec![1] }],
+        nodes: vec![wit::NodePlacement::new(1, [0, 1]), wit::NodePlacement::new(0, [1])],
         share: false,
     };
     let place = crate::action(handle, wit::ActionKind::Place(placement));

@@ -19,7 +19,7 @@ use serde_json::json;
 use wasmsched::backend::{DefaultPlacement as _, Status as _};
 use wasmsched::control::{self, LoopConfig};
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::world::World;
+use wasmsched::world::{NodeId, World};
 use wasmsched_tests::common::{loaded, runtime};
 
 use crate::cluster::{self, Cluster};
@@ -456,7 +456,7 @@ fn a_group_whose_node_goes_not_ready_is_kept_whole() {
     let node = world.nodes().iter().position(|n| n.name == nodes.names[1]).unwrap() as u32;
     c.wait(&label, "the node seen NotReady", Duration::from_secs(20), || {
         step(&mut k, &mut world, 500);
-        world.is_node_down(node).then_some(())
+        world.is_node_down(NodeId(node)).then_some(())
     });
     // Kept as it stands, whole, for a while: the host neither takes part of it back nor
     // places anything on the node that is down.

@@ -25,7 +25,7 @@ use wasmsched::bindings::wit;
 use wasmsched::control::{self, Driver, LoopConfig, Policies, Tick};
 use wasmsched::runtime::Runtime;
 use wasmsched::runtime::supervise::{Fallback, Quarantine, Supervised};
-use wasmsched::world::World;
+use wasmsched::world::{JobId, NodeId, World};
 
 use cluster::{Cluster, TrainerPod, cgroup_cpu_limit, cgroup_cpu_used_ns, poll, trainer_cluster_or_skip};
 use wasmsched_tests::common::{loaded, runtime};
@@ -66,19 +66,16 @@ fn step(k: &mut Kubernetes, world: &mut World, tick_ms: u64) {
     k.observe(world, next);
 }
 
-fn action(job: u32, kind: wit::ActionKind) -> wit::Action {
+fn action(job: JobId, kind: wit::ActionKind) -> wit::Action {
     wit::Action { job, kind, reason: "test".into() }
 }
 
-fn place(job: u32, node: u32) -> wit::Action {
-    action(
-        job,
-        wit::ActionKind::Place(wit::Placement { nodes: vec![wit::NodePlacement { node, gpus: vec![] }], share: false }),
-    )
+fn place(job: JobId, node: u32) -> wit::Action {
+    action(job, wit::ActionKind::Place(wit::Placement { nodes: vec![wit::NodePlacement::new(node, [])], share: false }))
 }
 
 /// The job of the pod whose job name is `name`.
-fn job_named(world: &World, name: &str) -> Option<u32> {
+fn job_named(world: &World, name: &str) -> Option<JobId> {
     world.all_jobs().find(|(s, _)| s.name == name).map(|(s, _)| s.handle)
 }
 
@@ -479,7 +476,7 @@ fn a_job_migrates_to_the_other_node_and_is_preempted_resuming_from_its_checkpoin
     // The migration goes on while the loop does (the tick waits a quarter second for it):
     // `drain` waits until it has landed.
     let started = Instant::now();
-    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(1))], &mut world);
+    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(NodeId(1)))], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(90)));
     let moved = started.elapsed();
     assert!(errors.is_empty(), "{errors:?}");
@@ -571,7 +568,7 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
 
     // A pod runs on one node: a resize spread over both is refused, saying what to do, and
     // the pod is left as it was.
-    let spread = vec![wit::NodePlacement { node: 0, gpus: vec![0] }, wit::NodePlacement { node: 1, gpus: vec![0] }];
+    let spread = vec![wit::NodePlacement::new(0, [0]), wit::NodePlacement::new(1, [0])];
     let mut errors = k.apply(&[resize(spread, None)], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(10)));
     assert!(
@@ -595,7 +592,7 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
         step(&mut k, &mut world, 300);
         job_named(&world, &bare).filter(|&h| world.state(h).is_some_and(|s| s.is_running()))
     });
-    let onto = vec![wit::NodePlacement { node: 1, gpus: vec![0] }];
+    let onto = vec![wit::NodePlacement::new(1, [0])];
     let placement = wit::Placement { nodes: onto, share: false };
     let no_checkpoint = action(bare_handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: None }));
     let mut errors = k.apply(&[no_checkpoint], &mut world);
@@ -611,13 +608,13 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
 
     // 1 GPU on vm -> 2 GPUs on vm2 at batch size 256: the pod re-created from its checkpoint.
     let started = Instant::now();
-    let onto_vm2 = vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }];
+    let onto_vm2 = vec![wit::NodePlacement::new(1, [0, 1])];
     let mut errors = k.apply(&[resize(onto_vm2, Some(256))], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(90)));
     let landed = started.elapsed();
     assert!(errors.is_empty(), "{errors:?}\n{}", c.describe(&label));
     let state = world.state(handle).unwrap();
-    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "the world after: {state:?}");
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (NodeId(1), 2, 256), "the world after: {state:?}");
     let copies = c.labelled(&label);
     assert_eq!(copies.len(), 1, "the original is gone, its copy runs");
     let copy = &copies[0];
@@ -649,7 +646,7 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
     });
     assert_consecutive_epochs(world.history(handle), "resumed from the checkpoint after the resize");
     let state = world.state(handle).unwrap();
-    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "as observed: {state:?}");
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (NodeId(1), 2, 256), "as observed: {state:?}");
     eprintln!(
         "resize 1 GPU on vm -> 2 GPUs on vm2: decision to copy bound {landed:.1?}; to the copy's first epoch (epoch {}) \
          {:.1?}",
@@ -664,16 +661,16 @@ fn an_elastic_job_is_resized_onto_two_gpus_of_the_other_node_resuming_from_its_c
         job_named(&world, &name).filter(|&h| world.state(h).is_some_and(|s| s.is_running()))
     });
     let state = world.state(handle).unwrap();
-    assert_eq!((state.node, state.gpus.len(), state.batch_size), (1, 2, 256), "after a restart: {state:?}");
+    assert_eq!((state.node, state.gpus.len(), state.batch_size), (NodeId(1), 2, 256), "after a restart: {state:?}");
     assert_eq!(world.spec(handle).unwrap().gpus, 2, "its nvidia.com/gpu");
 
     // Migrated back to vm, it holds as many GPUs there: the lowest free, in the host's books.
-    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(0))], &mut world);
+    let mut errors = k.apply(&[action(handle, wit::ActionKind::Migrate(NodeId(0)))], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(90)));
     assert!(errors.is_empty(), "{errors:?}\n{}", c.describe(&label));
     let state = world.state(handle).unwrap();
-    let held: Vec<(u32, u32)> = state.gpus.iter().map(|g| (g.node, g.index)).collect();
-    assert_eq!((state.node, held), (0, vec![(0, 0), (0, 1)]), "its GPUs moved with it: {state:?}");
+    let held: Vec<(u32, u32)> = state.gpus.iter().map(|g| (g.node.0, g.index)).collect();
+    assert_eq!((state.node, held), (NodeId(0), vec![(0, 0), (0, 1)]), "its GPUs moved with it: {state:?}");
     assert_eq!(c.labelled(&label)[0].spec.as_ref().unwrap().node_name.as_deref(), Some("vm"));
 }
 

@@ -118,14 +118,14 @@ fn a_pytorch_ddp_group_starts_whole_is_preempted_and_resized_and_resumes_with_no
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(world.state(handle).unwrap().queued, Some(wit::WaitReason::Preempted));
     step(&mut k, &mut world, 500);
-    let on_vm2 = wit::Placement { nodes: vec![wit::NodePlacement { node: 1, gpus: vec![0, 1] }], share: false };
+    let on_vm2 = wit::Placement { nodes: vec![wit::NodePlacement::new(1, [0, 1])], share: false };
     let place = crate::action(handle, wit::ActionKind::Place(on_vm2));
     let resumed = resumes_after(c, &mut k, &mut world, &label, place, Duration::from_secs(120), "preemption");
 
     // Resized to three ranks (2 GPUs on vm, 1 on vm2) at batch size 96: every rank told its
     // rank and the world size, training on from the checkpoint.
     let placement = wit::Placement {
-        nodes: vec![wit::NodePlacement { node: 0, gpus: vec![0, 1] }, wit::NodePlacement { node: 1, gpus: vec![0] }],
+        nodes: vec![wit::NodePlacement::new(0, [0, 1]), wit::NodePlacement::new(1, [0])],
         share: false,
     };
     let resize = crate::action(handle, wit::ActionKind::Resize(wit::Resize { placement, batch_size: Some(96) }));

@@ -10,7 +10,7 @@ use wasmsched::backend::Backend;
 use wasmsched::bindings::wit;
 use wasmsched::error_chain;
 use wasmsched::record::{self, AuditLine, RECORDING_FORMAT};
-use wasmsched::world::{Cursor, World, sample};
+use wasmsched::world::{Cursor, JobId, World, sample};
 
 use super::{Checked, Edit, apply, bytes, cases, file, list, names};
 
@@ -185,7 +185,7 @@ fn recording_lines(g: &RecordingGen) -> (Vec<String>, Vec<wit::Snapshot>, World)
         if n > 0 {
             world.set_time_ms(world.time_ms() + g.tick_ms);
             world.accrue_service(g.tick_ms);
-            let running: Vec<u32> = world.jobs().map(|(s, _)| s.handle).collect();
+            let running: Vec<JobId> = world.jobs().map(|(s, _)| s.handle).collect();
             for (i, &h) in running.iter().enumerate() {
                 world.record(h, n as u32 + g.epochs, vec![0.5 + i as f64 / 64.0]);
             }
@@ -194,7 +194,7 @@ fn recording_lines(g: &RecordingGen) -> (Vec<String>, Vec<wit::Snapshot>, World)
             }
         }
         let snapshot = world.snapshot_for(&mut cursor);
-        let action = wit::Action { job: 0, kind: wit::ActionKind::SetCpu(Some(1500)), reason: "cap".into() };
+        let action = wit::Action { job: JobId(0), kind: wit::ActionKind::SetCpu(Some(1500)), reason: "cap".into() };
         let decision = decides
             .then(|| serde_json::json!({ "policy": "p", "sha256": "ab12", "actions": [action], "fallback": false }));
         lines.push(serde_json::json!({ "tick": n + 1, "snapshot": snapshot, "decision": decision }).to_string());
@@ -234,7 +234,11 @@ fn audit_line() -> impl Strategy<Value = serde_json::Value> {
         .prop_map(|(policy, sha256, actions, (latency_us, fallback), (failure, agrees))| {
             let actions: Vec<wit::Action> = actions
                 .into_iter()
-                .map(|(job, cpu)| wit::Action { job, kind: wit::ActionKind::SetCpu(cpu), reason: "why".into() })
+                .map(|(job, cpu)| wit::Action {
+                    job: JobId(job),
+                    kind: wit::ActionKind::SetCpu(cpu),
+                    reason: "why".into(),
+                })
                 .collect();
             let mut d = serde_json::json!({
                 "policy": policy, "sha256": sha256, "actions": actions, "latency_us": latency_us,
@@ -282,7 +286,7 @@ proptest! {
         let mut replay = wasmsched::replay::Recording::open(&path).map_err(|e| TestCaseError::fail(error_chain(&e)))?;
         let mut replayed = World::new();
         replay.backend.observe(&mut replayed, u64::MAX);
-        let handles = |w: &World| -> (Vec<u32>, Vec<u32>) {
+        let handles = |w: &World| -> (Vec<JobId>, Vec<JobId>) {
             (w.jobs().map(|(s, _)| s.handle).collect(), w.queue().map(|(s, _)| s.handle).collect())
         };
         prop_assert_eq!(handles(&replayed), handles(&world));
