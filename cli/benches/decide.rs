@@ -228,12 +228,7 @@ fn apply(world: &mut World, decision: &wit::Decision) {
     for action in &decision.actions {
         match &action.kind {
             wit::ActionKind::Place(p) => {
-                let gpus = p
-                    .nodes
-                    .iter()
-                    .flat_map(|e| e.gpus.iter().map(|&index| wasmsched::world::GpuSlot { node: e.node, index }))
-                    .collect();
-                world.start_job(action.job, p.nodes[0].node, gpus);
+                world.start_job(action.job, p.nodes[0].node, wasmsched::world::GpuSlot::of(&p.nodes));
             }
             wit::ActionKind::Preempt => {
                 world.requeue_job(action.job, wit::WaitReason::Preempted);

@@ -55,6 +55,13 @@ pub struct GpuSlot {
     pub index: u32,
 }
 
+impl GpuSlot {
+    /// The GPUs a placement's entries name, entry by entry.
+    pub fn of(entries: &[wasmsched_rules::NodePlacement]) -> Vec<GpuSlot> {
+        entries.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index })).collect()
+    }
+}
+
 /// A job's placement, limits and measured use: one row of the contract's `job-states` (or of
 /// `queue-states`, while it waits).
 #[derive(Clone, Debug, PartialEq)]

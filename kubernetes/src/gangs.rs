@@ -374,7 +374,7 @@ impl Kubernetes {
         }
         let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
         let node = pieces[0].node;
-        let slots = group::slots_of(&pieces);
+        let slots = GpuSlot::of(&pieces);
         // For whichever pods turn out bound if another's bind fails.
         let (service, arrived) =
             ((state.run_ms, state.gpu_ms), self.jobs.get(&entry).map_or(0, |m| m.job.arrived_unix_ms));

@@ -381,14 +381,6 @@ fn resized(pods: &[&Pod]) -> Option<u32> {
     pods.iter().filter_map(|p| p.metadata.annotations.as_ref()?.get(crate::pod::GROUP_SIZE)?.parse().ok()).max()
 }
 
-/// The GPUs `pieces` name, as the world's slots, piece by piece.
-pub fn slots_of(pieces: &[NodePlacement]) -> Vec<wasmsched_core::world::GpuSlot> {
-    pieces
-        .iter()
-        .flat_map(|p| p.gpus.iter().map(|&index| wasmsched_core::world::GpuSlot { node: p.node, index }))
-        .collect()
-}
-
 /// The placement that puts pieces where `pieces` says (one entry per node, in order of first
 /// appearance).
 pub fn placement_of(pieces: &[NodePlacement]) -> wit::Placement {

@@ -116,10 +116,9 @@ fn fit_pieces(rooms: &[Room], book: &GpuBook, pieces: &[(PodAsk, u32)], from: us
         })?;
         let (room, used) = taken.entry(node).or_insert_with(|| (rooms[node].clone(), 0));
         room.take(ask.requests);
-        placed.push(NodePlacement {
-            node: NodeId(node as u32),
-            gpus: book.free_on(NodeId(node as u32)).skip(*used as usize).take(*gpus as usize).collect(),
-        });
+        let node = NodeId(node as u32);
+        placed
+            .push(NodePlacement { node, gpus: book.free_on(node).skip(*used as usize).take(*gpus as usize).collect() });
         *used += gpus;
     }
     Some(placed)

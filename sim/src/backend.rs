@@ -135,7 +135,7 @@ impl Simulator {
         match action.kind {
             ActionKind::Place(_) if running => return Err("the job already runs".into()),
             ActionKind::Place(ref p) => {
-                let gpus = slots(p);
+                let gpus = GpuSlot::of(&p.nodes);
                 if let Some(why) = self.memory_refusal(i, &gpus) {
                     return Err(format!("not placed: {why}"));
                 }
@@ -183,7 +183,7 @@ impl Simulator {
     /// Restart running job `i` (handle `job`) on the GPUs `r` names, at the batch size it names
     /// if any. Returns the node it runs on now.
     fn resize(&mut self, i: usize, job: JobId, r: &wit::Resize, world: &mut World) -> Result<NodeId, String> {
-        let gpus = slots(&r.placement);
+        let gpus = GpuSlot::of(&r.placement.nodes);
         let mine = |g: &GpuSlot| self.jobs[i].gpus.contains(g);
         let fresh: Vec<GpuSlot> = gpus.iter().filter(|g| !mine(g)).copied().collect();
         if let Some(why) = self.memory_refusal(i, &fresh) {
@@ -200,11 +200,6 @@ impl Simulator {
         }
         Ok(to)
     }
-}
-
-/// The GPUs a placement names.
-fn slots(p: &wit::Placement) -> Vec<GpuSlot> {
-    p.nodes.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index })).collect()
 }
 
 impl DefaultPlacement for Simulator {

@@ -113,8 +113,7 @@ impl Simulator {
         let plan = &self.jobs[i].plan;
         let ask = Ask { gpus: plan.gpus, replicas: plan.replicas };
         let entries = first_fit(&self.book, ask, &self.node_order(plan))?;
-        let gpus = entries.iter().flat_map(|e| e.gpus.iter().map(|&index| GpuSlot { node: e.node, index }));
-        Some((entries[0].node, gpus.collect()))
+        Some((entries[0].node, GpuSlot::of(&entries)))
     }
 
     /// The default placement: start queued jobs in arrival order while the first one fits. A

@@ -87,7 +87,7 @@ pub fn gpu_cluster(nodes: usize, gpus_per_node: u32, running: usize, queued: usi
         book.take(&place, h);
         t.record(h, 1, vec![0.5]);
         let s = t.state_mut(h).expect("just added");
-        s.gpus = place.iter().flat_map(|p| p.gpus.iter().map(|&index| GpuSlot { node: p.node, index })).collect();
+        s.gpus = GpuSlot::of(&place);
         let gpus_held = s.gpus.clone();
         let hours = if i % 10 == 9 { 20 } else { 1 + (i as u64 * 7) % 12 } * 3_600_000 / u64::from(gpus.max(1));
         s.accrue(hours);

@@ -12,12 +12,12 @@ use kube::runtime::reflector::ObjectRef;
 
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
-use wasmsched_core::world::World;
+use wasmsched_core::world::{GpuSlot, World};
 use wasmsched_rules::NodePlacement;
 
 use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
-use crate::group::{self, Gang, Member, Pieces};
+use crate::group::{Gang, Member, Pieces};
 use crate::{By, Kubernetes, pod, within};
 
 impl Kubernetes {
@@ -94,7 +94,7 @@ impl Kubernetes {
                 pod::copy(originals.get(i).unwrap_or(&originals[0]), &changes)
             })
             .collect();
-        let slots = group::slots_of(&pieces);
+        let slots = GpuSlot::of(&pieces);
         let first = pieces.first().map_or(state.node, |p| p.node);
         let shown = (first, slots.clone());
         let resized_to = resize.map(|_| batch_size);
