@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
-use wasmsched::runtime::{Limits, Runtime, RuntimeConfig, current};
+use wasmsched::runtime::{Limits, LoadedPolicy, Runtime, RuntimeConfig, current};
 use wasmsched::world::{Cursor, JobId, World, sample};
 use wasmsched_sdk::Runner;
 
@@ -284,110 +284,131 @@ fn cluster_run<P: wasmsched_sdk::Policy>(config: &str, nodes: usize, jobs: usize
 fn bench_placing<P: wasmsched_sdk::Policy>(c: &mut Criterion, rt: &Runtime, name: &str, config: &str) {
     let wasm = wasmsched::shipped::by_name(name).expect("a shipped policy");
     let loaded = rt.load(name, wasm.wasm).expect("the shipped policy loads");
-    let limits =
-        Limits { deadline: Duration::from_secs(20), instantiate: Duration::from_secs(20), ..Limits::default() };
     for (nodes, jobs) in [(500usize, 1_000usize), (5_000, 10_000)] {
         let run = OnceCell::new();
         let run = || run.get_or_init(|| cluster_run::<P>(config, nodes, jobs));
-        let fresh = || loaded.instantiate(rt, limits, config, None).unwrap();
-        let printed = std::cell::Cell::new(false);
-        let mut group = c.benchmark_group("placing");
-        group.sample_size(10);
-        group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
-            let first = &run().first;
-            // The instance is returned, to be dropped outside the timing.
-            b.iter_batched(
-                fresh,
-                |mut i| {
-                    let d = i.decide_raw(first).unwrap();
-                    (i, black_box(d))
-                },
-                criterion::BatchSize::PerIteration,
-            )
-        });
-        group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
-            let run = run();
-            // An instance that has seen the first tick and the warm ones, and the next tick.
-            let warm = || {
-                let mut instance = fresh();
-                instance.decide_raw(&run.first).unwrap();
-                for t in &run.ticks[..WARM] {
-                    instance.decide_raw(t).unwrap();
-                }
-                (instance, WARM)
-            };
-            let (mut instance, _) = warm();
-            if !printed.replace(true) {
-                let mut slowest = Duration::ZERO;
-                for t in &run.ticks[WARM..] {
-                    let started = Instant::now();
-                    black_box(instance.decide_raw(t).unwrap());
-                    slowest = slowest.max(started.elapsed());
-                }
-                eprintln!(
-                    "placing: {name} at {jobs} jobs, slowest of {} steady ticks: {slowest:.2?}",
-                    CLUSTER_TICKS - WARM
-                );
-            }
-            let mut next = WARM;
-            b.iter_custom(|iters| {
-                let mut took = Duration::ZERO;
-                for _ in 0..iters {
-                    if next == CLUSTER_TICKS {
-                        (instance, next) = warm();
-                    }
-                    let started = Instant::now();
-                    black_box(instance.decide_raw(&run.ticks[next]).unwrap());
-                    took += started.elapsed();
-                    next += 1;
-                }
-                took
-            })
-        });
-        group.finish();
-
-        let mut group = c.benchmark_group("placing-native");
-        group.sample_size(10);
-        group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
-            let first = &run().first;
-            b.iter_batched(
-                || (Runner::<P>::init(config, None).unwrap(), to_sdk(first)),
-                |(mut runner, s)| {
-                    let d = runner.decide_raw(s).unwrap();
-                    (runner, black_box(d))
-                },
-                criterion::BatchSize::PerIteration,
-            )
-        });
-        group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
-            let run = run();
-            let ticks: Vec<_> = run.ticks.iter().map(to_sdk).collect();
-            let warm = || {
-                let mut runner = Runner::<P>::init(config, None).unwrap();
-                runner.decide_raw(to_sdk(&run.first)).unwrap();
-                for t in &ticks[..WARM] {
-                    runner.decide_raw(t.clone()).unwrap();
-                }
-                (runner, WARM)
-            };
-            let (mut runner, mut next) = warm();
-            b.iter_custom(|iters| {
-                let mut took = Duration::ZERO;
-                for _ in 0..iters {
-                    if next == CLUSTER_TICKS {
-                        (runner, next) = warm();
-                    }
-                    let tick = ticks[next].clone();
-                    let started = Instant::now();
-                    black_box(runner.decide_raw(tick).unwrap());
-                    took += started.elapsed();
-                    next += 1;
-                }
-                took
-            })
-        });
-        group.finish();
+        placing_in_the_sandbox(c, rt, &loaded, (name, config), jobs, &run);
+        placing_natively::<P>(c, (name, config), jobs, &run);
     }
+}
+
+/// The shipped component deciding on `run`: its first tick, and the steady ticks after.
+fn placing_in_the_sandbox<'r>(
+    c: &mut Criterion,
+    rt: &Runtime,
+    loaded: &LoadedPolicy,
+    (name, config): (&str, &str),
+    jobs: usize,
+    run: &dyn Fn() -> &'r ClusterRun,
+) {
+    let limits =
+        Limits { deadline: Duration::from_secs(20), instantiate: Duration::from_secs(20), ..Limits::default() };
+    let fresh = || loaded.instantiate(rt, limits, config, None).unwrap();
+    let printed = std::cell::Cell::new(false);
+    let mut group = c.benchmark_group("placing");
+    group.sample_size(10);
+    group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
+        let first = &run().first;
+        // The instance is returned, to be dropped outside the timing.
+        b.iter_batched(
+            fresh,
+            |mut i| {
+                let d = i.decide_raw(first).unwrap();
+                (i, black_box(d))
+            },
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
+        let run = run();
+        // An instance that has seen the first tick and the warm ones, and the next tick.
+        let warm = || {
+            let mut instance = fresh();
+            instance.decide_raw(&run.first).unwrap();
+            for t in &run.ticks[..WARM] {
+                instance.decide_raw(t).unwrap();
+            }
+            (instance, WARM)
+        };
+        let (mut instance, _) = warm();
+        if !printed.replace(true) {
+            let mut slowest = Duration::ZERO;
+            for t in &run.ticks[WARM..] {
+                let started = Instant::now();
+                black_box(instance.decide_raw(t).unwrap());
+                slowest = slowest.max(started.elapsed());
+            }
+            eprintln!(
+                "placing: {name} at {jobs} jobs, slowest of {} steady ticks: {slowest:.2?}",
+                CLUSTER_TICKS - WARM
+            );
+        }
+        let mut next = WARM;
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                if next == CLUSTER_TICKS {
+                    (instance, next) = warm();
+                }
+                let started = Instant::now();
+                black_box(instance.decide_raw(&run.ticks[next]).unwrap());
+                took += started.elapsed();
+                next += 1;
+            }
+            took
+        })
+    });
+    group.finish();
+}
+
+/// The same policy built natively, on the same ticks, for the sandbox's overhead.
+fn placing_natively<'r, P: wasmsched_sdk::Policy>(
+    c: &mut Criterion,
+    (name, config): (&str, &str),
+    jobs: usize,
+    run: &dyn Fn() -> &'r ClusterRun,
+) {
+    let mut group = c.benchmark_group("placing-native");
+    group.sample_size(10);
+    group.bench_function(BenchmarkId::new(format!("{name}/first-tick"), jobs), |b| {
+        let first = &run().first;
+        b.iter_batched(
+            || (Runner::<P>::init(config, None).unwrap(), to_sdk(first)),
+            |(mut runner, s)| {
+                let d = runner.decide_raw(s).unwrap();
+                (runner, black_box(d))
+            },
+            criterion::BatchSize::PerIteration,
+        )
+    });
+    group.bench_function(BenchmarkId::new(format!("{name}/steady"), jobs), |b| {
+        let run = run();
+        let ticks: Vec<_> = run.ticks.iter().map(to_sdk).collect();
+        let warm = || {
+            let mut runner = Runner::<P>::init(config, None).unwrap();
+            runner.decide_raw(to_sdk(&run.first)).unwrap();
+            for t in &ticks[..WARM] {
+                runner.decide_raw(t.clone()).unwrap();
+            }
+            (runner, WARM)
+        };
+        let (mut runner, mut next) = warm();
+        b.iter_custom(|iters| {
+            let mut took = Duration::ZERO;
+            for _ in 0..iters {
+                if next == CLUSTER_TICKS {
+                    (runner, next) = warm();
+                }
+                let tick = ticks[next].clone();
+                let started = Instant::now();
+                black_box(runner.decide_raw(tick).unwrap());
+                took += started.elapsed();
+                next += 1;
+            }
+            took
+        })
+    });
+    group.finish();
 }
 
 fn placing(c: &mut Criterion) {

@@ -122,12 +122,22 @@ impl Series {
 struct StepTimes {
     /// By placement id (the digits of its smallest rotation, e.g. 1213).
     placements: HashMap<u32, Series>,
-    /// By (nodes, GPUs): the mean over the placements of that shape, plus `scalability.csv`.
-    shapes: BTreeMap<(u32, u32), Series>,
-    /// The node counts in `shapes`, ascending.
-    node_counts: Vec<u32>,
+    /// The node counts measured, ascending.
+    node_counts: Vec<f64>,
+    /// By node count, in `node_counts`' order, the series of each (nodes, GPUs) shape: the mean
+    /// over the placements of that shape, plus `scalability.csv`. A vector rather than a map,
+    /// so that [`StepTimes::at`] (run for every candidate of every job each round) neither
+    /// walks a tree nor allocates.
+    by_nodes: Vec<NodeShapes>,
     /// Smallest and largest measured per-GPU batch size.
     local_range: (u32, u32),
+}
+
+/// The shapes of one node count: their GPU counts, ascending, and their series alike.
+#[derive(Debug)]
+struct NodeShapes {
+    gpus: Vec<f64>,
+    series: Vec<Series>,
 }
 
 /// Embeds a model's two step-time files for each GPU type, in [`GpuType::ALL`]'s order.
@@ -224,12 +234,22 @@ impl StepTimes {
             return Err("placements.csv has no rows".into());
         }
         let shapes: BTreeMap<(u32, u32), Series> = by_shape.into_iter().map(|(k, v)| (k, series(v))).collect();
-        let mut node_counts: Vec<u32> = shapes.keys().map(|k| k.0).collect();
-        node_counts.dedup();
+        let mut node_counts: Vec<u32> = Vec::new();
+        let mut by_nodes: Vec<NodeShapes> = Vec::new();
+        for ((nodes, gpus), series) in shapes {
+            if node_counts.last() != Some(&nodes) {
+                node_counts.push(nodes);
+                by_nodes.push(NodeShapes { gpus: Vec::new(), series: Vec::new() });
+            }
+            let of_n = by_nodes.last_mut().expect("pushed above");
+            of_n.gpus.push(f64::from(gpus));
+            of_n.series.push(series);
+        }
+        let node_counts = node_counts.into_iter().map(f64::from).collect();
         Ok(StepTimes {
             placements: by_id.into_iter().map(|(k, v)| (k, series(v))).collect(),
-            shapes,
             node_counts,
+            by_nodes,
             local_range,
         })
     }
@@ -241,30 +261,42 @@ impl StepTimes {
         }
         let nodes = (shape.len() as u32).clamp(1, MAX_NODES);
         let gpus: u32 = shape.iter().sum::<u32>().max(1);
-        let counts: Vec<f64> = self.node_counts.iter().map(|&n| f64::from(n)).collect();
-        let (lo, hi, w) = bracket(&counts, f64::from(nodes));
-        let at_nodes = |n: u32| {
-            let shapes: Vec<(&(u32, u32), &Series)> = self.shapes.range((n, 0)..=(n, u32::MAX)).collect();
-            let gpu_counts: Vec<f64> = shapes.iter().map(|(k, _)| f64::from(k.1)).collect();
-            let (a, b, v) = bracket(&gpu_counts, f64::from(gpus));
-            let ((s0, y0), (s1, y1)) = (shapes[a].1.at(local_bsz), shapes[b].1.at(local_bsz));
+        let (lo, hi, w) = bracket(&self.node_counts, f64::from(nodes));
+        let at_nodes = |i: usize| {
+            let of_n: &NodeShapes = &self.by_nodes[i];
+            let (a, b, v) = bracket(&of_n.gpus, f64::from(gpus));
+            let ((s0, y0), (s1, y1)) = (of_n.series[a].at(local_bsz), of_n.series[b].at(local_bsz));
             (lerp(s0, s1, v), lerp(y0, y1, v))
         };
-        let ((s0, y0), (s1, y1)) = (at_nodes(self.node_counts[lo]), at_nodes(self.node_counts[hi]));
+        let ((s0, y0), (s1, y1)) = (at_nodes(lo), at_nodes(hi));
         (lerp(s0, s1, w), lerp(y0, y1, w))
+    }
+
+    /// The series of `nodes` nodes with `gpus` GPUs in all, as measured.
+    #[cfg(test)]
+    fn shape(&self, nodes: u32, gpus: u32) -> &Series {
+        let n = self.node_counts.iter().position(|&c| c == f64::from(nodes)).expect("a measured node count");
+        let of_n = &self.by_nodes[n];
+        &of_n.series[of_n.gpus.iter().position(|&g| g == f64::from(gpus)).expect("a measured GPU count")]
     }
 }
 
 /// The id of a placement as the files write it: the digits of its smallest rotation, empty
 /// nodes dropped. None when a node has more than 9 GPUs or there are more than 9 nodes.
 fn placement_id(shape: &[u32]) -> Option<u32> {
-    let shape: Vec<u32> = shape.iter().copied().filter(|&g| g > 0).collect();
-    if shape.is_empty() || shape.len() > 9 || shape.iter().any(|&g| g > 9) {
-        return None;
+    let mut digits = [0u32; 9];
+    let mut n = 0;
+    for &g in shape.iter().filter(|&&g| g > 0) {
+        if n == digits.len() || g > 9 {
+            return None;
+        }
+        digits[n] = g;
+        n += 1;
     }
-    let rotation =
-        (0..shape.len()).map(|k| shape[k..].iter().chain(&shape[..k]).copied().collect::<Vec<u32>>()).min()?;
-    Some(rotation.iter().fold(0, |id, &d| id * 10 + d))
+    let digits = &digits[..n];
+    // Rotations have as many digits as each other, so the smallest number is the smallest
+    // rotation.
+    (0..n).map(|k| digits[k..].iter().chain(&digits[..k]).fold(0, |id, &d| id * 10 + d)).min()
 }
 
 /// Indices of the values around `x` in ascending `xs`, and the weight of the upper one;
@@ -401,7 +433,7 @@ mod tests {
             // Five nodes of four (20 GPUs) lie between four nodes at their most (16) and six
             // nodes at 20 GPUs (scalability.csv).
             let five = t.at(&[4; 5], local).0;
-            let (four, six) = (t.shapes[&(4, 16)].at(local).0, t.shapes[&(6, 20)].at(local).0);
+            let (four, six) = (t.shape(4, 16).at(local).0, t.shape(6, 20).at(local).0);
             assert!((four.min(six) - 1e-12..=four.max(six) + 1e-12).contains(&five), "{model:?}: {five}");
             assert!(t.at(&[4; 20], local).0 > 0.0, "{model:?}: beyond 16 nodes");
             assert!(t.at(&[8, 8], local).0 > 0.0, "{model:?}: 8 GPUs a node");

@@ -174,6 +174,73 @@ struct SimJob {
 }
 
 impl SimJob {
+    /// The job `plan` describes, not yet arrived: its epochs, its work per epoch (the
+    /// simulator's `noise` drawn from `rng` unless the plan was measured) and what it runs on.
+    fn of(plan: &JobPlan, noise: f64, rng: &mut Rng) -> SimJob {
+        let curve = plan.curve();
+        let schedule = if plan.by_goodput() { plan.model.elastic_epochs() } else { curve.epochs() };
+        let epochs_total = plan.max_epochs.map_or(schedule, |m| m.min(schedule)).max(1);
+        // A calibrated (profile) job is CPU work whatever it holds.
+        let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
+            .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
+        let cost = if gpu.is_some() { 1.0 } else { plan.work_per_epoch_core_s() };
+        let noise = if plan.measured { 0.0 } else { noise };
+        let work_per_epoch = cost * plan.work_scale * rng.around_one(noise);
+        SimJob {
+            direction: curve.direction(),
+            curve,
+            handle: None,
+            node: NodeId(0),
+            phase: Phase::Pending,
+            epochs_total,
+            work_per_epoch,
+            gpu,
+            // A training job at its per-GPU batch; a GPU service at its batch.
+            gpu_kind: (plan.gpus > 0 && plan.profile.is_none()).then(|| {
+                let batch = gpu.map_or(plan.batch_size, |g| g.local_bsz);
+                let kind = colocation::job_type(plan.model, batch);
+                (kind, colocation::footprint_bytes(kind, batch))
+            }),
+            step_s: 0.0,
+            speed: 0.0,
+            max_cores: match gpu {
+                Some(g) => f64::from(g.replicas) * FEED_CORES_PER_GPU,
+                None => plan.max_cores(),
+            },
+            memory_bytes: plan.memory_bytes(),
+            epoch: 0,
+            work_left: 0.0,
+            cores: 0.0,
+            entitled: 0.0,
+            limit_cores: None,
+            gpus: Vec::new(),
+            gpu_share: None,
+            pinned_batch: plan.tuned.then_some(plan.batch_size),
+            paused_until: 0.0,
+            version: 0,
+            last_update_s: 0.0,
+            used_core_s: 0.0,
+            total_core_s: 0.0,
+            start_s: plan.arrival_s,
+            finish_s: None,
+            reached: [None, None],
+            delivered_s: None,
+            migrations: 0,
+            preemptions: 0,
+            worked_s: None,
+            started_s: None,
+            run_s: 0.0,
+            gpu_s: 0.0,
+            stopped: false,
+            last_epoch_end_s: plan.arrival_s,
+            epoch_time_sum: 0.0,
+            latency_sum_ms: 0.0,
+            windows: 0,
+            progress: Vec::new(),
+            plan: plan.clone(),
+        }
+    }
+
     /// Whether, running at `now`, it works: it is not paused in a restart's restore (a start
     /// that is no restart does work from the first moment).
     fn works_at(&self, now: f64) -> bool {
@@ -272,74 +339,7 @@ impl Simulator {
     /// A simulator of `workload` (its jobs must be sorted by arrival).
     pub fn new(workload: &Workload, config: SimConfig) -> Self {
         let mut rng = Rng(config.seed ^ 0x5eed_0f5e_ed00);
-        let jobs = workload
-            .jobs
-            .iter()
-            .map(|plan| {
-                let curve = plan.curve();
-                let schedule = if plan.by_goodput() { plan.model.elastic_epochs() } else { curve.epochs() };
-                let epochs_total = plan.max_epochs.map_or(schedule, |m| m.min(schedule)).max(1);
-                // A calibrated (profile) job is CPU work whatever it holds.
-                let gpu = (plan.gpus > 0 && plan.kind == wit::JobKind::Training && plan.profile.is_none())
-                    .then(|| GpuConfig::new(plan.model, plan.batch_size, plan.gpus));
-                let cost = if gpu.is_some() { 1.0 } else { plan.work_per_epoch_core_s() };
-                let noise = if plan.measured { 0.0 } else { config.noise };
-                let work_per_epoch = cost * plan.work_scale * rng.around_one(noise);
-                SimJob {
-                    direction: curve.direction(),
-                    curve,
-                    handle: None,
-                    node: NodeId(0),
-                    phase: Phase::Pending,
-                    epochs_total,
-                    work_per_epoch,
-                    gpu,
-                    // A training job at its per-GPU batch; a GPU service at its batch.
-                    gpu_kind: (plan.gpus > 0 && plan.profile.is_none()).then(|| {
-                        let batch = gpu.map_or(plan.batch_size, |g| g.local_bsz);
-                        let kind = colocation::job_type(plan.model, batch);
-                        (kind, colocation::footprint_bytes(kind, batch))
-                    }),
-                    step_s: 0.0,
-                    speed: 0.0,
-                    max_cores: match gpu {
-                        Some(g) => f64::from(g.replicas) * FEED_CORES_PER_GPU,
-                        None => plan.max_cores(),
-                    },
-                    memory_bytes: plan.memory_bytes(),
-                    epoch: 0,
-                    work_left: 0.0,
-                    cores: 0.0,
-                    entitled: 0.0,
-                    limit_cores: None,
-                    gpus: Vec::new(),
-                    gpu_share: None,
-                    pinned_batch: plan.tuned.then_some(plan.batch_size),
-                    paused_until: 0.0,
-                    version: 0,
-                    last_update_s: 0.0,
-                    used_core_s: 0.0,
-                    total_core_s: 0.0,
-                    start_s: plan.arrival_s,
-                    finish_s: None,
-                    reached: [None, None],
-                    delivered_s: None,
-                    migrations: 0,
-                    preemptions: 0,
-                    worked_s: None,
-                    started_s: None,
-                    run_s: 0.0,
-                    gpu_s: 0.0,
-                    stopped: false,
-                    last_epoch_end_s: plan.arrival_s,
-                    epoch_time_sum: 0.0,
-                    latency_sum_ms: 0.0,
-                    windows: 0,
-                    progress: Vec::new(),
-                    plan: plan.clone(),
-                }
-            })
-            .collect();
+        let jobs = workload.jobs.iter().map(|plan| SimJob::of(plan, config.noise, &mut rng)).collect();
         Simulator {
             config,
             nodes: workload.nodes.clone(),

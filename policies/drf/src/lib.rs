@@ -248,6 +248,15 @@ impl Drf {
     /// One round of progressive filling.
     fn round<'s>(&mut self, s: &Snapshot<'s>, d: &mut Decision) {
         let cluster = Cluster::of(s, &self.config);
+        let (mut accounts, queue, tenant_of) = Self::accounts(s, &cluster);
+        let (why, free, ledger) = Self::fill(s, &cluster, &mut accounts, &queue, d);
+        Self::tell_pending(&queue, &tenant_of, &accounts, &why, &free, &ledger, d);
+        self.shares = accounts.into_iter().map(|a| a.share).collect();
+    }
+
+    /// Every tenant's account, its usage that of its running jobs (tenants the snapshot does
+    /// not list after those it does); the queue, oldest first; per queued job, its account.
+    fn accounts<'s>(s: &Snapshot<'s>, cluster: &Cluster) -> (Vec<Account>, Vec<Job<'s>>, Vec<usize>) {
         let mut accounts: Vec<Account> = s
             .tenants()
             .map(|t| {
@@ -278,6 +287,19 @@ impl Drf {
         for a in &mut accounts {
             a.share = cluster.share(&a.share.tenant, a.share.weight, &a.usage);
         }
+        (accounts, queue, tenant_of)
+    }
+
+    /// The filling itself: the tenant of the lowest share with a job that fits gets its oldest
+    /// such job placed, until no tenant has one. Per queued job why it did not start (`None`
+    /// when placed or not tried), and the GPUs free and the ledger as the round leaves them.
+    fn fill(
+        s: &Snapshot,
+        cluster: &Cluster,
+        accounts: &mut [Account],
+        queue: &[Job],
+        d: &mut Decision,
+    ) -> (Vec<Option<Why>>, sched::FreeGpus, Ledger) {
         let start = sched::FreeGpus::of(s);
         let mut free = start.clone();
         let mut ledger = s.ledger();
@@ -331,6 +353,19 @@ impl Drf {
             acc.usage = std::array::from_fn(|r| acc.usage[r] + demand[r]);
             acc.share = cluster.share(&acc.share.tenant, acc.share.weight, &acc.usage);
         }
+        (why, free, ledger)
+    }
+
+    /// Says why the first [`REASONS`] jobs the round left waiting wait, in queue order.
+    fn tell_pending(
+        queue: &[Job],
+        tenant_of: &[usize],
+        accounts: &[Account],
+        why: &[Option<Why>],
+        free: &sched::FreeGpus,
+        ledger: &Ledger,
+        d: &mut Decision,
+    ) {
         let left = why.iter().enumerate().filter_map(|(i, w)| w.map(|w| (i, w)));
         for (i, w) in left.take(REASONS) {
             let (job, acc) = (&queue[i], &accounts[tenant_of[i]]);
@@ -349,7 +384,6 @@ impl Drf {
             };
             d.pending(job.id(), reason);
         }
-        self.shares = accounts.into_iter().map(|a| a.share).collect();
     }
 }
 

@@ -18,16 +18,7 @@ impl FairShareDecay {
     /// Step 5: preempt for tenants below their entitlement, highest factor first, and place
     /// each job right after the preemptions that make its room.
     pub(crate) fn take_back(&mut self, s: &Snapshot, plan: &mut Plan, d: &mut Decision) {
-        let victims: Vec<Victim> = s
-            .jobs()
-            .filter(|j| !j.gpus().is_empty())
-            .filter_map(|job| {
-                let run = job.run_time().0;
-                let run_s = run - self.state.started.get(&job.id().0).copied().unwrap_or(run);
-                let tenant = s.tenant_index(job.tenant())?;
-                (run_s >= self.config.min_run_s).then_some(Victim { job, tenant, run_s })
-            })
-            .collect();
+        let victims = self.victims(s);
         if victims.is_empty() {
             return;
         }
@@ -59,34 +50,9 @@ impl FairShareDecay {
                 if room.free.find_job(job).is_some() {
                     continue; // it waits for another reason than GPUs (its limit, or no backfill)
                 }
-                let Some((p, needed)) = room.least(s, job, t, budget) else { continue };
-                for &v in &needed {
-                    ledger.release(victims[v].tenant, victims[v].job.gpus().len() as u64);
-                }
-                if ledger.check(t, ask).is_err() {
-                    for &v in &needed {
-                        ledger.hold(victims[v].tenant, victims[v].job.gpus().len() as u64);
-                    }
-                    room.put_back(&needed);
-                    continue;
-                }
-                budget -= needed.len();
+                let Some((p, preempted)) = room.preempt_for(s, job, t, budget, ledger, d) else { continue };
+                budget -= preempted;
                 let ts = &mut *room.ts;
-                for &v in &needed {
-                    let vt = victims[v].tenant;
-                    let why = format!(
-                        "fair-share-decay: tenant {} holds {} GPUs against its entitlement of {:.1}; {} of tenant {} \
-                         (entitled to {:.1}, holds {}) takes its GPUs",
-                        ts.names[vt],
-                        ts.holds[vt] + victims[v].job.gpus().len() as u64,
-                        ts.entitled[vt],
-                        job.name(),
-                        ts.names[t],
-                        ts.entitled[t],
-                        ts.holds[t]
-                    );
-                    d.push(Action::preempt(victims[v].job.id()).because(why));
-                }
                 room.free.take(&p);
                 ledger.hold(t, ask);
                 ts.holds[t] += ask;
@@ -99,6 +65,20 @@ impl FairShareDecay {
                 d.push(p.action(job.id()).because(why));
             }
         }
+    }
+
+    /// The running jobs that may be preempted: those with GPUs, of a tenant the snapshot
+    /// lists, whose current run has lasted `min-run-s`.
+    fn victims<'s>(&self, s: &Snapshot<'s>) -> Vec<Victim<'s>> {
+        s.jobs()
+            .filter(|j| !j.gpus().is_empty())
+            .filter_map(|job| {
+                let run = job.run_time().0;
+                let run_s = run - self.state.started.get(&job.id().0).copied().unwrap_or(run);
+                let tenant = s.tenant_index(job.tenant())?;
+                (run_s >= self.config.min_run_s).then_some(Victim { job, tenant, run_s })
+            })
+            .collect()
     }
 }
 
@@ -153,6 +133,50 @@ impl Room<'_, '_, '_> {
             }
         }
         self.make(job, t, budget, best?.1)
+    }
+
+    /// Preempts the fewest running jobs ([`Room::least`], at most `budget`) that make room
+    /// for `job` of tenant `t`, if the ledger then has room for it under the tenant's limit:
+    /// where it goes, and how many were preempted. Leaves everything as it was on None.
+    fn preempt_for(
+        &mut self,
+        s: &Snapshot,
+        job: &Job,
+        t: usize,
+        budget: usize,
+        ledger: &mut Ledger,
+        d: &mut Decision,
+    ) -> Option<(sched::Placement, usize)> {
+        let victims = self.victims;
+        let ask = u64::from(job.gpus_asked());
+        let (p, needed) = self.least(s, job, t, budget)?;
+        for &v in &needed {
+            ledger.release(victims[v].tenant, victims[v].job.gpus().len() as u64);
+        }
+        if ledger.check(t, ask).is_err() {
+            for &v in &needed {
+                ledger.hold(victims[v].tenant, victims[v].job.gpus().len() as u64);
+            }
+            self.put_back(&needed);
+            return None;
+        }
+        let ts = &*self.ts;
+        for &v in &needed {
+            let vt = victims[v].tenant;
+            let why = format!(
+                "fair-share-decay: tenant {} holds {} GPUs against its entitlement of {:.1}; {} of tenant {} \
+                 (entitled to {:.1}, holds {}) takes its GPUs",
+                ts.names[vt],
+                ts.holds[vt] + victims[v].job.gpus().len() as u64,
+                ts.entitled[vt],
+                job.name(),
+                ts.names[t],
+                ts.entitled[t],
+                ts.holds[t]
+            );
+            d.push(Action::preempt(victims[v].job.id()).because(why));
+        }
+        Some((p, needed.len()))
     }
 
     /// Undo the release of `vs`: their GPUs held again, their tenants' holds raised.

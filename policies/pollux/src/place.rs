@@ -64,32 +64,8 @@ pub(crate) fn place(
     let mut moves: Vec<(usize, Entries)> = Vec::new();
     for j in movers {
         let Pick { pool, gpus } = picks[j].expect("picked");
-        let job = &jobs[j];
-        let p = &pools[pool];
-        let pieces = Pieces::of(job, gpus);
         let mine = own.remove(&j).unwrap_or_default();
-        let held: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
-        let fewest = gpus.div_ceil(p.per_node.max(1)) as usize;
-        let mut grown = taken.carve(&p.nodes, gpus - held, pieces, Spill::WholeFree { avoid: &spread }).map(|more| {
-            let mut e = mine.clone();
-            merge(&mut e, more);
-            e
-        });
-        // Grown in place but over more nodes than it needs: packed afresh, if that fits.
-        if grown.as_ref().is_some_and(|e| e.len() > fewest) || grown.is_none() {
-            let before = taken.clone();
-            if let Some(e) = &grown {
-                taken.give_back(e);
-            } else {
-                taken.give_back(&mine);
-            }
-            match taken.carve(&p.nodes, gpus, pieces, Spill::WholeFree { avoid: &spread }) {
-                Some(fresh) if grown.as_ref().is_none_or(|g| fresh.len() < g.len()) => grown = Some(fresh),
-                _ => taken = before,
-            }
-        }
-        let Some(entries) = grown else {
-            taken.give_back(&mine);
+        let Some(entries) = carve(&mut taken, &pools[pool], &jobs[j], gpus, mine, &spread) else {
             out.unplaced.push(j);
             continue;
         };
@@ -102,6 +78,65 @@ pub(crate) fn place(
     // accepts: each move once the GPUs it takes are free. A GPU has one holder here, the last
     // job that holds it.
     let mut holder = Holders::last_of(jobs);
+    act(jobs, &picks, moves, &mut holder, &mut out, d);
+    // A queued elastic job left out takes one GPU the plan left idle: the host's stall rule
+    // would start it there anyway.
+    let left_out: Vec<usize> = (0..jobs.len()).filter(|&j| !out.started.iter().any(|s| s.0 == j)).collect();
+    let spill = Spill::WholeFree { avoid: &spread };
+    for f in sched::fill_idle(&mut taken, pools, jobs, &mut holder, left_out, spill) {
+        d.push(Action::place_on(jobs[f.job].id(), &f.entries, false).because("pollux: a GPU the plan left idle"));
+        out.filled.push(f.job);
+        out.unplaced.retain(|&k| k != f.job);
+    }
+    out
+}
+
+/// `job`'s `gpus` GPUs of pool `p`: `mine` grown in place, or packed afresh on fewer nodes; None: no room.
+fn carve(
+    taken: &mut FreeGpus,
+    p: &Pool,
+    job: &Job,
+    gpus: u32,
+    mine: Entries,
+    spread: &BTreeSet<NodeId>,
+) -> Option<Entries> {
+    let pieces = Pieces::of(job, gpus);
+    let held: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
+    let fewest = gpus.div_ceil(p.per_node.max(1)) as usize;
+    let mut grown = taken.carve(&p.nodes, gpus - held, pieces, Spill::WholeFree { avoid: spread }).map(|more| {
+        let mut e = mine.clone();
+        merge(&mut e, more);
+        e
+    });
+    // Grown in place but over more nodes than it needs: packed afresh, if that fits.
+    if grown.as_ref().is_some_and(|e| e.len() > fewest) || grown.is_none() {
+        let before = taken.clone();
+        if let Some(e) = &grown {
+            taken.give_back(e);
+        } else {
+            taken.give_back(&mine);
+        }
+        match taken.carve(&p.nodes, gpus, pieces, Spill::WholeFree { avoid: spread }) {
+            Some(fresh) if grown.as_ref().is_none_or(|g| fresh.len() < g.len()) => grown = Some(fresh),
+            _ => *taken = before,
+        }
+    }
+    let Some(entries) = grown else {
+        taken.give_back(&mine);
+        return None;
+    };
+    Some(entries)
+}
+
+/// Preempt the running jobs left without GPUs, then resize and place the moves in an order the host accepts.
+fn act(
+    jobs: &[Job],
+    picks: &[Option<Pick>],
+    moves: Vec<(usize, Entries)>,
+    holder: &mut Holders,
+    out: &mut Outcome,
+    d: &mut Decision,
+) {
     for (j, job) in jobs.iter().enumerate() {
         if !job.is_queued() && (picks[j].is_none() || out.unplaced.contains(&j)) {
             d.push(Action::preempt(job.id()).because("pollux: no GPUs for it this round"));
@@ -109,7 +144,7 @@ pub(crate) fn place(
             out.preempted.push(j);
         }
     }
-    for step in sched::order_moves(jobs, &mut holder, moves) {
+    for step in sched::order_moves(jobs, holder, moves) {
         match step {
             Step::Land { job: j, entries } => {
                 let (job, gpus) = (&jobs[j], picks[j].expect("picked").gpus);
@@ -131,14 +166,4 @@ pub(crate) fn place(
             Step::Wait { job: j } => out.unplaced.push(j),
         }
     }
-    // A queued elastic job left out takes one GPU the plan left idle: the host's stall rule
-    // would start it there anyway.
-    let left_out: Vec<usize> = (0..jobs.len()).filter(|&j| !out.started.iter().any(|s| s.0 == j)).collect();
-    let spill = Spill::WholeFree { avoid: &spread };
-    for f in sched::fill_idle(&mut taken, pools, jobs, &mut holder, left_out, spill) {
-        d.push(Action::place_on(jobs[f.job].id(), &f.entries, false).because("pollux: a GPU the plan left idle"));
-        out.filled.push(f.job);
-        out.unplaced.retain(|&k| k != f.job);
-    }
-    out
 }

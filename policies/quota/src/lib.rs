@@ -135,6 +135,164 @@ impl Quota {
     }
 }
 
+/// One round's walks of the queue: what is free, what each tenant holds, what is decided.
+struct Round<'r, 's> {
+    config: &'r Config,
+    s: &'r Snapshot<'s>,
+    tenants: Vec<Tenant<'s>>,
+    ledger: Ledger,
+    free: sched::FreeGpus,
+    /// The running jobs that may be taken back, in the order they are ([`Quota::victims`]).
+    victims: Vec<Victim<'s>>,
+    /// Per queued job, whether it is placed.
+    placed: Vec<bool>,
+    /// Why a job within its tenant's quota waits, from the first pass.
+    waiting: Vec<Option<String>>,
+    /// Per tenant: its first job that waits (strict FIFO holds the rest behind it).
+    held_back: Vec<Option<JobId>>,
+    /// The jobs preempted this round.
+    preempted: Vec<JobId>,
+    /// The placements, pushed after the preemptions.
+    placements: Vec<Action>,
+    /// Whether a tenant's jobs queue in strict FIFO.
+    strict: bool,
+}
+
+impl<'s> Round<'_, 's> {
+    /// The index of `j`'s tenant (`usize::MAX` for none).
+    fn tenant_of(&self, j: &Job) -> usize {
+        self.s.tenant_index(j.tenant()).unwrap_or(usize::MAX)
+    }
+
+    /// Pass 1 for queued job `i`: place it within its tenant's quota, taking lent GPUs back if need be.
+    fn within_quota(&mut self, i: usize, job: &Job<'s>, d: &mut Decision) {
+        let t = self.tenant_of(job);
+        let Some(quota) = self.tenants.get(t).and_then(|x| x.quota()) else { return };
+        let ask = u64::from(job.gpus_asked());
+        if self.ledger.held(t) + ask > u64::from(quota) || (self.strict && self.held_back[t].is_some()) {
+            return;
+        }
+        let placement = match self.free.find_job(job) {
+            Some(p) => Some(p),
+            None if self.config.reclaim => self.reclaim(job, t, quota, d),
+            None => None,
+        };
+        match placement {
+            Some(p) if self.ledger.check(t, ask).is_ok() => {
+                self.free.take(&p);
+                self.ledger.hold(t, ask);
+                self.placed[i] = true;
+                let why = format!(
+                    "quota: tenant {} within its quota ({} of {quota})",
+                    self.tenants[t].name(),
+                    self.ledger.held(t)
+                );
+                self.placements.push(p.action(job.id()).because(why));
+            }
+            _ => {
+                self.held_back[t] = self.held_back[t].or(Some(job.id()));
+                let name = self.tenants[t].name();
+                self.waiting[i] = Some(if !self.config.reclaim {
+                    format!(
+                        "within tenant {name}'s quota; {} GPUs asked, {} free",
+                        job.gpus_asked(),
+                        self.free.free_count()
+                    )
+                } else {
+                    format!(
+                        "within tenant {name}'s quota; waiting for lent GPUs to come back (a job runs {:.0} s at \
+                         least, {} preemptions a round)",
+                        self.config.min_run_s, self.config.max_preemptions
+                    )
+                });
+            }
+        }
+    }
+
+    /// Preempt the borrowers `job` of tenant `t` needs gone to fit: where it fits then, or None.
+    fn reclaim(&mut self, job: &Job<'s>, t: usize, quota: u32, d: &mut Decision) -> Option<sched::Placement> {
+        let tenants = &self.tenants;
+        let victims = &self.victims;
+        let most = (self.config.max_preemptions as usize).saturating_sub(self.preempted.len());
+        let cohort = tenants[t].cohort();
+        let mine = |v: &&Victim| {
+            v.tenant != t && (v.quota.is_none() || cohort.is_some() && tenants[v.tenant].cohort() == cohort)
+        };
+        let candidates = victims.iter().enumerate().filter(|(_, v)| mine(v));
+        let candidates = candidates.filter(|(_, v)| !self.preempted.contains(&v.job.id()));
+        // A borrower gives back only while it holds more than its quota.
+        let mut holds = self.ledger.clone();
+        let borrowing = |k: usize| {
+            let v = &victims[k];
+            let beyond = v.quota.is_none_or(|q| holds.held(v.tenant) > u64::from(q));
+            if beyond {
+                holds.release(v.tenant, v.job.gpus().len() as u64);
+            }
+            beyond
+        };
+        match self.free.make_room(job, candidates.map(|(k, v)| (k, v.job)), borrowing, most) {
+            Some((p, needed)) => {
+                for v in needed.into_iter().map(|k| &self.victims[k]) {
+                    self.free.release(&v.job);
+                    self.ledger.release(v.tenant, v.job.gpus().len() as u64);
+                    self.preempted.push(v.job.id());
+                    let why = format!(
+                        "quota: {} of tenant {} is within its quota of {quota}; {} runs beyond its tenant's",
+                        job.id(),
+                        self.tenants[t].name(),
+                        v.job.id()
+                    );
+                    d.push(Action::preempt(v.job.id()).because(why));
+                }
+                Some(p)
+            }
+            None => None,
+        }
+    }
+
+    /// Pass 2 for queued job `i`: place it on what is free if its tenant has room, or say why it waits.
+    fn borrow(&mut self, i: usize, job: &Job<'s>, reasons: &mut usize, d: &mut Decision) {
+        if self.placed[i] {
+            return;
+        }
+        if let Some(why) = self.waiting[i].take() {
+            if *reasons < REASONS {
+                d.pending(job.id(), why);
+                *reasons += 1;
+            }
+            return;
+        }
+        let t = self.tenant_of(job);
+        let ask = u64::from(job.gpus_asked());
+        let blocked =
+            self.strict && t < self.held_back.len() && self.held_back[t].is_some_and(|first| first != job.id());
+        let over = self.ledger.check(t, ask).err();
+        let fits = if blocked || over.is_some() { None } else { self.free.find_job(job) };
+        match fits {
+            Some(p) => {
+                self.free.take(&p);
+                self.ledger.hold(t, ask);
+                self.placed[i] = true;
+                let name = self.tenants.get(t).map_or("?", |x| x.name());
+                self.placements.push(p.action(job.id()).because(format!("quota: tenant {name} borrows idle GPUs")));
+            }
+            None if *reasons < REASONS => {
+                let why = match (over, blocked) {
+                    (Some(over), _) => over.to_string(),
+                    (None, true) => "behind its tenant's first waiting job (strict FIFO)".into(),
+                    (None, false) => format!("{} GPUs asked, {} free", job.gpus_asked(), self.free.free_count()),
+                };
+                d.pending(job.id(), why);
+                *reasons += 1;
+            }
+            None => {}
+        }
+        if !self.placed[i] && t < self.held_back.len() {
+            self.held_back[t] = self.held_back[t].or(Some(job.id()));
+        }
+    }
+}
+
 impl Policy for Quota {
     type Config = Config;
 
@@ -154,138 +312,34 @@ impl Policy for Quota {
             return Ok(d);
         }
         let tenants: Vec<Tenant> = s.tenants().collect();
-        let mut ledger = s.ledger();
-        let mut free = sched::FreeGpus::of(s);
+        let ledger = s.ledger();
+        let free = sched::FreeGpus::of(s);
         let queue: Vec<Job> = s.queue().collect();
         let victims = if self.config.reclaim { self.victims(s, &tenants) } else { Vec::new() };
-        let tenant_of = |j: &Job| s.tenant_index(j.tenant()).unwrap_or(usize::MAX);
-        let mut placed = vec![false; queue.len()];
-        // Why a job within its tenant's quota waits, from the first pass.
-        let mut waiting: Vec<Option<String>> = vec![None; queue.len()];
-        // Per tenant: its first job that waits (strict FIFO holds the rest behind it).
-        let mut held_back: Vec<Option<JobId>> = vec![None; tenants.len()];
-        let mut preempted: Vec<JobId> = Vec::new();
-        let mut placements = Vec::new();
-        let strict = self.config.queueing == Queueing::StrictFifo;
+        let mut round = Round {
+            config: &self.config,
+            s,
+            placed: vec![false; queue.len()],
+            waiting: vec![None; queue.len()],
+            held_back: vec![None; tenants.len()],
+            tenants,
+            ledger,
+            free,
+            victims,
+            preempted: Vec::new(),
+            placements: Vec::new(),
+            strict: self.config.queueing == Queueing::StrictFifo,
+        };
         // 1. Within quota, taking lent GPUs back where needed.
         for (i, job) in queue.iter().enumerate() {
-            let t = tenant_of(job);
-            let Some(quota) = tenants.get(t).and_then(|x| x.quota()) else { continue };
-            let ask = u64::from(job.gpus_asked());
-            if ledger.held(t) + ask > u64::from(quota) || (strict && held_back[t].is_some()) {
-                continue;
-            }
-            let placement = match free.find_job(job) {
-                Some(p) => Some(p),
-                None if self.config.reclaim => {
-                    let most = (self.config.max_preemptions as usize).saturating_sub(preempted.len());
-                    let cohort = tenants[t].cohort();
-                    let mine = |v: &&Victim| {
-                        v.tenant != t && (v.quota.is_none() || cohort.is_some() && tenants[v.tenant].cohort() == cohort)
-                    };
-                    let candidates = victims.iter().enumerate().filter(|(_, v)| mine(v));
-                    let candidates = candidates.filter(|(_, v)| !preempted.contains(&v.job.id()));
-                    // A borrower gives back only while it holds more than its quota.
-                    let mut holds = ledger.clone();
-                    let borrowing = |k: usize| {
-                        let v = &victims[k];
-                        let beyond = v.quota.is_none_or(|q| holds.held(v.tenant) > u64::from(q));
-                        if beyond {
-                            holds.release(v.tenant, v.job.gpus().len() as u64);
-                        }
-                        beyond
-                    };
-                    match free.make_room(job, candidates.map(|(k, v)| (k, v.job)), borrowing, most) {
-                        Some((p, needed)) => {
-                            for v in needed.into_iter().map(|k| &victims[k]) {
-                                free.release(&v.job);
-                                ledger.release(v.tenant, v.job.gpus().len() as u64);
-                                preempted.push(v.job.id());
-                                let why = format!(
-                                    "quota: {} of tenant {} is within its quota of {quota}; {} runs beyond its tenant's",
-                                    job.id(),
-                                    tenants[t].name(),
-                                    v.job.id()
-                                );
-                                d.push(Action::preempt(v.job.id()).because(why));
-                            }
-                            Some(p)
-                        }
-                        None => None,
-                    }
-                }
-                None => None,
-            };
-            match placement {
-                Some(p) if ledger.check(t, ask).is_ok() => {
-                    free.take(&p);
-                    ledger.hold(t, ask);
-                    placed[i] = true;
-                    let why =
-                        format!("quota: tenant {} within its quota ({} of {quota})", tenants[t].name(), ledger.held(t));
-                    placements.push(p.action(job.id()).because(why));
-                }
-                _ => {
-                    held_back[t] = held_back[t].or(Some(job.id()));
-                    let name = tenants[t].name();
-                    waiting[i] = Some(if !self.config.reclaim {
-                        format!(
-                            "within tenant {name}'s quota; {} GPUs asked, {} free",
-                            job.gpus_asked(),
-                            free.free_count()
-                        )
-                    } else {
-                        format!(
-                            "within tenant {name}'s quota; waiting for lent GPUs to come back (a job runs {:.0} s at \
-                             least, {} preemptions a round)",
-                            self.config.min_run_s, self.config.max_preemptions
-                        )
-                    });
-                }
-            }
+            round.within_quota(i, job, &mut d);
         }
         // 2. Borrowing, and tenants without a quota, on what is free.
         let mut reasons = 0;
         for (i, job) in queue.iter().enumerate() {
-            if placed[i] {
-                continue;
-            }
-            if let Some(why) = waiting[i].take() {
-                if reasons < REASONS {
-                    d.pending(job.id(), why);
-                    reasons += 1;
-                }
-                continue;
-            }
-            let t = tenant_of(job);
-            let ask = u64::from(job.gpus_asked());
-            let blocked = strict && t < held_back.len() && held_back[t].is_some_and(|first| first != job.id());
-            let over = ledger.check(t, ask).err();
-            let fits = if blocked || over.is_some() { None } else { free.find_job(job) };
-            match fits {
-                Some(p) => {
-                    free.take(&p);
-                    ledger.hold(t, ask);
-                    placed[i] = true;
-                    let name = tenants.get(t).map_or("?", |x| x.name());
-                    placements.push(p.action(job.id()).because(format!("quota: tenant {name} borrows idle GPUs")));
-                }
-                None if reasons < REASONS => {
-                    let why = match (over, blocked) {
-                        (Some(over), _) => over.to_string(),
-                        (None, true) => "behind its tenant's first waiting job (strict FIFO)".into(),
-                        (None, false) => format!("{} GPUs asked, {} free", job.gpus_asked(), free.free_count()),
-                    };
-                    d.pending(job.id(), why);
-                    reasons += 1;
-                }
-                None => {}
-            }
-            if !placed[i] && t < held_back.len() {
-                held_back[t] = held_back[t].or(Some(job.id()));
-            }
+            round.borrow(i, job, &mut reasons, &mut d);
         }
-        for p in placements {
+        for p in round.placements {
             d.push(p);
         }
         Ok(d)

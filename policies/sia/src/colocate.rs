@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 use wasmsched_goodput::Model;
 use wasmsched_sdk::prelude::*;
 
-use super::{Sia, TypePool};
+use super::{Plan, Sia};
 
 /// The measured job types and pairs.
 struct Table {
@@ -141,22 +141,49 @@ impl Sia {
     /// Put queued jobs the plan leaves waiting, that can run on one GPU, beside a one-GPU
     /// training job on its GPU: the pair of the highest measured speeds added up, at least
     /// `colocate-min-gain`, whose memory fits. Returns the jobs placed.
-    #[allow(clippy::too_many_arguments, reason = "one round's tables, passed once")]
     pub(crate) fn colocate(
         &mut self,
-        s: &Snapshot,
-        pools: &[TypePool],
-        jobs: &[Job],
-        guest: &[bool],
+        plan: &Plan,
         holder: &mut sched::Holders,
         now: f64,
         d: &mut Decision,
     ) -> Vec<usize> {
+        let (pools, jobs) = (plan.pools, plan.jobs);
         let mut placed: Vec<usize> = Vec::new();
-        let one_gpu = |job: &Job| {
-            job.kind() == JobKind::Training
-                && if job.is_elastic() { job.scaling().gpu_counts.contains(&1) } else { job.gpus_asked() == 1 }
-        };
+        let mut hosts = self.hosts(plan, holder);
+        for g in waiting(jobs, holder) {
+            let Some(footprint) = self.footprint(&jobs[g]) else { continue };
+            let Some((gain, (node, index), h, slowed)) = self.best_gpu(plan, holder, &hosts, &placed, footprint) else {
+                continue;
+            };
+            let Some(pool) = sched::pool_of(pools, node) else { continue };
+            d.push(Action::place_on(jobs[g].id(), &[(node, vec![index])], true).because(format!(
+                "sia: would wait; shares a GPU with job#{} (gains {gain:.2} of a GPU with it)",
+                jobs[h].id()
+            )));
+            // The host gets its share now if nothing else moves it this round; else on the
+            // next call.
+            let host = &jobs[h];
+            if !host.is_queued()
+                && host.gpu_share().is_none()
+                && host.gpus().iter().any(|x| x.node == node && x.index == index)
+                && !d.actions().iter().any(|a| a.job() == host.id())
+            {
+                d.push(Action::set_gpu_share(host.id(), index, 100).because("sia: takes a guest on its GPU"));
+            }
+            hosts.pace.insert(h, slowed);
+            holder.hold(g, &[(node, vec![index])]);
+            let ledger = self.state.jobs.entry(jobs[g].id().0).or_default();
+            ledger.runs(pool, 1, now);
+            ledger.guest = true;
+            placed.push(g);
+        }
+        placed
+    }
+
+    /// Each host's pace beside its guests, and each job's GPUs, as the plan stands.
+    fn hosts(&self, plan: &Plan, holder: &sched::Holders) -> Hosts {
+        let (jobs, guest) = (plan.jobs, plan.guest);
         // Each host's speed beside the guests on its GPUs: the slowest of its GPUs sets the pace
         // of a job spread over several.
         let mut pace: BTreeMap<usize, f64> = BTreeMap::new();
@@ -177,62 +204,68 @@ impl Sia {
         for &j in holder.iter().flat_map(|(_, hs)| hs) {
             *held.entry(j).or_default() += 1;
         }
-        let mut waiting: Vec<usize> = (0..jobs.len())
-            .filter(|&j| jobs[j].is_queued() && one_gpu(&jobs[j]) && !holder.iter().any(|(_, hs)| hs.contains(&j)))
-            .collect();
-        waiting.sort_by(|&a, &b| jobs[a].arrival().0.total_cmp(&jobs[b].arrival().0));
-        for g in waiting {
-            let Some((model_g, bytes_g)) = self.footprint(&jobs[g]) else { continue };
-            // The best GPU: the most the guest gains less what its host loses, each a fraction
-            // of its own speed alone.
-            let mut best: Option<(f64, (NodeId, u32), usize, f64)> = None;
-            for ((node, index), hs) in holder.iter() {
-                let &[h] = hs else { continue };
-                let host = &jobs[h];
-                if guest[h]
-                    || placed.contains(&h)
-                    || host.kind() != JobKind::Training
-                    || sched::pool_of(pools, node).is_none()
-                {
-                    continue;
-                }
-                let Some((model_h, bytes_h)) = self.footprint(host) else { continue };
-                let Some((sg, sh)) = speeds(model_g, model_h) else { continue };
-                let memory = s.node(node).and_then(|n| n.gpus().nth(index as usize)).map_or(0, |u| u.memory_total.0);
-                if (bytes_g + bytes_h) as f64 > self.config.colocate_memory_fraction * memory as f64 {
-                    continue;
-                }
-                // The host loses on every GPU it holds: its slowest sets its pace.
-                let gpus = f64::from(held.get(&h).copied().unwrap_or(1));
-                let now_pace = pace.get(&h).copied().unwrap_or(1.0);
-                let gain = 1.0 + sg - gpus * (now_pace - now_pace.min(sh));
-                if gain >= self.config.colocate_min_gain && best.is_none_or(|(b, ..)| gain > b) {
-                    best = Some((gain, (node, index), h, now_pace.min(sh)));
-                }
-            }
-            let Some((gain, (node, index), h, slowed)) = best else { continue };
-            let Some(pool) = sched::pool_of(pools, node) else { continue };
-            d.push(Action::place_on(jobs[g].id(), &[(node, vec![index])], true).because(format!(
-                "sia: would wait; shares a GPU with job#{} (gains {gain:.2} of a GPU with it)",
-                jobs[h].id()
-            )));
-            // The host gets its share now if nothing else moves it this round; else on the
-            // next call.
-            let host = &jobs[h];
-            if !host.is_queued()
-                && host.gpu_share().is_none()
-                && host.gpus().iter().any(|x| x.node == node && x.index == index)
-                && !d.actions().iter().any(|a| a.job() == host.id())
-            {
-                d.push(Action::set_gpu_share(host.id(), index, 100).because("sia: takes a guest on its GPU"));
-            }
-            pace.insert(h, slowed);
-            holder.hold(g, &[(node, vec![index])]);
-            let ledger = self.state.jobs.entry(jobs[g].id().0).or_default();
-            ledger.runs(pool, 1, now);
-            ledger.guest = true;
-            placed.push(g);
-        }
-        placed
+        Hosts { pace, held }
     }
+
+    /// The best GPU for a guest of `footprint`: the gain, the GPU, its host and the host's pace then.
+    fn best_gpu(
+        &self,
+        plan: &Plan,
+        holder: &sched::Holders,
+        hosts: &Hosts,
+        placed: &[usize],
+        footprint: (Model, u64),
+    ) -> Option<(f64, (NodeId, u32), usize, f64)> {
+        let (s, pools, jobs, guest) = (plan.s, plan.pools, plan.jobs, plan.guest);
+        let (model_g, bytes_g) = footprint;
+        // The best GPU: the most the guest gains less what its host loses, each a fraction
+        // of its own speed alone.
+        let mut best: Option<(f64, (NodeId, u32), usize, f64)> = None;
+        for ((node, index), hs) in holder.iter() {
+            let &[h] = hs else { continue };
+            let host = &jobs[h];
+            if guest[h]
+                || placed.contains(&h)
+                || host.kind() != JobKind::Training
+                || sched::pool_of(pools, node).is_none()
+            {
+                continue;
+            }
+            let Some((model_h, bytes_h)) = self.footprint(host) else { continue };
+            let Some((sg, sh)) = speeds(model_g, model_h) else { continue };
+            let memory = s.node(node).and_then(|n| n.gpus().nth(index as usize)).map_or(0, |u| u.memory_total.0);
+            if (bytes_g + bytes_h) as f64 > self.config.colocate_memory_fraction * memory as f64 {
+                continue;
+            }
+            // The host loses on every GPU it holds: its slowest sets its pace.
+            let gpus = f64::from(hosts.held.get(&h).copied().unwrap_or(1));
+            let now_pace = hosts.pace.get(&h).copied().unwrap_or(1.0);
+            let gain = 1.0 + sg - gpus * (now_pace - now_pace.min(sh));
+            if gain >= self.config.colocate_min_gain && best.is_none_or(|(b, ..)| gain > b) {
+                best = Some((gain, (node, index), h, now_pace.min(sh)));
+            }
+        }
+        best
+    }
+}
+
+/// The hosts of the plan's GPUs, as co-location weighs them.
+struct Hosts {
+    /// Per host, its speed beside its guests (the slowest of its GPUs), a fraction of alone.
+    pace: BTreeMap<usize, f64>,
+    /// Per job, how many GPUs it holds in the plan.
+    held: BTreeMap<usize, u32>,
+}
+
+/// The queued jobs that can run on one GPU and hold none in the plan, by arrival.
+fn waiting(jobs: &[Job], holder: &sched::Holders) -> Vec<usize> {
+    let one_gpu = |job: &Job| {
+        job.kind() == JobKind::Training
+            && if job.is_elastic() { job.scaling().gpu_counts.contains(&1) } else { job.gpus_asked() == 1 }
+    };
+    let mut waiting: Vec<usize> = (0..jobs.len())
+        .filter(|&j| jobs[j].is_queued() && one_gpu(&jobs[j]) && !holder.iter().any(|(_, hs)| hs.contains(&j)))
+        .collect();
+    waiting.sort_by(|&a, &b| jobs[a].arrival().0.total_cmp(&jobs[b].arrival().0));
+    waiting
 }

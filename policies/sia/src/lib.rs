@@ -225,19 +225,27 @@ fn allocate(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32])
     let pick: Vec<Option<usize>> =
         vars.iter().map(|vs| vs.iter().position(|v| v.is_some_and(|v| solution.var_value(v) > 0.5))).collect();
     // The rounded answer is held to the capacities once more: never trust a tolerance.
-    let mut used = vec![0u64; capacity.len()];
+    let used = usage(choices, capacity.len(), &pick);
+    if used.iter().zip(capacity).any(|(u, c)| *u > u64::from(*c)) || total(choices, &pick) < total(choices, &start) {
+        return start;
+    }
+    pick
+}
+
+/// The GPUs of each of `types` types that `pick` takes.
+fn usage(choices: &[Vec<Choice>], types: usize, pick: &[Option<usize>]) -> Vec<u64> {
+    let mut used = vec![0u64; types];
     for (j, p) in pick.iter().enumerate() {
         if let Some(k) = p {
             used[choices[j][*k].pool] += u64::from(choices[j][*k].gpus);
         }
     }
-    let value = |pick: &[Option<usize>]| -> f64 {
-        pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum()
-    };
-    if used.iter().zip(capacity).any(|(u, c)| *u > u64::from(*c)) || value(&pick) < value(&start) {
-        return start;
-    }
-    pick
+    used
+}
+
+/// The sum of the values of `pick`'s choices: the objective Sia maximises.
+fn total(choices: &[Vec<Choice>], pick: &[Option<usize>]) -> f64 {
+    pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum()
 }
 
 /// A quick answer to [`allocate`]'s problem: Lagrange prices on the types' GPUs, each job
@@ -245,18 +253,6 @@ fn allocate(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32])
 /// dropped from an overfull type) and filled greedily; the best of up to 60 price rounds.
 fn greedy(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -> Vec<Option<usize>> {
     let types = capacity.len();
-    let usage = |pick: &[Option<usize>]| {
-        let mut used = vec![0u64; types];
-        for (j, p) in pick.iter().enumerate() {
-            if let Some(k) = p {
-                used[choices[j][*k].pool] += u64::from(choices[j][*k].gpus);
-            }
-        }
-        used
-    };
-    let total = |pick: &[Option<usize>]| -> f64 {
-        pick.iter().enumerate().filter_map(|(j, p)| p.map(|k| choices[j][k].value)).sum()
-    };
     // The fill's order: jobs by their best choice's value, highest first, ties by index (a
     // stable sort). Prices never enter it, so it is sorted once; each repair walks it and
     // skips the picked jobs, which is the order a sort of the unpicked ones would give.
@@ -266,71 +262,90 @@ fn greedy(choices: &[Vec<Choice>], locked: &[Option<usize>], capacity: &[u32]) -
         .map(|(j, row)| (j, row.iter().fold(0.0, |m, c| if c.value > m { c.value } else { m })))
         .collect();
     by_value.sort_by(|a, b| b.1.total_cmp(&a.1));
-    // Repair: drop the picks of least value per GPU on an overfull type (never a locked
-    // one), then fill what is left greedily with each job's best affordable choice.
-    let repair = |mut pick: Vec<Option<usize>>| {
-        let mut used = usage(&pick);
-        for t in 0..types {
-            while used[t] > u64::from(capacity[t]) {
-                let worst = (0..pick.len())
-                    .filter(|&j| locked[j].is_none())
-                    .filter_map(|j| pick[j].map(|k| (j, choices[j][k])))
-                    .filter(|(_, c)| c.pool == t)
-                    .min_by(|a, b| (a.1.value / f64::from(a.1.gpus)).total_cmp(&(b.1.value / f64::from(b.1.gpus))));
-                let Some((j, c)) = worst else { break };
-                pick[j] = None;
-                used[t] -= u64::from(c.gpus);
-            }
-        }
-        for &(j, _) in &by_value {
-            if pick[j].is_some() {
-                continue;
-            }
-            let fits = |c: &Choice| used[c.pool] + u64::from(c.gpus) <= u64::from(capacity[c.pool]);
-            let best = (0..choices[j].len())
-                .filter(|&k| choices[j][k].value > 0.0 && fits(&choices[j][k]))
-                .max_by(|&a, &b| choices[j][a].value.total_cmp(&choices[j][b].value));
-            if let Some(k) = best {
-                used[choices[j][k].pool] += u64::from(choices[j][k].gpus);
-                pick[j] = Some(k);
-            }
-        }
-        pick
-    };
     let mut price = vec![0.0f64; types];
     let mut best: Option<(f64, Vec<Option<usize>>)> = None;
     for round in 0..60 {
-        let pick: Vec<Option<usize>> = (0..choices.len())
-            .map(|j| {
-                if let Some(k) = locked[j] {
-                    return Some(k);
-                }
-                let net = |c: &Choice| c.value - price[c.pool] * f64::from(c.gpus);
-                (0..choices[j].len())
-                    .filter(|&k| net(&choices[j][k]) > 0.0)
-                    .max_by(|&a, &b| net(&choices[j][a]).total_cmp(&net(&choices[j][b])))
-            })
-            .collect();
-        let used = usage(&pick);
-        let repaired = repair(pick);
-        let value = total(&repaired);
+        let pick = priced_picks(choices, locked, &price);
+        let used = usage(choices, types, &pick);
+        let repaired = repair(choices, locked, capacity, &by_value, pick);
+        let value = total(choices, &repaired);
         if best.as_ref().is_none_or(|(v, _)| value > *v) {
             best = Some((value, repaired));
         }
-        // Raise the price of an overfull type, lower that of a type with room.
-        let step = 0.5 / f64::from(round + 1);
-        let mut moved = false;
-        for t in 0..types {
-            let excess = (used[t] as f64 - f64::from(capacity[t])) / f64::from(capacity[t].max(1));
-            let next = (price[t] + step * excess).max(0.0);
-            moved |= (next - price[t]).abs() > 1e-9;
-            price[t] = next;
-        }
-        if !moved {
+        if !reprice(&mut price, &used, capacity, round) {
             break;
         }
     }
     best.map_or_else(|| vec![None; choices.len()], |(_, pick)| pick)
+}
+
+/// Each job's best choice less its GPUs' cost at the types' prices, if above zero (a locked job keeps its own).
+fn priced_picks(choices: &[Vec<Choice>], locked: &[Option<usize>], price: &[f64]) -> Vec<Option<usize>> {
+    (0..choices.len())
+        .map(|j| {
+            if let Some(k) = locked[j] {
+                return Some(k);
+            }
+            let net = |c: &Choice| c.value - price[c.pool] * f64::from(c.gpus);
+            (0..choices[j].len())
+                .filter(|&k| net(&choices[j][k]) > 0.0)
+                .max_by(|&a, &b| net(&choices[j][a]).total_cmp(&net(&choices[j][b])))
+        })
+        .collect()
+}
+
+/// `pick` held within the types' GPUs, then filled greedily in the order `by_value`.
+fn repair(
+    choices: &[Vec<Choice>],
+    locked: &[Option<usize>],
+    capacity: &[u32],
+    by_value: &[(usize, f64)],
+    mut pick: Vec<Option<usize>>,
+) -> Vec<Option<usize>> {
+    // Repair: drop the picks of least value per GPU on an overfull type (never a locked
+    // one), then fill what is left greedily with each job's best affordable choice.
+    let types = capacity.len();
+    let mut used = usage(choices, types, &pick);
+    for t in 0..types {
+        while used[t] > u64::from(capacity[t]) {
+            let worst = (0..pick.len())
+                .filter(|&j| locked[j].is_none())
+                .filter_map(|j| pick[j].map(|k| (j, choices[j][k])))
+                .filter(|(_, c)| c.pool == t)
+                .min_by(|a, b| (a.1.value / f64::from(a.1.gpus)).total_cmp(&(b.1.value / f64::from(b.1.gpus))));
+            let Some((j, c)) = worst else { break };
+            pick[j] = None;
+            used[t] -= u64::from(c.gpus);
+        }
+    }
+    for &(j, _) in by_value {
+        if pick[j].is_some() {
+            continue;
+        }
+        let fits = |c: &Choice| used[c.pool] + u64::from(c.gpus) <= u64::from(capacity[c.pool]);
+        let best = (0..choices[j].len())
+            .filter(|&k| choices[j][k].value > 0.0 && fits(&choices[j][k]))
+            .max_by(|&a, &b| choices[j][a].value.total_cmp(&choices[j][b].value));
+        if let Some(k) = best {
+            used[choices[j][k].pool] += u64::from(choices[j][k].gpus);
+            pick[j] = Some(k);
+        }
+    }
+    pick
+}
+
+/// Moves the types' prices after price round `round`, whose picks used `used`; whether any moved.
+fn reprice(price: &mut [f64], used: &[u64], capacity: &[u32], round: u32) -> bool {
+    // Raise the price of an overfull type, lower that of a type with room.
+    let step = 0.5 / f64::from(round + 1);
+    let mut moved = false;
+    for t in 0..capacity.len() {
+        let excess = (used[t] as f64 - f64::from(capacity[t])) / f64::from(capacity[t].max(1));
+        let next = (price[t] + step * excess).max(0.0);
+        moved |= (next - price[t]).abs() > 1e-9;
+        price[t] = next;
+    }
+    moved
 }
 
 impl Sia {
@@ -443,7 +458,6 @@ impl Sia {
     ) -> bool {
         // Per node, which GPUs are taken in the plan.
         let mut taken = sched::FreeGpus::up(s);
-        let mut moves: Vec<(usize, Entries)> = Vec::new();
         // Guests on others' GPUs (`colocate`): planned as if queued, they keep nothing.
         let guest: Vec<bool> = jobs
             .iter()
@@ -456,42 +470,37 @@ impl Sia {
         let picks: Vec<Option<Pick>> = (0..jobs.len())
             .map(|j| pick[j].map(|k| Pick { pool: choices[j][k].pool, gpus: choices[j][k].gpus }))
             .collect();
-        let Kept { kept, movers, mut own } = sched::keep(&mut taken, pools, jobs, &picks, |j| !guest[j]);
-        let mut unplaced = Vec::new();
-        // A guest the plan gives nothing keeps its GPU while the others fit elsewhere: moving
-        // it costs a restart.
-        let mut reserved: Entries = Vec::new();
-        for (_, job) in jobs.iter().enumerate().filter(|(j, _)| guest[*j] && pick[*j].is_none()) {
-            for g in job.gpus() {
-                if taken.take_gpu(*g) {
-                    merge(&mut reserved, vec![(g.node, vec![g.index])]);
-                }
-            }
-        }
-        for j in movers {
-            let c = choices[j][pick[j].expect("picked")];
-            let job = &jobs[j];
-            let mine = own.remove(&j).unwrap_or_default();
-            let kept_own: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
-            let (nodes, pieces) = (&pools[c.pool].nodes, Pieces::of(job, c.gpus));
-            let mut more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
-            if more.is_none() && !reserved.is_empty() {
-                taken.give_back(&std::mem::take(&mut reserved));
-                more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
-            }
-            let Some(more) = more else {
-                taken.give_back(&mine);
-                unplaced.push(j);
-                continue;
-            };
-            let mut entries = mine;
-            merge(&mut entries, more);
-            moves.push((j, entries));
-        }
+        let Kept { kept, movers, own } = sched::keep(&mut taken, pools, jobs, &picks, |j| !guest[j]);
+        let plan = Plan { s, pools, jobs, choices, pick, guest: &guest, kept: &kept };
+        let (moves, mut unplaced) = plan.carve(&mut taken, movers, own);
         // Preempt running jobs left without GPUs, then resize and place in an order the host
         // accepts: each move once the GPUs it takes are free. A GPU may have two holders (a
         // guest beside its host).
         let mut holder = Holders::of(jobs);
+        self.preempt_unplanned(&plan, &moves, &unplaced, &mut holder, d);
+        self.land(&plan, &mut holder, moves, &mut unplaced, now, d);
+        // A queued elastic job left out takes one free GPU where the plan left one: every GPU
+        // the plan leaves idle is one the host's stall rule would hand out anyway.
+        for f in sched::fill_idle(&mut taken, pools, jobs, &mut holder, unplaced.clone(), Spill::MostFree) {
+            d.push(Action::place_on(jobs[f.job].id(), &f.entries, false).because("sia: a GPU the plan left idle"));
+            self.state.jobs.entry(jobs[f.job].id().0).or_default().runs(f.pool, 1, now);
+            unplaced.retain(|&k| k != f.job);
+        }
+        let colocated = if self.config.colocate { self.colocate(&plan, &mut holder, now, d) } else { Vec::new() };
+        self.settle(&plan, &unplaced, &colocated, now, d);
+        !colocated.is_empty()
+    }
+
+    /// Preempt the running jobs the plan leaves without GPUs, but a guest whose GPU stays its host's.
+    fn preempt_unplanned(
+        &mut self,
+        plan: &Plan,
+        moves: &[(usize, Entries)],
+        unplaced: &[usize],
+        holder: &mut Holders,
+        d: &mut Decision,
+    ) {
+        let (jobs, pick, kept) = (plan.jobs, plan.pick, plan.kept);
         // Who the plan gives each GPU: the jobs that keep theirs and the moves.
         let mut claimed: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
         for (j, job) in jobs.iter().enumerate().filter(|(j, _)| kept[*j]) {
@@ -499,7 +508,7 @@ impl Sia {
                 claimed.insert((g.node, g.index), j);
             }
         }
-        for (j, entries) in &moves {
+        for (j, entries) in moves {
             for (n, gpus) in entries {
                 for &i in gpus {
                     claimed.insert((*n, i), *j);
@@ -510,7 +519,7 @@ impl Sia {
             if !job.is_queued() && (pick[j].is_none() || unplaced.contains(&j)) {
                 // A guest the plan gives nothing stays where it is while its GPU goes to no one
                 // but the host it shares it with now, unchanged.
-                let stays = guest[j]
+                let stays = plan.guest[j]
                     && job.gpus().iter().all(|g| {
                         claimed
                             .get(&(g.node, g.index))
@@ -524,11 +533,24 @@ impl Sia {
                 self.state.jobs.entry(job.id().0).or_default().config = None;
             }
         }
-        for step in sched::order_moves(jobs, &mut holder, moves) {
+    }
+
+    /// Resize and place the moves in an order the host accepts; a move that must wait joins `unplaced`.
+    fn land(
+        &mut self,
+        plan: &Plan,
+        holder: &mut Holders,
+        moves: Vec<(usize, Entries)>,
+        unplaced: &mut Vec<usize>,
+        now: f64,
+        d: &mut Decision,
+    ) {
+        let jobs = plan.jobs;
+        for step in sched::order_moves(jobs, holder, moves) {
             match step {
                 Step::Land { job: j, entries } => {
                     let job = &jobs[j];
-                    let c = choices[j][pick[j].expect("picked")];
+                    let c = plan.choice(j);
                     let ledger = self.state.jobs.entry(job.id().0).or_default();
                     if job.is_queued() {
                         d.push(Action::place_on(job.id(), &entries, false).because("sia: goodput-optimal allocation"));
@@ -548,18 +570,14 @@ impl Sia {
                 Step::Wait { job: j } => unplaced.push(j),
             }
         }
-        // A queued elastic job left out takes one free GPU where the plan left one: every GPU
-        // the plan leaves idle is one the host's stall rule would hand out anyway.
-        for f in sched::fill_idle(&mut taken, pools, jobs, &mut holder, unplaced.clone(), Spill::MostFree) {
-            d.push(Action::place_on(jobs[f.job].id(), &f.entries, false).because("sia: a GPU the plan left idle"));
-            self.state.jobs.entry(jobs[f.job].id().0).or_default().runs(f.pool, 1, now);
-            unplaced.retain(|&k| k != f.job);
-        }
-        let colocated =
-            if self.config.colocate { self.colocate(s, pools, jobs, &guest, &mut holder, now, d) } else { Vec::new() };
+    }
+
+    /// Remember the kept jobs' configurations, and say why each queued job left out waits.
+    fn settle(&mut self, plan: &Plan, unplaced: &[usize], colocated: &[usize], now: f64, d: &mut Decision) {
+        let (jobs, choices, pick) = (plan.jobs, plan.choices, plan.pick);
         for (j, job) in jobs.iter().enumerate() {
-            if kept[j] {
-                let c = choices[j][pick[j].expect("picked")];
+            if plan.kept[j] {
+                let c = plan.choice(j);
                 let ledger = self.state.jobs.entry(job.id().0).or_default();
                 if ledger.config.is_none() {
                     ledger.config = Some((c.pool, c.gpus, now));
@@ -572,13 +590,80 @@ impl Sia {
                 } else if choices[j].is_empty() {
                     format!("sia: no GPU type here runs it on {} GPUs", job.gpus_asked())
                 } else {
-                    let total: u32 = pools.iter().map(|p| p.total).sum();
+                    let total: u32 = plan.pools.iter().map(|p| p.total).sum();
                     format!("sia: all {total} GPUs go to jobs that gain more from them this round")
                 };
                 d.pending(job.id(), why);
             }
         }
-        !colocated.is_empty()
+    }
+}
+
+/// One round's allocation as placement reads it.
+struct Plan<'p, 's> {
+    /// The round's snapshot.
+    s: &'p Snapshot<'s>,
+    /// The GPU types' pools.
+    pools: &'p [TypePool],
+    /// The jobs planned for.
+    jobs: &'p [Job<'s>],
+    /// Per job, its choices.
+    choices: &'p [Vec<Choice>],
+    /// Per job, the index of the choice the allocation picked, if any.
+    pick: &'p [Option<usize>],
+    /// Per job, whether it runs as a guest on another's GPU (`colocate`).
+    guest: &'p [bool],
+    /// Per job, whether it keeps its GPUs as they are.
+    kept: &'p [bool],
+}
+
+impl Plan<'_, '_> {
+    /// Job `j`'s picked choice.
+    fn choice(&self, j: usize) -> Choice {
+        self.choices[j][self.pick[j].expect("picked")]
+    }
+
+    /// Carve the movers' GPUs from `taken`: the moves, and the movers that found no room.
+    fn carve(
+        &self,
+        taken: &mut sched::FreeGpus,
+        movers: Vec<usize>,
+        mut own: BTreeMap<usize, Entries>,
+    ) -> (Vec<(usize, Entries)>, Vec<usize>) {
+        let (pools, jobs, pick) = (self.pools, self.jobs, self.pick);
+        let mut moves: Vec<(usize, Entries)> = Vec::new();
+        let mut unplaced = Vec::new();
+        // A guest the plan gives nothing keeps its GPU while the others fit elsewhere: moving
+        // it costs a restart.
+        let mut reserved: Entries = Vec::new();
+        for (_, job) in jobs.iter().enumerate().filter(|(j, _)| self.guest[*j] && pick[*j].is_none()) {
+            for g in job.gpus() {
+                if taken.take_gpu(*g) {
+                    merge(&mut reserved, vec![(g.node, vec![g.index])]);
+                }
+            }
+        }
+        for j in movers {
+            let c = self.choice(j);
+            let job = &jobs[j];
+            let mine = own.remove(&j).unwrap_or_default();
+            let kept_own: u32 = mine.iter().map(|(_, g)| g.len() as u32).sum();
+            let (nodes, pieces) = (&pools[c.pool].nodes, Pieces::of(job, c.gpus));
+            let mut more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
+            if more.is_none() && !reserved.is_empty() {
+                taken.give_back(&std::mem::take(&mut reserved));
+                more = taken.carve(nodes, c.gpus - kept_own, pieces, Spill::MostFree);
+            }
+            let Some(more) = more else {
+                taken.give_back(&mine);
+                unplaced.push(j);
+                continue;
+            };
+            let mut entries = mine;
+            merge(&mut entries, more);
+            moves.push((j, entries));
+        }
+        (moves, unplaced)
     }
 }
 

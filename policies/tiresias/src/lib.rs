@@ -218,9 +218,56 @@ impl Tiresias {
         let candidates: Vec<usize> =
             (0..ranked.len()).rev().filter(|&v| !ranked[v].job.is_queued() && self.preemptible(&ranked[v])).collect();
         let order: Vec<Job> = ranked.into_iter().map(|r| r.job).collect();
-        let mut free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
+        let mut walk = Walk::new(s, &order, candidates);
+        for (i, job) in order.iter().enumerate() {
+            let ask = job.gpus_asked();
+            if walk.preempted[i] || ask > walk.left {
+                continue;
+            }
+            if !job.is_queued() {
+                (walk.admitted[i], walk.left) = (true, walk.left - ask);
+                if walk.is_candidate[i] {
+                    walk.room.hold(job);
+                }
+                continue;
+            }
+            walk.admit_queued(self, &order, i, job);
+        }
+        for action in walk.preemptions.into_iter().chain(walk.placements) {
+            d.push(action);
+        }
+    }
+}
+
+/// A round's walk down the ranking: what is left of the cluster as jobs are admitted, and
+/// the actions that admit them.
+struct Walk {
+    /// The running jobs that could be preempted at all (ranks), lowest ranked first.
+    candidates: Vec<usize>,
+    /// Per rank, whether it is one of `candidates`.
+    is_candidate: Vec<bool>,
+    /// The free GPUs, nodes with the most free first.
+    free: sched::FreeGpus,
+    /// What each tenant may still take under its limit.
+    tenants: sched::TenantRoom,
+    /// `free` with every candidate not yet admitted released.
+    room: sched::FreeGpus,
+    /// The cluster's GPUs not yet admitted.
+    left: u32,
+    /// Per rank: admitted (runs on), or preempted this round.
+    admitted: Vec<bool>,
+    preempted: Vec<bool>,
+    preemptions: Vec<Action>,
+    placements: Vec<Action>,
+}
+
+impl Walk {
+    /// The walk's start on `s`, for the live jobs in rank order (`order`) and the running
+    /// jobs that could be preempted (`candidates`, ranks, lowest ranked first).
+    fn new(s: &Snapshot, order: &[Job], candidates: Vec<usize>) -> Self {
+        let free = sched::FreeGpus::of(s).ordered(sched::NodeOrder::MostFree);
         // A job whose tenant is at its limit is passed over, as the host would refuse it.
-        let mut tenants = sched::TenantRoom::of(s);
+        let tenants = sched::TenantRoom::of(s);
         // The plan with every running job that could still be preempted released: what a
         // queued job could get at most. Kept in step with `free` through the round, so that a
         // job that would not fit even then is passed over without trying the victims.
@@ -231,73 +278,68 @@ impl Tiresias {
             candidates.iter().for_each(|&v| is[v] = true);
             is
         };
-        let mut left = free.gpu_count();
-        // Per rank: admitted (runs on), or preempted this round.
-        let mut admitted = vec![false; order.len()];
-        let mut preempted = vec![false; order.len()];
-        let (mut preemptions, mut placements) = (Vec::new(), Vec::new());
-        for (i, job) in order.iter().enumerate() {
-            let ask = job.gpus_asked();
-            if preempted[i] || ask > left {
-                continue;
+        let left = free.gpu_count();
+        let admitted = vec![false; order.len()];
+        let preempted = vec![false; order.len()];
+        let (preemptions, placements) = (Vec::new(), Vec::new());
+        Walk { candidates, is_candidate, free, tenants, room, left, admitted, preempted, preemptions, placements }
+    }
+
+    /// Admits queued job `job` of rank `i` where it fits, on free GPUs or on those of
+    /// candidates it preempts, unless its tenant is at its limit; its placement with why.
+    fn admit_queued(&mut self, tiresias: &mut Tiresias, order: &[Job], i: usize, job: &Job) {
+        let ask = job.gpus_asked();
+        if self.tenants.check(job).is_err() {
+            return;
+        }
+        let (placement, packed) = match self.free.find_packed(job) {
+            Some(found) => found,
+            None => {
+                let Some(p) = self.preempt_for(tiresias, order, job) else { return };
+                (p, sched::Packed::OneNode)
             }
-            if !job.is_queued() {
-                (admitted[i], left) = (true, left - ask);
-                if is_candidate[i] {
-                    room.hold(job);
-                }
-                continue;
-            }
-            if tenants.check(job).is_err() {
-                continue;
-            }
-            let (placement, packed) = match free.find_packed(job) {
-                Some(found) => found,
-                None => {
-                    if room.find_job(job).is_none() {
-                        continue;
-                    }
-                    let victims: Vec<usize> =
-                        candidates.iter().copied().filter(|&v| !admitted[v] && !preempted[v]).collect();
-                    let victims = victims.iter().map(|&v| (v, order[v]));
-                    let Some((p, needed)) = free.make_room(job, victims, |_| true, usize::MAX) else { continue };
-                    for v in needed {
-                        free.release(&order[v]);
-                        tenants.release(&order[v]);
-                        preempted[v] = true;
-                        let why = format!(
-                            "tiresias: job#{} (queue {}) needs its GPUs; this job is in queue {}",
-                            job.id(),
-                            self.queue_of(job.id()).unwrap_or(0),
-                            self.queue_of(order[v].id()).unwrap_or(0)
-                        );
-                        preemptions.push(Action::preempt(order[v].id()).because(why));
-                    }
-                    (p, sched::Packed::OneNode)
-                }
-            };
-            free.take(&placement);
-            room.take(&placement);
-            tenants.take(job);
-            (admitted[i], left) = (true, left - ask);
-            if let Some(l) = self.state.jobs.get_mut(&job.id().0) {
-                l.run_start_s = job.run_time().0;
-            }
-            let mut why = format!(
-                "tiresias: queue {}, {:.2} GPU-h attained",
-                self.queue_of(job.id()).unwrap_or(0),
-                job.attained_service().0 / 3600.0
+        };
+        self.free.take(&placement);
+        self.room.take(&placement);
+        self.tenants.take(job);
+        (self.admitted[i], self.left) = (true, self.left - ask);
+        if let Some(l) = tiresias.state.jobs.get_mut(&job.id().0) {
+            l.run_start_s = job.run_time().0;
+        }
+        let mut why = format!(
+            "tiresias: queue {}, {:.2} GPU-h attained",
+            tiresias.queue_of(job.id()).unwrap_or(0),
+            job.attained_service().0 / 3600.0
+        );
+        match packed {
+            sched::Packed::OneNode => {}
+            sched::Packed::Within { domain, .. } => why.push_str(&format!("; packed in domain {domain}")),
+            sched::Packed::Spread(reason) => why.push_str(&format!("; spread: {reason}")),
+        }
+        self.placements.push(placement.action(job.id()).because(why));
+    }
+
+    /// Where `job` fits once candidates not admitted are released, lowest ranked first,
+    /// until it does; those whose GPUs it takes are preempted. None when it never fits.
+    fn preempt_for(&mut self, tiresias: &Tiresias, order: &[Job], job: &Job) -> Option<sched::Placement> {
+        self.room.find_job(job)?;
+        let victims: Vec<usize> =
+            self.candidates.iter().copied().filter(|&v| !self.admitted[v] && !self.preempted[v]).collect();
+        let victims = victims.iter().map(|&v| (v, order[v]));
+        let (p, needed) = self.free.make_room(job, victims, |_| true, usize::MAX)?;
+        for v in needed {
+            self.free.release(&order[v]);
+            self.tenants.release(&order[v]);
+            self.preempted[v] = true;
+            let why = format!(
+                "tiresias: job#{} (queue {}) needs its GPUs; this job is in queue {}",
+                job.id(),
+                tiresias.queue_of(job.id()).unwrap_or(0),
+                tiresias.queue_of(order[v].id()).unwrap_or(0)
             );
-            match packed {
-                sched::Packed::OneNode => {}
-                sched::Packed::Within { domain, .. } => why.push_str(&format!("; packed in domain {domain}")),
-                sched::Packed::Spread(reason) => why.push_str(&format!("; spread: {reason}")),
-            }
-            placements.push(placement.action(job.id()).because(why));
+            self.preemptions.push(Action::preempt(order[v].id()).because(why));
         }
-        for action in preemptions.into_iter().chain(placements) {
-            d.push(action);
-        }
+        Some(p)
     }
 }
 

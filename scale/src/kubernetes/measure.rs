@@ -162,6 +162,51 @@ impl Probes<'_> {
     }
 }
 
+/// What the binding phase saw: the pods created and bound (by name, when), the binds per node
+/// and, once creation ended, how many creates the apiserver refused.
+#[derive(Default)]
+struct Tally {
+    created: HashMap<String, Instant>,
+    bound: HashMap<String, Instant>,
+    per_node: HashMap<String, u32>,
+    create_errors: Option<u64>,
+}
+
+impl Tally {
+    /// Every pod created, each one bound or refused.
+    fn done(&self, pods: u32) -> bool {
+        self.create_errors.is_some_and(|errors| {
+            self.bound.len() as u64 + errors >= u64::from(pods)
+                && self.created.keys().all(|k| self.bound.contains_key(k))
+        })
+    }
+
+    /// A pod's first bind (the watch may repeat one).
+    fn bind(&mut self, name: String, node: String, at: Instant) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.bound.entry(name) {
+            e.insert(at);
+            *self.per_node.entry(node).or_default() += 1;
+        }
+    }
+
+    /// The creates already answered.
+    fn take_created(&mut self, rx: &mut mpsc::UnboundedReceiver<(String, Instant)>) {
+        while let Ok((name, at)) = rx.try_recv() {
+            self.created.insert(name, at);
+        }
+    }
+}
+
+/// The run's readings: at the start, when binding ended, and after the quiet window; the
+/// subject's peak memory, and its memory each second of the quiet window.
+struct Readings {
+    start: Mark,
+    all_bound: Mark,
+    end: Mark,
+    peak_rss: Option<u64>,
+    steady_rss: Vec<u64>,
+}
+
 /// Creates the run's pods in `namespace` for `scheduler` and measures until all are bound (or
 /// `options.timeout`), then for `options.steady`. `start_scheduler` starts it: before the pods
 /// are created, or after with `options.precreate`. The host is checked every second (a host that
@@ -187,22 +232,17 @@ where
 
     let (created_tx, mut created_rx) = mpsc::unbounded_channel::<(String, Instant)>();
     let mut create = Some(create_pods(pods.clone(), namespace.to_owned(), scheduler, options.clone(), created_tx));
-    let mut created: HashMap<String, Instant> = HashMap::new();
-    let mut create_errors = None;
-    let mut creator = None;
+    let mut tally = Tally::default();
     if options.precreate {
         if let Some(create) = create.take() {
-            create_errors = Some(create.await);
+            tally.create_errors = Some(create.await);
         }
-        while let Ok((name, at)) = created_rx.try_recv() {
-            created.insert(name, at);
-        }
-        tracing::info!(scheduler = scheduler.name(), created = created.len(), "pods created; starting the scheduler");
+        tally.take_created(&mut created_rx);
+        let created = tally.created.len();
+        tracing::info!(scheduler = scheduler.name(), created, "pods created; starting the scheduler");
     }
     let Started { subject, mut host } = start_scheduler.await?;
-    if let Some(create) = create {
-        creator = Some(tokio::spawn(create));
-    }
+    let mut creator = create.map(tokio::spawn);
 
     let ticks = procfs::clock_ticks_per_second();
     let probes = Probes {
@@ -214,31 +254,21 @@ where
     };
     let start = probes.mark(true).await;
     let mut peak_rss = start.subject.map(|s| s.rss_bytes);
-    let mut bound: HashMap<String, Instant> = HashMap::new();
-    let mut per_node: HashMap<String, u32> = HashMap::new();
     let mut every_second = tokio::time::interval(Duration::from_secs(1));
     let deadline = Instant::now() + options.timeout;
     let mut last_progress = Instant::now();
     let timed_out = loop {
-        if let Some(errors) = create_errors
-            && bound.len() as u64 + errors >= u64::from(options.pods)
-            && created.keys().all(|k| bound.contains_key(k))
-        {
+        if tally.done(options.pods) {
             break false;
         }
         tokio::select! {
-            Some((name, at)) = created_rx.recv() => { created.insert(name, at); }
-            Some((name, node, at)) = bound_rx.recv() => {
-                if let std::collections::hash_map::Entry::Vacant(e) = bound.entry(name) {
-                    e.insert(at);
-                    *per_node.entry(node).or_default() += 1;
-                }
-            }
+            Some((name, at)) = created_rx.recv() => { tally.created.insert(name, at); }
+            Some((name, node, at)) = bound_rx.recv() => tally.bind(name, node, at),
             done = async { creator.as_mut().expect("polled only while running").await }, if creator.is_some() => {
                 creator = None;
                 // Whatever is still in the channel was sent before the creator ended.
-                while let Ok((name, at)) = created_rx.try_recv() { created.insert(name, at); }
-                create_errors = Some(done.unwrap_or(u64::from(options.pods)));
+                tally.take_created(&mut created_rx);
+                tally.create_errors = Some(done.unwrap_or(u64::from(options.pods)));
             }
             _ = every_second.tick() => {
                 let m = probes.mark(false).await;
@@ -247,7 +277,8 @@ where
                 if Instant::now() > deadline { break true; }
                 if Instant::now() > last_progress + Duration::from_secs(10) {
                     last_progress = Instant::now();
-                    tracing::info!(scheduler = subject.scheduler.name(), created = created.len(), bound = bound.len(), "waiting for binds");
+                    let (created, bound) = (tally.created.len(), tally.bound.len());
+                    tracing::info!(scheduler = subject.scheduler.name(), created, bound, "waiting for binds");
                 }
             }
         }
@@ -256,25 +287,53 @@ where
     if let Some(c) = creator {
         c.abort();
     }
-    tracing::info!(scheduler = subject.scheduler.name(), bound = bound.len(), timed_out, "binding done; quiet window");
+    let bound = tally.bound.len();
+    tracing::info!(scheduler = subject.scheduler.name(), bound, timed_out, "binding done; quiet window");
 
+    let steady_rss = quiet_window(&probes, host.as_mut(), options.steady, &mut peak_rss).await?;
+    let end = probes.mark(true).await;
+    watch.abort();
+    drop(host); // stopped: what follows is arithmetic
+    let readings = Readings { start, all_bound, end, peak_rss, steady_rss };
+    Ok(report(&subject, namespace, options, &tally, &readings, &probes, timed_out))
+}
+
+/// The quiet window after binding: the subject's memory each second for `steady` (the peak
+/// kept up), the host checked alike.
+async fn quiet_window(
+    probes: &Probes<'_>,
+    mut host: Option<&mut HostProcess>,
+    steady: Duration,
+    peak_rss: &mut Option<u64>,
+) -> Result<Vec<u64>, ScaleError> {
     let mut steady_rss = Vec::new();
-    let steady_until = Instant::now() + options.steady;
+    let steady_until = Instant::now() + steady;
     while Instant::now() < steady_until {
         tokio::time::sleep(Duration::from_secs(1).min(steady_until.saturating_duration_since(Instant::now()))).await;
         let m = probes.mark(false).await;
         if let Some(s) = m.subject {
             steady_rss.push(s.rss_bytes);
-            peak_rss = peak_rss.max(Some(s.rss_bytes));
+            *peak_rss = (*peak_rss).max(Some(s.rss_bytes));
         }
         if let Some(h) = host.as_mut() {
             h.check()?;
         }
     }
-    let end = probes.mark(true).await;
-    watch.abort();
-    drop(host); // stopped: what follows is arithmetic
+    Ok(steady_rss)
+}
 
+/// The run's figures from what it saw.
+fn report(
+    subject: &Subject,
+    namespace: &str,
+    options: &Options,
+    tally: &Tally,
+    readings: &Readings,
+    probes: &Probes<'_>,
+    timed_out: bool,
+) -> RunReport {
+    let Tally { created, bound, per_node, create_errors } = tally;
+    let Readings { start, all_bound, end, peak_rss, steady_rss } = readings;
     let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
     let fits = |pods: u32| pods <= shape.pods && pods <= shape.cores && pods * options.pod_gpus <= shape.gpus;
 
@@ -294,7 +353,7 @@ where
     let diff = |a: Option<u64>, b: Option<u64>, over| stats::per_second(b?.checked_sub(a?)? as f64, over);
     let requests = |m: &Mark| m.status.and_then(|s| s.requests);
 
-    Ok(RunReport {
+    RunReport {
         scheduler: subject.scheduler.name().to_owned(),
         namespace: namespace.to_owned(),
         pods_created: created.len() as u64,
@@ -316,7 +375,7 @@ where
         binds_per_s: stats::per_second(n_bound, span(first_created, last_bind)),
         binds_per_s_from_start: stats::per_second(n_bound, span(Some(subject.started), last_bind)),
         latency: stats::latency(latencies),
-        rss_peak_bytes: peak_rss,
+        rss_peak_bytes: *peak_rss,
         rss_steady_bytes: (!steady_rss.is_empty()).then(|| steady_rss.iter().sum::<u64>() / steady_rss.len() as u64),
         cpu_binding_pct: cpu(start.subject, all_bound.subject, binding),
         cpu_steady_pct: cpu(all_bound.subject, end.subject, steady),
@@ -324,13 +383,12 @@ where
         log: probes.log_counts(),
         log_lines_per_s_binding: diff(start.log_lines, all_bound.log_lines, binding),
         log_lines_per_s_steady: diff(all_bound.log_lines, end.log_lines, steady),
-        requests_per_s_binding: diff(requests(&start), requests(&all_bound), binding),
-        requests_per_s_steady: diff(requests(&all_bound), requests(&end), steady),
+        requests_per_s_binding: diff(requests(start), requests(all_bound), binding),
+        requests_per_s_steady: diff(requests(all_bound), requests(end), steady),
         tick_wall: end.status.and_then(|s| s.tick_wall),
         host_ticks: end.status.map(|s| s.ticks),
-        groups: (options.group_size > 1)
-            .then(|| groups(&created, &bound, options.group_size, first_created, last_bind)),
-    })
+        groups: (options.group_size > 1).then(|| groups(created, bound, options.group_size, first_created, last_bind)),
+    }
 }
 
 /// How the pods `created` and `bound` (by name) went as groups of `size`.

@@ -30,7 +30,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::host::{self, HostConfig, HostError, LogCounts};
+use super::host::{self, HostConfig, HostError, HostProcess, LogCounts};
 use super::{Cluster, ScaleError, Scheduler, api_error, manifests};
 use audit::{AuditSummary, LogExcerpt};
 use groups::{GroupSummary, Groups};
@@ -265,16 +265,7 @@ async fn experiment(options: &SiaOptions, jobs: &[SiaJob], cluster: &mut Cluster
     let started_unix_s = unix_now_s();
     let client = cluster.client.clone();
     check_pod_groups(&client).await?;
-    cluster.take_over().await?;
-    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
-    let nodes = objects::nodes(&objects::HETEROGENEOUS_64, now.as_str().unwrap_or_default());
-    let node_count = nodes.len() as u32;
-    super::create_nodes(&client, nodes, options.concurrency).await?;
-    tracing::info!(nodes = node_count, "heterogeneous-64 nodes created and Ready");
-    // The host numbers the nodes it finds at its first observation in name order.
-    let all: Api<Node> = Api::all(client.clone());
-    let listed = all.list_metadata(&ListParams::default()).await.map_err(api_error("list nodes"))?;
-    let node_handles = audit::handle_order(listed.items.into_iter().filter_map(|n| n.metadata.name).collect());
+    let (node_count, node_handles) = heterogeneous_64(options, cluster).await?;
 
     cluster.scheduler.stop();
     let ns = super::fresh_namespace(cluster, format!("scale-sia-{started_unix_s}")).await?;
@@ -293,38 +284,10 @@ async fn experiment(options: &SiaOptions, jobs: &[SiaJob], cluster: &mut Cluster
     let submitter = Aborting(tokio::spawn(submit(pods, ns.clone(), jobs.to_vec(), options.clone(), t0, submitted_tx)));
     let last_arrival_s = jobs.iter().map(|j| j.arrival_s).fold(0.0, f64::max) / options.speedup;
     let due = t0 + Duration::from_secs_f64(last_arrival_s) + options.tail;
-    let (mut jobs_created, mut create_errors, mut late_max) = (0u64, 0u64, Duration::ZERO);
-    let mut submitted_until: Option<Instant> = None;
-    let mut every_second = tokio::time::interval(Duration::from_secs(1));
-    let mut said = Instant::now();
-    loop {
-        tokio::select! {
-            Some(event) = events.recv() => take(&mut groups, event),
-            Some(s) = submitted.recv() => {
-                create_errors += s.errors;
-                late_max = late_max.max(s.late);
-                if let Some(at) = s.created {
-                    jobs_created += 1;
-                    groups.created(&s.job, at);
-                }
-            }
-            _ = every_second.tick() => {
-                host_process.check()?;
-                if submitted_until.is_none() && submitter.0.is_finished() {
-                    submitted_until = Some(Instant::now());
-                }
-                let now = Instant::now();
-                if submitted_until.is_some_and(|f| now >= due.max(f + options.tail)) && submitted.is_empty() {
-                    break;
-                }
-                if now > said + Duration::from_secs(30) {
-                    said = now;
-                    let s = groups.summary(now);
-                    tracing::info!(created = jobs_created, of = jobs.len(), bound_whole = s.whole_at_end, partly = s.partly_at_end, "running");
-                }
-            }
-        }
-    }
+    let Submissions { jobs_created, create_errors, late_max } = {
+        let mut channels = Channels { events: &mut events, submitted: &mut submitted, submitter: &submitter };
+        follow(options, jobs.len(), &mut groups, &mut channels, &mut host_process, due).await?
+    };
     let status = host::get_status(listen).await.ok().map(|v| end_status(&v));
     host_process.stop();
     let run_s = t0.elapsed().as_secs_f64();
@@ -363,6 +326,82 @@ async fn experiment(options: &SiaOptions, jobs: &[SiaJob], cluster: &mut Cluster
         status,
         node_handles,
     })
+}
+
+/// The submitter's and the watch's news, in one place while the run lasts.
+struct Channels<'a> {
+    events: &'a mut mpsc::UnboundedReceiver<PodEvent>,
+    submitted: &'a mut mpsc::UnboundedReceiver<Submitted>,
+    submitter: &'a Aborting<()>,
+}
+
+/// What the submitter did: jobs created, objects refused, and how late it got.
+#[derive(Default)]
+struct Submissions {
+    jobs_created: u64,
+    create_errors: u64,
+    late_max: Duration,
+}
+
+/// Follows the run until every job of `jobs` is submitted and `due` (and the tail after the
+/// last submission) has passed: the pods' events into `groups`, the host checked each second.
+async fn follow(
+    options: &SiaOptions,
+    jobs: usize,
+    groups: &mut Groups,
+    ch: &mut Channels<'_>,
+    host_process: &mut HostProcess,
+    due: Instant,
+) -> Result<Submissions, ScaleError> {
+    let mut seen = Submissions::default();
+    let mut submitted_until: Option<Instant> = None;
+    let mut every_second = tokio::time::interval(Duration::from_secs(1));
+    let mut said = Instant::now();
+    loop {
+        tokio::select! {
+            Some(event) = ch.events.recv() => take(groups, event),
+            Some(s) = ch.submitted.recv() => {
+                seen.create_errors += s.errors;
+                seen.late_max = seen.late_max.max(s.late);
+                if let Some(at) = s.created {
+                    seen.jobs_created += 1;
+                    groups.created(&s.job, at);
+                }
+            }
+            _ = every_second.tick() => {
+                host_process.check()?;
+                if submitted_until.is_none() && ch.submitter.0.is_finished() {
+                    submitted_until = Some(Instant::now());
+                }
+                let now = Instant::now();
+                if submitted_until.is_some_and(|f| now >= due.max(f + options.tail)) && ch.submitted.is_empty() {
+                    return Ok(seen);
+                }
+                if now > said + Duration::from_secs(30) {
+                    said = now;
+                    let s = groups.summary(now);
+                    tracing::info!(created = seen.jobs_created, of = jobs, bound_whole = s.whole_at_end, partly = s.partly_at_end, "running");
+                }
+            }
+        }
+    }
+}
+
+/// Takes the cluster over and creates the heterogeneous-64 nodes: their count, and their
+/// names in the order the host numbers them (name order, at its first observation).
+async fn heterogeneous_64(options: &SiaOptions, cluster: &mut Cluster) -> Result<(u32, Vec<String>), ScaleError> {
+    let client = cluster.client.clone();
+    cluster.take_over().await?;
+    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
+    let nodes = objects::nodes(&objects::HETEROGENEOUS_64, now.as_str().unwrap_or_default());
+    let node_count = nodes.len() as u32;
+    super::create_nodes(&client, nodes, options.concurrency).await?;
+    tracing::info!(nodes = node_count, "heterogeneous-64 nodes created and Ready");
+    // The host numbers the nodes it finds at its first observation in name order.
+    let all: Api<Node> = Api::all(client.clone());
+    let listed = all.list_metadata(&ListParams::default()).await.map_err(api_error("list nodes"))?;
+    let node_handles = audit::handle_order(listed.items.into_iter().filter_map(|n| n.metadata.name).collect());
+    Ok((node_count, node_handles))
 }
 
 /// Writes the host's config in `dir` (Sia active with its round sped up, the audit log on),

@@ -165,64 +165,57 @@ impl JobTable {
     /// table's numbers.
     pub(crate) fn apply(&mut self, raw: wit::Snapshot) -> Result<(Seconds, Seconds), String> {
         let now = Seconds::from_millis(raw.time_ms);
-        let jobs = &raw.jobs;
-        if !JobNumbers::columns_agree(jobs) {
-            return Err("job-state columns differ in length".into());
-        }
-        let p = &raw.progress;
-        let records = p.job.len();
-        if p.time_ms.len() != records || p.epoch.len() != records || p.value_count.len() != records {
-            return Err("progress columns differ in length".into());
-        }
-        if p.value_count.iter().map(|&n| usize::from(n)).sum::<usize>() != p.values.len() {
-            return Err("progress values do not add up to the value counts".into());
-        }
-        let q = &raw.queue;
-        let queued = q.handle.len();
-        if q.reason.len() != queued
-            || q.since_ms.len() != queued
-            || q.run_ms.len() != queued
-            || q.gpu_ms.len() != queued
-        {
-            return Err("queue columns differ in length".into());
-        }
-
-        if raw.added.iter().any(|spec| spec.handle == u32::MAX) {
-            return Err(format!("a job handle is {}, past the last one a host gives", u32::MAX));
-        }
-
+        check_columns(&raw)?;
         if raw.resync {
             self.entries.clear();
         }
-        if !raw.removed.is_empty() {
-            let mut removed = raw.removed;
-            removed.sort_unstable();
-            self.entries.retain(|e| removed.binary_search(&e.spec.handle).is_err());
-        }
-        if !raw.added.is_empty() {
-            let mut last = self.entries.last().map(|e| e.spec.handle);
-            let mut in_order = true;
-            for spec in raw.added {
-                in_order &= last.is_none_or(|h| spec.handle > h);
-                last = Some(spec.handle);
-                let entry = JobEntry {
-                    spec,
-                    state: JobNumbers::default(),
-                    queued: None,
-                    history: VecDeque::new(),
-                    fresh: 0,
-                    first_seen: now,
-                };
-                self.entries.push(entry);
-            }
-            if !in_order {
-                self.entries.sort_by_key(|e| e.spec.handle);
-                self.entries.dedup_by_key(|e| e.spec.handle);
-            }
-        }
+        self.remove(raw.removed);
+        self.add(raw.added, now);
         for entry in &mut self.entries {
             entry.fresh = 0;
         }
+        self.fold_states(&raw.jobs);
+        self.fold_queue(&raw.queue);
+        self.fold_progress(&raw.progress);
+        Ok((now, Seconds::from_millis(raw.interval_ms)))
+    }
+
+    /// Drops the jobs that ended.
+    fn remove(&mut self, mut removed: Vec<u32>) {
+        if !removed.is_empty() {
+            removed.sort_unstable();
+            self.entries.retain(|e| removed.binary_search(&e.spec.handle).is_err());
+        }
+    }
+
+    /// Takes in the jobs that arrived, seen first at `now`, keeping handle order.
+    fn add(&mut self, added: Vec<wit::JobSpec>, now: Seconds) {
+        if added.is_empty() {
+            return;
+        }
+        let mut last = self.entries.last().map(|e| e.spec.handle);
+        let mut in_order = true;
+        for spec in added {
+            in_order &= last.is_none_or(|h| spec.handle > h);
+            last = Some(spec.handle);
+            let entry = JobEntry {
+                spec,
+                state: JobNumbers::default(),
+                queued: None,
+                history: VecDeque::new(),
+                fresh: 0,
+                first_seen: now,
+            };
+            self.entries.push(entry);
+        }
+        if !in_order {
+            self.entries.sort_by_key(|e| e.spec.handle);
+            self.entries.dedup_by_key(|e| e.spec.handle);
+        }
+    }
+
+    /// The running jobs' numbers and the GPUs they hold.
+    fn fold_states(&mut self, jobs: &wit::JobStates) {
         // The host sends rows in handle order, so the common case is a straight zip.
         let mut gpu_first = 0;
         self.running = jobs.handle.len();
@@ -241,7 +234,11 @@ impl JobTable {
         self.gpus.extend(
             jobs.gpu_node.iter().zip(&jobs.gpu_index).map(|(&node, &index)| GpuSlot { node: NodeId(node), index }),
         );
-        for i in 0..queued {
+    }
+
+    /// The queued jobs' reasons and waits.
+    fn fold_queue(&mut self, q: &wit::QueueStates) {
+        for i in 0..q.handle.len() {
             if let Some(idx) = self.index(q.handle[i]) {
                 self.entries[idx].queued = Some(QueueNumbers {
                     reason: q.reason[i],
@@ -251,8 +248,13 @@ impl JobTable {
                 });
             }
         }
+    }
+
+    /// The tick's progress records, appended to each job's history (the oldest dropped past
+    /// [`HISTORY_LIMIT`]).
+    fn fold_progress(&mut self, p: &wit::ProgressRecords) {
         let mut offset = 0;
-        for i in 0..records {
+        for i in 0..p.job.len() {
             let count = usize::from(p.value_count[i]);
             let values = Values::from_slice(&p.values[offset..offset + count]);
             offset += count;
@@ -269,12 +271,36 @@ impl JobTable {
                 entry.fresh = (entry.fresh + 1).min(HISTORY_LIMIT);
             }
         }
-        Ok((now, Seconds::from_millis(raw.interval_ms)))
     }
 
     pub(super) fn index(&self, handle: u32) -> Option<usize> {
         self.entries.binary_search_by_key(&handle, |e| e.spec.handle).ok()
     }
+}
+
+/// Refuses a snapshot whose columns differ in length or whose handles no host gives, before
+/// anything of it is folded in.
+fn check_columns(raw: &wit::Snapshot) -> Result<(), String> {
+    if !JobNumbers::columns_agree(&raw.jobs) {
+        return Err("job-state columns differ in length".into());
+    }
+    let p = &raw.progress;
+    let records = p.job.len();
+    if p.time_ms.len() != records || p.epoch.len() != records || p.value_count.len() != records {
+        return Err("progress columns differ in length".into());
+    }
+    if p.value_count.iter().map(|&n| usize::from(n)).sum::<usize>() != p.values.len() {
+        return Err("progress values do not add up to the value counts".into());
+    }
+    let q = &raw.queue;
+    let queued = q.handle.len();
+    if q.reason.len() != queued || q.since_ms.len() != queued || q.run_ms.len() != queued || q.gpu_ms.len() != queued {
+        return Err("queue columns differ in length".into());
+    }
+    if raw.added.iter().any(|spec| spec.handle == u32::MAX) {
+        return Err(format!("a job handle is {}, past the last one a host gives", u32::MAX));
+    }
+    Ok(())
 }
 
 /// The nodes as last sent (they cross only when they change) and every GPU's use this tick.

@@ -65,6 +65,9 @@ pub struct RoundBased<A> {
     allocation: PhantomData<fn() -> A>,
 }
 
+/// Per GPU (node, index), the job (its position in the round's jobs) that holds it.
+type Holders = BTreeMap<(NodeId, u32), usize>;
+
 /// One round's outcome for a job.
 #[derive(Clone, Debug, PartialEq)]
 enum Plan {
@@ -180,21 +183,12 @@ impl<A: Allocation> RoundBased<A> {
         plans
     }
 
+    /// One round: the plan of who runs where, the actions that carry it out, the rounds
+    /// counted, and why each job left waiting waits.
     fn round(&mut self, s: &Snapshot, now: f64, d: &mut Decision) {
-        let name = A::NAME;
-        let interval = self.config.interval_s;
         let pools = pools(s);
         let jobs: Vec<Job> = s.jobs().chain(s.queue()).filter(|j| j.gpus_asked() > 0).collect();
-        // A job seen for the first time: half a round on every type, for it and the cluster.
-        for job in &jobs {
-            let ledger = self.state.jobs.entry(job.id().0).or_default();
-            if ledger.time_s.is_empty() {
-                for pool in &pools {
-                    ledger.time_s.insert(pool.kind.name().into(), interval / 2.0);
-                    *self.state.cluster_time_s.entry(pool.kind.name().into()).or_default() += interval / 2.0;
-                }
-            }
-        }
+        self.open_ledgers(&jobs, &pools);
         let problem = self.problem(&jobs, &pools, now);
         let x = A::allocate(&problem);
         let pick = self.schedule(&jobs, &pools, &problem, &x);
@@ -202,12 +196,43 @@ impl<A: Allocation> RoundBased<A> {
 
         // Preempt the running jobs that do not run this round, then place and move the others
         // in an order the host accepts: each once the GPUs it takes are free.
-        let mut holder: BTreeMap<(NodeId, u32), usize> = BTreeMap::new();
+        let mut holder: Holders = BTreeMap::new();
         for (i, job) in jobs.iter().enumerate() {
             for g in job.gpus() {
                 holder.insert((g.node, g.index), i);
             }
         }
+        let mut out = Self::preempt_unscheduled(s, &jobs, &plans, &mut holder, d);
+        let runs = Self::move_and_place(&jobs, &pools, &plans, &mut holder, &mut out, d);
+        self.count_rounds(&jobs, &pools, &runs);
+        Self::tell_pending(&jobs, &problem, &x, &plans, &runs, &out, d);
+    }
+
+    /// Opens the ledger of each job seen for the first time, and adds to the cluster's time.
+    fn open_ledgers(&mut self, jobs: &[Job], pools: &[Pool]) {
+        let interval = self.config.interval_s;
+        // A job seen for the first time: half a round on every type, for it and the cluster.
+        for job in jobs {
+            let ledger = self.state.jobs.entry(job.id().0).or_default();
+            if ledger.time_s.is_empty() {
+                for pool in pools {
+                    ledger.time_s.insert(pool.kind.name().into(), interval / 2.0);
+                    *self.state.cluster_time_s.entry(pool.kind.name().into()).or_default() += interval / 2.0;
+                }
+            }
+        }
+    }
+
+    /// Preempts the running jobs the plan does not run, but those it leaves idle where they
+    /// are; their GPUs leave `holder`. The jobs preempted.
+    fn preempt_unscheduled(
+        s: &Snapshot,
+        jobs: &[Job],
+        plans: &[Plan],
+        holder: &mut Holders,
+        d: &mut Decision,
+    ) -> BTreeSet<usize> {
+        let name = A::NAME;
         // A running job not scheduled runs on where the plan leaves all its GPUs idle (on nodes
         // that take work): the host would start it again there anyway, after a restart.
         let wanted: BTreeSet<(NodeId, u32)> = plans
@@ -231,6 +256,21 @@ impl<A: Allocation> RoundBased<A> {
                 out.insert(i);
             }
         }
+        out
+    }
+
+    /// Places and moves the jobs the plan puts on new GPUs, each once `holder` shows those
+    /// free; a running job caught in a cycle is preempted (into `out`). Per job that runs,
+    /// its pool.
+    fn move_and_place(
+        jobs: &[Job],
+        pools: &[Pool],
+        plans: &[Plan],
+        holder: &mut Holders,
+        out: &mut BTreeSet<usize>,
+        d: &mut Decision,
+    ) -> BTreeMap<usize, usize> {
+        let name = A::NAME;
         let mut moves: Vec<(usize, usize, &Entries)> = plans
             .iter()
             .enumerate()
@@ -248,10 +288,10 @@ impl<A: Allocation> RoundBased<A> {
             })
             .collect();
         while !moves.is_empty() {
-            let free = |i: usize, e: &[(NodeId, Vec<u32>)], holder: &BTreeMap<(NodeId, u32), usize>| {
+            let free = |i: usize, e: &[(NodeId, Vec<u32>)], holder: &Holders| {
                 e.iter().all(|(n, gpus)| gpus.iter().all(|&g| holder.get(&(*n, g)).is_none_or(|&h| h == i)))
             };
-            let Some(k) = moves.iter().position(|&(i, _, e)| free(i, e, &holder)) else {
+            let Some(k) = moves.iter().position(|&(i, _, e)| free(i, e, holder)) else {
                 // Running jobs that would take each other's GPUs: no order lets the host
                 // accept them. The first waits a round, freeing its GPUs for the others.
                 let Some(k) = moves.iter().position(|&(i, _, _)| !jobs[i].is_queued()) else {
@@ -279,14 +319,33 @@ impl<A: Allocation> RoundBased<A> {
             }
             runs.insert(i, t);
         }
+        runs
+    }
 
+    /// Counts this round in the job time and the cluster time of the types where jobs ran.
+    fn count_rounds(&mut self, jobs: &[Job], pools: &[Pool], runs: &BTreeMap<usize, usize>) {
+        let interval = self.config.interval_s;
         // The bookkeeping: each job that runs has a round more on its type, and so does the type.
-        for (&i, &t) in &runs {
+        for (&i, &t) in runs {
             let gpu = pools[t].kind.name();
             let ledger = self.state.jobs.entry(jobs[i].id().0).or_default();
             *ledger.time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
             *self.state.cluster_time_s.entry(gpu.into()).or_insert(interval / 2.0) += interval;
         }
+    }
+
+    /// Tells each queued job that does not run this round why: no type large enough, no fit
+    /// as its replicas allow, or its share ranks below those that run.
+    fn tell_pending(
+        jobs: &[Job],
+        problem: &Problem,
+        x: &[Vec<f64>],
+        plans: &[Plan],
+        runs: &BTreeMap<usize, usize>,
+        out: &BTreeSet<usize>,
+        d: &mut Decision,
+    ) {
+        let name = A::NAME;
         for (i, job) in jobs.iter().enumerate().filter(|(i, j)| j.is_queued() && !runs.contains_key(i)) {
             let n = job.gpus_asked();
             let why = if problem.jobs[i].throughput.iter().all(|&thr| thr <= 0.0) {

@@ -369,14 +369,7 @@ impl Policy for Misbehave {
             }
             Behaviour::LogFlood => log_flood(self.calls),
             Behaviour::Leak => self.kept.push(black_box(vec![1u8; (self.leak_mib as usize) << 20])),
-            Behaviour::TrapEveryOther => {
-                if self.calls.is_multiple_of(2) {
-                    panic!("misbehave trap-every-other: call {} of this instance is an even one", self.calls);
-                }
-                for job in s.jobs() {
-                    d.push(Action::set_cpu(job.id(), Millicores(1000)).because("misbehave trap-every-other: odd call"));
-                }
-            }
+            Behaviour::TrapEveryOther => trap_every_other(s, self.calls, &mut d),
             Behaviour::SaveStateSpin
             | Behaviour::SaveStateTrap
             | Behaviour::SaveStateHuge
@@ -384,52 +377,15 @@ impl Policy for Misbehave {
             | Behaviour::InitAlloc => {}
             Behaviour::Duplicate => duplicate(s, &mut d),
             Behaviour::Contradictory => contradictory(s, &mut d),
-            Behaviour::StopEverything => {
-                for job in s.jobs().chain(s.queue()) {
-                    d.push(Action::stop(job.id()).because("misbehave stop-everything"));
-                }
-            }
-            Behaviour::MigrateChurn => {
-                let nodes = s.nodes().len() as u64;
-                if let Some(job) = s.jobs().next().filter(|_| nodes > 0) {
-                    let next = NodeId(((u64::from(job.node().0) + 1) % nodes) as u32);
-                    d.push(Action::migrate(job.id(), next).because("misbehave migrate-churn: to the next node"));
-                }
-            }
-            Behaviour::PreemptChurn => {
-                for job in s.jobs() {
-                    d.push(Action::preempt(job.id()).because("misbehave preempt-churn"));
-                }
-            }
+            Behaviour::StopEverything => stop_everything(s, &mut d),
+            Behaviour::MigrateChurn => migrate_churn(s, &mut d),
+            Behaviour::PreemptChurn => preempt_churn(s, &mut d),
             Behaviour::FailAfter if self.calls > FAIL_AFTER_CALLS => {
                 return Err(PolicyError::Failed(format!("misbehave fail-after: call {} fails", self.calls)));
             }
             Behaviour::FailAfter => {}
-            Behaviour::ResizeChurn => {
-                let batch_size = (self.calls % 2 == 1).then_some(u32::MAX);
-                for job in s.jobs() {
-                    let mut nodes: Vec<(NodeId, Vec<u32>)> = Vec::new();
-                    for g in job.gpus() {
-                        match nodes.iter_mut().find(|(n, _)| *n == g.node) {
-                            Some((_, gpus)) => gpus.push(g.index),
-                            None => nodes.push((g.node, vec![g.index])),
-                        }
-                    }
-                    if nodes.is_empty() {
-                        nodes.push((job.node(), Vec::new()));
-                    }
-                    d.push(Action::resize(job.id(), &nodes, batch_size).because("misbehave resize-churn"));
-                }
-            }
-            Behaviour::PendingFlood => {
-                let long: String = "\u{7}\n\t".repeat(PENDING_LONG_BYTES / 3);
-                let handles: Vec<JobId> = s.jobs().chain(s.queue()).map(|j| j.id()).collect();
-                for i in 0..PENDING_FLOOD {
-                    let job = handles.get(i % (handles.len() + 1)).copied().unwrap_or(JobId(u32::MAX - i as u32));
-                    let reason = if i % 1000 == 0 { long.clone() } else { format!("flood {i}") };
-                    d.pending(job, reason);
-                }
-            }
+            Behaviour::ResizeChurn => resize_churn(s, self.calls, &mut d),
+            Behaviour::PendingFlood => pending_flood(s, &mut d),
             b if b.abuses_the_queue() => abuse_the_queue(b, s, &mut d),
             _ => unreachable!("every behaviour has its arm above"),
         }
@@ -485,6 +441,71 @@ fn numbers(s: &Snapshot, field: Field, value: Extreme, d: &mut Decision) {
     }
 }
 
+/// `trap-every-other`: a panic on even calls; on odd ones every running job capped at 1000
+/// millicores.
+fn trap_every_other(s: &Snapshot, call: u64, d: &mut Decision) {
+    if call.is_multiple_of(2) {
+        panic!("misbehave trap-every-other: call {} of this instance is an even one", call);
+    }
+    for job in s.jobs() {
+        d.push(Action::set_cpu(job.id(), Millicores(1000)).because("misbehave trap-every-other: odd call"));
+    }
+}
+
+/// `stop-everything`: every running and every queued job stopped.
+fn stop_everything(s: &Snapshot, d: &mut Decision) {
+    for job in s.jobs().chain(s.queue()) {
+        d.push(Action::stop(job.id()).because("misbehave stop-everything"));
+    }
+}
+
+/// `migrate-churn`: the first running job migrated to the next node.
+fn migrate_churn(s: &Snapshot, d: &mut Decision) {
+    let nodes = s.nodes().len() as u64;
+    if let Some(job) = s.jobs().next().filter(|_| nodes > 0) {
+        let next = NodeId(((u64::from(job.node().0) + 1) % nodes) as u32);
+        d.push(Action::migrate(job.id(), next).because("misbehave migrate-churn: to the next node"));
+    }
+}
+
+/// `preempt-churn`: every running job preempted.
+fn preempt_churn(s: &Snapshot, d: &mut Decision) {
+    for job in s.jobs() {
+        d.push(Action::preempt(job.id()).because("misbehave preempt-churn"));
+    }
+}
+
+/// `resize-churn`: every running job resized onto the GPUs it holds, at the largest batch
+/// size there is on odd calls, as it is on even ones.
+fn resize_churn(s: &Snapshot, call: u64, d: &mut Decision) {
+    let batch_size = (call % 2 == 1).then_some(u32::MAX);
+    for job in s.jobs() {
+        let mut nodes: Vec<(NodeId, Vec<u32>)> = Vec::new();
+        for g in job.gpus() {
+            match nodes.iter_mut().find(|(n, _)| *n == g.node) {
+                Some((_, gpus)) => gpus.push(g.index),
+                None => nodes.push((g.node, vec![g.index])),
+            }
+        }
+        if nodes.is_empty() {
+            nodes.push((job.node(), Vec::new()));
+        }
+        d.push(Action::resize(job.id(), &nodes, batch_size).because("misbehave resize-churn"));
+    }
+}
+
+/// `pending-flood`: [`PENDING_FLOOD`] reasons, for every job and for handles that do not
+/// exist, every thousandth of them [`PENDING_LONG_BYTES`] of control characters.
+fn pending_flood(s: &Snapshot, d: &mut Decision) {
+    let long: String = "\u{7}\n\t".repeat(PENDING_LONG_BYTES / 3);
+    let handles: Vec<JobId> = s.jobs().chain(s.queue()).map(|j| j.id()).collect();
+    for i in 0..PENDING_FLOOD {
+        let job = handles.get(i % (handles.len() + 1)).copied().unwrap_or(JobId(u32::MAX - i as u32));
+        let reason = if i % 1000 == 0 { long.clone() } else { format!("flood {i}") };
+        d.pending(job, reason);
+    }
+}
+
 /// `log-flood`: the lines of one call, each padded to [`FLOOD_LINE_BYTES`].
 fn log_flood(call: u64) {
     let mut line = String::with_capacity(FLOOD_LINE_BYTES);
@@ -526,108 +547,149 @@ fn abuse_the_queue(b: Behaviour, s: &Snapshot, d: &mut Decision) {
         d.push(a.because(why.clone()));
     };
     match b {
-        Behaviour::PlaceMissingNode => {
-            for job in s.queue() {
-                push(Action::place(job.id(), NodeId(nodes), &first_gpus(&job)));
-            }
-        }
-        Behaviour::PlaceMissingGpu => {
-            let past = s.nodes().next().map_or(0, |n| n.gpus().len() as u32);
-            for job in s.queue() {
-                let gpus: Vec<u32> = (past..past + job.gpus_asked().max(1)).collect();
-                push(Action::place(job.id(), NodeId(0), &gpus));
-            }
-        }
-        Behaviour::PlaceNoNodes => {
-            for job in s.queue() {
-                push(Action::place_on(job.id(), &[], false));
-            }
-        }
-        Behaviour::PlaceGpuRepeated => {
-            for job in s.queue() {
-                push(Action::place(job.id(), NodeId(0), &[0; 4]));
-            }
-        }
-        Behaviour::PlaceWrongCount => {
-            for job in s.queue() {
-                let gpus: Vec<u32> = (0..=job.gpus_asked()).collect();
-                push(Action::place(job.id(), NodeId(0), &gpus));
-            }
-        }
-        Behaviour::PlaceRunning => {
-            for job in s.jobs() {
-                let next = NodeId((job.node().0 + 1) % nodes.max(1));
-                push(Action::place(job.id(), next, &first_gpus(&job)));
-            }
-        }
-        Behaviour::PileOn => {
-            for job in s.queue() {
-                push(Action::place(job.id(), NodeId(0), &first_gpus(&job)));
-            }
-        }
-        Behaviour::PlaceTwice => {
-            let free = wasmsched_sdk::sched::FreeGpus::of(s);
-            for job in s.queue() {
-                for node in [NodeId(0), NodeId(1)] {
-                    let gpus: Vec<u32> = free.free_on(node).into_iter().take(job.gpus_asked() as usize).collect();
-                    push(Action::place(job.id(), node, &gpus));
-                }
-            }
-        }
-        Behaviour::PreemptForHead => {
-            if let Some(head) = s.queue().next() {
-                let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
-                if let Some(running) = s.jobs().next() {
-                    push(Action::preempt(running.id()));
-                    free.release(&running);
-                }
-                if let Some(p) = free.fit_job(&head) {
-                    push(p.action(head.id()));
-                }
-            }
-        }
-        Behaviour::PreemptReplaceAll => {
-            let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
-            for job in s.jobs() {
-                push(Action::preempt(job.id()));
-                free.release(&job);
-            }
-            for job in s.queue() {
-                if let Some(p) = free.fit_job(&job) {
-                    push(p.action(job.id()));
-                }
-            }
-        }
-        Behaviour::HugePlacement => {
-            if let Some(head) = s.queue().next() {
-                let entries: Vec<(NodeId, Vec<u32>)> =
-                    (0..HUGE_ENTRIES).map(|n| (NodeId(n % nodes.max(1)), vec![0])).collect();
-                push(Action::place_on(head.id(), &entries, false));
-            }
-        }
-        Behaviour::PreemptProtected => {
-            for job in s.jobs().filter(|j| j.label(OPT_OUT.0) == Some(OPT_OUT.1)) {
-                push(Action::preempt(job.id()));
-            }
-        }
-        Behaviour::PlacePreempted => {
-            for job in s.jobs() {
-                push(Action::preempt(job.id()));
-                let mut entries: Vec<(NodeId, Vec<u32>)> = Vec::new();
-                for g in job.gpus() {
-                    match entries.iter_mut().find(|(n, _)| *n == g.node) {
-                        Some((_, gpus)) => gpus.push(g.index),
-                        None => entries.push((g.node, vec![g.index])),
-                    }
-                }
-                if entries.is_empty() {
-                    entries.push((job.node(), Vec::new()));
-                }
-                push(Action::place_on(job.id(), &entries, false));
-            }
-        }
+        Behaviour::PlaceMissingNode => place_missing_node(s, nodes, &mut push),
+        Behaviour::PlaceMissingGpu => place_missing_gpu(s, &mut push),
+        Behaviour::PlaceNoNodes => place_no_nodes(s, &mut push),
+        Behaviour::PlaceGpuRepeated => place_gpu_repeated(s, &mut push),
+        Behaviour::PlaceWrongCount => place_wrong_count(s, &mut push),
+        Behaviour::PlaceRunning => place_running(s, nodes, &mut push),
+        Behaviour::PileOn => pile_on(s, &mut push),
+        Behaviour::PlaceTwice => place_twice(s, &mut push),
+        Behaviour::PreemptForHead => preempt_for_head(s, &mut push),
+        Behaviour::PreemptReplaceAll => preempt_replace_all(s, &mut push),
+        Behaviour::HugePlacement => huge_placement(s, nodes, &mut push),
+        Behaviour::PreemptProtected => preempt_protected(s, &mut push),
+        Behaviour::PlacePreempted => place_preempted(s, &mut push),
         Behaviour::NeverPlace => {}
         _ => unreachable!("{} is not one of the queue's abusers", b.name()),
+    }
+}
+
+/// `place-missing-node`: every queued job on node `nodes`, one past the last.
+fn place_missing_node(s: &Snapshot, nodes: u32, push: &mut impl FnMut(Action)) {
+    for job in s.queue() {
+        push(Action::place(job.id(), NodeId(nodes), &first_gpus(&job)));
+    }
+}
+
+/// `place-missing-gpu`: every queued job on node 0, on GPU indices past its last.
+fn place_missing_gpu(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    let past = s.nodes().next().map_or(0, |n| n.gpus().len() as u32);
+    for job in s.queue() {
+        let gpus: Vec<u32> = (past..past + job.gpus_asked().max(1)).collect();
+        push(Action::place(job.id(), NodeId(0), &gpus));
+    }
+}
+
+/// `place-no-nodes`: every queued job placed naming no node.
+fn place_no_nodes(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.queue() {
+        push(Action::place_on(job.id(), &[], false));
+    }
+}
+
+/// `place-gpu-repeated`: every queued job on GPU 0 of node 0, named four times.
+fn place_gpu_repeated(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.queue() {
+        push(Action::place(job.id(), NodeId(0), &[0; 4]));
+    }
+}
+
+/// `place-wrong-count`: every queued job on one GPU more than it asks for.
+fn place_wrong_count(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.queue() {
+        let gpus: Vec<u32> = (0..=job.gpus_asked()).collect();
+        push(Action::place(job.id(), NodeId(0), &gpus));
+    }
+}
+
+/// `place-running`: every running job placed again, on the next of the `nodes` nodes.
+fn place_running(s: &Snapshot, nodes: u32, push: &mut impl FnMut(Action)) {
+    for job in s.jobs() {
+        let next = NodeId((job.node().0 + 1) % nodes.max(1));
+        push(Action::place(job.id(), next, &first_gpus(&job)));
+    }
+}
+
+/// `pile-on`: every queued job on GPUs `0..n` of node 0, whoever holds them.
+fn pile_on(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.queue() {
+        push(Action::place(job.id(), NodeId(0), &first_gpus(&job)));
+    }
+}
+
+/// `place-twice`: every queued job on node 0 and on node 1, each on its first free GPUs.
+fn place_twice(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    let free = wasmsched_sdk::sched::FreeGpus::of(s);
+    for job in s.queue() {
+        for node in [NodeId(0), NodeId(1)] {
+            let gpus: Vec<u32> = free.free_on(node).into_iter().take(job.gpus_asked() as usize).collect();
+            push(Action::place(job.id(), node, &gpus));
+        }
+    }
+}
+
+/// `preempt-for-head`: the first running job preempted, the queue's head placed first fit on
+/// what that frees.
+fn preempt_for_head(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    if let Some(head) = s.queue().next() {
+        let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
+        if let Some(running) = s.jobs().next() {
+            push(Action::preempt(running.id()));
+            free.release(&running);
+        }
+        if let Some(p) = free.fit_job(&head) {
+            push(p.action(head.id()));
+        }
+    }
+}
+
+/// `preempt-replace-all`: every running job preempted, every queued job placed first fit on
+/// what that frees.
+fn preempt_replace_all(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    let mut free = wasmsched_sdk::sched::FreeGpus::of(s);
+    for job in s.jobs() {
+        push(Action::preempt(job.id()));
+        free.release(&job);
+    }
+    for job in s.queue() {
+        if let Some(p) = free.fit_job(&job) {
+            push(p.action(job.id()));
+        }
+    }
+}
+
+/// `huge-placement`: the queue's head placed with [`HUGE_ENTRIES`] node entries, over the
+/// `nodes` nodes.
+fn huge_placement(s: &Snapshot, nodes: u32, push: &mut impl FnMut(Action)) {
+    if let Some(head) = s.queue().next() {
+        let entries: Vec<(NodeId, Vec<u32>)> = (0..HUGE_ENTRIES).map(|n| (NodeId(n % nodes.max(1)), vec![0])).collect();
+        push(Action::place_on(head.id(), &entries, false));
+    }
+}
+
+/// `preempt-protected`: every running job that opted out of disruption ([`OPT_OUT`]) preempted.
+fn preempt_protected(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.jobs().filter(|j| j.label(OPT_OUT.0) == Some(OPT_OUT.1)) {
+        push(Action::preempt(job.id()));
+    }
+}
+
+/// `place-preempted`: every running job preempted and placed again on its own GPUs.
+fn place_preempted(s: &Snapshot, push: &mut impl FnMut(Action)) {
+    for job in s.jobs() {
+        push(Action::preempt(job.id()));
+        let mut entries: Vec<(NodeId, Vec<u32>)> = Vec::new();
+        for g in job.gpus() {
+            match entries.iter_mut().find(|(n, _)| *n == g.node) {
+                Some((_, gpus)) => gpus.push(g.index),
+                None => entries.push((g.node, vec![g.index])),
+            }
+        }
+        if entries.is_empty() {
+            entries.push((job.node(), Vec::new()));
+        }
+        push(Action::place_on(job.id(), &entries, false));
     }
 }
 

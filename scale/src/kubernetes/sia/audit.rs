@@ -174,97 +174,140 @@ struct Handed {
 /// exact for a job with one action in flight, as every placed group has (another action on it
 /// while one is in flight is refused, `docs/kubernetes.md`, "How actions go out").
 pub fn summarise(text: &str, node_names: &[String]) -> AuditSummary {
-    let name = |h: &u32| node_names.get(*h as usize).cloned().unwrap_or_else(|| format!("node {h}"));
-    let mut s = AuditSummary::default();
-    let mut handed: HashMap<u32, Handed> = HashMap::new();
-    // Each job's GPU total: its last place or resize that did not fail.
-    let mut total: HashMap<u32, u32> = HashMap::new();
-    let job_of = |v: &Value| v.get("job").and_then(Value::as_u64).and_then(|j| u32::try_from(j).ok());
-    let reason_of = |v: &Value| v.get("reason").and_then(Value::as_str).unwrap_or("").to_owned();
-    let mut multi_failed = 0;
+    let mut r = Reader { node_names, ..Reader::default() };
     for text in text.lines().filter(|l| !l.trim().is_empty()) {
         let Ok(line) = serde_json::from_str::<Value>(text) else {
-            s.torn += 1;
+            r.s.torn += 1;
             continue;
         };
-        s.lines += 1;
+        r.line(&line);
+    }
+    let mut s = r.s;
+    s.places_multi_node_applied = s.places_multi_node.saturating_sub(r.multi_failed);
+    s
+}
+
+/// The audit log read so far.
+#[derive(Default)]
+struct Reader<'a> {
+    node_names: &'a [String],
+    s: AuditSummary,
+    handed: HashMap<u32, Handed>,
+    /// Each job's GPU total: its last place or resize that did not fail.
+    total: HashMap<u32, u32>,
+    /// Places over several nodes that failed in the backend.
+    multi_failed: u64,
+}
+
+fn job_of(v: &Value) -> Option<u32> {
+    v.get("job").and_then(Value::as_u64).and_then(|j| u32::try_from(j).ok())
+}
+
+/// The name of the node the host numbered `h`.
+fn node_name(names: &[String], h: &u32) -> String {
+    names.get(*h as usize).cloned().unwrap_or_else(|| format!("node {h}"))
+}
+
+fn reason_of(v: &Value) -> String {
+    v.get("reason").and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+impl Reader<'_> {
+    /// One entry of the log: its tick's decision, what was refused and what failed.
+    fn line(&mut self, line: &Value) {
+        self.s.lines += 1;
         let tick = line.get("tick").and_then(Value::as_u64).unwrap_or(0);
-        s.rescued += line.get("rescued").and_then(Value::as_array).map_or(0, |r| r.len() as u64);
-        let Some(active) = line.get("active").filter(|a| a.is_object()) else { continue };
-        s.decisions += 1;
+        self.s.rescued += line.get("rescued").and_then(Value::as_array).map_or(0, |r| r.len() as u64);
+        let Some(active) = line.get("active").filter(|a| a.is_object()) else { return };
+        self.s.decisions += 1;
         let failure = active.get("failure").and_then(Value::as_str);
         if failure.is_some() || active.get("fallback").is_some_and(|f| !f.is_null()) {
-            s.failed_calls += 1;
-            if s.first_failure.is_none() {
-                s.first_failure = failure.map(str::to_owned);
+            self.s.failed_calls += 1;
+            if self.s.first_failure.is_none() {
+                self.s.first_failure = failure.map(str::to_owned);
             }
         }
         let list = |key: &str| active.get(key).and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
         for action in list("actions") {
-            let Some(job) = job_of(action) else { continue };
-            let kind = kind(action.get("kind").unwrap_or(&Value::Null));
-            let total_before = total.get(&job).copied();
-            match &kind {
-                Kind::Place(p) => {
-                    s.places += 1;
-                    s.places_multi_node += u64::from(p.nodes.len() > 1);
-                    s.places_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
-                    total.insert(job, p.gpus);
-                }
-                Kind::Resize(p) => {
-                    s.resizes += 1;
-                    s.resizes_multi_node += u64::from(p.nodes.len() > 1);
-                    s.resizes_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
-                    total.insert(job, p.gpus);
-                }
-                Kind::Preempt => s.preempts += 1,
-                Kind::Other => {}
-            }
-            handed.insert(job, Handed { kind, failed: false, total_before });
+            self.handed(action);
         }
         for (key, stage) in [("rejected", Stage::Rejected), ("over_budget", Stage::OverBudget)] {
             for refused in list(key) {
-                let Some(job) = job_of(refused) else { continue };
-                let reason = reason_of(refused);
-                match kind(refused.get("action").and_then(|a| a.get("kind")).unwrap_or(&Value::Null)) {
-                    Kind::Place(p) => {
-                        let nodes = p.nodes.iter().map(name).collect();
-                        s.refused_places.push(RefusedPlace { tick, job, nodes, stage, reason });
-                    }
-                    Kind::Resize(_) => s.resize_refused(reason),
-                    Kind::Preempt => s.preempt_refused(reason),
-                    Kind::Other => {}
-                }
+                self.refused(tick, refused, stage);
             }
         }
         for failed in list("not_applied") {
-            let Some(job) = job_of(failed) else { continue };
-            let Some(h) = handed.get_mut(&job).filter(|h| !h.failed) else {
-                s.not_applied_unmatched += 1;
-                continue;
-            };
-            h.failed = true;
-            let reason = reason_of(failed);
-            if matches!(h.kind, Kind::Place(_) | Kind::Resize(_)) {
-                match h.total_before {
-                    Some(t) => total.insert(job, t),
-                    None => total.remove(&job),
-                };
-            }
-            match &h.kind {
-                Kind::Place(p) => {
-                    multi_failed += u64::from(p.nodes.len() > 1);
-                    let nodes = p.nodes.iter().map(name).collect();
-                    s.refused_places.push(RefusedPlace { tick, job, nodes, stage: Stage::NotApplied, reason });
-                }
-                Kind::Resize(_) => s.resize_refused(reason),
-                Kind::Preempt => s.preempt_refused(reason),
-                Kind::Other => {}
-            }
+            self.not_applied(tick, failed);
         }
     }
-    s.places_multi_node_applied = s.places_multi_node.saturating_sub(multi_failed);
-    s
+
+    /// An action handed to the backend.
+    fn handed(&mut self, action: &Value) {
+        let Some(job) = job_of(action) else { return };
+        let s = &mut self.s;
+        let kind = kind(action.get("kind").unwrap_or(&Value::Null));
+        let total_before = self.total.get(&job).copied();
+        match &kind {
+            Kind::Place(p) => {
+                s.places += 1;
+                s.places_multi_node += u64::from(p.nodes.len() > 1);
+                s.places_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
+                self.total.insert(job, p.gpus);
+            }
+            Kind::Resize(p) => {
+                s.resizes += 1;
+                s.resizes_multi_node += u64::from(p.nodes.len() > 1);
+                s.resizes_other_total += u64::from(total_before.is_some_and(|t| t != p.gpus));
+                self.total.insert(job, p.gpus);
+            }
+            Kind::Preempt => s.preempts += 1,
+            Kind::Other => {}
+        }
+        self.handed.insert(job, Handed { kind, failed: false, total_before });
+    }
+
+    /// An action the host refused at `stage`.
+    fn refused(&mut self, tick: u64, refused: &Value, stage: Stage) {
+        let Some(job) = job_of(refused) else { return };
+        let reason = reason_of(refused);
+        match kind(refused.get("action").and_then(|a| a.get("kind")).unwrap_or(&Value::Null)) {
+            Kind::Place(p) => {
+                let nodes = p.nodes.iter().map(|h| node_name(self.node_names, h)).collect();
+                self.s.refused_places.push(RefusedPlace { tick, job, nodes, stage, reason });
+            }
+            Kind::Resize(_) => self.s.resize_refused(reason),
+            Kind::Preempt => self.s.preempt_refused(reason),
+            Kind::Other => {}
+        }
+    }
+
+    /// A failure in the backend, put on the job's last action handed (its GPU total put back).
+    fn not_applied(&mut self, tick: u64, failed: &Value) {
+        let Some(job) = job_of(failed) else { return };
+        let names = self.node_names;
+        let Some(h) = self.handed.get_mut(&job).filter(|h| !h.failed) else {
+            self.s.not_applied_unmatched += 1;
+            return;
+        };
+        h.failed = true;
+        let reason = reason_of(failed);
+        if matches!(h.kind, Kind::Place(_) | Kind::Resize(_)) {
+            match h.total_before {
+                Some(t) => self.total.insert(job, t),
+                None => self.total.remove(&job),
+            };
+        }
+        match &h.kind {
+            Kind::Place(p) => {
+                self.multi_failed += u64::from(p.nodes.len() > 1);
+                let nodes = p.nodes.iter().map(|h| node_name(names, h)).collect();
+                self.s.refused_places.push(RefusedPlace { tick, job, nodes, stage: Stage::NotApplied, reason });
+            }
+            Kind::Resize(_) => self.s.resize_refused(reason),
+            Kind::Preempt => self.s.preempt_refused(reason),
+            Kind::Other => {}
+        }
+    }
 }
 
 impl AuditSummary {
