@@ -140,7 +140,19 @@ struct Probes<'a> {
     log_offset: u64,
 }
 
-impl Probes<'_> {
+impl<'a> Probes<'a> {
+    /// The probes of `subject`, and of the apiserver where its pid is known.
+    fn of(subject: &'a Subject, apiserver_pid: Option<u32>) -> Self {
+        let ticks = procfs::clock_ticks_per_second();
+        Probes {
+            subject: Probe::new(subject.pid, ticks),
+            apiserver: apiserver_pid.map(|pid| Probe::new(pid, ticks)),
+            status_api: subject.status_api,
+            log: &subject.log,
+            log_offset: subject.log_offset,
+        }
+    }
+
     async fn mark(&self, with_log: bool) -> Mark {
         let status = match self.status_api {
             Some(addr) => host::get_status(addr).await.ok().map(|v| host::status_reading(&v)),
@@ -244,14 +256,7 @@ where
     let Started { subject, mut host } = start_scheduler.await?;
     let mut creator = create.map(tokio::spawn);
 
-    let ticks = procfs::clock_ticks_per_second();
-    let probes = Probes {
-        subject: Probe::new(subject.pid, ticks),
-        apiserver: apiserver_pid.map(|pid| Probe::new(pid, ticks)),
-        status_api: subject.status_api,
-        log: &subject.log,
-        log_offset: subject.log_offset,
-    };
+    let probes = Probes::of(&subject, apiserver_pid);
     let start = probes.mark(true).await;
     let mut peak_rss = start.subject.map(|s| s.rss_bytes);
     let mut every_second = tokio::time::interval(Duration::from_secs(1));
