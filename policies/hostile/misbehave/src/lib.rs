@@ -480,17 +480,7 @@ fn preempt_churn(s: &Snapshot, d: &mut Decision) {
 fn resize_churn(s: &Snapshot, call: u64, d: &mut Decision) {
     let batch_size = (call % 2 == 1).then_some(u32::MAX);
     for job in s.jobs() {
-        let mut nodes: Vec<(NodeId, Vec<u32>)> = Vec::new();
-        for g in job.gpus() {
-            match nodes.iter_mut().find(|(n, _)| *n == g.node) {
-                Some((_, gpus)) => gpus.push(g.index),
-                None => nodes.push((g.node, vec![g.index])),
-            }
-        }
-        if nodes.is_empty() {
-            nodes.push((job.node(), Vec::new()));
-        }
-        d.push(Action::resize(job.id(), &nodes, batch_size).because("misbehave resize-churn"));
+        d.push(Action::resize(job.id(), &own_entries(&job), batch_size).because("misbehave resize-churn"));
     }
 }
 
@@ -532,6 +522,22 @@ fn place_queue(s: &Snapshot, skip: Option<JobId>, d: &mut Decision) {
 /// GPUs `0..n` of a node for a queued job that asks for `n`.
 fn first_gpus(job: &Job) -> Vec<u32> {
     (0..job.gpus_asked()).collect()
+}
+
+/// The GPUs `job` holds as node entries, in the order it holds them; its node with no GPUs
+/// when it holds none.
+fn own_entries(job: &Job) -> Vec<(NodeId, Vec<u32>)> {
+    let mut entries: Vec<(NodeId, Vec<u32>)> = Vec::new();
+    for g in job.gpus() {
+        match entries.iter_mut().find(|(n, _)| *n == g.node) {
+            Some((_, gpus)) => gpus.push(g.index),
+            None => entries.push((g.node, vec![g.index])),
+        }
+    }
+    if entries.is_empty() {
+        entries.push((job.node(), Vec::new()));
+    }
+    entries
 }
 
 /// How many node entries `huge-placement` names.
@@ -679,17 +685,7 @@ fn preempt_protected(s: &Snapshot, push: &mut impl FnMut(Action)) {
 fn place_preempted(s: &Snapshot, push: &mut impl FnMut(Action)) {
     for job in s.jobs() {
         push(Action::preempt(job.id()));
-        let mut entries: Vec<(NodeId, Vec<u32>)> = Vec::new();
-        for g in job.gpus() {
-            match entries.iter_mut().find(|(n, _)| *n == g.node) {
-                Some((_, gpus)) => gpus.push(g.index),
-                None => entries.push((g.node, vec![g.index])),
-            }
-        }
-        if entries.is_empty() {
-            entries.push((job.node(), Vec::new()));
-        }
-        push(Action::place_on(job.id(), &entries, false));
+        push(Action::place_on(job.id(), &own_entries(&job), false));
     }
 }
 
