@@ -40,7 +40,7 @@ pub enum BackendConfig {
     Docker(docker::DockerConfig),
     /// `kind = "kubernetes"`: pods on a Kubernetes cluster.
     #[cfg(feature = "kubernetes")]
-    Kubernetes(kubernetes::KubernetesConfig),
+    Kubernetes(Box<kubernetes::KubernetesConfig>),
 }
 
 /// Every backend `run` knows, built in or not; a backend's Cargo feature is its kind.
@@ -134,7 +134,9 @@ impl<'de> Deserialize<'de> for BackendConfig {
             #[cfg(feature = "docker")]
             <docker::DockerConfig as Settings>::KIND => own(table).map(BackendConfig::Docker),
             #[cfg(feature = "kubernetes")]
-            <kubernetes::KubernetesConfig as Settings>::KIND => own(table).map(BackendConfig::Kubernetes),
+            <kubernetes::KubernetesConfig as Settings>::KIND => {
+                own(table).map(|k| BackendConfig::Kubernetes(Box::new(k)))
+            }
             missing if KINDS.contains(&missing) => Err(format!(
                 "this wasmsched was built without the {missing} backend: rebuild with --features {missing}"
             )),

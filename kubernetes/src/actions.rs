@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
 use super::pod::{self, Resource};
-use super::{By, Kubernetes, within};
+use super::{By, Kubernetes, dra, within};
 use wasmsched_core::backend::ApplyError;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::carried::{batch_after_resize, resize_needs_checkpoint};
@@ -167,6 +167,7 @@ impl Kubernetes {
             matches!(a.kind, wit::ActionKind::Place(_) | wit::ActionKind::Resize(_) | wit::ActionKind::Migrate(_))
         };
         let mut rooms = if actions.iter().any(|a| takes_room(&a)) { self.rooms(world) } else { Vec::new() };
+        self.dra.begin();
         for action in rest.into_iter().chain(places) {
             if busy.contains(&action.job) {
                 let reason = "an earlier action on this pod is still in flight; ask again once it has landed";
@@ -413,6 +414,13 @@ impl Kubernetes {
             }
             Err(failure) => failure,
         };
+        if flight.target.is_some() {
+            // What its claims were given is free again (the write was released or never made).
+            self.dra.forget_pod(&uid);
+            for member in self.jobs.get(&uid).and_then(|m| m.gang.as_ref()).into_iter().flat_map(|g| &g.members) {
+                self.dra.forget_pod(&member.uid);
+            }
+        }
         if let Some((reason, since_ms)) = flight.assumed.take()
             && world.requeue_job(job, reason)
             && let Some(state) = world.state_mut(job)
@@ -478,7 +486,7 @@ impl Kubernetes {
         let asked = match &action.kind {
             wit::ActionKind::SetCpu(m) => self.set_limit(to, p, Resource::Cpu, *m, state),
             wit::ActionKind::SetMemory(m) => self.set_limit(to, p, Resource::Memory, *m, state),
-            wit::ActionKind::Place(placement) => self.bind_queued(to, placement),
+            wit::ActionKind::Place(placement) => self.bind_queued(to, p, placement),
             wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => {
                 self.recreate(to, p, action, state, freeing)
             }
@@ -525,19 +533,47 @@ impl Kubernetes {
         }))
     }
 
-    /// Bind a queued pod to the one node of its placement. Its room, readiness and selector
-    /// were checked before it was sent (`room_for`).
-    fn bind_queued(&self, to: PodRef, placement: &wit::Placement) -> Result<Ask, String> {
+    /// Bind a queued pod `p` to the one node of its placement, its claims allocated there
+    /// first. Its room, readiness and selector were checked before it was sent (`room_for`).
+    fn bind_queued(&self, to: PodRef, p: &Pod, placement: &wit::Placement) -> Result<Ask, String> {
         let [target] = placement.nodes.as_slice() else {
             return Err("a pod runs on one node: place it on one (Kubernetes cannot split it)".into());
         };
         let node = self.nodes.get(target.node.index()).ok_or(format!("node {} is not in the cluster", target.node))?;
         let (node_name, node, gpus) = (node.name.clone(), target.node, target.gpus.clone());
+        let claims = self.claims_for(&[(p, node, &gpus)])?;
         Ok(Box::pin(async move {
             let PodRef { api, name, limit, gate } = to;
-            gate.pass(|| within(limit, bind(&api, &name, &node_name))).await?;
+            if let Some(c) = &claims {
+                c.write(&gate, limit).await?;
+            }
+            if let Err(e) = gate.pass(|| within(limit, bind(&api, &name, &node_name))).await {
+                if let Some(c) = &claims {
+                    c.release(&gate, limit, c.len()).await;
+                }
+                return Err(e.into());
+            }
             Ok(Effect::Started { node, gpus, copy: None })
         }))
+    }
+
+    /// The claims to allocate before `pods` (each with its node and the GPUs the policy named
+    /// there) are bound; None when none of them gets devices through claims.
+    pub(super) fn claims_for(&self, pods: &[(&Pod, NodeId, &[u32])]) -> Result<Option<dra::Claims>, String> {
+        if !pods.iter().any(|(p, _, _)| dra::Dra::uses_claims(p)) {
+            return Ok(None);
+        }
+        let mut targets = Vec::with_capacity(pods.len());
+        for &(pod, node, prefer) in pods {
+            let n = self.nodes.get(node.index()).ok_or(format!("node {node} is not in the cluster"))?;
+            targets.push(dra::Target { pod, node: &n.name, labels: &n.labels, prefer });
+        }
+        let writes = self.dra.plan(&targets)?;
+        let pods = pods
+            .iter()
+            .map(|(p, _, _)| (p.metadata.name.clone().unwrap_or_default(), p.metadata.uid.clone().unwrap_or_default()))
+            .collect();
+        Ok(Some(dra::Claims { api: self.claims_api(), writes, pods }))
     }
 
     /// Where a preemption (nowhere: it waits again), a migration or a resize takes a running
@@ -622,6 +658,7 @@ impl Kubernetes {
         let grace = p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
         let resized = resize.is_some().then_some(batch_size);
         let (frees, freeing) = (freeing.frees(), freeing.clone());
+        let (claims, (held, released)) = (self.claims_api(), self.dra.claim_names(p));
         Ok(Box::pin(async move {
             let PodRef { api, name, limit, gate } = to;
             let (post, delete) = (PostParams::default(), DeleteParams::default());
@@ -630,6 +667,8 @@ impl Kubernetes {
             gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
             let patience = limit + Duration::from_secs(grace as u64 + 30);
             gone(&api, &gate, &name, &original_uid, patience).await?;
+            // Its devices are free now, not when the controller manager gets to its claims.
+            dra::release(&claims, &gate, limit, &held, &original_uid, Some(&released)).await;
             drop(frees);
             let Some((node, node_name)) = target else { return Ok(Effect::Requeued { copy }) };
             freeing.all_done().await;

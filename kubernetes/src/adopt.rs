@@ -14,7 +14,7 @@ use wasmsched_core::world::{GpuSlot, JobId, NodeId, World};
 use wasmsched_rules::GpuBook;
 
 use super::follow::Streams;
-use super::{Kubernetes, Managed, pod};
+use super::{Kubernetes, Managed, dra, pod};
 
 /// What a pod brings when the host starts to manage it, on the backend's clock from `origin`
 /// (Unix ms).
@@ -55,9 +55,20 @@ impl Kubernetes {
         book: &mut GpuBook,
         streams: &mut Streams,
     ) {
+        if dra::Dra::uses_claims(p)
+            && let Err(why) = self.dra.gpus_asked(p)
+        {
+            // Its GPUs are its claims': not a job until they are known.
+            let name = p.metadata.name.clone().unwrap_or_default();
+            self.logged.once(format!("claims-unread:{uid}"), || format!("pod {name} waits to be managed: {why}"));
+            return;
+        }
         let now = unix_ms();
-        let Adoption { declared, arrived_unix_ms, queued, started_unix_ms } =
+        let Adoption { mut declared, arrived_unix_ms, queued, started_unix_ms } =
             Adoption::of(p, self.clock.origin_unix_ms(), now);
+        if dra::Dra::uses_claims(p) {
+            declared.spec.gpus = self.gpus_asked(p);
+        }
         let pod_name = p.metadata.name.clone().unwrap_or_default();
         for (key, why) in &declared.problems {
             let job = declared.spec.name.clone();

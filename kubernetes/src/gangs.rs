@@ -188,7 +188,7 @@ impl Kubernetes {
             job_name: job_name(p).to_string(),
             requests: pod::requests(p),
             selector: Arc::new(pod::node_selector(p)),
-            gpus: pod::gpus_asked(p),
+            gpus: self.gpus_asked(p),
             node,
             last_cpu: None,
             used: (0, 0),
@@ -372,6 +372,10 @@ impl Kubernetes {
             }
             binds.push((p, n.name.clone()));
         }
+        // Every pod's claims allocated before any pod is bound; none, if one cannot be.
+        let pods: Vec<(&Pod, NodeId, &[u32])> =
+            binds.iter().zip(&pieces).map(|((p, _), piece)| (&**p, piece.node, piece.gpus.as_slice())).collect();
+        let claims = self.claims_for(&pods)?;
         let (api, limit, gate) = (self.pods_api(), self.config.timeout, self.gate.clone());
         let node = pieces[0].node;
         let slots = GpuSlot::of(&pieces);
@@ -383,6 +387,9 @@ impl Kubernetes {
         let effect = Effect::StartedSpread { node, gpus: slots.clone() };
         let task = self.rt.spawn(async move {
             drop(lock.write().await);
+            if let Some(c) = &claims {
+                c.write(&gate, limit).await?;
+            }
             let asks = binds.iter().map(|(p, node)| {
                 let (api, gate, name) = (api.clone(), gate.clone(), p.metadata.name.clone().unwrap_or_default());
                 async move { gate.pass(|| within(limit, bind(&api, &name, node))).await }
@@ -402,6 +409,9 @@ impl Kubernetes {
             for &k in &bound {
                 let back = taker.clone().run(vec![(*binds[k].0).clone()], false, service, arrived, None);
                 taken += usize::from(back.await.is_ok());
+            }
+            if let Some(c) = &claims {
+                c.release(&gate, limit, c.len()).await;
             }
             let name = binds[i].0.metadata.name.clone().unwrap_or_default();
             Err(Failure::Refused(format!(

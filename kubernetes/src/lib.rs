@@ -60,6 +60,7 @@
 
 mod actions;
 mod adopt;
+mod dra;
 mod follow;
 mod gangs;
 pub mod gate;
@@ -135,6 +136,11 @@ pub struct KubernetesConfig {
     /// policies' states kept in the cluster for the next leader ([`lease`]). Without it the
     /// host acts alone, as if it always led.
     pub election: Option<lease::ElectionConfig>,
+    /// The DRA drivers whose devices count as GPUs (key `gpu-drivers`, default NVIDIA's
+    /// `gpu.nvidia.com`): a node's GPUs are its `nvidia.com/gpu` allocatable and these drivers'
+    /// whole GPUs in its ResourceSlices ([`dra`]).
+    #[serde(rename = "gpu-drivers")]
+    pub gpu_drivers: Vec<String>,
     /// How long one request may take before the apiserver counts as unreachable (5 s; not a
     /// key of the table).
     #[serde(skip)]
@@ -151,6 +157,7 @@ impl Default for KubernetesConfig {
             max_log_streams: 256,
             topology: DEFAULT_TOPOLOGY.iter().map(|s| s.to_string()).collect(),
             election: None,
+            gpu_drivers: vec![dra::NVIDIA_DRIVER.to_string()],
             timeout: Duration::from_secs(5),
         }
     }
@@ -213,6 +220,13 @@ enum By {
     Backend,
 }
 
+impl Kubernetes {
+    /// The GPUs pod `p` asks for: its containers' `nvidia.com/gpu` and its claims' devices.
+    fn gpus_asked(&self, p: &Pod) -> u32 {
+        pod::gpus_asked(p).saturating_add(self.dra.gpus_asked(p).unwrap_or(0))
+    }
+}
+
 /// Whether the apiserver answers, as the watches find it.
 #[derive(Default)]
 struct Health {
@@ -244,6 +258,8 @@ struct NodeEntry {
     stats_early: u32,
     /// Its `resourceVersion` when last read: an unchanged node is not read again.
     version: Option<String>,
+    /// The GPUs DRA gave it when last read: a node whose devices changed is read again.
+    dra: Option<dra::NodeGpus>,
 }
 
 /// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.
@@ -359,6 +375,8 @@ pub struct Kubernetes {
     node_store: Store<Node>,
     /// The `PodGroup` objects that size the pod groups.
     podgroups: group::PodGroups,
+    /// ResourceSlices, DeviceClasses and ResourceClaims: devices through DRA.
+    dra: dra::Dra,
     /// The pod groups not yet whole at the last observation, and why, by name.
     held: BTreeMap<String, String>,
     /// The uids of group pods taken back and not yet gone from the watch's view: never copied
@@ -431,6 +449,7 @@ impl Kubernetes {
             });
         let bound = bound_pods(&rt, &client, &config, &health);
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
+        let dra = dra::Dra::watch(&rt, &client, &config.namespace, &config.gpu_drivers);
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
             (Api::namespaced(client.clone(), &namespace), e.identity())
@@ -452,6 +471,7 @@ impl Kubernetes {
             bound,
             node_store,
             podgroups,
+            dra,
             held: BTreeMap::new(),
             taken: Default::default(),
             health,
@@ -483,6 +503,11 @@ impl Kubernetes {
     }
 
     fn pods_api(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    /// The managed namespace's ResourceClaims.
+    fn claims_api(&self) -> Api<k8s_openapi::api::resource::v1::ResourceClaim> {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 

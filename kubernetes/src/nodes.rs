@@ -7,6 +7,7 @@ use std::sync::Arc;
 use wasmsched_core::bindings::wit;
 use wasmsched_core::world::{NodeId, World};
 
+use super::dra::NodeGpus;
 use super::pod::{self, NodeFacts};
 use super::{Kubernetes, NodeEntry};
 
@@ -22,6 +23,20 @@ fn wit_node(facts: &NodeFacts, topology: &[String]) -> wit::Node {
         labels: facts.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         domains: topology.iter().map_while(|key| facts.labels.get(key).cloned()).collect(),
     }
+}
+
+/// Node `facts` with the GPUs DRA gives it: counted beside its `nvidia.com/gpu`, their type
+/// and memory where its labels name none.
+fn with_dra(mut facts: NodeFacts, gpus: Option<&NodeGpus>) -> NodeFacts {
+    let Some(g) = gpus else { return facts };
+    facts.gpus = facts.gpus.saturating_add(g.count);
+    if facts.gpu_type.is_empty() {
+        facts.gpu_type = g.gpu_type.clone();
+    }
+    if facts.gpu_memory_bytes == 0 {
+        facts.gpu_memory_bytes = g.memory_bytes;
+    }
+    facts
 }
 
 impl NodeEntry {
@@ -41,6 +56,7 @@ impl NodeEntry {
             stats_failures: 0,
             stats_early: 0,
             version: None,
+            dra: None,
         }
     }
 
@@ -62,19 +78,30 @@ impl NodeEntry {
 impl Kubernetes {
     /// Nodes in name order get handles as they appear; capacity and readiness follow them.
     pub(super) fn observe_nodes(&mut self, world: &mut World) {
-        // Only the nodes new or changed since the last observation.
+        // Only the nodes new or changed since the last observation, their own objects or
+        // their DRA devices.
         let store = self.node_store.state();
+        let dra = self.dra.gpus_by_node();
         let mut nodes: Vec<_> = store
             .iter()
             .filter(|n| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
-                let seen = self.node_index(name).and_then(|i| self.nodes[i].version.as_deref());
-                seen.is_none() || seen != n.metadata.resource_version.as_deref()
+                let seen = self.node_index(name).map(|i| (self.nodes[i].version.as_deref(), &self.nodes[i].dra));
+                seen.is_none_or(|(version, gpus)| {
+                    version != n.metadata.resource_version.as_deref() || dra.get(name) != gpus.as_ref()
+                })
             })
-            .map(|n| (pod::node_facts(n), n.metadata.resource_version.clone()))
+            .map(|n| {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                (
+                    with_dra(pod::node_facts(n), dra.get(name)),
+                    dra.get(name).cloned(),
+                    n.metadata.resource_version.clone(),
+                )
+            })
             .collect();
         nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        for (facts, version) in nodes {
+        for (facts, gpus, version) in nodes {
             let node = wit_node(&facts, &self.config.topology);
             let i = match self.node_index(&facts.name) {
                 Some(i) => i,
@@ -90,6 +117,7 @@ impl Kubernetes {
             world.set_node(NodeId(i as u32), node);
             world.set_node_down(NodeId(i as u32), !facts.ready);
             let name = facts.name.clone();
+            self.nodes[i].dra = gpus;
             match self.nodes[i].take(facts, version) {
                 Some(true) => {
                     self.logged.clear(&format!("notready:{name}"));

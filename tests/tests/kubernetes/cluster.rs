@@ -223,6 +223,10 @@ impl Cluster {
         if let Some(volumes) = &spec.volumes {
             pod_spec["volumes"] = volumes.clone();
         }
+        if let Some(template) = spec.claim_template {
+            pod_spec["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": template}]);
+            pod_spec["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+        }
         match spec.node {
             Some(node) => pod_spec["nodeName"] = json!(node),
             None => pod_spec["schedulerName"] = json!("wasmsched"),
@@ -429,6 +433,8 @@ pub struct TrainerPod<'a> {
     pub raw_annotations: &'a [(&'a str, &'a str)],
     /// The container's environment.
     pub env: &'a [(&'a str, &'a str)],
+    /// A ResourceClaimTemplate its container's devices come from (claim `gpu`).
+    pub claim_template: Option<&'a str>,
 }
 
 impl<'a> TrainerPod<'a> {
@@ -447,6 +453,7 @@ impl<'a> TrainerPod<'a> {
             raw_labels: &[],
             raw_annotations: &[],
             env: &[],
+            claim_template: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! shares the machine while these measure CPU.
 
 mod cluster;
+mod dra;
 mod faults;
 mod group_moves;
 mod groups;

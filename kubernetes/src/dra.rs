@@ -1,0 +1,718 @@
+//! Devices through Dynamic Resource Allocation: pods whose GPUs come through ResourceClaims
+//! (their own, from a template, or one shared by several pods). The host is these pods'
+//! scheduler, so it allocates their claims itself before it binds them, as kube-scheduler's
+//! DynamicResources plugin does (the kubelet starts no pod whose claims are not allocated and
+//! reserved for it):
+//!
+//! - **What a node has.** ResourceSlices (the newest generation of each pool) give each node
+//!   its devices; the devices of the drivers `gpu-drivers` names (NVIDIA's `gpu.nvidia.com` by
+//!   default) that are whole GPUs (no `type` attribute, or `gpu`; MIG slices share their GPU's
+//!   counters) count as the node's GPUs, with the type and memory their attributes give
+//!   (`productName`, capacity `memory`).
+//! - **What a pod asks.** Each of its claims' requests: the exact count (one by default; `All`
+//!   counts one), or the first alternative's of a `firstAvailable` request.
+//! - **Placing.** Before the bind: each claim not yet allocated gets devices on the target node
+//!   ([`allocate`]: its class's and its own CEL selectors ([`cel`]), `matchAttribute`
+//!   constraints, counters of partitionable devices; the devices the policy named first, then
+//!   the rest), never one that another claim holds or that this host gave out and the watch does
+//!   not show yet; the claim gets the delete-protection finalizer, then `status.allocation`
+//!   (the devices, the class's and the claim's opaque config, a node selector for the node) and
+//!   the pod in `reservedFor`, both conditional on the version read; then the pod is bound. A
+//!   claim already allocated on that node is only reserved; on another node, the pod cannot go
+//!   there. A group's claims are all planned before any is written.
+//! - **Releasing.** A pod re-created (preempted, migrated, resized) is taken out of its claims'
+//!   `reservedFor` once it is gone, and a claim that no pod holds any more loses its allocation
+//!   and its finalizer, so its devices are free at once (the controller manager would do the
+//!   same, later); a claim from a template goes with its pod, and the copy gets a new one.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, Pod};
+use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::actions::Failure;
+use crate::gate::Gate;
+use crate::within;
+
+pub(crate) mod allocate;
+pub(crate) mod cel;
+
+use allocate::{Constraint, Count, Counters, DeviceId, Offer, Request, Way};
+
+/// The DRA driver whose devices count as GPUs unless `gpu-drivers` says otherwise.
+pub const NVIDIA_DRIVER: &str = "gpu.nvidia.com";
+
+/// The finalizer a scheduler puts on a claim it allocates, taken off when it is deallocated.
+pub const PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// How long a device this host allocated is kept from others while the watch does not show
+/// its claim allocated yet (a write that failed gives it back at once).
+const ASSUMED_FOR: Duration = Duration::from_secs(60);
+
+/// The GPUs DRA gives a node: how many, their type and memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeGpus {
+    pub count: u32,
+    pub gpu_type: String,
+    pub memory_bytes: u64,
+}
+
+/// A pod to bind, where: the node's name and labels, and the GPU indices the policy named (in
+/// the node's device order), tried first.
+pub struct Target<'a> {
+    pub pod: &'a Pod,
+    pub node: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    pub prefer: &'a [u32],
+}
+
+/// A claim to write before a pod is bound: its allocation (None when it is allocated already
+/// on the pod's node) and the pod to reserve it for.
+pub struct Write {
+    claim: Arc<ResourceClaim>,
+    allocation: Option<serde_json::Value>,
+}
+
+/// Devices in use: by every claim the watch shows allocated, and by those this host allocated
+/// since; and the counters they leave.
+struct Book {
+    taken: HashSet<DeviceId>,
+    counters: Counters,
+}
+
+/// What one round of placements reads: the slices and the devices in use, read once for all
+/// its pods.
+struct Round {
+    slices: Vec<Arc<ResourceSlice>>,
+    book: Book,
+}
+
+/// Devices this host allocated to a claim, for a pod, at a time: kept from others until the
+/// watch shows the claim allocated.
+struct Assumed {
+    devices: Vec<DeviceId>,
+    pod: String,
+    at: Instant,
+}
+
+/// The cluster's DRA objects as the host reads them, and what it allocated.
+pub struct Dra {
+    slices: Store<ResourceSlice>,
+    classes: Store<DeviceClass>,
+    claims: Store<ResourceClaim>,
+    templates: Store<ResourceClaimTemplate>,
+    /// Why the DRA objects cannot be read (an older cluster does not serve `resource.k8s.io/v1`).
+    failing: Arc<Mutex<Option<String>>>,
+    gpu_drivers: Vec<String>,
+    /// By claim uid.
+    assumed: Mutex<HashMap<String, Assumed>>,
+    selectors: Mutex<cel::Selectors>,
+    /// The round of placements under way ([`Dra::begin`]).
+    round: Mutex<Option<Round>>,
+    /// The claims this host released (by uid) that the watch may still show allocated.
+    released: Released,
+}
+
+/// Claims released, by uid, and when: their allocations as the watch shows them are ignored
+/// until it shows them released or gone (a minute at most).
+pub type Released = Arc<Mutex<HashMap<String, Instant>>>;
+
+/// A store of `K` kept by a watch whose failures are said in `failing`, not the apiserver's
+/// health: a cluster without DRA still schedules.
+fn watch<K>(rt: &tokio::runtime::Runtime, api: Api<K>, failing: &Arc<Mutex<Option<String>>>) -> Store<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher::watcher(api, watcher::Config::default()).default_backoff().modify(|o: &mut K| {
+            o.managed_fields_mut().clear();
+        }),
+    );
+    let why = failing.clone();
+    rt.spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                *why.lock().expect("dra health") = Some(e.to_string());
+            }
+        }
+    });
+    store
+}
+
+impl Dra {
+    /// Watch the slices, classes and claims of the cluster, and the templates of `namespace`.
+    pub fn watch(rt: &tokio::runtime::Runtime, client: &Client, namespace: &str, gpu_drivers: &[String]) -> Dra {
+        let _entered = rt.enter();
+        let failing = Arc::new(Mutex::new(None));
+        Dra {
+            slices: watch(rt, Api::all(client.clone()), &failing),
+            classes: watch(rt, Api::all(client.clone()), &failing),
+            claims: watch(rt, Api::all(client.clone()), &failing),
+            templates: watch(rt, Api::namespaced(client.clone(), namespace), &failing),
+            failing,
+            gpu_drivers: gpu_drivers.to_vec(),
+            assumed: Mutex::default(),
+            selectors: Mutex::default(),
+            round: Mutex::default(),
+            released: Released::default(),
+        }
+    }
+
+    /// The slices whose pool is at its newest generation (an older one is being replaced).
+    fn current_slices(&self) -> Vec<Arc<ResourceSlice>> {
+        let slices = self.slices.state();
+        let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+        for s in &slices {
+            let g = newest.entry((&s.spec.driver, &s.spec.pool.name)).or_insert(s.spec.pool.generation);
+            *g = (*g).max(s.spec.pool.generation);
+        }
+        let keep: Vec<bool> = slices
+            .iter()
+            .map(|s| newest[&(s.spec.driver.as_str(), s.spec.pool.name.as_str())] == s.spec.pool.generation)
+            .collect();
+        slices.into_iter().zip(keep).filter_map(|(s, k)| k.then_some(s)).collect()
+    }
+
+    /// Each node's GPUs through DRA, by node name (nodes with none are absent).
+    pub fn gpus_by_node(&self) -> HashMap<String, NodeGpus> {
+        let mut by_node: HashMap<String, NodeGpus> = HashMap::new();
+        for s in self.current_slices() {
+            let Some(node) = &s.spec.node_name else { continue };
+            if !self.gpu_drivers.contains(&s.spec.driver) {
+                continue;
+            }
+            for d in s.spec.devices.iter().flatten() {
+                let attr = |name: &str| {
+                    d.attributes
+                        .as_ref()?
+                        .iter()
+                        .find(|(n, _)| cel::qualified(n, &s.spec.driver).1 == name)
+                        .map(|(_, a)| a)
+                };
+                if attr("type").and_then(|a| a.string.as_deref()).is_some_and(|t| t != "gpu") {
+                    continue;
+                }
+                let g = by_node.entry(node.clone()).or_default();
+                g.count += 1;
+                if g.gpu_type.is_empty() {
+                    g.gpu_type = attr("productName").and_then(|a| a.string.clone()).unwrap_or_default();
+                }
+                let memory = d.capacity.as_ref().and_then(|c| {
+                    c.iter()
+                        .find(|(n, _)| cel::qualified(n, &s.spec.driver).1 == "memory")
+                        .and_then(|(_, m)| cel::milli(&m.value))
+                });
+                g.memory_bytes = g.memory_bytes.max(memory.map_or(0, |m| u64::try_from(m / 1000).unwrap_or(0)));
+            }
+        }
+        by_node
+    }
+
+    /// The devices pod `p` asks for through its claims (a claim not made yet counts by its
+    /// template); why they are not known yet, when a claim or template is not read yet.
+    pub fn gpus_asked(&self, p: &Pod) -> Result<u32, String> {
+        let namespace = p.namespace().unwrap_or_default();
+        let mut sum = 0u32;
+        for c in p.spec.iter().flat_map(|s| s.resource_claims.iter().flatten()) {
+            let spec = match (&c.resource_claim_name, &c.resource_claim_template_name) {
+                (Some(name), _) => self
+                    .claims
+                    .get(&ObjectRef::new(name).within(&namespace))
+                    .map(|c| c.spec.devices.clone())
+                    .ok_or_else(|| format!("its ResourceClaim {name} is not read yet")),
+                (None, Some(t)) => self
+                    .templates
+                    .get(&ObjectRef::new(t).within(&namespace))
+                    .map(|t| t.spec.spec.devices.clone())
+                    .ok_or_else(|| format!("its ResourceClaimTemplate {t} is not read yet")),
+                (None, None) => Ok(None),
+            };
+            let spec = spec.map_err(|why| match self.failing.lock().expect("dra health").clone() {
+                Some(failing) => format!("{why} ({failing})"),
+                None => why,
+            })?;
+            sum = sum.saturating_add(spec.map_or(0, |d| devices_asked(&d)));
+        }
+        Ok(sum)
+    }
+
+    /// Whether pod `p` gets devices through claims.
+    pub fn uses_claims(p: &Pod) -> bool {
+        p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty())
+    }
+
+    /// Pod `p`'s claims, as the watch shows them; why not, when one is not made yet.
+    fn claims_of(&self, p: &Pod) -> Result<Vec<Arc<ResourceClaim>>, String> {
+        let namespace = p.namespace().unwrap_or_default();
+        let made = p.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+        let mut claims = Vec::new();
+        for c in p.spec.iter().flat_map(|s| s.resource_claims.iter().flatten()) {
+            let name = c
+                .resource_claim_name
+                .clone()
+                .or_else(|| made?.iter().find(|s| s.name == c.name).and_then(|s| s.resource_claim_name.clone()));
+            let Some(name) = name else {
+                return Err(format!(
+                    "its claim {} from template {} is not made yet (the controller manager makes it)",
+                    c.name,
+                    c.resource_claim_template_name.as_deref().unwrap_or("?")
+                ));
+            };
+            let claim = self.claims.get(&ObjectRef::new(&name).within(&namespace)).ok_or_else(|| {
+                match self.failing.lock().expect("dra health").clone() {
+                    Some(why) => format!("its ResourceClaim {name} cannot be read ({why})"),
+                    None => format!("its ResourceClaim {name} does not exist yet"),
+                }
+            })?;
+            claims.push(claim);
+        }
+        Ok(claims)
+    }
+
+    /// The devices in use now: allocated by a claim the watch shows, or by this host since.
+    fn book(&self, slices: &[Arc<ResourceSlice>]) -> Book {
+        let mut taken = HashSet::new();
+        let claims = self.claims.state();
+        let mut allocated: HashSet<String> = HashSet::new();
+        for c in &claims {
+            if c.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
+                allocated.extend(c.uid());
+            }
+        }
+        // What this host allocated counts until the watch shows it, or until it was released.
+        let mut assumed = self.assumed.lock().expect("dra assumed");
+        let mut released = self.released.lock().expect("dra released");
+        assumed.retain(|claim, a| {
+            !allocated.contains(claim) && !released.contains_key(claim) && a.at.elapsed() < ASSUMED_FOR
+        });
+        released.retain(|uid, at| allocated.contains(uid) && at.elapsed() < ASSUMED_FOR);
+        for c in &claims {
+            if c.uid().is_some_and(|uid| released.contains_key(&uid)) {
+                continue;
+            }
+            let results = c.status.as_ref().and_then(|s| s.allocation.as_ref()?.devices.as_ref());
+            for r in results.iter().flat_map(|d| d.results.iter().flatten()) {
+                if r.admin_access != Some(true) {
+                    taken.insert(DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() });
+                }
+            }
+        }
+        taken.extend(assumed.values().flat_map(|a| a.devices.iter().cloned()));
+        let mut counters = Counters::new();
+        for s in slices {
+            for set in s.spec.shared_counters.iter().flatten() {
+                for (name, c) in &set.counters {
+                    let key = (s.spec.driver.clone(), s.spec.pool.name.clone(), set.name.clone(), name.clone());
+                    counters.insert(key, cel::milli(&c.value).unwrap_or(0));
+                }
+            }
+        }
+        for s in slices {
+            for d in s.spec.devices.iter().flatten() {
+                let id =
+                    DeviceId { driver: s.spec.driver.clone(), pool: s.spec.pool.name.clone(), device: d.name.clone() };
+                if !taken.contains(&id) {
+                    continue;
+                }
+                for c in d.consumes_counters.iter().flatten() {
+                    for (name, n) in &c.counters {
+                        let key = (id.driver.clone(), id.pool.clone(), c.counter_set.clone(), name.clone());
+                        if let Some(left) = counters.get_mut(&key) {
+                            *left -= cel::milli(&n.value).unwrap_or(0);
+                        }
+                    }
+                }
+            }
+        }
+        Book { taken, counters }
+    }
+
+    /// What to write so that each pod of `targets` may be bound to its node: every claim of
+    /// every pod allocated there and reserved for its pod. All or nothing: why not, naming the
+    /// pod. The devices it takes are kept from others until the watch shows them allocated
+    /// or [`Dra::forget_pod`] gives them back.
+    pub fn plan(&self, targets: &[Target]) -> Result<Vec<(usize, Write)>, String> {
+        let mut round = self.round.lock().expect("dra round");
+        let Round { slices, book } = round.get_or_insert_with(|| {
+            let slices = self.current_slices();
+            Round { book: self.book(&slices), slices }
+        });
+        let mut offered: HashMap<&str, Vec<Offer>> = HashMap::new();
+        let mut selectors = self.selectors.lock().expect("dra selectors");
+        let mut writes = Vec::new();
+        let mut planned: Vec<(String, Vec<DeviceId>)> = Vec::new();
+        for (i, t) in targets.iter().enumerate() {
+            let pod_name = t.pod.name_any();
+            let offers = offered.entry(t.node).or_insert_with(|| offers(slices, t.node, t.labels));
+            for claim in self.claims_of(t.pod).map_err(|e| format!("pod {pod_name}: {e}"))? {
+                let uid = claim.uid().unwrap_or_default();
+                if planned.iter().any(|(u, _)| *u == uid) {
+                    continue; // a claim two pods of the group share: allocated once
+                }
+                let (write, devices) = self
+                    .plan_claim(&claim, t.node, offers, t.prefer, book, &mut selectors)
+                    .map_err(|e| format!("pod {pod_name}, claim {}: {e}", claim.name_any()))?;
+                planned.push((uid, devices));
+                writes.push((i, write));
+            }
+        }
+        let mut assumed = self.assumed.lock().expect("dra assumed");
+        for ((i, _), (uid, devices)) in writes.iter().zip(planned) {
+            if !devices.is_empty() {
+                let pod = targets[*i].pod.uid().unwrap_or_default();
+                assumed.insert(uid, Assumed { devices, pod, at: Instant::now() });
+            }
+        }
+        Ok(writes)
+    }
+
+    /// One claim's write for node `node`, and the devices it takes there.
+    fn plan_claim(
+        &self,
+        claim: &Arc<ResourceClaim>,
+        node: &str,
+        offers: &[Offer],
+        prefer: &[u32],
+        book: &mut Book,
+        selectors: &mut cel::Selectors,
+    ) -> Result<(Write, Vec<DeviceId>), String> {
+        if let Some(a) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
+            let here = a.node_selector.as_ref().is_none_or(|s| selects(s, node, &BTreeMap::new()));
+            if !here {
+                return Err("it is allocated on another node; it is free again once no pod holds it".into());
+            }
+            return Ok((Write { claim: claim.clone(), allocation: None }, Vec::new()));
+        }
+        let spec = claim.spec.devices.clone().unwrap_or_default();
+        let (requests, constraints) = self.requests(&spec)?;
+        let ordered = preferred(offers, prefer);
+        let picked = allocate::allocate(&requests, &constraints, &ordered, &book.taken, &mut book.counters, selectors)?;
+        let devices: Vec<DeviceId> = picked.iter().map(|(_, o)| o.id.clone()).collect();
+        book.taken.extend(devices.iter().cloned());
+        let results: Vec<serde_json::Value> = picked
+            .iter()
+            .map(|(request, o)| json!({"request": request, "driver": o.id.driver, "pool": o.id.pool, "device": o.id.device}))
+            .collect();
+        let allocation = json!({
+            "devices": {"results": results, "config": self.config(&spec)},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+        });
+        Ok((Write { claim: claim.clone(), allocation: Some(allocation) }, devices))
+    }
+
+    /// A claim's requests, each way with its class's selectors first, and its constraints.
+    fn requests(&self, spec: &DeviceClaim) -> Result<(Vec<Request>, Vec<Constraint>), String> {
+        let class_selectors = |class: &str| -> Result<Vec<String>, String> {
+            let c = self
+                .classes
+                .get(&ObjectRef::new(class))
+                .ok_or_else(|| format!("device class {class} does not exist"))?;
+            Ok(c.spec.selectors.iter().flatten().filter_map(|s| Some(s.cel.as_ref()?.expression.clone())).collect())
+        };
+        let own = |s: &Option<Vec<k8s_openapi::api::resource::v1::DeviceSelector>>| -> Vec<String> {
+            s.iter().flatten().filter_map(|s| Some(s.cel.as_ref()?.expression.clone())).collect()
+        };
+        let count = |mode: Option<&str>, n: Option<i64>| match mode {
+            Some("All") => Count::All,
+            _ => Count::Exactly(n.unwrap_or(1).clamp(0, 1024) as u32),
+        };
+        let mut requests = Vec::new();
+        for r in spec.requests.iter().flatten() {
+            let ways = match (&r.exactly, &r.first_available) {
+                (Some(e), _) => vec![Way {
+                    name: r.name.clone(),
+                    selectors: [class_selectors(&e.device_class_name)?, own(&e.selectors)].concat(),
+                    count: count(e.allocation_mode.as_deref(), e.count),
+                }],
+                (None, Some(subs)) => subs
+                    .iter()
+                    .map(|s| {
+                        Ok(Way {
+                            name: format!("{}/{}", r.name, s.name),
+                            selectors: [class_selectors(&s.device_class_name)?, own(&s.selectors)].concat(),
+                            count: count(s.allocation_mode.as_deref(), s.count),
+                        })
+                    })
+                    .collect::<Result<_, String>>()?,
+                (None, None) => return Err(format!("request {} says neither exactly nor firstAvailable", r.name)),
+            };
+            requests.push(Request { name: r.name.clone(), ways });
+        }
+        let constraints = spec
+            .constraints
+            .iter()
+            .flatten()
+            .filter_map(|c| {
+                Some(Constraint {
+                    requests: c.requests.clone().unwrap_or_default(),
+                    attribute: c.match_attribute.clone()?,
+                })
+            })
+            .collect();
+        Ok((requests, constraints))
+    }
+
+    /// The opaque config an allocation carries: each request's class's (`FromClass`), then the
+    /// claim's own (`FromClaim`), which the driver reads when it prepares the devices.
+    fn config(&self, spec: &DeviceClaim) -> Vec<serde_json::Value> {
+        let mut config = Vec::new();
+        for r in spec.requests.iter().flatten() {
+            let classes: Vec<&str> = match (&r.exactly, &r.first_available) {
+                (Some(e), _) => vec![e.device_class_name.as_str()],
+                (None, Some(subs)) => subs.iter().map(|s| s.device_class_name.as_str()).collect(),
+                (None, None) => Vec::new(),
+            };
+            for class in classes {
+                let Some(c) = self.classes.get(&ObjectRef::new(class)) else { continue };
+                for opaque in c.spec.config.iter().flatten().filter_map(|c| c.opaque.as_ref()) {
+                    config.push(json!({"source": "FromClass", "requests": [r.name], "opaque": opaque}));
+                }
+            }
+        }
+        for c in spec.config.iter().flatten() {
+            if let Some(opaque) = &c.opaque {
+                config.push(json!({"source": "FromClaim", "requests": c.requests.clone().unwrap_or_default(), "opaque": opaque}));
+            }
+        }
+        config
+    }
+
+    /// A new round of placements: the slices and the devices in use are read afresh at its
+    /// first DRA pod.
+    pub fn begin(&self) {
+        *self.round.lock().expect("dra round") = None;
+    }
+
+    /// Give back what this host allocated for pod `uid`'s claims and has not seen written: its
+    /// placement failed.
+    pub fn forget_pod(&self, uid: &str) {
+        self.assumed.lock().expect("dra assumed").retain(|_, a| a.pod != uid);
+    }
+
+    /// The names and uids of pod `p`'s claims that exist, for releasing them once it is gone, and
+    /// where to say which were released.
+    pub fn claim_names(&self, p: &Pod) -> (Vec<(String, String)>, Released) {
+        let claims = self.claims_of(p).unwrap_or_default();
+        (claims.iter().map(|c| (c.name_any(), c.uid().unwrap_or_default())).collect(), self.released.clone())
+    }
+}
+
+/// How many devices a claim's requests ask for.
+fn devices_asked(spec: &DeviceClaim) -> u32 {
+    let mut sum = 0u32;
+    for r in spec.requests.iter().flatten() {
+        let (mode, count) = match (&r.exactly, r.first_available.as_ref().and_then(|s| s.first())) {
+            (Some(e), _) => (e.allocation_mode.as_deref(), e.count),
+            (None, Some(s)) => (s.allocation_mode.as_deref(), s.count),
+            (None, None) => continue,
+        };
+        let n = if mode == Some("All") { 1 } else { count.unwrap_or(1).clamp(0, 1024) as u32 };
+        sum = sum.saturating_add(n);
+    }
+    sum
+}
+
+/// The devices node `node` (with `labels`) can reach, in their slices' order.
+fn offers<'a>(slices: &'a [Arc<ResourceSlice>], node: &str, labels: &BTreeMap<String, String>) -> Vec<Offer<'a>> {
+    let mut offers = Vec::new();
+    for s in slices {
+        let spec = &s.spec;
+        let whole = spec.node_name.as_deref() == Some(node)
+            || spec.all_nodes == Some(true)
+            || spec.node_selector.as_ref().is_some_and(|n| selects(n, node, labels));
+        let per_device = spec.per_device_node_selection == Some(true);
+        for d in spec.devices.iter().flatten() {
+            let reaches = whole
+                || per_device
+                    && (d.node_name.as_deref() == Some(node)
+                        || d.all_nodes == Some(true)
+                        || d.node_selector.as_ref().is_some_and(|n| selects(n, node, labels)));
+            if reaches {
+                let id = DeviceId { driver: spec.driver.clone(), pool: spec.pool.name.clone(), device: d.name.clone() };
+                offers.push(Offer { id, device: d, value: cel::device_value(&spec.driver, d) });
+            }
+        }
+    }
+    offers
+}
+
+/// `offers` with the ones at the indices `prefer` names first (in that order), then the rest.
+fn preferred<'a>(offers: &[Offer<'a>], prefer: &[u32]) -> Vec<Offer<'a>> {
+    let first = prefer.iter().filter_map(|&i| offers.get(i as usize));
+    let rest = offers.iter().enumerate().filter(|(i, _)| !prefer.contains(&(*i as u32))).map(|(_, o)| o);
+    first.chain(rest).map(|o| Offer { id: o.id.clone(), device: o.device, value: o.value.clone() }).collect()
+}
+
+/// Whether node selector `s` takes node `node` with `labels`: any term whose every
+/// requirement holds.
+pub fn selects(s: &NodeSelector, node: &str, labels: &BTreeMap<String, String>) -> bool {
+    let holds = |r: &NodeSelectorRequirement, value: Option<&str>| {
+        let values = r.values.as_deref().unwrap_or_default();
+        match r.operator.as_str() {
+            "In" => value.is_some_and(|v| values.iter().any(|x| x == v)),
+            "NotIn" => value.is_none_or(|v| !values.iter().any(|x| x == v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            _ => false,
+        }
+    };
+    s.node_selector_terms.iter().any(|t| {
+        let fields = t.match_fields.iter().flatten().all(|r| holds(r, (r.key == "metadata.name").then_some(node)));
+        let labels = t.match_expressions.iter().flatten().all(|r| holds(r, labels.get(&r.key).map(String::as_str)));
+        fields && labels
+    })
+}
+
+/// The claim writes a placement makes before its binds, for its pods (name, uid).
+pub struct Claims {
+    pub api: Api<ResourceClaim>,
+    pub writes: Vec<(usize, Write)>,
+    pub pods: Vec<(String, String)>,
+}
+
+impl Claims {
+    /// Write every claim, one after another; on a failure, the ones written are released and
+    /// the failure said.
+    pub async fn write(&self, gate: &Gate, limit: Duration) -> Result<(), Failure> {
+        for (n, (i, w)) in self.writes.iter().enumerate() {
+            let (name, uid) = &self.pods[*i];
+            if let Err(e) = write(&self.api, gate, limit, w, (name, uid)).await {
+                self.release(gate, limit, n).await;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Release the first `written` claims (their pods were not bound).
+    pub async fn release(&self, gate: &Gate, limit: Duration, written: usize) {
+        for (i, w) in self.writes.iter().take(written) {
+            let claim = [(w.claim.name_any(), w.claim.uid().unwrap_or_default())];
+            release(&self.api, gate, limit, &claim, &self.pods[*i].1, None).await;
+        }
+    }
+
+    /// How many claims it writes.
+    pub fn len(&self) -> usize {
+        self.writes.len()
+    }
+}
+
+/// Write `w` for pod `pod` (name, uid): the finalizer, then the allocation and the
+/// reservation, each conditional on the version read (a claim changed meanwhile is refused,
+/// and the next tick plans again).
+pub async fn write(
+    api: &Api<ResourceClaim>,
+    gate: &Gate,
+    limit: Duration,
+    w: &Write,
+    pod: (&str, &str),
+) -> Result<(), Failure> {
+    let name = w.claim.name_any();
+    let mut version = w.claim.resource_version();
+    let params = PatchParams::default();
+    let mut reserved: Vec<serde_json::Value> =
+        w.claim.status.iter().flat_map(|s| s.reserved_for.iter().flatten()).map(|r| json!(r)).collect();
+    if reserved.iter().any(|r| r["uid"] == pod.1) {
+        return Ok(());
+    }
+    reserved.push(json!({"resource": "pods", "name": pod.0, "uid": pod.1}));
+    let mut status = json!({"reservedFor": reserved});
+    if let Some(allocation) = &w.allocation {
+        let mut finalizers = w.claim.finalizers().to_vec();
+        if !finalizers.iter().any(|f| f == PROTECTION) {
+            finalizers.push(PROTECTION.to_string());
+            let patch = Patch::Merge(json!({"metadata": {"resourceVersion": version, "finalizers": finalizers}}));
+            let made = gate.pass(|| within(limit, api.patch(&name, &params, &patch))).await.map_err(refused)?;
+            version = made.resource_version();
+        }
+        status["allocation"] = allocation.clone();
+    }
+    let patch = Patch::Merge(json!({"metadata": {"resourceVersion": version}, "status": status}));
+    gate.pass(|| within(limit, api.patch_status(&name, &params, &patch))).await.map_err(refused)?;
+    Ok(())
+}
+
+/// A claim write's failure: a conflict (someone changed the claim) is a refusal to retry.
+fn refused(e: kube::Error) -> Failure {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => {
+            Failure::Refused(format!("its claim changed meanwhile ({})", s.message))
+        }
+        other => Failure::from(other),
+    }
+}
+
+/// Take pod `uid`, gone, out of the `reservedFor` of claims `claims` (name, uid), and
+/// deallocate a claim no pod holds any more (its finalizer off), as the controller manager
+/// would; each claim free now (deallocated, found free or gone) is said in `released`, so the
+/// next placement may take its devices before the watch shows it. A claim changed meanwhile is
+/// left to the controller manager.
+pub async fn release(
+    api: &Api<ResourceClaim>,
+    gate: &Gate,
+    limit: Duration,
+    claims: &[(String, String)],
+    uid: &str,
+    released: Option<&Released>,
+) {
+    let params = PatchParams::default();
+    let free = |claim: &str| {
+        if let Some(released) = released {
+            released.lock().expect("dra released").insert(claim.to_string(), Instant::now());
+        }
+    };
+    for (name, claim_uid) in claims {
+        let claim = match gate.pass(|| within(limit, api.get_opt(name))).await {
+            Ok(Some(c)) if c.uid().as_deref() == Some(claim_uid.as_str()) => c,
+            Ok(_) => {
+                free(claim_uid);
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let held: Vec<_> = claim.status.iter().flat_map(|s| s.reserved_for.iter().flatten()).collect();
+        let allocated = claim.status.as_ref().is_some_and(|s| s.allocation.is_some());
+        let left: Vec<_> = held.iter().filter(|r| r.uid != uid).collect();
+        if !left.is_empty() || !allocated {
+            // Held by others; or free already (the controller manager was first).
+            if !allocated {
+                free(claim_uid);
+            }
+            if left.len() == held.len() {
+                continue;
+            }
+        }
+        let mut status = json!({"reservedFor": if left.is_empty() { serde_json::Value::Null } else { json!(left) }});
+        if left.is_empty() {
+            status["allocation"] = serde_json::Value::Null;
+        }
+        let patch = Patch::Merge(json!({"metadata": {"resourceVersion": claim.resource_version()}, "status": status}));
+        let Ok(claim) = gate.pass(|| within(limit, api.patch_status(name, &params, &patch))).await else { continue };
+        if !left.is_empty() {
+            continue;
+        }
+        free(claim_uid);
+        if claim.finalizers().iter().any(|f| f == PROTECTION) {
+            let finalizers: Vec<&String> = claim.finalizers().iter().filter(|f| *f != PROTECTION).collect();
+            let patch = Patch::Merge(
+                json!({"metadata": {"resourceVersion": claim.resource_version(), "finalizers": finalizers}}),
+            );
+            let _ = gate.pass(|| within(limit, api.patch(name, &params, &patch))).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
