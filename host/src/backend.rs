@@ -38,9 +38,10 @@ pub enum BackendConfig {
     /// `kind = "docker"`: real containers on Docker Engines.
     #[cfg(feature = "docker")]
     Docker(docker::DockerConfig),
-    /// `kind = "kubernetes"`: pods on a Kubernetes cluster.
+    /// `kind = "kubernetes"`: pods on a Kubernetes cluster (boxed: its settings are several
+    /// times the others').
     #[cfg(feature = "kubernetes")]
-    Kubernetes(kubernetes::KubernetesConfig),
+    Kubernetes(Box<kubernetes::KubernetesConfig>),
 }
 
 /// Every backend `run` knows, built in or not; a backend's Cargo feature is its kind.
@@ -134,7 +135,9 @@ impl<'de> Deserialize<'de> for BackendConfig {
             #[cfg(feature = "docker")]
             <docker::DockerConfig as Settings>::KIND => own(table).map(BackendConfig::Docker),
             #[cfg(feature = "kubernetes")]
-            <kubernetes::KubernetesConfig as Settings>::KIND => own(table).map(BackendConfig::Kubernetes),
+            <kubernetes::KubernetesConfig as Settings>::KIND => {
+                own(table).map(|k| BackendConfig::Kubernetes(Box::new(k)))
+            }
             missing if KINDS.contains(&missing) => Err(format!(
                 "this wasmsched was built without the {missing} backend: rebuild with --features {missing}"
             )),

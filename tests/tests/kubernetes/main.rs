@@ -5,6 +5,7 @@
 
 mod cluster;
 mod faults;
+mod gpus;
 mod group_moves;
 mod groups;
 mod manifests;
