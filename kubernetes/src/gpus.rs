@@ -3,7 +3,7 @@
 //!
 //! The exporter pods are watched (namespace `gpu-operator`, selector `app=nvidia-dcgm-exporter`
 //! by default: the GPU Operator's). The exporter of each node that runs managed pods is read as
-//! the kubelet summaries are ([`super::poll`]): through the apiserver's pod proxy
+//! the kubelet summaries are (`poll.rs`): through the apiserver's pod proxy
 //! (`/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy{path}`), else from the pod's IP directly,
 //! every 10 s (sooner while a GPU pod there is not named yet), 16 nodes at most at once, with a
 //! backoff per node that fails. dcgm-exporter collects every 30 s by default
