@@ -38,7 +38,8 @@ pub enum BackendConfig {
     /// `kind = "docker"`: real containers on Docker Engines.
     #[cfg(feature = "docker")]
     Docker(docker::DockerConfig),
-    /// `kind = "kubernetes"`: pods on a Kubernetes cluster.
+    /// `kind = "kubernetes"`: pods on a Kubernetes cluster (boxed: its settings are several
+    /// times the others').
     #[cfg(feature = "kubernetes")]
     Kubernetes(Box<kubernetes::KubernetesConfig>),
 }

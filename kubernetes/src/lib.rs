@@ -42,8 +42,12 @@
 //!   and later. CPU and memory use from each node's kubelet summary (`/stats/summary`, through
 //!   the apiserver's node proxy, or from the kubelet directly where the apiserver will not
 //!   proxy to it), read every 10 s (the kubelet's own refresh period), 16 nodes at most at
-//!   once, with a backoff per node that fails. A tick waits at most a quarter second for
-//!   them: a kubelet that hangs delays its own node's figures, never the loop.
+//!   once, with a backoff per node that fails. With `[backend.gpu-telemetry]`, GPU use from
+//!   NVIDIA's dcgm-exporter pod on those nodes, read the same way (through the apiserver's pod
+//!   proxy, else from the pod's IP; [`gpus`], [`dcgm`]): each GPU's utilisation and memory, each
+//!   job's GPU use, and the GPU indices its pod really holds. A tick waits at most a quarter
+//!   second for both: a kubelet or an exporter that hangs delays its own node's figures, never
+//!   the loop.
 //! - **Actions** pass one [`gate`] that bounds the requests in flight and adapts to the
 //!   apiserver's load; the tick waits a quarter second for their answers and goes on, the rest
 //!   landing at later observations (a placement in flight shows as bound meanwhile).
@@ -60,16 +64,19 @@
 
 mod actions;
 mod adopt;
+pub mod dcgm;
 mod dra;
 mod follow;
 mod gangs;
 pub mod gate;
+pub mod gpus;
 pub mod group;
 mod keep;
 pub mod lease;
 mod nodes;
 mod observe;
 pub mod pod;
+mod poll;
 mod queue;
 pub mod resource;
 pub mod stats;
@@ -141,6 +148,10 @@ pub struct KubernetesConfig {
     /// whole GPUs in its ResourceSlices ([`dra`]).
     #[serde(rename = "gpu-drivers")]
     pub gpu_drivers: Vec<String>,
+    /// `[backend.gpu-telemetry]`: each GPU's use, and which pod holds it, from NVIDIA's
+    /// dcgm-exporter on the nodes that run managed pods ([`gpus`]). Without it GPUs show idle.
+    #[serde(rename = "gpu-telemetry")]
+    pub gpu_telemetry: Option<gpus::GpuTelemetryConfig>,
     /// How long one request may take before the apiserver counts as unreachable (5 s; not a
     /// key of the table).
     #[serde(skip)]
@@ -158,6 +169,7 @@ impl Default for KubernetesConfig {
             topology: DEFAULT_TOPOLOGY.iter().map(|s| s.to_string()).collect(),
             election: None,
             gpu_drivers: vec![dra::NVIDIA_DRIVER.to_string()],
+            gpu_telemetry: None,
             timeout: Duration::from_secs(5),
         }
     }
@@ -170,6 +182,7 @@ impl Settings for KubernetesConfig {
     fn check(&self) -> Result<(), String> {
         filled(&self.selector, "selector is a label selector, e.g. \"wasmsched.managed=true\"")?;
         filled(&self.namespace, "namespace is a namespace's name, e.g. \"default\"")?;
+        self.gpu_telemetry.as_ref().map_or(Ok(()), gpus::GpuTelemetryConfig::check)?;
         self.election.as_ref().map_or(Ok(()), |e| e.check(self.timeout))
     }
 }
@@ -244,18 +257,13 @@ struct NodeEntry {
     pods: u64,
     labels: Arc<BTreeMap<String, String>>,
     ready: bool,
-    /// How its kubelet's summary is read, once one way has worked.
-    stats: Option<StatsRoute>,
-    /// The summary asked for and not yet read: the text and how it was reached, or why not.
-    asking: Option<tokio::task::JoinHandle<Result<(String, StatsRoute), String>>>,
-    /// When its summary is next asked for: [`STATS_EVERY`] after an answer, the next tick
-    /// while a pod there is not measured yet (at most [`STATS_EARLY`] times in a row), longer
-    /// after each failure in a row ([`stats_backoff`]).
-    stats_due: Option<Instant>,
-    /// Its summary's failures in a row.
-    stats_failures: u32,
-    /// Its summaries in a row asked for again at the next tick.
-    stats_early: u32,
+    /// Its kubelet summary's reads.
+    stats: poll::Reads,
+    /// Its GPU exporter's reads, with `[backend.gpu-telemetry]`.
+    gpu: poll::Reads,
+    /// The model and memory of its GPUs as its exporter last reported them: for a node without
+    /// GPU Feature Discovery's labels.
+    gpu_seen: Option<gpus::Seen>,
     /// Its `resourceVersion` when last read: an unchanged node is not read again.
     version: Option<String>,
     /// The GPUs DRA gave it when last read: a node whose devices changed is read again.
@@ -283,15 +291,6 @@ fn stats_backoff(failures: u32) -> Duration {
     backoff(STATS_EVERY, failures, Duration::from_secs(300))
 }
 
-/// How a node's kubelet summary is reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StatsRoute {
-    /// Through the apiserver's node proxy.
-    Proxy,
-    /// From the kubelet itself, with the kubeconfig's credentials.
-    Direct,
-}
-
 /// One managed pod.
 struct Managed {
     /// What every live backend keeps of its jobs.
@@ -312,6 +311,8 @@ struct Managed {
     last_cpu: Option<(u64, u64)>,
     /// Whether its pod's CPU use has been measured (a first sample may come without a rate).
     cpu_measured: bool,
+    /// Its GPUs' utilisation (percent) as their exporters last reported it, GPU by GPU.
+    gpu_use: Vec<(wasmsched_core::world::GpuSlot, f32)>,
     /// Its log's follower; it ends true when the stream opened. After a migration or a
     /// preemption it is still the original pod's, reading that log to its end: the copy's is
     /// followed once it has ended, so the job's lines come in order.
@@ -342,6 +343,7 @@ impl Managed {
             annotated: None,
             last_cpu: None,
             cpu_measured: false,
+            gpu_use: Vec::new(),
             follower: None,
             former: None,
             follow_retry: None,
@@ -388,6 +390,8 @@ pub struct Kubernetes {
     node_names: HashMap<String, usize>,
     /// Clients to kubelets reached directly, by node name.
     kubelets: HashMap<String, Client>,
+    /// The GPU exporters, with `[backend.gpu-telemetry]`.
+    exporters: Option<gpus::Exporters>,
     /// By pod uid.
     jobs: BTreeMap<Arc<str>, Managed>,
     /// Pod uids by job handle.
@@ -450,6 +454,7 @@ impl Kubernetes {
         let bound = bound_pods(&rt, &client, &config, &health);
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
         let dra = dra::Dra::watch(&rt, &client, &config.namespace, &config.gpu_drivers);
+        let exporters = config.gpu_telemetry.as_ref().map(|g| gpus::Exporters::watch(&rt, &client, g));
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());
             (Api::namespaced(client.clone(), &namespace), e.identity())
@@ -478,6 +483,7 @@ impl Kubernetes {
             nodes: Vec::new(),
             node_names: HashMap::new(),
             kubelets: HashMap::new(),
+            exporters,
             jobs: BTreeMap::new(),
             uids: HashMap::new(),
             inbox: progress::Inbox::default(),

@@ -50,11 +50,9 @@ impl NodeEntry {
             pods: facts.pods,
             labels: Arc::new(facts.labels.clone()),
             ready: true,
-            stats: None,
-            asking: None,
-            stats_due: None,
-            stats_failures: 0,
-            stats_early: 0,
+            stats: Default::default(),
+            gpu: Default::default(),
+            gpu_seen: None,
             version: None,
             dra: None,
         }
@@ -102,7 +100,7 @@ impl Kubernetes {
             .collect();
         nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
         for (facts, gpus, version) in nodes {
-            let node = wit_node(&facts, &self.config.topology);
+            let mut node = wit_node(&facts, &self.config.topology);
             let i = match self.node_index(&facts.name) {
                 Some(i) => i,
                 None => {
@@ -113,7 +111,9 @@ impl Kubernetes {
                 }
             };
             // Only nodes whose resource version moved are here: their description is sent
-            // again when any of it changed (the world ignores an equal one).
+            // again when any of it changed (the world ignores an equal one). What their labels
+            // do not say of their GPUs, their exporter may have.
+            super::gpus::fill(&mut node, self.nodes[i].gpu_seen.as_ref());
             world.set_node(NodeId(i as u32), node);
             world.set_node_down(NodeId(i as u32), !facts.ready);
             let name = facts.name.clone();

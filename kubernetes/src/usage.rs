@@ -1,17 +1,14 @@
 //! The managed pods' CPU and memory use, from their nodes' kubelet summaries: each node asked
 //! through the apiserver's proxy (or the kubelet itself, once the proxy is known not to work),
-//! at most [`STATS_IN_FLIGHT`] at once, every [`STATS_EVERY`] and sooner while a pod there is not
+//! at most [`STATS_IN_FLIGHT`] at once, every [`STATS_EVERY`](super::STATS_EVERY) and sooner while a pod there is not
 //! measured yet; a tick never waits for a slow kubelet longer than [`STATS_WAIT`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use wasmsched_core::world::{NodeId, World};
 
-use super::{
-    Kubernetes, STATS_EARLY, STATS_EVERY, STATS_IN_FLIGHT, STATS_WAIT, StatsRoute, pod, stats, stats_backoff, within,
-};
+use super::{Kubernetes, STATS_IN_FLIGHT, STATS_WAIT, pod, poll, stats, stats_backoff};
 
 /// A pod's CPU use (millicores) from its summary's cumulative sample (core-ns at Unix ns) and
 /// the runtime's own rate (`nano_cores`), against the last sample taken (`last`, which it
@@ -32,23 +29,46 @@ fn cpu_use(sample: Option<(u64, u64)>, nano_cores: Option<u64>, last: &mut Optio
     }
 }
 
-/// How long until a node's summary is asked for again, with `unmeasured` running pods there
-/// that it does not measure yet and `early` asks in a row made at once for them before: at once
-/// (at most [`STATS_EARLY`] times in a row), else [`STATS_EVERY`]; and the asks in a row now.
-fn next_summary(unmeasured: u32, early: u32) -> (Duration, u32) {
-    let wait = if unmeasured > 0 && early < STATS_EARLY { Duration::ZERO } else { STATS_EVERY };
-    (wait, if unmeasured > 0 { early.saturating_add(1) } else { 0 })
-}
-
 impl Kubernetes {
     /// The kubelet summaries of the nodes that run managed pods, each read every
-    /// [`STATS_EVERY`] (sooner while a pod there is not measured yet), at most
+    /// [`STATS_EVERY`](super::STATS_EVERY) (sooner while a pod there is not measured yet), at most
     /// [`STATS_IN_FLIGHT`] asked at once, oldest due first; a node whose summary fails is asked
-    /// again later and later ([`stats_backoff`]). The asks run on the runtime and the tick
-    /// waits for them briefly ([`STATS_WAIT`]): an answer that takes longer (a hung kubelet) is
-    /// read at a later tick and never holds the loop up.
+    /// again later and later ([`stats_backoff`]). The same for the GPU exporters of the nodes
+    /// that run managed pods, with `[backend.gpu-telemetry]` ([`super::gpus`]). The asks run on
+    /// the runtime and the tick waits for both kinds briefly, once ([`STATS_WAIT`]): an answer
+    /// that takes longer (a hung kubelet) is read at a later tick and never holds the loop up.
     pub(super) fn measure(&mut self, world: &mut World) {
-        let now = Instant::now();
+        let unmeasured = self.ask_summaries(world);
+        self.ask_exporters(world);
+        let reads =
+            self.nodes.iter_mut().enumerate().flat_map(|(i, n)| [((i, false), &mut n.stats), ((i, true), &mut n.gpu)]);
+        let answers = self.rt.block_on(poll::answers(reads.collect(), STATS_WAIT));
+        let (mut summaries, mut exporters) = (Vec::new(), Vec::new());
+        for ((i, gpus), answer) in answers {
+            if gpus {
+                if let Err(why) = self.read_exporter(i, answer, world) {
+                    exporters.push((i, why));
+                }
+            } else if let Err(why) = self.read_summary(i, answer, unmeasured[i], world) {
+                summaries.push((i, why));
+            }
+        }
+        let failed: Vec<(&str, String)> =
+            summaries.into_iter().map(|(i, why)| (self.nodes[i].name.as_str(), why)).collect();
+        poll::log_causes(&mut self.logged, "stats-why", &failed, |nodes, more, why| {
+            tracing::warn!(
+                nodes,
+                more,
+                why,
+                "cannot read these nodes' kubelet summaries; their pods' use stays as last read, each is asked again later and later (up to 5 min), and other nodes failing for the same reason are not logged again"
+            );
+        });
+        self.log_exporter_failures(exporters);
+    }
+
+    /// Ask for the summaries due (see [`Kubernetes::measure`]); per node, its running pods not
+    /// measured yet.
+    fn ask_summaries(&mut self, world: &World) -> Vec<u32> {
         // Per node: whether it runs managed pods, and how many of them have no CPU figure yet.
         let mut wanted = vec![false; self.nodes.len()];
         let mut unmeasured = vec![0u32; self.nodes.len()];
@@ -66,89 +86,20 @@ impl Kubernetes {
                 }
             }
         }
-        let asking = self.nodes.iter().filter(|n| n.asking.is_some()).count();
-        let mut due: Vec<(Option<Instant>, usize)> = (0..self.nodes.len())
-            .filter(|&i| wanted[i] && self.nodes[i].asking.is_none())
-            .filter(|&i| self.nodes[i].stats_due.is_none_or(|at| at <= now))
-            .map(|i| (self.nodes[i].stats_due, i))
-            .collect();
-        due.sort_unstable();
-        for (_, i) in due.into_iter().take(STATS_IN_FLIGHT.saturating_sub(asking)) {
+        for i in poll::due(self.nodes.iter().map(|n| &n.stats), &wanted, STATS_IN_FLIGHT) {
             let ask = self.ask_summary(i);
-            self.nodes[i].asking = Some(self.rt.spawn(ask));
+            self.nodes[i].stats.asking = Some(self.rt.spawn(ask));
         }
-        let mut asking: Vec<_> =
-            self.nodes.iter_mut().enumerate().filter_map(|(i, n)| Some((i, n.asking.take()?))).collect();
-        let deadline = tokio::time::Instant::now() + STATS_WAIT;
-        let answers = self.rt.block_on(async {
-            let mut answers = Vec::new();
-            for (i, ask) in &mut asking {
-                if let Ok(answer) = tokio::time::timeout_at(deadline, &mut *ask).await {
-                    answers.push((*i, answer.unwrap_or_else(|e| Err(format!("the request failed: {e}")))));
-                }
-            }
-            answers
-        });
-        for (i, ask) in asking {
-            if !answers.iter().any(|(answered, _)| *answered == i) {
-                self.nodes[i].asking = Some(ask);
-            }
-        }
-        let mut failed = Vec::new();
-        for (i, answer) in answers {
-            if let Err(why) = self.read_summary(i, answer, unmeasured[i], world) {
-                failed.push((i, why));
-            }
-        }
-        // One line per cause: a thousand nodes failing alike (no kubelet behind them) are one
-        // line, not one a tick.
-        let mut causes: HashMap<&str, Vec<&str>> = HashMap::new();
-        for (i, why) in &failed {
-            causes.entry(why.as_str()).or_default().push(self.nodes[*i].name.as_str());
-        }
-        for (why, names) in causes {
-            if self.logged.first(format!("stats-why:{why}")) {
-                let shown = names[..names.len().min(5)].join(", ");
-                let more = names.len().saturating_sub(5);
-                tracing::warn!(
-                    nodes = %shown,
-                    more,
-                    why,
-                    "cannot read these nodes' kubelet summaries; their pods' use stays as last read, each is asked again later and later (up to 5 min), and other nodes failing for the same reason are not logged again"
-                );
-            }
-        }
+        unmeasured
     }
 
     /// The request for node `i`'s kubelet summary: through the apiserver's node proxy, else
     /// (or once that is known not to work) from the kubelet itself.
-    fn ask_summary(&mut self, i: usize) -> impl Future<Output = Result<(String, StatsRoute), String>> + use<> {
-        let (name, route, limit) = (self.nodes[i].name.clone(), self.nodes[i].stats, self.config.timeout);
-        let proxy = self.client.clone();
-        let direct = self.kubelet_client(&name);
-        async move {
-            let get = |client: kube::Client, path: String| async move {
-                let request = http::Request::get(path).body(Vec::new()).map_err(kube::Error::HttpError)?;
-                within(limit, client.request_text(request)).await
-            };
-            let proxied = format!("/api/v1/nodes/{name}/proxy/stats/summary");
-            let answer = match route {
-                Some(StatsRoute::Direct) => Err(None),
-                _ => get(proxy, proxied).await.map_err(Some),
-            };
-            match (answer, direct) {
-                (Ok(text), _) => Ok((text, StatsRoute::Proxy)),
-                (Err(proxy_error), Some(direct)) => match get(direct, "/stats/summary".into()).await {
-                    Ok(text) => Ok((text, StatsRoute::Direct)),
-                    Err(e) => Err(format!(
-                        "{}the kubelet itself: {}",
-                        proxy_error.map_or(String::new(), |p| format!("through the apiserver: {}; ", said(&p))),
-                        said(&e)
-                    )),
-                },
-                (Err(e), None) => Err(e.map_or_else(String::new, |e| said(&e))),
-            }
-        }
+    fn ask_summary(&mut self, i: usize) -> impl Future<Output = poll::Answer> + use<> {
+        let name = self.nodes[i].name.clone();
+        let proxy = (self.client.clone(), format!("/api/v1/nodes/{name}/proxy/stats/summary"));
+        let direct = self.kubelet_client(&name).map(|c| (c, "/stats/summary".to_string()));
+        poll::get(self.nodes[i].stats.route, proxy, direct, self.config.timeout)
     }
 
     /// Node `i`'s kubelet summary into its pods' use; why there is none, when it newly fails
@@ -157,30 +108,15 @@ impl Kubernetes {
     fn read_summary(
         &mut self,
         i: usize,
-        answer: Result<(String, StatsRoute), String>,
+        answer: poll::Answer,
         mut unmeasured: u32,
         world: &mut World,
     ) -> Result<(), String> {
-        let node = &mut self.nodes[i];
         let parsed = answer.and_then(|(text, route)| Ok((stats::parse(&text).map_err(|e| format!("{e}"))?, route)));
         let (used, route) = match parsed {
             Ok(answer) => answer,
-            Err(why) => {
-                node.stats_failures += 1;
-                node.stats_due = Some(Instant::now() + stats_backoff(node.stats_failures));
-                return if node.stats_failures == 1 { Err(why) } else { Ok(()) };
-            }
+            Err(why) => return if self.nodes[i].stats.failed(stats_backoff) { Err(why) } else { Ok(()) },
         };
-        if node.stats_failures > 0 {
-            tracing::info!(node = %node.name, "node's kubelet summary read again");
-        }
-        node.stats_failures = 0;
-        if node.stats != Some(route) {
-            if route == StatsRoute::Direct {
-                tracing::info!(node = %node.name, "reading the kubelet's summary from the kubelet itself (the apiserver's node proxy does not answer, or is not granted)");
-            }
-            node.stats = Some(route);
-        }
         let node_here = NodeId(i as u32);
         // A group's pods, by uid: its entry and the pod's piece.
         let members: HashMap<Arc<str>, (Arc<str>, usize)> = self
@@ -217,9 +153,7 @@ impl Kubernetes {
         // policy meanwhile sees a job that uses no CPU. Counted, not looked for among every
         // job: this runs for every summary read.
         let node = &mut self.nodes[i];
-        let wait;
-        (wait, node.stats_early) = next_summary(unmeasured, node.stats_early);
-        node.stats_due = Some(Instant::now() + wait);
+        node.stats.answered(&node.name, "kubelet summary", route, unmeasured);
         Ok(())
     }
 
@@ -266,14 +200,6 @@ impl Kubernetes {
     }
 }
 
-/// What the apiserver said, in short: its status code and message, not the whole status.
-fn said(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => format!("{} {}", status.code, status.message),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,13 +220,5 @@ mod tests {
         assert_eq!(cpu_use(Some((2_000_000_000, 3_000_000_000)), None, &mut last), Some(500));
         assert_eq!(cpu_use(Some((2_000_000_000, 3_000_000_000)), None, &mut last), None, "the same sample");
         assert_eq!(cpu_use(None, Some(9), &mut last), None);
-    }
-
-    #[test]
-    fn a_node_with_pods_not_measured_is_asked_again_at_once_a_few_times_only() {
-        assert_eq!(next_summary(0, 3), (STATS_EVERY, 0));
-        assert_eq!(next_summary(2, 0), (Duration::ZERO, 1));
-        assert_eq!(next_summary(1, STATS_EARLY - 1), (Duration::ZERO, STATS_EARLY));
-        assert_eq!(next_summary(1, STATS_EARLY), (STATS_EVERY, STATS_EARLY + 1));
     }
 }

@@ -141,6 +141,11 @@ fn a_backend_table_that_cannot_be_used_says_what_to_write() {
         ),
         ("kind = \"kubernetes\"\nselector = \"\"\n", "selector is a label selector, e.g. \"wasmsched.managed=true\""),
         ("kind = \"kubernetes\"\nnamespace = \" \"\n", "namespace is a namespace's name, e.g. \"default\""),
+        (
+            "kind = \"kubernetes\"\n[backend.gpu-telemetry]\nport = 0\n",
+            "[backend.gpu-telemetry] port is the port the exporter serves on, e.g. 9400",
+        ),
+        ("kind = \"kubernetes\"\n[backend.gpu-telemetry]\nprot = 9400\n", "unknown field `prot`"),
     ]);
     #[cfg(all(feature = "docker", feature = "kubernetes"))]
     cases.extend([
@@ -168,6 +173,21 @@ fn a_backend_table_that_cannot_be_used_says_what_to_write() {
         assert!(e.starts_with("config host.toml: "), "{table}: {e}");
         assert!(e.contains(says), "{table}:\n{e}\nshould say\n{says}");
     }
+}
+
+#[cfg(feature = "kubernetes")]
+#[test]
+fn a_gpu_telemetry_table_reads_dcgm_exporter_with_the_gpu_operators_defaults() {
+    let text = "tick = \"1s\"\npolicies-dir = \"p\"\n[backend]\nkind = \"kubernetes\"\n\
+                [backend.gpu-telemetry]\nselector = \"app.kubernetes.io/name=dcgm-exporter\"\n";
+    let c = parse(text).unwrap();
+    let gpus = kubernetes(&c).gpu_telemetry.as_ref().expect("the table turns it on");
+    assert_eq!(
+        (gpus.namespace.as_str(), gpus.selector.as_str(), gpus.port, gpus.path.as_str()),
+        ("gpu-operator", "app.kubernetes.io/name=dcgm-exporter", 9400, "/metrics")
+    );
+    let c = parse("tick = \"1s\"\npolicies-dir = \"p\"\n[backend]\nkind = \"kubernetes\"\n").unwrap();
+    assert!(kubernetes(&c).gpu_telemetry.is_none(), "no table, no scraping");
 }
 
 #[cfg(not(all(feature = "docker", feature = "kubernetes")))]

@@ -179,10 +179,18 @@ fn the_rbac_manifest_is_all_the_host_needs_for_every_action() {
     });
 }
 
-/// Bind (`on`) or unbind the roles of `rbac-optional.yaml` (the roles themselves stay).
+/// Bind (`on`) or unbind the roles of `rbac-optional.yaml` (the roles themselves stay). A
+/// namespace a binding names that the kit lacks (the GPU Operator's) is made, and stays.
 fn set_optional(c: &Cluster, on: bool) {
     for doc in manifest("rbac-optional.yaml") {
         let kind = doc["kind"].as_str().unwrap();
+        if let Some(ns) = doc["metadata"]["namespace"].as_str().filter(|_| on) {
+            let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(c.client.clone());
+            if c.rt.block_on(namespaces.get_opt(ns)).unwrap().is_none() {
+                apply(c, &namespace, false).unwrap_or_else(|e| panic!("namespace {ns}: {e}"));
+            }
+        }
         if kind.ends_with("Role") {
             apply(c, &doc, false).unwrap();
         } else if on {
@@ -270,6 +278,7 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("watch", "wasmsched.io", "schedulingpolicies", system),
         ("patch", "wasmsched.io", "schedulingpolicies/status", system),
         ("list", core, "pods", system),
+        ("watch", core, "pods", "gpu-operator"),
     ];
     let must_not = [
         ("get", core, "secrets", "default"),
@@ -295,6 +304,8 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("delete", "wasmsched.io", "schedulingpolicies", system),
         ("watch", "wasmsched.io", "schedulingpolicies", "default"),
         ("delete", core, "pods", system),
+        ("get", core, "pods/proxy", "gpu-operator"),
+        ("get", core, "pods/proxy", "default"),
     ];
     let wrong: Vec<String> = needs
         .iter()
@@ -312,6 +323,8 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
     set_optional(c, true);
     assert!(may(c, "create", core, "pods/exec", "default") && may(c, "get", core, "nodes/proxy", ""));
     assert!(!may(c, "create", core, "pods/exec", system), "deliver in the managed namespace only");
+    assert!(may(c, "get", core, "pods/proxy", "gpu-operator"), "the GPU exporters through the apiserver");
+    assert!(!may(c, "get", core, "pods/proxy", "default"), "in the exporters' namespace only");
     set_optional(c, false);
     assert!(!may(c, "create", core, "pods/exec", "default"));
 }
