@@ -5,8 +5,12 @@
 //!   (`wasmsched.managed=true` by default). Their labels and annotations declare them exactly
 //!   as a container's labels do ([`wasmsched_core::declare`]; an annotation wins over a label, and
 //!   values a label cannot hold, such as `wasmsched.tiers=0.8,0.9`, go in annotations). The
-//!   GPUs a pod asks for are its `nvidia.com/gpu` requests. Every node is a node, in name
-//!   order; its allocatable CPU, memory and `nvidia.com/gpu` are its capacity.
+//!   GPUs a pod asks for are its `nvidia.com/gpu` requests, or its DRA claims' devices. Every
+//!   node is a node, in name order; its allocatable CPU, memory and `nvidia.com/gpu`, and the
+//!   whole GPUs its ResourceSlices publish, are its capacity.
+//! - **Devices through DRA** ([`dra`]): a pod's ResourceClaims are allocated by the host on
+//!   the node it binds the pod to, before the bind (CEL selectors, constraints, counters), and
+//!   released when a re-created pod is gone.
 //! - **Queued, placed, preempted.** A pod with `schedulerName` set to ours (`wasmsched`) and
 //!   no node is a queued job; *placing* it binds it to the chosen node (the `binding`
 //!   subresource; the device plugin chooses which GPUs there, so the GPU indices are the

@@ -1,7 +1,8 @@
 //! Devices through DRA on the kit: the upstream DRA test driver publishes devices on both nodes
 //! (`K8S_DRA=4 ../shared/k8s/cluster up 2`), pods ask for one through a ResourceClaimTemplate,
 //! and the host allocates each claim before it binds the pod, frees it when a preemption
-//! re-creates the pod, and never gives one device to two claims.
+//! re-creates the pod, and never gives one device to two claims; all of it as the host's
+//! ServiceAccount, with the rights of `examples/kubernetes/rbac.yaml`.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 use super::*;
+use crate::manifests;
 
 /// The kit's DRA test driver.
 const DRIVER: &str = "test-driver.cdi.k8s.io";
@@ -108,8 +110,13 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
     let name = c.trainer(&image, first).metadata.name.unwrap();
     let other = TrainerPod { claim_template: Some(&objects.name), ..TrainerPod::new("dra-other", &label, QUICK) };
     let other_name = c.trainer(&image, other).metadata.name.unwrap();
+    // As the host's ServiceAccount, with exactly the rights of rbac.yaml.
+    for doc in manifests::manifest("rbac.yaml") {
+        manifests::apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
+    }
+    let account = tempfile::tempdir().unwrap();
     let mut k = Kubernetes::new(KubernetesConfig {
-        kubeconfig: Some(c.kubeconfig.clone()),
+        kubeconfig: Some(manifests::kubeconfig_as(c, manifests::SERVICE_ACCOUNT, account.path())),
         selector: format!("wasmsched.test={label}"),
         gpu_drivers: vec![DRIVER.into()],
         ..KubernetesConfig::default()

@@ -20,7 +20,7 @@ use wasmsched::config::{BackendConfig, HostConfig};
 use wasmsched_tests::live::{Running, Setup, component};
 
 /// Who the host runs as in the cluster (`examples/kubernetes/rbac.yaml`).
-const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
+pub(crate) const SERVICE_ACCOUNT: &str = "system:serviceaccount:wasmsched-system:wasmsched";
 
 /// The documents of a manifest in `examples/kubernetes/`.
 pub(crate) fn manifest(name: &str) -> Vec<serde_json::Value> {
@@ -52,7 +52,7 @@ pub(crate) fn apply(c: &Cluster, doc: &serde_json::Value, dry_run: bool) -> Resu
 }
 
 /// A copy of the test cluster's kubeconfig that acts as `user` (impersonation).
-fn kubeconfig_as(c: &Cluster, user: &str, dir: &std::path::Path) -> PathBuf {
+pub(crate) fn kubeconfig_as(c: &Cluster, user: &str, dir: &std::path::Path) -> PathBuf {
     let mut config = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
     for named in &mut config.auth_infos {
         named.auth_info.get_or_insert_with(Default::default).impersonate = Some(user.to_string());
@@ -279,6 +279,13 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("patch", "wasmsched.io", "schedulingpolicies/status", system),
         ("list", core, "pods", system),
         ("watch", core, "pods", "gpu-operator"),
+        ("watch", "resource.k8s.io", "resourceslices", ""),
+        ("watch", "resource.k8s.io", "deviceclasses", ""),
+        ("watch", "resource.k8s.io", "resourceclaims", ""),
+        ("patch", "resource.k8s.io", "resourceclaims", "default"),
+        ("patch", "resource.k8s.io", "resourceclaims/status", "default"),
+        ("watch", "resource.k8s.io", "resourceclaimtemplates", "default"),
+        ("patch", "resource.k8s.io", "resourceclaims/binding", ""),
     ];
     let must_not = [
         ("get", core, "secrets", "default"),
@@ -306,6 +313,11 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("delete", core, "pods", system),
         ("get", core, "pods/proxy", "gpu-operator"),
         ("get", core, "pods/proxy", "default"),
+        ("patch", "resource.k8s.io", "resourceclaims/status", "kube-system"),
+        ("delete", "resource.k8s.io", "resourceclaims", "default"),
+        ("create", "resource.k8s.io", "resourceclaims", "default"),
+        ("create", "resource.k8s.io", "resourceslices", ""),
+        ("patch", "resource.k8s.io", "deviceclasses", ""),
     ];
     let wrong: Vec<String> = needs
         .iter()
