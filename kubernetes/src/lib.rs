@@ -8,7 +8,7 @@
 //!   GPUs a pod asks for are its `nvidia.com/gpu` requests, or its DRA claims' devices. Every
 //!   node is a node, in name order; its allocatable CPU, memory and `nvidia.com/gpu`, and the
 //!   whole GPUs its ResourceSlices publish, are its capacity.
-//! - **Devices through DRA** ([`dra`]): a pod's ResourceClaims are allocated by the host on
+//! - **Devices through DRA** (`dra.rs`): a pod's ResourceClaims are allocated by the host on
 //!   the node it binds the pod to, before the bind (CEL selectors, constraints, counters), and
 //!   released when a re-created pod is gone.
 //! - **Queued, placed, preempted.** A pod with `schedulerName` set to ours (`wasmsched`) and
@@ -149,7 +149,7 @@ pub struct KubernetesConfig {
     pub election: Option<lease::ElectionConfig>,
     /// The DRA drivers whose devices count as GPUs (key `gpu-drivers`, default NVIDIA's
     /// `gpu.nvidia.com`): a node's GPUs are its `nvidia.com/gpu` allocatable and these drivers'
-    /// whole GPUs in its ResourceSlices ([`dra`]).
+    /// whole GPUs in its ResourceSlices (`dra.rs`).
     #[serde(rename = "gpu-drivers")]
     pub gpu_drivers: Vec<String>,
     /// `[backend.gpu-telemetry]`: each GPU's use, and which pod holds it, from NVIDIA's
