@@ -642,13 +642,26 @@ impl Kubernetes {
         }
         // A resize gives the job its new GPUs and the batch size in force.
         let gpus = resize.and_then(|r| r.placement.nodes.first()).map(|e| e.gpus.clone());
+        if let Some(g) = &gpus
+            && dra::Dra::uses_claims(p)
+            && g.len() != m.job.gpus_asked as usize
+        {
+            return Err(format!(
+                "the pod's GPUs come through its ResourceClaims ({} device(s)); a resize to {} would need other \
+                 claims, which the host does not write: resize it to the same count (another node or batch size), \
+                 or give the job claims of the size it should have",
+                m.job.gpus_asked,
+                g.len()
+            ));
+        }
         let batch_size = resize.and_then(|r| batch_after_resize(r.batch_size, state.batch_size));
         let changes = pod::Changes {
             scheduler: self.config.scheduler.clone(),
             preempted: target.is_none(),
             service: (state.run_ms, state.gpu_ms),
             arrived_unix_ms: m.job.arrived_unix_ms,
-            gpus: gpus.as_ref().map(|g| g.len() as u32),
+            // A pod whose devices come through claims keeps them: its copy asks for no nvidia.com/gpu.
+            gpus: gpus.as_ref().filter(|_| !dra::Dra::uses_claims(p)).map(|g| g.len() as u32),
             batch_size,
             rank: None,
             job_name: None,
@@ -659,6 +672,10 @@ impl Kubernetes {
         let resized = resize.is_some().then_some(batch_size);
         let (frees, freeing) = (freeing.frees(), freeing.clone());
         let (claims, (held, released)) = (self.claims_api(), self.dra.claim_names(p));
+        // A copy bound to a node has its claims allocated there first.
+        let dra = dra::Dra::uses_claims(p).then(|| self.dra.clone());
+        let copy_labels = target.as_ref().and_then(|(n, _)| self.nodes.get(n.index())).map(|n| n.labels.clone());
+        let prefer = gpus.clone().unwrap_or_else(|| state.gpus.iter().map(|s| s.index).collect());
         Ok(Box::pin(async move {
             let PodRef { api, name, limit, gate } = to;
             let (post, delete) = (PostParams::default(), DeleteParams::default());
@@ -672,6 +689,10 @@ impl Kubernetes {
             drop(frees);
             let Some((node, node_name)) = target else { return Ok(Effect::Requeued { copy }) };
             freeing.all_done().await;
+            if let (Some(dra), Some(labels)) = (&dra, copy_labels) {
+                let to = dra::CopyTarget { name: copy.name.clone(), node: node_name.clone(), labels, prefer };
+                dra.allocate_copy(&api, claims, &gate, limit, &to).await?;
+            }
             gate.pass(|| within(limit, bind(&api, &copy.name, &node_name))).await?;
             // A migration's GPUs there are the world's to say when it lands.
             Ok(Effect::Moved { node, gpus: gpus.unwrap_or_default(), copy, resized })

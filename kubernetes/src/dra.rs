@@ -14,7 +14,8 @@
 //! - **Placing.** Before the bind: each claim not yet allocated gets devices on the target node
 //!   ([`allocate`]: its class's and its own CEL selectors ([`cel`]), `matchAttribute`
 //!   constraints, counters of partitionable devices; the devices the policy named first, then
-//!   the rest), never one that another claim holds or that this host gave out and the watch does
+//!   the rest), never one that another claim holds (a device that allows several allocations
+//!   serves several claims while its capacity lasts) or that this host gave out and the watch does
 //!   not show yet; the claim gets the delete-protection finalizer, then `status.allocation`
 //!   (the devices, the class's and the claim's opaque config, a node selector for the node) and
 //!   the pod in `reservedFor`, both conditional on the version read; then the pod is bound. A
@@ -23,7 +24,8 @@
 //! - **Releasing.** A pod re-created (preempted, migrated, resized) is taken out of its claims'
 //!   `reservedFor` once it is gone, and a claim that no pod holds any more loses its allocation
 //!   and its finalizer, so its devices are free at once (the controller manager would do the
-//!   same, later); a claim from a template goes with its pod, and the copy gets a new one.
+//!   same, later); a claim from a template goes with its pod, and the copy gets a new one,
+//!   allocated on the copy's node before it is bound ([`Dra::allocate_copy`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -31,7 +33,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, Pod};
-use k8s_openapi::api::resource::v1::{DeviceClaim, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClaim, DeviceClass, DeviceRequestAllocationResult, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -45,13 +49,17 @@ use crate::within;
 pub(crate) mod allocate;
 pub(crate) mod cel;
 
-use allocate::{Constraint, Count, Counters, DeviceId, Offer, Request, Way};
+use allocate::{Constraint, Count, Counters, DeviceId, InUse, Offer, Request, Way};
 
 /// The DRA driver whose devices count as GPUs unless `gpu-drivers` says otherwise.
 pub const NVIDIA_DRIVER: &str = "gpu.nvidia.com";
 
 /// The finalizer a scheduler puts on a claim it allocates, taken off when it is deallocated.
 pub const PROTECTION: &str = "resource.kubernetes.io/delete-protection";
+
+/// How long a re-created pod's claims may take to be made (by the controller manager) and seen
+/// before its copy is bound.
+const COPY_CLAIMS_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a device this host allocated is kept from others while the watch does not show
 /// its claim allocated yet (a write that failed gives it back at once).
@@ -81,24 +89,56 @@ pub struct Write {
     allocation: Option<serde_json::Value>,
 }
 
-/// Devices in use: by every claim the watch shows allocated, and by those this host allocated
-/// since; and the counters they leave.
-struct Book {
-    taken: HashSet<DeviceId>,
-    counters: Counters,
+/// What one claim's allocation takes: devices held whole, and what shared devices give it of
+/// their capacity.
+#[derive(Clone, Debug, Default)]
+struct Took {
+    devices: Vec<DeviceId>,
+    shared: Vec<(DeviceId, BTreeMap<String, i128>)>,
+}
+
+impl Took {
+    fn is_empty(&self) -> bool {
+        self.devices.is_empty() && self.shared.is_empty()
+    }
+
+    /// What allocation result `r` takes (nothing, for admin access).
+    fn of_result(r: &DeviceRequestAllocationResult) -> Took {
+        let id = DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() };
+        match (&r.share_id, r.admin_access) {
+            (_, Some(true)) => Took::default(),
+            (Some(_), _) => {
+                let consumed = r.consumed_capacity.iter().flatten();
+                let consumed = consumed.map(|(n, q)| (n.clone(), cel::milli(q).unwrap_or(0))).collect();
+                Took { shared: vec![(id, consumed)], ..Took::default() }
+            }
+            (None, _) => Took { devices: vec![id], ..Took::default() },
+        }
+    }
+
+    /// Count it in `in_use`.
+    fn count(&self, in_use: &mut InUse) {
+        in_use.taken.extend(self.devices.iter().cloned());
+        for (id, consumed) in &self.shared {
+            let given = in_use.shared.entry(id.clone()).or_default();
+            for (name, n) in consumed {
+                *given.entry(name.clone()).or_default() += n;
+            }
+        }
+    }
 }
 
 /// What one round of placements reads: the slices and the devices in use, read once for all
 /// its pods.
 struct Round {
     slices: Vec<Arc<ResourceSlice>>,
-    book: Book,
+    book: InUse,
 }
 
 /// Devices this host allocated to a claim, for a pod, at a time: kept from others until the
 /// watch shows the claim allocated.
 struct Assumed {
-    devices: Vec<DeviceId>,
+    took: Took,
     pod: String,
     at: Instant,
 }
@@ -281,15 +321,14 @@ impl Dra {
     }
 
     /// The devices in use now: allocated by a claim the watch shows, or by this host since.
-    fn book(&self, slices: &[Arc<ResourceSlice>]) -> Book {
-        let mut taken = HashSet::new();
+    fn book(&self, slices: &[Arc<ResourceSlice>]) -> InUse {
         let claims = self.claims.state();
-        let mut allocated: HashSet<String> = HashSet::new();
-        for c in &claims {
-            if c.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
-                allocated.extend(c.uid());
-            }
-        }
+        let allocated: HashSet<String> = claims
+            .iter()
+            .filter(|c| c.status.as_ref().is_some_and(|s| s.allocation.is_some()))
+            .filter_map(|c| c.uid())
+            .collect();
+        let mut in_use = InUse::default();
         // What this host allocated counts until the watch shows it, or until it was released.
         let mut assumed = self.assumed.lock().expect("dra assumed");
         let mut released = self.released.lock().expect("dra released");
@@ -303,39 +342,14 @@ impl Dra {
             }
             let results = c.status.as_ref().and_then(|s| s.allocation.as_ref()?.devices.as_ref());
             for r in results.iter().flat_map(|d| d.results.iter().flatten()) {
-                if r.admin_access != Some(true) {
-                    taken.insert(DeviceId { driver: r.driver.clone(), pool: r.pool.clone(), device: r.device.clone() });
-                }
+                Took::of_result(r).count(&mut in_use);
             }
         }
-        taken.extend(assumed.values().flat_map(|a| a.devices.iter().cloned()));
-        let mut counters = Counters::new();
-        for s in slices {
-            for set in s.spec.shared_counters.iter().flatten() {
-                for (name, c) in &set.counters {
-                    let key = (s.spec.driver.clone(), s.spec.pool.name.clone(), set.name.clone(), name.clone());
-                    counters.insert(key, cel::milli(&c.value).unwrap_or(0));
-                }
-            }
+        for a in assumed.values() {
+            a.took.count(&mut in_use);
         }
-        for s in slices {
-            for d in s.spec.devices.iter().flatten() {
-                let id =
-                    DeviceId { driver: s.spec.driver.clone(), pool: s.spec.pool.name.clone(), device: d.name.clone() };
-                if !taken.contains(&id) {
-                    continue;
-                }
-                for c in d.consumes_counters.iter().flatten() {
-                    for (name, n) in &c.counters {
-                        let key = (id.driver.clone(), id.pool.clone(), c.counter_set.clone(), name.clone());
-                        if let Some(left) = counters.get_mut(&key) {
-                            *left -= cel::milli(&n.value).unwrap_or(0);
-                        }
-                    }
-                }
-            }
-        }
-        Book { taken, counters }
+        in_use.counters = counters_left(slices, &in_use.taken);
+        in_use
     }
 
     /// What to write so that each pod of `targets` may be bound to its node: every claim of
@@ -344,14 +358,23 @@ impl Dra {
     /// or [`Dra::forget_pod`] gives them back.
     pub fn plan(&self, targets: &[Target]) -> Result<Vec<(usize, Write)>, String> {
         let mut round = self.round.lock().expect("dra round");
-        let Round { slices, book } = round.get_or_insert_with(|| {
-            let slices = self.current_slices();
-            Round { book: self.book(&slices), slices }
-        });
+        let round = round.get_or_insert_with(|| self.read_round());
+        self.plan_in(targets, round)
+    }
+
+    /// The slices and the devices in use, read now.
+    fn read_round(&self) -> Round {
+        let slices = self.current_slices();
+        Round { book: self.book(&slices), slices }
+    }
+
+    /// [`Dra::plan`] within `round`, which it updates with what it takes.
+    fn plan_in(&self, targets: &[Target], round: &mut Round) -> Result<Vec<(usize, Write)>, String> {
+        let Round { slices, book } = round;
         let mut offered: HashMap<&str, Vec<Offer>> = HashMap::new();
         let mut selectors = self.selectors.lock().expect("dra selectors");
         let mut writes = Vec::new();
-        let mut planned: Vec<(String, Vec<DeviceId>)> = Vec::new();
+        let mut planned: Vec<(String, Took)> = Vec::new();
         for (i, t) in targets.iter().enumerate() {
             let pod_name = t.pod.name_any();
             let offers = offered.entry(t.node).or_insert_with(|| offers(slices, t.node, t.labels));
@@ -360,18 +383,18 @@ impl Dra {
                 if planned.iter().any(|(u, _)| *u == uid) {
                     continue; // a claim two pods of the group share: allocated once
                 }
-                let (write, devices) = self
+                let (write, took) = self
                     .plan_claim(&claim, t.node, offers, t.prefer, book, &mut selectors)
                     .map_err(|e| format!("pod {pod_name}, claim {}: {e}", claim.name_any()))?;
-                planned.push((uid, devices));
+                planned.push((uid, took));
                 writes.push((i, write));
             }
         }
         let mut assumed = self.assumed.lock().expect("dra assumed");
-        for ((i, _), (uid, devices)) in writes.iter().zip(planned) {
-            if !devices.is_empty() {
+        for ((i, _), (uid, took)) in writes.iter().zip(planned) {
+            if !took.is_empty() {
                 let pod = targets[*i].pod.uid().unwrap_or_default();
-                assumed.insert(uid, Assumed { devices, pod, at: Instant::now() });
+                assumed.insert(uid, Assumed { took, pod, at: Instant::now() });
             }
         }
         Ok(writes)
@@ -384,31 +407,44 @@ impl Dra {
         node: &str,
         offers: &[Offer],
         prefer: &[u32],
-        book: &mut Book,
+        book: &mut InUse,
         selectors: &mut cel::Selectors,
-    ) -> Result<(Write, Vec<DeviceId>), String> {
+    ) -> Result<(Write, Took), String> {
         if let Some(a) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
             let here = a.node_selector.as_ref().is_none_or(|s| selects(s, node, &BTreeMap::new()));
             if !here {
                 return Err("it is allocated on another node; it is free again once no pod holds it".into());
             }
-            return Ok((Write { claim: claim.clone(), allocation: None }, Vec::new()));
+            return Ok((Write { claim: claim.clone(), allocation: None }, Took::default()));
         }
         let spec = claim.spec.devices.clone().unwrap_or_default();
         let (requests, constraints) = self.requests(&spec)?;
         let ordered = preferred(offers, prefer);
-        let picked = allocate::allocate(&requests, &constraints, &ordered, &book.taken, &mut book.counters, selectors)?;
-        let devices: Vec<DeviceId> = picked.iter().map(|(_, o)| o.id.clone()).collect();
-        book.taken.extend(devices.iter().cloned());
-        let results: Vec<serde_json::Value> = picked
-            .iter()
-            .map(|(request, o)| json!({"request": request, "driver": o.id.driver, "pool": o.id.pool, "device": o.id.device}))
-            .collect();
+        let picked = allocate::allocate(&requests, &constraints, &ordered, book, selectors)?;
+        let claim_uid = claim.uid().unwrap_or_default();
+        let mut took = Took::default();
+        let mut results = Vec::new();
+        for p in &picked {
+            let id = &p.offer.id;
+            let mut result = json!({"request": p.request, "driver": id.driver, "pool": id.pool, "device": id.device});
+            match &p.consumed {
+                Some(consumed) => {
+                    result["shareID"] = json!(share_id(&claim_uid, id));
+                    let text: BTreeMap<&String, String> =
+                        consumed.iter().map(|(n, m)| (n, quantity_text(*m))).collect();
+                    result["consumedCapacity"] = json!(text);
+                    took.shared.push((id.clone(), consumed.clone()));
+                }
+                None => took.devices.push(id.clone()),
+            }
+            results.push(result);
+        }
+        book.taken.extend(took.devices.iter().cloned());
         let allocation = json!({
             "devices": {"results": results, "config": self.config(&spec)},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
         });
-        Ok((Write { claim: claim.clone(), allocation: Some(allocation) }, devices))
+        Ok((Write { claim: claim.clone(), allocation: Some(allocation) }, took))
     }
 
     /// A claim's requests, each way with its class's selectors first, and its constraints.
@@ -427,6 +463,10 @@ impl Dra {
             Some("All") => Count::All,
             _ => Count::Exactly(n.unwrap_or(1).clamp(0, 1024) as u32),
         };
+        let capacity = |c: &Option<k8s_openapi::api::resource::v1::CapacityRequirements>| -> BTreeMap<String, i128> {
+            let asked = c.iter().flat_map(|c| c.requests.iter().flatten());
+            asked.filter_map(|(n, q)| Some((n.clone(), cel::milli(q)?))).collect()
+        };
         let mut requests = Vec::new();
         for r in spec.requests.iter().flatten() {
             let ways = match (&r.exactly, &r.first_available) {
@@ -434,6 +474,7 @@ impl Dra {
                     name: r.name.clone(),
                     selectors: [class_selectors(&e.device_class_name)?, own(&e.selectors)].concat(),
                     count: count(e.allocation_mode.as_deref(), e.count),
+                    capacity: capacity(&e.capacity),
                 }],
                 (None, Some(subs)) => subs
                     .iter()
@@ -442,6 +483,7 @@ impl Dra {
                             name: format!("{}/{}", r.name, s.name),
                             selectors: [class_selectors(&s.device_class_name)?, own(&s.selectors)].concat(),
                             count: count(s.allocation_mode.as_deref(), s.count),
+                            capacity: capacity(&s.capacity),
                         })
                     })
                     .collect::<Result<_, String>>()?,
@@ -506,6 +548,91 @@ impl Dra {
         let claims = self.claims_of(p).unwrap_or_default();
         (claims.iter().map(|c| (c.name_any(), c.uid().unwrap_or_default())).collect(), self.released.clone())
     }
+}
+
+/// Where a re-created pod goes: its name, and the node (name, labels) and GPUs it is bound to.
+pub struct CopyTarget {
+    pub name: String,
+    pub node: String,
+    pub labels: Arc<BTreeMap<String, String>>,
+    pub prefer: Vec<u32>,
+}
+
+impl Dra {
+    /// Allocate the claims of the copy `to` on its node before it is bound (a migration or a
+    /// resize): once they exist (a template's is made by the controller manager, seconds after
+    /// the copy), planned against the devices in use now, and written. Why not, when they
+    /// cannot be had there or are not made within [`COPY_CLAIMS_WAIT`].
+    pub async fn allocate_copy(
+        &self,
+        pods: &Api<Pod>,
+        claims: Api<ResourceClaim>,
+        gate: &Gate,
+        limit: Duration,
+        to: &CopyTarget,
+    ) -> Result<(), Failure> {
+        let started = Instant::now();
+        loop {
+            let p = gate.pass(|| within(limit, pods.get(&to.name))).await?;
+            let target = Target { pod: &p, node: &to.node, labels: &to.labels, prefer: &to.prefer };
+            let planned = self.plan_in(std::slice::from_ref(&target), &mut self.read_round());
+            match planned {
+                Ok(writes) => {
+                    let pods = vec![(to.name.clone(), p.uid().unwrap_or_default())];
+                    return Claims { api: claims, writes, pods }.write(gate, limit).await;
+                }
+                Err(why)
+                    if started.elapsed() < COPY_CLAIMS_WAIT
+                        && (why.contains("not made yet") || why.contains("does not exist yet")) =>
+                {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(why) => return Err(Failure::Refused(format!("its copy's claims: {why}"))),
+            }
+        }
+    }
+}
+
+/// The counters `slices` share, less what the devices of `taken` consume of them.
+fn counters_left(slices: &[Arc<ResourceSlice>], taken: &HashSet<DeviceId>) -> Counters {
+    let mut counters = Counters::new();
+    for s in slices {
+        for set in s.spec.shared_counters.iter().flatten() {
+            for (name, c) in &set.counters {
+                let key = (s.spec.driver.clone(), s.spec.pool.name.clone(), set.name.clone(), name.clone());
+                counters.insert(key, cel::milli(&c.value).unwrap_or(0));
+            }
+        }
+    }
+    for s in slices {
+        for d in s.spec.devices.iter().flatten() {
+            let id = DeviceId { driver: s.spec.driver.clone(), pool: s.spec.pool.name.clone(), device: d.name.clone() };
+            if !taken.contains(&id) {
+                continue;
+            }
+            for c in d.consumes_counters.iter().flatten() {
+                for (name, n) in &c.counters {
+                    let key = (id.driver.clone(), id.pool.clone(), c.counter_set.clone(), name.clone());
+                    if let Some(left) = counters.get_mut(&key) {
+                        *left -= cel::milli(&n.value).unwrap_or(0);
+                    }
+                }
+            }
+        }
+    }
+    counters
+}
+
+/// A quantity in milli-units written as Kubernetes reads it.
+fn quantity_text(milli: i128) -> String {
+    if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
+}
+
+/// The share id of `device` in claim `claim`: the same for the same pair, a UUID's shape.
+fn share_id(claim: &str, device: &DeviceId) -> String {
+    use sha2::Digest;
+    let h = hex::encode(sha2::Sha256::digest(format!("{claim}/{}/{}/{}", device.driver, device.pool, device.device)));
+    format!("{}-{}-4{}-8{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
 }
 
 /// How many devices a claim's requests ask for.

@@ -382,7 +382,7 @@ pub struct Kubernetes {
     /// The `PodGroup` objects that size the pod groups.
     podgroups: group::PodGroups,
     /// ResourceSlices, DeviceClasses and ResourceClaims: devices through DRA.
-    dra: dra::Dra,
+    dra: Arc<dra::Dra>,
     /// The pod groups not yet whole at the last observation, and why, by name.
     held: BTreeMap<String, String>,
     /// The uids of group pods taken back and not yet gone from the watch's view: never copied
@@ -457,7 +457,7 @@ impl Kubernetes {
             });
         let bound = bound_pods(&rt, &client, &config, &health);
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
-        let dra = dra::Dra::watch(&rt, &client, &config.namespace, &config.gpu_drivers);
+        let dra = Arc::new(dra::Dra::watch(&rt, &client, &config.namespace, &config.gpu_drivers));
         let exporters = config.gpu_telemetry.as_ref().map(|g| gpus::Exporters::watch(&rt, &client, g));
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());

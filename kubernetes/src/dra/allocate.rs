@@ -3,7 +3,10 @@
 //! the first that can be met), each device the first free one that its class's and its own
 //! CEL selectors accept, that the claim's `matchAttribute` constraints allow beside the devices
 //! already chosen, and whose counters (partitionable devices: a whole GPU and its MIG slices
-//! draw on one counter set) are not spent. First fit, no backtracking over constraints.
+//! draw on one counter set) are not spent. A device that allows several allocations
+//! (consumable capacity) may serve several claims while its capacity lasts: each takes what
+//! its request asks of it, else the capacity's default, else all of it. First fit, no
+//! backtracking over constraints.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -28,6 +31,13 @@ pub struct Offer<'a> {
     pub value: Value,
 }
 
+impl Offer<'_> {
+    /// Whether several claims may hold it at once, each with its share of its capacity.
+    pub fn shared(&self) -> bool {
+        self.device.allow_multiple_allocations == Some(true)
+    }
+}
+
 /// How many devices a request wants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Count {
@@ -44,6 +54,8 @@ pub struct Way {
     pub name: String,
     pub selectors: Vec<String>,
     pub count: Count,
+    /// What it asks of a shared device's capacity (qualified name, milli-units).
+    pub capacity: BTreeMap<String, i128>,
 }
 
 /// A request: its name and its ways, tried in order.
@@ -64,33 +76,56 @@ pub struct Constraint {
 /// Counters left, by driver, pool, counter set and counter (milli-units).
 pub type Counters = HashMap<(String, String, String, String), i128>;
 
+/// What each shared device has given of its capacity so far (capacity name as the device
+/// names it, milli-units).
+pub type Shared = HashMap<DeviceId, BTreeMap<String, i128>>;
+
+/// The devices in use: held whole (`taken`), the counters they leave, and what shared devices
+/// have given.
+#[derive(Clone, Debug, Default)]
+pub struct InUse {
+    pub taken: HashSet<DeviceId>,
+    pub counters: Counters,
+    pub shared: Shared,
+}
+
+/// A device chosen for a request (its name in the allocation); for a shared device, what it
+/// gives of its capacity.
+#[derive(Debug)]
+pub struct Pick<'o, 'a> {
+    pub request: String,
+    pub offer: &'o Offer<'a>,
+    pub consumed: Option<BTreeMap<String, i128>>,
+}
+
 /// What is chosen so far, and what it spends.
 struct Choice<'o, 'a> {
-    picked: Vec<(String, &'o Offer<'a>)>,
+    picked: Vec<Pick<'o, 'a>>,
     fixed: Vec<Option<String>>,
 }
 
 /// The devices of `offers` (in order of preference) that meet `requests` under `constraints`,
-/// none of them in `taken`; `counters` spent by them. Why not, when they cannot be met.
+/// none of them held whole in `in_use`, whose counters and shared capacity it spends. Why not,
+/// when they cannot be met.
 pub fn allocate<'o, 'a>(
     requests: &[Request],
     constraints: &[Constraint],
     offers: &'o [Offer<'a>],
-    taken: &HashSet<DeviceId>,
-    counters: &mut Counters,
+    in_use: &mut InUse,
     selectors: &mut Selectors,
-) -> Result<Vec<(String, &'o Offer<'a>)>, String> {
+) -> Result<Vec<Pick<'o, 'a>>, String> {
     let mut choice = Choice { picked: Vec::new(), fixed: vec![None; constraints.len()] };
     for request in requests {
         let mut why = Vec::new();
         let met = request.ways.iter().any(|way| {
-            let (picked, fixed, left) = (choice.picked.len(), choice.fixed.clone(), counters.clone());
-            match meet(request, way, constraints, offers, taken, counters, selectors, &mut choice) {
+            let (picked, fixed) = (choice.picked.len(), choice.fixed.clone());
+            let (counters, shared) = (in_use.counters.clone(), in_use.shared.clone());
+            match meet(request, way, constraints, offers, in_use, selectors, &mut choice) {
                 Ok(()) => true,
                 Err(e) => {
                     choice.picked.truncate(picked);
                     choice.fixed = fixed;
-                    *counters = left;
+                    (in_use.counters, in_use.shared) = (counters, shared);
                     why.push(e);
                     false
                 }
@@ -104,14 +139,12 @@ pub fn allocate<'o, 'a>(
 }
 
 /// Meet `request` the way `way` says, adding to `choice`.
-#[allow(clippy::too_many_arguments)]
 fn meet<'o, 'a>(
     request: &Request,
     way: &Way,
     constraints: &[Constraint],
     offers: &'o [Offer<'a>],
-    taken: &HashSet<DeviceId>,
-    counters: &mut Counters,
+    in_use: &mut InUse,
     selectors: &mut Selectors,
     choice: &mut Choice<'o, 'a>,
 ) -> Result<(), String> {
@@ -121,7 +154,7 @@ fn meet<'o, 'a>(
         if matches!(way.count, Count::Exactly(n) if got >= n) {
             break;
         }
-        if taken.contains(&offer.id) || choice.picked.iter().any(|(_, o)| o.id == offer.id) {
+        if in_use.taken.contains(&offer.id) || choice.picked.iter().any(|p| p.offer.id == offer.id) {
             continue;
         }
         match accepts(way, offer, selectors) {
@@ -132,10 +165,26 @@ fn meet<'o, 'a>(
                 continue;
             }
         }
-        if !constrained(&request.name, offer, constraints, &mut choice.fixed) || !spend(offer, counters) {
+        let consumed = if offer.shared() {
+            match share(offer, way, &in_use.shared) {
+                Some(c) => Some(c),
+                None => continue,
+            }
+        } else {
+            None
+        };
+        // A shared device's counters are not spent per claim (it is never held whole).
+        let spent = offer.shared() || spend(offer, &mut in_use.counters);
+        if !constrained(&request.name, offer, constraints, &mut choice.fixed) || !spent {
             continue;
         }
-        choice.picked.push((way.name.clone(), offer));
+        if let Some(c) = &consumed {
+            let given = in_use.shared.entry(offer.id.clone()).or_default();
+            for (name, n) in c {
+                *given.entry(name.clone()).or_default() += n;
+            }
+        }
+        choice.picked.push(Pick { request: way.name.clone(), offer, consumed });
         got += 1;
     }
     let wanted = match way.count {
@@ -186,6 +235,29 @@ fn attribute(offer: &Offer, name: &str) -> Option<String> {
     let (domain, id) = cel::qualified(name, &offer.id.driver);
     let attributes: &BTreeMap<String, DeviceAttribute> = offer.device.attributes.as_ref()?;
     attributes.iter().find(|(n, _)| cel::qualified(n, &offer.id.driver) == (domain, id)).map(|(_, a)| format!("{a:?}"))
+}
+
+/// What shared device `offer` gives `way` of each of its capacities (what the way asks,
+/// else the capacity's default, else all of it), when all of it is left beside what it has
+/// given (`shared`); None when some capacity would be overdrawn.
+fn share(offer: &Offer, way: &Way, shared: &Shared) -> Option<BTreeMap<String, i128>> {
+    let given = shared.get(&offer.id);
+    let mut takes = BTreeMap::new();
+    for (name, c) in offer.device.capacity.iter().flatten() {
+        let total = cel::milli(&c.value)?;
+        let asked = way
+            .capacity
+            .iter()
+            .find(|(n, _)| cel::qualified(n, &offer.id.driver) == cel::qualified(name, &offer.id.driver));
+        let default = c.request_policy.as_ref().and_then(|p| p.default.as_ref()).and_then(cel::milli);
+        let want = asked.map(|(_, n)| *n).or(default).unwrap_or(total);
+        let used = given.and_then(|g| g.get(name)).copied().unwrap_or(0);
+        if want < 0 || used + want > total {
+            return None;
+        }
+        takes.insert(name.clone(), want);
+    }
+    Some(takes)
 }
 
 /// Take what `offer` consumes from `counters`; false (and nothing taken) when some counter

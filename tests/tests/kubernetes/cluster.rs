@@ -223,8 +223,13 @@ impl Cluster {
         if let Some(volumes) = &spec.volumes {
             pod_spec["volumes"] = volumes.clone();
         }
-        if let Some(template) = spec.claim_template {
-            pod_spec["resourceClaims"] = json!([{"name": "gpu", "resourceClaimTemplateName": template}]);
+        let claim = match (spec.claim_template, spec.claim_name) {
+            (Some(template), _) => Some(json!({"name": "gpu", "resourceClaimTemplateName": template})),
+            (None, Some(name)) => Some(json!({"name": "gpu", "resourceClaimName": name})),
+            (None, None) => None,
+        };
+        if let Some(claim) = claim {
+            pod_spec["resourceClaims"] = json!([claim]);
             pod_spec["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
         }
         match spec.node {
@@ -435,6 +440,8 @@ pub struct TrainerPod<'a> {
     pub env: &'a [(&'a str, &'a str)],
     /// A ResourceClaimTemplate its container's devices come from (claim `gpu`).
     pub claim_template: Option<&'a str>,
+    /// A ResourceClaim (made beforehand) its container's devices come from (claim `gpu`).
+    pub claim_name: Option<&'a str>,
 }
 
 impl<'a> TrainerPod<'a> {
@@ -454,6 +461,7 @@ impl<'a> TrainerPod<'a> {
             raw_annotations: &[],
             env: &[],
             claim_template: None,
+            claim_name: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Devices through DRA on the kit: the upstream DRA test driver publishes devices on both nodes
 //! (`K8S_DRA=4 ../shared/k8s/cluster up 2`), pods ask for one through a ResourceClaimTemplate,
-//! and the host allocates each claim before it binds the pod, frees it when a preemption
-//! re-creates the pod, and never gives one device to two claims; all of it as the host's
+//! and the host allocates each claim before it binds the pod (a migration's copy too), frees it
+//! when a preemption re-creates the pod, and never gives one device to two claims; all of it as the host's
 //! ServiceAccount, with the rights of `examples/kubernetes/rbac.yaml`.
 
 use std::time::Duration;
@@ -33,6 +33,11 @@ struct Objects {
 
 impl Objects {
     fn make(c: &'static Cluster, label: &str) -> Objects {
+        Objects::with_class(c, label, None)
+    }
+
+    /// The same, the template's request naming device class `class` instead of its own.
+    fn with_class(c: &'static Cluster, label: &str, other: Option<&str>) -> Objects {
         let name = format!("wst-{label}");
         let class: DeviceClass = serde_json::from_value(json!({
             "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
@@ -41,7 +46,7 @@ impl Objects {
         .unwrap();
         let template: ResourceClaimTemplate = serde_json::from_value(json!({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": name},
-            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": name}}]}}},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": other.unwrap_or(&name)}}]}}},
         }))
         .unwrap();
         let made = c.rt.block_on(async {
@@ -78,6 +83,29 @@ fn holding(claim: &ResourceClaim) -> (Vec<String>, Vec<String>) {
     (devices, status.reserved_for.unwrap_or_default().into_iter().map(|r| r.uid).collect())
 }
 
+/// A backend that manages the pods labelled `label`, counts the test driver's devices as GPUs,
+/// and acts as the host's ServiceAccount with exactly the rights of `rbac.yaml` (its
+/// kubeconfig written in `dir`); the policy places.
+fn dra_backend(c: &Cluster, label: &str, dir: &std::path::Path) -> Kubernetes {
+    for doc in manifests::manifest("rbac.yaml") {
+        manifests::apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
+    }
+    let mut k = Kubernetes::new(KubernetesConfig {
+        kubeconfig: Some(manifests::kubeconfig_as(c, manifests::SERVICE_ACCOUNT, dir)),
+        selector: format!("wasmsched.test={label}"),
+        gpu_drivers: vec![DRIVER.into()],
+        ..KubernetesConfig::default()
+    })
+    .unwrap();
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    k
+}
+
+/// Node `name`'s handle in the world (other tests' object nodes may sort before the kit's).
+fn node(world: &World, name: &str) -> Option<u32> {
+    world.nodes().iter().position(|n| n.name == name).map(|i| i as u32)
+}
+
 fn place_on(job: JobId, node: u32, gpus: Vec<u32>) -> wit::Action {
     let nodes = vec![wit::NodePlacement { node: NodeId(node), gpus }];
     action(job, wit::ActionKind::Place(wit::Placement { nodes, share: false }))
@@ -110,23 +138,12 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
     let name = c.trainer(&image, first).metadata.name.unwrap();
     let other = TrainerPod { claim_template: Some(&objects.name), ..TrainerPod::new("dra-other", &label, QUICK) };
     let other_name = c.trainer(&image, other).metadata.name.unwrap();
-    // As the host's ServiceAccount, with exactly the rights of rbac.yaml.
-    for doc in manifests::manifest("rbac.yaml") {
-        manifests::apply(c, &doc, false).unwrap_or_else(|e| panic!("rbac.yaml, {}: {e}", doc["kind"]));
-    }
     let account = tempfile::tempdir().unwrap();
-    let mut k = Kubernetes::new(KubernetesConfig {
-        kubeconfig: Some(manifests::kubeconfig_as(c, manifests::SERVICE_ACCOUNT, account.path())),
-        selector: format!("wasmsched.test={label}"),
-        gpu_drivers: vec![DRIVER.into()],
-        ..KubernetesConfig::default()
-    })
-    .unwrap();
-    k.set_placer(wasmsched::backend::Placer::Policy);
+    let mut k = dra_backend(c, &label, account.path());
     let mut world = World::new();
     let (job, other) = c.wait(&label, "both pods queued, vm2's devices counted", Duration::from_secs(30), || {
         step(&mut k, &mut world, 300);
-        let counted = world.nodes().get(1).is_some_and(|n| n.gpu_memory_bytes.len() == devices);
+        let counted = node(&world, "vm2").is_some_and(|n| world.nodes()[n as usize].gpu_memory_bytes.len() == devices);
         Some((job_named(&world, &name)?, job_named(&world, &other_name)?)).filter(|_| counted)
     });
     assert_eq!(world.spec(job).unwrap().gpus, 1, "one device, from its claim's template");
@@ -137,7 +154,8 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
     });
 
     // Both placed on vm2's third device in one decision: the second gets another one.
-    let mut errors = k.apply(&[place_on(job, 1, vec![2]), place_on(other, 1, vec![2])], &mut world);
+    let vm2 = node(&world, "vm2").unwrap();
+    let mut errors = k.apply(&[place_on(job, vm2, vec![2]), place_on(other, vm2, vec![2])], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(30)));
     assert!(errors.is_empty(), "{errors:?}");
     let uid = c.pod(&name).unwrap().metadata.uid.unwrap();
@@ -167,7 +185,7 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
         claim_of(c, &copy_name).map(|_| ())
     });
     let last = world.history(job).last().unwrap().epoch;
-    let mut errors = k.apply(&[place_on(job, 1, vec![2])], &mut world);
+    let mut errors = k.apply(&[place_on(job, vm2, vec![2])], &mut world);
     errors.extend(k.drain(&mut world, Duration::from_secs(30)));
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(holding(&claim_of(c, &copy_name).unwrap()).0, ["vm2/device-02"], "its device, freed and given again");
@@ -176,4 +194,232 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
         (world.history(job).last()?.epoch >= last + 2).then_some(())
     });
     assert_consecutive_epochs(world.history(job), "resumed on its claimed device");
+
+    // A migration allocates the copy's new claim on the other node before it binds it.
+    let vm = node(&world, "vm").unwrap();
+    let mut errors = k.apply(&[action(job, wit::ActionKind::Migrate(NodeId(vm)))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    let moved =
+        c.labelled(&label).into_iter().find(|p| p.metadata.name.as_deref() != Some(other_name.as_str())).unwrap();
+    let moved_name = moved.metadata.name.unwrap();
+    assert_eq!(moved.spec.unwrap().node_name.as_deref(), Some("vm"));
+    let (devices, reserved) = holding(&claim_of(c, &moved_name).unwrap());
+    assert_eq!((devices.len(), reserved), (1, vec![moved.metadata.uid.unwrap()]), "allocated on vm: {devices:?}");
+    assert!(devices[0].starts_with("vm/"), "{devices:?}");
+    let last = world.history(job).last().unwrap().epoch;
+    c.wait(&label, "epochs on vm after the migration", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(job).last()?.epoch >= last + 2).then_some(())
+    });
+}
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_group_of_dra_pods_is_placed_whole_and_one_that_cannot_be_writes_no_claim() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    if devices_on_vm2(c).is_none() {
+        eprintln!("SKIPPED {}: the kit's DRA test driver publishes no devices (K8S_DRA=4)", module_path!());
+        return;
+    }
+    let label = test_label("dragroup");
+    let _sweep = c.sweep(&label);
+    let good = Objects::make(c, &label);
+    // A template whose class does not exist: its claim cannot be allocated anywhere.
+    let bad = Objects::with_class(c, &format!("{label}-bad"), Some("wst-no-such-class"));
+    let member = |group: &'static str, i: usize, template: &'static str| {
+        let labels: &'static [(&'static str, &'static str)] =
+            Box::leak(Box::new([("kueue.x-k8s.io/pod-group-name", group)]));
+        let name: &'static str = Box::leak(format!("{group}-{i}").into_boxed_str());
+        TrainerPod {
+            raw_labels: labels,
+            raw_annotations: &[("kueue.x-k8s.io/pod-group-total-count", "2")],
+            claim_template: Some(template),
+            ..TrainerPod::new(name, &label, QUICK)
+        }
+    };
+    let (good_t, bad_t): (&'static str, &'static str) =
+        (Box::leak(good.name.clone().into_boxed_str()), Box::leak(bad.name.clone().into_boxed_str()));
+    let whole = Box::leak(format!("wst-{label}-whole").into_boxed_str());
+    let held = Box::leak(format!("wst-{label}-held").into_boxed_str());
+    let pods: Vec<String> =
+        [member(whole, 0, good_t), member(whole, 1, good_t), member(held, 0, good_t), member(held, 1, bad_t)]
+            .into_iter()
+            .map(|p| c.trainer(&image, p).metadata.name.unwrap())
+            .collect();
+    let account = tempfile::tempdir().unwrap();
+    let mut k = dra_backend(c, &label, account.path());
+    let mut world = World::new();
+    let (a, b) = c.wait(&label, "both groups queued, every claim made", Duration::from_secs(45), || {
+        step(&mut k, &mut world, 300);
+        let made = pods.iter().all(|p| claim_of(c, p).is_some());
+        Some((job_named(&world, whole)?, job_named(&world, held)?)).filter(|_| made)
+    });
+    assert_eq!(world.spec(a).unwrap().gpus, 2, "a device for each of its pods");
+
+    let (vm, vm2) = (node(&world, "vm").unwrap(), node(&world, "vm2").unwrap());
+    let mut errors = k.apply(&[place_on(a, vm2, vec![0, 1])], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut given = Vec::new();
+    for p in &pods[..2] {
+        assert_eq!(c.pod(p).and_then(|p| p.spec?.node_name).as_deref(), Some("vm2"), "{p} bound with its group");
+        let (devices, reserved) = holding(&claim_of(c, p).unwrap());
+        assert_eq!((devices.len(), reserved), (1, vec![c.pod(p).unwrap().metadata.uid.unwrap()]), "{p}");
+        given.extend(devices);
+    }
+    given.sort();
+    assert_eq!(given, ["vm2/device-00", "vm2/device-01"], "the devices the placement named, one each");
+    c.wait(&label, "the group's first epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(a).count() >= 1).then_some(())
+    });
+
+    // The other group cannot have its second pod's device: nothing of it is written or bound.
+    let mut errors = k.apply(&[place_on(b, vm, vec![0, 1])], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.len() == 1 && errors[0].reason.contains("wst-no-such-class"), "{errors:?}");
+    for p in &pods[2..] {
+        assert_eq!(c.pod(p).and_then(|p| p.spec?.node_name), None, "{p} stays unbound");
+        assert_eq!(holding(&claim_of(c, p).unwrap()), (vec![], vec![]), "{p}'s claim is not written");
+    }
+    assert!(world.state(b).unwrap().queued.is_some(), "the group waits whole");
+    drop(bad);
+}
+
+/// A device of a driver of the test's own (no kubelet plugin: its pods never start, and what
+/// is checked is the allocation) that several claims may hold at once, published on `vm2`,
+/// with a class of it; deleted when dropped.
+struct SharedDevice {
+    cluster: &'static Cluster,
+    name: String,
+    /// The claims made of it, deleted with it.
+    claims: std::sync::Mutex<Vec<String>>,
+}
+
+impl SharedDevice {
+    const DRIVER: &'static str = "shared.wasmsched.dev";
+
+    fn publish(c: &'static Cluster, label: &str) -> SharedDevice {
+        let name = format!("wst-{label}");
+        let slice: ResourceSlice = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {
+                "driver": Self::DRIVER, "nodeName": "vm2",
+                "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{
+                    "name": "gpu-0", "allowMultipleAllocations": true,
+                    "attributes": {"productName": {"string": "NVIDIA H100 80GB HBM3"}},
+                    "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "40Gi", "validRange": {"min": "1Gi"}}}},
+                }],
+            },
+        }))
+        .unwrap();
+        let class: DeviceClass = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": format!("device.driver == '{}'", Self::DRIVER)}}]},
+        }))
+        .unwrap();
+        let made = c.rt.block_on(async {
+            Api::<ResourceSlice>::all(c.client.clone()).create(&PostParams::default(), &slice).await?;
+            Api::<DeviceClass>::all(c.client.clone()).create(&PostParams::default(), &class).await
+        });
+        made.expect("the apiserver takes the slice and the class");
+        SharedDevice { cluster: c, name, claims: Default::default() }
+    }
+
+    /// A claim `claim` of one device of the class, asking `memory` of it (its default when None).
+    fn claim(&self, claim: &str, memory: Option<&str>) {
+        let mut exactly = json!({"deviceClassName": self.name});
+        if let Some(m) = memory {
+            exactly["capacity"] = json!({"requests": {"memory": m}});
+        }
+        let claim: ResourceClaim = serde_json::from_value(json!({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": claim},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+        }))
+        .unwrap();
+        let api = Api::<ResourceClaim>::default_namespaced(self.cluster.client.clone());
+        self.cluster.rt.block_on(api.create(&PostParams::default(), &claim)).expect("the apiserver takes the claim");
+        self.claims.lock().unwrap().extend(claim.metadata.name);
+    }
+}
+
+impl Drop for SharedDevice {
+    fn drop(&mut self) {
+        let (c, dp) = (self.cluster, DeleteParams::default());
+        let claims = Api::<ResourceClaim>::default_namespaced(c.client.clone());
+        for claim in self.claims.lock().unwrap().iter() {
+            let _ = c.rt.block_on(claims.delete(claim, &dp));
+        }
+        let _ = c.rt.block_on(Api::<ResourceSlice>::all(c.client.clone()).delete(&self.name, &dp));
+        let _ = c.rt.block_on(Api::<DeviceClass>::all(c.client.clone()).delete(&self.name, &dp));
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_device_that_allows_several_allocations_is_shared_while_its_capacity_lasts() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    let label = test_label("drashare");
+    let _sweep = c.sweep(&label);
+    let device = SharedDevice::publish(c, &label);
+    let claims: Vec<String> = (0..3).map(|i| format!("wst-{label}-{i}")).collect();
+    device.claim(&claims[0], Some("30Gi"));
+    device.claim(&claims[1], None);
+    device.claim(&claims[2], None);
+    let pods: Vec<String> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, claim)| {
+            let name: &'static str = Box::leak(format!("share-{i}").into_boxed_str());
+            let mut pod = TrainerPod::new(name, &label, QUICK);
+            pod.claim_name = Some(Box::leak(claim.clone().into_boxed_str()));
+            c.trainer(&image, pod).metadata.name.unwrap()
+        })
+        .collect();
+    let account = tempfile::tempdir().unwrap();
+    let mut k = Kubernetes::new(KubernetesConfig {
+        kubeconfig: Some(manifests::kubeconfig_as(c, manifests::SERVICE_ACCOUNT, account.path())),
+        selector: format!("wasmsched.test={label}"),
+        gpu_drivers: vec![SharedDevice::DRIVER.into()],
+        ..KubernetesConfig::default()
+    })
+    .unwrap();
+    k.set_placer(wasmsched::backend::Placer::Policy);
+    let mut world = World::new();
+    let jobs: Vec<JobId> =
+        c.wait(&label, "three pods queued, the shared device counted", Duration::from_secs(30), || {
+            step(&mut k, &mut world, 300);
+            let vm2 = node(&world, "vm2")?;
+            let counted = world.nodes()[vm2 as usize].gpu_type == "NVIDIA H100 80GB HBM3";
+            pods.iter().map(|p| job_named(&world, p)).collect::<Option<Vec<_>>>().filter(|_| counted)
+        });
+    let vm2 = node(&world, "vm2").unwrap();
+    let both = [place_on(jobs[0], vm2, vec![0]), place_on(jobs[1], vm2, vec![0])];
+    let mut errors = k.apply(&both, &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.is_empty(), "{errors:?}");
+    let api = Api::<ResourceClaim>::default_namespaced(c.client.clone());
+    let result = |claim: &str| {
+        let claim = c.rt.block_on(api.get(claim)).unwrap();
+        let mut results = claim.status.unwrap().allocation.unwrap().devices.unwrap().results.unwrap();
+        results.remove(0)
+    };
+    let (first, second) = (result(&claims[0]), result(&claims[1]));
+    assert_eq!((first.device.as_str(), second.device.as_str()), ("gpu-0", "gpu-0"), "one device, two claims");
+    assert!(first.share_id.is_some() && first.share_id != second.share_id, "a share id each: {first:?} {second:?}");
+    assert_eq!(first.consumed_capacity.unwrap()["memory"].0, "32212254720", "what it asked: 30Gi");
+    assert_eq!(second.consumed_capacity.unwrap()["memory"].0, "42949672960", "the default: 40Gi");
+    // 70 of its 80 GiB are given: a third claim's default does not fit.
+    let mut errors = k.apply(&[place_on(jobs[2], vm2, vec![0])], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.len() == 1 && errors[0].reason.contains("0 free one(s)"), "{errors:?}");
+    assert_eq!(c.pod(&pods[2]).and_then(|p| p.spec?.node_name), None, "the third pod stays unbound");
 }

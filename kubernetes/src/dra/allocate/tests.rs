@@ -34,12 +34,22 @@ fn offers(devices: &[Device]) -> Vec<Offer<'_>> {
 }
 
 fn request(name: &str, selectors: &[&str], count: Count) -> Request {
-    let way = Way { name: name.into(), selectors: selectors.iter().map(|s| s.to_string()).collect(), count };
+    let way = Way {
+        name: name.into(),
+        selectors: selectors.iter().map(|s| s.to_string()).collect(),
+        count,
+        capacity: BTreeMap::new(),
+    };
     Request { name: name.into(), ways: vec![way] }
 }
 
-fn chosen(picked: &[(String, &Offer)]) -> Vec<String> {
-    picked.iter().map(|(r, o)| format!("{r}={}", o.id.device)).collect()
+fn chosen(picked: &[Pick]) -> Vec<String> {
+    picked.iter().map(|p| format!("{}={}", p.request, p.offer.id.device)).collect()
+}
+
+/// Nothing in use, but `taken` held whole and `counters` left.
+fn in_use(taken: &[&Offer], counters: Counters) -> InUse {
+    InUse { taken: taken.iter().map(|o| o.id.clone()).collect(), counters, shared: Shared::new() }
 }
 
 #[test]
@@ -51,10 +61,9 @@ fn devices_are_chosen_in_order_by_their_selectors_and_never_twice() {
         request("big", &["device.attributes['gpu.example.com'].model == 'h100'"], Count::Exactly(1)),
         request("small", &["device.driver == 'gpu.example.com'"], Count::Exactly(2)),
     ];
-    let picked = allocate(&wants, &[], &offers, &HashSet::new(), &mut Counters::new(), &mut s).unwrap();
+    let picked = allocate(&wants, &[], &offers, &mut in_use(&[], Counters::new()), &mut s).unwrap();
     assert_eq!(chosen(&picked), ["big=d1", "small=d0", "small=d2"]);
-    let taken = HashSet::from([offers[0].id.clone()]);
-    let why = allocate(&wants, &[], &offers, &taken, &mut Counters::new(), &mut s).unwrap_err();
+    let why = allocate(&wants, &[], &offers, &mut in_use(&[&offers[0]], Counters::new()), &mut s).unwrap_err();
     assert!(why.contains("request small wants 2 device(s) and 1 free one(s)"), "{why}");
 }
 
@@ -67,12 +76,12 @@ fn the_first_available_alternative_that_fits_is_taken() {
             name: "gpu/h100".into(),
             selectors: vec!["device.attributes['gpu.example.com'].model == 'h100'".into()],
             count: Count::Exactly(1),
+            capacity: BTreeMap::new(),
         },
-        Way { name: "gpu/any".into(), selectors: vec![], count: Count::Exactly(1) },
+        Way { name: "gpu/any".into(), selectors: vec![], count: Count::Exactly(1), capacity: BTreeMap::new() },
     ];
     let wants = [Request { name: "gpu".into(), ways }];
-    let picked =
-        allocate(&wants, &[], &offers, &HashSet::new(), &mut Counters::new(), &mut Selectors::default()).unwrap();
+    let picked = allocate(&wants, &[], &offers, &mut InUse::default(), &mut Selectors::default()).unwrap();
     assert_eq!(chosen(&picked), ["gpu/any=d0"]);
 }
 
@@ -82,11 +91,10 @@ fn a_match_attribute_constraint_keeps_the_devices_alike() {
     let offers = offers(&devices);
     let wants = [request("pair", &[], Count::Exactly(2))];
     let alike = [Constraint { requests: vec![], attribute: "gpu.example.com/model".into() }];
-    let picked = allocate(&wants, &alike, &offers, &HashSet::new(), &mut Counters::new(), &mut Selectors::default());
+    let picked = allocate(&wants, &alike, &offers, &mut InUse::default(), &mut Selectors::default());
     // First fit fixes a100 at d0 and finds no second one: no backtracking.
     assert!(picked.is_err());
-    let picked =
-        allocate(&wants, &alike, &offers[1..], &HashSet::new(), &mut Counters::new(), &mut Selectors::default());
+    let picked = allocate(&wants, &alike, &offers[1..], &mut InUse::default(), &mut Selectors::default());
     assert_eq!(chosen(&picked.unwrap()), ["pair=d1", "pair=d2"]);
 }
 
@@ -98,15 +106,15 @@ fn a_whole_gpu_and_its_slices_share_one_counter_set() {
     ];
     let offers = offers(&devices);
     let key = ("gpu.example.com".to_string(), "node-a".to_string(), "gpu-0-counters".to_string(), "memory".to_string());
-    let mut counters = Counters::from([(key.clone(), cel::milli(&Quantity("40Gi".into())).unwrap())]);
+    let mut used = in_use(&[], Counters::from([(key.clone(), cel::milli(&Quantity("40Gi".into())).unwrap())]));
     let whole = [request("whole", &["device.attributes['gpu.example.com'].model == 'a100'"], Count::Exactly(1))];
-    let picked = allocate(&whole, &[], &offers, &HashSet::new(), &mut counters, &mut Selectors::default()).unwrap();
+    let picked = allocate(&whole, &[], &offers, &mut used, &mut Selectors::default()).unwrap();
     assert_eq!(chosen(&picked), ["whole=gpu-0"]);
-    assert_eq!(counters[&key], 0, "the whole GPU spends its set");
+    assert_eq!(used.counters[&key], 0, "the whole GPU spends its set");
     // With the whole GPU given, its slice does not fit: the counters are spent.
-    let taken = HashSet::from([offers[0].id.clone()]);
+    used.taken.insert(offers[0].id.clone());
     let slice = [request("slice", &[], Count::Exactly(1))];
-    assert!(allocate(&slice, &[], &offers, &taken, &mut counters, &mut Selectors::default()).is_err());
+    assert!(allocate(&slice, &[], &offers, &mut used, &mut Selectors::default()).is_err());
 }
 
 #[test]
@@ -114,11 +122,40 @@ fn all_takes_every_match_and_a_failing_selector_says_why() {
     let devices = [device("d0", "a100", None), device("d1", "a100", None)];
     let offers = offers(&devices);
     let all = [request("all", &[], Count::All)];
-    let picked =
-        allocate(&all, &[], &offers, &HashSet::new(), &mut Counters::new(), &mut Selectors::default()).unwrap();
+    let picked = allocate(&all, &[], &offers, &mut InUse::default(), &mut Selectors::default()).unwrap();
     assert_eq!(picked.len(), 2);
     let broken = [request("x", &["device.attributes['nope'].model == 'a'"], Count::Exactly(1))];
-    let why =
-        allocate(&broken, &[], &offers, &HashSet::new(), &mut Counters::new(), &mut Selectors::default()).unwrap_err();
+    let why = allocate(&broken, &[], &offers, &mut InUse::default(), &mut Selectors::default()).unwrap_err();
     assert!(why.contains("fails on this device"), "{why}");
+}
+
+#[test]
+fn a_shared_device_serves_claims_while_its_capacity_lasts() {
+    use k8s_openapi::api::resource::v1::{CapacityRequestPolicy, DeviceCapacity};
+    let mut gpu = device("gpu-0", "h100", None);
+    gpu.allow_multiple_allocations = Some(true);
+    let policy = CapacityRequestPolicy { default: Some(Quantity("20Gi".into())), ..Default::default() };
+    gpu.capacity = Some(BTreeMap::from([(
+        "memory".to_string(),
+        DeviceCapacity { value: Quantity("80Gi".into()), request_policy: Some(policy) },
+    )]));
+    let devices = [gpu];
+    let offers = offers(&devices);
+    let gi = |n: i128| n * (1 << 30) * 1000;
+    let mut used = InUse::default();
+    let mut half = request("half", &[], Count::Exactly(1));
+    half.ways[0].capacity = BTreeMap::from([("gpu.example.com/memory".to_string(), gi(40))]);
+    let picked = allocate(std::slice::from_ref(&half), &[], &offers, &mut used, &mut Selectors::default()).unwrap();
+    assert_eq!(picked[0].consumed, Some(BTreeMap::from([("memory".to_string(), gi(40))])), "what it asked");
+    let plain = request("plain", &[], Count::Exactly(1));
+    for _ in 0..2 {
+        let picked =
+            allocate(std::slice::from_ref(&plain), &[], &offers, &mut used, &mut Selectors::default()).unwrap();
+        assert_eq!(picked[0].consumed.as_ref().unwrap()["memory"], gi(20), "the capacity's default");
+    }
+    assert_eq!(used.shared[&offers[0].id]["memory"], gi(80));
+    assert!(!used.taken.contains(&offers[0].id), "never held whole");
+    let why = allocate(&[plain], &[], &offers, &mut used, &mut Selectors::default()).unwrap_err();
+    assert!(why.contains("0 free one(s)"), "{why}");
+    assert_eq!(used.shared[&offers[0].id]["memory"], gi(80), "a failed request gives back what it took");
 }
