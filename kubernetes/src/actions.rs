@@ -490,15 +490,17 @@ impl Kubernetes {
             wit::ActionKind::Preempt | wit::ActionKind::Migrate(_) | wit::ActionKind::Resize(_) => {
                 self.recreate(to, p, action, state, freeing)
             }
+            // Through claims, a share is the copy's allocation's config.
+            wit::ActionKind::SetGpuShare(_) if dra::Dra::uses_claims(p) => self.recreate(to, p, action, state, freeing),
             wit::ActionKind::Stop => Ok(delete(to, state, freeing)),
             wit::ActionKind::Deliver => {
                 let command = self.uid_of(action.job).and_then(|uid| self.jobs.get(&uid)?.job.deliver.clone());
                 Ok(deliver(to, pod::main_container(p).map(|c| c.name.clone()), command))
             }
-            wit::ActionKind::SetGpuShare(_) => {
-                Err("Kubernetes gives a pod whole GPUs through the device plugin; it cannot cap a pod's GPU share"
-                    .into())
-            }
+            wit::ActionKind::SetGpuShare(_) => Err("the device plugin gives this pod whole GPUs, and cannot cap its \
+                share; a pod whose GPUs come through DRA ResourceClaims can be shared (its copy's allocation carries \
+                the MPS share for the driver)"
+                .into()),
         };
         asked.unwrap_or_else(|why| Box::pin(async move { Err(Failure::Declined(why)) }))
     }
@@ -566,7 +568,7 @@ impl Kubernetes {
         let mut targets = Vec::with_capacity(pods.len());
         for &(pod, node, prefer) in pods {
             let n = self.nodes.get(node.index()).ok_or(format!("node {node} is not in the cluster"))?;
-            targets.push(dra::Target { pod, node: &n.name, labels: &n.labels, prefer });
+            targets.push(dra::Target { pod, node: &n.name, labels: &n.labels, prefer, share: None });
         }
         let writes = self.dra.plan(&targets)?;
         let pods = pods
@@ -581,6 +583,10 @@ impl Kubernetes {
     fn copy_target(&self, kind: &wit::ActionKind, state: &JobState) -> Result<Option<(NodeId, String)>, String> {
         let to = match kind {
             wit::ActionKind::Migrate(to) => *to,
+            wit::ActionKind::SetGpuShare(_) if !state.is_running() => {
+                return Err("a queued pod has no GPU to share yet; set its share once it runs".into());
+            }
+            wit::ActionKind::SetGpuShare(_) => state.node,
             wit::ActionKind::Resize(_) if !state.is_running() => {
                 return Err("a queued pod is placed, not resized: place it on the GPUs it should have".into());
             }
@@ -596,9 +602,9 @@ impl Kubernetes {
             },
             _ => return Ok(None),
         };
-        let resizes = matches!(kind, wit::ActionKind::Resize(_));
+        let stays = matches!(kind, wit::ActionKind::Resize(_) | wit::ActionKind::SetGpuShare(_));
         match self.nodes.get(to.index()) {
-            Some(n) if n.ready && (to != state.node || resizes) => Ok(Some((to, n.name.clone()))),
+            Some(n) if n.ready && (to != state.node || stays) => Ok(Some((to, n.name.clone()))),
             Some(n) if n.ready => Err(format!("the pod already runs on node {}", n.name)),
             Some(n) => Err(format!("node {} is NotReady", n.name)),
             None => Err(format!("node {to} is not in the cluster")),
@@ -621,6 +627,10 @@ impl Kubernetes {
             wit::ActionKind::Resize(r) => Some(r),
             _ => None,
         };
+        let share = match &action.kind {
+            wit::ActionKind::SetGpuShare(s) => Some(s.percent.clamp(1, 100)),
+            _ => None,
+        };
         let target = self.copy_target(&action.kind, state)?;
         if resize.is_some() {
             pod::resizable(p)?;
@@ -631,7 +641,7 @@ impl Kubernetes {
                             progress; annotate it with the folder it checkpoints to, on a volume that outlives it"
                     .into());
             }
-            (None, false) if resize.is_some() => {
+            (None, false) if resize.is_some() || share.is_some() => {
                 return Err(resize_needs_checkpoint(
                     "the pod",
                     "annotate it with the folder it checkpoints to, on a volume that outlives it",
@@ -690,10 +700,13 @@ impl Kubernetes {
             let Some((node, node_name)) = target else { return Ok(Effect::Requeued { copy }) };
             freeing.all_done().await;
             if let (Some(dra), Some(labels)) = (&dra, copy_labels) {
-                let to = dra::CopyTarget { name: copy.name.clone(), node: node_name.clone(), labels, prefer };
+                let to = dra::CopyTarget { name: copy.name.clone(), node: node_name.clone(), labels, prefer, share };
                 dra.allocate_copy(&api, claims, &gate, limit, &to).await?;
             }
             gate.pass(|| within(limit, bind(&api, &copy.name, &node_name))).await?;
+            if let Some(percent) = share {
+                return Ok(Effect::Shared { copy, percent });
+            }
             // A migration's GPUs there are the world's to say when it lands.
             Ok(Effect::Moved { node, gpus: gpus.unwrap_or_default(), copy, resized })
         }))
@@ -706,7 +719,12 @@ impl Kubernetes {
         }
         match &mut effect {
             Effect::Cpu(_) | Effect::Memory(_) => self.follow_anew(uid),
-            Effect::Done | Effect::Shared { .. } | Effect::StartedSpread { .. } | Effect::MovedSpread { .. } => {}
+            Effect::Done | Effect::StartedSpread { .. } | Effect::MovedSpread { .. } => {}
+            Effect::Shared { copy, percent } => {
+                let Some(m) = self.hand_over(uid, world) else { return };
+                tracing::info!(%job, from = %m.name, to = %copy.name, percent, "GPU share set: re-created from its checkpoint");
+                self.resume(copy, m);
+            }
             Effect::Started { node, gpus, .. } => {
                 let Some(m) = self.jobs.get_mut(uid) else { return };
                 (m.job.refused, m.retry) = (None, None);

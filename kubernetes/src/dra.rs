@@ -80,6 +80,8 @@ pub struct Target<'a> {
     pub node: &'a str,
     pub labels: &'a BTreeMap<String, String>,
     pub prefer: &'a [u32],
+    /// The share of each GPU its allocation gives it (MPS active-thread percentage), if capped.
+    pub share: Option<u8>,
 }
 
 /// A claim to write before a pod is bound: its allocation (None when it is allocated already
@@ -384,7 +386,7 @@ impl Dra {
                     continue; // a claim two pods of the group share: allocated once
                 }
                 let (write, took) = self
-                    .plan_claim(&claim, t.node, offers, t.prefer, book, &mut selectors)
+                    .plan_claim(&claim, t, offers, book, &mut selectors)
                     .map_err(|e| format!("pod {pod_name}, claim {}: {e}", claim.name_any()))?;
                 planned.push((uid, took));
                 writes.push((i, write));
@@ -404,12 +406,12 @@ impl Dra {
     fn plan_claim(
         &self,
         claim: &Arc<ResourceClaim>,
-        node: &str,
+        target: &Target,
         offers: &[Offer],
-        prefer: &[u32],
         book: &mut InUse,
         selectors: &mut cel::Selectors,
     ) -> Result<(Write, Took), String> {
+        let (node, prefer) = (target.node, target.prefer);
         if let Some(a) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) {
             let here = a.node_selector.as_ref().is_none_or(|s| selects(s, node, &BTreeMap::new()));
             if !here {
@@ -441,7 +443,7 @@ impl Dra {
         }
         book.taken.extend(took.devices.iter().cloned());
         let allocation = json!({
-            "devices": {"results": results, "config": self.config(&spec)},
+            "devices": {"results": results, "config": self.config(&spec, &picked, target.share)},
             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]},
         });
         Ok((Write { claim: claim.clone(), allocation: Some(allocation) }, took))
@@ -506,8 +508,10 @@ impl Dra {
     }
 
     /// The opaque config an allocation carries: each request's class's (`FromClass`), then the
-    /// claim's own (`FromClaim`), which the driver reads when it prepares the devices.
-    fn config(&self, spec: &DeviceClaim) -> Vec<serde_json::Value> {
+    /// claim's own (`FromClaim`), which the driver reads when it prepares the devices; and,
+    /// for a capped `share`, MPS at that active-thread percentage ([`mps`]) for the GPU drivers
+    /// of the devices `picked` (last, so it wins).
+    fn config(&self, spec: &DeviceClaim, picked: &[allocate::Pick], share: Option<u8>) -> Vec<serde_json::Value> {
         let mut config = Vec::new();
         for r in spec.requests.iter().flatten() {
             let classes: Vec<&str> = match (&r.exactly, &r.first_available) {
@@ -526,6 +530,15 @@ impl Dra {
             if let Some(opaque) = &c.opaque {
                 config.push(json!({"source": "FromClaim", "requests": c.requests.clone().unwrap_or_default(), "opaque": opaque}));
             }
+        }
+        let Some(percent) = share.filter(|&p| p < 100) else { return config };
+        let mut drivers: Vec<&str> = picked.iter().map(|p| p.offer.id.driver.as_str()).collect();
+        drivers.sort_unstable();
+        drivers.dedup();
+        for driver in drivers.into_iter().filter(|d| self.gpu_drivers.iter().any(|g| g == d)) {
+            let requests: Vec<&str> =
+                picked.iter().filter(|p| p.offer.id.driver == driver).map(|p| p.request.as_str()).collect();
+            config.push(json!({"source": "FromClaim", "requests": requests, "opaque": {"driver": driver, "parameters": mps(driver, percent)}}));
         }
         config
     }
@@ -556,6 +569,8 @@ pub struct CopyTarget {
     pub node: String,
     pub labels: Arc<BTreeMap<String, String>>,
     pub prefer: Vec<u32>,
+    /// Its GPU share, after a `set-gpu-share`.
+    pub share: Option<u8>,
 }
 
 impl Dra {
@@ -574,7 +589,7 @@ impl Dra {
         let started = Instant::now();
         loop {
             let p = gate.pass(|| within(limit, pods.get(&to.name))).await?;
-            let target = Target { pod: &p, node: &to.node, labels: &to.labels, prefer: &to.prefer };
+            let target = Target { pod: &p, node: &to.node, labels: &to.labels, prefer: &to.prefer, share: to.share };
             let planned = self.plan_in(std::slice::from_ref(&target), &mut self.read_round());
             match planned {
                 Ok(writes) => {
@@ -621,6 +636,20 @@ fn counters_left(slices: &[Arc<ResourceSlice>], taken: &HashSet<DeviceId>) -> Co
         }
     }
     counters
+}
+
+/// The parameters that share a GPU of `driver` through MPS at `percent` of its threads: NVIDIA's
+/// DRA driver's `GpuConfig`; for another driver, the variable CUDA's MPS clients read, as the
+/// flat map of environment variables that drivers such as Kubernetes' DRA test driver take.
+pub fn mps(driver: &str, percent: u8) -> serde_json::Value {
+    if driver != NVIDIA_DRIVER {
+        return json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": percent.to_string()});
+    }
+    json!({
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "GpuConfig",
+        "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": percent}},
+    })
 }
 
 /// A quantity in milli-units written as Kubernetes reads it.

@@ -102,7 +102,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
 use wasmsched_core::backend::{
-    ApplyError, Backend, Built, DefaultPlacement, Endpoint, Held, Placer, Settings, Status, filled,
+    ApplyError, Backend, Built, DefaultPlacement, Endpoint, Held, Placer, Progress, Settings, Status, filled,
 };
 use wasmsched_core::bindings::wit;
 use wasmsched_core::live::{self, Clock, Logged, progress};
@@ -589,12 +589,23 @@ impl Backend for Kubernetes {
         Some(self)
     }
 
+    fn progress(&self) -> Option<&dyn Progress> {
+        Some(self)
+    }
+
     fn replicas(&self) -> Option<&dyn Replicas> {
         self.config.election.is_some().then_some(self as &dyn Replicas)
     }
 
     fn replicas_mut(&mut self) -> Option<&mut dyn Replicas> {
         self.config.election.is_some().then_some(self as &mut dyn Replicas)
+    }
+}
+
+/// Its jobs' progress is what they report; a new GPU share is a new pod (through its claims).
+impl Progress for Kubernetes {
+    fn gpu_share_restarts(&self) -> bool {
+        true
     }
 }
 

@@ -423,3 +423,63 @@ fn a_device_that_allows_several_allocations_is_shared_while_its_capacity_lasts()
     assert!(errors.len() == 1 && errors[0].reason.contains("0 free one(s)"), "{errors:?}");
     assert_eq!(c.pod(&pods[2]).and_then(|p| p.spec?.node_name), None, "the third pod stays unbound");
 }
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_gpu_share_is_the_copys_allocation_config_and_the_job_resumes() {
+    let (c, image, _serial) = trainer_cluster_or_skip!();
+    if devices_on_vm2(c).is_none() {
+        eprintln!("SKIPPED {}: the kit's DRA test driver publishes no devices (K8S_DRA=4)", module_path!());
+        return;
+    }
+    let label = test_label("drampsshare");
+    let _sweep = c.sweep(&label);
+    let objects = Objects::make(c, &label);
+    let dir = tempfile::tempdir().unwrap();
+    let pod = TrainerPod {
+        annotations: &[("checkpoint", "/ckpt")],
+        claim_template: Some(&objects.name),
+        ..TrainerPod::new("mps", &label, CHECKPOINTED).with_checkpoint_dir(dir.path())
+    };
+    let name = c.trainer(&image, pod).metadata.name.unwrap();
+    let account = tempfile::tempdir().unwrap();
+    let mut k = dra_backend(c, &label, account.path());
+    let mut world = World::new();
+    let job = c.wait(&label, "the pod queued with its claim", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 300);
+        job_named(&world, &name).filter(|_| claim_of(c, &name).is_some())
+    });
+    let vm2 = node(&world, "vm2").unwrap();
+    let mut errors = k.apply(&[place_on(job, vm2, vec![1])], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.is_empty(), "{errors:?}");
+    c.wait(&label, "two epochs", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(job).count() >= 2).then_some(())
+    });
+
+    let share = wit::ActionKind::SetGpuShare(wit::GpuShare { gpu: 1, percent: 50 });
+    let mut errors = k.apply(&[action(job, share)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(job).unwrap().gpu_share_percent, Some(50));
+    let copy = c.labelled(&label).remove(0);
+    let copy_name = copy.metadata.name.unwrap();
+    assert_ne!(copy_name, name, "re-created");
+    assert_eq!(copy.spec.unwrap().node_name.as_deref(), Some("vm2"), "on its node");
+    let claim = claim_of(c, &copy_name).unwrap();
+    assert_eq!(holding(&claim).0, ["vm2/device-01"], "on its device");
+    let config = claim.status.unwrap().allocation.unwrap().devices.unwrap().config.unwrap();
+    let mps = config.iter().find_map(|c| Some(c.opaque.as_ref()?.parameters.0.clone())).expect("a config");
+    // The test driver takes a flat map of variables: the one CUDA's MPS clients read.
+    assert_eq!(mps, json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}));
+    let last = world.history(job).last().unwrap().epoch;
+    c.wait(&label, "epochs again with its share", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(job).last()?.epoch >= last + 2).then_some(())
+    });
+    assert_consecutive_epochs(world.history(job), "resumed from its checkpoint with its share");
+}
