@@ -12,6 +12,7 @@
 //! [`sia`] is a second experiment on the same footing: a live Sia run of pod groups.
 
 pub mod control_plane;
+pub mod dra;
 pub mod host;
 pub mod manifests;
 pub mod measure;
@@ -78,9 +79,9 @@ pub struct Options {
     pub nodes: u32,
     /// Pods per run.
     pub pods: u32,
-    /// `nvidia.com/gpu` per node.
+    /// `nvidia.com/gpu` per node (with `dra`, devices in its ResourceSlice).
     pub gpus_per_node: u32,
-    /// `nvidia.com/gpu` per pod (0 or 1).
+    /// `nvidia.com/gpu` per pod (0 or 1; with `dra`, devices its claim asks for).
     pub pod_gpus: u32,
     /// Pods per group (1: pods of their own). Groups are declared by upstream `PodGroup`s
     /// (`scheduling.k8s.io/v1alpha2`, gang with `minCount` this), bound whole or not at all.
@@ -109,6 +110,9 @@ pub struct Options {
     /// Create all pods before the scheduler starts, so that binds per second from its start is
     /// its own pace, not the pace of pod creation.
     pub precreate: bool,
+    /// GPUs through DRA ([`dra`]): a ResourceSlice per node, a ResourceClaim per pod, made
+    /// before it; the host told the slices' driver in `gpu-drivers`.
+    pub dra: bool,
 }
 
 /// The whole experiment's result.
@@ -120,7 +124,7 @@ pub struct Report {
     pub options: Options,
     /// Each fake node.
     pub node_cores: u32,
-    /// Time to create and mark Ready all nodes, seconds.
+    /// Time to create and mark Ready all nodes (with `dra`, their slices too), seconds.
     pub nodes_create_s: f64,
     /// The runs, wasmsched first.
     pub runs: Vec<RunReport>,
@@ -217,6 +221,12 @@ fn check(options: &Options) -> Result<(), ScaleError> {
     if options.pod_gpus > 1 {
         return fail("--pod-gpus is 0 or 1".into());
     }
+    if options.dra && options.pod_gpus == 0 {
+        return fail("--dra gives pods their GPUs through claims: it needs --pod-gpus 1".into());
+    }
+    if options.dra && options.gpus_per_node > dra::MAX_DEVICES_PER_SLICE {
+        return fail(format!("--dra: at most {} GPUs a node (one ResourceSlice)", dra::MAX_DEVICES_PER_SLICE));
+    }
     let gpus = u64::from(options.nodes) * u64::from(options.gpus_per_node);
     if u64::from(options.pods) * u64::from(options.pod_gpus) > gpus {
         return fail(format!(
@@ -281,6 +291,7 @@ impl Cluster {
             delete_namespace(&self.client, &ns.metadata.name.unwrap_or_default()).await;
         }
         delete_scale_nodes(&self.client).await;
+        dra::delete_devices(&self.client).await;
         if self.kcm.was_running() {
             self.kcm.stop();
         }
@@ -295,6 +306,7 @@ impl Cluster {
             delete_namespace(&self.client, &ns).await;
         }
         delete_scale_nodes(&self.client).await;
+        dra::delete_devices(&self.client).await;
         for d in [&mut self.kcm, &mut self.scheduler] {
             if let Err(e) = d.restore() {
                 tracing::error!(error = %e, "could not restore the control plane; `cluster down` and `cluster up 2`");
@@ -303,7 +315,7 @@ impl Cluster {
     }
 }
 
-/// Deletes the pods (at once), the `PodGroup`s and then the namespace `ns`.
+/// Deletes the pods (at once), the `PodGroup`s and ResourceClaims, then the namespace `ns`.
 pub(crate) async fn delete_namespace(client: &kube::Client, ns: &str) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let now = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
@@ -311,6 +323,7 @@ pub(crate) async fn delete_namespace(client: &kube::Client, ns: &str) {
         tracing::warn!(namespace = ns, error = %e, "could not delete the run's pods");
     }
     delete_pod_groups(client, ns).await;
+    dra::delete_claims(client, ns).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     match namespaces.delete(ns, &DeleteParams::default()).await {
         Ok(_) => tracing::info!(namespace = ns, "deleted"),
@@ -360,9 +373,16 @@ async fn experiment(options: &Options, cluster: &mut Cluster) -> Result<Report, 
     let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
     let t = Instant::now();
     let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
-    let status = manifests::node_status(shape, now.as_str().unwrap_or_default());
+    let mut status = manifests::node_status(shape, now.as_str().unwrap_or_default());
+    if options.dra {
+        status = dra::node_status(status);
+    }
     let nodes = (1..=options.nodes).map(|i| (manifests::node(i), status.clone())).collect();
     create_nodes(&client, nodes, options.concurrency).await?;
+    if options.dra {
+        let names: Vec<String> = (1..=options.nodes).map(manifests::node_name).collect();
+        dra::create_devices(&client, &names, options.gpus_per_node, options.concurrency).await?;
+    }
     let nodes_create_s = t.elapsed().as_secs_f64();
     tracing::info!(nodes = options.nodes, secs = nodes_create_s, "nodes created and Ready");
 
@@ -451,7 +471,10 @@ async fn run_wasmsched(
     cluster.scheduler.stop();
     let ns = fresh_namespace(cluster, format!("scale-wasmsched-{stamp}")).await?;
     let listen = host::free_loopback_addr().map_err(|source| HostError::Prepare { path: dir.to_owned(), source })?;
-    let config = HostConfig::kept_in(dir, "fifo", options.tick, &options.kubeconfig, &ns, listen);
+    let mut config = HostConfig::kept_in(dir, "fifo", options.tick, &options.kubeconfig, &ns, listen);
+    if options.dra {
+        config.gpu_drivers = vec![dra::DRIVER.to_owned()];
+    }
     let config_path = host::prepare(dir, &config, &options.fifo)?;
     let log = dir.join("host.log");
     let start = start_host(&options.host_bin, config_path, log, listen);

@@ -97,6 +97,12 @@ struct KubernetesArgs {
     /// its own pace (otherwise both keep up with pod creation, ~250 pods/s on 2 cores).
     #[arg(long)]
     precreate: bool,
+    /// GPUs through DRA: a ResourceSlice of `--gpus-per-node` devices on each node (driver
+    /// `gpu.scale.wasmsched.dev`, one DeviceClass), a ResourceClaim of `--pod-gpus` devices made
+    /// for each pod before it, and no `nvidia.com/gpu`; the cluster must serve
+    /// `resource.k8s.io/v1`.
+    #[arg(long)]
+    dra: bool,
     /// Write the report as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -192,6 +198,7 @@ async fn kubernetes(a: KubernetesArgs) -> anyhow::Result<()> {
         steady: a.steady,
         scheduler_qps: a.scheduler_qps,
         precreate: a.precreate,
+        dra: a.dra,
     };
     let report = kubernetes::run(&options).await.context("the scale run failed")?;
     println!("{}", kubernetes::table::render(&report));

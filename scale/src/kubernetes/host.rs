@@ -79,6 +79,8 @@ pub struct HostConfig {
     pub scheduler_name: String,
     /// The control API's address.
     pub listen: SocketAddr,
+    /// The DRA drivers whose devices count as GPUs (`gpu-drivers`); empty: the host's default.
+    pub gpu_drivers: Vec<String>,
 }
 
 impl HostConfig {
@@ -105,6 +107,7 @@ impl HostConfig {
             namespace: namespace.into(),
             scheduler_name: super::Scheduler::Wasmsched.scheduler_name().into(),
             listen,
+            gpu_drivers: Vec::new(),
         }
     }
 
@@ -123,9 +126,14 @@ impl HostConfig {
              namespace = {namespace}\n\
              selector = \"{managed}=true\"\n\
              scheduler-name = {scheduler}\n\
+             {drivers}\
              \n\
              [api]\n\
              listen = \"{listen}\"\n",
+            drivers = match self.gpu_drivers.as_slice() {
+                [] => String::new(),
+                d => format!("gpu-drivers = [{}]\n", d.iter().map(|d| toml_string(d)).collect::<Vec<_>>().join(", ")),
+            },
             tick = self.tick.as_millis(),
             policies = toml_string(&self.policies_dir.to_string_lossy()),
             cache = toml_string(&self.cache_dir.to_string_lossy()),
@@ -396,6 +404,7 @@ mod tests {
             namespace: "scale-wasmsched-1".into(),
             scheduler_name: "wasmsched".into(),
             listen: "127.0.0.1:40123".parse().unwrap(),
+            gpu_drivers: Vec::new(),
         }
     }
 
@@ -414,6 +423,16 @@ mod tests {
         assert_eq!(t["policy"]["fifo"]["role"].as_str(), Some("active"));
         assert!(t["policy"]["fifo"].get("deadline").is_none() && t.get("record").is_none());
         assert!(t.get("budget").is_none(), "the host's own budget");
+        assert!(backend.get("gpu-drivers").is_none(), "the host's default drivers");
+    }
+
+    #[test]
+    fn dra_drivers_go_in_the_backend_table() {
+        let c = HostConfig { gpu_drivers: vec!["gpu.scale.wasmsched.dev".into()], ..config() };
+        let t: toml::Table = c.to_toml().parse().unwrap();
+        let drivers = t["backend"]["gpu-drivers"].as_array().unwrap();
+        assert_eq!(drivers.iter().map(|d| d.as_str().unwrap()).collect::<Vec<_>>(), ["gpu.scale.wasmsched.dev"]);
+        assert_eq!(t["api"]["listen"].as_str(), Some("127.0.0.1:40123"));
     }
 
     #[test]

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher::{self, Event};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::dra::{self, DraReport};
 use super::host::{self, HostProcess, LogCounts, StatusReading, TickWall};
 use super::manifests::{self, NodeShape};
 use super::{Options, ScaleError, Scheduler};
@@ -104,6 +106,8 @@ pub struct RunReport {
     pub host_ticks: Option<u64>,
     /// With groups (`--group-size` above 1): how they were bound.
     pub groups: Option<GroupReport>,
+    /// With `--dra`: what the scheduler wrote into the pods' claims, read after the quiet window.
+    pub dra: Option<DraReport>,
 }
 
 /// How a run bound its pod groups.
@@ -174,13 +178,14 @@ impl<'a> Probes<'a> {
     }
 }
 
-/// What the binding phase saw: the pods created and bound (by name, when), the binds per node
-/// and, once creation ended, how many creates the apiserver refused.
+/// What the binding phase saw: the pods created and bound (by name, when), the binds per node,
+/// each pod's node and, once creation ended, how many creates the apiserver refused.
 #[derive(Default)]
 struct Tally {
     created: HashMap<String, Instant>,
     bound: HashMap<String, Instant>,
     per_node: HashMap<String, u32>,
+    nodes: HashMap<String, String>,
     create_errors: Option<u64>,
 }
 
@@ -195,9 +200,10 @@ impl Tally {
 
     /// A pod's first bind (the watch may repeat one).
     fn bind(&mut self, name: String, node: String, at: Instant) {
-        if let std::collections::hash_map::Entry::Vacant(e) = self.bound.entry(name) {
+        if let std::collections::hash_map::Entry::Vacant(e) = self.bound.entry(name.clone()) {
             e.insert(at);
-            *self.per_node.entry(node).or_default() += 1;
+            *self.per_node.entry(node.clone()).or_default() += 1;
+            self.nodes.insert(name, node);
         }
     }
 
@@ -298,9 +304,10 @@ where
     let steady_rss = quiet_window(&probes, host.as_mut(), options.steady, &mut peak_rss).await?;
     let end = probes.mark(true).await;
     watch.abort();
-    drop(host); // stopped: what follows is arithmetic
+    drop(host); // stopped: what follows is arithmetic and reading the claims
     let readings = Readings { start, all_bound, end, peak_rss, steady_rss };
-    Ok(report(&subject, namespace, options, &tally, &readings, &probes, timed_out))
+    let claims = if options.dra { dra::check(client, namespace, &tally.nodes, options.pod_gpus).await } else { None };
+    Ok(RunReport { dra: claims, ..report(&subject, namespace, options, &tally, &readings, &probes, timed_out) })
 }
 
 /// The quiet window after binding: the subject's memory each second for `steady` (the peak
@@ -337,7 +344,7 @@ fn report(
     probes: &Probes<'_>,
     timed_out: bool,
 ) -> RunReport {
-    let Tally { created, bound, per_node, create_errors } = tally;
+    let Tally { created, bound, per_node, create_errors, .. } = tally;
     let Readings { start, all_bound, end, peak_rss, steady_rss } = readings;
     let shape = NodeShape::for_load(options.nodes, options.pods, options.gpus_per_node);
     let fits = |pods: u32| pods <= shape.pods && pods <= shape.cores && pods * options.pod_gpus <= shape.gpus;
@@ -393,6 +400,7 @@ fn report(
         tick_wall: end.status.and_then(|s| s.tick_wall),
         host_ticks: end.status.map(|s| s.ticks),
         groups: (options.group_size > 1).then(|| groups(created, bound, options.group_size, first_created, last_bind)),
+        dra: None,
     }
 }
 
@@ -463,8 +471,9 @@ async fn watch_binds(
     }
 }
 
-/// Creates the run's pods with `options.concurrency` in flight, sending each one's name when
-/// the apiserver has accepted it; the number refused.
+/// Creates the run's pods (with `options.dra`, each one's claim before it) with
+/// `options.concurrency` in flight, sending each one's name when the apiserver has accepted it;
+/// the number refused (a pod whose claim was refused is not created, and counts).
 async fn create_pods(
     pods: Api<Pod>,
     namespace: String,
@@ -477,11 +486,22 @@ async fn create_pods(
     if options.group_size > 1 {
         errors += create_pod_groups(&pods, &namespace, &options).await;
     }
+    let claims: Api<ResourceClaim> = Api::namespaced(pods.clone().into_client(), &namespace);
     let results = stream::iter(1..=options.pods)
         .map(|i| {
             let pod = manifests::pod(i, &namespace, scheduler.scheduler_name(), options.pod_gpus, options.group_size);
-            let (pods, post) = (&pods, &post);
-            async move { (i, pods.create(post, &pod).await.map(|_| Instant::now())) }
+            let (pods, claims, post, namespace, options) = (&pods, &claims, &post, &namespace, &options);
+            // With DRA the pod's claim first, so that no scheduler sees the pod without it.
+            async move {
+                let made = async {
+                    if !options.dra {
+                        return pods.create(post, &pod).await;
+                    }
+                    claims.create(post, &dra::claim(i, namespace, options.pod_gpus)).await?;
+                    pods.create(post, &dra::with_claim(pod)).await
+                };
+                (i, made.await.map(|_| Instant::now()))
+            }
         })
         .buffer_unordered(options.concurrency.max(1));
     let mut results = std::pin::pin!(results);

@@ -53,6 +53,11 @@ const ROWS: &[Row] = &[
     ("group's last created → all bound p99", |r| {
         or_na(r.groups.as_ref().and_then(|g| g.latency), |l| format!("{:.0} ms", l.p99_ms))
     }),
+    ("claims allocated / on their pod's node", |r| {
+        or_na(r.dra, |d| format!("{} of {} / {}", d.allocated, d.claims, d.on_pod_node))
+    }),
+    ("claims reserved for their pod", |r| or_na(r.dra, |d| d.reserved_for_pod.to_string())),
+    ("devices given twice", |r| or_na(r.dra, |d| d.double_allocated_devices.to_string())),
     ("host ticks", |r| or_na(r.host_ticks, |v| v.to_string())),
     ("tick wall p50 / p99 / max", |r| {
         or_na(r.tick_wall, |t| format!("{:.0} / {:.0} / {:.0} ms (n={})", t.p50_ms, t.p99_ms, t.max_ms, t.count))
@@ -103,6 +108,12 @@ pub fn render(report: &Report) -> String {
         if o.scheduler_qps == 0 { "as configured".to_owned() } else { o.scheduler_qps.to_string() },
         if o.precreate { ", pods created before each scheduler starts" } else { "" },
     )];
+    if o.dra {
+        lines[0].push_str(&format!(
+            "; GPUs through DRA ({}: a ResourceSlice a node, a ResourceClaim a pod)",
+            super::dra::DRIVER
+        ));
+    }
     let mut table: Vec<Vec<String>> =
         vec![std::iter::once(String::new()).chain(report.runs.iter().map(|r| r.scheduler.clone())).collect()];
     for (label, f) in ROWS {
@@ -151,6 +162,7 @@ mod tests {
             tick_wall: None,
             host_ticks: None,
             groups: None,
+            dra: None,
         }
     }
 
@@ -174,6 +186,7 @@ mod tests {
                 steady: Duration::from_secs(20),
                 scheduler_qps: 5000,
                 precreate: false,
+                dra: false,
             },
             node_cores: 64,
             nodes_create_s: 10.0,

@@ -3,8 +3,10 @@
 //! once by the host (as a process of its own) and once by the cluster's kube-scheduler. Its
 //! figures are printed, not asserted (the machine is shared and noisy); what is asserted is
 //! that every pod was bound, within its node's room, on the nodes its selector allows, and that
-//! the host made the apiserver time out on nothing. The thousand- and five-thousand-node runs
-//! are documented commands (`docs/kubernetes.md`).
+//! the host made the apiserver time out on nothing; with DRA (`--dra`: two hundred one-device
+//! pods on fifty nodes of eight devices), also that every claim was allocated on its pod's node
+//! and reserved for it, no device given twice. The thousand- and five-thousand-node runs are
+//! documented commands (`docs/kubernetes.md`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -86,6 +88,58 @@ fn fifty_nodes_and_a_hundred_groups_of_three_are_bound_whole_by_the_host_and_by_
     assert_eq!(took_back, 0, "the host took back pods of groups it had bound whole:\n{log}");
 }
 
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn fifty_nodes_and_two_hundred_dra_pods_get_their_claims_allocated_by_the_host_and_by_kube_scheduler() {
+    let Some(c) = cluster::cluster() else {
+        eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
+        return;
+    };
+    let _serial = cluster::serial();
+    if let Err(why) = serves_resource_slices(c) {
+        eprintln!(
+            "SKIPPED {}: the cluster does not serve resource.k8s.io/v1 ResourceSlices ({why}); DRA is on by \
+             default from Kubernetes 1.34 (shared/k8s/README.md, \"DRA\")",
+            module_path!()
+        );
+        return;
+    }
+    // scheduler_perf's DRA case, small: a ResourceSlice of eight devices on each node, a claim
+    // made for each pod before it (the controller manager that would make template claims is
+    // stopped), each claim one device of the class with a CEL selector on its memory of its own.
+    let options = Options { gpus_per_node: 8, dra: true, ..small(c, 200, 1) };
+    let report = c.rt.block_on(scale::run(&options)).unwrap_or_else(|e| panic!("the scale run failed: {e:#}"));
+    eprintln!("{}", scale::table::render(&report));
+    assert_eq!(report.runs.len(), 2, "both schedulers ran");
+    for run in &report.runs {
+        let who = &run.scheduler;
+        assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
+        assert_eq!(run.pods_bound, 200, "{who} bound every pod");
+        assert_eq!(run.bound_off_scale_nodes, 0, "{who} kept every pod's nodeSelector");
+        assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
+        let dra = run.dra.expect("a DRA run reads its claims");
+        assert_eq!((dra.claims, dra.allocated), (200, 200), "{who} allocated every claim: {dra:?}");
+        assert_eq!(dra.on_pod_node, 200, "{who} allocated each claim on its pod's node: {dra:?}");
+        assert_eq!(dra.reserved_for_pod, 200, "{who} reserved each claim for its pod: {dra:?}");
+        assert_eq!(dra.double_allocated_devices, 0, "{who} gave no device to two claims: {dra:?}");
+    }
+    let host = &report.runs[0];
+    let log = host.log.as_ref().expect("the host's log was read");
+    assert_eq!((log.does_not_answer, log.timed_out), (0, 0), "the host made the apiserver time out: {log:?}");
+}
+
+/// Whether the cluster lists `resource.k8s.io/v1` ResourceSlices; why not.
+fn serves_resource_slices(c: &cluster::Cluster) -> Result<(), String> {
+    use k8s_openapi::api::resource::v1::ResourceSlice;
+    let slices: kube::Api<ResourceSlice> = kube::Api::all(c.client.clone());
+    c.rt.block_on(slices.list_metadata(&kube::api::ListParams::default().limit(1)))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// The small run CI affords: fifty nodes of 16 GPUs, `pods` one-GPU pods (in groups of
 /// `group_size`) queued before either scheduler starts, the host as the tests' binary with FIFO.
 fn small(c: &cluster::Cluster, pods: u32, group_size: u32) -> Options {
@@ -106,5 +160,6 @@ fn small(c: &cluster::Cluster, pods: u32, group_size: u32) -> Options {
         steady: Duration::from_secs(5),
         scheduler_qps: 5000,
         precreate: true,
+        dra: false,
     }
 }
