@@ -24,6 +24,23 @@ fn devices_on_vm2(c: &Cluster) -> Option<usize> {
     Some(on.map(|s| s.spec.devices.as_ref().map_or(0, Vec::len)).sum::<usize>()).filter(|&n| n >= 2)
 }
 
+/// The cluster with the trainer's image and the test driver's devices on `vm2` (how many), and
+/// the lock; or return from the test after saying why it is skipped.
+macro_rules! dra_cluster_or_skip {
+    () => {{
+        let (c, image, serial) = trainer_cluster_or_skip!();
+        let Some(devices) = devices_on_vm2(c) else {
+            eprintln!(
+                "SKIPPED {}: the kit's DRA test driver publishes no devices; start the kit with \
+                 `K8S_DRA=4 ../shared/k8s/cluster up 2`",
+                module_path!()
+            );
+            return;
+        };
+        (c, image, serial, devices)
+    }};
+}
+
 /// A DeviceClass of the driver's devices and a ResourceClaimTemplate of one of them, named
 /// after the test; deleted when dropped.
 struct Objects {
@@ -117,15 +134,7 @@ fn place_on(job: JobId, node: u32, gpus: Vec<u32>) -> wit::Action {
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
 fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemption() {
-    let (c, image, _serial) = trainer_cluster_or_skip!();
-    let Some(devices) = devices_on_vm2(c) else {
-        eprintln!(
-            "SKIPPED {}: the kit's DRA test driver publishes no devices; start the kit with \
-             `K8S_DRA=4 ../shared/k8s/cluster up 2`",
-            module_path!()
-        );
-        return;
-    };
+    let (c, image, _serial, devices) = dra_cluster_or_skip!();
     let label = test_label("dra");
     let _sweep = c.sweep(&label);
     let objects = Objects::make(c, &label);
@@ -220,11 +229,7 @@ fn a_claims_device_is_allocated_by_the_host_never_twice_and_freed_by_a_preemptio
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
 fn a_group_of_dra_pods_is_placed_whole_and_one_that_cannot_be_writes_no_claim() {
-    let (c, image, _serial) = trainer_cluster_or_skip!();
-    if devices_on_vm2(c).is_none() {
-        eprintln!("SKIPPED {}: the kit's DRA test driver publishes no devices (K8S_DRA=4)", module_path!());
-        return;
-    }
+    let (c, image, _serial, _) = dra_cluster_or_skip!();
     let label = test_label("dragroup");
     let _sweep = c.sweep(&label);
     let good = Objects::make(c, &label);
@@ -430,11 +435,7 @@ fn a_device_that_allows_several_allocations_is_shared_while_its_capacity_lasts()
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
 fn a_gpu_share_is_the_copys_allocation_config_and_the_job_resumes() {
-    let (c, image, _serial) = trainer_cluster_or_skip!();
-    if devices_on_vm2(c).is_none() {
-        eprintln!("SKIPPED {}: the kit's DRA test driver publishes no devices (K8S_DRA=4)", module_path!());
-        return;
-    }
+    let (c, image, _serial, _) = dra_cluster_or_skip!();
     let label = test_label("drampsshare");
     let _sweep = c.sweep(&label);
     let objects = Objects::make(c, &label);

@@ -34,11 +34,7 @@ fn fifty_nodes_and_five_hundred_pods_are_bound_by_the_host_and_by_kube_scheduler
     eprintln!("{}", scale::table::render(&report));
     assert_eq!(report.runs.len(), 2, "both schedulers ran");
     for run in &report.runs {
-        let who = &run.scheduler;
-        assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
-        assert_eq!(run.pods_bound, 500, "{who} bound every pod");
-        assert_eq!(run.bound_off_scale_nodes, 0, "{who} kept every pod's nodeSelector");
-        assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
+        bound_every_pod(run, 500);
     }
     let host = &report.runs[0];
     let log = host.log.as_ref().expect("the host's log was read");
@@ -116,10 +112,7 @@ fn fifty_nodes_and_two_hundred_dra_pods_get_their_claims_allocated_by_the_host_a
     assert_eq!(report.runs.len(), 2, "both schedulers ran");
     for run in &report.runs {
         let who = &run.scheduler;
-        assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
-        assert_eq!(run.pods_bound, 200, "{who} bound every pod");
-        assert_eq!(run.bound_off_scale_nodes, 0, "{who} kept every pod's nodeSelector");
-        assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
+        bound_every_pod(run, 200);
         let dra = run.dra.expect("a DRA run reads its claims");
         assert_eq!((dra.claims, dra.allocated), (200, 200), "{who} allocated every claim: {dra:?}");
         assert_eq!(dra.on_pod_node, 200, "{who} allocated each claim on its pod's node: {dra:?}");
@@ -138,6 +131,16 @@ fn serves_resource_slices(c: &cluster::Cluster) -> Result<(), String> {
     c.rt.block_on(slices.list_metadata(&kube::api::ListParams::default().limit(1)))
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+/// `run` bound all its `pods` in time, each within its node's room and on the nodes its selector
+/// allows.
+fn bound_every_pod(run: &scale::RunReport, pods: u64) {
+    let who = &run.scheduler;
+    assert!(!run.timed_out, "{who} bound {} of {} pods in time", run.pods_bound, run.pods_created);
+    assert_eq!(run.pods_bound, pods, "{who} bound every pod");
+    assert_eq!(run.bound_off_scale_nodes, 0, "{who} kept every pod's nodeSelector");
+    assert_eq!(run.overcommitted_nodes, 0, "{who} kept every node's room");
 }
 
 /// The small run CI affords: fifty nodes of 16 GPUs, `pods` one-GPU pods (in groups of
