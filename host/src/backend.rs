@@ -228,7 +228,17 @@ mod tests {
         #[cfg(feature = "kubernetes")]
         assert_eq!(
             keys::<kubernetes::KubernetesConfig>(),
-            ["kubeconfig", "namespace", "selector", "scheduler-name", "max-log-streams", "topology", "election"]
+            [
+                "kubeconfig",
+                "namespace",
+                "selector",
+                "scheduler-name",
+                "max-log-streams",
+                "topology",
+                "election",
+                "gpu-drivers",
+                "gpu-telemetry"
+            ]
         );
     }
 

@@ -60,7 +60,9 @@
 //!   change of QoS class, a resize policy that restarts the container, a limit below the
 //!   request) is refused first, saying what to change. `deliver` execs the declared command
 //!   in the pod; `stop` deletes it; `preempt`, `migrate` and `resize` re-create it (above);
-//!   `set-gpu-share` is refused (the device plugin gives whole GPUs).
+//!   `set-gpu-share` re-creates a pod whose GPUs come through claims with the share in its
+//!   copy's allocation config, and is refused for the rest (the device plugin gives whole
+//!   GPUs).
 //! - **Faults.** The apiserver going away: the watches retry with backoff, every job stays as
 //!   last seen, the cause is logged once, and when it answers the watches list again and the
 //!   log streams resume after the last line read. A pod deleted behind the host's back leaves
