@@ -73,8 +73,8 @@ pub struct NodeGpus {
     pub memory_bytes: u64,
 }
 
-/// A pod to bind, where: the node's name and labels, and the GPU indices the policy named (in
-/// the node's device order), tried first.
+/// A pod to bind, where: the node's name and labels, and the GPU indices the policy named (places
+/// among the node's GPUs as the policy was shown them, [`Dra::gpus_by_node`]), tried first.
 pub struct Target<'a> {
     pub pod: &'a Pod,
     pub node: &'a str,
@@ -162,6 +162,9 @@ pub struct Dra {
     round: Mutex<Option<Round>>,
     /// The claims this host released (by uid) that the watch may still show allocated.
     released: Released,
+    /// Each node's GPUs as the policy was last shown them, by node name: a policy's GPU index
+    /// there is a device of this list.
+    shown: Mutex<HashMap<String, Vec<DeviceId>>>,
 }
 
 /// Claims released, by uid, and when: their allocations as the watch shows them are ignored
@@ -209,12 +212,43 @@ impl Dra {
             selectors: Mutex::default(),
             round: Mutex::default(),
             released: Released::default(),
+            shown: Mutex::default(),
         }
     }
 
-    /// The slices whose pool is at its newest generation (an older one is being replaced).
+    /// A `Dra` of these objects, as a watch would have them (for tests).
+    #[cfg(test)]
+    fn of(slices: Vec<ResourceSlice>, claims: Vec<ResourceClaim>, gpu_drivers: &[&str]) -> Dra {
+        fn store<K>(objects: Vec<K>) -> Store<K>
+        where
+            K: kube::Resource<DynamicType = ()> + Clone + 'static,
+        {
+            let mut writer = reflector::store::Writer::default();
+            for o in objects {
+                writer.apply_watcher_event(&watcher::Event::Apply(o));
+            }
+            writer.as_reader()
+        }
+        Dra {
+            slices: store(slices),
+            classes: store(Vec::new()),
+            claims: store(claims),
+            templates: store(Vec::new()),
+            failing: Arc::default(),
+            gpu_drivers: gpu_drivers.iter().map(|d| d.to_string()).collect(),
+            assumed: Mutex::default(),
+            selectors: Mutex::default(),
+            round: Mutex::default(),
+            released: Released::default(),
+            shown: Mutex::default(),
+        }
+    }
+
+    /// The slices whose pool is at its newest generation (an older one is being replaced), by
+    /// name: the same order every time.
     fn current_slices(&self) -> Vec<Arc<ResourceSlice>> {
-        let slices = self.slices.state();
+        let mut slices = self.slices.state();
+        slices.sort_unstable_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
         for s in &slices {
             let g = newest.entry((&s.spec.driver, &s.spec.pool.name)).or_insert(s.spec.pool.generation);
@@ -227,15 +261,26 @@ impl Dra {
         slices.into_iter().zip(keep).filter_map(|(s, k)| k.then_some(s)).collect()
     }
 
-    /// Each node's GPUs through DRA, by node name (nodes with none are absent).
-    pub fn gpus_by_node(&self) -> HashMap<String, NodeGpus> {
+    /// Each node's GPUs through DRA, by node name (nodes with none are absent): the devices of
+    /// the GPU drivers local to it (in a slice for that node, or naming it themselves), less
+    /// those that claims hold whole for pods of other schedulers (`theirs` takes a pod's
+    /// namespace, name and uid). A policy's GPU index on a node is the device at that place
+    /// among these, in slice order ([`Target::prefer`]).
+    pub fn gpus_by_node(&self, theirs: &dyn Fn(&str, &str, &str) -> bool) -> HashMap<String, NodeGpus> {
+        let foreign = self.held_for_others(theirs);
         let mut by_node: HashMap<String, NodeGpus> = HashMap::new();
+        let mut shown: HashMap<String, Vec<DeviceId>> = HashMap::new();
         for s in self.current_slices() {
-            let Some(node) = &s.spec.node_name else { continue };
             if !self.gpu_drivers.contains(&s.spec.driver) {
                 continue;
             }
+            let per_device = s.spec.per_device_node_selection == Some(true);
             for d in s.spec.devices.iter().flatten() {
+                let node = match (&s.spec.node_name, &d.node_name) {
+                    (Some(node), _) => node,
+                    (None, Some(node)) if per_device => node,
+                    _ => continue,
+                };
                 let attr = |name: &str| {
                     d.attributes
                         .as_ref()?
@@ -246,6 +291,12 @@ impl Dra {
                 if attr("type").and_then(|a| a.string.as_deref()).is_some_and(|t| t != "gpu") {
                     continue;
                 }
+                let id =
+                    DeviceId { driver: s.spec.driver.clone(), pool: s.spec.pool.name.clone(), device: d.name.clone() };
+                if foreign.contains(&id) {
+                    continue;
+                }
+                shown.entry(node.clone()).or_default().push(id);
                 let g = by_node.entry(node.clone()).or_default();
                 g.count += 1;
                 if g.gpu_type.is_empty() {
@@ -259,7 +310,27 @@ impl Dra {
                 g.memory_bytes = g.memory_bytes.max(memory.map_or(0, |m| u64::try_from(m / 1000).unwrap_or(0)));
             }
         }
+        *self.shown.lock().expect("dra shown") = shown;
         by_node
+    }
+
+    /// The devices that claims hold whole for other schedulers' pods: allocated, and reserved
+    /// for a pod that `theirs` knows.
+    fn held_for_others(&self, theirs: &dyn Fn(&str, &str, &str) -> bool) -> HashSet<DeviceId> {
+        let mut held = HashSet::new();
+        for c in self.claims.state() {
+            let Some(status) = &c.status else { continue };
+            let reserved = status.reserved_for.iter().flatten();
+            let namespace = c.namespace().unwrap_or_default();
+            if !reserved.filter(|r| r.resource == "pods").any(|r| theirs(&namespace, &r.name, &r.uid)) {
+                continue;
+            }
+            let results = status.allocation.as_ref().and_then(|a| a.devices.as_ref());
+            held.extend(
+                results.iter().flat_map(|d| d.results.iter().flatten()).flat_map(|r| Took::of_result(r).devices),
+            );
+        }
+        held
     }
 
     /// The devices pod `p` asks for through its claims (a claim not made yet counts by its
@@ -422,7 +493,10 @@ impl Dra {
         }
         let spec = claim.spec.devices.clone().unwrap_or_default();
         let (requests, constraints) = self.requests(&spec)?;
-        let ordered = preferred(offers, prefer);
+        let shown = self.shown.lock().expect("dra shown");
+        let named: Vec<&DeviceId> = prefer.iter().filter_map(|&i| shown.get(node)?.get(i as usize)).collect();
+        let ordered = preferred(offers, &named);
+        drop(shown);
         let picked = allocate::allocate(&requests, &constraints, &ordered, book, selectors)?;
         let claim_uid = claim.uid().unwrap_or_default();
         let mut took = Took::default();
@@ -690,10 +764,10 @@ fn offers<'a>(
     offers
 }
 
-/// `offers` with the ones at the indices `prefer` names first (in that order), then the rest.
-fn preferred<'a>(offers: &[Offer<'a>], prefer: &[u32]) -> Vec<Offer<'a>> {
-    let first = prefer.iter().filter_map(|&i| offers.get(i as usize));
-    let rest = offers.iter().enumerate().filter(|(i, _)| !prefer.contains(&(*i as u32))).map(|(_, o)| o);
+/// `offers` with the devices `named` first (in that order), then the rest.
+fn preferred<'a>(offers: &[Offer<'a>], named: &[&DeviceId]) -> Vec<Offer<'a>> {
+    let first = named.iter().filter_map(|&id| offers.iter().find(|o| o.id == *id));
+    let rest = offers.iter().filter(|o| !named.contains(&&o.id));
     first.chain(rest).map(|o| Offer { id: o.id.clone(), device: o.device, value: o.value.clone() }).collect()
 }
 

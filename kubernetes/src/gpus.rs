@@ -11,7 +11,9 @@
 //! collection, for one small request per node.
 //!
 //! What is read ([`super::dcgm`]) goes to the world: each GPU's utilisation and memory in use;
-//! each managed job's GPU use (the mean over the GPUs its pods hold) and, as the Docker backend
+//! each managed job's GPU use (the mean over the GPUs its pods hold; a GPU that several pods
+//! share is split among them by their GPU shares, since the exporter measures the GPU and not
+//! each process on it) and, as the Docker backend
 //! does, its GPU slots on that node set to the indices the exporter names (the device plugin
 //! chose them, not the host). The GPUs' model and memory stand in for GPU Feature Discovery's
 //! `nvidia.com/gpu.product` and `nvidia.com/gpu.memory` labels on a node that lacks them.
@@ -160,9 +162,10 @@ impl Exporters {
 }
 
 /// The GPUs each job holds on one node (`count` of them), once its exporter named the ones
-/// some hold (`named`): a job named on as many GPUs as it holds there (`held`) takes those; a
-/// job left holding one of them moves to the lowest no one holds, so none is held twice. The
-/// jobs whose GPUs change, with their new ones, in index order.
+/// some hold (`named`): a job named on as many GPUs as it holds there (`held`) takes those
+/// (several jobs named on one GPU share it, as MPS or a shared device lets them); a job not
+/// named moves off a named GPU to the lowest no one holds. The jobs whose GPUs change, with
+/// their new ones, in index order.
 pub(super) fn reseat(
     count: u32,
     held: &[(JobId, Vec<u32>)],
@@ -172,7 +175,7 @@ pub(super) fn reseat(
     let mut seats: Vec<(JobId, Option<Vec<u32>>)> = Vec::new();
     for (job, gpus) in held {
         let real = named.get(job).filter(|real| real.len() == gpus.len() && real.iter().all(|&g| g < count));
-        if let Some(real) = real.filter(|real| real.iter().all(|g| !taken.contains(g))) {
+        if let Some(real) = real {
             taken.extend(real.iter().copied());
             seats.push((*job, Some(real.clone())));
         } else {
@@ -350,10 +353,21 @@ impl Kubernetes {
                 .map_or_else(|| vec![m.name.clone()], |g| g.members.iter().map(|p| p.name.clone()).collect());
             pods.extend(names.into_iter().map(|name| (PodRef { namespace: namespace.clone(), name }, entry.clone())));
         }
+        // The exporter measures a GPU, not each process on it: a GPU that several pods hold is
+        // split among them by their shares (a pod not ours, or without a share, counts whole).
+        let weight = |h: &PodRef| {
+            let share =
+                pods.get(h).and_then(|e| self.jobs.get(e)).and_then(|m| world.state(m.job.handle)?.gpu_share_percent);
+            share.map_or(100.0, |p| f32::from(p.clamp(1, 100)))
+        };
         let mut used: HashMap<Arc<str>, Vec<(u32, f32)>> = HashMap::new();
         for g in &reading.gpus {
-            for entry in g.holders.iter().filter_map(|h| pods.get(h)) {
-                used.entry(entry.clone()).or_default().push((g.index, g.utilisation_percent.unwrap_or(0.0)));
+            let total: f32 = g.holders.iter().map(weight).sum();
+            for h in &g.holders {
+                if let Some(entry) = pods.get(h) {
+                    let util = g.utilisation_percent.unwrap_or(0.0) * weight(h) / total;
+                    used.entry(entry.clone()).or_default().push((g.index, util));
+                }
             }
         }
         let mut real: HashMap<JobId, Vec<u32>> = HashMap::new();
@@ -417,8 +431,11 @@ mod tests {
         let held = jobs(&[(1, &[0, 1]), (2, &[2])]);
         assert!(reseat(4, &held, &HashMap::from([(JobId(1), vec![3])])).is_empty(), "one of its two");
         assert!(reseat(4, &held, &HashMap::from([(JobId(2), vec![7])])).is_empty(), "a GPU the node lacks");
-        // Two jobs named on the same GPU (a page half-updated): the first takes it.
+        // Two jobs named on the same GPU share it.
         let named = HashMap::from([(JobId(1), vec![2, 3]), (JobId(2), vec![3])]);
+        assert_eq!(reseat(4, &held, &named), jobs(&[(1, &[2, 3]), (2, &[3])]));
+        // One not named moves off a GPU the page gives another.
+        let named = HashMap::from([(JobId(1), vec![2, 3])]);
         assert_eq!(reseat(4, &held, &named), jobs(&[(1, &[2, 3]), (2, &[0])]));
     }
 

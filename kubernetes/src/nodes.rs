@@ -79,7 +79,13 @@ impl Kubernetes {
         // Only the nodes new or changed since the last observation, their own objects or
         // their DRA devices.
         let store = self.node_store.state();
-        let dra = self.dra.gpus_by_node();
+        // A device that a claim holds for another scheduler's running pod is not the host's to give.
+        let bound = &self.bound;
+        let theirs = |namespace: &str, name: &str, uid: &str| {
+            let at = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+            bound.iter().any(|b| b.get(&at).is_some_and(|p| p.metadata.uid.as_deref() == Some(uid)))
+        };
+        let dra = self.dra.gpus_by_node(&theirs);
         let mut nodes: Vec<_> = store
             .iter()
             .filter(|n| {

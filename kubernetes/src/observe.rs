@@ -127,6 +127,12 @@ impl Kubernetes {
                 (stand != Stand::Ended).then_some((p.metadata.uid.as_deref()?, p.as_ref(), stand))
             })
             .collect();
+        // In the order they were made, so that the jobs adopted at once get their handles in
+        // arrival order (pods made before the host started all arrive at its start).
+        live.sort_by(|(_, a, _), (_, b, _)| {
+            let (a, b) = (&a.metadata, &b.metadata);
+            a.creation_timestamp.cmp(&b.creation_timestamp).then_with(|| a.name.cmp(&b.name))
+        });
         // A copy half-made is the leader's to settle: it may be making it now.
         let dropped = if self.acted { self.settle_copies(&live, &moving) } else { HashSet::new() };
         live.retain(|(uid, _, _)| !dropped.contains(*uid));

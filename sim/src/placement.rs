@@ -348,13 +348,16 @@ impl Simulator {
     /// Checkpoint job `i` and send it back to the queue: a CPU job loses the epoch in progress
     /// (it checkpoints at epoch ends, like our trainer); a GPU job keeps every step (it
     /// checkpoints when told to stop, as elastic DL frameworks do and Pollux's simulator
-    /// assumes).
+    /// assumes), and loses its GPU share.
     pub(super) fn preempt(&mut self, i: usize, world: &mut World) {
         let gpus = self.jobs[i].gpus.clone();
         self.release(i);
         let j = &mut self.jobs[i];
         j.phase = Phase::Queued;
         j.preemptions += 1;
+        // Its share was of the GPUs it left: placed again, it starts uncapped, as the world
+        // says of a job sent back to the queue.
+        j.gpu_share = None;
         if j.gpu.is_none() {
             j.work_left = j.epoch_work(j.epoch + 1);
         }

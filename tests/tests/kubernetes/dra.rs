@@ -14,10 +14,10 @@ use super::*;
 use crate::manifests;
 
 /// The kit's DRA test driver.
-const DRIVER: &str = "test-driver.cdi.k8s.io";
+pub(crate) const DRIVER: &str = "test-driver.cdi.k8s.io";
 
 /// How many devices the test driver publishes on node `vm2`; None when it publishes none.
-fn devices_on_vm2(c: &Cluster) -> Option<usize> {
+pub(crate) fn devices_on_vm2(c: &Cluster) -> Option<usize> {
     let slices: Api<ResourceSlice> = Api::all(c.client.clone());
     let listed = c.rt.block_on(slices.list(&ListParams::default())).ok()?;
     let on = listed.items.iter().filter(|s| s.spec.driver == DRIVER && s.spec.node_name.as_deref() == Some("vm2"));
@@ -87,13 +87,13 @@ impl Drop for Objects {
 }
 
 /// Pod `name`'s claim as the apiserver has it now, once the controller manager made it.
-fn claim_of(c: &Cluster, name: &str) -> Option<ResourceClaim> {
+pub(crate) fn claim_of(c: &Cluster, name: &str) -> Option<ResourceClaim> {
     let made = c.pod(name)?.status?.resource_claim_statuses?.into_iter().next()?.resource_claim_name?;
     c.rt.block_on(Api::<ResourceClaim>::default_namespaced(c.client.clone()).get_opt(&made)).ok()?
 }
 
 /// The devices claim `claim` is allocated (`node/device`), and the pod uids it is reserved for.
-fn holding(claim: &ResourceClaim) -> (Vec<String>, Vec<String>) {
+pub(crate) fn holding(claim: &ResourceClaim) -> (Vec<String>, Vec<String>) {
     let status = claim.status.clone().unwrap_or_default();
     let results = status.allocation.and_then(|a| a.devices).and_then(|d| d.results).unwrap_or_default();
     let devices = results.iter().map(|r| format!("{}/{}", r.pool, r.device)).collect();
@@ -119,7 +119,7 @@ fn dra_backend(c: &Cluster, label: &str, dir: &std::path::Path) -> Kubernetes {
 }
 
 /// Node `name`'s handle in the world (other tests' object nodes may sort before the kit's).
-fn node(world: &World, name: &str) -> Option<u32> {
+pub(crate) fn node(world: &World, name: &str) -> Option<u32> {
     world.nodes().iter().position(|n| n.name == name).map(|i| i as u32)
 }
 

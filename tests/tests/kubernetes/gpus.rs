@@ -50,7 +50,7 @@ fn page(pod: &str, util: u32, extra: &[&str]) -> String {
 }
 
 /// Write `text` as `dir`'s `metrics` page at once (renamed into place: httpd never serves half).
-fn serve(dir: &Path, text: &str) {
+pub(crate) fn serve(dir: &Path, text: &str) {
     let part = dir.join("metrics.part");
     std::fs::write(&part, text).unwrap();
     std::fs::set_permissions(&part, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
@@ -58,10 +58,10 @@ fn serve(dir: &Path, text: &str) {
 }
 
 /// A pod that the test creates and that is deleted when this is dropped.
-struct Created(&'static Cluster, String);
+pub(crate) struct Created(&'static Cluster, pub(crate) String);
 
 impl Created {
-    fn new(c: &'static Cluster, pod: serde_json::Value) -> Created {
+    pub(crate) fn new(c: &'static Cluster, pod: serde_json::Value) -> Created {
         let pod: Pod = serde_json::from_value(pod).unwrap();
         let created =
             c.rt.block_on(c.pods().create(&PostParams::default(), &pod)).expect("the apiserver creates the pod");

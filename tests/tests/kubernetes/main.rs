@@ -6,6 +6,7 @@
 mod cluster;
 mod dra;
 mod faults;
+mod gacer;
 mod gpus;
 mod group_moves;
 mod groups;

@@ -30,7 +30,7 @@ pub(crate) fn manifest(name: &str) -> Vec<serde_json::Value> {
 }
 
 /// The API of one document's kind, in its namespace if it names one.
-fn api_for(c: &Cluster, doc: &serde_json::Value) -> Api<DynamicObject> {
+pub(crate) fn api_for(c: &Cluster, doc: &serde_json::Value) -> Api<DynamicObject> {
     let (api_version, kind) = (doc["apiVersion"].as_str().unwrap(), doc["kind"].as_str().unwrap());
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
