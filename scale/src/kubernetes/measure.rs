@@ -78,6 +78,9 @@ pub struct RunReport {
     pub binds_per_s: Option<f64>,
     /// Pods bound / (last bind − the scheduler's start).
     pub binds_per_s_from_start: Option<f64>,
+    /// Pods bound / (last bind − first bind): the binding itself, the scheduler's start-up and
+    /// its first decision left out.
+    pub binds_per_s_binding: Option<f64>,
     /// Pod created (the create call answered) to bound (seen by the watch).
     pub latency: Option<Latency>,
     /// The scheduler's largest resident memory, bytes.
@@ -351,7 +354,7 @@ fn report(
 
     let first_created = created.values().min().copied();
     let last_created = created.values().max().copied();
-    let last_bind = bound.values().max().copied();
+    let (first_bind, last_bind) = (bound.values().min().copied(), bound.values().max().copied());
     let latencies: Vec<Duration> =
         bound.iter().filter_map(|(name, at)| Some(at.saturating_duration_since(*created.get(name)?))).collect();
     let span = |from: Option<Instant>, to: Option<Instant>| match (from, to) {
@@ -386,6 +389,7 @@ fn report(
         bind_span_s: span(first_created, last_bind).as_secs_f64(),
         binds_per_s: stats::per_second(n_bound, span(first_created, last_bind)),
         binds_per_s_from_start: stats::per_second(n_bound, span(Some(subject.started), last_bind)),
+        binds_per_s_binding: stats::per_second(n_bound, span(first_bind, last_bind)),
         latency: stats::latency(latencies),
         rss_peak_bytes: *peak_rss,
         rss_steady_bytes: (!steady_rss.is_empty()).then(|| steady_rss.iter().sum::<u64>() / steady_rss.len() as u64),
