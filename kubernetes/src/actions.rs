@@ -22,6 +22,7 @@ use wasmsched_core::world::{GpuSlot, JobId, JobState, NodeId, World};
 
 pub(crate) mod requests;
 
+pub(super) use crate::gate::Failure;
 use requests::deliver;
 pub(super) use requests::{Freeing, Frees, PodRef, bind, delete, gone};
 
@@ -39,24 +40,6 @@ impl PodCopy {
     /// The copy the apiserver made.
     pub(super) fn of(made: Pod) -> PodCopy {
         PodCopy { uid: made.metadata.uid.unwrap_or_default(), name: made.metadata.name.unwrap_or_default() }
-    }
-}
-
-/// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
-/// a NotReady node, say: nothing about the pod itself), or no answer.
-pub(super) enum Failure {
-    Refused(String),
-    Declined(String),
-    Unreachable(String),
-}
-
-impl From<kube::Error> for Failure {
-    fn from(e: kube::Error) -> Failure {
-        match e {
-            kube::Error::Api(status) if status.code == 404 => Failure::Refused("the pod is gone".into()),
-            kube::Error::Api(status) => Failure::Refused(status.message),
-            other => Failure::Unreachable(format!("the apiserver does not answer: {other}")),
-        }
     }
 }
 

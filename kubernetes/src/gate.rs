@@ -4,6 +4,9 @@
 //! 503) halves it, at most once a second, since one overload fails many requests together.
 //! The bound stays between [`MIN`] and [`MAX`]: thousands of bindings at once made the
 //! apiserver time out, one at a time would bind tens of pods a second.
+//!
+//! `Failure` says why a request that passed the gate failed (for the actions and the claims'
+//! writes).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -37,6 +40,24 @@ impl Load {
             Err(kube::Error::Api(status)) if matches!(status.code, 429 | 503 | 504) => Load::Overloaded,
             Err(kube::Error::Api(_)) => Load::Fine,
             Err(_) => Load::Overloaded,
+        }
+    }
+}
+
+/// Why an action failed: Kubernetes refused it, the host declined it before asking (it names
+/// a NotReady node, say: nothing about the pod itself), or no answer.
+pub(crate) enum Failure {
+    Refused(String),
+    Declined(String),
+    Unreachable(String),
+}
+
+impl From<kube::Error> for Failure {
+    fn from(e: kube::Error) -> Failure {
+        match e {
+            kube::Error::Api(status) if status.code == 404 => Failure::Refused("the pod is gone".into()),
+            kube::Error::Api(status) => Failure::Refused(status.message),
+            other => Failure::Unreachable(format!("the apiserver does not answer: {other}")),
         }
     }
 }

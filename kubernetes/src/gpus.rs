@@ -13,10 +13,10 @@
 //! What is read ([`super::dcgm`]) goes to the world: each GPU's utilisation and memory in use;
 //! each managed job's GPU use (the mean over the GPUs its pods hold; a GPU that several pods
 //! share is split among them by their GPU shares, since the exporter measures the GPU and not
-//! each process on it) and, as the Docker backend
-//! does, its GPU slots on that node set to the indices the exporter names (the device plugin
-//! chose them, not the host). The GPUs' model and memory stand in for GPU Feature Discovery's
-//! `nvidia.com/gpu.product` and `nvidia.com/gpu.memory` labels on a node that lacks them.
+//! each process on it) and, as the Docker backend does, its GPU slots on that node set to the
+//! indices the exporter names (the device plugin chose them, not the host). The GPUs' model and
+//! memory stand in for GPU Feature Discovery's `nvidia.com/gpu.product` and
+//! `nvidia.com/gpu.memory` labels on a node that lacks them.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

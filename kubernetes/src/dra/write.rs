@@ -13,8 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use super::{COPY_CLAIMS_WAIT, Dra, PROTECTION, Released, Target, Write};
-use crate::actions::Failure;
-use crate::gate::Gate;
+use crate::gate::{Failure, Gate};
 use crate::within;
 
 /// Where a re-created pod goes: its name, and the node (name, labels) and GPUs it is bound to.

@@ -28,7 +28,7 @@ use wasmsched::world::{Cursor, GpuSlot};
 
 use super::*;
 use crate::dra::{DRIVER, claim_of, devices_on_vm2, holding, node};
-use crate::gpus::{Created, serve};
+use crate::gpus::{exporter, serve};
 use crate::manifests;
 
 /// The simulator's side: vm2's two 16 GiB GPUs and the four jobs, in the kit's arrival order.
@@ -260,26 +260,9 @@ fn gacer_pairs_jobs_on_shared_devices_through_claims_and_decides_as_in_the_simul
 
     // The exporter on vm2, serving the page the test writes.
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let idle = vec![(0.0, 0, Vec::new()), (0.0, 0, Vec::new())];
     serve(dir.path(), &page(&idle));
-    let exporter = Created::new(
-        c,
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("wsg-{label}-dcgm"), "labels": {"wasmsched.dcgm": label}},
-            "spec": {
-                "nodeName": "vm2", "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "exporter", "image": "local/busybox:1", "imagePullPolicy": "Never",
-                    "command": ["busybox", "httpd", "-f", "-p", "9400", "-h", "/srv"],
-                    "volumeMounts": [{"name": "page", "mountPath": "/srv"}]}],
-                "volumes": [{"name": "page", "hostPath": {"path": dir.path(), "type": "Directory"}}],
-            },
-        }),
-    );
-    c.wait(&label, "the exporter running", Duration::from_secs(60), || {
-        c.pod(&exporter.1).and_then(|p| p.status?.phase).filter(|p| p == "Running")
-    });
+    let _exporter = exporter(c, &label, "vm2", dir.path());
 
     // Our four pods, a second apart so that they arrive in the scenario's order.
     let prefix = format!("wsk-{label}-");

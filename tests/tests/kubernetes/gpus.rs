@@ -57,11 +57,36 @@ pub(crate) fn serve(dir: &Path, text: &str) {
     std::fs::rename(part, dir.join("metrics")).unwrap();
 }
 
+/// An exporter of our own on node `node`, running when this returns: busybox's httpd serving,
+/// on dcgm-exporter's port, the `metrics` page that [`serve`] writes in `dir` (opened to every
+/// user here), the pod labelled `wasmsched.dcgm=<label>`.
+pub(crate) fn exporter(c: &'static Cluster, label: &str, node: &str, dir: &Path) -> Created {
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let exporter = Created::new(
+        c,
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("wsg-{label}-dcgm"), "labels": {"wasmsched.dcgm": label}},
+            "spec": {
+                "nodeName": node, "terminationGracePeriodSeconds": 0,
+                "containers": [{"name": "exporter", "image": "local/busybox:1", "imagePullPolicy": "Never",
+                    "command": ["busybox", "httpd", "-f", "-p", "9400", "-h", "/srv"],
+                    "volumeMounts": [{"name": "page", "mountPath": "/srv"}]}],
+                "volumes": [{"name": "page", "hostPath": {"path": dir, "type": "Directory"}}],
+            },
+        }),
+    );
+    c.wait(label, "the exporter running", Duration::from_secs(60), || {
+        c.pod(&exporter.1).and_then(|p| p.status?.phase).filter(|p| p == "Running")
+    });
+    exporter
+}
+
 /// A pod that the test creates and that is deleted when this is dropped.
-pub(crate) struct Created(&'static Cluster, pub(crate) String);
+pub(crate) struct Created(&'static Cluster, String);
 
 impl Created {
-    pub(crate) fn new(c: &'static Cluster, pod: serde_json::Value) -> Created {
+    fn new(c: &'static Cluster, pod: serde_json::Value) -> Created {
         let pod: Pod = serde_json::from_value(pod).unwrap();
         let created =
             c.rt.block_on(c.pods().create(&PostParams::default(), &pod)).expect("the apiserver creates the pod");
@@ -101,26 +126,9 @@ fn gpu_use_from_dcgm_exporter_reaches_the_gpu_and_the_job_that_holds_it() {
     let _sweep = c.sweep(&label);
     let _gpus = c.advertise_gpus("vm", 2);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let job_pod = format!("wsg-{label}-job");
     serve(dir.path(), &page(&job_pod, 37, &[]));
-    let exporter = Created::new(
-        c,
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("wsg-{label}-dcgm"), "labels": {"wasmsched.dcgm": label}},
-            "spec": {
-                "nodeName": "vm", "terminationGracePeriodSeconds": 0,
-                "containers": [{"name": "exporter", "image": "local/busybox:1", "imagePullPolicy": "Never",
-                    "command": ["busybox", "httpd", "-f", "-p", "9400", "-h", "/srv"],
-                    "volumeMounts": [{"name": "page", "mountPath": "/srv"}]}],
-                "volumes": [{"name": "page", "hostPath": {"path": dir.path(), "type": "Directory"}}],
-            },
-        }),
-    );
-    c.wait(&label, "the exporter running", Duration::from_secs(60), || {
-        c.pod(&exporter.1).and_then(|p| p.status?.phase).filter(|p| p == "Running")
-    });
+    let _exporter = exporter(c, &label, "vm", dir.path());
     let _job = Created::new(
         c,
         json!({
