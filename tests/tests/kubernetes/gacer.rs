@@ -20,7 +20,6 @@ use kube::ResourceExt;
 use kube::api::DeleteParams;
 use serde_json::json;
 
-use wasmsched::backend::kubernetes::gpus::GpuTelemetryConfig;
 use wasmsched::runtime::Limits;
 use wasmsched::scenario::Scenario;
 use wasmsched::sim::{SimConfig, Simulator};
@@ -28,7 +27,7 @@ use wasmsched::world::{Cursor, GpuSlot};
 
 use super::*;
 use crate::dra::{DRIVER, claim_of, devices_on_vm2, holding, node};
-use crate::gpus::{exporter, serve};
+use crate::gpus::{exporter, read_from, serve};
 use crate::manifests;
 
 /// The simulator's side: vm2's two 16 GiB GPUs and the four jobs, in the kit's arrival order.
@@ -278,11 +277,7 @@ fn gacer_pairs_jobs_on_shared_devices_through_claims_and_decides_as_in_the_simul
         kubeconfig: Some(c.kubeconfig.clone()),
         selector: format!("wasmsched.test={label}"),
         gpu_drivers: vec![DRIVER.into()],
-        gpu_telemetry: Some(GpuTelemetryConfig {
-            namespace: "default".into(),
-            selector: format!("wasmsched.dcgm={label}"),
-            ..GpuTelemetryConfig::default()
-        }),
+        gpu_telemetry: Some(read_from(&label)),
         ..KubernetesConfig::default()
     })
     .unwrap();

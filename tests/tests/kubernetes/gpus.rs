@@ -82,6 +82,15 @@ pub(crate) fn exporter(c: &'static Cluster, label: &str, node: &str, dir: &Path)
     exporter
 }
 
+/// Where the host finds the exporters [`exporter`] makes for test `label`.
+pub(crate) fn read_from(label: &str) -> GpuTelemetryConfig {
+    GpuTelemetryConfig {
+        namespace: "default".into(),
+        selector: format!("wasmsched.dcgm={label}"),
+        ..GpuTelemetryConfig::default()
+    }
+}
+
 /// A pod that the test creates and that is deleted when this is dropped.
 pub(crate) struct Created(&'static Cluster, String);
 
@@ -145,11 +154,7 @@ fn gpu_use_from_dcgm_exporter_reaches_the_gpu_and_the_job_that_holds_it() {
     let mut k = Kubernetes::new(KubernetesConfig {
         kubeconfig: Some(c.kubeconfig.clone()),
         selector: format!("wasmsched.test={label}"),
-        gpu_telemetry: Some(GpuTelemetryConfig {
-            namespace: "default".into(),
-            selector: format!("wasmsched.dcgm={label}"),
-            ..GpuTelemetryConfig::default()
-        }),
+        gpu_telemetry: Some(read_from(&label)),
         ..KubernetesConfig::default()
     })
     .unwrap();
