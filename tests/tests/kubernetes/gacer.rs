@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -183,6 +184,15 @@ fn page(gpus: &[(f32, u64, Vec<String>)]) -> String {
     lines.join("\n") + "\n"
 }
 
+/// The pod of `pods` that carries job `job` now (a copy carries its original's job name), not
+/// being deleted.
+fn carrying<'a>(pods: &'a [Pod], job: &str) -> Option<&'a Pod> {
+    pods.iter().find(|p| {
+        let name = p.annotations().get(wasmsched::backend::kubernetes::pod::JOB_NAME);
+        p.metadata.deletion_timestamp.is_none() && name.map_or(p.name_any(), |j| j.clone()) == job
+    })
+}
+
 /// The actions as names: job, kind, node, GPUs, share.
 fn describe(world: &World, actions: &[wit::Action], prefix: &str) -> Vec<String> {
     let job = |a: &wit::Action| {
@@ -319,12 +329,8 @@ fn gacer_pairs_jobs_on_shared_devices_through_claims_and_decides_as_in_the_simul
                 let name = spec.name.strip_prefix(&prefix).unwrap_or(&spec.name).to_string();
                 let &GpuSlot { node, index } = state.gpus.first()?;
                 let &(sim_index, used, memory) = want.get(&name)?;
-                let running = pods.iter().find(|p| {
-                    let job = p.annotations().get(wasmsched::backend::kubernetes::pod::JOB_NAME);
-                    job.map_or(p.name_any(), |j| j.clone()) == spec.name
-                        && p.metadata.deletion_timestamp.is_none()
-                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-                })?;
+                let running = carrying(&pods, &spec.name)
+                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))?;
                 if node != vm2 || index != sim_index {
                     return None;
                 }
@@ -376,18 +382,9 @@ fn gacer_pairs_jobs_on_shared_devices_through_claims_and_decides_as_in_the_simul
 
     // Every job runs on the device of its GPU, its claim carrying its share.
     step(&mut k, &mut world, 300);
+    let pods = c.labelled(&label);
     for (spec, state) in world.jobs() {
-        let pods = c.labelled(&label);
-        let p = pods
-            .iter()
-            .find(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.annotations()
-                        .get(wasmsched::backend::kubernetes::pod::JOB_NAME)
-                        .map_or(p.name_any(), |j| j.clone())
-                        == spec.name
-            })
-            .unwrap_or_else(|| panic!("{}: no pod", spec.name));
+        let p = carrying(&pods, &spec.name).unwrap_or_else(|| panic!("{}: no pod", spec.name));
         let claim = claim_of(c, &p.name_any()).unwrap_or_else(|| panic!("{}: no claim", spec.name));
         let index = state.gpus[0].index;
         assert_eq!(holding(&claim).0, [format!("{shared}/shared-{index}")], "{}: its GPU's device", spec.name);
