@@ -135,6 +135,26 @@ pub struct WorkloadArgs {
     /// scenario's own: a Philly job's tenant is its virtual cluster.
     #[arg(long)]
     pub tenants: Option<PathBuf>,
+    /// Shake the workload for each seed (input shaking): every gap between arrivals, every
+    /// job's work and every service's duration times its own factor in [1 − F, 1 + F], drawn
+    /// per seed, so that a result is not one trace's artefact. `0.1` or `10%` is ±10 %.
+    #[arg(long, default_value = "0", value_parser = perturbation)]
+    pub perturb: f64,
+}
+
+/// `--perturb`: a fraction in [0, 0.9], as `0.1` or `10%`.
+pub fn perturbation(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let value = match t.strip_suffix('%') {
+        Some(percent) => percent.trim().parse::<f64>().map(|p| p / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match value {
+        Ok(f) if (0.0..=0.9).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{text:?}: give a fraction from 0 to 0.9 (0.1, or 10%): how far each gap, work and duration may move"
+        )),
+    }
 }
 
 impl WorkloadArgs {
@@ -152,6 +172,7 @@ impl WorkloadArgs {
         if let Some(path) = &self.tenants {
             scenario.tenants = wasmsched::tenants::load(path)?;
         }
+        scenario.perturb = self.perturb;
         Ok(if self.no_default_targets { scenario } else { scenario.with_default_targets() })
     }
 }

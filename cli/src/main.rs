@@ -98,6 +98,10 @@ enum Command {
         /// (60 s unless given): longer than a round for a policy that plans in rounds.
         #[arg(long, value_parser = humantime::parse_duration)]
         stall_after: Option<std::time::Duration>,
+        /// Shake the recorded workload for each seed: every gap between arrivals and every
+        /// job's work times its own factor in [1 − F, 1 + F] (`0.1` or `10%`).
+        #[arg(long, default_value = "0", value_parser = cli::perturbation)]
+        perturb: f64,
         #[command(flatten)]
         out: OutputArgs,
         #[command(flatten)]
@@ -399,8 +403,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate { workload, policy, seed, json, record, runtime } => {
             cli::experiments::simulate(&workload, policy, seed, json.as_deref(), record.as_deref(), &runtime)
         }
-        Command::Whatif { recording, policies, seeds, tick, show_jobs, stall_after, out, runtime } => {
-            let args = cli::experiments::WhatifArgs { recording, policies, seeds, tick, show_jobs, stall_after };
+        Command::Whatif { recording, policies, seeds, tick, show_jobs, stall_after, perturb, out, runtime } => {
+            let args =
+                cli::experiments::WhatifArgs { recording, policies, seeds, tick, show_jobs, stall_after, perturb };
             cli::experiments::whatif(&args, &out, &runtime)
         }
         Command::Compare { workload, policies, seeds, out, runtime } => {

@@ -82,36 +82,54 @@ pub const DEMO: [DemoScenario; 8] = [
 ];
 
 /// The demo's table: for every policy but each scenario's baseline, its own objective for the
-/// baseline, for it and in the paper, and the change, over `seeds` seeds.
+/// baseline, for it and in the paper, and the change with its 95 % interval and the paired
+/// test's p over `seeds` seeds.
 pub fn demo_table(done: &[(Scenario, Comparison)], seeds: u64) -> String {
     let mut out = format!(
-        "each policy on the scenario that shows its own objective, against its baseline; mean over {seeds} seed(s)\n"
+        "each policy on the scenario that shows its own objective, against its baseline on the same seeds; \
+         mean over {seeds} seed(s), 95 % bootstrap interval, paired permutation test\n"
     );
     let w = done.iter().flat_map(|(_, c)| c.policies()).map(str::len).max().unwrap_or(0).max(6);
     let _ = writeln!(
         out,
-        "{:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>20} {:>10}",
-        "policy", "scenario", "objective", "baseline", "theirs", "ours", "change ± sd", "paper"
+        "{:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>9} {:>22} {:>9} {:>10}",
+        "policy", "scenario", "objective", "baseline", "theirs", "ours", "change", "95 % CI", "p", "paper"
     );
     for (scenario, comparison) in done {
         for policy in comparison.policies().into_iter().filter(|p| *p != comparison.baseline()) {
             let Some(claim) = objective(&scenario.claims, policy) else { continue };
             let row = match comparison.measure(claim) {
-                Some(m) => (m.figure.format_value(m.baseline_value), m.figure.format_value(m.value), m.summary()),
-                None => ("—".into(), "—".into(), "not measured".into()),
+                Some(m) => [
+                    m.figure.format_value(m.baseline_value),
+                    m.figure.format_value(m.value),
+                    m.figure.format(m.mean),
+                    m.interval(),
+                    m.paired.p.map_or_else(String::new, |p| crate::stats::show_p(p).replace("p ", "")),
+                ],
+                None => ["—".into(), "—".into(), "not measured".into(), String::new(), String::new()],
             };
             let paper = claim.value.map_or_else(|| "—".to_string(), |v| claim.figure.format(v));
             let _ = writeln!(
                 out,
-                "{policy:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>20} {paper:>10}",
+                "{policy:<w$} {:<16} {:<24} {:>12} {:>12} {:>12} {:>9} {:>22} {:>9} {paper:>10}",
                 scenario.name(),
                 claim.figure.name(),
                 comparison.baseline_of(claim),
-                row.0,
-                row.1,
-                row.2
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4]
             );
         }
+    }
+    if (seeds as usize) < crate::stats::SEEDS_TO_FIND {
+        let _ = writeln!(
+            out,
+            "at {seeds} seed(s) the paired test cannot find a difference at 5 % (it needs {}): \
+             `wasmsched demo --seeds 10` gives p-values a reviewer accepts",
+            crate::stats::SEEDS_TO_FIND
+        );
     }
     out
 }

@@ -6,6 +6,8 @@
 //!   ([`experiment::batch`]); `simulate`, `compare`, `demo`, `sweep`, `fidelity`, the results
 //!   [`results`] as data (the JSON schema in `docs/results.schema.json`) and the HTML
 //!   [`report`].
+//! - [`stats`]: how sure a difference between two policies over the same seeds is (a paired
+//!   bootstrap interval and a paired permutation test).
 //! - [`whatif`]: a recording of a live cluster as a scenario (its jobs at their fitted
 //!   speeds), for any policy; [`replay`]: a policy over a recording, its decisions diffed.
 //! - `calibrate` (feature `docker`): a real job measured on a Docker Engine into a profile the
@@ -21,4 +23,5 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod scenario;
+pub mod stats;
 pub mod whatif;

@@ -36,6 +36,9 @@ pub struct CompareResults<'a> {
     pub objectives: Vec<Measured>,
     /// Every `[[paper]]` figure that could be measured.
     pub paper: Vec<Measured>,
+    /// Every policy but the baseline against it, paired over the same seeds: its own figures,
+    /// then mean JCT and makespan (and the tenants' fairness) ([`Comparison::against_baseline`]).
+    pub paired: Vec<Measured>,
     /// Every run, in (policy, seed) order.
     pub runs: &'a [RunReport],
     /// For a replay of a recording (`whatif`): the recorded jobs, in the runs' job order, with
@@ -55,6 +58,7 @@ impl<'a> CompareResults<'a> {
             baseline: comparison.baseline(),
             objectives: objectives.collect(),
             paper: scenario.claims.iter().filter_map(|c| comparison.measure(c)).collect(),
+            paired: comparison.against_baseline(&scenario.claims),
             policies,
             runs: &comparison.runs,
             recorded: None,

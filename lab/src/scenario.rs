@@ -74,6 +74,9 @@ pub struct Scenario {
     pub watchdog: WatchdogConfig,
     /// The tenants its jobs belong to, as declared (`[[tenants]]`); none for a CSV workload.
     pub tenants: Vec<wasmsched_core::bindings::wit::Tenant>,
+    /// Input shaking for every seed of its runs (`--perturb`, [`wasmsched_sim::Workload::shaken`]):
+    /// 0 runs the workload as written.
+    pub perturb: f64,
 }
 
 /// How to load a workload file.
@@ -341,6 +344,7 @@ impl Scenario {
             budget: BudgetConfig::off(),
             watchdog: WatchdogConfig::default(),
             tenants: Vec::new(),
+            perturb: 0.0,
         }
     }
 

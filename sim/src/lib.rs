@@ -87,6 +87,10 @@ pub struct SimConfig {
     /// and none is left to arrive: jobs wait that nothing places, or every job that runs is
     /// restarted before its first step, again and again. The run's result says so.
     pub idle_limit_s: f64,
+    /// Input shaking: each gap between arrivals, each job's work and each service's duration
+    /// times its own factor in [1 − perturb, 1 + perturb], drawn for the seed
+    /// ([`Workload::shaken`]); 0 runs the workload as it is.
+    pub perturb: f64,
 }
 
 impl Default for SimConfig {
@@ -99,6 +103,7 @@ impl Default for SimConfig {
             inference_window_s: 10.0,
             keep_progress: false,
             idle_limit_s: 3600.0,
+            perturb: 0.0,
         }
     }
 }
@@ -291,7 +296,7 @@ impl PartialOrd for Event {
 
 /// SplitMix64: small, fast, and the same on every platform.
 #[derive(Clone, Debug)]
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next_f64(&mut self) -> f64 {
@@ -303,7 +308,7 @@ impl Rng {
     }
 
     /// Uniform in [1 − spread, 1 + spread].
-    fn around_one(&mut self, spread: f64) -> f64 {
+    pub(crate) fn around_one(&mut self, spread: f64) -> f64 {
         1.0 + spread * (2.0 * self.next_f64() - 1.0)
     }
 }
@@ -338,6 +343,13 @@ pub struct Simulator {
 impl Simulator {
     /// A simulator of `workload` (its jobs must be sorted by arrival).
     pub fn new(workload: &Workload, config: SimConfig) -> Self {
+        let shaken;
+        let workload = if config.perturb > 0.0 {
+            shaken = workload.shaken(config.perturb, config.seed);
+            &shaken
+        } else {
+            workload
+        };
         let mut rng = Rng(config.seed ^ 0x5eed_0f5e_ed00);
         let jobs = workload.jobs.iter().map(|plan| SimJob::of(plan, config.noise, &mut rng)).collect();
         Simulator {

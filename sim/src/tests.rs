@@ -528,3 +528,25 @@ fn the_default_placement_holds_a_tenant_to_its_quota_and_starts_the_others_past_
     while step(&mut sim, &mut world, 10_000) {}
     assert!(sim.outcomes().iter().all(|j| j.finish_s.is_some()), "a2 ran once a GPU of a's came back");
 }
+
+#[test]
+fn a_shaken_workload_keeps_its_order_and_first_arrival_and_moves_each_by_at_most_the_fraction() {
+    let mut jobs: Vec<JobPlan> =
+        [0.0, 10.0, 10.0, 40.0, 100.0].iter().enumerate().map(|(i, &t)| plan(&format!("j{i}"), t)).collect();
+    jobs[4].work_scale = 2.0;
+    let workload = Workload::of("w", vec![node("n", 8)], jobs);
+    let shaken = workload.shaken(0.2, 7);
+    assert_eq!(shaken, workload.shaken(0.2, 7), "the same seed shakes alike");
+    assert_ne!(shaken, workload.shaken(0.2, 8), "another seed shakes otherwise");
+    assert_eq!(workload.shaken(0.0, 7), workload, "0 is the workload as it is");
+    assert_eq!(shaken.jobs[0].arrival_s, 0.0);
+    let names = |w: &Workload| w.jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&shaken), names(&workload));
+    for (i, (a, b)) in workload.jobs.iter().zip(&shaken.jobs).enumerate().skip(1) {
+        let (gap, moved) = (a.arrival_s - workload.jobs[i - 1].arrival_s, b.arrival_s - shaken.jobs[i - 1].arrival_s);
+        assert!(moved >= 0.8 * gap - 1e-9 && moved <= 1.2 * gap + 1e-9, "job {i}: gap {gap} became {moved}");
+        let scale = b.work_scale / a.work_scale;
+        assert!((0.8..=1.2).contains(&scale), "job {i}: work × {scale}");
+    }
+    assert_eq!(shaken.jobs[2].arrival_s, shaken.jobs[1].arrival_s, "a tie stays a tie");
+}

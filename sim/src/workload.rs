@@ -222,6 +222,30 @@ impl Workload {
         Workload { name: name.into(), nodes, jobs }
     }
 
+    /// The workload shaken for `seed` (input shaking, so that a result is not one trace's
+    /// artefact): each gap between one arrival and the next, each job's work and each
+    /// service's duration times its own factor drawn uniformly from
+    /// [1 − `fraction`, 1 + `fraction`]. The first arrival and the jobs' order stay, so runs
+    /// of several policies on one seed still pair job by job. `fraction` is clamped to
+    /// [0, 0.9]; 0 gives the workload as it is.
+    pub fn shaken(&self, fraction: f64, seed: u64) -> Workload {
+        let fraction = if fraction.is_finite() { fraction.clamp(0.0, 0.9) } else { 0.0 };
+        let mut rng = crate::Rng(seed ^ 0x5a4e_d1f7_e2a0);
+        let mut jobs = self.jobs.clone();
+        let mut previous = self.jobs.first().map_or(0.0, |j| j.arrival_s);
+        let mut at = previous;
+        for job in &mut jobs {
+            at += (job.arrival_s - previous) * rng.around_one(fraction);
+            previous = job.arrival_s;
+            job.arrival_s = at;
+            job.work_scale *= rng.around_one(fraction);
+            if let Some(d) = job.duration_s.as_mut() {
+                *d *= rng.around_one(fraction);
+            }
+        }
+        Workload { name: self.name.clone(), nodes: self.nodes.clone(), jobs }
+    }
+
     /// Gives every training job without tiers the default tiers of its curve
     /// ([`super::model::Curve::default_tiers`]: 80 % and 95 % of the curve's improvement).
     pub fn with_default_targets(mut self) -> Workload {

@@ -301,6 +301,7 @@ fn the_sweep_report_fits_1280_px_and_its_table_sorts_and_filters_in_chromium() {
                     sd: 0.02,
                     range: (mean - 0.03, mean + 0.03),
                     seeds: 2,
+                    paired: wasmsched::stats::Paired::of(&[mean - 0.02, mean + 0.02], 0.0),
                     paper: Some(-0.4206),
                     source: "FlowCon (ICPP 2019)".into(),
                 }),

@@ -85,7 +85,7 @@ pub fn simulate(
             let mut recorder = TelemetryRecorder::create(path, tick_ms, scenario.budget)
                 .with_context(|| format!("cannot record the run to {}", path.display()))?;
             let options = RunOptions {
-                sim: SimConfig { seed, ..SimConfig::default() },
+                sim: SimConfig { seed, perturb: scenario.perturb, ..SimConfig::default() },
                 tick: workload.tick,
                 limits,
                 timeline: false,
@@ -121,6 +121,8 @@ pub struct WhatifArgs {
     pub show_jobs: usize,
     /// The watchdog's stall rule; the default when None.
     pub stall_after: Option<Duration>,
+    /// Input shaking per seed (`--perturb`).
+    pub perturb: f64,
 }
 
 /// `wasmsched whatif`: the recording as a scenario, then `compare` on it, and each job's
@@ -133,9 +135,13 @@ pub fn whatif(args: &WhatifArgs, out: &OutputArgs, runtime: &RuntimeArgs) -> any
     if let Some(after) = args.stall_after {
         scenario.watchdog.stall_after = after;
     }
+    scenario.perturb = args.perturb;
     let tick = args.tick.unwrap_or(Duration::from_millis(recorded.tick_ms.max(1)));
     let comparison = compare_on(&rt, &scenario, &args.policies, 0..args.seeds, tick, limits, out.report.is_some())?;
     out!("{}", comparison.table());
+    if comparison.policies().len() > 1 {
+        out!("{}", comparison.paired_table(&scenario.claims));
+    }
     let versus = replay.versus(&comparison);
     out!("{}", replay.table(&versus, args.show_jobs));
     out.write(&Results::Compare(CompareResults::new(&comparison, &scenario).recorded(&replay)))?;
@@ -166,6 +172,7 @@ pub fn compare(
     }
     let comparison = compare_on(&rt, &scenario, &policies, 0..seeds, workload.tick, limits, out.report.is_some())?;
     out!("{}", comparison.table());
+    out!("{}", comparison.paired_table(&scenario.claims));
     let fairness = comparison.runs.iter().filter_map(|r| Some((r.policy.as_str(), r.fairness.as_ref()?)));
     let fairness = wasmsched::experiment::fairness::table(fairness);
     if !fairness.is_empty() {

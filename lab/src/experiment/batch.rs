@@ -40,7 +40,7 @@ pub fn grid<'a>(
         scenario,
         choice: choice.clone(),
         options: RunOptions {
-            sim: SimConfig { seed, ..SimConfig::default() },
+            sim: SimConfig { seed, perturb: scenario.perturb, ..SimConfig::default() },
             tick,
             limits,
             timeline: timeline && seed == seeds.start,

@@ -243,7 +243,7 @@ pub fn sweep(rt: &Runtime, scenario: &Scenario, spec: &Spec, progress: &(dyn Fn(
                 },
             },
             options: RunOptions {
-                sim: SimConfig { seed, ..SimConfig::default() },
+                sim: SimConfig { seed, perturb: scenario.perturb, ..SimConfig::default() },
                 tick: spec.tick,
                 limits: spec.limits,
                 timeline: false,
@@ -329,7 +329,8 @@ impl Sweep {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "sweep of {} on {} — {} against {}, the same seed for both; mean ± sd over {} seed(s) [min, max]",
+            "sweep of {} on {} — {} against {}, the same seed for both; mean over {} seed(s), 95 % bootstrap \
+             interval, paired permutation test",
             self.policy,
             self.workload,
             self.figure.name(),
@@ -339,7 +340,7 @@ impl Sweep {
         for axis in &self.axes {
             let _ = write!(out, "{:>12} ", axis.key);
         }
-        let _ = writeln!(out, " {:>36}", self.figure.name());
+        let _ = writeln!(out, " {:>44}", self.figure.name());
         for point in &self.points {
             for axis in &self.axes {
                 let _ = write!(out, "{:>12} ", point.config.get(&axis.key).map_or_else(String::new, show));
@@ -348,19 +349,33 @@ impl Sweep {
                 (_, Some(e)) => format!("refused: {e}"),
                 (None, None) => "not measured".to_string(),
                 (Some(m), None) => {
-                    format!("{} [{}, {}]", m.summary(), self.figure.format(m.range.0), self.figure.format(m.range.1))
+                    let p = m.paired.p.map_or_else(String::new, crate::stats::show_p);
+                    format!("{} {} {p}", self.figure.format(m.mean), m.interval())
                 }
             };
             let mark = if best == Some(&point.at) { "  ← best" } else { "" };
-            let _ = writeln!(out, " {figure:>36}{mark}");
+            let _ = writeln!(out, " {figure:>44}{mark}");
         }
         if let Some(point) = self.best() {
             let m = point.measured.as_ref().expect("the best point was measured");
-            let _ = write!(out, "best: {} {}", label("", &self.axes, &point.config).trim(), m.summary());
+            let figure = self.figure;
+            let _ = write!(
+                out,
+                "best: {} {}",
+                label("", &self.axes, &point.config).trim(),
+                m.paired.describe(|x| figure.format(x))
+            );
             if let Some(paper) = self.paper {
                 let _ = write!(out, " (paper: {})", self.figure.format(paper));
             }
             out.push('\n');
+            let measured = self.points.iter().filter(|p| p.measured.is_some()).count();
+            if measured > 1 {
+                let _ = writeln!(
+                    out,
+                    "(the best of {measured} points: its interval and p do not allow for having picked it)"
+                );
+            }
         }
         out
     }

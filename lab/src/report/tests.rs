@@ -450,6 +450,10 @@ fn more_than_twenty_jobs_draw_the_twenty_busiest_and_say_so() {
     assert_clean(&html);
 }
 
+fn paired_of(mean: f64) -> crate::stats::Paired {
+    crate::stats::Paired::of(&[mean - 0.01, mean + 0.01], 0.0)
+}
+
 fn measured(mean: f64) -> Measured {
     Measured {
         policy: "flowcon".into(),
@@ -461,6 +465,7 @@ fn measured(mean: f64) -> Measured {
         sd: 0.01,
         range: (mean - 0.01, mean + 0.01),
         seeds: 2,
+        paired: paired_of(mean),
         paper: Some(-0.42),
         source: "FlowCon".into(),
     }

@@ -257,6 +257,7 @@ pub(super) fn scenario(
         budget: file.budget,
         watchdog: file.watchdog,
         tenants,
+        perturb: 0.0,
     })
 }
 
