@@ -4,7 +4,7 @@
 //! [`write_html`] draws one or more [`Compared`] scenarios (a scenario and the comparison of policies
 //! on it). The page opens with each policy's own objective (its first `[[paper]]` figure,
 //! measured against the baseline on the same seeds), then per scenario: the paper's figures,
-//! the summary metrics, a JCT CDF, each job's progress toward its target normalised to 0..1,
+//! the summary metrics, every policy against the baseline as paired intervals, a JCT CDF, each job's progress toward its target normalised to 0..1,
 //! CPU used, the CPU limits of the policies that set any, placements on a per-node timeline
 //! with migrations and preemptions, GPU holders and use when the workload has GPUs, and a
 //! searchable per-job table. [`write_sweep_html`] draws a parameter sweep as a heat map and a
@@ -196,6 +196,7 @@ fn section(s: &Section, several: bool, out: &mut String) {
     tables::paper(s, out);
     tables::summary(s, out);
     tables::recorded(s, out);
+    charts::paired(s, out);
     charts::jct_cdf(s, out);
     charts::progress(s, out);
     charts::cpu(s, cores, out);

@@ -1,5 +1,6 @@
-//! The report's charts over time: the JCT CDF of every policy, each job's progress toward its
-//! target, the CPU each job used, the GPUs each tenant held, and the CPU limits a policy set.
+//! The report's charts: every policy against the baseline as paired intervals, and over time
+//! the JCT CDF of every policy, each job's progress toward its target, the CPU each job used,
+//! the GPUs each tenant held, and the CPU limits a policy set.
 
 use std::fmt::Write as _;
 
@@ -8,7 +9,74 @@ use wasmsched_sim::model::{Model, meets};
 
 use super::Section;
 use super::svg::*;
+use crate::experiment::paper::Measured;
 use crate::experiment::run::RunReport;
+
+/// Every policy against the baseline, paired over the same seeds: each figure's mean as a dot
+/// (filled where the paired test found a difference) and its 95 % interval as a bar, beside
+/// the dashed line of no difference; changes on one chart, ratios on another.
+pub(super) fn paired(s: &Section, out: &mut String) {
+    let all = s.comparison.against_baseline(s.claims);
+    let _ = writeln!(
+        out,
+        "<h3>Against the baseline, paired over seeds</h3>\n<p class=\"note\">Each policy's figures against {} on \
+         the same seeds: the dot is the mean over seeds, the bar its 95 % bootstrap interval, the dashed line no \
+         difference. A filled dot: the paired permutation test found a difference (p &lt; 0.05); a hollow one: it \
+         did not (with fewer than {} seeds it cannot). Hover for the whole sentence.</p>",
+        escape(s.comparison.baseline()),
+        crate::stats::SEEDS_TO_FIND
+    );
+    if all.is_empty() {
+        out.push_str("<p class=\"note\">Nothing to compare: only the baseline ran.</p>\n");
+        return;
+    }
+    for ratio in [false, true] {
+        let rows: Vec<&Measured> = all.iter().filter(|m| m.figure.is_ratio() == ratio).collect();
+        if !rows.is_empty() {
+            out.push_str(&forest(s, &rows, ratio));
+        }
+    }
+}
+
+/// One forest chart of `rows`: changes in percent, or ratios.
+fn forest(s: &Section, rows: &[&Measured], ratio: bool) -> String {
+    let (scale, null, title, axis): (f64, f64, &str, &str) = if ratio {
+        (1.0, 1.0, "Ratios to the baseline, 95 % intervals", "ratio to the baseline (×)")
+    } else {
+        (100.0, 0.0, "Changes against the baseline, 95 % intervals", "change against the baseline (%)")
+    };
+    let ends = |m: &&Measured| m.paired.interval.unwrap_or([m.mean, m.mean]);
+    let lo = rows.iter().map(|m| ends(m)[0]).fold(null, |a, b| a.min(finite(b)));
+    let hi = rows.iter().map(|m| ends(m)[1]).fold(null, |a, b| a.max(finite(b)));
+    let (left, right, top, row_h) = (320.0, 880.0, 34.0, 24.0);
+    let bottom = top + rows.len() as f64 * row_h;
+    let x = Scale::nice(lo * scale, hi * scale, left, right);
+    let mut svg = Svg::new(900.0, bottom + 50.0, title);
+    svg.text(left, 18.0, Anchor::Start, "title", title);
+    x_axis(&mut svg, &x, bottom, top, axis);
+    svg.line(x.at(null * scale), top, x.at(null * scale), bottom, "cap");
+    for (k, m) in rows.iter().enumerate() {
+        let y = top + (k as f64 + 0.5) * row_h;
+        let colour = s.policy_colour(&m.policy);
+        svg.open_group("paired", &m.sentence());
+        let p = m.paired.p.map_or_else(String::new, crate::stats::show_p);
+        svg.text(
+            left - 8.0,
+            y + 4.0,
+            Anchor::End,
+            "",
+            &shorten(&format!("{} · {} · {p}", m.policy, m.figure.name()), 52),
+        );
+        let [a, b] = ends(m);
+        svg.line_styled(x.at(a * scale), y, x.at(b * scale), y, colour, 2.0);
+        svg.circle(x.at(m.mean * scale), y, 4.5, colour, 1.0);
+        if !m.paired.found() {
+            svg.circle(x.at(m.mean * scale), y, 2.5, "#ffffff", 1.0);
+        }
+        svg.close_group();
+    }
+    svg.finish()
+}
 
 /// One CDF line per policy: the fraction of all its jobs (every seed) finished by each time.
 pub(super) fn jct_cdf(s: &Section, out: &mut String) {

@@ -232,10 +232,12 @@ fn colour_scale(svg: &mut Svg, figure: Figure, scale: f64, (sx, sy): (f64, f64))
     svg.text(sx + 360.0, sy + 24.0, Anchor::End, "", &format!("better {}", figure.format(at(1.0))));
 }
 
-/// Every point: its values, mean ± sd, range, what is behind it, each seed, and any error.
+/// Every point: its values, mean ± sd, 95 % interval and p, range, what is behind it, each
+/// seed, and any error.
 fn points_table(sweep: &Sweep, out: &mut String) {
     let f: Figure = sweep.figure;
-    let columns = ["point", "config", "mean ± sd", "lowest", "highest", "baseline", "ours", "per seed", "error"];
+    let columns =
+        ["point", "config", "mean ± sd", "95 % CI", "p", "lowest", "highest", "baseline", "ours", "per seed", "error"];
     let mut table = Table::new("points", "every point of the sweep", &columns);
     let best = sweep.best();
     for p in &sweep.points {
@@ -246,12 +248,15 @@ fn points_table(sweep: &Sweep, out: &mut String) {
         match &p.measured {
             Some(m) => {
                 row.push(Cell::num(m.mean, &m.summary()).with_class(verdict(f, m.mean)));
+                row.push(Cell::num(m.paired.interval.map_or(f64::NAN, |i| i[0]), &m.interval()));
+                let p = m.paired.p.map_or_else(String::new, crate::stats::show_p);
+                row.push(Cell::num(m.paired.p.unwrap_or(f64::NAN), &p));
                 row.push(Cell::num(m.range.0, &f.format(m.range.0)));
                 row.push(Cell::num(m.range.1, &f.format(m.range.1)));
                 row.push(Cell::num(m.baseline_value, &f.format_value(m.baseline_value)));
                 row.push(Cell::num(m.value, &f.format_value(m.value)));
             }
-            None => row.extend((0..5).map(|_| Cell::num(f64::NAN, "—"))),
+            None => row.extend((0..7).map(|_| Cell::num(f64::NAN, "—"))),
         }
         let seeds: Vec<String> =
             p.per_seed.iter().map(|v| v.map_or_else(|| "—".into(), |v| f.format(v).replace(' ', "\u{a0}"))).collect();

@@ -139,11 +139,11 @@ pub(super) fn objectives(sections: &[Section], id: &str, out: &mut String) {
     out.push_str(
         "<p class=\"note\">The figure each policy sets out to move (the first paper figure about it), measured \
          against the baseline run of the same seed; change as mean ± sd over seeds, blue when better, red when \
-         worse.</p>\n",
+         worse; its 95 % bootstrap interval, and the paired permutation test's p.</p>\n",
     );
     let several = sections.len() > 1;
     let mut columns = if several { vec!["scenario"] } else { Vec::new() };
-    columns.extend(["policy", "objective", "baseline", "ours", "change", "seeds", "paper", "source"]);
+    columns.extend(["policy", "objective", "baseline", "ours", "change", "95 % CI", "p", "seeds", "paper", "source"]);
     let mut table = Table::new(id, "each policy's objective", &columns);
     for s in sections {
         let baseline = s.comparison.baseline();
@@ -151,7 +151,7 @@ pub(super) fn objectives(sections: &[Section], id: &str, out: &mut String) {
         if others.is_empty() {
             let mut row = if several { vec![Cell::text(s.name())] } else { Vec::new() };
             row.extend([Cell::text(baseline), Cell::text("—"), Cell::text(&format!("{baseline} only"))]);
-            row.extend((0..4).map(|_| Cell::num(f64::NAN, "—")));
+            row.extend((0..6).map(|_| Cell::num(f64::NAN, "—")));
             row.push(Cell::text("nothing to compare: only the baseline ran"));
             table.row(row);
         }
@@ -164,7 +164,7 @@ pub(super) fn objectives(sections: &[Section], id: &str, out: &mut String) {
                 None => {
                     row.extend([Cell::text(baseline), Cell::num(f64::NAN, "—")]);
                     row.push(Cell::num(f64::NAN, &s.comparison.not_measured(&claim)));
-                    row.push(Cell::num(0.0, "0"));
+                    row.extend([Cell::num(f64::NAN, "—"), Cell::num(f64::NAN, "—"), Cell::num(0.0, "0")]);
                 }
             }
             row.push(Cell::maybe(claim.value, |v| claim.figure.format(v)));
@@ -185,6 +185,10 @@ fn measured_cells(m: &Measured, values: bool) -> Vec<Cell> {
         cells.push(Cell::num(m.value, &f.format_value(m.value)));
     }
     cells.push(Cell::num(m.mean, &m.summary()).with_class(verdict(f, m.mean)));
+    let low = m.paired.interval.map_or(f64::NAN, |i| i[0]);
+    cells.push(Cell::num(low, &m.interval()));
+    let p = m.paired.p.map_or(f64::NAN, |p| p);
+    cells.push(Cell::num(p, &m.paired.p.map_or_else(String::new, crate::stats::show_p)));
     cells.push(Cell::num(m.seeds as f64, &m.seeds.to_string()));
     cells
 }

@@ -196,6 +196,13 @@ fn each_policys_objective_comes_first_then_the_paper_then_the_summary() {
     // flowcon's mean JCT is 0.8 then 0.9 of fair-share's: -20 % and -18.2 %, better.
     assert!(objective.contains("class=\"good\""), "{objective}");
     assert!(!objective.contains("<td class=\"l\">fair-share</td>"), "the baseline has no row of its own");
+    // Two seeds: an interval, and a test that cannot find anything (p = 0.5).
+    assert!(objective.contains("[-20.0 %, -18.2 %]") || objective.contains("[-20.0 %, -18.1 %]"), "{objective}");
+    assert!(objective.contains(">p = 0.50<"), "{objective}");
+    let paired = &html[at("Against the baseline, paired over seeds")..];
+    assert!(at("<h3>Summary</h3>") < at("Against the baseline, paired over seeds"));
+    assert!(paired.contains("<g class=\"paired\"><title>flowcon: mean JCT -19.1 % (95 % CI"), "{paired}");
+    assert!(paired.contains("no difference found at 2 seeds"), "the whole sentence in the tooltip");
     assert_clean(&html);
 }
 
