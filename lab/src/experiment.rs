@@ -104,7 +104,9 @@ pub fn demo_table(done: &[(Scenario, Comparison)], seeds: u64) -> String {
                     m.figure.format_value(m.value),
                     m.figure.format(m.mean),
                     m.interval(),
-                    m.paired.p.map_or_else(String::new, |p| crate::stats::show_p(p).replace("p ", "")),
+                    m.paired
+                        .p
+                        .map_or_else(String::new, |p| crate::stats::show_p(p).replace("p = ", "").replace("p ", "")),
                 ],
                 None => ["—".into(), "—".into(), "not measured".into(), String::new(), String::new()],
             };

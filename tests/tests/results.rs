@@ -220,3 +220,57 @@ fn axes_read_lists_and_ranges_and_say_what_is_wrong() {
         );
     }
 }
+
+#[test]
+fn a_comparison_over_six_seeds_gives_each_policy_paired_against_the_baseline() {
+    let rt = runtime();
+    let workload = flowcon_paper();
+    let choices = ["fair-share", "flowcon"].map(|p| PolicyChoice::resolve(rt, p).unwrap());
+    let tasks = wasmsched::experiment::batch::grid(
+        &workload,
+        &choices,
+        0..6,
+        Duration::from_secs(30),
+        Limits::default(),
+        false,
+    );
+    let runs = wasmsched::experiment::batch::run(rt, &tasks, 2, &|_| {});
+    let comparison = wasmsched::experiment::batch::comparison(&workload, runs);
+    let json = to_json(&Results::Compare(CompareResults::new(&comparison, &workload)));
+    assert_follows_schema(&json);
+    let paired = json["paired"].as_array().unwrap();
+    let figures: Vec<&str> = paired.iter().map(|m| m["figure"].as_str().unwrap()).collect();
+    // FlowCon's own figures in the scenario first (its best job, then the makespan), then
+    // the mean JCT, which the scenario does not give it; nothing twice.
+    assert_eq!(figures, ["best-job-jct", "makespan", "mean-jct"]);
+    let best = &paired[0]["paired"];
+    assert_eq!(best["n"], 6);
+    // The best job is faster under FlowCon on every seed: only all-negative and all-positive
+    // sign patterns are as far, 2 of 64.
+    assert_eq!(best["p"].as_f64(), Some(2.0 / 64.0), "{best}");
+    let interval: Vec<f64> = best["interval"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert!(interval[0] <= best["mean"].as_f64().unwrap() && interval[1] < 0.0, "{best}");
+    let text = comparison.paired_table(&workload.claims);
+    assert!(text.contains("flowcon: best job, JCT -10."), "{text}");
+    assert!(text.contains("6 seeds, p = 0.03)"), "{text}");
+}
+
+#[test]
+fn perturbed_runs_shake_each_seed_alike_for_every_policy() {
+    let rt = runtime();
+    let mut workload = flowcon_paper();
+    let fair = PolicyChoice::resolve(rt, "fair-share").unwrap();
+    let plain = simulate(rt, &fair, &workload, &options(1, false));
+    workload.perturb = 0.2;
+    let tasks =
+        wasmsched::experiment::batch::grid(&workload, &[fair], 1..3, Duration::from_secs(30), Limits::default(), false);
+    let shaken = wasmsched::experiment::batch::run(rt, &tasks, 1, &|_| {});
+    let arrivals = |r: &wasmsched::experiment::run::RunReport| r.jobs.iter().map(|j| j.arrival_s).collect::<Vec<_>>();
+    assert_ne!(arrivals(&plain), arrivals(&shaken[0]), "seed 1 shaken moves arrivals");
+    assert_ne!(arrivals(&shaken[0]), arrivals(&shaken[1]), "each seed shakes its own way");
+    let names = |r: &wasmsched::experiment::run::RunReport| r.jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&plain), names(&shaken[0]), "jobs keep their order, so runs still pair job by job");
+    let again = wasmsched::experiment::batch::run(rt, &tasks, 2, &|_| {});
+    assert_eq!(arrivals(&again[1]), arrivals(&shaken[1]), "the same seed shakes alike");
+    assert_eq!(again[1].mean_jct_s, shaken[1].mean_jct_s);
+}

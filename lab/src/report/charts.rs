@@ -22,7 +22,7 @@ pub(super) fn paired(s: &Section, out: &mut String) {
         "<h3>Against the baseline, paired over seeds</h3>\n<p class=\"note\">Each policy's figures against {} on \
          the same seeds: the dot is the mean over seeds, the bar its 95 % bootstrap interval, the dashed line no \
          difference. A filled dot: the paired permutation test found a difference (p &lt; 0.05); a hollow one: it \
-         did not (with fewer than {} seeds it cannot). Hover for the whole sentence.</p>",
+         did not (with fewer than {} seeds it cannot, and the bar is about the seeds' range). Hover for the whole sentence.</p>",
         escape(s.comparison.baseline()),
         crate::stats::SEEDS_TO_FIND
     );

@@ -201,7 +201,7 @@ fn each_policys_objective_comes_first_then_the_paper_then_the_summary() {
     assert!(objective.contains(">p = 0.50<"), "{objective}");
     let paired = &html[at("Against the baseline, paired over seeds")..];
     assert!(at("<h3>Summary</h3>") < at("Against the baseline, paired over seeds"));
-    assert!(paired.contains("<g class=\"paired\"><title>flowcon: mean JCT -19.1 % (95 % CI"), "{paired}");
+    assert!(paired.contains("<g class=\"paired\"><title>flowcon: mean JCT -19.1 % (2 seeds from"), "{paired}");
     assert!(paired.contains("no difference found at 2 seeds"), "the whole sentence in the tooltip");
     assert_clean(&html);
 }
