@@ -23,5 +23,5 @@ pub mod replay;
 pub mod report;
 pub mod results;
 pub mod scenario;
-pub mod stats;
+pub use wasmsched_loop::stats;
 pub mod whatif;

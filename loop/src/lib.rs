@@ -8,10 +8,13 @@
 //! [`budget`], applies the rest through the backend and writes the [`record`] (the audit log
 //! and the telemetry recording). The [`watchdog`] benches an active policy that fails on every
 //! call, starves the queue or keeps every job from progressing; [`shadow`] compares a shadow's
-//! decisions with the active one's.
+//! decisions with the active one's. [`stats`] says how sure a difference between two
+//! policies is; [`experiment`] runs several policies against each other on one cluster.
 
 pub mod budget;
 pub mod control;
+pub mod experiment;
 pub mod record;
 pub mod shadow;
+pub mod stats;
 pub mod watchdog;

@@ -187,12 +187,19 @@ fn sign_flip_p(xs: &[f64], null: f64) -> (f64, bool) {
 
 /// The 95 % expanded percentile bootstrap interval of the mean of `xs`; None for fewer than
 /// two values.
-///
-/// The percentile interval of the resampled means, at the tail probability whose normal
-/// quantile is √(n / (n − 1)) times Student's t quantile at n − 1 degrees of freedom: wider
-/// than the plain interval for few values, the same for many.
 fn interval(xs: &[f64]) -> Option<[f64; 2]> {
-    let n = xs.len();
+    bootstrap(xs.len(), |picked| picked.iter().map(|&i| xs[i]).sum::<f64>() / picked.len() as f64)
+}
+
+/// The 95 % expanded percentile bootstrap interval of `statistic` over `n` independent units
+/// (seeds, or an experiment's blocks), each resample `n` of them drawn with replacement and
+/// given to `statistic` by index; None for fewer than two units, or when `statistic` is not
+/// finite on most resamples (a ratio over units that may all be empty).
+///
+/// The percentile interval of the resampled statistics, at the tail probability whose normal
+/// quantile is √(n / (n − 1)) times Student's t quantile at n − 1 degrees of freedom: wider
+/// than the plain interval for few units, the same for many.
+pub fn bootstrap(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Option<[f64; 2]> {
     if n < 2 {
         return None;
     }
@@ -200,10 +207,18 @@ fn interval(xs: &[f64]) -> Option<[f64; 2]> {
     let z = (n as f64 / (n - 1) as f64).sqrt() * t;
     let tail = Normal::standard().cdf(-z);
     let mut rng = SplitMix(0xb007_57a9);
-    let mut means: Vec<f64> =
-        (0..RESAMPLES).map(|_| (0..n).map(|_| xs[rng.below(n)]).sum::<f64>() / n as f64).collect();
-    means.sort_by(f64::total_cmp);
-    Some([quantile(&means, tail), quantile(&means, 1.0 - tail)])
+    let mut picked = vec![0; n];
+    let mut values: Vec<f64> = (0..RESAMPLES)
+        .filter_map(|_| {
+            picked.iter_mut().for_each(|p| *p = rng.below(n));
+            Some(statistic(&picked)).filter(|v| v.is_finite())
+        })
+        .collect();
+    if values.len() < RESAMPLES / 2 {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some([quantile(&values, tail), quantile(&values, 1.0 - tail)])
 }
 
 /// The `q`-quantile of sorted values, interpolated between the two nearest.
@@ -224,10 +239,16 @@ pub fn seeds_for(sd: f64, delta: f64) -> usize {
 }
 
 /// SplitMix64: the same draws on every platform.
-struct SplitMix(u64);
+pub struct SplitMix(u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -236,7 +257,7 @@ impl SplitMix {
     }
 
     /// Uniform in 0..n.
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next()) * n as u128) >> 64) as usize
     }
 }

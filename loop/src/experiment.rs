@@ -1,0 +1,525 @@
+//! A/B tests of policies on one cluster: a **switchback** design and its estimators.
+//!
+//! The cluster's time is cut into blocks (`block`, 30 minutes unless told). The blocks go in
+//! groups of one block per arm, each group in its own random order (drawn from `seed`), and
+//! in each block one arm's policy is the active one: the others are asked as shadows, so that
+//! each keeps its view of the cluster current and can take over at the next block's first
+//! tick, as a hot reload does. The first `burn-in` of a block (5 minutes unless told) is left
+//! out of every figure: the jobs then still carry the last arm's decisions.
+//!
+//! Arms that share a cluster in turn interfere: a job that arrives late in an A block waits
+//! and runs mostly under B. [`Ledger`] keeps, per group and arm, over the time past burn-in:
+//! - **Little's law**: the jobs in the system and in the queue integrated over time, and the
+//!   arrivals. An arm's mean time in the system is `∫N dt / arrivals`, its mean wait
+//!   `∫Q dt / arrivals`; neither waits for a job to end, so no job that outlives the run is
+//!   left out (after Jia, Johari, Si and Zheng, who build A/B estimators for scheduling
+//!   policies on Little's law);
+//! - **the naive estimator**: the mean JCT of the jobs that arrived in the arm's blocks and
+//!   have ended, which carries the other arms' influence and leaves out the jobs still running;
+//! - completions per hour and GPU utilisation, over the arm's time.
+//!
+//! Every figure is an arm's against the first arm's (the baseline), as a change; its 95 %
+//! interval is a bootstrap over the groups ([`crate::stats::bootstrap`]), each group holding
+//! one block of every arm. How biased each estimator is, and how often its interval holds the
+//! truth, is measured on the simulator against separate runs of each arm
+//! (`wasmsched abtest --truth`, `docs/experiments.md`).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use wasmsched_core::world::{JobId, World};
+
+use crate::stats;
+
+/// `[experiment]`: two or more policies against each other, in turn.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ExperimentConfig {
+    /// Its name, in the status, the metrics and the audit log.
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// The policies, by name; the first is the baseline every other is measured against.
+    pub arms: Vec<String>,
+    /// How the arms share the cluster: `switchback` (the only design yet).
+    #[serde(default)]
+    pub design: Design,
+    /// How long each block runs one arm.
+    #[serde(default = "default_block", deserialize_with = "wasmsched_core::units::duration")]
+    pub block: Duration,
+    /// The start of each block left out of every figure.
+    #[serde(default = "default_burn_in", deserialize_with = "wasmsched_core::units::duration")]
+    pub burn_in: Duration,
+    /// Draws the order of the arms in each group of blocks.
+    #[serde(default)]
+    pub seed: u64,
+    /// Conclude after this many groups (one block of every arm each); none: run until stopped.
+    #[serde(default)]
+    pub groups: Option<u64>,
+    /// Conclude early, once at least this many groups have run, when the interval of every
+    /// arm's mean time in the system against the baseline leaves out no difference.
+    #[serde(default)]
+    pub conclude_after: Option<u64>,
+}
+
+fn default_name() -> String {
+    "experiment".into()
+}
+
+fn default_block() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+
+fn default_burn_in() -> Duration {
+    Duration::from_secs(5 * 60)
+}
+
+/// How the arms share the cluster.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Design {
+    /// One arm at a time, in randomised blocks.
+    #[default]
+    Switchback,
+}
+
+/// Why an `[experiment]` cannot run.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ExperimentError {
+    /// Fewer than two arms, or one twice.
+    #[error("[experiment] arms = {0:?}: name two or more different policies; the first is the baseline")]
+    Arms(Vec<String>),
+    /// A block too short to leave time past its burn-in.
+    #[error("[experiment] block ({block}) must be longer than burn-in ({burn_in}) and at least a second")]
+    Block {
+        /// The block.
+        block: String,
+        /// The burn-in.
+        burn_in: String,
+    },
+}
+
+impl ExperimentConfig {
+    /// A switchback of `arms` (the first the baseline) with the default block and burn-in.
+    pub fn switchback(arms: Vec<String>, block: Duration, burn_in: Duration, seed: u64) -> ExperimentConfig {
+        ExperimentConfig {
+            name: default_name(),
+            arms,
+            design: Design::Switchback,
+            block,
+            burn_in,
+            seed,
+            groups: None,
+            conclude_after: None,
+        }
+    }
+
+    /// Refuses a config that cannot run, saying what to change.
+    pub fn check(&self) -> Result<(), ExperimentError> {
+        let mut names = self.arms.clone();
+        names.sort();
+        names.dedup();
+        if self.arms.len() < 2 || names.len() != self.arms.len() {
+            return Err(ExperimentError::Arms(self.arms.clone()));
+        }
+        if self.block < Duration::from_secs(1) || self.burn_in >= self.block {
+            return Err(ExperimentError::Block {
+                block: humantime::format_duration(self.block).to_string(),
+                burn_in: humantime::format_duration(self.burn_in).to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The block that holds time `ms`.
+    pub fn block_at(&self, ms: u64) -> Block {
+        let block_ms = (self.block.as_millis() as u64).max(1);
+        let index = ms / block_ms;
+        let arms = self.arms.len().max(1) as u64;
+        Block {
+            index,
+            group: index / arms,
+            arm: order(self.arms.len().max(1), self.seed, index / arms)[(index % arms) as usize],
+            warm: ms % block_ms >= self.burn_in.as_millis() as u64,
+        }
+    }
+}
+
+/// One block of a switchback.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Block {
+    /// Its number from the cluster's time 0.
+    pub index: u64,
+    /// Its group: one block of every arm.
+    pub group: u64,
+    /// The arm that is active in it, by position in `arms`.
+    pub arm: usize,
+    /// Whether the time asked about is past the block's burn-in.
+    pub warm: bool,
+}
+
+/// The arms in the random order of group `group`.
+fn order(arms: usize, seed: u64, group: u64) -> Vec<usize> {
+    let mut rng = stats::SplitMix::new(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xab7e_57);
+    let mut order: Vec<usize> = (0..arms).collect();
+    for i in (1..arms).rev() {
+        order.swap(i, rng.below(i + 1));
+    }
+    order
+}
+
+/// What one arm did in one group's block, past its burn-in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Tally {
+    /// Time counted, ms.
+    pub time_ms: f64,
+    /// Jobs in the system (queued or running) integrated over that time, job-ms.
+    pub in_system_ms: f64,
+    /// Jobs in the queue integrated over that time, job-ms.
+    pub queued_ms: f64,
+    /// Jobs that arrived in it.
+    pub arrivals: u64,
+    /// Jobs that ended in it.
+    pub completions: u64,
+    /// GPUs held integrated over the time, GPU-ms.
+    pub gpu_held_ms: f64,
+    /// GPUs present integrated over the time, GPU-ms.
+    pub gpu_ms: f64,
+    /// The JCTs, summed, of the jobs that arrived in it and have ended (the naive estimator).
+    pub jct_sum_ms: f64,
+    /// How many JCTs `jct_sum_ms` holds.
+    pub jct_count: u64,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.time_ms += other.time_ms;
+        self.in_system_ms += other.in_system_ms;
+        self.queued_ms += other.queued_ms;
+        self.arrivals += other.arrivals;
+        self.completions += other.completions;
+        self.gpu_held_ms += other.gpu_held_ms;
+        self.gpu_ms += other.gpu_ms;
+        self.jct_sum_ms += other.jct_sum_ms;
+        self.jct_count += other.jct_count;
+    }
+}
+
+/// A figure an experiment estimates per arm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Estimate {
+    /// Mean time in the system by Little's law: ∫N dt / arrivals, seconds.
+    LittleJct,
+    /// Mean wait in the queue by Little's law: ∫Q dt / arrivals, seconds.
+    LittleWait,
+    /// Mean JCT of the jobs that arrived in the arm's blocks and ended, seconds.
+    NaiveJct,
+    /// Jobs ended per hour of the arm's time.
+    Throughput,
+    /// GPUs held over GPUs present, over the arm's time.
+    GpuUtilisation,
+}
+
+impl Estimate {
+    /// Every estimate, in the order shown.
+    pub const ALL: [Estimate; 5] =
+        [Estimate::LittleJct, Estimate::NaiveJct, Estimate::LittleWait, Estimate::Throughput, Estimate::GpuUtilisation];
+
+    /// What it is called in tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            Estimate::LittleJct => "mean JCT (Little's law)",
+            Estimate::LittleWait => "mean wait (Little's law)",
+            Estimate::NaiveJct => "mean JCT (naive: ended jobs by arrival block)",
+            Estimate::Throughput => "jobs ended per hour",
+            Estimate::GpuUtilisation => "GPU utilisation",
+        }
+    }
+
+    /// Its value over `t`; not finite when `t` cannot give it (no arrival, no time).
+    pub fn of(self, t: &Tally) -> f64 {
+        match self {
+            Estimate::LittleJct => t.in_system_ms / t.arrivals as f64 / 1000.0,
+            Estimate::LittleWait => t.queued_ms / t.arrivals as f64 / 1000.0,
+            Estimate::NaiveJct => t.jct_sum_ms / t.jct_count as f64 / 1000.0,
+            Estimate::Throughput => t.completions as f64 / (t.time_ms / 3_600_000.0),
+            Estimate::GpuUtilisation => t.gpu_held_ms / t.gpu_ms,
+        }
+    }
+}
+
+/// One arm's figure against the baseline's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Versus {
+    /// The arm.
+    pub arm: String,
+    /// What is estimated.
+    pub estimate: Estimate,
+    /// The baseline's value.
+    pub baseline: f64,
+    /// The arm's value.
+    pub value: f64,
+    /// The arm's value over the baseline's, less 1.
+    pub change: f64,
+    /// The change's 95 % interval over the groups; None with fewer than two.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<[f64; 2]>,
+    /// Groups it rests on.
+    pub groups: usize,
+}
+
+impl Versus {
+    /// For a person: `tiresias: mean JCT (Little's law) -41.0 % (95 % CI -52.1 % … -30.2 %, 12 groups)`.
+    pub fn sentence(&self) -> String {
+        let pct = |x: f64| format!("{:+.1} %", 100.0 * x);
+        let interval = match self.interval {
+            Some([lo, hi]) => format!("95 % CI {} … {}, ", pct(lo), pct(hi)),
+            None => String::new(),
+        };
+        format!("{}: {} {} ({interval}{} groups)", self.arm, self.estimate.label(), pct(self.change), self.groups)
+    }
+}
+
+/// The experiment's figures as it runs: per group and arm, what happened past burn-in.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    config: ExperimentConfig,
+    /// Per group, one tally per arm.
+    groups: BTreeMap<u64, Vec<Tally>>,
+    /// The jobs in the world at the last observation, with the block they arrived in.
+    present: BTreeMap<JobId, (u64, Block)>,
+    /// The last observation: its time, jobs in the system, queued, GPUs held and present.
+    last: Option<(u64, f64, f64, f64, f64)>,
+    /// The block that governs the time since the last observation.
+    current: Option<Block>,
+}
+
+impl Ledger {
+    /// An empty ledger for `config`.
+    pub fn new(config: ExperimentConfig) -> Ledger {
+        Ledger { config, groups: BTreeMap::new(), present: BTreeMap::new(), last: None, current: None }
+    }
+
+    /// Its config.
+    pub fn config(&self) -> &ExperimentConfig {
+        &self.config
+    }
+
+    /// The block that decides at `ms`: the arm to make active for the tick that starts then.
+    pub fn decide_at(&mut self, ms: u64) -> Block {
+        let block = self.config.block_at(ms);
+        self.current = Some(block);
+        block
+    }
+
+    /// The world as just observed: what happened since the last observation goes to the block
+    /// that decided then (its arm's decisions governed that time).
+    pub fn observe(&mut self, world: &World) {
+        let now = world.time_ms();
+        let in_system = (world.job_count() + world.queue_len()) as f64;
+        let queued = world.queue_len() as f64;
+        let held: f64 = world.all_jobs().map(|(_, s)| s.gpus.len() as f64).sum();
+        let gpus = world.gpu_count() as f64;
+        let arms = self.config.arms.len();
+        if let (Some(block), Some((then, n0, q0, h0, g0))) = (self.current, self.last)
+            && now > then
+            && block.warm
+        {
+            let dt = (now - then) as f64;
+            let tally = &mut self.groups.entry(block.group).or_insert_with(|| vec![Tally::default(); arms])[block.arm];
+            tally.time_ms += dt;
+            tally.in_system_ms += dt * (n0 + in_system) / 2.0;
+            tally.queued_ms += dt * (q0 + queued) / 2.0;
+            tally.gpu_held_ms += dt * (h0 + held) / 2.0;
+            tally.gpu_ms += dt * (g0 + gpus) / 2.0;
+        }
+        let mut still = BTreeMap::new();
+        for (spec, state) in world.all_jobs() {
+            let entry = match self.present.remove(&state.handle) {
+                Some(known) => known,
+                None => {
+                    let arrived = self.config.block_at(spec.arrival_ms);
+                    if arrived.warm {
+                        self.tally(arrived).arrivals += 1;
+                    }
+                    (spec.arrival_ms, arrived)
+                }
+            };
+            still.insert(state.handle, entry);
+        }
+        // What is left ended (or went away) since the last observation.
+        for (_, (arrival_ms, arrived)) in std::mem::replace(&mut self.present, still) {
+            if let Some(block) = self.current.filter(|b| b.warm) {
+                self.tally(block).completions += 1;
+            }
+            if arrived.warm {
+                let t = self.tally(arrived);
+                t.jct_sum_ms += now.saturating_sub(arrival_ms) as f64;
+                t.jct_count += 1;
+            }
+        }
+        self.last = Some((now, in_system, queued, held, gpus));
+    }
+
+    fn tally(&mut self, block: Block) -> &mut Tally {
+        let arms = self.config.arms.len();
+        &mut self.groups.entry(block.group).or_insert_with(|| vec![Tally::default(); arms])[block.arm]
+    }
+
+    /// Groups in which every arm has counted time.
+    fn complete(&self) -> Vec<&Vec<Tally>> {
+        self.groups.values().filter(|g| g.iter().all(|t| t.time_ms > 0.0)).collect()
+    }
+
+    /// How many groups every arm has run in.
+    pub fn groups(&self) -> usize {
+        self.complete().len()
+    }
+
+    /// Each arm but the baseline against it, for every estimate, over the complete groups.
+    pub fn versus(&self) -> Vec<Versus> {
+        let groups = self.complete();
+        let sum = |picked: &mut dyn Iterator<Item = usize>, arm: usize| {
+            let mut t = Tally::default();
+            picked.for_each(|g| t.add(&groups[g][arm]));
+            t
+        };
+        let mut out = Vec::new();
+        for arm in 1..self.config.arms.len() {
+            for estimate in Estimate::ALL {
+                let change = |picked: &[usize]| {
+                    let base = estimate.of(&sum(&mut picked.iter().copied(), 0));
+                    estimate.of(&sum(&mut picked.iter().copied(), arm)) / base - 1.0
+                };
+                let all: Vec<usize> = (0..groups.len()).collect();
+                let (baseline, value) =
+                    (estimate.of(&sum(&mut all.iter().copied(), 0)), estimate.of(&sum(&mut all.iter().copied(), arm)));
+                out.push(Versus {
+                    arm: self.config.arms[arm].clone(),
+                    estimate,
+                    baseline,
+                    value,
+                    change: value / baseline - 1.0,
+                    interval: stats::bootstrap(groups.len(), change),
+                    groups: groups.len(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether the experiment is over: its `groups` have run, or (after `conclude-after`
+    /// groups) every arm's Little's-law JCT interval leaves out no difference.
+    pub fn concluded(&self) -> Option<String> {
+        let done = self.groups() as u64;
+        if let Some(limit) = self.config.groups
+            && done >= limit
+        {
+            return Some(format!("{done} groups ran, as configured"));
+        }
+        let after = self.config.conclude_after?;
+        if done < after.max(2) {
+            return None;
+        }
+        let resolved = self
+            .versus()
+            .into_iter()
+            .filter(|v| v.estimate == Estimate::LittleJct)
+            .all(|v| v.interval.is_some_and(|[lo, hi]| lo > 0.0 || hi < 0.0));
+        resolved.then(|| format!("every arm's mean JCT interval left out no difference after {done} groups"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ExperimentConfig {
+        ExperimentConfig::switchback(
+            vec!["fifo".into(), "tiresias".into()],
+            Duration::from_secs(600),
+            Duration::from_secs(60),
+            7,
+        )
+    }
+
+    #[test]
+    fn every_group_runs_each_arm_once_in_its_own_random_order() {
+        let c = config();
+        let mut orders = std::collections::BTreeSet::new();
+        for group in 0..20u64 {
+            let arms: Vec<usize> = (0..2).map(|k| c.block_at((group * 2 + k) * 600_000 + 5).arm).collect();
+            assert_eq!(arms.iter().copied().collect::<std::collections::BTreeSet<_>>().len(), 2, "{arms:?}");
+            orders.insert(arms);
+        }
+        assert_eq!(orders.len(), 2, "both orders occur over 20 groups");
+        assert!(!c.block_at(30_000).warm && c.block_at(60_000).warm, "the first minute is burn-in");
+        assert_eq!(c.block_at(1_199_999).index, 1);
+    }
+
+    #[test]
+    fn a_config_that_cannot_run_says_what_to_change() {
+        let mut c = config();
+        c.arms = vec!["fifo".into(), "fifo".into()];
+        assert!(c.check().unwrap_err().to_string().contains("two or more different policies"));
+        let mut c = config();
+        c.burn_in = c.block;
+        assert!(c.check().unwrap_err().to_string().contains("longer than burn-in"));
+        let parsed: ExperimentConfig =
+            toml::from_str("arms = [\"fifo\", \"tiresias\"]\nblock = \"20m\"\nburn-in = \"2m\"").unwrap();
+        assert_eq!(parsed.block, Duration::from_secs(1200));
+        assert!(parsed.check().is_ok());
+        assert!(toml::from_str::<ExperimentConfig>("arms = [\"a\", \"b\"]\ndesign = \"split\"").is_err());
+    }
+
+    /// Jobs of 600 s of work, one a minute, served at full speed while arm 1 is active and at
+    /// half speed under arm 0: in steady state a job spends 1,200 s in the system under arm 0
+    /// and 600 s under arm 1. Blocks of two hours with a burn-in of 20 minutes (longer than a
+    /// stay) let Little's law see each arm's own steady state.
+    #[test]
+    fn littles_law_recovers_each_arms_time_in_the_system() {
+        let c = ExperimentConfig::switchback(
+            vec!["slow".into(), "fast".into()],
+            Duration::from_secs(7200),
+            Duration::from_secs(1200),
+            7,
+        );
+        let mut ledger = Ledger::new(c.clone());
+        let mut world = wasmsched_core::world::sample::world(1, 0, 0);
+        let node = wasmsched_core::world::NodeId(0);
+        let mut live: Vec<(JobId, f64)> = Vec::new();
+        let tick = 30_000;
+        let mut arrivals = 0usize;
+        for step in 0..(40 * 7_200_000 / tick) {
+            let now = step * tick;
+            world.set_time_ms(now);
+            let speed = if ledger.current.map_or(0, |b| b.arm) == 1 { 1.0 } else { 0.5 };
+            live.retain_mut(|(job, left)| {
+                *left -= speed * tick as f64 / 1000.0;
+                let stay = *left > 1e-9;
+                if !stay {
+                    world.remove_job(*job);
+                }
+                stay
+            });
+            if now % 60_000 == 0 {
+                let mut spec = wasmsched_core::world::sample::job_spec(arrivals);
+                (spec.name, spec.arrival_ms) = (format!("j{arrivals}"), now);
+                live.push((world.add_job(spec, node), 600.0));
+                arrivals += 1;
+            }
+            ledger.observe(&world);
+            ledger.decide_at(now);
+        }
+        let versus = ledger.versus();
+        let little = versus.iter().find(|v| v.estimate == Estimate::LittleJct).unwrap();
+        // 600 / 1200 - 1 = -50 %, up to the discreteness of 30 s ticks.
+        assert!((little.change + 0.5).abs() < 0.05, "{little:?}");
+        let [lo, hi] = little.interval.unwrap();
+        assert!(lo < little.change && little.change < hi && hi < 0.0, "{little:?}");
+        assert_eq!(ledger.groups(), 20);
+        assert!(little.sentence().starts_with("fast: mean JCT (Little's law) -"), "{}", little.sentence());
+    }
+}
