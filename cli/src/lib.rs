@@ -38,6 +38,7 @@ pub use wasmsched_host::{api, backend, config, host, reload, status};
 #[cfg(feature = "docker")]
 pub use wasmsched_lab::calibrate;
 pub use wasmsched_lab::{experiment, replay, report, results, scenario, stats, whatif};
+pub use wasmsched_loop::experiment as experiment_design;
 pub use wasmsched_loop::{budget, control, record, shadow, watchdog};
 #[cfg(feature = "live")]
 pub use wasmsched_oci as oci;

@@ -151,6 +151,35 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// A/B test policies on the simulator the way a live cluster would run them: a switchback
+    /// (one arm active at a time, in randomised blocks with a burn-in), each arm's mean JCT,
+    /// wait, throughput and GPU use against the first's by Little's law and naively, with
+    /// intervals; with --truth, every arm also alone on the same workload and seed, and each
+    /// estimator's bias, error and interval coverage over the seeds.
+    Abtest {
+        #[command(flatten)]
+        workload: WorkloadArgs,
+        /// Shipped policy names or `.wasm` paths, once per arm; the first is the baseline.
+        #[arg(long = "policy", required = true)]
+        policies: Vec<String>,
+        /// How long each block runs one arm (on the simulator's clock).
+        #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
+        block: std::time::Duration,
+        /// The start of each block left out of every figure.
+        #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
+        burn_in: std::time::Duration,
+        /// Replications: seeds 0, 1, … N-1, each its own switchback order and simulation.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        seeds: u64,
+        /// Also run every arm alone on each seed, and check the estimators against it.
+        #[arg(long)]
+        truth: bool,
+        /// Write every replication and the checks as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Run one policy over a grid of its config keys, every point over the same seeds against
     /// a baseline; print the figure at every point and the best.
     Sweep {
@@ -377,6 +406,7 @@ fn main() -> ExitCode {
         Command::Demo { .. }
             | Command::Simulate { .. }
             | Command::Compare { .. }
+            | Command::Abtest { .. }
             | Command::Whatif { .. }
             | Command::Sweep { .. }
             | Command::Fidelity { .. }
@@ -411,6 +441,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Compare { workload, policies, seeds, out, runtime } => {
             cli::experiments::compare(&workload, policies, seeds, &out, &runtime)
+        }
+        Command::Abtest { workload, policies, block, burn_in, seeds, truth, json, runtime } => {
+            let args = cli::experiments::AbtestArgs { policies, block, burn_in, seeds, truth, json };
+            cli::experiments::abtest(&workload, &args, &runtime)
         }
         Command::Sweep { workload, policy, axes, fixed, baseline, figure, seeds, threads, out, runtime } => {
             let sweep = cli::experiments::SweepArgs { policy, axes, fixed, baseline, figure, seeds, threads };

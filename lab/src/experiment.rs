@@ -14,6 +14,7 @@ use run::Comparison;
 use crate::scenario::Scenario;
 use crate::scenario::claim::objective;
 
+pub mod abtest;
 pub mod batch;
 pub mod fairness;
 pub mod fidelity;

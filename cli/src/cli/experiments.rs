@@ -155,6 +155,75 @@ pub fn whatif(args: &WhatifArgs, out: &OutputArgs, runtime: &RuntimeArgs) -> any
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `wasmsched abtest` runs.
+pub struct AbtestArgs {
+    /// The arms; the first is the baseline.
+    pub policies: Vec<String>,
+    /// Each block's length.
+    pub block: Duration,
+    /// Each block's burn-in.
+    pub burn_in: Duration,
+    /// Replications.
+    pub seeds: u64,
+    /// Also run every arm alone, and check the estimators.
+    pub truth: bool,
+    /// Where to write the replications as JSON.
+    pub json: Option<PathBuf>,
+}
+
+/// `wasmsched abtest`: a switchback of the arms on the simulator over seeds, each replication's
+/// estimates, and with `--truth` how each estimator did against every arm alone.
+pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
+    use wasmsched::experiment::abtest;
+    let (rt, limits) = runtime.runtime()?;
+    let scenario = workload.load()?;
+    let config =
+        wasmsched::experiment_design::ExperimentConfig::switchback(args.policies.clone(), args.block, args.burn_in, 0);
+    config.check()?;
+    let arms = args.policies.iter().map(|p| PolicyChoice::resolve(&rt, p)).collect::<Result<Vec<_>, _>>()?;
+    let options = RunOptions { sim: SimConfig::default(), tick: workload.tick, limits, timeline: false };
+    let runs_each = if args.truth { 1 + arms.len() } else { 1 };
+    say!(
+        "{} replication(s) of a switchback of {} in blocks of {} (burn-in {}){}",
+        args.seeds,
+        args.policies.join(" and "),
+        humantime::format_duration(args.block),
+        humantime::format_duration(args.burn_in),
+        if args.truth {
+            format!(", and each arm alone: {} runs", args.seeds * runs_each as u64)
+        } else {
+            String::new()
+        }
+    );
+    let bar = progress_bar(args.seeds, "replications");
+    let runs = abtest::replicate(
+        &rt,
+        &arms,
+        &scenario,
+        &options,
+        &config,
+        0..args.seeds,
+        args.truth,
+        batch::default_threads(),
+        &bar,
+    );
+    for r in &runs {
+        out!("seed {}:", r.seed);
+        for v in r.estimates.iter().filter(|v| v.change.is_finite()) {
+            out!("  {}", v.sentence());
+        }
+    }
+    let checks = abtest::check(&runs);
+    if !checks.is_empty() {
+        out!("\n{}", abtest::check_table(&checks));
+    }
+    if let Some(path) = &args.json {
+        let body = serde_json::json!({ "workload": scenario.name(), "block_s": args.block.as_secs_f64(), "burn_in_s": args.burn_in.as_secs_f64(), "perturb": scenario.perturb, "replications": runs, "checks": checks });
+        write_file(path, |w| serde_json::to_writer_pretty(w, &body).map_err(anyhow::Error::from))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `wasmsched compare`: several policies on the same scenario and seeds; the config variants
 /// its paper figures name run too.
 pub fn compare(
