@@ -361,6 +361,13 @@ enum Command {
         api: ApiArgs,
     },
     #[cfg(feature = "live")]
+    /// End a running host's `[experiment]` now: each arm's figures so far stay in its status,
+    /// and the configured roles serve again.
+    StopExperiment {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    #[cfg(feature = "live")]
     /// Bring back a policy's previous version on a running host.
     Rollback {
         /// The policy's name (with --resource: the SchedulingPolicy's).
@@ -496,6 +503,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         #[cfg(feature = "live")]
         Command::Rollback { policy, api, .. } => cli::live::rollback(&policy, &api),
+        #[cfg(feature = "live")]
+        Command::StopExperiment { api } => cli::live::stop_experiment(&api),
         #[cfg(feature = "kubernetes")]
         Command::Crd => cli::resources::crd(),
         #[cfg(feature = "live")]

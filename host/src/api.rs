@@ -139,6 +139,7 @@ pub fn serve(host: HostHandle, addr: impl Into<Listen>, token: Option<String>) -
         .route("/readyz", get(readyz))
         .route("/livez", get(livez))
         .route("/rollback/{policy}", post(rollback))
+        .route("/experiment/stop", post(stop_experiment))
         .with_state(Api { host, token });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
@@ -203,6 +204,22 @@ fn probe(result: Result<(), String>) -> Response {
     match result {
         Ok(()) => (StatusCode::OK, "ok\n").into_response(),
         Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
+    }
+}
+
+async fn stop_experiment(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if let Some(refused) = api.refusal(&headers) {
+        return refused;
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    api.host.stop_experiment(move |r| {
+        let _ = tx.send(r);
+    });
+    match rx.await.unwrap_or_else(|_| Err("the host is stopping".into())) {
+        Ok(name) => {
+            (StatusCode::OK, format!("experiment {name} stopped; the configured roles serve again\n")).into_response()
+        }
+        Err(why) => (StatusCode::CONFLICT, format!("{why}\n")).into_response(),
     }
 }
 

@@ -148,6 +148,11 @@ pub struct HostConfig {
     /// The tenants jobs belong to, with their weights and quotas ([`wasmsched_core::tenants`]).
     #[serde(default)]
     pub tenants: Vec<wasmsched_core::tenants::TenantConfig>,
+    /// `[experiment]`: two or more of the `[policy.*]` tables against each other, in turn
+    /// ([`wasmsched_loop::experiment`]): the arm of each block is the active policy, the others
+    /// shadows, until it concludes or is stopped.
+    #[serde(default)]
+    pub experiment: Option<wasmsched_loop::experiment::ExperimentConfig>,
 }
 
 /// `[resources]`: serve the `SchedulingPolicy` resources of a namespace.
@@ -489,6 +494,15 @@ impl HostConfig {
         }
         if self.reload.poll.is_some_and(|p| p.is_zero()) {
             return Err("[reload] poll must be above 0 (\"10s\", say), or left out to listen to the kernel".into());
+        }
+        if let Some(e) = &self.experiment {
+            e.check().map_err(|e| e.to_string())?;
+            if let Some(arm) = e.arms.iter().find(|a| !self.policy.contains_key(*a)) {
+                return Err(format!(
+                    "[experiment] arm {arm:?} is not a policy: add a [policy.{arm}] table (its role does not matter: \
+                     the experiment makes each arm active in its blocks)"
+                ));
+            }
         }
         let addr = &self.api.listen;
         if self.api.enabled && !addr.is_local() && self.api.token.as_deref().is_none_or(str::is_empty) {

@@ -90,6 +90,9 @@ pub struct Status {
     /// Where this host stands among its replicas; None when it runs none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leadership: Option<wasmsched_core::replicas::Leadership>,
+    /// The `[experiment]`, while one is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<ExperimentStatus>,
 }
 
 /// How many reasons why jobs wait the status holds (the audit log keeps every one).
@@ -253,6 +256,34 @@ pub struct ReloadResult {
     pub took_ms: f64,
 }
 
+/// A live `[experiment]`: where it is, and each arm against the baseline so far.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentStatus {
+    /// Its name.
+    pub name: String,
+    /// The arms; the first is the baseline.
+    pub arms: Vec<String>,
+    /// The arm active now; None before the first observation, and once it has ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active: Option<String>,
+    /// The block now, from the backend's time 0.
+    pub block: u64,
+    /// Whether the block is past its burn-in.
+    pub warm: bool,
+    /// Each block's length and burn-in, seconds.
+    pub block_s: f64,
+    /// Each block's burn-in, seconds.
+    pub burn_in_s: f64,
+    /// Groups in which every arm has run a block past its burn-in.
+    pub groups: u64,
+    /// Each arm but the baseline against it, as of the last block's end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub versus: Vec<wasmsched_loop::experiment::Versus>,
+    /// Why it ended (concluded by its rule, or stopped); the configured roles serve again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+}
+
 impl Status {
     /// Whether the host is ready: it has observed once, and every place its backend reaches
     /// answered then (its world is warm). Why not, otherwise.
@@ -297,8 +328,34 @@ impl Status {
         self.render_loop(&mut out);
         self.render_reach(&mut out);
         self.render_policies(&mut out);
+        self.render_experiment(&mut out);
         self.render_reloads(&mut out);
         out
+    }
+
+    /// The experiment, if one is configured: where it is and each arm against the baseline.
+    fn render_experiment(&self, out: &mut String) {
+        let Some(e) = &self.experiment else { return };
+        let now = match (&e.ended, &e.active) {
+            (Some(why), _) => format!("ended: {why}"),
+            (None, Some(arm)) => {
+                format!("block {} ({}), {arm} active", e.block, if e.warm { "counted" } else { "burn-in" })
+            }
+            (None, None) => "not started".into(),
+        };
+        let _ = writeln!(
+            out,
+            "\nexperiment {}: switchback of {} in blocks of {} (burn-in {}); {}; {} complete groups",
+            e.name,
+            e.arms.join(", "),
+            humantime::format_duration(Duration::from_secs_f64(e.block_s.max(0.0))),
+            humantime::format_duration(Duration::from_secs_f64(e.burn_in_s.max(0.0))),
+            now,
+            e.groups
+        );
+        for v in &e.versus {
+            let _ = writeln!(out, "  {}", v.sentence());
+        }
     }
 
     /// The loop: its clock and ticks, the jobs and tenants, what it refused and rescued, the watchdog.

@@ -207,7 +207,7 @@ impl Tally {
 }
 
 /// A figure an experiment estimates per arm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Estimate {
     /// Mean time in the system by Little's law: ∫N dt / arrivals, seconds.
@@ -251,7 +251,7 @@ impl Estimate {
 }
 
 /// One arm's figure against the baseline's.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Versus {
     /// The arm.
     pub arm: String,
@@ -264,7 +264,7 @@ pub struct Versus {
     /// The arm's value over the baseline's, less 1.
     pub change: f64,
     /// The change's 95 % interval over the groups; None with fewer than two.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<[f64; 2]>,
     /// Groups it rests on.
     pub groups: usize,
@@ -280,6 +280,25 @@ impl Versus {
         };
         format!("{}: {} {} ({interval}{} groups)", self.arm, self.estimate.label(), pct(self.change), self.groups)
     }
+}
+
+/// What an experiment did, as the audit log keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentEvent {
+    /// The experiment's name.
+    pub experiment: String,
+    /// `block` (a block began), `concluded` or `stopped`.
+    pub event: String,
+    /// The block's number and group.
+    pub block: u64,
+    /// Its group.
+    pub group: u64,
+    /// The arm active from now (a block), or none (concluded, stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arm: Option<String>,
+    /// Why, for a conclusion or a stop.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
 }
 
 /// The experiment's figures as it runs: per group and arm, what happened past burn-in.

@@ -223,6 +223,9 @@ pub struct AuditLine {
     /// last line (a line is written for them even on a tick no policy was asked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<PolicyChange>,
+    /// What the `[experiment]` did on this tick: a block began, or it concluded or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<crate::experiment::ExperimentEvent>,
 }
 
 /// A change of the version a policy serves, as the audit log keeps it.

@@ -4,6 +4,7 @@ mod api;
 mod architecture;
 mod browser;
 mod conformance;
+mod experiment;
 mod fuzz;
 mod hostile;
 mod languages;

@@ -41,6 +41,13 @@ pub fn rollback(policy: &str, api: &ApiArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `wasmsched stop-experiment`: end a running host's `[experiment]`; its configured roles
+/// serve again.
+pub fn stop_experiment(api: &ApiArgs) -> anyhow::Result<ExitCode> {
+    out!("{}", api::client::stop_experiment(&api.addr, api.token.as_deref())?);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `wasmsched probe ready|live`: a running host's readiness or liveness, for a pod's exec
 /// probes: exit 0 when it says yes, else 1 and why.
 pub fn probe(which: api::client::Probe, api: &ApiArgs) -> ExitCode {

@@ -78,6 +78,16 @@ pub fn rollback(addr: impl Into<Listen>, policy: &str, token: Option<&str>) -> R
     serde_json::from_str(&body).map_err(|e| ApiError::Client { addr, detail: format!("unreadable answer: {e}") })
 }
 
+/// End a running host's `[experiment]`; its name, as the host says it.
+pub fn stop_experiment(addr: impl Into<Listen>, token: Option<&str>) -> Result<String, ApiError> {
+    let addr = addr.into();
+    let (code, body) = request(&addr, "POST", "/experiment/stop", token)?;
+    if code != 200 {
+        return Err(ApiError::Client { addr, detail: format!("HTTP {code}: {}", body.trim()) });
+    }
+    Ok(body.trim().to_string())
+}
+
 /// What a probe asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Probe {

@@ -30,6 +30,7 @@ pub fn encode(status: &Status) -> String {
     tenant_metrics(&mut r, status);
     backend_metrics(&mut r, status);
     policy_metrics(&mut r, status);
+    experiment_metrics(&mut r, status);
     let mut out = String::new();
     encode_text(&mut out, &r).expect("writing to a String cannot fail");
     out
@@ -80,6 +81,36 @@ fn loop_metrics(r: &mut Registry, status: &Status) {
         g.set(i64::try_from(value).unwrap_or(i64::MAX));
         r.register(name, help, g);
     }
+}
+
+/// The `[experiment]`: which arm is active, how many groups are complete, and each arm's
+/// estimated change against the baseline (a fraction: -0.2 is 20 % lower), with its interval.
+fn experiment_metrics(r: &mut Registry, status: &Status) {
+    let Some(e) = &status.experiment else { return };
+    let experiment = ("experiment".to_string(), e.name.clone());
+    let active = Family::<Labels, Gauge>::default();
+    for arm in &e.arms {
+        let on = e.active.as_deref() == Some(arm.as_str());
+        active.get_or_create(&vec![experiment.clone(), ("arm".into(), arm.clone())]).set(i64::from(on));
+    }
+    r.register("wasmsched_experiment_arm_active", "1 for the experiment's arm active in this block", active);
+    let groups = Family::<Labels, Gauge>::default();
+    groups.get_or_create(&vec![experiment.clone()]).set(i64::try_from(e.groups).unwrap_or(i64::MAX));
+    r.register("wasmsched_experiment_groups", "Groups in which every arm has run a block past burn-in", groups);
+    let [change, low, high] = [(); 3].map(|_| Family::<Labels, Gauge<f64, AtomicU64>>::default());
+    for v in e.versus.iter().filter(|v| v.change.is_finite()) {
+        let estimate = serde_json::to_value(v.estimate).ok().and_then(|x| x.as_str().map(str::to_string));
+        let labels =
+            vec![experiment.clone(), ("arm".into(), v.arm.clone()), ("estimate".into(), estimate.unwrap_or_default())];
+        change.get_or_create(&labels).set(v.change);
+        if let Some([lo, hi]) = v.interval {
+            low.get_or_create(&labels).set(lo);
+            high.get_or_create(&labels).set(hi);
+        }
+    }
+    r.register("wasmsched_experiment_change", "An arm's estimate against the baseline's, less 1", change);
+    r.register("wasmsched_experiment_change_low", "The 95 % interval's lower end of that change", low);
+    r.register("wasmsched_experiment_change_high", "The 95 % interval's upper end of that change", high);
 }
 
 /// Per tenant: GPUs held, queued and entitled, jobs queued, the quota.

@@ -1,0 +1,77 @@
+//! A live A/B experiment on the host: a switchback of two configured policies, each active in
+//! its own blocks, counted, shown in the status, the metrics and the audit log, and stopped.
+
+use std::time::Duration;
+
+use wasmsched::experiment_design::ExperimentConfig;
+use wasmsched_tests::live::{Running, Setup, component, serving};
+
+#[test]
+fn a_switchback_makes_each_arm_active_in_its_blocks_and_can_be_stopped() {
+    let setup = Setup::new();
+    setup.land("fs", &component("fair-share"));
+    setup.land("counter", &component("counter"));
+    let tables = "[policy.fs]\nrole = \"active\"\ndeadline = \"2s\"\n\
+                  [policy.counter]\nrole = \"shadow\"\ndeadline = \"2s\"\n\
+                  [experiment]\nname = \"caps\"\narms = [\"fs\", \"counter\"]\nblock = \"10s\"\nburn-in = \"2s\"\nseed = 3\n";
+    let running = Running::start(setup.config("1s", "100", tables));
+    running.wait("both serving", |s| ["fs", "counter"].iter().all(|p| serving(s, p).is_some()));
+    let s = running.wait("three complete groups", |s| s.experiment.as_ref().is_some_and(|e| e.groups >= 3));
+    let e = s.experiment.clone().unwrap();
+    assert_eq!(e.arms, ["fs", "counter"]);
+    assert!(e.active.is_some() && e.ended.is_none(), "{e:?}");
+    assert!(!e.versus.is_empty() && e.versus.iter().all(|v| v.arm == "counter"), "{:?}", e.versus);
+    let text = s.render();
+    assert!(text.contains("experiment caps: switchback of fs, counter in blocks of 10s (burn-in 2s)"), "{text}");
+    let metrics = wasmsched::api::metrics::encode(&s);
+    assert!(metrics.contains("wasmsched_experiment_arm_active{experiment=\"caps\",arm=\"fs\"}"), "{metrics}");
+    assert!(metrics.contains("wasmsched_experiment_groups{experiment=\"caps\"}"), "{metrics}");
+
+    let (tx, rx) = std::sync::mpsc::channel();
+    running.handle.stop_experiment(move |r| tx.send(r).unwrap());
+    assert_eq!(rx.recv_timeout(Duration::from_secs(60)).unwrap(), Ok("caps".to_string()));
+    let stopped = running.wait("the experiment ended", |s| s.experiment.as_ref().is_some_and(|e| e.ended.is_some()));
+    let at = stopped.backend_time_ms;
+    running.wait("a few ticks more", |s| s.backend_time_ms >= at + 5_000);
+    let (tx, rx) = std::sync::mpsc::channel();
+    running.handle.stop_experiment(move |r| tx.send(r).unwrap());
+    let again = rx.recv_timeout(Duration::from_secs(60)).unwrap().unwrap_err();
+    assert!(again.contains("already ended"), "{again}");
+    running.stop();
+
+    // Every decision up to the stop came from the arm of its block, the other arm as a shadow;
+    // every block's start is in the log; after the stop the configured active one decides.
+    let arms = vec!["fs".into(), "counter".into()];
+    let config = ExperimentConfig::switchback(arms, Duration::from_secs(10), Duration::from_secs(2), 3);
+    let lines = setup.audit_lines();
+    let stop_line = lines.iter().position(|l| l.experiment.as_ref().is_some_and(|e| e.event == "stopped")).unwrap();
+    let mut arms_seen = std::collections::BTreeSet::new();
+    for l in lines[..stop_line].iter().filter(|l| l.active.is_some()) {
+        let active = l.active.as_ref().unwrap();
+        let arm = &config.arms[config.block_at(l.time_ms).arm];
+        assert_eq!(&active.policy, arm, "tick {} at {} ms", l.tick, l.time_ms);
+        assert_eq!(l.shadows.len(), 1);
+        arms_seen.insert(arm.clone());
+    }
+    assert_eq!(arms_seen.len(), 2, "both arms decided");
+    let blocks: Vec<u64> =
+        lines.iter().filter_map(|l| l.experiment.as_ref().filter(|e| e.event == "block").map(|e| e.block)).collect();
+    assert!(blocks.len() >= 6 && blocks.windows(2).all(|w| w[1] == w[0] + 1), "{blocks:?}");
+    for l in lines[stop_line + 1..].iter().filter(|l| l.active.is_some()) {
+        assert_eq!(l.active.as_ref().unwrap().policy, "fs", "tick {}: the configured active after the stop", l.tick);
+    }
+}
+
+#[test]
+fn an_experiment_naming_no_policy_is_refused_with_what_to_add() {
+    let setup = Setup::new();
+    let path = setup.dir.path().join("host.toml");
+    std::fs::write(
+        &path,
+        "tick = \"1s\"\npolicies-dir = \"policies\"\n[backend]\nkind = \"sim\"\nworkload = \"workload.toml\"\n\
+         [policy.fs]\nrole = \"active\"\n[experiment]\narms = [\"fs\", \"tiresias\"]\n",
+    )
+    .unwrap();
+    let err = wasmsched::config::HostConfig::load(&path).unwrap_err().to_string();
+    assert!(err.contains("[experiment] arm \"tiresias\" is not a policy: add a [policy.tiresias] table"), "{err}");
+}
