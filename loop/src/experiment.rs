@@ -161,7 +161,7 @@ pub struct Block {
 
 /// The arms in the random order of group `group`.
 fn order(arms: usize, seed: u64, group: u64) -> Vec<usize> {
-    let mut rng = stats::SplitMix::new(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xab7e_57);
+    let mut rng = stats::SplitMix::new(seed ^ group.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x00ab_7e57);
     let mut order: Vec<usize> = (0..arms).collect();
     for i in (1..arms).rev() {
         order.swap(i, rng.below(i + 1));
@@ -280,6 +280,12 @@ impl Versus {
         };
         format!("{}: {} {} ({interval}{} groups)", self.arm, self.estimate.label(), pct(self.change), self.groups)
     }
+}
+
+/// `value` against `base`, less 1; not a number unless both are finite and `base` is not 0 (an
+/// arm with no arrival counted has no time in the system to compare).
+fn relative(value: f64, base: f64) -> f64 {
+    if value.is_finite() && base.is_finite() && base != 0.0 { value / base - 1.0 } else { f64::NAN }
 }
 
 /// What an experiment did, as the audit log keeps it.
@@ -410,7 +416,7 @@ impl Ledger {
             for estimate in Estimate::ALL {
                 let change = |picked: &[usize]| {
                     let base = estimate.of(&sum(&mut picked.iter().copied(), 0));
-                    estimate.of(&sum(&mut picked.iter().copied(), arm)) / base - 1.0
+                    relative(estimate.of(&sum(&mut picked.iter().copied(), arm)), base)
                 };
                 let all: Vec<usize> = (0..groups.len()).collect();
                 let (baseline, value) =
@@ -420,7 +426,7 @@ impl Ledger {
                     estimate,
                     baseline,
                     value,
-                    change: value / baseline - 1.0,
+                    change: relative(value, baseline),
                     interval: stats::bootstrap(groups.len(), change),
                     groups: groups.len(),
                 });

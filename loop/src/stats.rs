@@ -167,14 +167,14 @@ fn sign_flip_p(xs: &[f64], null: f64) -> (f64, bool) {
             .count();
         return (hits as f64 / f64::from(patterns), true);
     }
-    let mut rng = SplitMix(0x7e57_0f_5e_ed5);
+    let mut rng = SplitMix(0x07e5_70f5_eed5);
     let hits = (0..FLIPS)
         .filter(|_| {
             let mut sum = 0.0;
             let mut bits = 0u64;
             for (i, x) in d.iter().enumerate() {
                 if i % 64 == 0 {
-                    bits = rng.next();
+                    bits = rng.next_u64();
                 }
                 sum += if bits >> (i % 64) & 1 == 1 { -x } else { *x };
             }
@@ -248,7 +248,7 @@ impl SplitMix {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -258,7 +258,7 @@ impl SplitMix {
 
     /// Uniform in 0..n.
     pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next()) * n as u128) >> 64) as usize
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 }
 
@@ -339,7 +339,7 @@ mod tests {
     fn the_interval_covers_the_true_mean_about_as_often_as_it_says() {
         // Normal draws (Box–Muller on SplitMix) around -0.05 with sd 0.03, 8 seeds at a time.
         let mut rng = SplitMix(42);
-        let mut uniform = || (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut uniform = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let (mut covered, trials) = (0, 400);
         for _ in 0..trials {
             let xs: Vec<f64> = (0..8)
@@ -369,7 +369,7 @@ mod coverage {
     #[ignore = "about 40 s in a dev build: prints the coverage table of docs/experiments.md"]
     fn the_expanded_interval_keeps_its_coverage_from_six_seeds() {
         let mut rng = SplitMix(99);
-        let mut uniform = move || (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut uniform = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         for skew in [false, true] {
             for n in [3usize, 6, 10, 20] {
                 let (mut expanded, mut plain, mut found, trials) = (0, 0, 0, 1000);

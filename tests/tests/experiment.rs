@@ -75,3 +75,38 @@ fn an_experiment_naming_no_policy_is_refused_with_what_to_add() {
     let err = wasmsched::config::HostConfig::load(&path).unwrap_err().to_string();
     assert!(err.contains("[experiment] arm \"tiresias\" is not a policy: add a [policy.tiresias] table"), "{err}");
 }
+
+#[test]
+fn abtest_on_the_simulator_checks_each_estimator_against_every_arm_alone() {
+    use wasmsched::experiment::abtest;
+    use wasmsched::experiment::run::{PolicyChoice, RunOptions, simulate};
+    use wasmsched::experiment_design::Estimate;
+    let rt = wasmsched_tests::common::runtime();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../data/workloads/workload-1.csv");
+    let scenario = wasmsched::scenario::Scenario::load(std::path::Path::new(path), &Default::default()).unwrap();
+    let arms = ["fifo", "tiresias"].map(|p| PolicyChoice::resolve(rt, p).unwrap());
+    let names = vec!["fifo".to_string(), "tiresias".to_string()];
+    let config = ExperimentConfig::switchback(names, Duration::from_secs(7200), Duration::from_secs(1800), 0);
+    let options = RunOptions { tick: Duration::from_secs(60), ..Default::default() };
+    let runs = abtest::replicate(rt, &arms, &scenario, &options, &config, 0..3, true, 2, &|_| {});
+    assert_eq!(runs.iter().map(|r| r.seed).collect::<Vec<_>>(), [0, 1, 2]);
+    // The truth is each arm alone, as `simulate` runs it on that seed.
+    let seed1 = RunOptions { sim: wasmsched::sim::SimConfig { seed: 1, ..Default::default() }, ..options };
+    let alone = simulate(rt, &arms[1], &scenario, &seed1);
+    assert_eq!(runs[1].alone[1].mean_jct_s, alone.mean_jct_s);
+    let checks = abtest::check(&runs);
+    let kinds: Vec<Estimate> = checks.iter().map(|c| c.estimate).collect();
+    assert_eq!(kinds, [Estimate::LittleJct, Estimate::NaiveJct, Estimate::LittleWait]);
+    for c in &checks {
+        assert_eq!(c.replications, 3, "{c:?}");
+        assert!(c.truth < 0.0, "Tiresias alone shortens Pollux's first workload's mean JCT: {c:?}");
+        assert!((0.0..=1.0).contains(&c.coverage) && c.rmse >= c.bias.abs() - 1e-12, "{c:?}");
+    }
+    let again = abtest::replicate(rt, &arms, &scenario, &options, &config, 0..3, true, 1, &|_| {});
+    assert_eq!(
+        again.iter().map(|r| r.estimates.clone()).collect::<Vec<_>>(),
+        runs.iter().map(|r| r.estimates.clone()).collect::<Vec<_>>(),
+        "a replication is a function of its seed, however many run at once"
+    );
+    assert!(abtest::check_table(&checks).contains("mean JCT (Little's law)"));
+}

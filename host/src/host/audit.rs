@@ -13,7 +13,7 @@ impl HostDriver {
     /// agreement with the active counted), the jobs rescued, the policies' changes.
     pub(super) fn write_audit(&mut self, tick: &Tick<'_>) {
         let time_ms = tick.world.time_ms();
-        if !(tick.asked || !tick.rescued.is_empty() || !self.changes.is_empty() || self.event.is_some()) {
+        if !tick.asked && tick.rescued.is_empty() && self.changes.is_empty() && self.event.is_none() {
             return;
         }
         let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));

@@ -207,34 +207,43 @@ pub struct Check {
     pub sign_agrees: f64,
 }
 
+/// One replication's estimate beside the truth.
+struct Pair {
+    estimate: f64,
+    truth: f64,
+    interval: Option<[f64; 2]>,
+}
+
 /// Every estimator that has a truth, checked over `runs`.
 pub fn check(runs: &[Replication]) -> Vec<Check> {
     let Some(first) = runs.first() else { return Vec::new() };
     let mut out = Vec::new();
     for v in &first.estimates {
-        let pairs: Vec<(f64, f64, Option<[f64; 2]>)> = runs
+        let pairs: Vec<Pair> = runs
             .iter()
             .filter_map(|r| {
                 let e = r.estimates.iter().find(|e| e.arm == v.arm && e.estimate == v.estimate)?;
                 let truth = r.truth(&v.arm, v.estimate)?;
-                (e.change.is_finite() && truth.is_finite()).then_some((e.change, truth, e.interval))
+                let pair = Pair { estimate: e.change, truth, interval: e.interval };
+                (e.change.is_finite() && truth.is_finite()).then_some(pair)
             })
             .collect();
         if pairs.is_empty() {
             continue;
         }
         let n = pairs.len() as f64;
-        let mean = |f: &dyn Fn(&(f64, f64, Option<[f64; 2]>)) -> f64| pairs.iter().map(f).sum::<f64>() / n;
+        let mean = |f: &dyn Fn(&Pair) -> f64| pairs.iter().map(f).sum::<f64>() / n;
+        let holds = |p: &Pair| p.interval.is_some_and(|[lo, hi]| lo <= p.truth && p.truth <= hi);
         out.push(Check {
             arm: v.arm.clone(),
             estimate: v.estimate,
             replications: pairs.len(),
-            truth: mean(&|p| p.1),
-            estimated: mean(&|p| p.0),
-            bias: mean(&|p| p.0 - p.1),
-            rmse: mean(&|p| (p.0 - p.1).powi(2)).sqrt(),
-            coverage: mean(&|p| f64::from(u8::from(p.2.is_some_and(|[lo, hi]| lo <= p.1 && p.1 <= hi)))),
-            sign_agrees: mean(&|p| f64::from(u8::from(p.0.signum() == p.1.signum()))),
+            truth: mean(&|p| p.truth),
+            estimated: mean(&|p| p.estimate),
+            bias: mean(&|p| p.estimate - p.truth),
+            rmse: mean(&|p| (p.estimate - p.truth).powi(2)).sqrt(),
+            coverage: mean(&|p| f64::from(u8::from(holds(p)))),
+            sign_agrees: mean(&|p| f64::from(u8::from(p.estimate.signum() == p.truth.signum()))),
         });
     }
     out
