@@ -10,6 +10,7 @@
 //! or a rollback does not wait for the tick.
 
 mod audit;
+mod experiment;
 mod pacer;
 
 use std::collections::BTreeSet;
@@ -22,7 +23,9 @@ use pacer::Pacer;
 
 use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
-use wasmsched_loop::experiment::{Block, ExperimentEvent, Ledger};
+use wasmsched_loop::experiment::ExperimentEvent;
+
+use experiment::LiveExperiment;
 use wasmsched_loop::record::{self, JsonLines, RecordError, TelemetryRecorder};
 use wasmsched_loop::shadow::Agreement;
 use wasmsched_runtime::Runtime;
@@ -33,8 +36,7 @@ use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
 use crate::config::{HostConfig, PolicyConfig, Role};
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::status::{
-    ExperimentStatus, PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT,
-    TickWall, WhyPending,
+    PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
 };
 
 /// Why the host could not start or run.
@@ -340,78 +342,6 @@ struct HostDriver {
     event: Option<ExperimentEvent>,
 }
 
-/// A switchback running on the live host.
-struct LiveExperiment {
-    ledger: Ledger,
-    /// The block that decides now; None before the first observation.
-    block: Option<Block>,
-    /// Why it ended (its rule, or a stop); the configured roles serve then.
-    ended: Option<String>,
-    /// Each arm against the baseline as of the last block's start.
-    versus: Vec<wasmsched_loop::experiment::Versus>,
-}
-
-impl LiveExperiment {
-    /// The arm active now, while it runs.
-    fn arm(&self) -> Option<&str> {
-        let block = self.block.filter(|_| self.ended.is_none())?;
-        Some(&self.ledger.config().arms[block.arm])
-    }
-
-    /// An audit event of this experiment at its block now.
-    fn event(&self, event: &str, detail: String) -> ExperimentEvent {
-        let block = self.block.unwrap_or(Block { index: 0, group: 0, arm: 0, warm: false });
-        ExperimentEvent {
-            experiment: self.ledger.config().name.clone(),
-            event: event.into(),
-            block: block.index,
-            group: block.group,
-            arm: self.arm().map(str::to_string),
-            detail,
-        }
-    }
-
-    fn status(&self) -> ExperimentStatus {
-        let config = self.ledger.config();
-        ExperimentStatus {
-            name: config.name.clone(),
-            arms: config.arms.clone(),
-            active: self.arm().map(str::to_string),
-            block: self.block.map_or(0, |b| b.index),
-            warm: self.block.is_some_and(|b| b.warm),
-            block_s: config.block.as_secs_f64(),
-            burn_in_s: config.burn_in.as_secs_f64(),
-            groups: self.ledger.groups() as u64,
-            versus: self.versus.clone(),
-            ended: self.ended.clone(),
-        }
-    }
-
-    /// The world as just observed: counted, and the block for the tick that starts now. An
-    /// event when a block begins (or the experiment concludes by its rule).
-    fn observed(&mut self, world: &World) -> Option<ExperimentEvent> {
-        if self.ended.is_some() {
-            return None;
-        }
-        self.ledger.observe(world);
-        let block = self.ledger.decide_at(world.time_ms());
-        let begins = self.block.is_none_or(|b| b.index != block.index);
-        self.block = Some(block);
-        if !begins {
-            return None;
-        }
-        self.versus = self.ledger.versus();
-        let name = &self.ledger.config().name;
-        if let Some(why) = self.ledger.concluded() {
-            tracing::info!(experiment = %name, %why, "experiment concluded; the configured roles serve again");
-            self.ended = Some(why.clone());
-            return Some(self.event("concluded", why));
-        }
-        tracing::info!(experiment = %name, block = block.index, arm = %self.ledger.config().arms[block.arm], "experiment: a block begins");
-        Some(self.event("block", String::new()))
-    }
-}
-
 impl HostDriver {
     fn new(
         config: &HostConfig,
@@ -456,12 +386,7 @@ impl HostDriver {
             unrestored: Vec::new(),
             changes: Vec::new(),
             tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
-            experiment: config.experiment.clone().map(|c| LiveExperiment {
-                ledger: Ledger::new(c),
-                block: None,
-                ended: None,
-                versus: Vec::new(),
-            }),
+            experiment: config.experiment.clone().map(LiveExperiment::new),
             event: None,
         })
     }
@@ -479,22 +404,6 @@ impl HostDriver {
             Command::StopExperiment { reply } => reply(self.stop_experiment()),
         }
         true
-    }
-
-    /// End the experiment now: the configured roles serve from the next tick.
-    fn stop_experiment(&mut self) -> Result<String, String> {
-        let Some(e) = self.experiment.as_mut() else { return Err("no [experiment] is configured".into()) };
-        let name = e.ledger.config().name.clone();
-        if let Some(why) = &e.ended {
-            return Err(format!("experiment {name} has already ended: {why}"));
-        }
-        let why = "stopped through the API".to_string();
-        tracing::info!(experiment = %name, "experiment stopped; the configured roles serve again");
-        e.ended = Some(why.clone());
-        self.event = Some(e.event("stopped", why.clone()));
-        let status = e.status();
-        self.board.update(|s| s.experiment = Some(status));
-        Ok(name)
     }
 
     fn change(&mut self, rt: &Runtime, change: Change) {
@@ -781,15 +690,7 @@ impl Driver for HostDriver {
                 s.endpoints = endpoints;
             }
         });
-        if let Some(e) = self.experiment.as_mut()
-            && e.ended.is_none()
-        {
-            if let Some(event) = e.observed(world) {
-                self.event = Some(event);
-            }
-            let status = e.status();
-            self.board.update(|s| s.experiment = Some(status));
-        }
+        self.observe_experiment(world);
         let seen = Arc::new(world.clone());
         self.latest.publish(seen.clone());
         self.seen = Some(seen);
