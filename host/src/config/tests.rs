@@ -261,6 +261,31 @@ fn the_example_configs_parse() {
     assert_eq!(c.backend.speed(), Speed::Factor(60.0));
     assert_eq!(c.budget, BudgetConfig::default(), "the example spells out the defaults");
     assert_eq!(c.watchdog, WatchdogConfig::default(), "the example spells out the defaults");
+    assert!(c.experiment.is_none(), "the example's experiment is commented out");
+    let with_experiment: String = include_str!("../../../examples/run.toml")
+        .lines()
+        .map(|l| {
+            if l.starts_with("# [experiment]")
+                || l.starts_with("# name")
+                || l.starts_with("# arms")
+                || l.starts_with("# block")
+                || l.starts_with("# burn-in")
+                || l.starts_with("# conclude")
+            {
+                &l[2..]
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let e = parse(&with_experiment).unwrap().experiment.expect("uncommented, it parses");
+    assert_eq!(
+        (e.arms.as_slice(), e.block, e.conclude_after),
+        (&["fair-share".to_string(), "candidate".to_string()][..], Duration::from_secs(1800), Some(6))
+    );
+    let refused = parse(&with_experiment.replace("\"candidate\"]", "\"nobody\"]")).unwrap_err().to_string();
+    assert!(refused.contains("add a [policy.nobody] table"), "{refused}");
     #[cfg(feature = "docker")]
     {
         let c = parse(include_str!("../../../examples/docker.toml")).unwrap();
