@@ -206,6 +206,14 @@ pub struct Row {
     pub policy_call_ms: [f64; 2],
     /// Wall time of all its runs, seconds.
     pub wall_s: f64,
+    /// Its runs' average JCT against the first policy's of its trace set, run by run (the
+    /// same trace and seed): the change, its interval and the paired test. None for the
+    /// first policy itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against_first: Option<(String, crate::stats::Paired)>,
+    /// Each run's average JCT, seconds, in (trace, seed) order.
+    #[serde(skip)]
+    pub run_avg_jct_s: Vec<f64>,
     /// The published figures.
     #[serde(skip)]
     pub published: Published,
@@ -293,7 +301,8 @@ impl Plan {
         let seeds = self.seeds.clone().count().max(1);
         let mut reports = reports.iter();
         let hours = |s: f64| s / 3600.0;
-        self.rows
+        let mut rows = self
+            .rows
             .iter()
             .map(|(set, published)| {
                 let traces = self.scenarios[*set].len();
@@ -322,15 +331,40 @@ impl Plan {
                         .map(|r| r.policy_call_ms)
                         .fold([0.0, 0.0], |a, b| [a[0].max(b[0]), a[1].max(b[1])]),
                     wall_s: runs.iter().map(|r| r.wall_ms).sum::<f64>() / 1000.0,
+                    against_first: None,
+                    run_avg_jct_s: runs
+                        .iter()
+                        .map(|r| mean(&r.jobs.iter().filter_map(|j| j.jct_s).collect::<Vec<_>>()))
+                        .collect(),
                     published: *published,
                 }
             })
-            .collect()
+            .collect::<Vec<Row>>();
+        paired_with_first(&mut rows);
+        rows
     }
 
     /// The table's name and title.
     pub fn table(&self) -> Table {
         self.table
+    }
+}
+
+/// Each row but the first of its trace set, paired run by run with that first one's runs.
+fn paired_with_first(rows: &mut [Row]) {
+    for i in 0..rows.len() {
+        let Some(first) = rows.iter().position(|r| r.set == rows[i].set) else { continue };
+        if first == i {
+            continue;
+        }
+        let changes: Vec<f64> = rows[i]
+            .run_avg_jct_s
+            .iter()
+            .zip(&rows[first].run_avg_jct_s)
+            .filter(|(_, base)| **base > 0.0)
+            .map(|(ours, base)| ours / base - 1.0)
+            .collect();
+        rows[i].against_first = Some((rows[first].label.to_string(), crate::stats::Paired::of(&changes, 0.0)));
     }
 }
 
@@ -369,6 +403,12 @@ pub fn text(table: &Table, rows: &[Row]) -> String {
             let _ = write!(out, "  watchdog stepped into {} runs", r.watched);
         }
         out.push('\n');
+    }
+    for r in rows {
+        if let Some((first, paired)) = &r.against_first {
+            let change = paired.describe(|x| format!("{:+.1} %", 100.0 * x));
+            let _ = writeln!(out, "{} {}: average JCT against {first}, run by run: {change}", r.set, r.label);
+        }
     }
     let within = rows.iter().filter(|r| r.within()).count();
     let _ = writeln!(out, "{within} of {} average JCTs within ±{:.0}% of the published", rows.len(), 100.0 * TOLERANCE);
@@ -448,8 +488,23 @@ mod tests {
             watched: 0,
             policy_call_ms: [0.0; 2],
             wall_s: 0.0,
+            against_first: None,
+            run_avg_jct_s: vec![avg * 3600.0; 6],
             published,
         }
+    }
+
+    #[test]
+    fn each_policy_is_paired_run_by_run_with_the_first_of_its_set() {
+        let mut rows = [ours("Sia", 2.0), ours("Gavel+TJ", 3.0)];
+        rows[1].run_avg_jct_s = (0..6).map(|k| 2.0 * 3600.0 * (1.5 + 0.01 * k as f64)).collect();
+        paired_with_first(&mut rows);
+        assert!(rows[0].against_first.is_none());
+        let (first, paired) = rows[1].against_first.clone().unwrap();
+        assert_eq!((first.as_str(), paired.n, paired.p), ("Sia", 6, Some(2.0 / 64.0)));
+        assert!((paired.mean - 0.525).abs() < 1e-9, "{paired:?}");
+        let text = text(&TABLE_4, &rows);
+        assert!(text.contains("Philly Gavel+TJ: average JCT against Sia, run by run: +52.5 % (95 % CI"), "{text}");
     }
 
     #[test]
