@@ -17,6 +17,7 @@ pub mod backend;
 pub mod bindings;
 pub mod declare;
 pub mod live;
+pub mod random;
 pub mod recording;
 pub mod replicas;
 pub mod tenants;

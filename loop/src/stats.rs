@@ -21,6 +21,8 @@
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
+pub use wasmsched_core::random::SplitMix;
+
 /// The interval's confidence level, and 1 − the test's significance level.
 pub const LEVEL: f64 = 0.95;
 
@@ -167,7 +169,7 @@ fn sign_flip_p(xs: &[f64], null: f64) -> (f64, bool) {
             .count();
         return (hits as f64 / f64::from(patterns), true);
     }
-    let mut rng = SplitMix(0x07e5_70f5_eed5);
+    let mut rng = SplitMix::new(0x07e5_70f5_eed5);
     let hits = (0..FLIPS)
         .filter(|_| {
             let mut sum = 0.0;
@@ -206,7 +208,7 @@ pub fn bootstrap(n: usize, statistic: impl Fn(&[usize]) -> f64) -> Option<[f64; 
     let t = StudentsT::new(0.0, 1.0, (n - 1) as f64).ok()?.inverse_cdf(1.0 - (1.0 - LEVEL) / 2.0);
     let z = (n as f64 / (n - 1) as f64).sqrt() * t;
     let tail = Normal::standard().cdf(-z);
-    let mut rng = SplitMix(0xb007_57a9);
+    let mut rng = SplitMix::new(0xb007_57a9);
     let mut picked = vec![0; n];
     let mut values: Vec<f64> = (0..RESAMPLES)
         .filter_map(|_| {
@@ -236,30 +238,6 @@ pub fn seeds_for(sd: f64, delta: f64) -> usize {
     let z = normal.inverse_cdf(1.0 - (1.0 - LEVEL) / 2.0) + normal.inverse_cdf(POWER);
     let n = (z * sd / delta).powi(2).ceil();
     if n.is_finite() { (n as usize).max(SEEDS_TO_FIND) } else { SEEDS_TO_FIND }
-}
-
-/// SplitMix64: the same draws on every platform.
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in 0..n.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
 }
 
 #[cfg(test)]
@@ -338,7 +316,7 @@ mod tests {
     #[test]
     fn the_interval_covers_the_true_mean_about_as_often_as_it_says() {
         // Normal draws (Box–Muller on SplitMix) around -0.05 with sd 0.03, 8 seeds at a time.
-        let mut rng = SplitMix(42);
+        let mut rng = SplitMix::new(42);
         let mut uniform = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let (mut covered, trials) = (0, 400);
         for _ in 0..trials {
@@ -368,7 +346,7 @@ mod coverage {
     #[test]
     #[ignore = "about 40 s in a dev build: prints the coverage table of docs/experiments.md"]
     fn the_expanded_interval_keeps_its_coverage_from_six_seeds() {
-        let mut rng = SplitMix(99);
+        let mut rng = SplitMix::new(99);
         let mut uniform = move || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         for skew in [false, true] {
             for n in [3usize, 6, 10, 20] {
@@ -383,7 +361,7 @@ mod coverage {
                         .collect();
                     let [lo, hi] = interval(&xs).expect("n ≥ 2");
                     expanded += usize::from(lo <= 0.0 && 0.0 <= hi);
-                    let mut draw = SplitMix(0xb007_57a9);
+                    let mut draw = SplitMix::new(0xb007_57a9);
                     let mut means: Vec<f64> =
                         (0..RESAMPLES).map(|_| (0..n).map(|_| xs[draw.below(n)]).sum::<f64>() / n as f64).collect();
                     means.sort_by(f64::total_cmp);

@@ -294,24 +294,8 @@ impl PartialOrd for Event {
     }
 }
 
-/// SplitMix64: small, fast, and the same on every platform.
-#[derive(Clone, Debug)]
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    fn next_f64(&mut self) -> f64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [1 − spread, 1 + spread].
-    pub(crate) fn around_one(&mut self, spread: f64) -> f64 {
-        1.0 + spread * (2.0 * self.next_f64() - 1.0)
-    }
-}
+/// The simulator's noise and input shaking: SplitMix64.
+pub(crate) use wasmsched_core::random::SplitMix as Rng;
 
 /// The simulator backend.
 pub struct Simulator {
@@ -350,7 +334,7 @@ impl Simulator {
         } else {
             workload
         };
-        let mut rng = Rng(config.seed ^ 0x5eed_0f5e_ed00);
+        let mut rng = Rng::new(config.seed ^ 0x5eed_0f5e_ed00);
         let jobs = workload.jobs.iter().map(|plan| SimJob::of(plan, config.noise, &mut rng)).collect();
         Simulator {
             config,

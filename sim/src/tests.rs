@@ -336,7 +336,7 @@ fn a_run_whose_queue_is_never_placed_ends_after_the_idle_limit() {
 
 #[test]
 fn noise_is_the_same_for_the_same_seed() {
-    let (mut a, mut b) = (Rng(7), Rng(7));
+    let (mut a, mut b) = (Rng::new(7), Rng::new(7));
     let xs: Vec<f64> = (0..5).map(|_| a.around_one(0.1)).collect();
     let ys: Vec<f64> = (0..5).map(|_| b.around_one(0.1)).collect();
     assert_eq!(xs, ys);

@@ -230,7 +230,7 @@ impl Workload {
     /// [0, 0.9]; 0 gives the workload as it is.
     pub fn shaken(&self, fraction: f64, seed: u64) -> Workload {
         let fraction = if fraction.is_finite() { fraction.clamp(0.0, 0.9) } else { 0.0 };
-        let mut rng = crate::Rng(seed ^ 0x5a4e_d1f7_e2a0);
+        let mut rng = crate::Rng::new(seed ^ 0x5a4e_d1f7_e2a0);
         let mut jobs = self.jobs.clone();
         let mut previous = self.jobs.first().map_or(0.0, |j| j.arrival_s);
         let mut at = previous;
