@@ -98,9 +98,15 @@ impl Paired {
     /// 10 seeds, p < 0.01)`, then, where nothing was found, what more seeds would do.
     /// `format` writes one value of the figure.
     pub fn describe(&self, format: impl Fn(f64) -> String) -> String {
+        self.describe_over(format, "seed")
+    }
+
+    /// [`Paired::describe`] with the pairs called `unit` (`run`, for runs of several traces
+    /// and seeds) rather than seeds.
+    pub fn describe_over(&self, format: impl Fn(f64) -> String, unit: &str) -> String {
         let seeds = match self.n {
-            1 => "1 seed".to_string(),
-            n => format!("{n} seeds"),
+            1 => format!("1 {unit}"),
+            n => format!("{n} {unit}s"),
         };
         let mut out = format(self.mean);
         match (self.interval, self.p) {
@@ -123,7 +129,7 @@ impl Paired {
         }
         if let Some(more) = self.seeds_to_resolve {
             let what = if self.null == 0.0 { format!("{:.0} %", 100.0 * RESOLVE) } else { format!("{RESOLVE}×") };
-            out += &format!("; about {more} seeds would resolve a {what} difference");
+            out += &format!("; about {more} {unit}s would resolve a {what} difference");
         }
         out
     }

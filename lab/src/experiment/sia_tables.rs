@@ -406,7 +406,7 @@ pub fn text(table: &Table, rows: &[Row]) -> String {
     }
     for r in rows {
         if let Some((first, paired)) = &r.against_first {
-            let change = paired.describe(|x| format!("{:+.1} %", 100.0 * x));
+            let change = paired.describe_over(|x| format!("{:+.1} %", 100.0 * x), "run");
             let _ = writeln!(out, "{} {}: average JCT against {first}, run by run: {change}", r.set, r.label);
         }
     }
