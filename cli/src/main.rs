@@ -515,8 +515,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let name = args.first().map_or_else(String::new, |a| a.to_string_lossy().into_owned());
             anyhow::bail!(
                 "`wasmsched {name}` is not a command of this build: it was built without the live host and the \
-                 registries (--no-default-features), which `run`, `status`, `rollback`, `probe`, `push`, `pull`, \
-                 `key`, `sign` and `verify` need. Build the whole binary with `cargo build --release`."
+                 registries (--no-default-features), which `run`, `status`, `rollback`, `stop-experiment`, `probe`, \
+                 `push`, `pull`, `key`, `sign` and `verify` need. Build the whole binary with `cargo build --release`."
             )
         }
     }
