@@ -74,7 +74,7 @@ pub struct Scenario {
     pub watchdog: WatchdogConfig,
     /// The tenants its jobs belong to, as declared (`[[tenants]]`); none for a CSV workload.
     pub tenants: Vec<wasmsched_core::bindings::wit::Tenant>,
-    /// Input shaking for every seed of its runs (`--perturb`, [`wasmsched_sim::Workload::shaken`]):
+    /// Input shaking for every seed of its runs (`--perturb`, [`wasmsched_sim::workload::Workload::shaken`]):
     /// 0 runs the workload as written.
     pub perturb: f64,
 }

@@ -2,7 +2,7 @@
 //!
 //! Every experiment runs each policy on the same seeds (and, with `--perturb`, the same
 //! shaken workloads), so a policy's figure on a seed is measured against the baseline's run of
-//! that same seed: one paired value per seed ([`crate::experiment::paper::Measured`]). Over those
+//! that same seed: one paired value per seed (`Measured` in the lab's `experiment::paper`). Over those
 //! values [`Paired::of`] gives:
 //! - the mean and a 95 % **bootstrap** interval of it: the expanded percentile interval
 //!   (Hesterberg, 2015), which widens the plain percentile interval by Student's t so that it
