@@ -580,6 +580,7 @@ impl HostDriver {
         };
         let slot = self.slot(name);
         let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
+        let arm = self.experiment.as_ref().and_then(|e| e.arm());
         // Another version of the active policy: the loop's watchdog lets go of the benched one
         // on the next tick.
         let released = slot.is_some_and(|s| s.config.role == Role::Active)
@@ -598,7 +599,7 @@ impl HostDriver {
                     p.role = slot.config.role;
                     p.shadow = (p.role == Role::Shadow).then(Agreement::default);
                 }
-                show(p, slot, now_ms);
+                show(p, slot, serving_role(arm, slot), now_ms);
                 p.last_reload = Some(result);
             }
         });
@@ -622,7 +623,18 @@ fn short(digest: &str) -> &str {
 }
 
 /// Put a slot's state into its status entry; `now_ms` is the backend's clock.
-fn show(p: &mut PolicyStatus, slot: &Slot, now_ms: u64) {
+/// The role `slot` serves in now: its configured one, or while an experiment runs, active for
+/// the block's `arm` and shadow for every other.
+fn serving_role(arm: Option<&str>, slot: &Slot) -> Role {
+    match arm {
+        Some(arm) if arm == slot.name => Role::Active,
+        Some(_) => Role::Shadow,
+        None => slot.config.role,
+    }
+}
+
+fn show(p: &mut PolicyStatus, slot: &Slot, role: Role, now_ms: u64) {
+    p.role = role;
     p.version = slot.current.as_ref().map_or(0, |s| s.version);
     p.sha256 = slot.current.as_ref().map(|s| s.sup.policy().digest().to_string());
     p.previous_sha256 = slot.previous.as_ref().map(|s| s.sup.policy().digest().to_string());
@@ -704,12 +716,8 @@ impl Driver for HostDriver {
         // While an experiment runs, its block's arm is the active policy and every other a shadow.
         let arm = self.experiment.as_ref().and_then(|e| e.arm().map(str::to_string));
         for slot in &mut self.slots {
+            let role = serving_role(arm.as_deref(), slot);
             let Some(serving) = slot.current.as_mut() else { continue };
-            let role = match &arm {
-                Some(arm) if *arm == slot.name => Role::Active,
-                Some(_) => Role::Shadow,
-                None => slot.config.role,
-            };
             match role {
                 Role::Active => policies.active = Some(&mut serving.sup),
                 Role::Shadow => policies.shadows.push(&mut serving.sup),
@@ -770,6 +778,7 @@ impl Driver for HostDriver {
         }
         let tick_wall = TickWall::of(self.tick_walls.iter().copied());
         let slots = &self.slots;
+        let arm = self.experiment.as_ref().and_then(|e| e.arm().map(str::to_string));
         let watchdog = tick.benched.cloned();
         self.board.update(|s| {
             s.tick_wall = tick_wall;
@@ -787,7 +796,7 @@ impl Driver for HostDriver {
             s.watchdog = watchdog;
             for slot in slots {
                 if let Some(p) = s.policy_mut(&slot.name) {
-                    show(p, slot, time_ms);
+                    show(p, slot, serving_role(arm.as_deref(), slot), time_ms);
                 }
             }
         });

@@ -39,6 +39,9 @@ pub struct CompareResults<'a> {
     /// Every policy but the baseline against it, paired over the same seeds: its own figures,
     /// then mean JCT and makespan (and the tenants' fairness) ([`Comparison::against_baseline`]).
     pub paired: Vec<Measured>,
+    /// The input shaking every seed's workload had (`--perturb`); absent when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub perturb: f64,
     /// Every run, in (policy, seed) order.
     pub runs: &'a [RunReport],
     /// For a replay of a recording (`whatif`): the recorded jobs, in the runs' job order, with
@@ -60,6 +63,7 @@ impl<'a> CompareResults<'a> {
             paper: scenario.claims.iter().filter_map(|c| comparison.measure(c)).collect(),
             paired: comparison.against_baseline(&scenario.claims),
             policies,
+            perturb: scenario.perturb,
             runs: &comparison.runs,
             recorded: None,
         }
@@ -69,6 +73,10 @@ impl<'a> CompareResults<'a> {
     pub fn recorded(self, replay: &'a Replay) -> CompareResults<'a> {
         CompareResults { recorded: Some(replay), ..self }
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The body of a results file.

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use wasmsched::config::Role;
 use wasmsched::experiment_design::ExperimentConfig;
 use wasmsched_tests::live::{Running, Setup, component, serving};
 
@@ -21,6 +22,13 @@ fn a_switchback_makes_each_arm_active_in_its_blocks_and_can_be_stopped() {
     assert_eq!(e.arms, ["fs", "counter"]);
     assert!(e.active.is_some() && e.ended.is_none(), "{e:?}");
     assert!(!e.versus.is_empty() && e.versus.iter().all(|v| v.arm == "counter"), "{:?}", e.versus);
+    // The policies' roles in the status follow the block (both are written on every tick).
+    let follows = |s: &wasmsched::status::Status| {
+        let active = s.experiment.as_ref().and_then(|e| e.active.clone());
+        let role = |name: &str| if Some(name) == active.as_deref() { Role::Active } else { Role::Shadow };
+        active.is_some() && s.policies.iter().all(|p| p.role == role(&p.name))
+    };
+    running.wait("the roles to follow the block", follows);
     let text = s.render();
     assert!(text.contains("experiment caps: switchback of fs, counter in blocks of 10s (burn-in 2s)"), "{text}");
     let metrics = wasmsched::api::metrics::encode(&s);

@@ -270,6 +270,10 @@ fn perturbed_runs_shake_each_seed_alike_for_every_policy() {
     assert_ne!(arrivals(&shaken[0]), arrivals(&shaken[1]), "each seed shakes its own way");
     let names = |r: &wasmsched::experiment::run::RunReport| r.jobs.iter().map(|j| j.name.clone()).collect::<Vec<_>>();
     assert_eq!(names(&plain), names(&shaken[0]), "jobs keep their order, so runs still pair job by job");
+    let comparison = wasmsched::experiment::batch::comparison(&workload, shaken.clone());
+    let json = to_json(&Results::Compare(CompareResults::new(&comparison, &workload)));
+    assert_follows_schema(&json);
+    assert_eq!(json["perturb"].as_f64(), Some(0.2), "the results say how the seeds were shaken");
     let again = wasmsched::experiment::batch::run(rt, &tasks, 2, &|_| {});
     assert_eq!(arrivals(&again[1]), arrivals(&shaken[1]), "the same seed shakes alike");
     assert_eq!(again[1].mean_jct_s, shaken[1].mean_jct_s);
