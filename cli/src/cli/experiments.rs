@@ -177,10 +177,26 @@ pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs)
     use wasmsched::experiment::abtest;
     let (rt, limits) = runtime.runtime()?;
     let scenario = workload.load()?;
+    // The same policy twice is an A/A test: the second is labelled `NAME#2`, and every
+    // difference found is noise.
+    let labels: Vec<String> = args
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match args.policies[..i].iter().filter(|q| *q == p).count() {
+            0 => p.clone(),
+            k => format!("{p}#{}", k + 1),
+        })
+        .collect();
     let config =
-        wasmsched::experiment_design::ExperimentConfig::switchback(args.policies.clone(), args.block, args.burn_in, 0);
+        wasmsched::experiment_design::ExperimentConfig::switchback(labels.clone(), args.block, args.burn_in, 0);
     config.check()?;
-    let arms = args.policies.iter().map(|p| PolicyChoice::resolve(&rt, p)).collect::<Result<Vec<_>, _>>()?;
+    let arms = args
+        .policies
+        .iter()
+        .zip(labels)
+        .map(|(p, label)| PolicyChoice::resolve(&rt, p).map(|c| PolicyChoice { label, ..c }))
+        .collect::<Result<Vec<_>, _>>()?;
     let options = RunOptions { sim: SimConfig::default(), tick: workload.tick, limits, timeline: false };
     let runs_each = if args.truth { 1 + arms.len() } else { 1 };
     say!(
