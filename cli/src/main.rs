@@ -159,7 +159,8 @@ enum Command {
     Abtest {
         #[command(flatten)]
         workload: WorkloadArgs,
-        /// Shipped policy names or `.wasm` paths, once per arm; the first is the baseline.
+        /// Shipped policy names or `.wasm` paths, once per arm; the first is the baseline. The
+        /// same one twice is an A/A test (the second labelled NAME#2).
         #[arg(long = "policy", required = true)]
         policies: Vec<String>,
         /// How long each block runs one arm (on the simulator's clock).
