@@ -25,7 +25,7 @@ use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
 use wasmsched_loop::experiment::ExperimentEvent;
 
-use experiment::LiveExperiment;
+use experiment::{LiveExperiment, serving_role};
 use wasmsched_loop::record::{self, JsonLines, RecordError, TelemetryRecorder};
 use wasmsched_loop::shadow::Agreement;
 use wasmsched_runtime::Runtime;
@@ -623,16 +623,6 @@ fn short(digest: &str) -> &str {
 }
 
 /// Put a slot's state into its status entry; `now_ms` is the backend's clock.
-/// The role `slot` serves in now: its configured one, or while an experiment runs, active for
-/// the block's `arm` and shadow for every other.
-fn serving_role(arm: Option<&str>, slot: &Slot) -> Role {
-    match arm {
-        Some(arm) if arm == slot.name => Role::Active,
-        Some(_) => Role::Shadow,
-        None => slot.config.role,
-    }
-}
-
 fn show(p: &mut PolicyStatus, slot: &Slot, role: Role, now_ms: u64) {
     p.role = role;
     p.version = slot.current.as_ref().map_or(0, |s| s.version);

@@ -4,8 +4,19 @@
 use wasmsched_core::world::World;
 use wasmsched_loop::experiment::{Block, ExperimentConfig, ExperimentEvent, Ledger};
 
-use super::HostDriver;
+use super::{HostDriver, Slot};
+use crate::config::Role;
 use crate::status::ExperimentStatus;
+
+/// The role `slot` serves in now: its configured one, or while an experiment runs, active for
+/// the block's `arm` and shadow for every other.
+pub(super) fn serving_role(arm: Option<&str>, slot: &Slot) -> Role {
+    match arm {
+        Some(arm) if arm == slot.name => Role::Active,
+        Some(_) => Role::Shadow,
+        None => slot.config.role,
+    }
+}
 
 impl HostDriver {
     /// The world as just observed, counted by a running experiment, its status updated.
