@@ -347,13 +347,12 @@ impl Ledger {
         let queued = world.queue_len() as f64;
         let held: f64 = world.all_jobs().map(|(_, s)| s.gpus.len() as f64).sum();
         let gpus = world.gpu_count() as f64;
-        let arms = self.config.arms.len();
         if let (Some(block), Some((then, n0, q0, h0, g0))) = (self.current, self.last)
             && now > then
             && block.warm
         {
             let dt = (now - then) as f64;
-            let tally = &mut self.groups.entry(block.group).or_insert_with(|| vec![Tally::default(); arms])[block.arm];
+            let tally = self.tally(block);
             tally.time_ms += dt;
             tally.in_system_ms += dt * (n0 + in_system) / 2.0;
             tally.queued_ms += dt * (q0 + queued) / 2.0;

@@ -149,7 +149,7 @@ pub fn show_p(p: f64) -> String {
 }
 
 /// The sample standard deviation; 0 for fewer than two values.
-fn sd(xs: &[f64]) -> f64 {
+pub fn sd(xs: &[f64]) -> f64 {
     if xs.len() < 2 {
         return 0.0;
     }

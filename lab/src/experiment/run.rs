@@ -417,11 +417,7 @@ pub(crate) fn mean(xs: &[f64]) -> f64 {
 
 /// The sample standard deviation; 0 for fewer than two values.
 pub(crate) fn std_dev(xs: &[f64]) -> f64 {
-    if xs.len() < 2 {
-        return 0.0;
-    }
-    let m = mean(xs);
-    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64).sqrt()
+    crate::stats::sd(xs)
 }
 
 /// The `q`-quantile of sorted values (nearest rank); 0 for none.
