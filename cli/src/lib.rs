@@ -34,7 +34,7 @@ pub use wasmsched_docker::gpu;
 #[cfg(feature = "kubernetes")]
 pub use wasmsched_host::resources;
 #[cfg(feature = "live")]
-pub use wasmsched_host::{api, backend, config, host, reload, status};
+pub use wasmsched_host::{api, backend, config, host, journal, reload, status};
 #[cfg(feature = "docker")]
 pub use wasmsched_lab::calibrate;
 pub use wasmsched_lab::{experiment, replay, report, results, scenario, stats, whatif};

@@ -62,4 +62,11 @@ pub struct Checkpoint {
     pub saved_unix_ms: u64,
     /// What the version's `save-state` returned.
     pub state: Vec<u8>,
+    /// The versions (sha256) this state's line was carried away from by swaps, oldest first
+    /// ([`LINE_KEPT`] at most): a state is never handed back to one of them, as a rollback's
+    /// version would be handed the state of the version it replaced.
+    pub left: Vec<String>,
 }
+
+/// How many versions a state's line remembers having left.
+pub const LINE_KEPT: usize = 16;

@@ -435,6 +435,14 @@ impl World {
         self.specs.iter().zip(&self.states)
     }
 
+    /// The use of node `node`'s GPUs, percent, in GPU order (empty for a node it lacks).
+    pub fn gpu_use(&self, node: NodeId) -> &[f32] {
+        let n = node.index();
+        let Some(&from) = self.gpu_offsets.get(n) else { return &[] };
+        let to = self.gpu_offsets.get(n + 1).copied().unwrap_or(self.gpu_utilisation.len());
+        &self.gpu_utilisation[from..to]
+    }
+
     /// How many GPUs there are, on all nodes.
     pub fn gpu_count(&self) -> usize {
         self.gpu_utilisation.len()

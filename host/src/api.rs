@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod metrics;
+pub mod page;
 
 use std::thread::JoinHandle;
 
@@ -102,6 +103,21 @@ impl Api {
             (StatusCode::UNAUTHORIZED, "a bearer token is required: Authorization: Bearer TOKEN\n").into_response()
         })
     }
+
+    /// The answer to a request that would change something without the right token, or from
+    /// a web page of another origin (a browser says where a request comes from; our client
+    /// and curl do not); None when it may go on.
+    fn refusal_to_act(&self, headers: &HeaderMap) -> Option<Response> {
+        let text = |name| headers.get(name).and_then(|v: &axum::http::HeaderValue| v.to_str().ok());
+        if let Some(origin) = text(header::ORIGIN) {
+            let from = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            if Some(from) != text(header::HOST) {
+                let why = format!("a page from {origin} may not act on this host\n");
+                return Some((StatusCode::FORBIDDEN, why).into_response());
+            }
+        }
+        self.refusal(headers)
+    }
 }
 
 /// Serve the API for `host` on `addr`. Any address but loopback or a Unix socket needs a
@@ -140,6 +156,16 @@ pub fn serve(host: HostHandle, addr: impl Into<Listen>, token: Option<String>) -
         .route("/livez", get(livez))
         .route("/rollback/{policy}", post(rollback))
         .route("/experiment/stop", post(stop_experiment))
+        .route("/", get(page::index))
+        .route("/ui/app.js", get(page::script))
+        .route("/ui/app.css", get(page::style))
+        .route("/api/overview", get(page::overview))
+        .route("/api/queue", get(page::queue))
+        .route("/api/tenants", get(page::tenants))
+        .route("/api/decisions", get(page::decisions))
+        .route("/api/jobs/{id}", get(page::job))
+        .route("/api/shadows", get(page::shadows))
+        .route("/api/events", get(page::events))
         .with_state(Api { host, token });
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
@@ -208,7 +234,7 @@ fn probe(result: Result<(), String>) -> Response {
 }
 
 async fn stop_experiment(State(api): State<Api>, headers: HeaderMap) -> Response {
-    if let Some(refused) = api.refusal(&headers) {
+    if let Some(refused) = api.refusal_to_act(&headers) {
         return refused;
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -224,7 +250,7 @@ async fn stop_experiment(State(api): State<Api>, headers: HeaderMap) -> Response
 }
 
 async fn rollback(State(api): State<Api>, Path(policy): Path<String>, headers: HeaderMap) -> Response {
-    if let Some(refused) = api.refusal(&headers) {
+    if let Some(refused) = api.refusal_to_act(&headers) {
         return refused;
     }
     let (tx, rx) = tokio::sync::oneshot::channel();

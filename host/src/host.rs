@@ -11,6 +11,7 @@
 
 mod audit;
 mod experiment;
+mod keep;
 mod pacer;
 
 use std::collections::BTreeSet;
@@ -34,6 +35,7 @@ use wasmsched_sim::workload::Workload;
 
 use crate::backend::{Backend, BackendError, Built, Checkpoint, Leadership};
 use crate::config::{HostConfig, PolicyConfig, Role};
+use crate::journal::Journal;
 use crate::reload::{self, Candidate, Change, LatestWorld, Reloader, WatchError};
 use crate::status::{
     PolicyState, PolicyStatus, ReloadOutcome, ReloadResult, Status, StatusBoard, TICKS_KEPT, TickWall, WhyPending,
@@ -107,12 +109,18 @@ pub enum RollbackError {
 pub struct HostHandle {
     commands: Sender<Command>,
     board: Arc<StatusBoard>,
+    journal: Arc<Journal>,
 }
 
 impl HostHandle {
     /// The status board.
     pub fn board(&self) -> &Arc<StatusBoard> {
         &self.board
+    }
+
+    /// What the operator's page shows beyond the status.
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
     }
 
     /// Ask the host to stop after the tick in progress.
@@ -208,7 +216,8 @@ impl Host {
             ..Status::default()
         };
         let (tx, commands) = mpsc::channel();
-        let handle = HostHandle { commands: tx, board: Arc::new(StatusBoard::new(status)) };
+        let journal = Arc::new(Journal::new(config.budget));
+        let handle = HostHandle { commands: tx, board: Arc::new(StatusBoard::new(status)), journal };
         Ok(Host { config, backend, commands, handle })
     }
 
@@ -222,7 +231,7 @@ impl Host {
     pub fn run(self, rt: &Runtime) -> Result<LoopSummary, HostError> {
         let Host { config, mut backend, commands, handle } = self;
         let latest = LatestWorld::default();
-        let mut driver = HostDriver::new(&config, commands, handle.board.clone(), latest.clone())?;
+        let mut driver = HostDriver::new(&config, commands, handle.clone(), latest.clone())?;
         let loop_config = LoopConfig {
             tick: config.tick,
             horizon: None,
@@ -298,6 +307,8 @@ fn serve_folder<'scope, 'env: 'scope>(
 struct Serving {
     sup: Supervised,
     version: u32,
+    /// The versions its state was carried away from ([`Checkpoint::left`]).
+    left: Vec<String>,
 }
 
 /// One configured policy: the version serving, and the one a rollback brings back.
@@ -318,6 +329,7 @@ struct HostDriver {
     slots: Vec<Slot>,
     commands: Receiver<Command>,
     board: Arc<StatusBoard>,
+    journal: Arc<Journal>,
     latest: LatestWorld,
     seen: Option<Arc<World>>,
     audit: Option<JsonLines>,
@@ -340,13 +352,16 @@ struct HostDriver {
     experiment: Option<LiveExperiment>,
     /// What the experiment did that the audit log has not yet written.
     event: Option<ExperimentEvent>,
+    /// Whether to keep the states for the next leader at this tick's end: a version swapped
+    /// in or rolled back to, so that no kept state is another version's for long.
+    keep_now: bool,
 }
 
 impl HostDriver {
     fn new(
         config: &HostConfig,
         commands: Receiver<Command>,
-        board: Arc<StatusBoard>,
+        handle: HostHandle,
         latest: LatestWorld,
     ) -> Result<Self, HostError> {
         let audit = config.record.audit.as_deref().map(JsonLines::append).transpose()?;
@@ -373,7 +388,8 @@ impl HostDriver {
         Ok(HostDriver {
             slots,
             commands,
-            board,
+            board: handle.board,
+            journal: handle.journal,
             latest,
             seen: None,
             audit,
@@ -388,6 +404,7 @@ impl HostDriver {
             tick_walls: std::collections::VecDeque::with_capacity(TICKS_KEPT),
             experiment: config.experiment.clone().map(LiveExperiment::new),
             event: None,
+            keep_now: false,
         })
     }
 
@@ -453,6 +470,10 @@ impl HostDriver {
         let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.name) else { return };
         let state = slot.current.as_mut().and_then(|s| s.sup.save_state());
         let carried = state.as_ref().map_or(0, Vec::len);
+        let left = match (&slot.current, &state) {
+            (Some(old), Some(_)) => keep::line(&old.left, old.sup.policy().digest()),
+            _ => Vec::new(),
+        };
         let cfg = c.settings.as_ref().unwrap_or(&slot.config);
         let mut sup = Supervised::new(c.policy, c.config_json, cfg.limits(), cfg.fallback, cfg.quarantine());
         let digest = sup.policy().digest().to_string();
@@ -463,7 +484,8 @@ impl HostDriver {
                 }
                 slot.versions += 1;
                 let version = slot.versions;
-                let old = slot.current.replace(Serving { sup, version });
+                let old = slot.current.replace(Serving { sup, version, left });
+                self.keep_now = true;
                 let detail = match &old {
                     Some(o) => format!(
                         "version {version} replaces {} with {carried} bytes of its state",
@@ -493,54 +515,6 @@ impl HostDriver {
         }
     }
 
-    /// Start policy `c.policy` from the state the last leader kept: in the version that saved
-    /// it when this host has it (serving, or the one a rollback brings back: the last leader
-    /// had rolled back), else in the serving version, as a hot swap hands a state on. A policy
-    /// whose resource names its version keeps that version and takes the state into it. A state
-    /// the version refuses is dropped and the version starts afresh.
-    fn restore_one(&mut self, rt: &Runtime, c: Checkpoint) {
-        let serves = |s: &Slot| s.name == c.policy && (s.current.is_some() || s.previous.is_some());
-        if !self.slots.iter().any(serves) {
-            // Not here yet (a resource still being fetched): it starts from this state when it is.
-            self.unrestored.retain(|k| k.policy != c.policy);
-            self.unrestored.push(c);
-            return;
-        }
-        let Some(slot) = self.slots.iter_mut().find(|s| s.name == c.policy) else { return };
-        let digest_of = |s: &Option<Serving>| s.as_ref().map(|s| s.sup.policy().digest().to_string());
-        if !slot.from_resource
-            && digest_of(&slot.current).as_deref() != Some(&c.sha256)
-            && digest_of(&slot.previous).as_deref() == Some(&c.sha256)
-        {
-            std::mem::swap(&mut slot.current, &mut slot.previous);
-        }
-        let Some(serving) = slot.current.as_mut() else { return };
-        let digest = serving.sup.policy().digest().to_string();
-        let (bytes, age_s) = (c.state.len(), record::wall_ms().saturating_sub(c.saved_unix_ms) / 1000);
-        let from = if digest == c.sha256 { "its own".to_string() } else { format!("version {}'s", short(&c.sha256)) };
-        let max = wasmsched_runtime::supervise::MAX_SAVED_STATE_BYTES;
-        let started = if bytes > max {
-            Err(format!("{bytes} bytes, over the {max} a state may carry"))
-        } else {
-            serving.sup.start(rt, Some(c.state)).map_err(|e| wasmsched_core::error_chain(&e))
-        };
-        let detail = match started {
-            Ok(()) => {
-                tracing::info!(policy = %c.policy, sha256 = %digest, bytes, tick = c.tick, age_s, "took the lead: policy restarted from the state the last leader kept");
-                format!("restarted from {from} state kept at tick {} ({bytes} bytes, {age_s} s old)", c.tick)
-            }
-            Err(why) => {
-                tracing::warn!(policy = %c.policy, sha256 = %digest, reason = %why, "took the lead: the policy refused the kept state; it starts afresh");
-                let fresh = serving.sup.start(rt, None);
-                format!(
-                    "refused {from} kept state ({why}); {}",
-                    if fresh.is_ok() { "started afresh" } else { "and cannot start afresh" }
-                )
-            }
-        };
-        self.report(&c.policy, ReloadOutcome::Restored, Some(digest), detail, Instant::now(), None);
-    }
-
     fn rollback(&mut self, name: &str) -> Result<RolledBack, RollbackError> {
         let slot = self.slots.iter_mut().find(|s| s.name == name).ok_or_else(|| RollbackError::Unknown(name.into()))?;
         let mut back = slot.previous.take().ok_or_else(|| RollbackError::NoPrevious(name.into()))?;
@@ -550,6 +524,7 @@ impl HostDriver {
         let replaced_sha = replaced.as_ref().map(|r| r.sup.policy().digest().to_string());
         slot.previous = replaced;
         tracing::info!(policy = name, sha256 = %sha256, "rolled back to the previous version");
+        self.keep_now = true;
         let detail = format!("version {} serves again", slot.current.as_ref().map_or(0, |s| s.version));
         self.report(name, ReloadOutcome::RolledBack, Some(sha256.clone()), detail, Instant::now(), None);
         Ok(RolledBack { policy: name.into(), sha256, replaced: replaced_sha })
@@ -614,6 +589,7 @@ impl HostDriver {
 
     fn finish(&mut self) {
         self.board.update(|s| s.running = false);
+        self.journal.finished();
     }
 }
 
@@ -695,6 +671,7 @@ impl Driver for HostDriver {
         self.observe_experiment(world);
         let seen = Arc::new(world.clone());
         self.latest.publish(seen.clone());
+        self.journal.observed(seen.clone());
         self.seen = Some(seen);
         if let Some(r) = &mut self.recorder {
             r.observed(world);
@@ -730,9 +707,14 @@ impl Driver for HostDriver {
                     tick,
                     saved_unix_ms,
                     state,
+                    left: serving.left.clone(),
                 })
             })
             .collect()
+    }
+
+    fn keep_now(&mut self) -> bool {
+        std::mem::take(&mut self.keep_now)
     }
 
     fn restore(&mut self, rt: &Runtime, kept: Vec<Checkpoint>) {
@@ -744,6 +726,7 @@ impl Driver for HostDriver {
     fn record(&mut self, tick: Tick<'_>) {
         let time_ms = tick.world.time_ms();
         self.write_audit(&tick);
+        self.journal.record(&tick, |name| self.slot(name).and_then(|s| s.current.as_ref()).map_or(0, |c| c.version));
         if let Some(r) = &mut self.recorder
             && let Err(e) = r.record(&tick)
         {

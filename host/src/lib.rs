@@ -22,6 +22,7 @@ pub mod api;
 pub mod backend;
 pub mod config;
 pub mod host;
+pub mod journal;
 pub mod reload;
 #[cfg(feature = "kubernetes")]
 pub mod resources;

@@ -141,6 +141,7 @@ async fn write(
         ("state-bytes".to_string(), c.state.len().to_string()),
         ("state-sha256".to_string(), digest.to_string()),
         ("parts".to_string(), chunks.len().to_string()),
+        ("left".to_string(), c.left.join(",")),
     ]);
     let binary = chunks.is_empty().then(|| BTreeMap::from([("state".to_string(), ByteString(c.state.clone()))]));
     let map = ConfigMap {
@@ -199,6 +200,11 @@ async fn read(
         tick: number("tick")?,
         saved_unix_ms: number("saved-unix-ms")?,
         state,
+        // Absent from what a host before it wrote: a line with nothing left behind.
+        left: data
+            .get("left")
+            .map(|l| l.split(',').filter(|d| !d.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default(),
     };
     Ok((checkpoint, digest))
 }

@@ -167,6 +167,12 @@ pub trait Driver {
         Vec::new()
     }
 
+    /// Whether to keep the states now, whatever the cadence (a version just swapped in or
+    /// rolled back to); asking clears it.
+    fn keep_now(&mut self) -> bool {
+        false
+    }
+
     /// This host has just taken the lead: start the policies from the states the last leader
     /// kept, before any is asked.
     fn restore(&mut self, _rt: &Runtime, _kept: Vec<Checkpoint>) {}
@@ -266,7 +272,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         if leading
             && let Some(replicas) = backend.replicas_mut()
             && replicas.keep_every() > 0
-            && run.summary.ticks.is_multiple_of(replicas.keep_every())
+            && (driver.keep_now() || run.summary.ticks.is_multiple_of(replicas.keep_every()))
         {
             replicas.keep(&driver.checkpoints(run.summary.ticks));
         }

@@ -5,6 +5,7 @@
 //! what both use: one runtime per process ([`common`]) and the long-running host's set-up
 //! ([`live`]).
 
+pub mod cdp;
 pub mod common;
 pub mod live;
 pub mod whatif;

@@ -9,6 +9,7 @@ mod fuzz;
 mod hostile;
 mod languages;
 mod oci;
+mod page;
 mod parsers;
 mod reload;
 mod replay;

@@ -28,6 +28,8 @@ struct Replica {
     stepped_down: bool,
     /// Actions handed to `apply` while this replica did not lead.
     applied_standing_by: Arc<AtomicU64>,
+    /// Keep the states every this many ticks.
+    every: u64,
 }
 
 impl Replica {
@@ -41,6 +43,7 @@ impl Replica {
             store: store.clone(),
             stepped_down: false,
             applied_standing_by: applied.clone(),
+            every: 2,
         };
         (replica, applied)
     }
@@ -80,7 +83,7 @@ impl Replicas for Replica {
         Leadership { identity: "replica".into(), leading, ..Leadership::default() }
     }
     fn keep_every(&self) -> u64 {
-        2
+        self.every
     }
     fn keep(&mut self, checkpoints: &[Checkpoint]) {
         *self.store.lock().unwrap() = checkpoints.to_vec();
@@ -170,6 +173,7 @@ fn a_kept_state_the_policy_refuses_or_too_large_to_carry_starts_it_afresh() {
             tick: 9,
             saved_unix_ms: 0,
             state,
+            left: Vec::new(),
         };
         let store = Store::new(Mutex::new(vec![checkpoint]));
         let setup = Setup::new();
@@ -179,4 +183,50 @@ fn a_kept_state_the_policy_refuses_or_too_large_to_carry_starts_it_afresh() {
         let detail = detail.unwrap();
         assert!(detail.contains(says) && detail.contains("started afresh"), "{detail}");
     }
+}
+
+#[test]
+fn a_swap_and_a_rollback_keep_the_state_at_once_and_a_state_never_goes_back_to_a_version_it_left() {
+    let (v1, v2) = (component("counter"), variant("counter", 2));
+    let store = Store::default();
+    let setup = Setup::new();
+    setup.land("counter", &v1);
+    let config = setup.config("1s", "100", COUNTER);
+    let (mut replica, _) = Replica::on(&config, 0, &store);
+    replica.every = 1_000_000;
+    let running = Running::start_on(config, Box::new(replica));
+    running.wait("decisions", |s| s.decisions >= 3);
+    let kept = |sha: &str| store.lock().unwrap().first().is_some_and(|c| c.sha256 == sha);
+    let wait_kept = |sha: &str| {
+        let started = std::time::Instant::now();
+        while !kept(sha) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "no state of {sha} kept: {:?}",
+                store.lock().unwrap()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    // The swap keeps v2's state at once (the cadence here is a million ticks), its line having left v1.
+    setup.land("counter", &v2);
+    running.wait("v2", |s| s.policy("counter").and_then(|p| p.sha256.as_deref()) == Some(&*sha256(&v2)));
+    wait_kept(&sha256(&v2));
+    let v2_kept = store.lock().unwrap()[0].clone();
+    assert_eq!(v2_kept.left, vec![sha256(&v1)]);
+    // So does the rollback: the state kept is v1's own again.
+    let (tx, rx) = std::sync::mpsc::channel();
+    running.handle.rollback("counter", move |r| tx.send(r.is_ok()).unwrap());
+    assert!(rx.recv().unwrap(), "the rollback");
+    wait_kept(&sha256(&v1));
+    running.stop();
+
+    // A leader serving v1 is not handed v2's state, whose line left v1: it starts afresh.
+    *store.lock().unwrap() = vec![v2_kept];
+    let next = Setup::new();
+    next.land("counter", &v1);
+    let (led, detail) = run(&next, &store, 1, 2);
+    assert_eq!(led.first(), Some(&1), "afresh: {led:?}");
+    let detail = detail.unwrap();
+    assert!(detail.contains("had left this version") && detail.contains("started afresh"), "{detail}");
 }

@@ -9,7 +9,12 @@ use wasmsched::api;
 use super::ApiArgs;
 
 pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
-    let (summary, status) = wasmsched::run::run_file(path, |addr| out!("control API on http://{addr}"))?;
+    let (summary, status) = wasmsched::run::run_file(path, |addr| {
+        out!("control API on http://{addr}");
+        if let api::Listen::Tcp(a) = addr {
+            out!("the operator's page: http://{a}/");
+        }
+    })?;
     out!(
         "stopped after {} ticks ({:.1} s of backend time): {} decided, {} actions applied, {} swaps, {} files refused, {} late ticks",
         summary.ticks,

@@ -42,7 +42,15 @@ fn candidate(c: &Cluster, label: &str, lease: &str, identity: &str) -> Kubernete
 }
 
 fn checkpoint(policy: &str, state: Vec<u8>) -> Checkpoint {
-    Checkpoint { policy: policy.into(), sha256: "ab".repeat(32), version: 3, tick: 7, saved_unix_ms: 1, state }
+    Checkpoint {
+        policy: policy.into(),
+        sha256: "ab".repeat(32),
+        version: 3,
+        tick: 7,
+        saved_unix_ms: 1,
+        state,
+        left: Vec::new(),
+    }
 }
 
 /// The kept states, by policy.

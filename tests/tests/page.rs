@@ -1,0 +1,202 @@
+//! The operator's page in a real browser (headless Chromium over its DevTools protocol),
+//! against a running host on the simulator: three tenants queueing for sixteen GPUs, FIFO
+//! active and fair share as its shadow. Each page loads and agrees with `/status` and the
+//! audit log, an update arrives without a reload, the token is enforced, nothing is fetched
+//! from elsewhere, and it fits a phone. Screenshots go under the target dir, and into
+//! `WASMSCHED_SCREENSHOTS` (the operator's guide's, `docs/operator/`) when that is set.
+//! Without Chromium the test says it skips, loudly.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use wasmsched::api::{self, client};
+use wasmsched_tests::cdp::{Browser, chromium};
+use wasmsched_tests::live::{Running, Setup, component};
+
+const TOKEN: &str = "s3cret";
+
+/// How long the page may take to show what it was asked for.
+const SHOWN: Duration = Duration::from_secs(30);
+
+/// Where the screenshots go: the target dir's, and the guide's when asked for.
+fn screenshot(browser: &mut Browser, name: &str) {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page");
+    let mut dirs = vec![target];
+    dirs.extend(std::env::var_os("WASMSCHED_SCREENSHOTS").map(PathBuf::from));
+    for dir in dirs {
+        let path = dir.join(format!("{name}.png"));
+        browser.screenshot(&path);
+        eprintln!("screenshot: {}", path.display());
+    }
+}
+
+/// One HTTP request with the headers given; the status code and body.
+fn http(addr: SocketAddr, head: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(format!("{head}Host: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap();
+    (code, raw)
+}
+
+/// Go to the page at `route` and wait until it shows its data.
+fn open(browser: &mut Browser, page: &str, route: &str) {
+    browser.eval(&format!("location.hash = '{route}'"));
+    let ready = format!("document.querySelector('#view[data-page=\"{page}\"][data-ready=\"true\"]') !== null");
+    browser.wait_for(&format!("the {page} page"), &ready, SHOWN);
+}
+
+/// The text of every element matching `selector`.
+fn texts(browser: &mut Browser, selector: &str) -> Vec<String> {
+    let v = browser.eval(&format!("[...document.querySelectorAll('{selector}')].map(e => e.textContent.trim())"));
+    v.as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect()
+}
+
+fn number(browser: &mut Browser, field: &str) -> u64 {
+    let t = texts(browser, &format!("[data-field=\"{field}\"]"));
+    t.first().unwrap_or_else(|| panic!("no {field} on the page")).parse().unwrap_or_else(|_| panic!("{field}: {t:?}"))
+}
+
+#[test]
+fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() {
+    let Some(chromium) = chromium() else {
+        eprintln!(
+            "SKIPPED page: no chromium (apt-get install chromium, or set WASMSCHED_CHROMIUM); the operator's page was not checked"
+        );
+        return;
+    };
+    let setup = Setup::new();
+    std::fs::write(setup.dir.path().join("workload.toml"), include_str!("../../scenarios/tenants.toml")).unwrap();
+    setup.land("fifo", &component("fifo"));
+    setup.land("fair-share", &component("fair-share"));
+    let policies = "[policy.fifo]\n[policy.fair-share]\nrole = \"shadow\"\n";
+    let running = Running::start(setup.config("30s", "150", policies));
+    running.wait("a queue with reasons", |s| s.ticks > 3 && s.jobs_queued > 0 && !s.pending.is_empty());
+    let server =
+        api::serve(running.handle.clone(), "127.0.0.1:0".parse::<SocketAddr>().unwrap(), Some(TOKEN.into())).unwrap();
+    let api::Listen::Tcp(addr) = server.addr().clone() else { unreachable!() };
+    let origin = format!("http://{addr}");
+
+    // Over HTTP: the page's files come without the token and forbid loading from elsewhere;
+    // its data does not; a page of another origin may not act.
+    let (code, page) = http(addr, "GET / HTTP/1.1\r\n");
+    assert_eq!(code, 200);
+    assert!(page.contains("content-security-policy: default-src 'self'"), "{page}");
+    assert_eq!(http(addr, "GET /api/overview HTTP/1.1\r\n").0, 401);
+    assert_eq!(http(addr, "GET /api/events HTTP/1.1\r\n").0, 401);
+    let (code, body) = http(
+        addr,
+        &format!(
+            "POST /rollback/fifo HTTP/1.1\r\nOrigin: http://elsewhere.example\r\nAuthorization: Bearer {TOKEN}\r\n"
+        ),
+    );
+    assert_eq!(code, 403, "{body}");
+
+    let mut browser = Browser::launch(&chromium, 1280, 900);
+    browser.navigate(&format!("{origin}/#/overview"));
+    // Without the token: the form, and no data.
+    browser.wait_for("the token form", "document.querySelector('#token-form') !== null", SHOWN);
+    assert!(texts(&mut browser, "[data-field=\"jobs-running\"]").is_empty(), "data shown without the token");
+    browser.eval(&format!(
+        "document.querySelector('#token').value = '{TOKEN}'; document.querySelector('#token-form').requestSubmit()"
+    ));
+    open(&mut browser, "overview", "#/overview");
+    assert!(number(&mut browser, "nodes-total") == 4 && number(&mut browser, "gpus-total") == 16);
+
+    // Live: updates arrive over the stream, and the page is never loaded again.
+    browser.eval("window.stillTheSamePage = true");
+    let before = browser.eval("Number(document.body.dataset.updates || 0)").as_u64().unwrap();
+    let ticks_before = number(&mut browser, "ticks");
+    browser.wait_for("two updates", &format!("Number(document.body.dataset.updates || 0) >= {before} + 2"), SHOWN);
+    browser.wait_for(
+        "a later tick shown",
+        &format!("Number(document.querySelector('[data-field=\"ticks\"]').textContent) > {ticks_before}"),
+        SHOWN,
+    );
+    assert_eq!(
+        browser.eval("window.stillTheSamePage === true && performance.getEntriesByType('navigation').length"),
+        1
+    );
+    screenshot(&mut browser, "overview");
+
+    for (page, route) in
+        [("queue", "#/queue"), ("tenants", "#/tenants"), ("decisions", "#/decisions"), ("shadows", "#/shadows")]
+    {
+        open(&mut browser, page, route);
+        screenshot(&mut browser, page);
+    }
+    open(&mut browser, "decisions", "#/decisions?pick");
+    let job: u64 = browser
+        .eval("Number(document.querySelector('tr[data-job]:not([data-job=\"\"])').dataset.job)")
+        .as_u64()
+        .unwrap();
+    open(&mut browser, "job", &format!("#/jobs/{job}"));
+    screenshot(&mut browser, "job");
+
+    // Stopped, the host's figures hold still: the page must show exactly what /status says.
+    let summary = running.stop();
+    assert!(summary.ticks > 0);
+    browser.wait_for("the page to see the loop stop", "document.body.textContent.includes('stopped')", SHOWN);
+    let status = client::status(server.addr(), Some(TOKEN)).unwrap();
+    open(&mut browser, "overview", "#/overview?again");
+    assert_eq!(number(&mut browser, "jobs-running"), status.jobs_running);
+    assert_eq!(number(&mut browser, "jobs-queued"), status.jobs_queued);
+    assert_eq!(number(&mut browser, "ticks"), status.ticks);
+
+    open(&mut browser, "queue", "#/queue");
+    let rows = browser.eval(
+        "[...document.querySelectorAll('tr[data-job]')].map(r => [Number(r.dataset.job), r.querySelector('[data-field=\"reason\"]').textContent, r.querySelector('[data-field=\"reason-by\"]').textContent])",
+    );
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len() as u64, status.jobs_queued.min(50), "one row per queued job, 50 a page");
+    let mut compared = 0;
+    for p in &status.pending {
+        if let Some(row) = rows.iter().find(|r| r[0] == p.job.0) {
+            assert_eq!(row[1], Value::from(p.reason.clone()), "job {} waits for the policy's reason", p.job.0);
+            assert!(row[2].as_str().unwrap().contains("policy"), "{row:?}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "no queued job's reason was compared: {rows:?} against {:?}", status.pending);
+
+    // A decision's outcome, against the audit log's line for its tick.
+    open(&mut browser, "decisions", "#/decisions");
+    let shown = browser.eval(
+        "[...document.querySelectorAll('tr[data-seq]')].map(r => [Number(r.dataset.job), r.querySelector('[data-field=\"outcome\"]').textContent, r.querySelector('[data-field=\"kind\"]').textContent])",
+    );
+    let shown = shown.as_array().unwrap();
+    assert!(!shown.is_empty(), "no decisions shown");
+    let placed = shown.iter().find(|d| d[1] == "applied" && d[2] == "place").expect("an applied placement");
+    let job = placed[0].as_u64().unwrap() as u32;
+    let audit = setup.audit_lines();
+    let in_audit = audit.iter().any(|l| {
+        l.active
+            .as_ref()
+            .is_some_and(|a| a.actions.iter().any(|x| x.job.0 == job) && a.not_applied.iter().all(|x| x.job.0 != job))
+    });
+    assert!(in_audit, "the audit log has no applied action on job {job}");
+
+    // A phone: nothing wider than the screen but the tables' own scrolling.
+    browser.viewport(390, 844, true);
+    open(&mut browser, "queue", "#/queue?phone");
+    let width = browser.eval("document.documentElement.scrollWidth").as_u64().unwrap();
+    assert!(width <= 391, "the page is {width} px wide on a 390 px phone");
+    screenshot(&mut browser, "queue-phone");
+
+    // Usable without a mouse or eyes: every control labelled, the page named in the nav.
+    let unlabelled = browser.eval(
+        "[...document.querySelectorAll('input, select')].filter(e => e.labels.length === 0 && !e.getAttribute('aria-label')).map(e => e.outerHTML)",
+    );
+    assert_eq!(unlabelled, serde_json::json!([]), "controls without labels");
+    assert_eq!(browser.eval("document.querySelectorAll('nav [aria-current=\"page\"]').length"), 1);
+
+    let elsewhere: Vec<String> =
+        browser.requested().into_iter().filter(|u| !u.starts_with(&origin) && u != "about:blank").collect();
+    assert!(elsewhere.is_empty(), "the page fetched from elsewhere: {elsewhere:?}");
+    assert!(browser.errors().is_empty(), "the page logged errors: {:?}", browser.errors());
+    drop(server);
+}
