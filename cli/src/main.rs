@@ -326,6 +326,13 @@ enum Command {
         /// The host's config (TOML).
         #[arg(long)]
         config: PathBuf,
+        /// Serve the API, the operator's page with it, on this TCP address too (over `[api]
+        /// http`), e.g. `0.0.0.0:7878` in a pod; any address but loopback needs a token.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Read the API's token from this file (a mounted Secret), over `[api] token`.
+        #[arg(long, value_name = "PATH")]
+        token_file: Option<PathBuf>,
     },
     /// Run a policy over a telemetry recording and diff its decisions against the recorded
     /// ones. Exit 1 when they differ.
@@ -424,7 +431,14 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| EnvFilter::new(format!("info,policy={policy},cranelift=warn,wasmtime=warn,{KUBE_QUIET}")));
     // A closed stderr (`2>&1 | head`) loses the log, and nothing else: the writer's errors are
     // not reported (reporting them would write to stderr again, and panic).
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).log_internal_errors(false).init();
+    // Colours only on a terminal: `kubectl logs` and `docker logs` read plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
+        .init();
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -492,7 +506,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         #[cfg(feature = "live")]
-        Command::Run { config } => cli::live::run_host(&config),
+        Command::Run { config, http, token_file } => cli::live::run_host(&config, http, token_file),
         Command::Replay { recording, policy, show, runtime } => {
             cli::experiments::replay(&recording, &policy, show, &runtime)
         }

@@ -218,11 +218,67 @@ pub struct ApiConfig {
     /// A bearer token every request must carry (`Authorization: Bearer TOKEN`).
     #[serde(default)]
     pub token: Option<String>,
+    /// A file whose content is the token (a mounted Secret), instead of `token`; read at start.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// A TCP address the API (the operator's page with it) is also served on, `"0.0.0.0:7878"`:
+    /// for a browser where `listen` is a Unix socket, as in the cluster. Any address but
+    /// loopback needs a token.
+    #[serde(default)]
+    pub http: Option<SocketAddr>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
-        ApiConfig { enabled: true, listen: default_listen(), token: None }
+        ApiConfig { enabled: true, listen: default_listen(), token: None, token_file: None, http: None }
+    }
+}
+
+impl ApiConfig {
+    /// Every address the API is served on: `listen`, and `http` where set.
+    pub fn addresses(&self) -> Vec<Listen> {
+        std::iter::once(self.listen.clone()).chain(self.http.map(Listen::Tcp)).collect()
+    }
+
+    /// Serve the API on `http` too, and read the token from `token_file` (both `wasmsched run`
+    /// flags, over the config's), checked as the config's are.
+    pub fn also(&mut self, http: Option<SocketAddr>, token_file: Option<PathBuf>) -> Result<(), String> {
+        if http.is_some() {
+            self.http = http;
+        }
+        if token_file.is_some() {
+            (self.token, self.token_file) = (None, token_file);
+            self.read_token()?;
+        }
+        self.check_token()
+    }
+
+    /// A TCP address beyond loopback needs a token.
+    fn check_token(&self) -> Result<(), String> {
+        let tokenless = self.token.as_deref().is_none_or(str::is_empty) && self.token_file.is_none();
+        match self.addresses().iter().find(|a| !a.is_local()) {
+            Some(addr) if self.enabled && tokenless => Err(format!(
+                "the API would listen on {addr}, which is not loopback: set [api] token = \"…\" (or token-file) or \
+                 listen on 127.0.0.1"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Read `token-file` into `token`.
+    fn read_token(&mut self) -> Result<(), String> {
+        let Some(file) = &self.token_file else { return Ok(()) };
+        if self.token.is_some() {
+            return Err("[api] has both token and token-file: keep one".into());
+        }
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("[api] token-file {}: {e}; create it, or set token", file.display()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(format!("[api] token-file {} is empty: put the token in it", file.display()));
+        }
+        self.token = Some(token.to_string());
+        Ok(())
     }
 }
 
@@ -424,6 +480,7 @@ impl HostConfig {
         let mut config = Self::parse(path, &text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         config.resolve(base);
+        config.api.read_token().map_err(|detail| ConfigError::Invalid { path: path.into(), detail })?;
         if let Some(trust) = &config.trust {
             trust
                 .load(None)
@@ -504,13 +561,7 @@ impl HostConfig {
                 ));
             }
         }
-        let addr = &self.api.listen;
-        if self.api.enabled && !addr.is_local() && self.api.token.as_deref().is_none_or(str::is_empty) {
-            return Err(format!(
-                "the API would listen on {addr}, which is not loopback: set [api] token = \"…\" or listen on 127.0.0.1"
-            ));
-        }
-        Ok(())
+        self.api.check_token()
     }
 
     fn resolve(&mut self, base: &Path) {
@@ -524,6 +575,9 @@ impl HostConfig {
         }
         let optional = [&mut self.record.audit, &mut self.record.telemetry, &mut self.cache_dir];
         for p in optional.into_iter().flatten().chain(self.backend.paths()) {
+            join(p);
+        }
+        if let Some(p) = &mut self.api.token_file {
             join(p);
         }
         if let Listen::Unix(p) = &mut self.api.listen {

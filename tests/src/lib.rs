@@ -8,4 +8,5 @@
 pub mod cdp;
 pub mod common;
 pub mod live;
+pub mod page;
 pub mod whatif;

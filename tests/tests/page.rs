@@ -6,60 +6,15 @@
 //! `WASMSCHED_SCREENSHOTS` (the operator's guide's, `docs/operator/`) when that is set.
 //! Without Chromium the test says it skips, loudly.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::net::SocketAddr;
 
-use serde_json::Value;
 use wasmsched::api::{self, client};
 use wasmsched_tests::cdp::{Browser, chromium};
 use wasmsched_tests::live::{Running, Setup, component};
+use wasmsched_tests::page::{SHOWN, TOKEN, elsewhere, http, number, open, screenshot, sign_in};
 
-const TOKEN: &str = "s3cret";
-
-/// How long the page may take to show what it was asked for.
-const SHOWN: Duration = Duration::from_secs(30);
-
-/// Where the screenshots go: the target dir's, and the guide's when asked for.
-fn screenshot(browser: &mut Browser, name: &str) {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page");
-    let mut dirs = vec![target];
-    dirs.extend(std::env::var_os("WASMSCHED_SCREENSHOTS").map(PathBuf::from));
-    for dir in dirs {
-        let path = dir.join(format!("{name}.png"));
-        browser.screenshot(&path);
-        eprintln!("screenshot: {}", path.display());
-    }
-}
-
-/// One HTTP request with the headers given; the status code and body.
-fn http(addr: SocketAddr, head: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(format!("{head}Host: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let code = raw.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap();
-    (code, raw)
-}
-
-/// Go to the page at `route` and wait until it shows its data.
-fn open(browser: &mut Browser, page: &str, route: &str) {
-    browser.eval(&format!("location.hash = '{route}'"));
-    let ready = format!("document.querySelector('#view[data-page=\"{page}\"][data-ready=\"true\"]') !== null");
-    browser.wait_for(&format!("the {page} page"), &ready, SHOWN);
-}
-
-/// The text of every element matching `selector`.
-fn texts(browser: &mut Browser, selector: &str) -> Vec<String> {
-    let v = browser.eval(&format!("[...document.querySelectorAll('{selector}')].map(e => e.textContent.trim())"));
-    v.as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect()
-}
-
-fn number(browser: &mut Browser, field: &str) -> u64 {
-    let t = texts(browser, &format!("[data-field=\"{field}\"]"));
-    t.first().unwrap_or_else(|| panic!("no {field} on the page")).parse().unwrap_or_else(|_| panic!("{field}: {t:?}"))
-}
+/// Where the screenshots go first.
+const TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 #[test]
 fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() {
@@ -97,14 +52,8 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     assert_eq!(code, 403, "{body}");
 
     let mut browser = Browser::launch(&chromium, 1280, 900);
-    browser.navigate(&format!("{origin}/#/overview"));
-    // Without the token: the form, and no data.
-    browser.wait_for("the token form", "document.querySelector('#token-form') !== null", SHOWN);
-    assert!(texts(&mut browser, "[data-field=\"jobs-running\"]").is_empty(), "data shown without the token");
-    browser.eval(&format!(
-        "document.querySelector('#token').value = '{TOKEN}'; document.querySelector('#token-form').requestSubmit()"
-    ));
-    open(&mut browser, "overview", "#/overview");
+    // Without the token: the form, and no data; with it, the overview.
+    sign_in(&mut browser, &origin);
     assert!(number(&mut browser, "nodes-total") == 4 && number(&mut browser, "gpus-total") == 16);
 
     // Live: updates arrive over the stream, and the page is never loaded again.
@@ -121,13 +70,13 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
         browser.eval("window.stillTheSamePage === true && performance.getEntriesByType('navigation').length"),
         1
     );
-    screenshot(&mut browser, "overview");
+    screenshot(&mut browser, TMP.as_ref(), "overview");
 
     for (page, route) in
         [("queue", "#/queue"), ("tenants", "#/tenants"), ("decisions", "#/decisions"), ("shadows", "#/shadows")]
     {
         open(&mut browser, page, route);
-        screenshot(&mut browser, page);
+        screenshot(&mut browser, TMP.as_ref(), page);
     }
     open(&mut browser, "decisions", "#/decisions?pick");
     let job: u64 = browser
@@ -135,7 +84,7 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
         .as_u64()
         .unwrap();
     open(&mut browser, "job", &format!("#/jobs/{job}"));
-    screenshot(&mut browser, "job");
+    screenshot(&mut browser, TMP.as_ref(), "job");
 
     // Stopped, the host's figures hold still: the page must show exactly what /status says.
     let summary = running.stop();
@@ -156,7 +105,7 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     let mut compared = 0;
     for p in &status.pending {
         if let Some(row) = rows.iter().find(|r| r[0] == p.job.0) {
-            assert_eq!(row[1], Value::from(p.reason.clone()), "job {} waits for the policy's reason", p.job.0);
+            assert_eq!(row[1], p.reason.as_str(), "job {} waits for the policy's reason", p.job.0);
             assert!(row[2].as_str().unwrap().contains("policy"), "{row:?}");
             compared += 1;
         }
@@ -185,7 +134,7 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     open(&mut browser, "queue", "#/queue?phone");
     let width = browser.eval("document.documentElement.scrollWidth").as_u64().unwrap();
     assert!(width <= 391, "the page is {width} px wide on a 390 px phone");
-    screenshot(&mut browser, "queue-phone");
+    screenshot(&mut browser, TMP.as_ref(), "queue-phone");
 
     // Usable without a mouse or eyes: every control labelled, the page named in the nav.
     let unlabelled = browser.eval(
@@ -194,9 +143,8 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     assert_eq!(unlabelled, serde_json::json!([]), "controls without labels");
     assert_eq!(browser.eval("document.querySelectorAll('nav [aria-current=\"page\"]').length"), 1);
 
-    let elsewhere: Vec<String> =
-        browser.requested().into_iter().filter(|u| !u.starts_with(&origin) && u != "about:blank").collect();
-    assert!(elsewhere.is_empty(), "the page fetched from elsewhere: {elsewhere:?}");
+    let fetched = elsewhere(&browser, &origin);
+    assert!(fetched.is_empty(), "the page fetched from elsewhere: {fetched:?}");
     assert!(browser.errors().is_empty(), "the page logged errors: {:?}", browser.errors());
     drop(server);
 }

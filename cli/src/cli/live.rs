@@ -8,8 +8,14 @@ use wasmsched::api;
 
 use super::ApiArgs;
 
-pub fn run_host(path: &Path) -> anyhow::Result<ExitCode> {
-    let (summary, status) = wasmsched::run::run_file(path, |addr| {
+pub fn run_host(
+    path: &Path,
+    http: Option<std::net::SocketAddr>,
+    token_file: Option<std::path::PathBuf>,
+) -> anyhow::Result<ExitCode> {
+    let mut config = wasmsched::config::HostConfig::load(path)?;
+    config.api.also(http, token_file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (summary, status) = wasmsched::run::run_config(config, |addr| {
         out!("control API on http://{addr}");
         if let api::Listen::Tcp(a) = addr {
             out!("the operator's page: http://{a}/");

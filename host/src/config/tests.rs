@@ -231,6 +231,27 @@ fn a_non_loopback_api_needs_a_token() {
     assert!(parse(&open).unwrap_err().to_string().contains("token"));
     assert!(parse(&format!("{open}token = \"s3cret\"\n")).is_ok());
     assert!(parse(&format!("{MINIMAL}[api]\nlisten = \"[::1]:7878\"\n")).is_ok());
+    // The page's TCP address beside a socket needs one too.
+    let http = format!("{MINIMAL}[api]\nlisten = \"unix:/run/api.sock\"\nhttp = \"0.0.0.0:7878\"\n");
+    assert!(parse(&http).unwrap_err().to_string().contains("0.0.0.0:7878"));
+    let config = parse(&format!("{http}token = \"s3cret\"\n")).unwrap();
+    assert_eq!(config.api.addresses().len(), 2);
+}
+
+#[test]
+fn the_token_may_come_from_a_file_and_not_from_both() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    let config = dir.path().join("host.toml");
+    let write = |api: &str| std::fs::write(&config, format!("{MINIMAL}[api]\nhttp = \"0.0.0.0:0\"\n{api}")).unwrap();
+    std::fs::write(dir.path().join("token"), "s3cret\n").unwrap();
+    write("token-file = \"token\"\n");
+    assert_eq!(HostConfig::load(&config).unwrap().api.token.as_deref(), Some("s3cret"));
+    write("token-file = \"token\"\ntoken = \"other\"\n");
+    assert!(HostConfig::load(&config).unwrap_err().to_string().contains("keep one"));
+    write("token-file = \"absent\"\n");
+    let e = HostConfig::load(&config).unwrap_err().to_string();
+    assert!(e.contains("absent") && e.contains("create it"), "{e}");
 }
 
 #[test]

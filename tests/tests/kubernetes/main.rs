@@ -11,6 +11,7 @@ mod gpus;
 mod group_moves;
 mod groups;
 mod manifests;
+mod page;
 mod policies;
 mod replicas;
 mod room;

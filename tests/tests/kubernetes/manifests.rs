@@ -370,6 +370,34 @@ fn the_kustomize_base_is_the_whole_install() {
     assert_eq!(host["readOnlyRootFilesystem"], true);
     assert_eq!(host["allowPrivilegeEscalation"], false);
     assert_eq!(host["capabilities"]["drop"], json!(["ALL"]));
+    assert!(
+        pod["volumes"].as_array().unwrap().iter().all(|v| v.get("persistentVolumeClaim").is_none()),
+        "the base needs no storage: {pod}"
+    );
+
+    // The overlays: the records on a claim; the page on a Service, behind the Secret's token.
+    let render = |overlay: &str| -> Vec<serde_json::Value> {
+        let dir = format!("{}/../examples/overlays/{overlay}", env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("kubectl").args(["kustomize", &dir]).output().unwrap();
+        assert!(out.status.success(), "kubectl kustomize {dir}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).unwrap()
+    };
+    let pod_of = |docs: &[serde_json::Value]| {
+        docs.iter().find(|d| d["kind"] == "Deployment").unwrap()["spec"]["template"]["spec"].clone()
+    };
+    let storage = render("storage");
+    assert!(storage.iter().any(|d| d["kind"] == "PersistentVolumeClaim"));
+    let records = pod_of(&storage)["volumes"].as_array().unwrap().iter().find(|v| v["name"] == "records").cloned();
+    assert_eq!(records.unwrap()["persistentVolumeClaim"]["claimName"], "wasmsched-records");
+    let page = render("page");
+    let service = page.iter().find(|d| d["kind"] == "Service").expect("the page's Service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 7878);
+    let args = pod_of(&page)["containers"][0]["args"].clone();
+    let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.windows(2).any(|w| w == ["--http", "0.0.0.0:7878"]), "{args:?}");
+    assert!(args.windows(2).any(|w| w == ["--token-file", "/etc/wasmsched/api/token"]), "{args:?}");
+    let volumes = pod_of(&page)["volumes"].clone();
+    assert!(volumes.as_array().unwrap().iter().any(|v| v["secret"]["secretName"] == "wasmsched-api"), "{volumes}");
 }
 
 #[test]
