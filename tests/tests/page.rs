@@ -25,11 +25,15 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
         return;
     };
     let setup = Setup::new();
-    std::fs::write(setup.dir.path().join("workload.toml"), include_str!("../../scenarios/tenants.toml")).unwrap();
+    // nlp's jobs train cifar10 for 40 epochs rather than bert for 4: short epochs, so the jobs'
+    // pages have progress to draw within the test's minutes of backend time.
+    let workload = include_str!("../../scenarios/tenants.toml")
+        .replacen("model = \"bert\"\ngpus = 2\nmax-epochs = 4", "model = \"cifar10\"\ngpus = 2\nmax-epochs = 40", 1);
+    std::fs::write(setup.dir.path().join("workload.toml"), workload).unwrap();
     setup.land("fifo", &component("fifo"));
     setup.land("fair-share", &component("fair-share"));
     let policies = "[policy.fifo]\n[policy.fair-share]\nrole = \"shadow\"\n";
-    let running = Running::start(setup.config("30s", "150", policies));
+    let running = Running::start(setup.config("30s", "600", policies));
     running.wait("a queue with reasons", |s| s.ticks > 3 && s.jobs_queued > 0 && !s.pending.is_empty());
     let server =
         api::serve(running.handle.clone(), "127.0.0.1:0".parse::<SocketAddr>().unwrap(), Some(TOKEN.into())).unwrap();
@@ -78,12 +82,20 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
         open(&mut browser, page, route);
         screenshot(&mut browser, TMP.as_ref(), page);
     }
+    // A job's page: the placed job with the most progress, its curve drawn.
     open(&mut browser, "decisions", "#/decisions?pick");
-    let job: u64 = browser
-        .eval("Number(document.querySelector('tr[data-job]:not([data-job=\"\"])').dataset.job)")
-        .as_u64()
-        .unwrap();
+    let placed = browser.eval("[...document.querySelectorAll('tr[data-job]:not([data-job=\"\"])')].map(r => Number(r.dataset.job))");
+    let progress = |job: u64| {
+        let (_, body) = client::request(server.addr(), "GET", &format!("/api/jobs/{job}"), Some(TOKEN)).unwrap();
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["progress"].as_array().map_or(0, Vec::len)
+    };
+    let job = placed.as_array().unwrap().iter().filter_map(|j| j.as_u64()).max_by_key(|&j| progress(j)).unwrap();
     open(&mut browser, "job", &format!("#/jobs/{job}"));
+    eprintln!("job {job}: {} progress records", progress(job));
+    if progress(job) > 1 {
+        let curve = "document.querySelector('svg[role=\"img\"] path, svg[role=\"img\"] polyline') !== null";
+        browser.wait_for("its progress curve", curve, SHOWN);
+    }
     screenshot(&mut browser, TMP.as_ref(), "job");
 
     // Stopped, the host's figures hold still: the page must show exactly what /status says.

@@ -483,7 +483,8 @@
   function setOptions(sel, values, current, allLabel) {
     const want = [...new Set([...(values || []), ...(current ? [current] : [])])];
     const have = [...sel.options].slice(allLabel ? 1 : 0).map(o => o.value);
-    if (document.activeElement !== sel && want.join('\u0000') !== have.join('\u0000')) {
+    const missingAll = allLabel && (!sel.options.length || sel.options[0].value !== '');
+    if (document.activeElement !== sel && (missingAll || want.join('\u0000') !== have.join('\u0000'))) {
       sel.replaceChildren();
       append(sel, [allLabel ? h('option', { value: '' }, allLabel) : null, want.map(v => h('option', { value: v }, v))]);
     }
