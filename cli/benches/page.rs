@@ -3,7 +3,8 @@
 //! decisions, one shadow):
 //!
 //! - `page/keep/<jobs>`: the loop's share, every tick whether a page is open or not: the
-//!   world handed to the journal and one tick of 200 decisions (and the shadow's) recorded;
+//!   world handed to the journal and one tick of 200 decisions (and the shadow's) recorded,
+//!   with a reason for every queued job;
 //! - `page/<view>/<jobs>`: one answer of each view the page reads, built as JSON (what a page
 //!   open on that view asks for after each tick, at most twice a second).
 //!
@@ -66,8 +67,13 @@ fn full(jobs: usize) -> (Journal, Arc<World>, Status) {
 
 fn record(journal: &Journal, world: &Arc<World>, tick: u64) {
     journal.observed(world.clone());
-    let active = decided("fifo", places(world, PER_TICK, 0));
-    let shadow = decided("tiresias", places(world, PER_TICK, tick as usize % 3));
+    // A reason for every queued job, as a policy that explains its whole queue gives.
+    let pending = world
+        .queue()
+        .map(|(spec, _)| wit::Pending { job: spec.handle, reason: format!("behind {} others", spec.handle.0) })
+        .collect();
+    let active = decided("fifo", places(world, PER_TICK, 0), pending);
+    let shadow = decided("tiresias", places(world, PER_TICK, tick as usize % 3), Vec::new());
     let t = Tick {
         number: tick,
         world,

@@ -27,8 +27,11 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     let setup = Setup::new();
     // nlp's jobs train cifar10 for 40 epochs rather than bert for 4: short epochs, so the jobs'
     // pages have progress to draw within the test's minutes of backend time.
-    let workload = include_str!("../../scenarios/tenants.toml")
-        .replacen("model = \"bert\"\ngpus = 2\nmax-epochs = 4", "model = \"cifar10\"\ngpus = 2\nmax-epochs = 40", 1);
+    let workload = include_str!("../../scenarios/tenants.toml").replacen(
+        "model = \"bert\"\ngpus = 2\nmax-epochs = 4",
+        "model = \"cifar10\"\ngpus = 2\nmax-epochs = 40",
+        1,
+    );
     std::fs::write(setup.dir.path().join("workload.toml"), workload).unwrap();
     setup.land("fifo", &component("fifo"));
     setup.land("fair-share", &component("fair-share"));
@@ -84,7 +87,8 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
     }
     // A job's page: the placed job with the most progress, its curve drawn.
     open(&mut browser, "decisions", "#/decisions?pick");
-    let placed = browser.eval("[...document.querySelectorAll('tr[data-job]:not([data-job=\"\"])')].map(r => Number(r.dataset.job))");
+    let placed = browser
+        .eval("[...document.querySelectorAll('tr[data-job]:not([data-job=\"\"])')].map(r => Number(r.dataset.job))");
     let progress = |job: u64| {
         let (_, body) = client::request(server.addr(), "GET", &format!("/api/jobs/{job}"), Some(TOKEN)).unwrap();
         serde_json::from_str::<serde_json::Value>(&body).unwrap()["progress"].as_array().map_or(0, Vec::len)

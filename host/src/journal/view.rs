@@ -189,7 +189,9 @@ pub const NAMESPACE_LABEL: &str = "wasmsched.namespace";
 pub fn queue(status: &Status, journal: &Journal, q: &QueueQuery) -> Value {
     let (world, pending) = {
         let e = journal.read();
-        (world_of(&e), e.pending.clone())
+        let said: std::collections::HashMap<JobId, String> =
+            e.pending.iter().map(|p| (p.job, p.reason.clone())).collect();
+        (world_of(&e), said)
     };
     let active = status.policies.iter().find(|p| p.role == crate::config::Role::Active);
     let active = active.map_or("the active policy", |p| p.name.as_str());
@@ -198,14 +200,14 @@ pub fn queue(status: &Status, journal: &Journal, q: &QueueQuery) -> Value {
     queued.sort_by_key(|(spec, state)| (state.since_ms, spec.handle));
     let now = world.time_ms();
     let rows = queued.iter().enumerate().map(|(i, (spec, state))| {
-        let said = pending.iter().find(|p| p.job == spec.handle);
+        let said = pending.get(&spec.handle);
         let waits = match state.queued {
             Some(wasmsched_core::bindings::wit::WaitReason::Preempted) => "preempted",
             _ => "never-started",
         };
         let asks = spec.gpus.saturating_mul(spec.replicas.max(1));
         let (reason, by) = match said {
-            Some(p) => (p.reason.clone(), "policy"),
+            Some(reason) => (reason.clone(), "policy"),
             None => (format!("{active} gave no reason; it asks {asks} GPUs and {free} are free"), "host"),
         };
         Queued {

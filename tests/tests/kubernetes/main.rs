@@ -10,6 +10,7 @@ mod gacer;
 mod gpus;
 mod group_moves;
 mod groups;
+mod install;
 mod manifests;
 mod page;
 mod policies;

@@ -197,8 +197,14 @@ pub(crate) fn node_of(c: &Cluster, name: &str) -> Option<String> {
 /// `wasmsched`, to measure it), packed by `cli/image.sh` and imported into the nodes.
 pub(crate) fn host_image() -> Option<String> {
     let binary = std::env::var("WASMSCHED_HOST_BINARY").unwrap_or_else(|_| env!("CARGO_BIN_EXE_wasmsched-host").into());
-    let binary = binary.as_str();
-    let tag = format!("local/wasmsched-host:{}", &sha256(&std::fs::read(binary).ok()?)[..12]);
+    let tag = format!("local/wasmsched-host:{}", &sha256(&std::fs::read(&binary).ok()?)[..12]);
+    host_image_as(&binary, &tag)
+}
+
+/// The host's image from `binary`, imported into the kit's nodes as `tag`; None (having said
+/// so) when it cannot be imported.
+pub(crate) fn host_image_as(binary: &str, tag: &str) -> Option<String> {
+    let tag = tag.to_string();
     let dir = tempfile::tempdir().ok()?;
     let tar = dir.path().join("host.tar");
     let pack = concat!(env!("CARGO_MANIFEST_DIR"), "/../cli/image.sh");
@@ -321,6 +327,8 @@ impl Replicas {
         let host = &mut pod["containers"][0];
         host["image"] = json!(image);
         host["imagePullPolicy"] = json!("Never");
+        // No page on loopback: on the host network both replicas share one (examples/overlays/kit).
+        host["args"] = json!(["run", "--config", "/etc/wasmsched/host.toml"]);
         host["env"].as_array_mut().unwrap().extend([
             json!({"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"}),
             json!({"name": "KUBERNETES_SERVICE_PORT", "value": port}),
