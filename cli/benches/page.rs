@@ -45,11 +45,11 @@ fn places(world: &World, n: usize, skew: usize) -> Vec<wit::Action> {
         .collect()
 }
 
-fn decided(policy: &str, actions: Vec<wit::Action>) -> Decided {
+fn decided(policy: &str, actions: Vec<wit::Action>, pending: Vec<wit::Pending>) -> Decided {
     Decided {
         policy: Arc::from(policy),
         digest: "ab".repeat(32),
-        outcome: TickOutcome { actions, ..TickOutcome::default() },
+        outcome: TickOutcome { actions, pending, ..TickOutcome::default() },
     }
 }
 
