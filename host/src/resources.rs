@@ -212,7 +212,7 @@ impl<'rt> Worker<'rt> {
         // One look at the loop's status serves the swaps and the leader's part.
         let board = self.board.get();
         self.swaps_landed(&board);
-        self.report_replica(policies).await;
+        self.report_replica(policies, &board).await;
         if board.leadership.as_ref().is_none_or(|l| l.leading) {
             self.publish(policies, &board).await;
         }
@@ -414,11 +414,12 @@ impl<'rt> Worker<'rt> {
     }
 
     /// Write this replica's entry where it changed.
-    async fn report_replica(&mut self, policies: &[Arc<SchedulingPolicy>]) {
+    async fn report_replica(&mut self, policies: &[Arc<SchedulingPolicy>], board: &crate::status::Status) {
         for policy in policies {
             let name = policy.name_any();
             let Some(t) = self.tracked.get_mut(&name) else { continue };
-            let entry = status::entry(&self.replica, t.generation, &t.progress);
+            let holds = board.policy(&name).and_then(|p| p.sha256.clone());
+            let entry = status::entry(&self.replica, t.generation, &t.progress, holds);
             let listed = policy.status.as_ref().and_then(|s| s.replicas.iter().find(|r| r.name == self.replica));
             let same = |r: &ReplicaStatus| status::same_entry(r, &entry);
             if t.reported.as_ref().is_some_and(same) && listed.is_some_and(same) {

@@ -220,7 +220,9 @@ pub struct SchedulingPolicyStatus {
     /// Since when it serves (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving_since: Option<String>,
-    /// Replicas holding this generation compiled and warm, of all: `2/2`.
+    /// Replicas holding the version that serves, of all (`2/2`), as a Deployment's READY
+    /// counts its pods whatever their revision; the `Ready` condition is about the spec's
+    /// generation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_replicas: Option<String>,
     /// The last error, in words a person can act on.
@@ -287,6 +289,10 @@ pub struct ReplicaStatus {
     pub sha256: Option<String>,
     /// Whether it holds that generation compiled and swapped in.
     pub ready: bool,
+    /// The component's sha256 it serves (or, a standby, holds warm) now, whatever generation
+    /// that came from: what `readyReplicas` counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holds: Option<String>,
     /// What happened, in words.
     pub message: String,
     /// When (RFC 3339).

@@ -26,6 +26,22 @@ pub fn chromium() -> Option<PathBuf> {
     from_env.into_iter().chain([PathBuf::from("/usr/bin/chromium")]).chain(on_path).find(|p| p.is_file())
 }
 
+/// How every test runs Chromium: headless, alone (no sandbox, GPU, sync, updates or
+/// background traffic), quiet.
+pub const HEADLESS: [&str; 11] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
+];
+
 /// A headless Chromium with one page, driven over the DevTools protocol; it is killed when
 /// dropped.
 pub struct Browser {
@@ -43,20 +59,8 @@ impl Browser {
     pub fn launch(chromium: &Path, width: u32, height: u32) -> Browser {
         let profile = tempfile::tempdir().unwrap();
         let child = Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
-                "--mute-audio",
-                "--remote-debugging-port=0",
-                "--remote-allow-origins=*",
-            ])
+            .args(HEADLESS)
+            .args(["--remote-debugging-port=0", "--remote-allow-origins=*"])
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg(format!("--window-size={width},{height}"))
             .arg("about:blank")

@@ -15,6 +15,7 @@ use wasmsched::experiment::sweep::{Axis, Point, Sweep};
 use wasmsched::report::{Compared, write_html, write_sweep_html};
 use wasmsched::scenario::Scenario;
 use wasmsched::sim::SimConfig;
+use wasmsched_tests::cdp::{HEADLESS, chromium};
 use wasmsched_tests::common::runtime;
 
 /// How long one Chromium run may take before the test fails.
@@ -22,17 +23,6 @@ const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The viewport the pages must fit.
 const WIDTH: u32 = 1280;
-
-/// Chromium: `WASMSCHED_CHROMIUM`, `/usr/bin/chromium`, or `chromium` on the PATH.
-fn chromium() -> Option<PathBuf> {
-    let from_env = std::env::var_os("WASMSCHED_CHROMIUM").map(PathBuf::from);
-    let on_path = std::env::var_os("PATH").into_iter().flat_map(|p| {
-        std::env::split_paths(&p)
-            .flat_map(|dir| ["chromium", "chromium-browser"].map(|n| dir.join(n)))
-            .collect::<Vec<_>>()
-    });
-    from_env.into_iter().chain([PathBuf::from("/usr/bin/chromium")]).chain(on_path).find(|p| p.is_file())
-}
 
 /// Chromium, or return from the test after saying it is skipped.
 macro_rules! chromium_or_skip {
@@ -63,19 +53,7 @@ fn out_dir(name: &str) -> PathBuf {
 fn run_chromium(chromium: &Path, page: &Path, extra: &[String], stdout: &Path) {
     let profile = tempfile::tempdir().unwrap();
     let mut child = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--mute-audio",
-        ])
+        .args(HEADLESS)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--window-size={WIDTH},1000"))
         .args(extra)

@@ -35,8 +35,8 @@ fn short(digest: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
 }
 
-/// This replica's entry for generation `generation`.
-pub fn entry(replica: &str, generation: i64, p: &Progress) -> ReplicaStatus {
+/// This replica's entry for generation `generation`, where it serves (or holds warm) `holds`.
+pub fn entry(replica: &str, generation: i64, p: &Progress, holds: Option<String>) -> ReplicaStatus {
     let message = match (&p.failed, p.ready, &p.sha256) {
         (Some((step, why)), _, _) => format!("{}: {why}", step_words(*step)),
         (None, true, Some(sha)) => format!("sha256:{} compiled and swapped in", short(sha)),
@@ -48,6 +48,7 @@ pub fn entry(replica: &str, generation: i64, p: &Progress) -> ReplicaStatus {
         generation,
         sha256: p.sha256.clone(),
         ready: p.ready && p.failed.is_none(),
+        holds,
         message,
         at: now(),
     }
@@ -55,7 +56,8 @@ pub fn entry(replica: &str, generation: i64, p: &Progress) -> ReplicaStatus {
 
 /// Whether two entries say the same, whenever written.
 pub fn same_entry(a: &ReplicaStatus, b: &ReplicaStatus) -> bool {
-    (&a.name, a.generation, &a.sha256, a.ready, &a.message) == (&b.name, b.generation, &b.sha256, b.ready, &b.message)
+    (&a.name, a.generation, &a.sha256, a.ready, &a.holds, &a.message)
+        == (&b.name, b.generation, &b.sha256, b.ready, &b.holds, &b.message)
 }
 
 fn step_words(step: Step) -> &'static str {
@@ -119,7 +121,7 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
         (None, Some(why)) => condition("Verified", Some(false), "VerificationFailed", format!("{why}{retry}{keeps}")),
         (None, None) => condition("Verified", None, "NotFetched", "not fetched yet".into()),
     };
-    let Readiness { ready_n, total, failing, lagging } = readiness(view, old);
+    let Readiness { ready_n, total, failing, lagging, holding } = readiness(view, old);
     let sha = p.sha256.as_deref().map_or_else(|| "it".to_string(), |s| format!("sha256:{}", short(s)));
     let ready = if total > 0 && ready_n == total {
         condition("Ready", Some(true), "Ready", format!("{ready_n}/{total} replicas hold {sha} compiled and warm"))
@@ -132,7 +134,11 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
     let serving = match (current, failed) {
         (Some(_), _) => {
             let v = view.version.map(|v| format!("version {v}, ")).unwrap_or_default();
-            condition("Serving", Some(true), "Serving", format!("the leader serves {v}{sha}"))
+            // The DIGEST column's (the artifact's) beside the component's, which the host's
+            // status and logs name: one version, two hashes, both said.
+            let digest = view.serving.map(|r| format!("digest {} (", short(&r.digest))).unwrap_or_default();
+            let close = if digest.is_empty() { "" } else { ")" };
+            condition("Serving", Some(true), "Serving", format!("the leader serves {v}{digest}component {sha}{close}"))
         }
         (None, Some((step, why))) => condition("Serving", Some(false), reason(*step), format!("{why}{keeps}")),
         (None, None) => condition("Serving", Some(false), "Pending", format!("being fetched and compiled{keeps}")),
@@ -140,7 +146,8 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
     let mut status = SchedulingPolicyStatus {
         observed_generation: Some(g),
         conditions: vec![fetched, verified, ready, serving],
-        ready_replicas: Some(format!("{ready_n}/{}", total.max(1))),
+        // What serves, on how many replicas; before anything serves, the spec's generation.
+        ready_replicas: Some(format!("{}/{}", if view.serving.is_some() { holding } else { ready_n }, total.max(1))),
         last_error: failed.map(|(step, why)| format!("generation {g}: {}: {why}", step_words(*step))),
         changed_by: view.changed_by.clone(),
         replicas: old.replicas.clone(),
@@ -158,6 +165,8 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
 /// being on its way, and a line for each that is not ready.
 struct Readiness {
     ready_n: usize,
+    /// Replicas that hold the component the leader serves, whichever generation.
+    holding: usize,
     total: usize,
     failing: bool,
     lagging: Vec<String>,
@@ -187,7 +196,14 @@ fn readiness(view: &View<'_>, old: &SchedulingPolicyStatus) -> Readiness {
         .collect();
     let on_its_way = |m: &str| m.contains("swapping it in") || m.contains("fetching and compiling");
     let failing = entries.iter().any(|r| r.generation == g && !r.ready && !on_its_way(&r.message));
-    Readiness { ready_n, total: entries.len() + missing.len(), failing, lagging }
+    // An entry a host before `holds` wrote counts when it is ready at the generation serving.
+    let serves = |r: &ReplicaStatus| match (&r.holds, view.serving) {
+        (Some(held), Some(s)) => *held == s.sha256,
+        (None, Some(s)) => r.generation == s.generation && r.ready,
+        (_, None) => false,
+    };
+    let holding = entries.iter().filter(|r| serves(r)).count();
+    Readiness { ready_n, total: entries.len() + missing.len(), failing, lagging, holding }
 }
 
 /// The serving version `r` in `status`: its digest, version and since when it serves (kept from
@@ -298,8 +314,11 @@ mod tests {
             ..Progress::default()
         };
         let view = View { changed_by: Some("kubectl".into()), ..view(3, &p, &record, 2) };
-        let old = SchedulingPolicyStatus { replicas: vec![entry_of("a", 3, false)], ..Default::default() };
+        // Replica a failed generation 3 and still holds generation 2's component, which serves.
+        let holding = ReplicaStatus { holds: Some(record.sha256.clone()), ..entry_of("a", 3, false) };
+        let old = SchedulingPolicyStatus { replicas: vec![holding], ..Default::default() };
         let s = compute(&view, &old, "T");
+        assert_eq!(s.ready_replicas.as_deref(), Some("1/1"), "READY counts what serves, as a Deployment's does");
         let verified = condition(&s, "Verified");
         assert_eq!((verified.status.as_str(), verified.reason.as_str()), ("False", "VerificationFailed"));
         assert!(

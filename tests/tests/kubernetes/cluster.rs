@@ -114,6 +114,16 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The OCI registry the tests push to (`WASMSCHED_REGISTRY`), or None after saying the test
+/// `test` skips.
+pub fn registry_or_skip(test: &str) -> Option<String> {
+    let registry = std::env::var("WASMSCHED_REGISTRY").ok().map(|r| r.trim().to_string()).filter(|r| !r.is_empty());
+    if registry.is_none() {
+        eprintln!("SKIPPED {test}: no OCI registry (`.ci/registry start` serves one: export WASMSCHED_REGISTRY)");
+    }
+    registry
+}
+
 /// The `cluster` script: `WASMSCHED_K8S_CLUSTER`, else `../shared/k8s/cluster` beside the repo.
 pub fn script() -> PathBuf {
     std::env::var_os("WASMSCHED_K8S_CLUSTER")

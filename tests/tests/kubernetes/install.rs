@@ -16,7 +16,7 @@ use wasmsched::backend::kubernetes::resource::SchedulingPolicy;
 use wasmsched::oci::{self, RegistryOptions};
 use wasmsched_tests::live::component;
 
-use crate::cluster::{Cluster, cluster, poll, serial};
+use crate::cluster::{Cluster, cluster, poll, registry_or_skip, serial};
 use crate::replicas::host_image_as;
 
 const NAMESPACE: &str = "wasmsched-system";
@@ -81,13 +81,7 @@ fn the_documented_install_runs_as_written_on_the_kit() {
         eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
         return;
     };
-    let Some(registry) = std::env::var("WASMSCHED_REGISTRY").ok().filter(|r| !r.trim().is_empty()) else {
-        eprintln!(
-            "SKIPPED {}: no OCI registry (`.ci/registry start` serves one: export WASMSCHED_REGISTRY)",
-            module_path!()
-        );
-        return;
-    };
+    let Some(registry) = registry_or_skip(module_path!()) else { return };
     let _serial = serial();
     // cli/image.sh and `cluster import`, as the block does (the tests' debug host, not a release
     // build: minutes saved), under the tag the Deployment names.

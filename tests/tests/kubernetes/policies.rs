@@ -17,7 +17,7 @@ use wasmsched::backend::kubernetes::resource::{self, Condition, SchedulingPolicy
 use wasmsched::oci::{self, RegistryOptions, trust};
 use wasmsched::record::wall_ms;
 
-use crate::cluster::{Cluster, cluster, poll, serial};
+use crate::cluster::{Cluster, cluster, poll, registry_or_skip, serial};
 use crate::replicas::{Replicas, decisions, host_image, pid_of, queued_pod, signal, with_limits};
 use crate::test_label;
 use wasmsched_tests::live::{component, sha256, variant};
@@ -172,13 +172,7 @@ fn a_signed_policy_resource_is_served_by_every_replica_swapped_refused_rolled_ba
         eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
         return;
     };
-    let Some(registry) = std::env::var("WASMSCHED_REGISTRY").ok().filter(|r| !r.trim().is_empty()) else {
-        eprintln!(
-            "SKIPPED {}: no OCI registry (`.ci/registry start` serves one: export WASMSCHED_REGISTRY)",
-            module_path!()
-        );
-        return;
-    };
+    let Some(registry) = registry_or_skip(module_path!()) else { return };
     let _serial = serial();
     let Some(image) = host_image() else { return };
     install_crd(c);
