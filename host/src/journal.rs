@@ -387,6 +387,14 @@ impl Journal {
                 d.seq = stamp(&mut e);
                 add(&mut e, d);
             }
+            // A failure of an action still in flight from an earlier tick: its entry was applied.
+            for x in tick.apply_errors.iter().filter(|x| !o.actions.iter().any(|a| a.job == x.job)) {
+                let earlier =
+                    e.decisions.iter_mut().rev().find(|d| d.job == Some(x.job) && d.outcome == Outcome::Applied);
+                if let Some(d) = earlier {
+                    (d.outcome, d.why) = (Outcome::NotApplied, Some(words(&x.reason)));
+                }
+            }
             for (list, outcome) in [(&o.rejected, Outcome::Refused), (&o.over_budget, Outcome::OverBudget)] {
                 for r in list {
                     let mut d = of(&r.action, outcome, Some(&r.reason));
@@ -598,6 +606,68 @@ mod tests {
         let d = minus(&many, &[]);
         assert_eq!(d.len(), 13);
         assert_eq!(d[12], "and 8 more");
+    }
+
+    #[test]
+    fn each_action_is_on_the_timeline_with_what_became_of_it() {
+        use wasmsched_core::backend::ApplyError;
+        use wasmsched_core::world::NodeId;
+        use wasmsched_runtime::supervise::TickOutcome;
+        use wasmsched_runtime::validate::Rejection;
+        let world = wasmsched_core::world::sample::with_queue(2, 2, 3, 1);
+        let journal = Journal::new(BudgetConfig::default());
+        journal.observed(Arc::new(world.clone()));
+        let q: Vec<JobId> = world.queue().map(|(spec, _)| spec.handle).collect();
+        let place = |job, node| wit::Action {
+            job,
+            kind: ActionKind::Place(wit::Placement {
+                nodes: vec![wit::NodePlacement { node: NodeId(node), gpus: Vec::new() }],
+                share: false,
+            }),
+            reason: "<b>next</b>".into(),
+        };
+        let tick = |number, actions, rejected, apply_errors| Tick {
+            number,
+            world: &world,
+            asked: true,
+            active: Some(Decided {
+                policy: Arc::from("fifo"),
+                digest: "ab".repeat(32),
+                outcome: TickOutcome { actions, rejected, ..TickOutcome::default() },
+            }),
+            shadows: Vec::new(),
+            apply_errors,
+            disruptions: 0,
+            rescued: Vec::new(),
+            benched: None,
+            benched_now: false,
+        };
+        let refused = Rejection { action: place(q[2], 9), reason: "no node 9".into() };
+        journal.record(&tick(1, vec![place(q[0], 0), place(q[1], 1)], vec![refused], Vec::new()), |_| 3);
+        // The engine fails q1's placement, in flight since tick 1.
+        let failed = ApplyError { job: q[1], reason: "the engine said no".into() };
+        journal.record(&tick(2, Vec::new(), Vec::new(), vec![failed]), |_| 3);
+        let e = journal.read();
+        let shown: Vec<(Option<JobId>, &str, Outcome, Option<&str>)> =
+            e.decisions.iter().map(|d| (d.job, d.kind, d.outcome, d.why.as_deref())).collect();
+        assert_eq!(
+            shown,
+            [
+                (Some(q[0]), "place", Outcome::Applied, None),
+                (Some(q[1]), "place", Outcome::NotApplied, Some("the engine said no")),
+                (Some(q[2]), "place", Outcome::Refused, Some("no node 9")),
+            ]
+        );
+        let d = &e.decisions[0];
+        assert_eq!((d.seq, d.tick, d.version, d.policy.as_str(), d.reason.as_str()), (1, 1, 3, "fifo", "<b>next</b>"));
+        assert_eq!(d.sha256, "abababababab");
+        drop(e);
+        let not_applied = view::decisions(
+            &journal,
+            &view::DecisionQuery { outcome: Some("not-applied".into()), ..view::DecisionQuery::default() },
+        );
+        assert_eq!(not_applied["total"], 1);
+        assert_eq!(not_applied["items"][0]["why"], "the engine said no");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod copies;
 mod engine;
 mod fidelity;
+mod page;
 mod proxy;
 mod whatif;
 
