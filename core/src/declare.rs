@@ -80,6 +80,10 @@ fn nearest(key: &str) -> Option<&'static str> {
 /// The label by which a job opts out of disruption: `wasmsched.disruptible=false`.
 pub const OPT_OUT_LABEL: &str = "wasmsched.disruptible";
 
+/// The label that carries a job's namespace where its backend has them (a pod's), for the
+/// operator's page; set by the backend, not read from the job.
+pub const NAMESPACE_LABEL: &str = "wasmsched.namespace";
+
 /// Whether a job declared itself out of the disruption budget's reach
 /// (`wasmsched.disruptible=false`).
 pub fn opted_out(spec: &wit::JobSpec) -> bool {

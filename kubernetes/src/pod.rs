@@ -101,6 +101,10 @@ pub fn declared(pod: &Pod) -> Declared {
     let (cpu_millicores, memory_bytes) = requests(pod);
     declared.spec.requests = wasmsched_core::bindings::wit::Resources { cpu_millicores, memory_bytes };
     declared.spec.node_selector = node_selector(pod).into_iter().collect();
+    if let Some(namespace) = &pod.metadata.namespace {
+        declared.spec.labels.retain(|(k, _)| k != declare::NAMESPACE_LABEL);
+        declared.spec.labels.push((declare::NAMESPACE_LABEL.into(), namespace.clone()));
+    }
     declared
 }
 

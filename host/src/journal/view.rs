@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub use wasmsched_core::declare::NAMESPACE_LABEL;
 use wasmsched_core::world::{JobId, NodeId, World};
 
 use super::{Decision, Entries, Journal, Outcome, tenant_name};
@@ -180,9 +181,6 @@ struct Queued {
     reason: String,
     reason_by: &'static str,
 }
-
-/// The label that names a job's namespace, where its backend has several.
-pub const NAMESPACE_LABEL: &str = "wasmsched.namespace";
 
 /// `/api/queue`: a page of the queued jobs that pass the filters, longest waiting first,
 /// each with why it waits (the active policy's words, or the host's).

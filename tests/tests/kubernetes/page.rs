@@ -92,6 +92,10 @@ fn the_operators_page_shows_the_kits_nodes_pods_and_apiserver() {
         );
     }
     screenshot(&mut browser, env!("CARGO_TARGET_TMPDIR").as_ref(), "kit-decisions");
+    // A pod's page names its namespace.
+    let job = browser.eval("Number(document.querySelector('tr[data-job]:not([data-job=\"\"])').dataset.job)");
+    open(&mut browser, "job", &format!("#/jobs/{job}"));
+    assert_eq!(browser.eval("document.body.textContent.includes('default')"), true, "the pod's namespace");
     let fetched = elsewhere(&browser, &origin);
     assert!(fetched.is_empty(), "the page fetched from elsewhere: {fetched:?}");
     assert!(browser.errors().is_empty(), "the page logged errors: {:?}", browser.errors());
