@@ -154,8 +154,19 @@ pub fn compute(view: &View<'_>, old: &SchedulingPolicyStatus, now: &str) -> Sche
         history: old.history.clone(),
         ..SchedulingPolicyStatus::default()
     };
-    if let Some(r) = view.serving {
-        serving_from(&mut status, r, view.version, old, now);
+    match view.serving {
+        Some(r) => serving_from(&mut status, r, view.version, old, now),
+        // A leader that does not know yet what serves (it has just taken the lead, its swap
+        // still on its way) leaves what the last one wrote: dropping it would make the version
+        // seem new once known, its servingSince the takeover's rather than its own.
+        None => {
+            status.digest.clone_from(&old.digest);
+            status.short_digest.clone_from(&old.short_digest);
+            status.sha256.clone_from(&old.sha256);
+            status.version = old.version;
+            status.serving_generation = old.serving_generation;
+            status.serving_since.clone_from(&old.serving_since);
+        }
     }
     status
 }
@@ -302,6 +313,24 @@ mod tests {
         // Looked at again later: nothing moves, so nothing is written.
         let again = compute(&view, &SchedulingPolicyStatus { replicas: old.replicas.clone(), ..s.clone() }, "T2");
         assert!(same_leader_part(&again, &s));
+    }
+
+    #[test]
+    fn a_new_leader_that_does_not_know_yet_what_serves_keeps_its_serving_since() {
+        let record =
+            ServingRecord { generation: 3, digest: "sha256:33".into(), sha256: "c3".repeat(32), spec: spec("x") };
+        let p = progress(&record.sha256, true);
+        let last_leader = compute(&view(3, &p, &record, 1), &SchedulingPolicyStatus::default(), "T-rollback");
+        assert_eq!(last_leader.serving_since.as_deref(), Some("T-rollback"));
+        // The next leader, before its swap of generation 3 has landed: nothing serving known.
+        let pending = Progress { ready: false, ..p.clone() };
+        let unknown = View { serving: None, ..view(3, &pending, &record, 1) };
+        let taking = compute(&unknown, &last_leader, "T-takeover");
+        assert_eq!(taking.serving_since.as_deref(), Some("T-rollback"));
+        assert_eq!((taking.serving_generation, taking.sha256.as_deref()), (Some(3), Some(&*record.sha256)));
+        // Once it knows, the same version: the same servingSince.
+        let known = compute(&view(3, &p, &record, 1), &taking, "T-later");
+        assert_eq!(known.serving_since.as_deref(), Some("T-rollback"));
     }
 
     #[test]

@@ -565,8 +565,16 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     assert!(detail.contains("bytes of its state") && !detail.contains(" 0 bytes"), "the state carried over: {detail}");
     policy.wait_ready(&r, &sha256(&v2), Duration::from_secs(120));
     let before = decisions(&r.records(), &leader).last().unwrap().1;
+    let rolled_at = wall_ms();
     policy.roll_back();
-    policy.wait_ready(&r, &sha256(&counter), Duration::from_secs(60));
+    let rolled = policy.wait_ready(&r, &sha256(&counter), Duration::from_secs(60));
+    // Serving since the rollback (to the second RFC 3339 keeps), not since version 1 first served.
+    let before_status = rolled.status.clone();
+    let since = rolled.status.and_then(|s| s.serving_since).expect("servingSince after the rollback");
+    let since_ms = |t: &str| {
+        humantime::parse_rfc3339(t).unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+    };
+    assert!(since_ms(&since) + 1_000 >= rolled_at, "servingSince {since} is before the rollback");
     let went_on = r.wait("a decision after the rollback", Duration::from_secs(10), || {
         decisions(&r.records(), &leader).last().filter(|(_, call)| *call > before + 1).copied()
     });
@@ -592,5 +600,14 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
         first.1
     );
     assert_eq!(first.1, last.1 + 1, "the state kept at the clean stop is the last one");
+    // The same version serves across the takeover: servingSince stays the rollback's.
+    std::thread::sleep(Duration::from_secs(3));
+    let after_status = policy.get().status;
+    let after = after_status.as_ref().and_then(|s| s.serving_since.clone());
+    assert_eq!(
+        after.as_deref(),
+        Some(since.as_str()),
+        "servingSince after the takeover; before {before_status:#?}\nafter {after_status:#?}"
+    );
     assert!(first.0 - deleted_at <= 8_000, "a released Lease is taken within a retry period and a tick");
 }
