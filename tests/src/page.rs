@@ -7,7 +7,11 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use wasmsched::api::{self, ApiServer, client};
+use wasmsched::status::Status;
+
 use crate::cdp::Browser;
+use crate::live::Running;
 
 /// The token the tests' hosts guard their API with.
 pub const TOKEN: &str = "s3cret";
@@ -71,4 +75,54 @@ pub fn sign_in(browser: &mut Browser, origin: &str) {
 /// Every URL the page asked for that is not on `origin`.
 pub fn elsewhere(browser: &Browser, origin: &str) -> Vec<String> {
     browser.requested().into_iter().filter(|u| !u.starts_with(origin) && u != "about:blank").collect()
+}
+
+/// A running host's page in a browser: the API served with [`TOKEN`] on loopback (its data
+/// refused without it), the page signed in and one live update seen, a screenshot `name`
+/// taken under `tmp`.
+pub struct Watched {
+    /// The browser, on the page.
+    pub browser: Browser,
+    /// The API, kept up after the host stops so that the page can still be read.
+    pub server: ApiServer,
+    /// The page's origin, `http://127.0.0.1:PORT`.
+    pub origin: String,
+}
+
+impl Watched {
+    /// Open `host`'s page in a new `chromium`.
+    pub fn open(chromium: &Path, host: &Running, tmp: &Path, name: &str) -> Watched {
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let server = api::serve(host.handle.clone(), loopback, Some(TOKEN.into())).unwrap();
+        let api::Listen::Tcp(addr) = server.addr().clone() else { unreachable!("a TCP address was asked for") };
+        assert_eq!(http(addr, "GET /api/overview HTTP/1.1\r\n").0, 401, "no token, no data");
+        let origin = format!("http://{addr}");
+        let mut browser = Browser::launch(chromium, 1280, 900);
+        sign_in(&mut browser, &origin);
+        let before = browser.eval("Number(document.body.dataset.updates || 0)").as_u64().unwrap();
+        browser.wait_for("an update", &format!("Number(document.body.dataset.updates || 0) > {before}"), SHOWN);
+        screenshot(&mut browser, tmp, name);
+        Watched { browser, server, origin }
+    }
+
+    /// Stop `host`, see the page say so, and check that its overview shows `/status`'s counts
+    /// and ticks; that status.
+    pub fn stop(&mut self, host: Running) -> Status {
+        host.stop();
+        let b = &mut self.browser;
+        b.wait_for("the page to see the loop stop", "document.body.textContent.includes('stopped')", SHOWN);
+        let status = client::status(self.server.addr(), Some(TOKEN)).unwrap();
+        open(b, "overview", "#/overview?stopped");
+        assert_eq!(number(b, "jobs-running"), status.jobs_running);
+        assert_eq!(number(b, "jobs-queued"), status.jobs_queued);
+        assert_eq!(number(b, "ticks"), status.ticks);
+        status
+    }
+
+    /// Nothing fetched from elsewhere, no error logged.
+    pub fn assert_clean(&self) {
+        let fetched = elsewhere(&self.browser, &self.origin);
+        assert!(fetched.is_empty(), "the page fetched from elsewhere: {fetched:?}");
+        assert!(self.browser.errors().is_empty(), "the page logged errors: {:?}", self.browser.errors());
+    }
 }

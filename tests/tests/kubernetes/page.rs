@@ -3,14 +3,11 @@
 //! apiserver, its counts are `/status`'s, each pod's placement is on the timeline as applied,
 //! the token is enforced and nothing is fetched from elsewhere.
 
-use std::net::SocketAddr;
-
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use wasmsched::api::{self, client};
-use wasmsched_tests::cdp::{Browser, chromium};
+use wasmsched_tests::cdp::chromium;
 use wasmsched_tests::live::{Running, Setup, component};
-use wasmsched_tests::page::{SHOWN, TOKEN, elsewhere, http, number, open, screenshot, sign_in};
+use wasmsched_tests::page::{Watched, number, open, screenshot};
 
 use crate::cluster::{cluster, serial};
 use crate::replicas::{queued_pod, with_limits};
@@ -50,26 +47,12 @@ fn the_operators_page_shows_the_kits_nodes_pods_and_apiserver() {
     std::fs::write(&path, text).unwrap();
     let host = Running::start(wasmsched::config::HostConfig::load(&path).unwrap());
     host.wait("the three pods running", |s| s.jobs_running == 3);
-    let server =
-        api::serve(host.handle.clone(), "127.0.0.1:0".parse::<SocketAddr>().unwrap(), Some(TOKEN.into())).unwrap();
-    let api::Listen::Tcp(addr) = server.addr().clone() else { unreachable!() };
-    let origin = format!("http://{addr}");
-    assert_eq!(http(addr, "GET /api/overview HTTP/1.1\r\n").0, 401, "no token, no data");
-
-    let mut browser = Browser::launch(&chromium, 1280, 900);
-    sign_in(&mut browser, &origin);
-    let before = browser.eval("Number(document.body.dataset.updates || 0)").as_u64().unwrap();
-    browser.wait_for("an update", &format!("Number(document.body.dataset.updates || 0) > {before}"), SHOWN);
-    screenshot(&mut browser, env!("CARGO_TARGET_TMPDIR").as_ref(), "kit-overview");
-
-    host.stop();
-    browser.wait_for("the page to see the loop stop", "document.body.textContent.includes('stopped')", SHOWN);
-    let status = client::status(server.addr(), Some(TOKEN)).unwrap();
-    open(&mut browser, "overview", "#/overview?stopped");
-    assert_eq!(number(&mut browser, "jobs-running"), status.jobs_running);
-    assert_eq!(number(&mut browser, "ticks"), status.ticks);
+    let tmp: &std::path::Path = env!("CARGO_TARGET_TMPDIR").as_ref();
+    let mut page = Watched::open(&chromium, &host, tmp, "kit-overview");
+    let status = page.stop(host);
+    let browser = &mut page.browser;
     let nodes = c.rt.block_on(Api::<Node>::all(c.client.clone()).list(&ListParams::default())).unwrap().items;
-    assert_eq!(number(&mut browser, "nodes-total"), nodes.len() as u64, "the kit's nodes");
+    assert_eq!(number(browser, "nodes-total"), nodes.len() as u64, "the kit's nodes");
     for n in &nodes {
         let name = n.metadata.name.as_deref().unwrap();
         assert!(
@@ -81,7 +64,7 @@ fn the_operators_page_shows_the_kits_nodes_pods_and_apiserver() {
     assert!(apiserver.up, "{apiserver:?}");
 
     // Each pod's placement, applied, on the timeline.
-    open(&mut browser, "decisions", "#/decisions?kind=place");
+    open(browser, "decisions", "#/decisions?kind=place");
     let placed = browser.eval(
         "[...document.querySelectorAll('tr[data-seq]')].filter(r => r.querySelector('[data-field=\"outcome\"]').textContent === 'applied').map(r => r.textContent)",
     );
@@ -91,12 +74,10 @@ fn the_operators_page_shows_the_kits_nodes_pods_and_apiserver() {
             "{name}: {placed}"
         );
     }
-    screenshot(&mut browser, env!("CARGO_TARGET_TMPDIR").as_ref(), "kit-decisions");
+    screenshot(browser, tmp, "kit-decisions");
     // A pod's page names its namespace.
     let job = browser.eval("Number(document.querySelector('tr[data-job]:not([data-job=\"\"])').dataset.job)");
-    open(&mut browser, "job", &format!("#/jobs/{job}"));
+    open(browser, "job", &format!("#/jobs/{job}"));
     assert_eq!(browser.eval("document.body.textContent.includes('default')"), true, "the pod's namespace");
-    let fetched = elsewhere(&browser, &origin);
-    assert!(fetched.is_empty(), "the page fetched from elsewhere: {fetched:?}");
-    assert!(browser.errors().is_empty(), "the page logged errors: {:?}", browser.errors());
+    page.assert_clean();
 }
