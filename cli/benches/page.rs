@@ -17,8 +17,8 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use wasmsched::bindings::wit;
 use wasmsched::budget::BudgetConfig;
 use wasmsched::control::{Decided, Tick};
-use wasmsched::journal::Journal;
 use wasmsched::journal::view::{self, DecisionQuery, Paging, QueueQuery};
+use wasmsched::journal::{Journal, ShadowSeen};
 use wasmsched::runtime::supervise::TickOutcome;
 use wasmsched::status::{PolicyStatus, Status};
 use wasmsched::world::{World, sample};
@@ -66,7 +66,7 @@ fn full(jobs: usize) -> (Journal, Arc<World>, Status) {
 }
 
 fn record(journal: &Journal, world: &Arc<World>, tick: u64) {
-    journal.observed(world.clone());
+    journal.observed(world.clone(), &[]);
     // A reason for every queued job, as a policy that explains its whole queue gives.
     let pending = world
         .queue()
@@ -86,7 +86,8 @@ fn record(journal: &Journal, world: &Arc<World>, tick: u64) {
         benched: None,
         benched_now: false,
     };
-    journal.record(&t, |_| 1);
+    // The shadow told apart from the active policy on every tick: its differences in words.
+    journal.record(&t, |_| 1, &[ShadowSeen::default()]);
 }
 
 /// One view, built.

@@ -661,7 +661,7 @@ impl Driver for HostDriver {
         let tenants = crate::status::TenantStatus::of(world);
         self.board.update(|s| {
             (s.jobs_running, s.jobs_queued) = (running, queued);
-            s.tenants = tenants;
+            s.tenants.clone_from(&tenants);
             s.pending.retain(|p| world.state(p.job).is_some_and(|j| !j.is_running()));
             s.leadership = lead;
             if !endpoints.is_empty() {
@@ -671,7 +671,7 @@ impl Driver for HostDriver {
         self.observe_experiment(world);
         let seen = Arc::new(world.clone());
         self.latest.publish(seen.clone());
-        self.journal.observed(seen.clone());
+        self.journal.observed(seen.clone(), &tenants);
         self.seen = Some(seen);
         if let Some(r) = &mut self.recorder {
             r.observed(world);
@@ -725,8 +725,9 @@ impl Driver for HostDriver {
 
     fn record(&mut self, tick: Tick<'_>) {
         let time_ms = tick.world.time_ms();
-        self.write_audit(&tick);
-        self.journal.record(&tick, |name| self.slot(name).and_then(|s| s.current.as_ref()).map_or(0, |c| c.version));
+        let shadows = self.write_audit(&tick);
+        let version = |name: &str| self.slot(name).and_then(|s| s.current.as_ref()).map_or(0, |c| c.version);
+        self.journal.record(&tick, version, &shadows);
         if let Some(r) = &mut self.recorder
             && let Err(e) = r.record(&tick)
         {

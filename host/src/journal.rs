@@ -15,6 +15,7 @@ use wasmsched_core::bindings::wit::{self, ActionKind};
 use wasmsched_core::world::{JobId, Record, World};
 use wasmsched_loop::budget::BudgetConfig;
 use wasmsched_loop::control::{Decided, Tick};
+use wasmsched_loop::shadow::Agreement;
 
 /// How many decisions the journal keeps (the audit log keeps every one).
 pub const DECISIONS_KEPT: usize = 20_000;
@@ -159,10 +160,16 @@ pub struct ShadowTrail {
     pub series: Series<AgreementAt>,
     /// Its latest differences, newest first.
     pub differences: VecDeque<Difference>,
-    #[serde(skip)]
-    compared: u64,
-    #[serde(skip)]
-    agreed: u64,
+}
+
+/// How the host compared one shadow with the active policy on a tick (`shadow::compare`, as
+/// the status and the audit log count it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ShadowSeen {
+    /// Its agreement so far, this tick counted.
+    pub agreement: Agreement,
+    /// Whether it decided as the active policy did on this tick.
+    pub agrees: bool,
 }
 
 /// A job that has ended (or left the backend), as last seen.
@@ -277,6 +284,16 @@ impl Entries {
     pub fn ended(&self, job: JobId) -> Option<&Ended> {
         self.ended.iter().rev().find(|e| e.spec.handle == job)
     }
+
+    /// Put `d` on the timeline as its next entry, the oldest going past [`DECISIONS_KEPT`].
+    fn add(&mut self, mut d: Decision) {
+        self.seq += 1;
+        d.seq = self.seq;
+        if self.decisions.len() == DECISIONS_KEPT {
+            self.decisions.pop_front();
+        }
+        self.decisions.push_back(d);
+    }
 }
 
 impl Journal {
@@ -296,9 +313,23 @@ impl Journal {
         self.pulse.subscribe()
     }
 
-    /// The world just observed: jobs gone since the last observation are remembered as ended.
-    pub fn observed(&self, world: Arc<World>) {
+    /// The world just observed and its tenants as the status shows them (none when there is
+    /// only the default one): jobs gone since the last observation are remembered as ended,
+    /// the tenants join their series.
+    pub fn observed(&self, world: Arc<World>, tenants: &[crate::status::TenantStatus]) {
         let mut e = self.read();
+        if !tenants.is_empty() {
+            let tenants = tenants
+                .iter()
+                .map(|t| TenantPoint {
+                    name: t.name.clone(),
+                    gpus: t.gpus,
+                    gpus_entitled: t.gpus_entitled,
+                    gpus_queued: t.gpus_queued,
+                })
+                .collect();
+            e.tenants.push(TenantsAt { time_ms: world.time_ms(), tenants });
+        }
         if let Some(before) = e.world.take() {
             let now = world.time_ms();
             let gone: Vec<Ended> = before
@@ -322,22 +353,13 @@ impl Journal {
         e.world = Some(world);
     }
 
-    /// What one tick did; `version` names each policy's version number.
-    pub fn record(&self, tick: &Tick<'_>, version: impl Fn(&str) -> u32) {
+    /// What one tick did; `version` names each policy's version number, `shadows` how the host
+    /// compared each of `tick.shadows` with the active policy, in their order.
+    pub fn record(&self, tick: &Tick<'_>, version: impl Fn(&str) -> u32, shadows: &[ShadowSeen]) {
         let world = tick.world;
         let time_ms = world.time_ms();
         let wall_ms = wasmsched_loop::record::wall_ms();
         let mut e = self.read();
-        let add = |e: &mut Entries, d: Decision| {
-            if e.decisions.len() == DECISIONS_KEPT {
-                e.decisions.pop_front();
-            }
-            e.decisions.push_back(d);
-        };
-        let stamp = |e: &mut Entries| {
-            e.seq += 1;
-            e.seq
-        };
         if let Some(active) = &tick.active {
             let o = &active.outcome;
             let v = version(&active.policy);
@@ -376,7 +398,7 @@ impl Journal {
             let fallback = o.fallback.is_some();
             for a in &o.actions {
                 let failed = tick.apply_errors.iter().find(|x| x.job == a.job);
-                let mut d = match (failed, fallback) {
+                let d = match (failed, fallback) {
                     (Some(x), _) => of(a, Outcome::NotApplied, Some(&x.reason)),
                     (None, true) => {
                         let why = o.failure.as_ref().map(|f| format!("the policy failed ({f}); its fallback's action"));
@@ -384,8 +406,7 @@ impl Journal {
                     }
                     (None, false) => of(a, Outcome::Applied, None),
                 };
-                d.seq = stamp(&mut e);
-                add(&mut e, d);
+                e.add(d);
             }
             // A failure of an action still in flight from an earlier tick: its entry was applied.
             for x in tick.apply_errors.iter().filter(|x| !o.actions.iter().any(|a| a.job == x.job)) {
@@ -397,9 +418,7 @@ impl Journal {
             }
             for (list, outcome) in [(&o.rejected, Outcome::Refused), (&o.over_budget, Outcome::OverBudget)] {
                 for r in list {
-                    let mut d = of(&r.action, outcome, Some(&r.reason));
-                    d.seq = stamp(&mut e);
-                    add(&mut e, d);
+                    e.add(of(&r.action, outcome, Some(&r.reason)));
                 }
             }
             e.pending.clone_from(&o.pending);
@@ -413,8 +432,8 @@ impl Journal {
         }
         for &job in &tick.rescued {
             let (job_name, tenant) = job_words(world, job);
-            let d = Decision {
-                seq: stamp(&mut e),
+            e.add(Decision {
+                seq: 0,
                 tick: tick.number,
                 time_ms,
                 wall_ms,
@@ -429,25 +448,11 @@ impl Journal {
                 reason: "it fit, and the policy that places left it waiting past stall-after".into(),
                 outcome: Outcome::Rescued,
                 why: None,
-            };
-            add(&mut e, d);
+            });
         }
         let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
-        for shadow in &tick.shadows {
-            note_shadow(&mut e, tick.number, time_ms, active_actions, shadow, world);
-        }
-        let tenants = crate::status::TenantStatus::of(world);
-        if !tenants.is_empty() {
-            let tenants = tenants
-                .into_iter()
-                .map(|t| TenantPoint {
-                    name: t.name,
-                    gpus: t.gpus,
-                    gpus_entitled: t.gpus_entitled,
-                    gpus_queued: t.gpus_queued,
-                })
-                .collect();
-            e.tenants.push(TenantsAt { time_ms, tenants });
+        for (shadow, &seen) in tick.shadows.iter().zip(shadows) {
+            note_shadow(&mut e, tick.number, time_ms, active_actions, shadow, seen, world);
         }
         let pulse = Pulse { ticks: tick.number, time_ms, seq: e.seq, running: true };
         drop(e);
@@ -460,8 +465,17 @@ impl Journal {
     }
 }
 
-/// Count a shadow's answer against the active policy's, keeping where they differ.
-fn note_shadow(e: &mut Entries, tick: u64, time_ms: u64, active: &[wit::Action], shadow: &Decided, world: &World) {
+/// A shadow's agreement so far on its series and, on a tick it decided otherwise than the
+/// active policy, the actions only one of them took, in words.
+fn note_shadow(
+    e: &mut Entries,
+    tick: u64,
+    time_ms: u64,
+    active: &[wit::Action],
+    shadow: &Decided,
+    seen: ShadowSeen,
+    world: &World,
+) {
     let at = match e.shadows.iter().position(|s| *s.name == *shadow.policy) {
         Some(at) => at,
         None => {
@@ -470,24 +484,22 @@ fn note_shadow(e: &mut Entries, tick: u64, time_ms: u64, active: &[wit::Action],
         }
     };
     let trail = &mut e.shadows[at];
+    let Agreement { compared, agreed, .. } = seen.agreement;
+    trail.series.push(AgreementAt { time_ms, compared, agreed });
+    if seen.agrees {
+        return;
+    }
     let said = |actions: &[wit::Action]| -> Vec<String> {
         let mut v: Vec<String> = actions.iter().map(|a| summary(a, world)).collect();
         v.sort();
         v
     };
     let (a, s) = (said(active), said(&shadow.outcome.actions));
-    let only_active = minus(&a, &s);
-    let only_shadow = minus(&s, &a);
-    let agree = only_active.is_empty() && only_shadow.is_empty();
-    trail.compared += 1;
-    trail.agreed += u64::from(agree);
-    trail.series.push(AgreementAt { time_ms, compared: trail.compared, agreed: trail.agreed });
-    if !agree {
-        if trail.differences.len() == DIFFERENCES_KEPT {
-            trail.differences.pop_back();
-        }
-        trail.differences.push_front(Difference { tick, time_ms, only_active, only_shadow });
+    let (only_active, only_shadow) = (minus(&a, &s), minus(&s, &a));
+    if trail.differences.len() == DIFFERENCES_KEPT {
+        trail.differences.pop_back();
     }
+    trail.differences.push_front(Difference { tick, time_ms, only_active, only_shadow });
 }
 
 /// What is in sorted `a` and not in sorted `b`, as multisets (12 at most, then how many more).
@@ -616,7 +628,7 @@ mod tests {
         use wasmsched_runtime::validate::Rejection;
         let world = wasmsched_core::world::sample::with_queue(2, 2, 3, 1);
         let journal = Journal::new(BudgetConfig::default());
-        journal.observed(Arc::new(world.clone()));
+        journal.observed(Arc::new(world.clone()), &[]);
         let q: Vec<JobId> = world.queue().map(|(spec, _)| spec.handle).collect();
         let place = |job, node| wit::Action {
             job,
@@ -643,10 +655,10 @@ mod tests {
             benched_now: false,
         };
         let refused = Rejection { action: place(q[2], 9), reason: "no node 9".into() };
-        journal.record(&tick(1, vec![place(q[0], 0), place(q[1], 1)], vec![refused], Vec::new()), |_| 3);
+        journal.record(&tick(1, vec![place(q[0], 0), place(q[1], 1)], vec![refused], Vec::new()), |_| 3, &[]);
         // The engine fails q1's placement, in flight since tick 1.
         let failed = ApplyError { job: q[1], reason: "the engine said no".into() };
-        journal.record(&tick(2, Vec::new(), Vec::new(), vec![failed]), |_| 3);
+        journal.record(&tick(2, Vec::new(), Vec::new(), vec![failed]), |_| 3, &[]);
         let e = journal.read();
         let shown: Vec<(Option<JobId>, &str, Outcome, Option<&str>)> =
             e.decisions.iter().map(|d| (d.job, d.kind, d.outcome, d.why.as_deref())).collect();

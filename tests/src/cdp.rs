@@ -26,6 +26,17 @@ pub fn chromium() -> Option<PathBuf> {
     from_env.into_iter().chain([PathBuf::from("/usr/bin/chromium")]).chain(on_path).find(|p| p.is_file())
 }
 
+/// [`chromium`], or None after saying that `test` skips and what it left unchecked.
+pub fn chromium_or_say(test: &str, unchecked: &str) -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        eprintln!(
+            "SKIPPED {test}: no chromium (apt-get install chromium, or set WASMSCHED_CHROMIUM to its path); {unchecked}"
+        );
+    }
+    found
+}
+
 /// How every test runs Chromium: headless, alone (no sandbox, GPU, sync, updates or
 /// background traffic), quiet.
 pub const HEADLESS: [&str; 11] = [

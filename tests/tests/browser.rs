@@ -15,7 +15,7 @@ use wasmsched::experiment::sweep::{Axis, Point, Sweep};
 use wasmsched::report::{Compared, write_html, write_sweep_html};
 use wasmsched::scenario::Scenario;
 use wasmsched::sim::SimConfig;
-use wasmsched_tests::cdp::{HEADLESS, chromium};
+use wasmsched_tests::cdp::{HEADLESS, chromium_or_say};
 use wasmsched_tests::common::runtime;
 
 /// How long one Chromium run may take before the test fails.
@@ -27,15 +27,9 @@ const WIDTH: u32 = 1280;
 /// Chromium, or return from the test after saying it is skipped.
 macro_rules! chromium_or_skip {
     () => {
-        match chromium() {
+        match chromium_or_say("browser", "the HTML report was not checked in a browser") {
             Some(path) => path,
-            None => {
-                eprintln!(
-                    "SKIPPED browser: no chromium (apt-get install chromium, or set WASMSCHED_CHROMIUM to its path); \
-                     the HTML report was not checked in a browser"
-                );
-                return;
-            }
+            None => return,
         }
     };
 }

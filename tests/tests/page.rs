@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 
 use wasmsched::api::{self, client};
-use wasmsched_tests::cdp::{Browser, chromium};
+use wasmsched_tests::cdp::{Browser, chromium_or_say};
 use wasmsched_tests::live::{Running, Setup, component};
 use wasmsched_tests::page::{SHOWN, TOKEN, elsewhere, http, number, open, screenshot, sign_in};
 
@@ -18,12 +18,7 @@ const TMP: &str = env!("CARGO_TARGET_TMPDIR");
 
 #[test]
 fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() {
-    let Some(chromium) = chromium() else {
-        eprintln!(
-            "SKIPPED page: no chromium (apt-get install chromium, or set WASMSCHED_CHROMIUM); the operator's page was not checked"
-        );
-        return;
-    };
+    let Some(chromium) = chromium_or_say("page", "the operator's page was not checked") else { return };
     let setup = Setup::new();
     // nlp's jobs train cifar10 for 40 epochs rather than bert for 4: short epochs, so the jobs'
     // pages have progress to draw within the test's minutes of backend time.
@@ -127,6 +122,13 @@ fn the_operators_page_agrees_with_the_status_updates_live_and_keeps_its_token() 
         }
     }
     assert!(compared > 0, "no queued job's reason was compared: {rows:?} against {:?}", status.pending);
+
+    // The shadow's agreement, as the status counts it.
+    open(&mut browser, "shadows", "#/shadows?stopped");
+    let agreement = status.policy("fair-share").and_then(|p| p.shadow).expect("fair share's agreement");
+    let shown =
+        browser.eval("document.querySelector('[data-shadow=\"fair-share\"] [data-field=\"rate\"]').textContent");
+    assert_eq!(shown, format!("{:.1} %", agreement.rate() * 100.0), "{agreement:?}");
 
     // A decision's outcome, against the audit log's line for its tick.
     open(&mut browser, "decisions", "#/decisions");

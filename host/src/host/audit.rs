@@ -4,26 +4,33 @@ use std::sync::Arc;
 
 use wasmsched_loop::control::Tick;
 use wasmsched_loop::record::{self, AuditDecision, AuditLine, Refused};
-use wasmsched_loop::shadow;
+use wasmsched_loop::shadow::{self, Agreement};
+
+use crate::journal::ShadowSeen;
 
 use super::HostDriver;
 
 impl HostDriver {
     /// The tick's line in the audit log, where it has one: the decisions (each shadow's
-    /// agreement with the active counted), the jobs rescued, the policies' changes.
-    pub(super) fn write_audit(&mut self, tick: &Tick<'_>) {
+    /// agreement with the active counted), the jobs rescued, the policies' changes. How each
+    /// shadow compared, in `tick.shadows`' order.
+    pub(super) fn write_audit(&mut self, tick: &Tick<'_>) -> Vec<ShadowSeen> {
         let time_ms = tick.world.time_ms();
         if !tick.asked && tick.rescued.is_empty() && self.changes.is_empty() && self.event.is_none() {
-            return;
+            return Vec::new();
         }
         let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
         let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
         let mut shadows = Vec::with_capacity(tick.shadows.len());
+        let mut compared = Vec::with_capacity(tick.shadows.len());
         for d in &tick.shadows {
             let diff = shadow::compare(active_actions, &d.outcome.actions, &seen);
+            let mut agreement = Agreement::default();
             if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *d.policy) {
                 slot.agreement.add(&diff);
+                agreement = slot.agreement;
             }
+            compared.push(ShadowSeen { agreement, agrees: diff.agree });
             let mut line = AuditDecision::of(d);
             line.agrees = Some(diff.agree);
             shadows.push(line);
@@ -58,5 +65,6 @@ impl HostDriver {
         }
         self.changes.clear();
         self.event = None;
+        compared
     }
 }

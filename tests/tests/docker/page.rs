@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use wasmsched_tests::cdp::chromium;
+use wasmsched_tests::cdp::chromium_or_say;
 use wasmsched_tests::live::{Running, Setup, component};
 use wasmsched_tests::page::{Watched, open};
 
@@ -18,13 +18,7 @@ use crate::{QUICK, test_label};
     ignore = "needs a Docker Engine: `.ci/docker-engine start`, export WASMSCHED_DOCKER=<its endpoint>"
 )]
 fn the_operators_page_shows_the_engine_its_containers_and_the_limits_applied() {
-    let Some(chromium) = chromium() else {
-        eprintln!(
-            "SKIPPED {}: no chromium (apt-get install chromium); the page was not checked on Docker",
-            module_path!()
-        );
-        return;
-    };
+    let Some(chromium) = chromium_or_say(module_path!(), "the page was not checked on Docker") else { return };
     let (e, _serial) = trainer_engine_or_skip!();
     let label = test_label("page");
     let a = e.start_trainer("page-a", &[("test", &label)], QUICK, Some(0.5));

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use wasmsched_tests::cdp::chromium;
+use wasmsched_tests::cdp::chromium_or_say;
 use wasmsched_tests::live::{Running, Setup, component};
 use wasmsched_tests::page::{Watched, number, open, screenshot};
 
@@ -19,13 +19,7 @@ use crate::test_label;
     ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
 )]
 fn the_operators_page_shows_the_kits_nodes_pods_and_apiserver() {
-    let Some(chromium) = chromium() else {
-        eprintln!(
-            "SKIPPED {}: no chromium (apt-get install chromium); the page was not checked on the kit",
-            module_path!()
-        );
-        return;
-    };
+    let Some(chromium) = chromium_or_say(module_path!(), "the page was not checked on the kit") else { return };
     let Some(c) = cluster() else {
         eprintln!("SKIPPED {}: no Kubernetes cluster", module_path!());
         return;
