@@ -258,8 +258,9 @@ pub struct Entries {
     pub decisions: VecDeque<Decision>,
     /// Decisions ever added.
     pub seq: u64,
-    /// Why queued jobs wait, as the active policy last said.
-    pub pending: Vec<wit::Pending>,
+    /// Why queued jobs wait, as the active policy last said (shared with the views that read
+    /// it, so that none copies it under the lock).
+    pub pending: Arc<Vec<wit::Pending>>,
     /// The tenants over time.
     pub tenants: Series<TenantsAt>,
     /// Each shadow's record, in the order they first answered.
@@ -421,7 +422,7 @@ impl Journal {
                     e.add(of(&r.action, outcome, Some(&r.reason)));
                 }
             }
-            e.pending.clone_from(&o.pending);
+            e.pending = Arc::new(o.pending.clone());
             if tick.disruptions > 0 {
                 e.disruptions.push_back((time_ms, tick.disruptions));
             }

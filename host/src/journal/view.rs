@@ -67,54 +67,53 @@ pub fn overview(status: &Status, journal: &Journal, paging: &Paging, actions: bo
     }
     let mean =
         |xs: &[f32]| if xs.is_empty() { 0.0 } else { xs.iter().map(|&x| f64::from(x)).sum::<f64>() / xs.len() as f64 };
-    let nodes: Vec<NodeRow> = world
-        .nodes()
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            let id = NodeId(i as u32);
-            NodeRow {
-                id: i as u32,
-                name: n.name.clone(),
-                gpu_type: n.gpu_type.clone(),
-                gpus: n.gpu_memory_bytes.len() as u32,
-                gpus_used: held[i],
-                utilisation_percent: mean(world.gpu_use(id)),
-                down: world.is_node_down(id),
-                jobs: jobs[i],
-            }
-        })
-        .collect();
+    // Every node counts in the summary; only the page's rows are built.
+    let gpus_of = |n: &wasmsched_core::bindings::wit::Node| n.gpu_memory_bytes.len() as u32;
+    let use_of: Vec<f64> = (0..world.nodes().len()).map(|i| mean(world.gpu_use(NodeId(i as u32)))).collect();
     let mut by_type: Vec<TypeRow> = Vec::new();
-    for n in nodes.iter().filter(|n| n.gpus > 0) {
+    for (i, n) in world.nodes().iter().enumerate().filter(|(_, n)| gpus_of(n) > 0) {
         let row = match by_type.iter_mut().position(|t| t.gpu_type == n.gpu_type) {
-            Some(i) => &mut by_type[i],
+            Some(at) => &mut by_type[at],
             None => {
                 by_type.push(TypeRow { gpu_type: n.gpu_type.clone(), ..TypeRow::default() });
                 by_type.last_mut().expect("just pushed")
             }
         };
         row.nodes += 1;
-        row.gpus += n.gpus;
-        row.gpus_used += n.gpus_used;
-        row.utilisation_percent += n.utilisation_percent * f64::from(n.gpus);
+        row.gpus += gpus_of(n);
+        row.gpus_used += held[i];
+        row.utilisation_percent += use_of[i] * f64::from(gpus_of(n));
     }
     for t in &mut by_type {
         t.utilisation_percent /= f64::from(t.gpus.max(1));
     }
     by_type.sort_by(|a, b| a.gpu_type.cmp(&b.gpu_type));
-    let gpus: u32 = nodes.iter().map(|n| n.gpus).sum();
+    let gpus: u32 = world.nodes().iter().map(gpus_of).sum();
+    let total = world.nodes().len();
     let summary = json!({
-        "total": nodes.len(),
-        "down": nodes.iter().filter(|n| n.down).count(),
+        "total": total,
+        "down": world.nodes_down().len(),
         "gpus": gpus,
-        "gpus_used": nodes.iter().map(|n| n.gpus_used).sum::<u32>(),
+        "gpus_used": held.iter().sum::<u32>(),
         "utilisation_percent": by_type.iter().map(|t| t.utilisation_percent * f64::from(t.gpus)).sum::<f64>() / f64::from(gpus.max(1)),
         "by_type": by_type,
     });
+    let row = |i: usize| {
+        let (n, id) = (&world.nodes()[i], NodeId(i as u32));
+        NodeRow {
+            id: i as u32,
+            name: n.name.clone(),
+            gpu_type: n.gpu_type.clone(),
+            gpus: gpus_of(n),
+            gpus_used: held[i],
+            utilisation_percent: use_of[i],
+            down: world.is_node_down(id),
+            jobs: jobs[i],
+        }
+    };
     let ready = status.ready().err();
     let live = status.live(wasmsched_loop::record::wall_ms()).err();
-    let node_list = json!({"total": nodes.len(), "offset": paging.offset, "items": paging.take(nodes.into_iter())});
+    let node_list = json!({"total": total, "offset": paging.offset, "items": paging.take(0..total).into_iter().map(row).collect::<Vec<_>>()});
     let budget = json!({
         "enabled": budget.enabled,
         "window_s": budget.window.as_secs_f64(),
@@ -187,33 +186,43 @@ struct Queued {
 pub fn queue(status: &Status, journal: &Journal, q: &QueueQuery) -> Value {
     let (world, pending) = {
         let e = journal.read();
-        let said: std::collections::HashMap<JobId, String> =
-            e.pending.iter().map(|p| (p.job, p.reason.clone())).collect();
-        (world_of(&e), said)
+        (world_of(&e), e.pending.clone())
     };
+    let said: std::collections::HashMap<JobId, &str> = pending.iter().map(|p| (p.job, p.reason.as_str())).collect();
     let active = status.policies.iter().find(|p| p.role == crate::config::Role::Active);
     let active = active.map_or("the active policy", |p| p.name.as_str());
     let free = world.gpu_count().saturating_sub(world.jobs().map(|(_, s)| s.gpus.len()).sum());
     let mut queued: Vec<_> = world.queue().collect();
     queued.sort_by_key(|(spec, state)| (state.since_ms, spec.handle));
+    // Every queued job's tenant and namespace, for the filters; a row only for the page's.
+    let tenant_of = |index: u32| world.tenants().get(index as usize).map_or("", |t| t.name.as_str());
+    let keys: Vec<(&str, &str)> =
+        queued.iter().map(|(spec, state)| (tenant_of(state.tenant), namespace_of(spec))).collect();
+    let tenants: BTreeSet<&str> = keys.iter().map(|k| k.0).collect();
+    let namespaces: BTreeSet<&str> = keys.iter().map(|k| k.1).filter(|n| !n.is_empty()).collect();
+    let wanted = |(tenant, namespace): (&str, &str)| {
+        q.tenant.as_deref().is_none_or(|t| t.is_empty() || tenant == t)
+            && q.namespace.as_deref().is_none_or(|n| n.is_empty() || namespace == n)
+    };
+    let shown: Vec<usize> = (0..queued.len()).filter(|&i| wanted(keys[i])).collect();
     let now = world.time_ms();
-    let rows = queued.iter().enumerate().map(|(i, (spec, state))| {
-        let said = pending.get(&spec.handle);
+    let row = |i: usize| {
+        let ((spec, state), (tenant, namespace)) = (queued[i], keys[i]);
         let waits = match state.queued {
             Some(wasmsched_core::bindings::wit::WaitReason::Preempted) => "preempted",
             _ => "never-started",
         };
         let asks = spec.gpus.saturating_mul(spec.replicas.max(1));
-        let (reason, by) = match said {
-            Some(reason) => (reason.clone(), "policy"),
+        let (reason, by) = match said.get(&spec.handle) {
+            Some(reason) => (reason.to_string(), "policy"),
             None => (format!("{active} gave no reason; it asks {asks} GPUs and {free} are free"), "host"),
         };
         Queued {
             position: i + 1,
             job: spec.handle,
             name: spec.name.clone(),
-            tenant: tenant_name(&world, state.tenant),
-            namespace: namespace_of(spec),
+            tenant: tenant.to_string(),
+            namespace: namespace.to_string(),
             gpus: asks,
             since_ms: state.since_ms,
             wait_ms: now.saturating_sub(state.since_ms),
@@ -221,23 +230,15 @@ pub fn queue(status: &Status, journal: &Journal, q: &QueueQuery) -> Value {
             reason,
             reason_by: by,
         }
-    });
-    let rows: Vec<Queued> = rows.collect();
-    let tenants: BTreeSet<&str> = rows.iter().map(|r| r.tenant.as_str()).collect();
-    let namespaces: BTreeSet<&str> = rows.iter().map(|r| r.namespace.as_str()).filter(|n| !n.is_empty()).collect();
-    let wanted = |r: &&Queued| {
-        q.tenant.as_deref().is_none_or(|t| t.is_empty() || r.tenant == t)
-            && q.namespace.as_deref().is_none_or(|n| n.is_empty() || r.namespace == n)
     };
-    let total = rows.iter().filter(wanted).count();
     let paging = Paging { offset: q.offset, limit: q.limit };
-    let items = paging.take(rows.iter().filter(wanted));
-    json!({"total": total, "offset": q.offset, "tenants": tenants, "namespaces": namespaces, "items": items})
+    let items: Vec<Queued> = paging.take(shown.iter().copied()).into_iter().map(row).collect();
+    json!({"total": shown.len(), "offset": q.offset, "tenants": tenants, "namespaces": namespaces, "items": items})
 }
 
 /// A job's namespace: its [`NAMESPACE_LABEL`], or none.
-fn namespace_of(spec: &wasmsched_core::bindings::wit::JobSpec) -> String {
-    spec.labels.iter().find(|(k, _)| k == NAMESPACE_LABEL).map(|(_, v)| v.clone()).unwrap_or_default()
+fn namespace_of(spec: &wasmsched_core::bindings::wit::JobSpec) -> &str {
+    spec.labels.iter().find(|(k, _)| k == NAMESPACE_LABEL).map_or("", |(_, v)| v.as_str())
 }
 
 /// `/api/tenants`: each tenant now, the fairness index, and the tenants over time.
