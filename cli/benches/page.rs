@@ -82,6 +82,7 @@ fn record(journal: &Journal, world: &Arc<World>, tick: u64) {
         shadows: vec![shadow],
         apply_errors: Vec::new(),
         disruptions: 0,
+        budget_spent: 0,
         rescued: Vec::new(),
         benched: None,
         benched_now: false,

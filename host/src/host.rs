@@ -743,6 +743,7 @@ impl Driver for HostDriver {
             .collect()
         });
         let (disruptions, rescued, benched) = (tick.disruptions, tick.rescued.len() as u64, tick.benched_now);
+        let budget_spent = tick.budget_spent;
         let now = Instant::now();
         if let Some(then) = self.ticked.replace(now) {
             if self.tick_walls.len() == TICKS_KEPT {
@@ -762,6 +763,7 @@ impl Driver for HostDriver {
             s.decisions += u64::from(tick.asked);
             s.backend_time_ms = time_ms;
             s.disruptions += disruptions;
+            s.disruptions_in_window = budget_spent;
             s.over_budget += over_budget;
             if let Some(pending) = pending {
                 s.pending = pending;

@@ -269,18 +269,9 @@ pub struct Entries {
     pub ended: VecDeque<Ended>,
     /// The disruption budget as configured.
     pub budget: BudgetConfig,
-    /// Disruptions the backend was handed lately: the backend's clock and how many.
-    pub disruptions: VecDeque<(u64, u64)>,
 }
 
 impl Entries {
-    /// Disruptions within the budget's window up to the world's time.
-    pub fn disruptions_in_window(&self) -> u64 {
-        let now = self.world.as_ref().map_or(0, |w| w.time_ms());
-        let since = now.saturating_sub(self.budget.window.as_millis() as u64);
-        self.disruptions.iter().filter(|(t, _)| *t > since).map(|(_, n)| n).sum()
-    }
-
     /// The ended job with handle `job`, if remembered.
     pub fn ended(&self, job: JobId) -> Option<&Ended> {
         self.ended.iter().rev().find(|e| e.spec.handle == job)
@@ -423,13 +414,6 @@ impl Journal {
                 }
             }
             e.pending = Arc::new(o.pending.clone());
-            if tick.disruptions > 0 {
-                e.disruptions.push_back((time_ms, tick.disruptions));
-            }
-            let keep_from = time_ms.saturating_sub(e.budget.window.as_millis() as u64);
-            while e.disruptions.front().is_some_and(|(t, _)| *t <= keep_from) {
-                e.disruptions.pop_front();
-            }
         }
         for &job in &tick.rescued {
             let (job_name, tenant) = job_words(world, job);
@@ -651,6 +635,7 @@ mod tests {
             shadows: Vec::new(),
             apply_errors,
             disruptions: 0,
+            budget_spent: 0,
             rescued: Vec::new(),
             benched: None,
             benched_now: false,

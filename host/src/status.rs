@@ -71,6 +71,10 @@ pub struct Status {
     /// Actions refused over the disruption budget.
     #[serde(default)]
     pub over_budget: u64,
+    /// Disruptions the budget counts within its window now (`[budget] max-per-window` is what
+    /// it admits there).
+    #[serde(default)]
+    pub disruptions_in_window: u64,
     /// The version the watchdog benched, while it is benched.
     #[serde(default)]
     pub watchdog: Option<Benched>,

@@ -153,6 +153,13 @@ impl Budget {
         self.counters
     }
 
+    /// Disruptions admitted within the window that ends at `now_ms`, as the next admission
+    /// counts them against `max-per-window`.
+    pub fn spent(&self, now_ms: u64) -> u64 {
+        let window_ms = self.config.window.as_millis() as u64;
+        self.recent.iter().filter(|(at, _)| now_ms.saturating_sub(*at) < window_ms).count() as u64
+    }
+
     /// Split validated `actions` for `world` into those that apply and those over budget;
     /// what applies is validated again when anything was refused (module docs).
     pub fn admit(&mut self, actions: Vec<wit::Action>, world: &World) -> (Vec<wit::Action>, Vec<Rejection>) {
@@ -299,6 +306,9 @@ mod tests {
         assert_eq!(refused.len(), 3);
         assert!(refused[0].reason.contains("budget.max-per-window is 3"), "{}", refused[0].reason);
         assert_eq!(b.counters(), BudgetCounters { disruptions: 3, refused: 3 });
+        // What it has spent of its window, as the status shows it: all three, until the
+        // window has passed.
+        assert_eq!((b.spent(100_000), b.spent(159_999), b.spent(160_000)), (3, 3, 0));
         // A window later the budget is whole again.
         let (kept, refused) = b.admit(vec![act(JobId(3), ActionKind::Stop)], &at(sample::world(4, 8, 2), 160));
         assert_eq!((kept.len(), refused.len()), (1, 0));

@@ -127,6 +127,8 @@ pub struct Tick<'a> {
     pub apply_errors: Vec<ApplyError>,
     /// How many of the applied actions disrupted their jobs.
     pub disruptions: u64,
+    /// Disruptions the budget counts within its window now ([`Budget::spent`]).
+    pub budget_spent: u64,
     /// Queued jobs the host started itself on this tick: the policy that places had left them
     /// waiting for `stall-after` although they fit ([`crate::watchdog`]).
     pub rescued: Vec<JobId>,
@@ -284,6 +286,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             shadows,
             apply_errors,
             disruptions: disrupted,
+            budget_spent: run.budget.spent(run.world.time_ms()),
             rescued,
             benched: run.dog.benched(),
             benched_now,

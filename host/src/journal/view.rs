@@ -43,10 +43,11 @@ fn world_of(e: &Entries) -> Arc<World> {
 /// `/api/overview`: the status, the nodes by GPU type and a page of them, the disruption
 /// budget left, and whether actions are offered (the host has a token).
 pub fn overview(status: &Status, journal: &Journal, paging: &Paging, actions: bool) -> Value {
-    let (world, budget, used) = {
+    let (world, budget) = {
         let e = journal.read();
-        (world_of(&e), e.budget, e.disruptions_in_window())
+        (world_of(&e), e.budget)
     };
+    let used = status.disruptions_in_window;
     let mut held = vec![0u32; world.nodes().len()];
     let mut jobs = vec![0u32; world.nodes().len()];
     for (_, state) in world.jobs() {
