@@ -80,6 +80,7 @@ fn record(journal: &Journal, world: &Arc<World>, tick: u64) {
         asked: true,
         active: Some(active),
         shadows: vec![shadow],
+        arms: Vec::new(),
         apply_errors: Vec::new(),
         disruptions: 0,
         budget_spent: 0,

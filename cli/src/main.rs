@@ -152,10 +152,11 @@ enum Command {
         runtime: RuntimeArgs,
     },
     /// A/B test policies on the simulator the way a live cluster would run them: a switchback
-    /// (one arm active at a time, in randomised blocks with a burn-in), each arm's mean JCT,
-    /// wait, throughput and GPU use against the first's by Little's law and naively, with
-    /// intervals; with --truth, every arm also alone on the same workload and seed, and each
-    /// estimator's bias, error and interval coverage over the seeds.
+    /// (one arm active at a time, in randomised blocks with a burn-in) or a split (every arm at
+    /// once, each job on one arm), each arm's mean JCT, wait, throughput and GPU use against the
+    /// first's by Little's law and naively, with intervals; with --truth, every arm also alone
+    /// on the same workload and seed, and each estimator's bias, error and interval coverage
+    /// over the seeds.
     Abtest {
         #[command(flatten)]
         workload: WorkloadArgs,
@@ -163,13 +164,20 @@ enum Command {
         /// same one twice is an A/A test (the second labelled NAME#2).
         #[arg(long = "policy", required = true)]
         policies: Vec<String>,
-        /// How long each block runs one arm (on the simulator's clock).
+        /// How the arms share the cluster: `switchback` (in turn) or `split` (side by side).
+        #[arg(long, default_value = "switchback")]
+        design: wasmsched::experiment_design::Design,
+        /// In a split, what each job's arm is drawn from: `name` or `tenant` (hashed).
+        #[arg(long, default_value = "name")]
+        assign: wasmsched::experiment_design::Assign,
+        /// How long each block runs one arm (on the simulator's clock); in a split, the
+        /// batches the intervals are taken over.
         #[arg(long, default_value = "2h", value_parser = humantime::parse_duration)]
         block: std::time::Duration,
-        /// The start of each block left out of every figure.
+        /// The start of each block left out of every figure (in a split, the start of the run).
         #[arg(long, default_value = "30m", value_parser = humantime::parse_duration)]
         burn_in: std::time::Duration,
-        /// Replications: seeds 0, 1, … N-1, each its own switchback order and simulation.
+        /// Replications: seeds 0, 1, … N-1, each its own order or assignment and simulation.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         /// Also run every arm alone on each seed, and check the estimators against it.
@@ -464,8 +472,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare { workload, policies, seeds, out, runtime } => {
             cli::experiments::compare(&workload, policies, seeds, &out, &runtime)
         }
-        Command::Abtest { workload, policies, block, burn_in, seeds, truth, json, runtime } => {
-            let args = cli::experiments::AbtestArgs { policies, block, burn_in, seeds, truth, json };
+        Command::Abtest { workload, policies, design, assign, block, burn_in, seeds, truth, json, runtime } => {
+            let args = cli::experiments::AbtestArgs { policies, design, assign, block, burn_in, seeds, truth, json };
             cli::experiments::abtest(&workload, &args, &runtime)
         }
         Command::Sweep { workload, policy, axes, fixed, baseline, figure, seeds, threads, out, runtime } => {

@@ -35,3 +35,9 @@ impl SplitMix {
         1.0 + spread * (2.0 * self.next_f64() - 1.0)
     }
 }
+
+/// FNV-1a of `bytes`: a stable 64-bit hash (the same on every platform and every run), to
+/// draw from a name.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}

@@ -371,6 +371,47 @@ impl World {
         true
     }
 
+    /// The world with the queued jobs `hide` picks left out, every running job kept: the view
+    /// of one arm of a split experiment, whose policy orders and places its own queue while
+    /// the other arms' running jobs still hold their GPUs.
+    pub fn without_queued(&self, hide: impl Fn(&wit::JobSpec) -> bool) -> World {
+        let mut view = self.clone_shell();
+        for ((spec, state), history) in self.specs.iter().zip(&self.states).zip(&self.history) {
+            if !state.is_running() && hide(spec) {
+                continue;
+            }
+            view.queued += usize::from(!state.is_running());
+            view.specs.push(spec.clone());
+            view.states.push(state.clone());
+            view.history.push(history.clone());
+        }
+        view
+    }
+
+    /// Everything but the jobs, which [`World::without_queued`] copies one by one.
+    fn clone_shell(&self) -> World {
+        World {
+            time_ms: self.time_ms,
+            nodes: self.nodes.clone(),
+            nodes_version: self.nodes_version,
+            nodes_down: self.nodes_down.clone(),
+            gpu_utilisation: self.gpu_utilisation.clone(),
+            gpu_memory_used: self.gpu_memory_used.clone(),
+            gpu_offsets: self.gpu_offsets.clone(),
+            specs: Vec::new(),
+            states: Vec::new(),
+            history: Vec::new(),
+            next_handle: self.next_handle,
+            next_seq: self.next_seq,
+            queued: 0,
+            tenants: self.tenants.clone(),
+            declared: self.declared,
+            tenants_version: self.tenants_version,
+            departed: self.departed.clone(),
+            room: self.room.clone(),
+        }
+    }
+
     /// Stop tracking a job. False when it was not tracked.
     pub fn remove_job(&mut self, handle: JobId) -> bool {
         let Some(i) = self.index(handle) else { return false };

@@ -23,7 +23,7 @@ use std::time::Instant;
 use pacer::Pacer;
 
 use wasmsched_core::world::World;
-use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Tick};
+use wasmsched_loop::control::{self, Driver, LoopConfig, LoopSummary, Policies, Split, Tick};
 use wasmsched_loop::experiment::ExperimentEvent;
 
 use experiment::{LiveExperiment, serving_role};
@@ -555,7 +555,7 @@ impl HostDriver {
         };
         let slot = self.slot(name);
         let now_ms = self.seen.as_ref().map_or(0, |w| w.time_ms());
-        let arm = self.experiment.as_ref().and_then(|e| e.arm());
+        let experiment = self.experiment.as_ref();
         // Another version of the active policy: the loop's watchdog lets go of the benched one
         // on the next tick.
         let released = slot.is_some_and(|s| s.config.role == Role::Active)
@@ -574,7 +574,7 @@ impl HostDriver {
                     p.role = slot.config.role;
                     p.shadow = (p.role == Role::Shadow).then(Agreement::default);
                 }
-                show(p, slot, serving_role(arm, slot), now_ms);
+                show(p, slot, serving_role(experiment, slot), now_ms);
                 p.last_reload = Some(result);
             }
         });
@@ -680,16 +680,22 @@ impl Driver for HostDriver {
 
     fn policies(&mut self) -> Policies<'_> {
         let mut policies = Policies::default();
-        // While an experiment runs, its block's arm is the active policy and every other a shadow.
-        let arm = self.experiment.as_ref().and_then(|e| e.arm().map(str::to_string));
+        // While an experiment runs, its block's arm is the active policy (in a split, every arm
+        // decides for its own jobs) and every other policy a shadow.
+        let experiment = self.experiment.as_ref();
+        let split = experiment.and_then(|e| e.split());
+        let mut arms: Vec<Option<&mut Supervised>> = (0..split.map_or(0, |c| c.arms.len())).map(|_| None).collect();
         for slot in &mut self.slots {
-            let role = serving_role(arm.as_deref(), slot);
+            let role = serving_role(experiment, slot);
+            let at = split.and_then(|c| c.arms.iter().position(|a| **a == *slot.name));
             let Some(serving) = slot.current.as_mut() else { continue };
-            match role {
-                Role::Active => policies.active = Some(&mut serving.sup),
-                Role::Shadow => policies.shadows.push(&mut serving.sup),
+            match (at, role) {
+                (Some(k), _) => arms[k] = Some(&mut serving.sup),
+                (None, Role::Active) => policies.active = Some(&mut serving.sup),
+                (None, Role::Shadow) => policies.shadows.push(&mut serving.sup),
             }
         }
+        policies.split = split.map(|experiment| Split { arms, experiment });
         policies
     }
 
@@ -733,9 +739,9 @@ impl Driver for HostDriver {
         {
             self.write_failed(&e);
         }
-        let over_budget = tick.active.as_ref().map_or(0, |a| a.outcome.over_budget.len() as u64);
-        let pending: Option<Vec<WhyPending>> = tick.active.as_ref().map(|a| {
-            let said = a.outcome.pending.iter().take(crate::status::PENDING_SHOWN);
+        let over_budget = tick.applied().map(|a| a.outcome.over_budget.len() as u64).sum::<u64>();
+        let pending: Option<Vec<WhyPending>> = tick.applied().next().is_some().then(|| {
+            let said = tick.applied().flat_map(|a| &a.outcome.pending).take(crate::status::PENDING_SHOWN);
             said.filter_map(|p| {
                 let name = tick.world.spec(p.job)?.name.clone();
                 Some(WhyPending { job: p.job, name, reason: p.reason.clone() })
@@ -753,7 +759,7 @@ impl Driver for HostDriver {
         }
         let tick_wall = TickWall::of(self.tick_walls.iter().copied());
         let slots = &self.slots;
-        let arm = self.experiment.as_ref().and_then(|e| e.arm().map(str::to_string));
+        let experiment = self.experiment.as_ref();
         let watchdog = tick.benched.cloned();
         self.board.update(|s| {
             s.tick_wall = tick_wall;
@@ -772,7 +778,7 @@ impl Driver for HostDriver {
             s.watchdog = watchdog;
             for slot in slots {
                 if let Some(p) = s.policy_mut(&slot.name) {
-                    show(p, slot, serving_role(arm.as_deref(), slot), time_ms);
+                    show(p, slot, serving_role(experiment, slot), time_ms);
                 }
             }
         });

@@ -352,9 +352,10 @@ impl Journal {
         let time_ms = world.time_ms();
         let wall_ms = wasmsched_loop::record::wall_ms();
         let mut e = self.read();
-        if let Some(active) = &tick.active {
-            let o = &active.outcome;
-            let v = version(&active.policy);
+        // The active policy's decision, or a split experiment's arms', each for its own jobs.
+        let applied: Vec<&Decided> = tick.applied().collect();
+        for decided in &applied {
+            let o = &decided.outcome;
             let base = Decision {
                 seq: 0,
                 tick: tick.number,
@@ -365,9 +366,9 @@ impl Journal {
                 tenant: String::new(),
                 kind: "",
                 detail: String::new(),
-                policy: active.policy.to_string(),
-                version: v,
-                sha256: short(&active.digest).to_string(),
+                policy: decided.policy.to_string(),
+                version: version(&decided.policy),
+                sha256: short(&decided.digest).to_string(),
                 reason: String::new(),
                 outcome: Outcome::Applied,
                 why: None,
@@ -400,20 +401,22 @@ impl Journal {
                 };
                 e.add(d);
             }
-            // A failure of an action still in flight from an earlier tick: its entry was applied.
-            for x in tick.apply_errors.iter().filter(|x| !o.actions.iter().any(|a| a.job == x.job)) {
-                let earlier =
-                    e.decisions.iter_mut().rev().find(|d| d.job == Some(x.job) && d.outcome == Outcome::Applied);
-                if let Some(d) = earlier {
-                    (d.outcome, d.why) = (Outcome::NotApplied, Some(words(&x.reason)));
-                }
-            }
             for (list, outcome) in [(&o.rejected, Outcome::Refused), (&o.over_budget, Outcome::OverBudget)] {
                 for r in list {
                     e.add(of(&r.action, outcome, Some(&r.reason)));
                 }
             }
-            e.pending = Arc::new(o.pending.clone());
+        }
+        // A failure of an action still in flight from an earlier tick: its entry was applied.
+        let this_tick = |job| applied.iter().any(|d| d.outcome.actions.iter().any(|a| a.job == job));
+        for x in tick.apply_errors.iter().filter(|x| !this_tick(x.job)) {
+            let earlier = e.decisions.iter_mut().rev().find(|d| d.job == Some(x.job) && d.outcome == Outcome::Applied);
+            if let Some(d) = earlier {
+                (d.outcome, d.why) = (Outcome::NotApplied, Some(words(&x.reason)));
+            }
+        }
+        if !applied.is_empty() {
+            e.pending = Arc::new(applied.iter().flat_map(|d| d.outcome.pending.iter().cloned()).collect());
         }
         for &job in &tick.rescued {
             let (job_name, tenant) = job_words(world, job);
@@ -435,9 +438,9 @@ impl Journal {
                 why: None,
             });
         }
-        let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
+        let applied_actions = tick.applied_actions();
         for (shadow, &seen) in tick.shadows.iter().zip(shadows) {
-            note_shadow(&mut e, tick.number, time_ms, active_actions, shadow, seen, world);
+            note_shadow(&mut e, tick.number, time_ms, &applied_actions, shadow, seen, world);
         }
         let pulse = Pulse { ticks: tick.number, time_ms, seq: e.seq, running: true };
         drop(e);
@@ -633,6 +636,7 @@ mod tests {
                 outcome: TickOutcome { actions, rejected, ..TickOutcome::default() },
             }),
             shadows: Vec::new(),
+            arms: Vec::new(),
             apply_errors,
             disruptions: 0,
             budget_spent: 0,

@@ -267,7 +267,16 @@ pub struct ExperimentStatus {
     pub name: String,
     /// The arms; the first is the baseline.
     pub arms: Vec<String>,
-    /// The arm active now; None before the first observation, and once it has ended.
+    /// How they share the cluster: in turn, or side by side.
+    #[serde(default)]
+    pub design: wasmsched_loop::experiment::Design,
+    /// In a split, what a job's arm is drawn from.
+    #[serde(default)]
+    pub assign: wasmsched_loop::experiment::Assign,
+    /// In a split, each arm's own nodes, in the order of the arms; empty: all share every node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pools: Vec<Vec<String>>,
+    /// The arm active now in a switchback; None before the first observation, and once it has ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active: Option<String>,
     /// The block now, from the backend's time 0.
@@ -340,23 +349,41 @@ impl Status {
     /// The experiment, if one is configured: where it is and each arm against the baseline.
     fn render_experiment(&self, out: &mut String) {
         let Some(e) = &self.experiment else { return };
-        let now = match (&e.ended, &e.active) {
-            (Some(why), _) => format!("ended: {why}"),
-            (None, Some(arm)) => {
-                format!("block {} ({}), {arm} active", e.block, if e.warm { "counted" } else { "burn-in" })
-            }
-            (None, None) => "not started".into(),
+        use wasmsched_loop::experiment::{Assign, Design};
+        let counted = if e.warm { "counted" } else { "burn-in" };
+        let now = match (&e.ended, &e.active, e.design) {
+            (Some(why), _, _) => format!("ended: {why}"),
+            (None, _, Design::Split) => format!("block {} ({counted}), every arm deciding for its own jobs", e.block),
+            (None, Some(arm), Design::Switchback) => format!("block {} ({counted}), {arm} active", e.block),
+            (None, None, Design::Switchback) => "not started".into(),
         };
-        let _ = writeln!(
-            out,
-            "\nexperiment {}: switchback of {} in blocks of {} (burn-in {}); {}; {} complete groups",
-            e.name,
-            e.arms.join(", "),
+        let (block, burn_in) = (
             humantime::format_duration(Duration::from_secs_f64(e.block_s.max(0.0))),
             humantime::format_duration(Duration::from_secs_f64(e.burn_in_s.max(0.0))),
-            now,
-            e.groups
         );
+        let design = match (e.design, e.assign) {
+            (Design::Switchback, _) => {
+                format!("switchback of {} in blocks of {block} (burn-in {burn_in})", e.arms.join(", "))
+            }
+            (Design::Split, assign) => format!(
+                "split of {} by a hash of each job's {}{}, counted in blocks of {block} after a burn-in of {burn_in}",
+                e.arms.join(", "),
+                if assign == Assign::Tenant { "tenant" } else { "name" },
+                match e.pools.is_empty() {
+                    true => String::new(),
+                    false => format!(
+                        ", each on its own nodes ({})",
+                        e.arms
+                            .iter()
+                            .zip(&e.pools)
+                            .map(|(a, p)| format!("{a}: {}", p.join(" ")))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ),
+                },
+            ),
+        };
+        let _ = writeln!(out, "\nexperiment {}: {design}; {now}; {} complete groups", e.name, e.groups);
         for v in &e.versus {
             let _ = writeln!(out, "  {}", v.sentence());
         }

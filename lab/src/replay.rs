@@ -73,7 +73,7 @@ struct Collect<'a> {
 
 impl Driver for Collect<'_> {
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: Tick<'_>) {

@@ -16,6 +16,7 @@ use wasmsched_runtime::supervise::{Supervised, TickOutcome};
 use wasmsched_runtime::{Runtime, Throttle, validate};
 
 use crate::budget::{Budget, BudgetConfig, disruptive};
+use crate::experiment::ExperimentConfig;
 use crate::watchdog::{self, Benched, Churn, Stalls, Watchdog, WatchdogConfig};
 
 /// How the loop runs.
@@ -89,6 +90,18 @@ pub struct Policies<'a> {
     pub active: Option<&'a mut Supervised>,
     /// Those asked on the same world whose decisions are only recorded.
     pub shadows: Vec<&'a mut Supervised>,
+    /// A split experiment's arms, in the experiment's order: each asked on its own view and
+    /// its actions applied for its own jobs. While they decide, no policy is active.
+    pub split: Option<Split<'a>>,
+}
+
+/// The arms of a split experiment on a tick ([`crate::experiment`]).
+pub struct Split<'a> {
+    /// Each arm's policy, in the experiment's order; None for an arm with no version serving
+    /// (its jobs wait).
+    pub arms: Vec<Option<&'a mut Supervised>>,
+    /// The experiment, which says whose job is whose ([`ExperimentConfig::arm_of`]).
+    pub experiment: &'a ExperimentConfig,
 }
 
 /// One policy's answer on a tick.
@@ -122,7 +135,10 @@ pub struct Tick<'a> {
     pub active: Option<Decided>,
     /// The shadows' answers, when they were asked.
     pub shadows: Vec<Decided>,
-    /// The active policy's actions the backend could not apply: this tick's, and earlier
+    /// A split experiment's arms' answers, in the experiment's order, when they were asked:
+    /// applied, each for its own jobs.
+    pub arms: Vec<Decided>,
+    /// The applied policies' actions the backend could not apply: this tick's, and earlier
     /// ticks' that were in flight and failed since ([`Backend::settled`]).
     pub apply_errors: Vec<ApplyError>,
     /// How many of the applied actions disrupted their jobs.
@@ -136,6 +152,22 @@ pub struct Tick<'a> {
     pub benched: Option<&'a Benched>,
     /// Whether the watchdog benched it on this tick.
     pub benched_now: bool,
+}
+
+impl Tick<'_> {
+    /// The decisions applied on the tick: the active policy's, or a split's arms'.
+    pub fn applied(&self) -> impl Iterator<Item = &Decided> {
+        self.active.iter().chain(&self.arms)
+    }
+
+    /// The actions applied on the tick, all policies together: what a shadow is compared with.
+    pub fn applied_actions(&self) -> std::borrow::Cow<'_, [wasmsched_core::bindings::wit::Action]> {
+        match (&self.active, &self.arms[..]) {
+            (Some(a), []) => std::borrow::Cow::Borrowed(&a.outcome.actions),
+            (None, []) => std::borrow::Cow::Borrowed(&[]),
+            _ => self.applied().flat_map(|d| d.outcome.actions.iter().cloned()).collect(),
+        }
+    }
 }
 
 /// Whoever runs the loop: the policies, the work at tick boundaries, where ticks go.
@@ -203,7 +235,7 @@ struct Single<'a, F> {
 
 impl<F: FnMut(&World, &TickOutcome)> Driver for Single<'_, F> {
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: Tick<'_>) {
@@ -251,9 +283,9 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
         run.summary.ticks += 1;
         let asked = leading && run.world.job_count() + run.world.queue_len() > 0 && until >= run.next_call_ms;
         let mut apply_errors = run.settled(backend);
-        let (active, shadows, disrupted) = match asked {
+        let Decisions { active, shadows, arms, disrupted } = match asked {
             true => run.decide(backend, driver, rt, until, &mut apply_errors),
-            false => (None, Vec::new(), 0),
+            false => Decisions::default(),
         };
         let rescued = match leading && placing && config.watchdog.enabled {
             true => rescue(backend, &mut run, config.watchdog.stall_after),
@@ -284,6 +316,7 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             asked,
             active,
             shadows,
+            arms,
             apply_errors,
             disruptions: disrupted,
             budget_spent: run.budget.spent(run.world.time_ms()),
@@ -361,15 +394,25 @@ impl Run {
     /// holds is asked now; a version the watchdog benched that is no longer the active one is
     /// released. A standby asks nothing of its policies and leaves the watchdog as it stands.
     fn placing(&mut self, driver: &mut dyn Driver, rt: &Runtime, leading: bool) -> bool {
-        let (placing, swapped, released) = match driver.policies().active {
+        let now = self.summary.end_ms;
+        let policies = driver.policies();
+        let (placing, swapped, released) = match (policies.active, policies.split) {
             _ if !leading => (false, false, false),
-            Some(p) => {
+            (Some(p), _) => {
                 let digest = p.policy().digest();
                 let released = self.dog.benched().is_some_and(|b| b.sha256 != digest);
                 let swapped = self.delayed_by.as_deref() != Some(digest);
-                (p.places(rt, self.summary.end_ms), swapped, released)
+                (p.places(rt, now), swapped, released)
             }
-            None => (false, self.delayed_by.is_some(), self.dog.benched().is_some()),
+            // The arms of a split place when any of them does: each places its own queue.
+            (None, Some(split)) => {
+                let mut places = false;
+                for p in split.arms.into_iter().flatten() {
+                    places |= p.places(rt, now);
+                }
+                (places, true, self.dog.benched().is_some())
+            }
+            (None, None) => (false, self.delayed_by.is_some(), self.dog.benched().is_some()),
         };
         if swapped {
             self.next_call_ms = 0;
@@ -393,10 +436,9 @@ impl Run {
         failed
     }
 
-    /// Ask every policy; hold the active one's actions to the budget and apply them. Returns
-    /// the active's and the shadows' answers and how many applied actions disrupt their jobs;
-    /// the actions that failed go to `apply_errors`, the job disrupted most times in a row
-    /// before it progressed to `churned` ([`Churn`]).
+    /// Ask every policy; hold the active one's actions (or a split's arms') to the budget and
+    /// apply them. The actions that failed go to `apply_errors`, the job disrupted most times
+    /// in a row before it progressed to `churned` ([`Churn`]).
     fn decide(
         &mut self,
         backend: &mut dyn Backend,
@@ -404,46 +446,105 @@ impl Run {
         rt: &Runtime,
         until: u64,
         apply_errors: &mut Vec<ApplyError>,
-    ) -> (Option<Decided>, Vec<Decided>, u64) {
+    ) -> Decisions {
         self.summary.decisions += 1;
         let policies = driver.policies();
         let mut active = policies.active.map(|p| Decided::ask(p, rt, &self.world));
         let shadows = policies.shadows.into_iter().map(|p| Decided::ask(p, rt, &self.world)).collect();
         let mut disrupted = 0;
         if let Some(a) = &mut active {
-            let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
-            let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
-            if let Some(summary) = validate::summary(over)
-                && self.throttle.allow("actions over the disruption budget")
-            {
-                tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
-            }
-            a.outcome.actions = admitted;
-            a.outcome.over_budget = refused;
-            disrupted = self.budget.disruptions(&a.outcome.actions);
-            self.summary.disruptions += disrupted;
-            self.summary.over_budget += a.outcome.over_budget.len() as u64;
-            let failed = backend.apply(&a.outcome.actions, &mut self.world);
-            let hit =
-                a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
-            let progress = backend.progress().unwrap_or(&Reports);
-            let kept = |job, since| progress.progressed_since(job, since, &self.world);
-            let churned = self.churn.disrupted(&a.digest, hit.map(|x| x.job), &self.world, kept);
-            self.churned = churned.map(|(job, n)| (job_name(&self.world, job), n));
-            if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
-                && self.throttle.allow("actions could not be applied")
-            {
-                tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
-            }
-            self.summary.applied += (a.outcome.actions.len() - failed.len()) as u64;
-            self.summary.apply_errors += failed.len() as u64;
-            apply_errors.extend(failed);
+            disrupted += self.apply(backend, a, apply_errors);
+        }
+        let mut arms = Vec::new();
+        if let Some(split) = policies.split {
+            arms = self.decide_split(backend, rt, split, apply_errors, &mut disrupted);
         }
         let delay = active.as_ref().and_then(|a| a.outcome.next_call_ms).unwrap_or(0);
         self.next_call_ms = until.saturating_add(delay.min(MAX_NEXT_CALL_MS));
         self.delayed_by = active.as_ref().map(|a| a.digest.clone());
-        (active, shadows, disrupted)
+        Decisions { active, shadows, arms, disrupted }
     }
+
+    /// A split's arms, each asked on its view ([`ExperimentConfig::view`]), in an
+    /// order that turns every tick so that no arm always takes the free GPUs first; each sees
+    /// what the arms before it applied. An action on another arm's job is refused.
+    fn decide_split(
+        &mut self,
+        backend: &mut dyn Backend,
+        rt: &Runtime,
+        split: Split<'_>,
+        apply_errors: &mut Vec<ApplyError>,
+        disrupted: &mut u64,
+    ) -> Vec<Decided> {
+        let experiment = split.experiment;
+        let n = split.arms.len();
+        let mut asked: Vec<Option<Decided>> = (0..n).map(|_| None).collect();
+        let mut arms = split.arms;
+        let first = self.summary.ticks as usize;
+        for k in (0..n).map(|i| (i + first) % n) {
+            let Some(policy) = arms[k].take() else { continue };
+            let view = experiment.view(&self.world, k);
+            let mut d = Decided::ask(policy, rt, &view);
+            let (own, foreign): (Vec<_>, Vec<_>) = std::mem::take(&mut d.outcome.actions)
+                .into_iter()
+                .partition(|a| self.world.spec(a.job).is_none_or(|spec| experiment.arm_of(spec) == k));
+            d.outcome.actions = own;
+            d.outcome.rejected.extend(foreign.into_iter().map(|action| {
+                let owner = self.world.spec(action.job).map_or(0, |spec| experiment.arm_of(spec));
+                let reason = format!(
+                    "job {} belongs to arm {} of experiment {}: an arm acts on its own jobs only",
+                    job_name(&self.world, action.job),
+                    experiment.arms[owner],
+                    experiment.name
+                );
+                validate::Rejection { action, reason }
+            }));
+            *disrupted += self.apply(backend, &mut d, apply_errors);
+            asked[k] = Some(d);
+        }
+        asked.into_iter().flatten().collect()
+    }
+
+    /// Hold `a`'s actions to the budget and apply them; returns how many disrupt their jobs.
+    fn apply(&mut self, backend: &mut dyn Backend, a: &mut Decided, apply_errors: &mut Vec<ApplyError>) -> u64 {
+        let (admitted, refused) = self.budget.admit(std::mem::take(&mut a.outcome.actions), &self.world);
+        let over = refused.iter().map(|r| (r.action.job, Some(&r.action.kind), &r.reason[..]));
+        if let Some(summary) = validate::summary(over)
+            && self.throttle.allow("actions over the disruption budget")
+        {
+            tracing::warn!(policy = %a.policy, refused = %summary, "actions over the disruption budget");
+        }
+        a.outcome.actions = admitted;
+        a.outcome.over_budget = refused;
+        let disrupted = self.budget.disruptions(&a.outcome.actions);
+        self.summary.disruptions += disrupted;
+        self.summary.over_budget += a.outcome.over_budget.len() as u64;
+        let failed = backend.apply(&a.outcome.actions, &mut self.world);
+        let hit = a.outcome.actions.iter().filter(|x| disruptive(&x.kind) && !failed.iter().any(|e| e.job == x.job));
+        let progress = backend.progress().unwrap_or(&Reports);
+        let kept = |job, since| progress.progressed_since(job, since, &self.world);
+        let churned = self.churn.disrupted(&a.digest, hit.map(|x| x.job), &self.world, kept);
+        self.churned = churned.map(|(job, n)| (job_name(&self.world, job), n));
+        if let Some(summary) = validate::summary(failed.iter().map(|e| (e.job, None, &e.reason[..])))
+            && self.throttle.allow("actions could not be applied")
+        {
+            tracing::warn!(policy = %a.policy, failed = %summary, "actions could not be applied");
+        }
+        self.summary.applied += (a.outcome.actions.len() - failed.len()) as u64;
+        self.summary.apply_errors += failed.len() as u64;
+        apply_errors.extend(failed);
+        disrupted
+    }
+}
+
+/// What [`Run::decide`] asked and applied on a tick.
+#[derive(Default)]
+struct Decisions {
+    active: Option<Decided>,
+    shadows: Vec<Decided>,
+    arms: Vec<Decided>,
+    /// How many applied actions disrupted their jobs.
+    disrupted: u64,
 }
 
 /// The watchdog's stall rule: start the queued jobs the default placement would have started

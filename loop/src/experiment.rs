@@ -23,12 +23,25 @@
 //! one block of every arm. How biased each estimator is, and how often its interval holds the
 //! truth, is measured on the simulator against separate runs of each arm
 //! (`wasmsched abtest --truth`, `docs/experiments.md`).
+//!
+//! A **split** runs the arms side by side instead: every job belongs to one arm, by a hash of
+//! its name or of its tenant (with `seed`), and each arm's policy orders and places its own
+//! queue on the shared cluster, seeing every running job (the other arms' hold their GPUs)
+//! but only its own queued ones ([`World::without_queued`]); an action on another arm's job is
+//! refused. The figures are the same, each arm's over its own jobs; time is still cut into
+//! blocks, every block a group in which every arm counts (batch means for the intervals:
+//! resampling the jobs instead, which ignores that one arm's jobs queue behind each other,
+//! covered far less often on the simulator), and only the experiment's first `burn-in` is left
+//! out. The arms compete
+//! for the same GPUs, so a split is biased too: an arm that holds GPUs longer slows the other
+//! arm's jobs as well as its own.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use wasmsched_core::bindings::wit;
 use wasmsched_core::world::{JobId, World};
 
 use crate::stats;
@@ -42,9 +55,17 @@ pub struct ExperimentConfig {
     pub name: String,
     /// The policies, by name; the first is the baseline every other is measured against.
     pub arms: Vec<String>,
-    /// How the arms share the cluster: `switchback` (the only design yet).
+    /// How the arms share the cluster: `switchback` (in turn) or `split` (side by side).
     #[serde(default)]
     pub design: Design,
+    /// In a split, what a job's arm is drawn from: its `name` or its `tenant`.
+    #[serde(default)]
+    pub assign: Assign,
+    /// In a split, each arm's own nodes by name, in the order of `arms`: an arm places only
+    /// there, and the arms no longer compete for GPUs (each pool a smaller cluster). None:
+    /// every arm on every node.
+    #[serde(default)]
+    pub pools: Vec<Vec<String>>,
     /// How long each block runs one arm.
     #[serde(default = "default_block", deserialize_with = "wasmsched_core::units::duration")]
     pub block: Duration,
@@ -82,6 +103,43 @@ pub enum Design {
     /// One arm at a time, in randomised blocks.
     #[default]
     Switchback,
+    /// Every arm at once, each job on one arm ([`ExperimentConfig::arm_of`]).
+    Split,
+}
+
+/// In a split, what decides a job's arm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Assign {
+    /// A hash of the job's name: jobs of one tenant on every arm.
+    #[default]
+    Name,
+    /// A hash of the job's tenant: all of a tenant's jobs on one arm.
+    Tenant,
+}
+
+impl std::str::FromStr for Design {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Design, String> {
+        match s {
+            "switchback" => Ok(Design::Switchback),
+            "split" => Ok(Design::Split),
+            _ => Err(format!("no design {s:?}: switchback (the arms in turn) or split (side by side)")),
+        }
+    }
+}
+
+impl std::str::FromStr for Assign {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Assign, String> {
+        match s {
+            "name" => Ok(Assign::Name),
+            "tenant" => Ok(Assign::Tenant),
+            _ => Err(format!("no assignment {s:?}: name (a hash of each job's name) or tenant (of its tenant)")),
+        }
+    }
 }
 
 /// Why an `[experiment]` cannot run.
@@ -90,6 +148,11 @@ pub enum ExperimentError {
     /// Fewer than two arms, or one twice.
     #[error("[experiment] arms = {0:?}: name two or more different policies; the first is the baseline")]
     Arms(Vec<String>),
+    /// Pools that are not one per arm, or a node in two.
+    #[error(
+        "[experiment] pools = {0:?}: a split gives one list of node names per arm, in the order of arms, no node in two"
+    )]
+    Pools(Vec<Vec<String>>),
     /// A block too short to leave time past its burn-in.
     #[error("[experiment] block ({block}) must be longer than burn-in ({burn_in}) and at least a second")]
     Block {
@@ -107,6 +170,8 @@ impl ExperimentConfig {
             name: default_name(),
             arms,
             design: Design::Switchback,
+            assign: Assign::Name,
+            pools: Vec::new(),
             block,
             burn_in,
             seed,
@@ -123,6 +188,15 @@ impl ExperimentConfig {
         if self.arms.len() < 2 || names.len() != self.arms.len() {
             return Err(ExperimentError::Arms(self.arms.clone()));
         }
+        if !self.pools.is_empty() {
+            let mut nodes: Vec<&String> = self.pools.iter().flatten().collect();
+            let all = nodes.len();
+            nodes.sort();
+            nodes.dedup();
+            if !self.is_split() || self.pools.len() != self.arms.len() || nodes.len() != all {
+                return Err(ExperimentError::Pools(self.pools.clone()));
+            }
+        }
         if self.block < Duration::from_secs(1) || self.burn_in >= self.block {
             return Err(ExperimentError::Block {
                 block: humantime::format_duration(self.block).to_string(),
@@ -132,17 +206,57 @@ impl ExperimentConfig {
         Ok(())
     }
 
-    /// The block that holds time `ms`.
+    /// A split of `arms` (the first the baseline), each job's arm drawn by `assign`; the
+    /// intervals are over blocks of `block`, and the first `burn_in` is left out.
+    pub fn split(arms: Vec<String>, assign: Assign, block: Duration, burn_in: Duration, seed: u64) -> ExperimentConfig {
+        ExperimentConfig { design: Design::Split, assign, ..ExperimentConfig::switchback(arms, block, burn_in, seed) }
+    }
+
+    /// The block that holds time `ms`. In a split each block is a group of its own and its
+    /// `arm` means nothing (every arm runs); only the experiment's first burn-in is cold.
     pub fn block_at(&self, ms: u64) -> Block {
         let block_ms = (self.block.as_millis() as u64).max(1);
         let index = ms / block_ms;
+        let burn_in = self.burn_in.as_millis() as u64;
+        if self.design == Design::Split {
+            return Block { index, group: index, arm: 0, warm: ms >= burn_in };
+        }
         let arms = self.arms.len().max(1) as u64;
         Block {
             index,
             group: index / arms,
             arm: order(self.arms.len().max(1), self.seed, index / arms)[(index % arms) as usize],
-            warm: ms % block_ms >= self.burn_in.as_millis() as u64,
+            warm: ms % block_ms >= burn_in,
         }
+    }
+
+    /// In a split, the arm `job` belongs to, by position in `arms`: a hash of its name or
+    /// tenant with `seed`, so that it stays the same across restarts of the host.
+    pub fn arm_of(&self, job: &wit::JobSpec) -> usize {
+        let key = match self.assign {
+            Assign::Name => &job.name,
+            Assign::Tenant => &job.tenant,
+        };
+        stats::SplitMix::new(wasmsched_core::random::fnv1a(key.as_bytes()) ^ self.seed).below(self.arms.len().max(1))
+    }
+
+    /// Whether the arms run side by side.
+    pub fn is_split(&self) -> bool {
+        self.design == Design::Split
+    }
+
+    /// In a split, what arm `arm`'s policy sees of `world`: every running job, its own queued
+    /// jobs only, and with pools, every node outside its pool down.
+    pub fn view(&self, world: &World, arm: usize) -> World {
+        let mut view = world.without_queued(|spec| self.arm_of(spec) != arm);
+        if let Some(pool) = self.pools.get(arm) {
+            let outside: Vec<usize> =
+                (0..world.nodes().len()).filter(|&n| !pool.contains(&world.nodes()[n].name)).collect();
+            for n in outside {
+                view.set_node_down(wasmsched_core::world::NodeId(n as u32), true);
+            }
+        }
+        view
     }
 }
 
@@ -214,7 +328,7 @@ pub enum Estimate {
     LittleJct,
     /// Mean wait in the queue by Little's law: ∫Q dt / arrivals, seconds.
     LittleWait,
-    /// Mean JCT of the jobs that arrived in the arm's blocks and ended, seconds.
+    /// Mean JCT of the arm's jobs that ended (a switchback: those that arrived in its blocks), seconds.
     NaiveJct,
     /// Jobs ended per hour of the arm's time.
     Throughput,
@@ -232,7 +346,7 @@ impl Estimate {
         match self {
             Estimate::LittleJct => "mean JCT (Little's law)",
             Estimate::LittleWait => "mean wait (Little's law)",
-            Estimate::NaiveJct => "mean JCT (naive: ended jobs by arrival block)",
+            Estimate::NaiveJct => "mean JCT (naive: the arm's ended jobs)",
             Estimate::Throughput => "jobs ended per hour",
             Estimate::GpuUtilisation => "GPU utilisation",
         }
@@ -315,8 +429,9 @@ pub struct Ledger {
     groups: BTreeMap<u64, Vec<Tally>>,
     /// The jobs in the world at the last observation, with the block they arrived in.
     present: BTreeMap<JobId, (u64, Block)>,
-    /// The last observation: its time, jobs in the system, queued, GPUs held and present.
-    last: Option<(u64, f64, f64, f64, f64)>,
+    /// The last observation: its time, per arm in a split (else one for the cluster) the jobs
+    /// in the system, queued and the GPUs held, and the GPUs present.
+    last: Option<(u64, Vec<[f64; 3]>, f64)>,
     /// The block that governs the time since the last observation.
     current: Option<Block>,
 }
@@ -340,31 +455,43 @@ impl Ledger {
     }
 
     /// The world as just observed: what happened since the last observation goes to the block
-    /// that decided then (its arm's decisions governed that time).
+    /// that decided then (its arm's decisions governed that time); in a split, each job's
+    /// share of it to the job's own arm.
     pub fn observe(&mut self, world: &World) {
         let now = world.time_ms();
-        let in_system = (world.job_count() + world.queue_len()) as f64;
-        let queued = world.queue_len() as f64;
-        let held: f64 = world.all_jobs().map(|(_, s)| s.gpus.len() as f64).sum();
+        let split = self.config.is_split();
+        // Jobs in the system, queued, and GPUs held: per arm in a split, else the cluster's.
+        let mut counts = vec![[0.0_f64; 3]; if split { self.config.arms.len() } else { 1 }];
+        for (spec, state) in world.all_jobs() {
+            let c = &mut counts[if split { self.config.arm_of(spec) } else { 0 }];
+            c[0] += 1.0;
+            c[1] += f64::from(u8::from(!state.is_running()));
+            c[2] += state.gpus.len() as f64;
+        }
         let gpus = world.gpu_count() as f64;
-        if let (Some(block), Some((then, n0, q0, h0, g0))) = (self.current, self.last)
+        if let (Some(block), Some((then, before, g0))) = (self.current, self.last.take())
             && now > then
             && block.warm
         {
             let dt = (now - then) as f64;
-            let tally = self.tally(block);
-            tally.time_ms += dt;
-            tally.in_system_ms += dt * (n0 + in_system) / 2.0;
-            tally.queued_ms += dt * (q0 + queued) / 2.0;
-            tally.gpu_held_ms += dt * (h0 + held) / 2.0;
-            tally.gpu_ms += dt * (g0 + gpus) / 2.0;
+            for (k, (c0, c)) in before.iter().zip(&counts).enumerate() {
+                let tally = self.tally(Block { arm: if split { k } else { block.arm }, ..block });
+                tally.time_ms += dt;
+                tally.in_system_ms += dt * (c0[0] + c[0]) / 2.0;
+                tally.queued_ms += dt * (c0[1] + c[1]) / 2.0;
+                tally.gpu_held_ms += dt * (c0[2] + c[2]) / 2.0;
+                tally.gpu_ms += dt * (g0 + gpus) / 2.0;
+            }
         }
         let mut still = BTreeMap::new();
         for (spec, state) in world.all_jobs() {
             let entry = match self.present.remove(&state.handle) {
                 Some(known) => known,
                 None => {
-                    let arrived = self.config.block_at(spec.arrival_ms);
+                    let mut arrived = self.config.block_at(spec.arrival_ms);
+                    if split {
+                        arrived.arm = self.config.arm_of(spec);
+                    }
                     if arrived.warm {
                         self.tally(arrived).arrivals += 1;
                     }
@@ -376,7 +503,7 @@ impl Ledger {
         // What is left ended (or went away) since the last observation.
         for (_, (arrival_ms, arrived)) in std::mem::replace(&mut self.present, still) {
             if let Some(block) = self.current.filter(|b| b.warm) {
-                self.tally(block).completions += 1;
+                self.tally(Block { arm: if split { arrived.arm } else { block.arm }, ..block }).completions += 1;
             }
             if arrived.warm {
                 let t = self.tally(arrived);
@@ -384,7 +511,7 @@ impl Ledger {
                 t.jct_count += 1;
             }
         }
-        self.last = Some((now, in_system, queued, held, gpus));
+        self.last = Some((now, counts, gpus));
     }
 
     fn tally(&mut self, block: Block) -> &mut Tally {
@@ -495,7 +622,21 @@ mod tests {
             toml::from_str("arms = [\"fifo\", \"tiresias\"]\nblock = \"20m\"\nburn-in = \"2m\"").unwrap();
         assert_eq!(parsed.block, Duration::from_secs(1200));
         assert!(parsed.check().is_ok());
-        assert!(toml::from_str::<ExperimentConfig>("arms = [\"a\", \"b\"]\ndesign = \"split\"").is_err());
+        assert!(toml::from_str::<ExperimentConfig>("arms = [\"a\", \"b\"]\ndesign = \"interleaved\"").is_err());
+        let split: ExperimentConfig =
+            toml::from_str("arms = [\"a\", \"b\"]\ndesign = \"split\"\nassign = \"tenant\"").unwrap();
+        assert_eq!((split.design, split.assign), (Design::Split, Assign::Tenant));
+        let pooled = |pools: &str, design: &str| {
+            let text = format!("arms = [\"a\", \"b\"]\ndesign = \"{design}\"\npools = {pools}");
+            toml::from_str::<ExperimentConfig>(&text).unwrap().check()
+        };
+        assert!(pooled("[[\"n0\"], [\"n1\"]]", "split").is_ok());
+        for (pools, design) in
+            [("[[\"n0\"], [\"n1\"]]", "switchback"), ("[[\"n0\"]]", "split"), ("[[\"n0\"], [\"n0\"]]", "split")]
+        {
+            let err = pooled(pools, design).unwrap_err().to_string();
+            assert!(err.contains("one list of node names per arm"), "{pools} {design}: {err}");
+        }
     }
 
     /// Jobs of 600 s of work, one a minute, served at full speed while arm 1 is active and at
@@ -545,5 +686,81 @@ mod tests {
         assert!(lo < little.change && little.change < hi && hi < 0.0, "{little:?}");
         assert_eq!(ledger.groups(), 20);
         assert!(little.sentence().starts_with("fast: mean JCT (Little's law) -"), "{}", little.sentence());
+    }
+
+    /// The same jobs as above, but side by side: each job on an arm by its name, arm 0's jobs
+    /// served at half speed and arm 1's at full speed, all the time. Every block counts for
+    /// both arms, and Little's law per arm sees 1,200 s against 600 s.
+    #[test]
+    fn a_split_counts_each_job_for_its_own_arm_in_every_block() {
+        let c = ExperimentConfig::split(
+            vec!["slow".into(), "fast".into()],
+            Assign::Name,
+            Duration::from_secs(3600),
+            Duration::from_secs(1200),
+            7,
+        );
+        let mut ledger = Ledger::new(c.clone());
+        let mut world = wasmsched_core::world::sample::world(1, 0, 0);
+        let node = wasmsched_core::world::NodeId(0);
+        let mut live: Vec<(JobId, f64)> = Vec::new();
+        let (tick, mut arrivals, mut on_fast) = (30_000, 0usize, 0usize);
+        for step in 0..(20 * 3_600_000 / tick) {
+            let now = step * tick;
+            world.set_time_ms(now);
+            live.retain_mut(|(job, left)| {
+                let fast = c.arm_of(world.spec(*job).unwrap()) == 1;
+                *left -= if fast { 1.0 } else { 0.5 } * tick as f64 / 1000.0;
+                let stay = *left > 1e-9;
+                if !stay {
+                    world.remove_job(*job);
+                }
+                stay
+            });
+            if now % 60_000 == 0 {
+                let mut spec = wasmsched_core::world::sample::job_spec(arrivals);
+                (spec.name, spec.arrival_ms) = (format!("job-{arrivals}"), now);
+                on_fast += c.arm_of(&spec);
+                live.push((world.add_job(spec, node), 600.0));
+                arrivals += 1;
+            }
+            ledger.observe(&world);
+            assert!(ledger.decide_at(now).warm == (now >= 1_200_000), "only the first burn-in is cold");
+        }
+        // A hash of the name splits 1,200 jobs about evenly, and the same name always alike.
+        assert!((500..700).contains(&on_fast), "{on_fast} of {arrivals} on arm 1");
+        assert_eq!(c.arm_of(world.spec(live[0].0).unwrap()), c.arm_of(world.spec(live[0].0).unwrap()));
+        let versus = ledger.versus();
+        let little = versus.iter().find(|v| v.estimate == Estimate::LittleJct).unwrap();
+        assert!((little.change + 0.5).abs() < 0.05, "{little:?}");
+        let [lo, hi] = little.interval.unwrap();
+        assert!(lo < little.change && little.change < hi && hi < 0.0, "{little:?}");
+        let naive = versus.iter().find(|v| v.estimate == Estimate::NaiveJct).unwrap();
+        assert!((naive.change + 0.5).abs() < 0.05, "{naive:?}");
+        assert_eq!(ledger.groups(), 20, "every block, the first from the end of the burn-in");
+    }
+
+    /// An arm's view: the other arm's queue hidden, every running job kept, and with pools
+    /// the nodes outside its pool down (so a placement there is refused like any on a down node).
+    #[test]
+    fn an_arms_view_holds_its_own_queue_and_pool() {
+        let world = wasmsched_core::world::sample::gpu_cluster(3, 4, 6, 6);
+        let mut c = ExperimentConfig::split(
+            vec!["a".into(), "b".into()],
+            Assign::Name,
+            Duration::from_secs(600),
+            Duration::from_secs(60),
+            0,
+        );
+        let mine = |view: &World, arm| view.queue().all(|(s, _)| c.arm_of(s) == arm);
+        for arm in 0..2 {
+            let view = c.view(&world, arm);
+            assert!(mine(&view, arm) && view.job_count() == world.job_count() && view.nodes_down().is_empty());
+        }
+        let hidden = world.queue().filter(|(s, _)| c.arm_of(s) == 1).count();
+        assert!(hidden > 0 && hidden < 6, "the six queued jobs fall on both arms: {hidden} on b");
+        c.pools = vec![vec!["node-0".into(), "node-2".into()], vec!["node-1".into()]];
+        let down = |arm| c.view(&world, arm).nodes_down().iter().map(|n| n.0).collect::<Vec<_>>();
+        assert_eq!((down(0), down(1)), (vec![1], vec![0, 2]));
     }
 }

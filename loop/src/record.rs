@@ -145,6 +145,11 @@ impl Refused {
     pub fn of(r: &wasmsched_runtime::validate::Rejection) -> Refused {
         Refused { job: r.action.job, action: Some(r.action.clone()), reason: r.reason.clone() }
     }
+
+    /// The audit record of an action the backend could not apply.
+    pub fn failed(e: &wasmsched_core::backend::ApplyError) -> Refused {
+        Refused { job: e.job, action: None, reason: e.reason.clone() }
+    }
 }
 
 /// One policy's part in an audit line.
@@ -215,6 +220,10 @@ pub struct AuditLine {
     /// The shadows' decisions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shadows: Vec<AuditDecision>,
+    /// A split experiment's arms' decisions, in the experiment's order, each applied for its
+    /// own jobs (no policy is active then).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<AuditDecision>,
     /// Queued jobs the host started itself on this tick: the policy that places had left them
     /// waiting although they fit (the watchdog's stall rule).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

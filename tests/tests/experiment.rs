@@ -1,5 +1,6 @@
 //! A live A/B experiment on the host: a switchback of two configured policies, each active in
-//! its own blocks, counted, shown in the status, the metrics and the audit log, and stopped.
+//! its own blocks, counted, shown in the status, the metrics and the audit log, and stopped;
+//! and a split, each policy deciding for its own jobs side by side.
 
 use std::time::Duration;
 
@@ -68,6 +69,62 @@ fn a_switchback_makes_each_arm_active_in_its_blocks_and_can_be_stopped() {
     for l in lines[stop_line + 1..].iter().filter(|l| l.active.is_some()) {
         assert_eq!(l.active.as_ref().unwrap().policy, "fs", "tick {}: the configured active after the stop", l.tick);
     }
+}
+
+/// FIFO and Tiresias side by side on the GPU-queue scenario (two nodes of four GPUs, two long
+/// runs, then short jobs), each job on an arm by a hash of its name.
+#[test]
+fn a_split_lets_each_arm_decide_for_its_own_jobs_only() {
+    use wasmsched::experiment_design::{Assign, Design};
+    let setup = Setup::new();
+    let scenario = include_str!("../../scenarios/gpu-queue.toml");
+    std::fs::write(setup.dir.path().join("workload.toml"), scenario).unwrap();
+    setup.land("fifo", &component("fifo"));
+    setup.land("tiresias", &component("tiresias"));
+    let tables = "[policy.fifo]\nrole = \"active\"\n[policy.tiresias]\nrole = \"shadow\"\n\
+                  [experiment]\nname = \"queue\"\narms = [\"fifo\", \"tiresias\"]\ndesign = \"split\"\n\
+                  block = \"30m\"\nburn-in = \"10m\"\nseed = 1\n";
+    let running = Running::start(setup.config("60s", "20000", tables));
+    let s = running.wait("the workload to run out", |s| !s.running);
+    running.stop();
+    let e = s.experiment.clone().unwrap();
+    assert_eq!((e.design, e.assign, e.active.as_deref()), (Design::Split, Assign::Name, None), "{e:?}");
+    assert!(e.groups >= 10 && e.versus.iter().any(|v| v.change.is_finite()), "{e:?}");
+    assert!(s.policies.iter().all(|p| p.role == Role::Active), "both arms decide: {:?}", s.policies);
+    let text = s.render();
+    assert!(text.contains("experiment queue: split of fifo, tiresias by a hash of each job's name"), "{text}");
+    let metrics = wasmsched::api::metrics::encode(&s);
+    for arm in ["fifo", "tiresias"] {
+        let line = format!("wasmsched_experiment_arm_active{{experiment=\"queue\",arm=\"{arm}\"}} 1");
+        assert!(metrics.contains(&line), "{metrics}");
+    }
+
+    // Every decision came from both arms, none active; each applied action is on a job of
+    // the arm that took it; an action on the other arm's job is refused, saying why.
+    let arms = vec!["fifo".into(), "tiresias".into()];
+    let config = ExperimentConfig::split(arms, Assign::Name, Duration::from_secs(1800), Duration::from_secs(600), 1);
+    let names = |l: &wasmsched::record::AuditLine| -> Vec<String> { l.arms.iter().map(|d| d.policy.clone()).collect() };
+    let lines = setup.audit_lines();
+    let decided: Vec<_> = lines.iter().filter(|l| !l.arms.is_empty()).collect();
+    assert!(decided.len() > 100 && decided.iter().all(|l| l.active.is_none() && names(l) == ["fifo", "tiresias"]));
+    let (_, ticks) = wasmsched::record::read_recording(&setup.recording()).unwrap();
+    let specs: std::collections::BTreeMap<_, _> =
+        ticks.iter().flat_map(|t| &t.snapshot.added).map(|spec| (spec.handle, spec.clone())).collect();
+    let spec = |job| specs.get(&job).unwrap_or_else(|| panic!("job {job:?} in the recording"));
+    let mut per_arm = [0usize; 2];
+    for l in &decided {
+        for (k, d) in l.arms.iter().enumerate() {
+            for a in &d.actions {
+                let spec = spec(a.job);
+                assert_eq!(config.arm_of(spec), k, "tick {}: {} acted on {}", l.tick, d.policy, spec.name);
+                per_arm[k] += 1;
+            }
+            for r in d.rejected.iter().filter(|r| r.reason.contains("belongs to arm")) {
+                assert_ne!(config.arm_of(spec(r.job)), k, "{r:?}");
+            }
+        }
+    }
+    assert!(per_arm.iter().all(|&n| n > 0), "both arms placed jobs: {per_arm:?}");
 }
 
 #[test]

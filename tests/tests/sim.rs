@@ -186,7 +186,7 @@ impl wasmsched::control::Driver for Swap {
 
     fn policies(&mut self) -> wasmsched::control::Policies<'_> {
         let active = if self.now_ms > self.swap_at_ms { &mut self.second } else { &mut self.first };
-        wasmsched::control::Policies { active: Some(active), shadows: Vec::new() }
+        wasmsched::control::Policies { active: Some(active), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: wasmsched::control::Tick<'_>) {

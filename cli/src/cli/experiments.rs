@@ -159,6 +159,10 @@ pub fn whatif(args: &WhatifArgs, out: &OutputArgs, runtime: &RuntimeArgs) -> any
 pub struct AbtestArgs {
     /// The arms; the first is the baseline.
     pub policies: Vec<String>,
+    /// In turn or side by side.
+    pub design: wasmsched::experiment_design::Design,
+    /// In a split, what a job's arm is drawn from.
+    pub assign: wasmsched::experiment_design::Assign,
     /// Each block's length.
     pub block: Duration,
     /// Each block's burn-in.
@@ -171,7 +175,7 @@ pub struct AbtestArgs {
     pub json: Option<PathBuf>,
 }
 
-/// `wasmsched abtest`: a switchback of the arms on the simulator over seeds, each replication's
+/// `wasmsched abtest`: a switchback or split of the arms on the simulator over seeds, each replication's
 /// estimates, and with `--truth` how each estimator did against every arm alone.
 pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs) -> anyhow::Result<ExitCode> {
     use wasmsched::experiment::abtest;
@@ -188,8 +192,11 @@ pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs)
             k => format!("{p}#{}", k + 1),
         })
         .collect();
-    let config =
-        wasmsched::experiment_design::ExperimentConfig::switchback(labels.clone(), args.block, args.burn_in, 0);
+    use wasmsched::experiment_design::{Design, ExperimentConfig};
+    let config = match args.design {
+        Design::Switchback => ExperimentConfig::switchback(labels.clone(), args.block, args.burn_in, 0),
+        Design::Split => ExperimentConfig::split(labels.clone(), args.assign, args.block, args.burn_in, 0),
+    };
     config.check()?;
     let arms = args
         .policies
@@ -200,8 +207,9 @@ pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs)
     let options = RunOptions { sim: SimConfig::default(), tick: workload.tick, limits, timeline: false };
     let runs_each = if args.truth { 1 + arms.len() } else { 1 };
     say!(
-        "{} replication(s) of a switchback of {} in blocks of {} (burn-in {}){}",
+        "{} replication(s) of a {} of {} in blocks of {} (burn-in {}){}",
         args.seeds,
+        if args.design == Design::Split { "split" } else { "switchback" },
         args.policies.join(" and "),
         humantime::format_duration(args.block),
         humantime::format_duration(args.burn_in),
@@ -234,7 +242,7 @@ pub fn abtest(workload: &WorkloadArgs, args: &AbtestArgs, runtime: &RuntimeArgs)
         out!("\n{}", abtest::check_table(&checks));
     }
     if let Some(path) = &args.json {
-        let body = serde_json::json!({ "workload": scenario.name(), "block_s": args.block.as_secs_f64(), "burn_in_s": args.burn_in.as_secs_f64(), "perturb": scenario.perturb, "replications": runs, "checks": checks });
+        let body = serde_json::json!({ "workload": scenario.name(), "design": args.design, "assign": args.assign, "block_s": args.block.as_secs_f64(), "burn_in_s": args.burn_in.as_secs_f64(), "perturb": scenario.perturb, "replications": runs, "checks": checks });
         write_file(path, |w| serde_json::to_writer_pretty(w, &body).map_err(anyhow::Error::from))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -123,3 +123,22 @@ fn history_is_bounded_per_job() {
     assert_eq!(t.history(JobId(0)).count(), HISTORY_KEPT);
     assert_eq!(t.history(JobId(0)).next().unwrap().epoch, 10);
 }
+
+#[test]
+fn an_arms_view_hides_the_other_arms_queue_and_keeps_every_running_job() {
+    let mut t = sample::with_queue(2, 2, 3, 1);
+    let names: Vec<String> = t.all_jobs().map(|(s, _)| s.name.clone()).collect();
+    let hidden = t.queue().next().map(|(s, _)| s.name.clone()).unwrap();
+    let view = t.without_queued(|s| s.name == hidden);
+    assert_eq!((view.job_count(), view.queue_len()), (2, 2));
+    assert!(view.all_jobs().all(|(s, _)| s.name != hidden));
+    assert_eq!(view.all_jobs().count() + 1, names.len());
+    // A running job is never hidden, whatever the picker says.
+    assert_eq!(t.without_queued(|_| true).job_count(), 2);
+    assert_eq!(t.without_queued(|_| true).queue_len(), 0);
+    // A cursor fed the view sends the hidden job when it shows up.
+    let mut c = Cursor::fresh();
+    assert_eq!(view.snapshot_for(&mut c).added.len(), 4);
+    t.set_time_ms(1);
+    assert_eq!(t.snapshot_for(&mut c).added.iter().map(|s| s.name.clone()).collect::<Vec<_>>(), [hidden]);
+}

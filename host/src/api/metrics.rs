@@ -90,10 +90,15 @@ fn experiment_metrics(r: &mut Registry, status: &Status) {
     let experiment = ("experiment".to_string(), e.name.clone());
     let active = Family::<Labels, Gauge>::default();
     for arm in &e.arms {
-        let on = e.active.as_deref() == Some(arm.as_str());
+        let split = e.design == wasmsched_loop::experiment::Design::Split && e.ended.is_none();
+        let on = split || e.active.as_deref() == Some(arm.as_str());
         active.get_or_create(&vec![experiment.clone(), ("arm".into(), arm.clone())]).set(i64::from(on));
     }
-    r.register("wasmsched_experiment_arm_active", "1 for the experiment's arm active in this block", active);
+    r.register(
+        "wasmsched_experiment_arm_active",
+        "1 for the experiment's arm active in this block (every arm, while a split runs)",
+        active,
+    );
     let groups = Family::<Labels, Gauge>::default();
     groups.get_or_create(&vec![experiment.clone()]).set(i64::try_from(e.groups).unwrap_or(i64::MAX));
     r.register("wasmsched_experiment_groups", "Groups in which every arm has run a block past burn-in", groups);

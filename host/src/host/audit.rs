@@ -20,11 +20,11 @@ impl HostDriver {
             return Vec::new();
         }
         let seen = self.seen.clone().unwrap_or_else(|| Arc::new(tick.world.clone()));
-        let active_actions = tick.active.as_ref().map_or(&[][..], |a| &a.outcome.actions[..]);
+        let applied_actions = tick.applied_actions();
         let mut shadows = Vec::with_capacity(tick.shadows.len());
         let mut compared = Vec::with_capacity(tick.shadows.len());
         for d in &tick.shadows {
-            let diff = shadow::compare(active_actions, &d.outcome.actions, &seen);
+            let diff = shadow::compare(&applied_actions, &d.outcome.actions, &seen);
             let mut agreement = Agreement::default();
             if let Some(slot) = self.slots.iter_mut().find(|s| *s.name == *d.policy) {
                 slot.agreement.add(&diff);
@@ -41,13 +41,25 @@ impl HostDriver {
                 self.last_pending.clone_from(&a.outcome.pending);
                 line.pending = Some(a.outcome.pending.clone());
             }
-            line.not_applied = tick
-                .apply_errors
-                .iter()
-                .map(|e| Refused { job: e.job, action: None, reason: e.reason.clone() })
-                .collect();
+            line.not_applied = tick.apply_errors.iter().map(Refused::failed).collect();
             line
         });
+        // A split's arms: each line holds the failures of its own jobs' actions.
+        let split = self.experiment.as_ref().map(|e| e.config()).filter(|c| c.is_split());
+        let owner = |job| split.and_then(|c| Some(c.arm_of(tick.world.spec(job)?)));
+        let arms = tick
+            .arms
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let mut line = AuditDecision::of(d);
+                let own = |e: &&wasmsched_core::backend::ApplyError| {
+                    d.outcome.actions.iter().any(|a| a.job == e.job) || owner(e.job) == Some(k)
+                };
+                line.not_applied = tick.apply_errors.iter().filter(own).map(Refused::failed).collect();
+                line
+            })
+            .collect();
         if let Some(audit) = &mut self.audit {
             let line = AuditLine {
                 tick: tick.number,
@@ -55,6 +67,7 @@ impl HostDriver {
                 wall_ms: record::wall_ms(),
                 active,
                 shadows,
+                arms,
                 rescued: tick.rescued.clone(),
                 changes: std::mem::take(&mut self.changes),
                 experiment: self.event.take(),

@@ -9,13 +9,18 @@ use crate::config::Role;
 use crate::status::ExperimentStatus;
 
 /// The role `slot` serves in now: its configured one, or while an experiment runs, active for
-/// the block's `arm` and shadow for every other.
-pub(super) fn serving_role(arm: Option<&str>, slot: &Slot) -> Role {
-    match arm {
-        Some(arm) if arm == slot.name => Role::Active,
-        Some(_) => Role::Shadow,
-        None => slot.config.role,
-    }
+/// the block's arm (for every arm, in a split) and shadow for every other policy.
+pub(super) fn serving_role(experiment: Option<&LiveExperiment>, slot: &Slot) -> Role {
+    let Some(e) = experiment.filter(|e| e.ended.is_none()) else { return slot.config.role };
+    let config = e.ledger.config();
+    let arm = match config.is_split() {
+        true => config.arms.iter().any(|a| **a == *slot.name),
+        false => match e.arm() {
+            Some(arm) => arm == &*slot.name,
+            None => return slot.config.role,
+        },
+    };
+    if arm { Role::Active } else { Role::Shadow }
 }
 
 impl HostDriver {
@@ -62,9 +67,19 @@ impl LiveExperiment {
         LiveExperiment { ledger: Ledger::new(config), block: None, ended: None, versus: Vec::new() }
     }
 
-    /// The arm active now, while it runs.
+    /// Its config.
+    pub(super) fn config(&self) -> &ExperimentConfig {
+        self.ledger.config()
+    }
+
+    /// A split's config, while it runs: its arms decide side by side.
+    pub(super) fn split(&self) -> Option<&ExperimentConfig> {
+        Some(self.ledger.config()).filter(|c| c.is_split() && self.ended.is_none())
+    }
+
+    /// The arm active now in a switchback, while it runs.
     pub(super) fn arm(&self) -> Option<&str> {
-        let block = self.block.filter(|_| self.ended.is_none())?;
+        let block = self.block.filter(|_| self.ended.is_none() && !self.ledger.config().is_split())?;
         Some(&self.ledger.config().arms[block.arm])
     }
 
@@ -86,6 +101,9 @@ impl LiveExperiment {
         ExperimentStatus {
             name: config.name.clone(),
             arms: config.arms.clone(),
+            design: config.design,
+            assign: config.assign,
+            pools: config.pools.clone(),
             active: self.arm().map(str::to_string),
             block: self.block.map_or(0, |b| b.index),
             warm: self.block.is_some_and(|b| b.warm),

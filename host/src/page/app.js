@@ -688,11 +688,13 @@
   }
 
   function renderExperiment(x, actions) {
-    const arms = (x.arms || []).map((a, i) => h('li', {}, a, i === 0 ? ' (baseline)' : '', a === x.active ? [' ', badge('active', 'info')] : null));
+    const split = x.design === 'split';
+    const arms = (x.arms || []).map((a, i) => h('li', {}, a, i === 0 ? ' (baseline)' : '', a === x.active || (split && !x.ended) ? [' ', badge('active', 'info')] : null));
     return section('Experiment',
       facts([
         ['Name', x.name],
-        ['Active arm', x.active || (x.ended ? 'none: ended' : 'not yet')],
+        ['Design', split ? `split by a hash of each job's ${x.assign === 'tenant' ? 'tenant' : 'name'}: every arm decides for its own jobs` : 'switchback: one arm at a time'],
+        split ? null : ['Active arm', x.active || (x.ended ? 'none: ended' : 'not yet')],
         ['Block', `${plain(x.block)} (${x.warm ? 'past burn-in' : 'burning in'}; ${dur((x.block_s || 0) * 1000)} blocks, ${dur((x.burn_in_s || 0) * 1000)} burn-in)`],
         ['Groups', plain(x.groups)],
         x.ended ? ['Ended', x.ended] : null,

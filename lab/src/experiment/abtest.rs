@@ -1,5 +1,5 @@
-//! A/B tests on the simulator, where the truth is known: a switchback of the arms' policies
-//! on one simulated cluster ([`wasmsched_loop::experiment`]), and beside it, with `truth`,
+//! A/B tests on the simulator, where the truth is known: a switchback or a split of the arms'
+//! policies on one simulated cluster ([`wasmsched_loop::experiment`]), and beside it, with `truth`,
 //! every arm alone on the same workload and seed. Over many seeds, how far each estimator
 //! lands from the truth and how often its interval holds it ([`Check`]): what
 //! `wasmsched abtest` prints and `docs/experiments.md` reports.
@@ -20,39 +20,77 @@ use wasmsched_sim::{SimConfig, Simulator};
 use super::run::{PolicyChoice, RunOptions, RunReport, simulate};
 use crate::scenario::Scenario;
 
-/// The arms in turn on one simulated cluster: the loop's driver.
-struct Switching {
+/// The arms of an experiment on one cluster, in turn or side by side, with its ledger: what a
+/// loop's driver asks for the policies on each tick ([`Arms::observed`], [`Arms::policies`]).
+/// [`experiment`] drives it on the simulator; a live test drives it on a real backend.
+pub struct Arms {
     arms: Vec<Supervised>,
     ledger: Ledger,
     active: usize,
 }
 
-impl control::Driver for Switching {
-    fn observed(
-        &mut self,
-        world: &World,
-        _: Vec<wasmsched_core::backend::Endpoint>,
-        _: Option<wasmsched_core::replicas::Leadership>,
-    ) {
+impl Arms {
+    /// `arms` (the first the baseline) under `config`, each in its own sandbox with `limits`.
+    pub fn new(arms: &[PolicyChoice], config: &ExperimentConfig, limits: wasmsched_runtime::limits::Limits) -> Arms {
+        let arms = arms
+            .iter()
+            .map(|c| {
+                let (policy, json) = (c.policy.clone(), c.config_json.clone());
+                Supervised::new(policy, json, limits, Fallback::KeepLimits, Quarantine::default())
+            })
+            .collect();
+        Arms { arms, ledger: Ledger::new(config.clone()), active: 0 }
+    }
+
+    /// What the experiment has counted.
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// The world as just observed: counted, and the arm for the tick that starts now.
+    pub fn observed(&mut self, world: &World) {
         self.ledger.observe(world);
         self.active = self.ledger.decide_at(world.time_ms()).arm;
     }
 
-    fn policies(&mut self) -> control::Policies<'_> {
+    /// The policies to ask now: a split's arms side by side, or the block's arm active and
+    /// the others shadows.
+    pub fn policies(&mut self) -> control::Policies<'_> {
+        let experiment = self.ledger.config();
+        if experiment.is_split() {
+            let arms = self.arms.iter_mut().map(Some).collect();
+            return control::Policies { split: Some(control::Split { arms, experiment }), ..Default::default() };
+        }
         let active = self.active;
         let mut active_one = None;
         let mut shadows = Vec::new();
         for (k, p) in self.arms.iter_mut().enumerate() {
             if k == active { active_one = Some(p) } else { shadows.push(p) }
         }
-        control::Policies { active: active_one, shadows }
+        control::Policies { active: active_one, shadows, split: None }
+    }
+}
+
+impl control::Driver for Arms {
+    fn observed(
+        &mut self,
+        world: &World,
+        _: Vec<wasmsched_core::backend::Endpoint>,
+        _: Option<wasmsched_core::replicas::Leadership>,
+    ) {
+        Arms::observed(self, world);
+    }
+
+    fn policies(&mut self) -> control::Policies<'_> {
+        Arms::policies(self)
     }
 
     fn record(&mut self, _: control::Tick<'_>) {}
 }
 
-/// One switchback of `arms` (the first the baseline) on `scenario` with `options`' seed.
-pub fn switchback(
+/// One run of the experiment `config` (a switchback or a split) of `arms` (the first the
+/// baseline) on `scenario` with `options`' seed.
+pub fn experiment(
     rt: &Runtime,
     arms: &[PolicyChoice],
     scenario: &Scenario,
@@ -60,14 +98,7 @@ pub fn switchback(
     config: &ExperimentConfig,
 ) -> Ledger {
     let mut sim = Simulator::new(&scenario.workload, options.sim);
-    let arms = arms
-        .iter()
-        .map(|c| {
-            let (policy, json) = (c.policy.clone(), c.config_json.clone());
-            Supervised::new(policy, json, options.limits, Fallback::KeepLimits, Quarantine::default())
-        })
-        .collect();
-    let mut driver = Switching { arms, ledger: Ledger::new(config.clone()), active: 0 };
+    let mut driver = Arms::new(arms, config, options.limits);
     let loop_config = LoopConfig {
         tick: options.tick,
         horizon: None,
@@ -79,7 +110,7 @@ pub fn switchback(
     driver.ledger
 }
 
-/// One replication: the switchback's estimates, and with the truth, each arm run alone.
+/// One replication: the experiment's estimates, and with the truth, each arm run alone.
 #[derive(Clone, Debug, Serialize)]
 pub struct Replication {
     /// The simulator's seed.
@@ -123,7 +154,7 @@ impl Truth {
 }
 
 impl Replication {
-    /// The switchback of `arms` on `scenario` with `seed`, and with `truth`, each arm alone.
+    /// The experiment of `arms` on `scenario` with `seed`, and with `truth`, each arm alone.
     pub fn run(
         rt: &Runtime,
         arms: &[PolicyChoice],
@@ -132,7 +163,7 @@ impl Replication {
         config: &ExperimentConfig,
         truth: bool,
     ) -> Replication {
-        let ledger = switchback(rt, arms, scenario, options, config);
+        let ledger = experiment(rt, arms, scenario, options, config);
         let alone = match truth {
             true => arms.iter().map(|c| Truth::of(&simulate(rt, c, scenario, options))).collect(),
             false => Vec::new(),
@@ -171,7 +202,8 @@ pub fn replicate(
             scope.spawn(|| {
                 while let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) {
                     let sim = SimConfig { seed, perturb: scenario.perturb, ..options.sim };
-                    // Each replication draws its own order of the arms in every group.
+                    // Each replication draws its own order of the arms in every group (a switchback) or its
+                    // own assignment of the jobs (a split).
                     let config = ExperimentConfig { seed, ..config.clone() };
                     let run = Replication::run(rt, arms, scenario, &RunOptions { sim, ..*options }, &config, truth);
                     let i = seeds.iter().position(|s| *s == seed).expect("a seed of the list");

@@ -251,7 +251,7 @@ impl<F: FnMut(&World, &TickOutcome)> control::Driver for Simulated<'_, F> {
     }
 
     fn policies(&mut self) -> control::Policies<'_> {
-        control::Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        control::Policies { active: Some(&mut *self.policy), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: control::Tick<'_>) {

@@ -568,7 +568,7 @@ impl Watched {
     }
 
     fn ask(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut self.policy), shadows: Vec::new() }
+        Policies { active: Some(&mut self.policy), shadows: Vec::new(), split: None }
     }
 
     fn keep(&mut self, tick: &Tick<'_>) {

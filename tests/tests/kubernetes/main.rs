@@ -102,7 +102,7 @@ impl<F: FnMut(&World) -> bool> Driver for Until<'_, F> {
     }
 
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: Tick<'_>) {

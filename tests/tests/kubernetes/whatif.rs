@@ -81,7 +81,7 @@ impl Driver for Live<'_> {
     }
 
     fn policies(&mut self) -> Policies<'_> {
-        Policies { active: Some(&mut *self.policy), shadows: Vec::new() }
+        Policies { active: Some(&mut *self.policy), shadows: Vec::new(), split: None }
     }
 
     fn record(&mut self, tick: Tick<'_>) {
