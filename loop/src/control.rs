@@ -287,7 +287,10 @@ pub fn drive(backend: &mut dyn Backend, driver: &mut dyn Driver, rt: &Runtime, c
             true => run.decide(backend, driver, rt, until, &mut apply_errors),
             false => Decisions::default(),
         };
-        let rescued = match leading && placing && config.watchdog.enabled {
+        // The default placement knows no pools: while a split keeps its arms to pools of their
+        // own, the stall rule would start an arm's job on another arm's nodes, so it rests.
+        let pooled = driver.policies().split.is_some_and(|s| !s.experiment.pools.is_empty());
+        let rescued = match leading && placing && config.watchdog.enabled && !pooled {
             true => rescue(backend, &mut run, config.watchdog.stall_after),
             false => {
                 run.stalls.clear();

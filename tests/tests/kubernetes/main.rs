@@ -3,6 +3,7 @@
 //! run anyway without a cluster, each says SKIPPED and returns. `.ci/run` starts one (`../shared/k8s/cluster up 2`). A binary of its own, so that no other test
 //! shares the machine while these measure CPU.
 
+mod abtest;
 mod cluster;
 mod dra;
 mod faults;
