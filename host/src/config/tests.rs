@@ -292,6 +292,9 @@ fn the_example_configs_parse() {
                 || l.starts_with("# block")
                 || l.starts_with("# burn-in")
                 || l.starts_with("# conclude")
+                || l.starts_with("# design")
+                || l.starts_with("# assign")
+                || l.starts_with("# pools")
             {
                 &l[2..]
             } else {
@@ -305,6 +308,7 @@ fn the_example_configs_parse() {
         (e.arms.as_slice(), e.block, e.conclude_after),
         (&["fair-share".to_string(), "candidate".to_string()][..], Duration::from_secs(1800), Some(6))
     );
+    assert!(e.is_split() && e.pools.len() == 2, "the split's lines uncommented too: {e:?}");
     let refused = parse(&with_experiment.replace("\"candidate\"]", "\"nobody\"]")).unwrap_err().to_string();
     assert!(refused.contains("add a [policy.nobody] table"), "{refused}");
     #[cfg(feature = "docker")]
