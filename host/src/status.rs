@@ -384,7 +384,7 @@ impl Status {
             ),
         };
         let _ = writeln!(out, "\nexperiment {}: {design}; {now}; {} complete groups", e.name, e.groups);
-        for v in &e.versus {
+        for v in e.versus.iter().filter(|v| v.change.is_finite()) {
             let _ = writeln!(out, "  {}", v.sentence());
         }
     }

@@ -42,7 +42,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use wasmsched_core::bindings::wit;
-use wasmsched_core::world::{JobId, World};
+use wasmsched_core::world::{JobId, NodeId, World};
 
 use crate::stats;
 
@@ -253,7 +253,7 @@ impl ExperimentConfig {
             let outside: Vec<usize> =
                 (0..world.nodes().len()).filter(|&n| !pool.contains(&world.nodes()[n].name)).collect();
             for n in outside {
-                view.set_node_down(wasmsched_core::world::NodeId(n as u32), true);
+                view.set_node_down(NodeId(n as u32), true);
             }
         }
         view
@@ -284,7 +284,7 @@ fn order(arms: usize, seed: u64, group: u64) -> Vec<usize> {
 }
 
 /// What one arm did in one group's block, past its burn-in.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Tally {
     /// Time counted, ms.
     pub time_ms: f64,
@@ -304,6 +304,11 @@ pub struct Tally {
     pub jct_sum_ms: f64,
     /// How many JCTs `jct_sum_ms` holds.
     pub jct_count: u64,
+    /// Per tenant (the world's order), GPU-ms received and entitled while the arm's GPUs were
+    /// contended ([`World::entitlements_on`]).
+    pub tenant_received_ms: Vec<f64>,
+    /// See `tenant_received_ms`.
+    pub tenant_entitled_ms: Vec<f64>,
 }
 
 impl Tally {
@@ -317,7 +322,17 @@ impl Tally {
         self.gpu_ms += other.gpu_ms;
         self.jct_sum_ms += other.jct_sum_ms;
         self.jct_count += other.jct_count;
+        add_each(&mut self.tenant_received_ms, &other.tenant_received_ms);
+        add_each(&mut self.tenant_entitled_ms, &other.tenant_entitled_ms);
     }
+}
+
+/// `to[i] += from[i]`, `to` grown to fit.
+fn add_each(to: &mut Vec<f64>, from: &[f64]) {
+    if to.len() < from.len() {
+        to.resize(from.len(), 0.0);
+    }
+    to.iter_mut().zip(from).for_each(|(t, f)| *t += f);
 }
 
 /// A figure an experiment estimates per arm.
@@ -334,12 +349,21 @@ pub enum Estimate {
     Throughput,
     /// GPUs held over GPUs present, over the arm's time.
     GpuUtilisation,
+    /// Jain's index of the tenants' GPU-time received over entitled while contended (1:
+    /// every tenant got its weighted fair share); with fewer than two tenants entitled, none.
+    TenantFairness,
 }
 
 impl Estimate {
     /// Every estimate, in the order shown.
-    pub const ALL: [Estimate; 5] =
-        [Estimate::LittleJct, Estimate::NaiveJct, Estimate::LittleWait, Estimate::Throughput, Estimate::GpuUtilisation];
+    pub const ALL: [Estimate; 6] = [
+        Estimate::LittleJct,
+        Estimate::NaiveJct,
+        Estimate::LittleWait,
+        Estimate::Throughput,
+        Estimate::GpuUtilisation,
+        Estimate::TenantFairness,
+    ];
 
     /// What it is called in tables.
     pub fn label(self) -> &'static str {
@@ -349,6 +373,7 @@ impl Estimate {
             Estimate::NaiveJct => "mean JCT (naive: the arm's ended jobs)",
             Estimate::Throughput => "jobs ended per hour",
             Estimate::GpuUtilisation => "GPU utilisation",
+            Estimate::TenantFairness => "tenants' fairness (Jain)",
         }
     }
 
@@ -360,6 +385,13 @@ impl Estimate {
             Estimate::NaiveJct => t.jct_sum_ms / t.jct_count as f64 / 1000.0,
             Estimate::Throughput => t.completions as f64 / (t.time_ms / 3_600_000.0),
             Estimate::GpuUtilisation => t.gpu_held_ms / t.gpu_ms,
+            Estimate::TenantFairness => {
+                let ratios: Vec<f64> = (t.tenant_received_ms.iter().zip(&t.tenant_entitled_ms))
+                    .filter(|(_, e)| **e > 0.0)
+                    .map(|(r, e)| r / e)
+                    .collect();
+                if ratios.len() < 2 { f64::NAN } else { wasmsched_core::tenants::jain(&ratios) }
+            }
         }
     }
 }
@@ -475,12 +507,17 @@ impl Ledger {
         {
             let dt = (now - then) as f64;
             for (k, (c0, c)) in before.iter().zip(&counts).enumerate() {
+                let shares = self.contended_shares(world, split.then_some(k));
                 let tally = self.tally(Block { arm: if split { k } else { block.arm }, ..block });
                 tally.time_ms += dt;
                 tally.in_system_ms += dt * (c0[0] + c[0]) / 2.0;
                 tally.queued_ms += dt * (c0[1] + c[1]) / 2.0;
                 tally.gpu_held_ms += dt * (c0[2] + c[2]) / 2.0;
                 tally.gpu_ms += dt * (g0 + gpus) / 2.0;
+                if let Some((held, entitled)) = shares {
+                    add_each(&mut tally.tenant_received_ms, &held.iter().map(|h| h * dt).collect::<Vec<_>>());
+                    add_each(&mut tally.tenant_entitled_ms, &entitled.iter().map(|e| e * dt).collect::<Vec<_>>());
+                }
             }
         }
         let mut still = BTreeMap::new();
@@ -514,6 +551,30 @@ impl Ledger {
         self.last = Some((now, counts, gpus));
     }
 
+    /// When the GPUs of `arm` (its pool, or those the other arms do not hold; the cluster's in
+    /// a switchback) are contended: each tenant's GPUs held by its jobs there, and its weighted
+    /// fair share of them.
+    fn contended_shares(&self, world: &World, arm: Option<usize>) -> Option<(Vec<f64>, Vec<f64>)> {
+        let mine = |spec: &wit::JobSpec| arm.is_none_or(|k| self.config.arm_of(spec) == k);
+        let capacity = match arm.map(|k| self.config.pools.get(k)) {
+            None => world.gpus_taking_work(),
+            Some(Some(pool)) => (world.nodes().iter().enumerate())
+                .filter(|(n, node)| pool.contains(&node.name) && !world.is_node_down(NodeId(*n as u32)))
+                .map(|(_, node)| node.gpu_memory_bytes.len() as u64)
+                .sum(),
+            Some(None) => {
+                let others: usize = world.jobs().filter(|(spec, _)| !mine(spec)).map(|(_, s)| s.gpus.len()).sum();
+                world.gpus_taking_work().saturating_sub(others as u64)
+            }
+        };
+        let loads = world.tenant_loads_of(mine, capacity);
+        if loads.iter().map(|l| l.usable).sum::<u64>() <= capacity {
+            return None;
+        }
+        let entitled = world.entitlements_on(&loads, capacity);
+        Some((loads.iter().map(|l| l.gpus as f64).collect(), entitled))
+    }
+
     fn tally(&mut self, block: Block) -> &mut Tally {
         let arms = self.config.arms.len();
         &mut self.groups.entry(block.group).or_insert_with(|| vec![Tally::default(); arms])[block.arm]
@@ -529,7 +590,8 @@ impl Ledger {
         self.complete().len()
     }
 
-    /// Each arm but the baseline against it, for every estimate, over the complete groups.
+    /// Each arm but the baseline against it, for every estimate either side has a value for,
+    /// over the complete groups.
     pub fn versus(&self) -> Vec<Versus> {
         let groups = self.complete();
         let sum = |picked: &mut dyn Iterator<Item = usize>, arm: usize| {
@@ -547,6 +609,10 @@ impl Ledger {
                 let all: Vec<usize> = (0..groups.len()).collect();
                 let (baseline, value) =
                     (estimate.of(&sum(&mut all.iter().copied(), 0)), estimate.of(&sum(&mut all.iter().copied(), arm)));
+                if !baseline.is_finite() && !value.is_finite() {
+                    // Nothing to give on either side: fairness among fewer than two tenants.
+                    continue;
+                }
                 out.push(Versus {
                     arm: self.config.arms[arm].clone(),
                     estimate,

@@ -175,3 +175,26 @@ fn abtest_on_the_simulator_checks_each_estimator_against_every_arm_alone() {
     );
     assert!(abtest::check_table(&checks).contains("mean JCT (Little's law)"));
 }
+
+/// Tenants' fairness per arm: on the tenants scenario fair-share-decay shares the GPUs by
+/// weight and FIFO does not; a split (each arm over its own jobs and the GPUs the other does
+/// not hold) estimates each arm's Jain's index, and finds fair-share-decay the fairer, as each
+/// alone is.
+#[test]
+fn a_split_estimates_each_arms_fairness_among_tenants() {
+    use wasmsched::experiment::abtest;
+    use wasmsched::experiment::run::{PolicyChoice, RunOptions};
+    use wasmsched::experiment_design::{Assign, Estimate};
+    let rt = wasmsched_tests::common::runtime();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/tenants.toml");
+    let scenario = wasmsched::scenario::Scenario::load(std::path::Path::new(path), &Default::default()).unwrap();
+    let arms = ["fifo", "fair-share-decay"].map(|p| PolicyChoice::resolve(rt, p).unwrap());
+    let names = vec!["fifo".to_string(), "fair-share-decay".to_string()];
+    let config = ExperimentConfig::split(names, Assign::Name, Duration::from_secs(3600), Duration::from_secs(600), 0);
+    let runs = abtest::replicate(rt, &arms, &scenario, &RunOptions::default(), &config, 0..4, true, 2, &|_| {});
+    let checks = abtest::check(&runs);
+    let fairness = checks.iter().find(|c| c.estimate == Estimate::TenantFairness).expect("a fairness check");
+    assert_eq!(fairness.replications, 4, "{fairness:?}");
+    assert!(fairness.truth > 0.5, "alone, fair-share-decay is the fairer by far: {fairness:?}");
+    assert!(fairness.estimated > 0.0 && fairness.sign_agrees == 1.0, "{fairness:?}");
+}

@@ -97,9 +97,15 @@ pub struct TenantLoad {
 impl World {
     /// Per tenant, in [`World::tenants`] order, what its jobs hold and ask for now.
     pub fn tenant_loads(&self) -> Vec<TenantLoad> {
+        self.tenant_loads_of(|_| true, self.gpus_taking_work())
+    }
+
+    /// [`World::tenant_loads`] over the jobs `keep` picks, on `capacity` GPUs (one arm of a
+    /// split experiment: its own jobs, on the GPUs the other arms do not hold).
+    pub fn tenant_loads_of(&self, keep: impl Fn(&wit::JobSpec) -> bool, capacity: u64) -> Vec<TenantLoad> {
         let mut loads = vec![TenantLoad { smallest_ask: u64::MAX, ..TenantLoad::default() }; self.tenants.len()];
         let mut asks: Vec<Vec<u64>> = vec![Vec::new(); self.tenants.len()];
-        for (spec, s) in self.all_jobs() {
+        for (spec, s) in self.all_jobs().filter(|(spec, _)| keep(spec)) {
             let Some(l) = loads.get_mut(s.tenant as usize) else { continue };
             if s.is_running() {
                 l.gpus += s.gpus.len() as u64;
@@ -113,7 +119,6 @@ impl World {
                 }
             }
         }
-        let capacity = self.gpus_taking_work();
         for ((l, t), asks) in loads.iter_mut().zip(&self.tenants).zip(asks) {
             l.usable = entitlement(t).usable_demand(l.gpus, asks, capacity);
         }
@@ -124,9 +129,14 @@ impl World {
     /// ([`World::tenant_loads`]): the GPUs taking work shared by weight, max-min fair, up to
     /// each tenant's usable demand.
     pub fn entitlements(&self, loads: &[TenantLoad]) -> Vec<f64> {
+        self.entitlements_on(loads, self.gpus_taking_work())
+    }
+
+    /// [`World::entitlements`] of `capacity` GPUs.
+    pub fn entitlements_on(&self, loads: &[TenantLoad], capacity: u64) -> Vec<f64> {
         let weights: Vec<f64> = self.tenants.iter().map(|t| t.weight).collect();
         let demand: Vec<u64> = loads.iter().map(|l| l.usable).collect();
-        wasmsched_rules::tenants::entitled(self.gpus_taking_work(), &weights, &demand)
+        wasmsched_rules::tenants::entitled(capacity, &weights, &demand)
     }
 
     /// The GPUs of the nodes that take work.

@@ -135,7 +135,12 @@ impl LiveExperiment {
             self.ended = Some(why.clone());
             return Some(self.event("concluded", why));
         }
-        tracing::info!(experiment = %name, block = block.index, arm = %self.ledger.config().arms[block.arm], "experiment: a block begins");
+        match self.arm() {
+            Some(arm) => tracing::info!(experiment = %name, block = block.index, %arm, "experiment: a block begins"),
+            None => {
+                tracing::info!(experiment = %name, block = block.index, "experiment: a block begins, every arm deciding")
+            }
+        }
         Some(self.event("block", String::new()))
     }
 }

@@ -700,7 +700,7 @@
         x.ended ? ['Ended', x.ended] : null,
       ]),
       h('h3', {}, 'Arms'), h('ul', { class: 'arms' }, arms),
-      (x.versus || []).length ? [h('h3', {}, 'Against the baseline'), h('ul', { class: 'versus' }, x.versus.flatMap(versusSentences).map(t => h('li', {}, t)))] : null,
+      (x.versus || []).length ? [h('h3', {}, 'Against the baseline'), h('ul', { class: 'versus' }, x.versus.filter(v => v.change !== null).flatMap(versusSentences).map(t => h('li', {}, t)))] : null,
       actions && !x.ended ? h('button', { type: 'button', class: 'danger', 'data-key': 'stop-experiment',
         onclick: () => act('experiment/stop', `Stop the experiment ${x.name}? The configured roles serve again.`, t => t) }, 'Stop experiment') : null);
   }

@@ -131,6 +131,10 @@ pub struct Truth {
     pub mean_jct_s: f64,
     /// Mean wait before the first start, seconds.
     pub mean_wait_s: f64,
+    /// Jain's index of the tenants' received over entitled GPU-time while contended, where
+    /// the workload has two tenants or more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jain: Option<f64>,
 }
 
 impl Truth {
@@ -140,6 +144,7 @@ impl Truth {
             arm: report.policy.clone(),
             mean_jct_s: report.mean_jct_s,
             mean_wait_s: waits.iter().sum::<f64>() / waits.len().max(1) as f64,
+            jain: report.fairness.as_ref().map(|f| f.jain),
         }
     }
 
@@ -148,6 +153,7 @@ impl Truth {
         match estimate {
             Estimate::LittleJct | Estimate::NaiveJct => Some(self.mean_jct_s),
             Estimate::LittleWait => Some(self.mean_wait_s),
+            Estimate::TenantFairness => self.jain,
             Estimate::Throughput | Estimate::GpuUtilisation => None,
         }
     }
