@@ -30,6 +30,10 @@ pub struct RecordedTick {
     pub snapshot: wit::Snapshot,
     /// The active policy's decision, when it was asked.
     pub decision: Option<RecordedDecision>,
+    /// A split experiment's arms' decisions, in the experiment's order, each applied for its
+    /// own jobs (no policy was active).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub arms: Vec<RecordedDecision>,
     /// The last records of the jobs that left since the previous tick, which the snapshot no
     /// longer carries (their final epochs): what `wasmsched whatif` reads their ends from.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -168,6 +172,7 @@ mod tests {
             tick: 1,
             snapshot: world.snapshot_for(&mut Cursor::fresh()),
             decision: None,
+            arms: Vec::new(),
             departed: Vec::new(),
         };
         let line = serde_json::to_string(&tick).unwrap();

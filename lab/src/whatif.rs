@@ -197,6 +197,9 @@ impl Reading {
     fn tick(&mut self, t: &RecordedTick) {
         if let Some(d) = &t.decision {
             self.policy.get_or_insert_with(String::new).clone_from(&d.policy);
+        } else if !t.arms.is_empty() {
+            let arms: Vec<&str> = t.arms.iter().map(|d| d.policy.as_str()).collect();
+            self.policy = Some(format!("split of {}", arms.join(" and ")));
         }
         let s = &t.snapshot;
         apply_delta(&mut self.world, s);

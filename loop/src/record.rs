@@ -325,25 +325,31 @@ impl TelemetryRecorder {
 
     /// The tick's outcome: writes its line.
     pub fn record(&mut self, tick: &Tick<'_>) -> Result<(), RecordError> {
-        let decision = tick.active.as_ref().map(|a| RecordedDecision {
+        let recorded = |a: &crate::control::Decided| RecordedDecision {
             policy: a.policy.to_string(),
             sha256: a.digest.clone(),
             actions: a.outcome.actions.clone(),
             fallback: a.outcome.fallback.is_some(),
-        });
-        self.write(tick.number, decision)
+        };
+        let decision = tick.active.as_ref().map(recorded);
+        self.write(tick.number, decision, tick.arms.iter().map(recorded).collect())
     }
 
     /// The loop ended: the last observation (the one that found nothing left to run, which no
     /// tick follows) is written undecided.
     pub fn finish(&mut self) -> Result<(), RecordError> {
-        self.write(self.ticks + 1, None)
+        self.write(self.ticks + 1, None, Vec::new())
     }
 
-    fn write(&mut self, tick: u64, decision: Option<RecordedDecision>) -> Result<(), RecordError> {
+    fn write(
+        &mut self,
+        tick: u64,
+        decision: Option<RecordedDecision>,
+        arms: Vec<RecordedDecision>,
+    ) -> Result<(), RecordError> {
         let Some((snapshot, departed)) = self.pending.take() else { return Ok(()) };
         self.ticks = tick;
-        self.out.write(&RecordedTick { tick, snapshot, decision, departed })
+        self.out.write(&RecordedTick { tick, snapshot, decision, arms, departed })
     }
 }
 

@@ -111,6 +111,9 @@ fn a_split_lets_each_arm_decide_for_its_own_jobs_only() {
     let specs: std::collections::BTreeMap<_, _> =
         ticks.iter().flat_map(|t| &t.snapshot.added).map(|spec| (spec.handle, spec.clone())).collect();
     let spec = |job| specs.get(&job).unwrap_or_else(|| panic!("job {job:?} in the recording"));
+    // The recording keeps each arm's decision, for a replay to tell who decided what.
+    let recorded = ticks.iter().filter(|t| t.arms.iter().map(|d| d.policy.as_str()).eq(["fifo", "tiresias"]));
+    assert!(recorded.count() > 100 && ticks.iter().all(|t| t.decision.is_none()), "the arms' decisions recorded");
     let mut per_arm = [0usize; 2];
     for l in &decided {
         for (k, d) in l.arms.iter().enumerate() {

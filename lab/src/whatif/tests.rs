@@ -62,7 +62,7 @@ fn tick(world: &mut World, cursor: &mut Cursor, number: u64) -> RecordedTick {
         .collect();
     let snapshot = world.snapshot_for(cursor);
     world.forget_departed();
-    RecordedTick { tick: number, snapshot, decision: None, departed }
+    RecordedTick { tick: number, snapshot, decision: None, arms: Vec::new(), departed }
 }
 
 #[test]
