@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use wasmsched_core::world::World;
 use wasmsched_loop::control::{self, LoopConfig};
@@ -201,25 +200,16 @@ pub fn replicate(
     progress: &(dyn Fn(u64) + Sync),
 ) -> Vec<Replication> {
     let seeds: Vec<u64> = seeds.collect();
-    let out: Mutex<Vec<Option<Replication>>> = Mutex::new(vec![None; seeds.len()]);
-    let (next, ended) = (AtomicUsize::new(0), AtomicUsize::new(0));
-    std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, seeds.len().max(1)) {
-            scope.spawn(|| {
-                while let Some(&seed) = seeds.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let sim = SimConfig { seed, perturb: scenario.perturb, ..options.sim };
-                    // Each replication draws its own order of the arms in every group (a switchback) or its
-                    // own assignment of the jobs (a split).
-                    let config = ExperimentConfig { seed, ..config.clone() };
-                    let run = Replication::run(rt, arms, scenario, &RunOptions { sim, ..*options }, &config, truth);
-                    let i = seeds.iter().position(|s| *s == seed).expect("a seed of the list");
-                    out.lock().expect("no run panics while holding it")[i] = Some(run);
-                    progress(ended.fetch_add(1, Ordering::Relaxed) as u64 + 1);
-                }
-            });
-        }
-    });
-    out.into_inner().expect("every run ended").into_iter().map(|r| r.expect("every seed ran")).collect()
+    let ended = AtomicUsize::new(0);
+    super::batch::each(&seeds, threads, |&seed| {
+        let sim = SimConfig { seed, perturb: scenario.perturb, ..options.sim };
+        // Each replication draws its own order of the arms in every group (a switchback) or its
+        // own assignment of the jobs (a split).
+        let config = ExperimentConfig { seed, ..config.clone() };
+        let run = Replication::run(rt, arms, scenario, &RunOptions { sim, ..*options }, &config, truth);
+        progress(ended.fetch_add(1, Ordering::Relaxed) as u64 + 1);
+        run
+    })
 }
 
 /// How an estimator did over the replications against the truth.

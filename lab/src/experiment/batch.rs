@@ -68,29 +68,39 @@ pub fn jobs_in(tasks: &[Task<'_>]) -> u64 {
 /// hears, now and then, how many jobs have ended so far over all the runs (up to
 /// [`jobs_in`]).
 pub fn run(rt: &Runtime, tasks: &[Task<'_>], threads: usize, progress: &(dyn Fn(u64) + Sync)) -> Vec<RunReport> {
-    let reports: Mutex<Vec<Option<RunReport>>> = Mutex::new(vec![None; tasks.len()]);
-    let (next, ended) = (AtomicUsize::new(0), AtomicU64::new(0));
+    let ended = AtomicU64::new(0);
+    each(tasks, threads, |task| {
+        let mut mine = 0u64;
+        let mut count = |now: u64| {
+            if now > mine {
+                progress(ended.fetch_add(now - mine, Ordering::Relaxed) + now - mine);
+                mine = now;
+            }
+        };
+        let report = simulate_watched(rt, &task.choice, task.scenario, &task.options, |world| {
+            count(u64::from(world.jobs_seen()) - world.all_jobs().len() as u64);
+        });
+        count(task.scenario.workload.jobs.len() as u64);
+        report
+    })
+}
+
+/// `f` of every item, `threads` at a time (each thread takes the next item left), the results
+/// in the items' order.
+pub fn each<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let out: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
+    let next = AtomicUsize::new(0);
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, tasks.len().max(1)) {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(task) = tasks.get(i) else { break };
-                    let mut mine = 0u64;
-                    let mut count = |now: u64| {
-                        if now > mine {
-                            progress(ended.fetch_add(now - mine, Ordering::Relaxed) + now - mine);
-                            mine = now;
-                        }
-                    };
-                    let report = simulate_watched(rt, &task.choice, task.scenario, &task.options, |world| {
-                        count(u64::from(world.jobs_seen()) - world.all_jobs().len() as u64);
-                    });
-                    count(task.scenario.workload.jobs.len() as u64);
-                    reports.lock().expect("no run panics while holding it")[i] = Some(report);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    out.lock().expect("no run panics while holding it")[i] = Some(r);
                 }
             });
         }
     });
-    reports.into_inner().expect("every run ended").into_iter().map(|r| r.expect("every task ran")).collect()
+    out.into_inner().expect("every run ended").into_iter().map(|r| r.expect("every item ran")).collect()
 }
