@@ -705,10 +705,41 @@ mod tests {
         }
     }
 
-    /// Jobs of 600 s of work, one a minute, served at full speed while arm 1 is active and at
-    /// half speed under arm 0: in steady state a job spends 1,200 s in the system under arm 0
-    /// and 600 s under arm 1. Blocks of two hours with a burn-in of 20 minutes (longer than a
-    /// stay) let Little's law see each arm's own steady state.
+    /// Jobs of 600 s of work, one a minute for `hours`, each served every 30 s tick at the speed
+    /// `speed` gives it (1: full), `ledger` observing after each tick; the jobs that arrived.
+    fn serve(ledger: &mut Ledger, hours: u64, speed: impl Fn(&Ledger, &wit::JobSpec) -> f64) -> Vec<wit::JobSpec> {
+        let mut world = wasmsched_core::world::sample::world(1, 0, 0);
+        let mut live: Vec<(JobId, f64)> = Vec::new();
+        let mut arrived = Vec::new();
+        let tick = 30_000;
+        for step in 0..(hours * 3_600_000 / tick) {
+            let now = step * tick;
+            world.set_time_ms(now);
+            live.retain_mut(|(job, left)| {
+                *left -= speed(ledger, world.spec(*job).unwrap()) * tick as f64 / 1000.0;
+                let stay = *left > 1e-9;
+                if !stay {
+                    world.remove_job(*job);
+                }
+                stay
+            });
+            if now % 60_000 == 0 {
+                let mut spec = wasmsched_core::world::sample::job_spec(arrived.len());
+                (spec.name, spec.arrival_ms) = (format!("job-{}", arrived.len()), now);
+                arrived.push(spec.clone());
+                live.push((world.add_job(spec, NodeId(0)), 600.0));
+            }
+            ledger.observe(&world);
+            let block = ledger.decide_at(now);
+            assert!(!ledger.config.is_split() || block.warm == (now >= 1_200_000), "a split's first burn-in only");
+        }
+        arrived
+    }
+
+    /// Jobs served at full speed while arm 1 is active and at half speed under arm 0: in
+    /// steady state a job spends 1,200 s in the system under arm 0 and 600 s under arm 1.
+    /// Blocks of two hours with a burn-in of 20 minutes (longer than a stay) let Little's law
+    /// see each arm's own steady state.
     #[test]
     fn littles_law_recovers_each_arms_time_in_the_system() {
         let c = ExperimentConfig::switchback(
@@ -717,33 +748,8 @@ mod tests {
             Duration::from_secs(1200),
             7,
         );
-        let mut ledger = Ledger::new(c.clone());
-        let mut world = wasmsched_core::world::sample::world(1, 0, 0);
-        let node = wasmsched_core::world::NodeId(0);
-        let mut live: Vec<(JobId, f64)> = Vec::new();
-        let tick = 30_000;
-        let mut arrivals = 0usize;
-        for step in 0..(40 * 7_200_000 / tick) {
-            let now = step * tick;
-            world.set_time_ms(now);
-            let speed = if ledger.current.map_or(0, |b| b.arm) == 1 { 1.0 } else { 0.5 };
-            live.retain_mut(|(job, left)| {
-                *left -= speed * tick as f64 / 1000.0;
-                let stay = *left > 1e-9;
-                if !stay {
-                    world.remove_job(*job);
-                }
-                stay
-            });
-            if now % 60_000 == 0 {
-                let mut spec = wasmsched_core::world::sample::job_spec(arrivals);
-                (spec.name, spec.arrival_ms) = (format!("j{arrivals}"), now);
-                live.push((world.add_job(spec, node), 600.0));
-                arrivals += 1;
-            }
-            ledger.observe(&world);
-            ledger.decide_at(now);
-        }
+        let mut ledger = Ledger::new(c);
+        serve(&mut ledger, 80, |l, _| if l.current.map_or(0, |b| b.arm) == 1 { 1.0 } else { 0.5 });
         let versus = ledger.versus();
         let little = versus.iter().find(|v| v.estimate == Estimate::LittleJct).unwrap();
         // 600 / 1200 - 1 = -50 %, up to the discreteness of 30 s ticks.
@@ -754,9 +760,9 @@ mod tests {
         assert!(little.sentence().starts_with("fast: mean JCT (Little's law) -"), "{}", little.sentence());
     }
 
-    /// The same jobs as above, but side by side: each job on an arm by its name, arm 0's jobs
-    /// served at half speed and arm 1's at full speed, all the time. Every block counts for
-    /// both arms, and Little's law per arm sees 1,200 s against 600 s.
+    /// The same jobs side by side: each job on an arm by its name, arm 0's jobs served at half
+    /// speed and arm 1's at full speed, all the time. Every block counts for both arms, and
+    /// Little's law per arm sees 1,200 s against 600 s.
     #[test]
     fn a_split_counts_each_job_for_its_own_arm_in_every_block() {
         let c = ExperimentConfig::split(
@@ -767,35 +773,11 @@ mod tests {
             7,
         );
         let mut ledger = Ledger::new(c.clone());
-        let mut world = wasmsched_core::world::sample::world(1, 0, 0);
-        let node = wasmsched_core::world::NodeId(0);
-        let mut live: Vec<(JobId, f64)> = Vec::new();
-        let (tick, mut arrivals, mut on_fast) = (30_000, 0usize, 0usize);
-        for step in 0..(20 * 3_600_000 / tick) {
-            let now = step * tick;
-            world.set_time_ms(now);
-            live.retain_mut(|(job, left)| {
-                let fast = c.arm_of(world.spec(*job).unwrap()) == 1;
-                *left -= if fast { 1.0 } else { 0.5 } * tick as f64 / 1000.0;
-                let stay = *left > 1e-9;
-                if !stay {
-                    world.remove_job(*job);
-                }
-                stay
-            });
-            if now % 60_000 == 0 {
-                let mut spec = wasmsched_core::world::sample::job_spec(arrivals);
-                (spec.name, spec.arrival_ms) = (format!("job-{arrivals}"), now);
-                on_fast += c.arm_of(&spec);
-                live.push((world.add_job(spec, node), 600.0));
-                arrivals += 1;
-            }
-            ledger.observe(&world);
-            assert!(ledger.decide_at(now).warm == (now >= 1_200_000), "only the first burn-in is cold");
-        }
+        let arrived = serve(&mut ledger, 20, |l, spec| if l.config.arm_of(spec) == 1 { 1.0 } else { 0.5 });
         // A hash of the name splits 1,200 jobs about evenly, and the same name always alike.
-        assert!((500..700).contains(&on_fast), "{on_fast} of {arrivals} on arm 1");
-        assert_eq!(c.arm_of(world.spec(live[0].0).unwrap()), c.arm_of(world.spec(live[0].0).unwrap()));
+        let on_fast = arrived.iter().filter(|s| c.arm_of(s) == 1).count();
+        assert!((500..700).contains(&on_fast), "{on_fast} of {} on arm 1", arrived.len());
+        assert!(arrived.iter().all(|s| c.arm_of(s) == c.arm_of(&s.clone())));
         let versus = ledger.versus();
         let little = versus.iter().find(|v| v.estimate == Estimate::LittleJct).unwrap();
         assert!((little.change + 0.5).abs() < 0.05, "{little:?}");
