@@ -50,11 +50,11 @@ impl HostDriver {
         let arms = tick
             .arms
             .iter()
-            .enumerate()
-            .map(|(k, d)| {
+            .map(|d| {
                 let mut line = AuditDecision::of(d);
+                let k = split.and_then(|c| c.arms.iter().position(|a| **a == *d.policy));
                 let own = |e: &&wasmsched_core::backend::ApplyError| {
-                    d.outcome.actions.iter().any(|a| a.job == e.job) || owner(e.job) == Some(k)
+                    d.outcome.actions.iter().any(|a| a.job == e.job) || (k.is_some() && owner(e.job) == k)
                 };
                 line.not_applied = tick.apply_errors.iter().filter(own).map(Refused::failed).collect();
                 line
