@@ -5,9 +5,9 @@
 //! - `experiment/view/<jobs>`: one arm's view of a split (`ExperimentConfig::view`: every
 //!   running job, its own queue), made for each arm on every tick; with `pooled` the other
 //!   arm's half of the nodes set down as well;
-//! - `experiment/observe-split/<jobs>` and `experiment/observe-switchback/<jobs>`: the ledger
-//!   counting one observation (jobs in the system, queued, GPUs held, each tenant's fair share
-//!   while contended);
+//! - `experiment/observe-split/<jobs>`, `…/observe-pooled/<jobs>` (the split with pools) and
+//!   `…/observe-switchback/<jobs>`: the ledger counting one observation (jobs in the system,
+//!   queued, GPUs held, each tenant's fair share while contended);
 //! - `experiment/versus/<jobs>`: every arm's figures against the baseline with their intervals
 //!   over 48 blocks (what the host computes at each block's start);
 //! - `experiment/clone/<jobs>`: the world cloned whole, the anchor a view is read against.
@@ -70,11 +70,18 @@ fn experiment(c: &mut Criterion) {
         let split = config(true, None);
         let pooled = config(true, Some(&world));
         group.bench_with_input(BenchmarkId::new("clone", jobs), &jobs, |b, _| b.iter(|| black_box(world.clone())));
-        group.bench_with_input(BenchmarkId::new("view", jobs), &jobs, |b, _| b.iter(|| black_box(split.view(&world, 1))));
+        group.bench_with_input(BenchmarkId::new("view", jobs), &jobs, |b, _| {
+            b.iter(|| black_box(split.view(&world, 1)))
+        });
         group.bench_with_input(BenchmarkId::new("view-pooled", jobs), &jobs, |b, _| {
             b.iter(|| black_box(pooled.view(&world, 1)))
         });
-        for (name, c) in [("observe-split", config(true, None)), ("observe-switchback", config(false, None))] {
+        let observed = [
+            ("observe-split", config(true, None)),
+            ("observe-pooled", pooled.clone()),
+            ("observe-switchback", config(false, None)),
+        ];
+        for (name, c) in observed {
             let mut l = ledger(c, &mut world, 1);
             let mut now = world.time_ms();
             group.bench_with_input(BenchmarkId::new(name, jobs), &jobs, |b, _| {

@@ -250,8 +250,9 @@ impl ExperimentConfig {
     pub fn view(&self, world: &World, arm: usize) -> World {
         let mut view = world.without_queued(|spec| self.arm_of(spec) != arm);
         if let Some(pool) = self.pools.get(arm) {
+            let pool: std::collections::HashSet<&str> = pool.iter().map(String::as_str).collect();
             let outside: Vec<usize> =
-                (0..world.nodes().len()).filter(|&n| !pool.contains(&world.nodes()[n].name)).collect();
+                (0..world.nodes().len()).filter(|&n| !pool.contains(world.nodes()[n].name.as_str())).collect();
             for n in outside {
                 view.set_node_down(NodeId(n as u32), true);
             }
@@ -558,10 +559,13 @@ impl Ledger {
         let mine = |spec: &wit::JobSpec| arm.is_none_or(|k| self.config.arm_of(spec) == k);
         let capacity = match arm.map(|k| self.config.pools.get(k)) {
             None => world.gpus_taking_work(),
-            Some(Some(pool)) => (world.nodes().iter().enumerate())
-                .filter(|(n, node)| pool.contains(&node.name) && !world.is_node_down(NodeId(*n as u32)))
-                .map(|(_, node)| node.gpu_memory_bytes.len() as u64)
-                .sum(),
+            Some(Some(pool)) => {
+                let pool: std::collections::HashSet<&str> = pool.iter().map(String::as_str).collect();
+                (world.nodes().iter().enumerate())
+                    .filter(|(n, node)| pool.contains(node.name.as_str()) && !world.is_node_down(NodeId(*n as u32)))
+                    .map(|(_, node)| node.gpu_memory_bytes.len() as u64)
+                    .sum()
+            }
             Some(None) => {
                 let others: usize = world.jobs().filter(|(spec, _)| !mine(spec)).map(|(_, s)| s.gpus.len()).sum();
                 world.gpus_taking_work().saturating_sub(others as u64)
