@@ -617,13 +617,18 @@ impl Ledger {
                     // Nothing to give on either side: fairness among fewer than two tenants.
                     continue;
                 }
+                // An interval over groups needs two that hold the figure on both sides: with one,
+                // every resample that draws it gives the same ratio, a certainty that is not there.
+                let holding =
+                    groups.iter().filter(|g| estimate.of(&g[0]).is_finite() && estimate.of(&g[arm]).is_finite());
+                let interval = if holding.count() >= 2 { stats::bootstrap(groups.len(), change) } else { None };
                 out.push(Versus {
                     arm: self.config.arms[arm].clone(),
                     estimate,
                     baseline,
                     value,
                     change: relative(value, baseline),
-                    interval: stats::bootstrap(groups.len(), change),
+                    interval,
                     groups: groups.len(),
                 });
             }

@@ -158,3 +158,38 @@ fn an_arms_view_holds_its_own_queue_and_pool() {
     let down = |arm| c.view(&world, arm).nodes_down().iter().map(|n| n.0).collect::<Vec<_>>();
     assert_eq!((down(0), down(1)), (vec![1], vec![0, 2]));
 }
+
+/// Every job arrives and ends in the first of several blocks: the figures are there, but an
+/// interval over the blocks would have only one that holds them, so none is given.
+#[test]
+fn no_interval_rests_on_a_single_block() {
+    let c = ExperimentConfig::split(
+        vec!["a".into(), "b".into()],
+        Assign::Name,
+        Duration::from_secs(600),
+        Duration::ZERO,
+        0,
+    );
+    let mut ledger = Ledger::new(c.clone());
+    let mut world = wasmsched_core::world::sample::world(1, 0, 0);
+    let names: Vec<String> = (0..40).map(|i| format!("job-{i}")).collect();
+    let both =
+        names.iter().map(|n| c.arm_of(&wit::JobSpec { name: n.clone(), ..wasmsched_core::world::sample::job_spec(0) }));
+    assert_eq!(both.collect::<std::collections::BTreeSet<_>>().len(), 2, "both arms have jobs");
+    let mut jobs = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let spec = wit::JobSpec { name: name.clone(), arrival_ms: 0, ..wasmsched_core::world::sample::job_spec(i) };
+        jobs.push(world.add_job(spec, NodeId(0)));
+    }
+    for step in 0..=120u64 {
+        world.set_time_ms(step * 30_000);
+        if step == 10 {
+            jobs.iter().for_each(|&j| _ = world.remove_job(j));
+        }
+        ledger.observe(&world);
+        ledger.decide_at(world.time_ms());
+    }
+    assert!(ledger.groups() >= 5);
+    let naive = ledger.versus().into_iter().find(|v| v.estimate == Estimate::NaiveJct).unwrap();
+    assert!(naive.change.is_finite() && naive.interval.is_none(), "{naive:?}");
+}
