@@ -156,8 +156,12 @@ impl Budget {
     /// Disruptions admitted within the window that ends at `now_ms`, as the next admission
     /// counts them against `max-per-window`.
     pub fn spent(&self, now_ms: u64) -> u64 {
-        let window_ms = self.config.window.as_millis() as u64;
-        self.recent.iter().filter(|(at, _)| now_ms.saturating_sub(*at) < window_ms).count() as u64
+        self.recent.iter().filter(|(at, _)| self.within(*at, now_ms)).count() as u64
+    }
+
+    /// Whether a disruption admitted at `at` still counts at `now_ms`.
+    fn within(&self, at: u64, now_ms: u64) -> bool {
+        now_ms.saturating_sub(at) < self.config.window.as_millis() as u64
     }
 
     /// Split validated `actions` for `world` into those that apply and those over budget;
@@ -167,8 +171,7 @@ impl Budget {
             return (actions, Vec::new());
         }
         let now = world.time_ms();
-        let window_ms = self.config.window.as_millis() as u64;
-        while self.recent.front().is_some_and(|(at, _)| now.saturating_sub(*at) >= window_ms) {
+        while self.recent.front().is_some_and(|(at, _)| !self.within(*at, now)) {
             self.recent.pop_front();
         }
         let mut kept = Vec::with_capacity(actions.len());

@@ -249,15 +249,18 @@ impl ExperimentConfig {
     /// jobs only, and with pools, every node outside its pool down.
     pub fn view(&self, world: &World, arm: usize) -> World {
         let mut view = world.without_queued(|spec| self.arm_of(spec) != arm);
-        if let Some(pool) = self.pools.get(arm) {
-            let pool: std::collections::HashSet<&str> = pool.iter().map(String::as_str).collect();
-            let outside: Vec<usize> =
-                (0..world.nodes().len()).filter(|&n| !pool.contains(world.nodes()[n].name.as_str())).collect();
-            for n in outside {
+        if let Some(inside) = self.pool_of(world, arm) {
+            for (n, _) in inside.iter().enumerate().filter(|(_, inside)| !**inside) {
                 view.set_node_down(NodeId(n as u32), true);
             }
         }
         view
+    }
+
+    /// With pools, whether each of `world`'s nodes (in node order) is in arm `arm`'s pool.
+    fn pool_of(&self, world: &World, arm: usize) -> Option<Vec<bool>> {
+        let pool: std::collections::HashSet<&str> = self.pools.get(arm)?.iter().map(String::as_str).collect();
+        Some(world.nodes().iter().map(|n| pool.contains(n.name.as_str())).collect())
     }
 }
 
@@ -323,17 +326,17 @@ impl Tally {
         self.gpu_ms += other.gpu_ms;
         self.jct_sum_ms += other.jct_sum_ms;
         self.jct_count += other.jct_count;
-        add_each(&mut self.tenant_received_ms, &other.tenant_received_ms);
-        add_each(&mut self.tenant_entitled_ms, &other.tenant_entitled_ms);
+        add_each(&mut self.tenant_received_ms, &other.tenant_received_ms, 1.0);
+        add_each(&mut self.tenant_entitled_ms, &other.tenant_entitled_ms, 1.0);
     }
 }
 
-/// `to[i] += from[i]`, `to` grown to fit.
-fn add_each(to: &mut Vec<f64>, from: &[f64]) {
+/// `to[i] += from[i] * by`, `to` grown to fit.
+fn add_each(to: &mut Vec<f64>, from: &[f64], by: f64) {
     if to.len() < from.len() {
         to.resize(from.len(), 0.0);
     }
-    to.iter_mut().zip(from).for_each(|(t, f)| *t += f);
+    to.iter_mut().zip(from).for_each(|(t, f)| *t += f * by);
 }
 
 /// A figure an experiment estimates per arm.
@@ -516,8 +519,8 @@ impl Ledger {
                 tally.gpu_held_ms += dt * (c0[2] + c[2]) / 2.0;
                 tally.gpu_ms += dt * (g0 + gpus) / 2.0;
                 if let Some((held, entitled)) = shares {
-                    add_each(&mut tally.tenant_received_ms, &held.iter().map(|h| h * dt).collect::<Vec<_>>());
-                    add_each(&mut tally.tenant_entitled_ms, &entitled.iter().map(|e| e * dt).collect::<Vec<_>>());
+                    add_each(&mut tally.tenant_received_ms, &held, dt);
+                    add_each(&mut tally.tenant_entitled_ms, &entitled, dt);
                 }
             }
         }
@@ -556,16 +559,17 @@ impl Ledger {
     /// a switchback) are contended: each tenant's GPUs held by its jobs there, and its weighted
     /// fair share of them.
     fn contended_shares(&self, world: &World, arm: Option<usize>) -> Option<(Vec<f64>, Vec<f64>)> {
+        if world.tenants().len() < 2 {
+            // Fairness needs two tenants: no figure to count.
+            return None;
+        }
         let mine = |spec: &wit::JobSpec| arm.is_none_or(|k| self.config.arm_of(spec) == k);
-        let capacity = match arm.map(|k| self.config.pools.get(k)) {
+        let capacity = match arm.map(|k| self.config.pool_of(world, k)) {
             None => world.gpus_taking_work(),
-            Some(Some(pool)) => {
-                let pool: std::collections::HashSet<&str> = pool.iter().map(String::as_str).collect();
-                (world.nodes().iter().enumerate())
-                    .filter(|(n, node)| pool.contains(node.name.as_str()) && !world.is_node_down(NodeId(*n as u32)))
-                    .map(|(_, node)| node.gpu_memory_bytes.len() as u64)
-                    .sum()
-            }
+            Some(Some(inside)) => (world.nodes().iter().zip(inside).enumerate())
+                .filter(|(n, (_, inside))| *inside && !world.is_node_down(NodeId(*n as u32)))
+                .map(|(_, (node, _))| node.gpu_memory_bytes.len() as u64)
+                .sum(),
             Some(None) => {
                 let others: usize = world.jobs().filter(|(spec, _)| !mine(spec)).map(|(_, s)| s.gpus.len()).sum();
                 world.gpus_taking_work().saturating_sub(others as u64)

@@ -89,8 +89,8 @@ fn experiment_metrics(r: &mut Registry, status: &Status) {
     let Some(e) = &status.experiment else { return };
     let experiment = ("experiment".to_string(), e.name.clone());
     let active = Family::<Labels, Gauge>::default();
+    let split = e.design == wasmsched_loop::experiment::Design::Split && e.ended.is_none();
     for arm in &e.arms {
-        let split = e.design == wasmsched_loop::experiment::Design::Split && e.ended.is_none();
         let on = split || e.active.as_deref() == Some(arm.as_str());
         active.get_or_create(&vec![experiment.clone(), ("arm".into(), arm.clone())]).set(i64::from(on));
     }
