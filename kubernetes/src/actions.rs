@@ -610,11 +610,17 @@ impl Kubernetes {
             wit::ActionKind::Resize(r) => Some(r),
             _ => None,
         };
-        let share = match &action.kind {
-            wit::ActionKind::SetGpuShare(s) => Some(s.percent.clamp(1, 100)),
-            _ => None,
-        };
         let target = self.copy_target(&action.kind, state)?;
+        // A capped job's copy on other GPUs keeps its cap, as the world does; one sent back to
+        // the queue loses it.
+        let share = match &action.kind {
+            wit::ActionKind::SetGpuShare(s) => match self.config.gpu_sharing.refuses_a_cap() {
+                Some(why) => return Err(why.into()),
+                None => Some(s.percent.clamp(1, 100)),
+            },
+            _ => state.gpu_share_percent.filter(|_| target.is_some()),
+        };
+        let sets_share = matches!(action.kind, wit::ActionKind::SetGpuShare(_));
         if resize.is_some() {
             pod::resizable(p)?;
         }
@@ -624,7 +630,7 @@ impl Kubernetes {
                             progress; annotate it with the folder it checkpoints to, on a volume that outlives it"
                     .into());
             }
-            (None, false) if resize.is_some() || share.is_some() => {
+            (None, false) if resize.is_some() || sets_share => {
                 return Err(resize_needs_checkpoint(
                     "the pod",
                     "annotate it with the folder it checkpoints to, on a volume that outlives it",
@@ -687,7 +693,7 @@ impl Kubernetes {
                 dra.allocate_copy(&api, claims, &gate, limit, &to).await?;
             }
             gate.pass(|| within(limit, bind(&api, &copy.name, &node_name))).await?;
-            if let Some(percent) = share {
+            if let (true, Some(percent)) = (sets_share, share) {
                 return Ok(Effect::Shared { copy, percent });
             }
             // A migration's GPUs there are the world's to say when it lands.

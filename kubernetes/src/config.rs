@@ -56,6 +56,10 @@ pub struct KubernetesConfig {
     /// dcgm-exporter on the nodes that run managed pods ([`gpus`]). Without it GPUs show idle.
     #[serde(rename = "gpu-telemetry")]
     pub gpu_telemetry: Option<gpus::GpuTelemetryConfig>,
+    /// `[backend.gpu-sharing]`: how a GPU share reaches the driver of the GPUs that DRA gives
+    /// (MPS by default; [`dra::sharing`]).
+    #[serde(rename = "gpu-sharing")]
+    pub gpu_sharing: dra::sharing::GpuSharingConfig,
     /// How long one request may take before the apiserver counts as unreachable (5 s; not a
     /// key of the table).
     #[serde(skip)]
@@ -74,6 +78,7 @@ impl Default for KubernetesConfig {
             election: None,
             gpu_drivers: vec![dra::NVIDIA_DRIVER.to_string()],
             gpu_telemetry: None,
+            gpu_sharing: dra::sharing::GpuSharingConfig::default(),
             timeout: Duration::from_secs(5),
         }
     }
@@ -87,6 +92,7 @@ impl Settings for KubernetesConfig {
         filled(&self.selector, "selector is a label selector, e.g. \"wasmsched.managed=true\"")?;
         filled(&self.namespace, "namespace is a namespace's name, e.g. \"default\"")?;
         self.gpu_telemetry.as_ref().map_or(Ok(()), gpus::GpuTelemetryConfig::check)?;
+        self.gpu_sharing.check()?;
         self.election.as_ref().map_or(Ok(()), |e| e.check(self.timeout))
     }
 }

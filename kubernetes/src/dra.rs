@@ -45,6 +45,7 @@ use serde_json::json;
 
 pub(crate) mod allocate;
 pub(crate) mod cel;
+pub mod sharing;
 mod write;
 
 pub use write::{Claims, CopyTarget, release};
@@ -155,6 +156,8 @@ pub struct Dra {
     /// Why the DRA objects cannot be read (an older cluster does not serve `resource.k8s.io/v1`).
     failing: Arc<Mutex<Option<String>>>,
     gpu_drivers: Vec<String>,
+    /// How a GPU share reaches their driver.
+    sharing: sharing::GpuSharingConfig,
     /// By claim uid.
     assumed: Mutex<HashMap<String, Assumed>>,
     selectors: Mutex<cel::Selectors>,
@@ -198,16 +201,17 @@ where
 
 impl Dra {
     /// Watch the slices, classes and claims of the cluster, and the templates of `namespace`.
-    pub fn watch(rt: &tokio::runtime::Runtime, client: &Client, namespace: &str, gpu_drivers: &[String]) -> Dra {
+    pub fn watch(rt: &tokio::runtime::Runtime, client: &Client, config: &crate::KubernetesConfig) -> Dra {
         let _entered = rt.enter();
         let failing = Arc::new(Mutex::new(None));
         Dra {
             slices: watch(rt, Api::all(client.clone()), &failing),
             classes: watch(rt, Api::all(client.clone()), &failing),
             claims: watch(rt, Api::all(client.clone()), &failing),
-            templates: watch(rt, Api::namespaced(client.clone(), namespace), &failing),
+            templates: watch(rt, Api::namespaced(client.clone(), &config.namespace), &failing),
             failing,
-            gpu_drivers: gpu_drivers.to_vec(),
+            gpu_drivers: config.gpu_drivers.clone(),
+            sharing: config.gpu_sharing.clone(),
             assumed: Mutex::default(),
             selectors: Mutex::default(),
             round: Mutex::default(),
@@ -236,6 +240,7 @@ impl Dra {
             templates: store(Vec::new()),
             failing: Arc::default(),
             gpu_drivers: gpu_drivers.iter().map(|d| d.to_string()).collect(),
+            sharing: sharing::GpuSharingConfig::default(),
             assumed: Mutex::default(),
             selectors: Mutex::default(),
             round: Mutex::default(),
@@ -302,12 +307,7 @@ impl Dra {
                 if g.gpu_type.is_empty() {
                     g.gpu_type = attr("productName").and_then(|a| a.string.clone()).unwrap_or_default();
                 }
-                let memory = d.capacity.as_ref().and_then(|c| {
-                    c.iter()
-                        .find(|(n, _)| cel::qualified(n, &s.spec.driver).1 == "memory")
-                        .and_then(|(_, m)| cel::milli(&m.value))
-                });
-                g.memory_bytes = g.memory_bytes.max(memory.map_or(0, |m| u64::try_from(m / 1000).unwrap_or(0)));
+                g.memory_bytes = g.memory_bytes.max(sharing::memory_bytes(&s.spec.driver, d).unwrap_or(0));
             }
         }
         *self.shown.lock().expect("dra shown") = shown;
@@ -583,9 +583,9 @@ impl Dra {
     }
 
     /// The opaque config an allocation carries: each request's class's (`FromClass`), then the
-    /// claim's own (`FromClaim`), which the driver reads when it prepares the devices; and,
-    /// for a capped `share`, MPS at that active-thread percentage ([`mps`]) for the GPU drivers
-    /// of the devices `picked` (last, so it wins).
+    /// claim's own (`FromClaim`), which the driver reads when it prepares the devices; and, last
+    /// so that it wins, the sharing config ([`sharing`]) for the GPU drivers of the devices
+    /// `picked`, capped at `share`.
     fn config(&self, spec: &DeviceClaim, picked: &[allocate::Pick], share: Option<u8>) -> Vec<serde_json::Value> {
         let mut config = Vec::new();
         for r in spec.requests.iter().flatten() {
@@ -606,14 +606,15 @@ impl Dra {
                 config.push(json!({"source": "FromClaim", "requests": c.requests.clone().unwrap_or_default(), "opaque": opaque}));
             }
         }
-        let Some(percent) = share.filter(|&p| p < 100) else { return config };
         let mut drivers: Vec<&str> = picked.iter().map(|p| p.offer.id.driver.as_str()).collect();
         drivers.sort_unstable();
         drivers.dedup();
         for driver in drivers.into_iter().filter(|d| self.gpu_drivers.iter().any(|g| g == d)) {
-            let requests: Vec<&str> =
-                picked.iter().filter(|p| p.offer.id.driver == driver).map(|p| p.request.as_str()).collect();
-            config.push(json!({"source": "FromClaim", "requests": requests, "opaque": {"driver": driver, "parameters": mps(driver, percent)}}));
+            let theirs: Vec<&allocate::Pick> = picked.iter().filter(|p| p.offer.id.driver == driver).collect();
+            if let Some(parameters) = self.sharing.parameters(driver, &theirs, share) {
+                let requests: Vec<&str> = theirs.iter().map(|p| p.request.as_str()).collect();
+                config.push(json!({"source": "FromClaim", "requests": requests, "opaque": {"driver": driver, "parameters": parameters}}));
+            }
         }
         config
     }
@@ -666,20 +667,6 @@ fn counters_left(slices: &[Arc<ResourceSlice>], taken: &HashSet<DeviceId>) -> Co
         }
     }
     counters
-}
-
-/// The parameters that share a GPU of `driver` through MPS at `percent` of its threads: NVIDIA's
-/// DRA driver's `GpuConfig`; for another driver, the variable CUDA's MPS clients read, as the
-/// flat map of environment variables that drivers such as Kubernetes' DRA test driver take.
-pub fn mps(driver: &str, percent: u8) -> serde_json::Value {
-    if driver != NVIDIA_DRIVER {
-        return json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": percent.to_string()});
-    }
-    json!({
-        "apiVersion": "resource.nvidia.com/v1beta1",
-        "kind": "GpuConfig",
-        "sharing": {"strategy": "MPS", "mpsConfig": {"defaultActiveThreadPercentage": percent}},
-    })
 }
 
 /// A quantity in milli-units written as Kubernetes reads it.

@@ -1,8 +1,10 @@
 //! GPU telemetry, with `[backend.gpu-telemetry]`: each GPU's use and which pod holds it, from
 //! NVIDIA's dcgm-exporter (the GPU Operator runs one pod of it on every GPU node).
 //!
-//! The exporter pods are watched (namespace `gpu-operator`, selector `app=nvidia-dcgm-exporter`
-//! by default: the GPU Operator's). The exporter of each node that runs managed pods is read as
+//! The exporters are found by the pods (namespace `gpu-operator`, selector
+//! `app=nvidia-dcgm-exporter` by default: the GPU Operator's), or, with `service`, by that
+//! Service's EndpointSlices (each ready endpoint's node, pod and address, and the slice's port
+//! where it names one). The exporter of each node that runs managed pods is read as
 //! the kubelet summaries are (`poll.rs`): through the apiserver's pod proxy
 //! (`/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy{path}`), else from the pod's IP directly,
 //! every 10 s (sooner while a GPU pod there is not named yet), 16 nodes at most at once, with a
@@ -22,6 +24,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
@@ -41,9 +44,14 @@ pub struct GpuTelemetryConfig {
     /// The namespace of the exporter pods (default `"gpu-operator"`).
     pub namespace: String,
     /// The label selector of the exporter pods (default `"app=nvidia-dcgm-exporter"`; the
-    /// dcgm-exporter Helm chart's own is `"app.kubernetes.io/name=dcgm-exporter"`).
+    /// dcgm-exporter Helm chart's own is `"app.kubernetes.io/name=dcgm-exporter"`). Not read
+    /// with `service`.
     pub selector: String,
-    /// The port they serve their metrics on (default 9400).
+    /// A Service whose endpoints are the exporters (the GPU Operator's is
+    /// `"nvidia-dcgm-exporter"`): found through its EndpointSlices instead of by `selector`.
+    pub service: Option<String>,
+    /// The port they serve their metrics on (default 9400); with `service`, the one its
+    /// endpoints name where they name a single port.
     pub port: u16,
     /// The path of their metrics (default `"/metrics"`).
     pub path: String,
@@ -54,6 +62,7 @@ impl Default for GpuTelemetryConfig {
         GpuTelemetryConfig {
             namespace: "gpu-operator".into(),
             selector: "app=nvidia-dcgm-exporter".into(),
+            service: None,
             port: 9400,
             path: "/metrics".into(),
         }
@@ -69,6 +78,9 @@ impl GpuTelemetryConfig {
             &self.selector,
             &says("selector is the exporter pods' label selector, e.g. \"app=nvidia-dcgm-exporter\""),
         )?;
+        if let Some(service) = &self.service {
+            filled(service, &says("service is the exporters' Service's name, e.g. \"nvidia-dcgm-exporter\""))?;
+        }
         if self.port == 0 {
             return Err(says("port is the port the exporter serves on, e.g. 9400"));
         }
@@ -103,10 +115,24 @@ pub(super) fn fill(node: &mut wit::Node, seen: Option<&Seen>) {
     }
 }
 
-/// The exporter pods, watched, and how each is reached.
+/// Where the exporters are found: their pods, or their Service's endpoints.
+enum Found {
+    Pods(Store<Pod>),
+    Endpoints(Store<EndpointSlice>),
+}
+
+/// A node's exporter: its pod, address and port.
+#[derive(Clone, Debug, PartialEq)]
+struct Exporter {
+    pod: String,
+    ip: String,
+    port: u16,
+}
+
+/// The exporters, watched, and how each is reached.
 pub(super) struct Exporters {
     config: GpuTelemetryConfig,
-    store: Store<Pod>,
+    found: Found,
     /// The watch's own health: a namespace the host may not read leaves the apiserver up.
     health: Arc<Mutex<Health>>,
     /// Clients to exporters reached directly, by node name, with the address each reaches.
@@ -114,43 +140,54 @@ pub(super) struct Exporters {
 }
 
 impl Exporters {
-    /// Watch `config`'s exporter pods, each trimmed to its name, node, phase and address.
+    /// Watch `config`'s exporter pods, each trimmed to its name, node, phase and address; or,
+    /// with `service`, that Service's EndpointSlices.
     pub(super) fn watch(rt: &tokio::runtime::Runtime, client: &Client, config: &GpuTelemetryConfig) -> Exporters {
         let health = Arc::new(Mutex::new(Health::default()));
-        let api: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
-        let store = watch(rt, api, watcher::Config::default().labels(&config.selector), health.clone(), |p| {
-            p.managed_fields_mut().clear();
-            (p.metadata.labels, p.metadata.annotations, p.metadata.owner_references) = (None, None, None);
-            let node_name = p.spec.as_mut().and_then(|s| s.node_name.take());
-            p.spec = Some(PodSpec { node_name, ..PodSpec::default() });
-            let status = p.status.take().unwrap_or_default();
-            p.status = Some(PodStatus { phase: status.phase, pod_ip: status.pod_ip, ..PodStatus::default() });
-        });
-        Exporters { config: config.clone(), store, health, direct: HashMap::new() }
-    }
-
-    /// Each node's exporter pod: Running, with an address, not being deleted (the first by
-    /// name where there are several); by node name, its name and address.
-    fn by_node(&self) -> HashMap<String, (String, String)> {
-        let mut pods: Vec<_> = self.store.state();
-        pods.sort_by_key(|p| p.name_any());
-        let mut found = HashMap::new();
-        for p in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
-            let status = p.status.as_ref();
-            let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
-            let ip = status.and_then(|s| s.pod_ip.clone());
-            if let (true, Some(node), Some(ip)) = (running, p.spec.as_ref().and_then(|s| s.node_name.clone()), ip) {
-                found.entry(node).or_insert((p.name_any(), ip));
+        let found = match &config.service {
+            Some(service) => {
+                let api: Api<EndpointSlice> = Api::namespaced(client.clone(), &config.namespace);
+                let of_service = watcher::Config::default().labels(&format!("kubernetes.io/service-name={service}"));
+                Found::Endpoints(watch(rt, api, of_service, health.clone(), |s| s.managed_fields_mut().clear()))
             }
-        }
-        found
+            None => {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &config.namespace);
+                let labelled = watcher::Config::default().labels(&config.selector);
+                Found::Pods(watch(rt, api, labelled, health.clone(), |p| {
+                    p.managed_fields_mut().clear();
+                    (p.metadata.labels, p.metadata.annotations, p.metadata.owner_references) = (None, None, None);
+                    let node_name = p.spec.as_mut().and_then(|s| s.node_name.take());
+                    p.spec = Some(PodSpec { node_name, ..PodSpec::default() });
+                    let status = p.status.take().unwrap_or_default();
+                    p.status = Some(PodStatus { phase: status.phase, pod_ip: status.pod_ip, ..PodStatus::default() });
+                }))
+            }
+        };
+        Exporters { config: config.clone(), found, health, direct: HashMap::new() }
     }
 
-    /// A client to the exporter at `ip` on node `node`, with no credentials (made once per
-    /// address).
-    fn direct(&mut self, rt: &tokio::runtime::Runtime, node: &str, ip: &str) -> Option<Client> {
+    /// Where the exporters are looked for, in words.
+    fn whereabouts(&self) -> String {
+        let ns = &self.config.namespace;
+        match &self.config.service {
+            Some(service) => format!("the endpoints of Service {service} in namespace {ns}"),
+            None => format!("the pods of selector {} in namespace {ns}", self.config.selector),
+        }
+    }
+
+    /// Each node's exporter, by node name (the first by pod name where there are several).
+    fn by_node(&self) -> HashMap<String, Exporter> {
+        match &self.found {
+            Found::Pods(store) => running_pods(&store.state(), self.config.port),
+            Found::Endpoints(store) => ready_endpoints(&store.state(), self.config.port),
+        }
+    }
+
+    /// A client to exporter `at` on node `node`, with no credentials (made once per address).
+    fn direct(&mut self, rt: &tokio::runtime::Runtime, node: &str, at: &Exporter) -> Option<Client> {
+        let ip = &at.ip;
         let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
-        let url = format!("http://{host}:{}", self.config.port);
+        let url = format!("http://{host}:{}", at.port);
         if let Some((_, client)) = self.direct.get(node).filter(|(at, _)| *at == url) {
             return Some(client.clone());
         }
@@ -159,6 +196,50 @@ impl Exporters {
         self.direct.insert(node.to_string(), (url, client.clone()));
         Some(client)
     }
+}
+
+/// Each node's exporter among `pods`: Running, with an address, not being deleted; serving on
+/// `port`.
+fn running_pods(pods: &[Arc<Pod>], port: u16) -> HashMap<String, Exporter> {
+    let mut pods: Vec<&Arc<Pod>> = pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+    pods.sort_by_key(|p| p.name_any());
+    let mut found = HashMap::new();
+    for p in pods {
+        let status = p.status.as_ref();
+        let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
+        let ip = status.and_then(|s| s.pod_ip.clone());
+        if let (true, Some(node), Some(ip)) = (running, p.spec.as_ref().and_then(|s| s.node_name.clone()), ip) {
+            found.entry(node).or_insert(Exporter { pod: p.name_any(), ip, port });
+        }
+    }
+    found
+}
+
+/// Each node's exporter among a Service's `slices`: an endpoint not known to be unready or
+/// terminating, with its node, its pod and an address; on the slice's port where it names one
+/// alone, else on `port`.
+fn ready_endpoints(slices: &[Arc<EndpointSlice>], port: u16) -> HashMap<String, Exporter> {
+    let mut found: Vec<(String, Exporter)> = Vec::new();
+    for slice in slices {
+        let port = match slice.ports.as_deref() {
+            Some([only]) => only.port.and_then(|p| u16::try_from(p).ok()).unwrap_or(port),
+            _ => port,
+        };
+        for e in slice.endpoints.iter().flatten() {
+            let conditions = e.conditions.clone().unwrap_or_default();
+            let serving = conditions.ready != Some(false) && conditions.terminating != Some(true);
+            let pod = e.target_ref.as_ref().filter(|r| r.kind.as_deref() == Some("Pod")).and_then(|r| r.name.clone());
+            if let (true, Some(node), Some(pod), Some(ip)) = (serving, e.node_name.clone(), pod, e.addresses.first()) {
+                found.push((node, Exporter { pod, ip: ip.clone(), port }));
+            }
+        }
+    }
+    found.sort_by(|a, b| a.1.pod.cmp(&b.1.pod));
+    let mut by_node = HashMap::new();
+    for (node, exporter) in found {
+        by_node.entry(node).or_insert(exporter);
+    }
+    by_node
 }
 
 /// The GPUs each job holds on one node (`count` of them), once its exporter named the ones
@@ -236,14 +317,14 @@ impl Kubernetes {
         let (wanted, _) = self.gpu_pods(world);
         let due = poll::due(self.nodes.iter().map(|e| &e.gpu), &wanted, STATS_IN_FLIGHT);
         let Some(exporters) = self.exporters.as_ref().filter(|_| !due.is_empty()) else { return };
-        let (by_node, config) = (exporters.by_node(), exporters.config.clone());
+        let (by_node, config, whereabouts) = (exporters.by_node(), exporters.config.clone(), exporters.whereabouts());
         for i in due {
             let name = self.nodes[i].name.clone();
             let ask = match by_node.get(&name) {
-                Some((pod, ip)) => {
-                    let (ns, port, path) = (&config.namespace, config.port, &config.path);
+                Some(at) => {
+                    let (ns, pod, port, path) = (&config.namespace, &at.pod, at.port, &config.path);
                     let proxy = (self.client.clone(), format!("/api/v1/namespaces/{ns}/pods/{pod}:{port}/proxy{path}"));
-                    let direct = self.exporters.as_mut().and_then(|e| e.direct(&self.rt, &name, ip));
+                    let direct = self.exporters.as_mut().and_then(|e| e.direct(&self.rt, &name, at));
                     let ask = poll::get(
                         self.nodes[i].gpu.route,
                         proxy,
@@ -253,10 +334,7 @@ impl Kubernetes {
                     self.rt.spawn(ask)
                 }
                 None => {
-                    let why = format!(
-                        "no exporter pod runs there (none Running of selector {} in namespace {})",
-                        config.selector, config.namespace
-                    );
+                    let why = format!("no exporter serves there (none among {whereabouts})");
                     self.rt.spawn(async move { Err(why) })
                 }
             };
@@ -268,18 +346,20 @@ impl Kubernetes {
     fn check_exporters(&mut self) {
         let Some(e) = &self.exporters else { return };
         let down = e.health.lock().expect("health lock").down.clone();
-        let (namespace, selector) = (&e.config.namespace, &e.config.selector);
+        let (whereabouts, what) = match e.found {
+            Found::Pods(_) => (e.whereabouts(), "pods"),
+            Found::Endpoints(_) => (e.whereabouts(), "endpointslices (discovery.k8s.io)"),
+        };
         match down {
             Some((_, why)) => self.logged.once("gpu-exporters-down".into(), || {
                 format!(
-                    "cannot watch the GPU exporter pods (selector {selector} in namespace {namespace}: {why}); GPUs \
-                     keep their last figures. Check [backend.gpu-telemetry] and grant the host list and watch on pods \
-                     there"
+                    "cannot watch the GPU exporters ({whereabouts}: {why}); GPUs keep their last figures. Check \
+                     [backend.gpu-telemetry] and grant the host list and watch on {what} there"
                 )
             }),
             None => {
                 if self.logged.clear("gpu-exporters-down") {
-                    tracing::info!(%namespace, %selector, "the GPU exporter pods are watched again");
+                    tracing::info!(exporters = %whereabouts, "the GPU exporters are watched again");
                 }
             }
         }
@@ -452,6 +532,48 @@ mod tests {
         assert!(port.check().unwrap_err().contains("port"));
         let selector = GpuTelemetryConfig { selector: " ".into(), ..GpuTelemetryConfig::default() };
         assert!(selector.check().unwrap_err().contains("app=nvidia-dcgm-exporter"));
+        let service: GpuTelemetryConfig = toml::from_str("service = \"nvidia-dcgm-exporter\"").unwrap();
+        assert_eq!((service.service.as_deref(), service.check()), (Some("nvidia-dcgm-exporter"), Ok(())));
+        let blank = GpuTelemetryConfig { service: Some("".into()), ..GpuTelemetryConfig::default() };
+        assert!(blank.check().unwrap_err().contains("Service's name"));
+    }
+
+    fn slice(ports: serde_json::Value, endpoints: serde_json::Value) -> Arc<EndpointSlice> {
+        let slice = serde_json::json!({"metadata": {"name": "s"}, "addressType": "IPv4", "ports": ports, "endpoints": endpoints});
+        Arc::new(serde_json::from_value(slice).unwrap())
+    }
+
+    fn endpoint(pod: &str, node: &str, ip: &str, conditions: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"addresses": [ip], "nodeName": node, "conditions": conditions,
+            "targetRef": {"kind": "Pod", "name": pod, "namespace": "gpu-operator"}})
+    }
+
+    #[test]
+    fn a_services_ready_endpoints_are_its_nodes_exporters_on_the_port_they_name() {
+        let ready = serde_json::json!({"ready": true});
+        let endpoints = serde_json::json!([
+            endpoint("dcgm-b", "n1", "10.0.0.2", ready.clone()),
+            endpoint("dcgm-a", "n1", "10.0.0.1", ready.clone()),
+            endpoint("dcgm-c", "n2", "10.0.0.3", serde_json::json!({"ready": false})),
+            endpoint("dcgm-d", "n3", "10.0.0.4", serde_json::json!({"ready": true, "terminating": true})),
+            endpoint("dcgm-e", "n4", "10.0.0.5", serde_json::json!({})),
+            {"addresses": ["10.0.0.6"], "nodeName": "n5"},
+        ]);
+        let found = ready_endpoints(
+            &[slice(serde_json::json!([{"name": "gpu-metrics", "port": 9500}]), endpoints.clone())],
+            9400,
+        );
+        let at = |pod: &str, ip: &str, port| Exporter { pod: pod.into(), ip: ip.into(), port };
+        assert_eq!(
+            found.get("n1"),
+            Some(&at("dcgm-a", "10.0.0.1", 9500)),
+            "the first by pod name, on the slice's port"
+        );
+        assert_eq!(found.get("n4"), Some(&at("dcgm-e", "10.0.0.5", 9500)), "readiness unknown counts as ready");
+        assert_eq!(found.len(), 2, "not unready, terminating, or without a pod: {found:?}");
+        let two_ports = serde_json::json!([{"port": 9500}, {"port": 9401}]);
+        let found = ready_endpoints(&[slice(two_ports, endpoints)], 9400);
+        assert_eq!(found["n1"].port, 9400, "two ports: the configured one");
     }
 
     #[test]

@@ -353,7 +353,7 @@ impl Kubernetes {
             });
         let bound = bound_pods(&rt, &client, &config, &health);
         let podgroups = group::PodGroups::watch(&rt, &client, &config.namespace);
-        let dra = Arc::new(dra::Dra::watch(&rt, &client, &config.namespace, &config.gpu_drivers));
+        let dra = Arc::new(dra::Dra::watch(&rt, &client, &config));
         let exporters = config.gpu_telemetry.as_ref().map(|g| gpus::Exporters::watch(&rt, &client, g));
         let candidate = config.election.as_ref().map(|e| {
             let namespace = e.namespace.clone().unwrap_or_else(|| kube_config.default_namespace.clone());

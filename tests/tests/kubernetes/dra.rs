@@ -483,4 +483,19 @@ fn a_gpu_share_is_the_copys_allocation_config_and_the_job_resumes() {
         (world.history(job).last()?.epoch >= last + 2).then_some(())
     });
     assert_consecutive_epochs(world.history(job), "resumed from its checkpoint with its share");
+
+    // Moved to the other node, it keeps its share: the next copy's allocation carries it too.
+    let vm = node(&world, "vm").unwrap();
+    let mut errors = k.apply(&[action(job, wit::ActionKind::Migrate(NodeId(vm)))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(world.state(job).unwrap().gpu_share_percent, Some(50), "the world keeps it");
+    let moved = c.labelled(&label).remove(0).metadata.name.unwrap();
+    assert!(moved != name && moved != copy_name, "re-created again");
+    let claim = claim_of(c, &moved).unwrap();
+    let (devices, _) = holding(&claim);
+    assert!(matches!(devices.as_slice(), [d] if d.starts_with("vm/")), "on a device of vm: {devices:?}");
+    let config = claim.status.unwrap().allocation.unwrap().devices.unwrap().config.unwrap();
+    let mps = config.iter().find_map(|c| Some(c.opaque.as_ref()?.parameters.0.clone()));
+    assert_eq!(mps, Some(json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})), "its share went with it");
 }

@@ -392,9 +392,12 @@ fn gacer_pairs_jobs_on_shared_devices_through_claims_and_decides_as_in_the_simul
         assert!(allocation.results.unwrap()[0].share_id.is_some(), "{}: a share of the device", spec.name);
         let config = allocation.config.unwrap_or_default();
         let mps = config.iter().find_map(|c| Some(c.opaque.as_ref()?.parameters.0.clone()));
-        // A share of 100 is the whole GPU: no MPS limit to write.
+        // A share of 100 is the whole GPU: no MPS limit to write. A capped pod may pin the 4 GiB
+        // its claim takes of the device (`pinned-memory = "requested"`, the default).
         let want = state.gpu_share_percent.filter(|&p| p < 100);
-        let want = want.map(|p| json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": p.to_string()}));
+        let want = want.map(|p| {
+            json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": p.to_string(), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M"})
+        });
         assert_eq!(mps, want, "{}: its share in its allocation", spec.name);
     }
     drop(ours);

@@ -3,13 +3,14 @@
 //! in its exact format from a folder of this machine that the test rewrites (the kit's nodes
 //! run here, so a hostPath is that folder). Node `vm` advertises two `nvidia.com/gpu`
 //! (accounting only); the host binds a managed pod asking for one, and the page names that pod
-//! on GPU 1, as a device plugin may choose.
+//! on GPU 1, as a device plugin may choose. The host finds the exporter through a Service's
+//! endpoints here (the GACER test finds its exporter by the pods' labels).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use wasmsched::backend::kubernetes::gpus::GpuTelemetryConfig;
@@ -91,6 +92,32 @@ pub(crate) fn read_from(label: &str) -> GpuTelemetryConfig {
     }
 }
 
+/// A Service over the exporter pods of test `label`, its port 80 reaching their 9400; deleted
+/// when dropped.
+struct ExporterService(&'static Cluster, String);
+
+impl ExporterService {
+    fn new(c: &'static Cluster, label: &str) -> ExporterService {
+        let name = format!("wsg-{label}-dcgm");
+        let service: Service = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"selector": {"wasmsched.dcgm": label}, "ports": [{"name": "metrics", "port": 80, "targetPort": 9400}]},
+        }))
+        .unwrap();
+        let api: Api<Service> = Api::default_namespaced(c.client.clone());
+        c.rt.block_on(api.create(&PostParams::default(), &service)).expect("the apiserver takes the Service");
+        ExporterService(c, name)
+    }
+}
+
+impl Drop for ExporterService {
+    fn drop(&mut self) {
+        let api: Api<Service> = Api::default_namespaced(self.0.client.clone());
+        let _ = self.0.rt.block_on(api.delete(&self.1, &DeleteParams::default()));
+    }
+}
+
 /// A pod that the test creates and that is deleted when this is dropped.
 pub(crate) struct Created(&'static Cluster, String);
 
@@ -138,6 +165,7 @@ fn gpu_use_from_dcgm_exporter_reaches_the_gpu_and_the_job_that_holds_it() {
     let job_pod = format!("wsg-{label}-job");
     serve(dir.path(), &page(&job_pod, 37, &[]));
     let _exporter = exporter(c, &label, "vm", dir.path());
+    let service = ExporterService::new(c, &label);
     let _job = Created::new(
         c,
         json!({
@@ -154,7 +182,14 @@ fn gpu_use_from_dcgm_exporter_reaches_the_gpu_and_the_job_that_holds_it() {
     let mut k = Kubernetes::new(KubernetesConfig {
         kubeconfig: Some(c.kubeconfig.clone()),
         selector: format!("wasmsched.test={label}"),
-        gpu_telemetry: Some(read_from(&label)),
+        // Found through the Service's endpoints alone: the selector matches no pod, and the
+        // port is the one the endpoints name (9400), not this.
+        gpu_telemetry: Some(GpuTelemetryConfig {
+            service: Some(service.1.clone()),
+            selector: "wasmsched.dcgm=no-such-pod".into(),
+            port: 1,
+            ..read_from(&label)
+        }),
         ..KubernetesConfig::default()
     })
     .unwrap();

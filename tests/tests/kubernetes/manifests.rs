@@ -279,6 +279,7 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("patch", "wasmsched.io", "schedulingpolicies/status", system),
         ("list", core, "pods", system),
         ("watch", core, "pods", "gpu-operator"),
+        ("watch", "discovery.k8s.io", "endpointslices", "gpu-operator"),
         ("watch", "resource.k8s.io", "resourceslices", ""),
         ("watch", "resource.k8s.io", "deviceclasses", ""),
         ("watch", "resource.k8s.io", "resourceclaims", ""),
@@ -318,6 +319,8 @@ fn the_service_account_can_do_what_the_host_needs_and_nothing_it_must_not() {
         ("create", "resource.k8s.io", "resourceclaims", "default"),
         ("create", "resource.k8s.io", "resourceslices", ""),
         ("patch", "resource.k8s.io", "deviceclasses", ""),
+        ("create", "discovery.k8s.io", "endpointslices", "gpu-operator"),
+        ("get", core, "services/proxy", "gpu-operator"),
     ];
     let wrong: Vec<String> = needs
         .iter()
