@@ -237,7 +237,8 @@ mod tests {
                 "topology",
                 "election",
                 "gpu-drivers",
-                "gpu-telemetry"
+                "gpu-telemetry",
+                "gpu-sharing"
             ]
         );
     }

@@ -90,6 +90,7 @@ pub mod stats;
 mod usage;
 
 pub use config::{DEFAULT_SCHEDULER, DEFAULT_TOPOLOGY, KubernetesConfig, KubernetesSetupError};
+pub use dra::sharing;
 pub use follow::PROGRESS;
 
 use std::collections::{BTreeMap, HashMap};

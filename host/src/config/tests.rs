@@ -146,6 +146,11 @@ fn a_backend_table_that_cannot_be_used_says_what_to_write() {
             "[backend.gpu-telemetry] port is the port the exporter serves on, e.g. 9400",
         ),
         ("kind = \"kubernetes\"\n[backend.gpu-telemetry]\nprot = 9400\n", "unknown field `prot`"),
+        (
+            "kind = \"kubernetes\"\n[backend.gpu-sharing]\ninterval = \"short\"\n",
+            "[backend.gpu-sharing] interval is time-slicing's: drop it, or set strategy = \"time-slicing\"",
+        ),
+        ("kind = \"kubernetes\"\n[backend.gpu-sharing]\nstrategy = \"mig\"\n", "expected `mps` or `time-slicing`"),
     ]);
     #[cfg(all(feature = "docker", feature = "kubernetes"))]
     cases.extend([
@@ -328,6 +333,20 @@ fn the_example_configs_parse() {
             ("default", "wasmsched.managed=true", "wasmsched")
         );
         assert_eq!(k.timeout, Duration::from_secs(5), "not a key: the default");
+        // The GPU tables' lines, uncommented, are a config too.
+        let text = include_str!("../../../examples/kubernetes.toml");
+        let mut uncommented = String::new();
+        let mut in_gpu_table = false;
+        for line in text.lines() {
+            in_gpu_table = (in_gpu_table && line.starts_with("# ")) || line.starts_with("# [backend.gpu-");
+            let key = in_gpu_table && line[2..].starts_with(|c: char| c == '[' || c.is_ascii_lowercase());
+            uncommented.push_str(if key { &line[2..] } else { line });
+            uncommented.push('\n');
+        }
+        let k = kubernetes(&parse(&uncommented).unwrap()).clone();
+        let gpus = k.gpu_telemetry.expect("[backend.gpu-telemetry] uncommented");
+        assert_eq!(gpus.service.as_deref(), Some("nvidia-dcgm-exporter"));
+        assert_eq!(k.gpu_sharing.pinned_memory, Some(wasmsched_kubernetes::sharing::PinnedMemory::Requested));
     }
 }
 

@@ -54,10 +54,14 @@ pub enum PinnedMemory {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Interval {
+    /// The driver's default.
     #[default]
     Default,
+    /// Short turns: more switching, less wait.
     Short,
+    /// Between the two.
     Medium,
+    /// Long turns: less switching, more wait.
     Long,
 }
 
