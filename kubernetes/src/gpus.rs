@@ -245,7 +245,7 @@ fn ready_endpoints(slices: &[Arc<EndpointSlice>], port: u16) -> HashMap<String, 
 /// The GPUs each job holds on one node (`count` of them), once its exporter named the ones
 /// some hold (`named`): a job named on as many GPUs as it holds there (`held`) takes those
 /// (several jobs named on one GPU share it, as MPS or a shared device lets them); a job not
-/// named moves off a named GPU to the lowest no one holds. The jobs whose GPUs change, with
+/// named moves off a named GPU, or off one past `count`, to the lowest no one holds. The jobs whose GPUs change, with
 /// their new ones, in index order.
 pub(super) fn reseat(
     count: u32,
@@ -268,7 +268,7 @@ pub(super) fn reseat(
         let mut new = match seat {
             Some(real) => real.clone(),
             None => {
-                let mut kept: Vec<u32> = old.iter().copied().filter(|g| !taken.contains(g)).collect();
+                let mut kept: Vec<u32> = old.iter().copied().filter(|g| *g < count && !taken.contains(g)).collect();
                 taken.extend(kept.iter().copied());
                 let missing = old.len() - kept.len();
                 let free: Vec<u32> = (0..count).filter(|g| !taken.contains(g)).take(missing).collect();
@@ -286,6 +286,17 @@ pub(super) fn reseat(
         }
     }
     changed
+}
+
+/// Book each job of `changed` on its new GPUs of `node` ([`reseat`]).
+pub(super) fn rebook(node: NodeId, changed: Vec<(JobId, Vec<u32>)>, world: &mut World) {
+    for (job, gpus) in changed {
+        let Some(state) = world.state_mut(job) else { continue };
+        let mut new = gpus.into_iter();
+        for slot in state.gpus.iter_mut().filter(|g| g.node == node) {
+            slot.index = new.next().unwrap_or(slot.index);
+        }
+    }
 }
 
 impl Kubernetes {
@@ -464,13 +475,7 @@ impl Kubernetes {
             .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
             .filter(|(_, gpus)| !gpus.is_empty())
             .collect();
-        for (job, gpus) in reseat(self.nodes[node.index()].gpus, &held, &real) {
-            let Some(state) = world.state_mut(job) else { continue };
-            let mut new = gpus.into_iter();
-            for slot in state.gpus.iter_mut().filter(|g| g.node == node) {
-                slot.index = new.next().unwrap_or(slot.index);
-            }
-        }
+        rebook(node, reseat(self.nodes[node.index()].gpus, &held, &real), world);
     }
 
     /// Log the nodes whose exporters failed, one line per cause.
@@ -517,6 +522,16 @@ mod tests {
         // One not named moves off a GPU the page gives another.
         let named = HashMap::from([(JobId(1), vec![2, 3])]);
         assert_eq!(reseat(4, &held, &named), jobs(&[(1, &[2, 3]), (2, &[0])]));
+    }
+
+    #[test]
+    fn jobs_past_a_count_that_shrank_move_below_it_and_the_rest_stay() {
+        // Another scheduler's pod took two of the node's four GPUs: jobs on 1 and 3 of the old four.
+        let held = jobs(&[(1, &[1]), (2, &[3])]);
+        assert_eq!(reseat(2, &held, &HashMap::new()), jobs(&[(2, &[0])]), "job 1 stays on 1, job 2 to 0");
+        // No room below: it keeps what it had (the cluster is overbooked; the kubelet decides).
+        let full = jobs(&[(1, &[0, 1]), (2, &[3])]);
+        assert!(reseat(2, &full, &HashMap::new()).is_empty());
     }
 
     #[test]

@@ -169,6 +169,9 @@ struct NodeEntry {
     version: Option<String>,
     /// The GPUs DRA gave it when last read: a node whose devices changed is read again.
     dra: Option<dra::NodeGpus>,
+    /// The device-plugin GPUs (`nvidia.com/gpu`) that pods the host does not manage hold
+    /// there, when last read: not the host's to give.
+    held_by_others: u32,
 }
 
 /// How long a tick waits for the kubelets' summaries; a later answer is read at a later tick.

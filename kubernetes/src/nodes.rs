@@ -2,10 +2,11 @@
 //! order within one observation), with their capacity, what they take and whether they are
 //! Ready. Only the nodes whose resource version moved are read again.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use wasmsched_core::bindings::wit;
-use wasmsched_core::world::{NodeId, World};
+use wasmsched_core::world::{JobId, NodeId, World};
 
 use super::dra::NodeGpus;
 use super::pod::{self, NodeFacts};
@@ -55,6 +56,7 @@ impl NodeEntry {
             gpu_seen: None,
             version: None,
             dra: None,
+            held_by_others: 0,
         }
     }
 
@@ -86,26 +88,35 @@ impl Kubernetes {
             bound.iter().any(|b| b.get(&at).is_some_and(|p| p.metadata.uid.as_deref() == Some(uid)))
         };
         let dra = self.dra.gpus_by_node(&theirs);
+        // Nor is a device-plugin GPU that another scheduler's pod holds.
+        let mut others: HashMap<String, u32> = HashMap::new();
+        for p in self.others_bound() {
+            if let (Some(node), gpus @ 1..) = (pod::node_of(&p), pod::gpus_asked(&p)) {
+                let held = others.entry(node.to_string()).or_default();
+                *held = held.saturating_add(gpus);
+            }
+        }
         let mut nodes: Vec<_> = store
             .iter()
             .filter(|n| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
-                let seen = self.node_index(name).map(|i| (self.nodes[i].version.as_deref(), &self.nodes[i].dra));
-                seen.is_none_or(|(version, gpus)| {
-                    version != n.metadata.resource_version.as_deref() || dra.get(name) != gpus.as_ref()
+                let seen = self.node_index(name).map(|i| &self.nodes[i]);
+                seen.is_none_or(|e| {
+                    e.version.as_deref() != n.metadata.resource_version.as_deref()
+                        || dra.get(name) != e.dra.as_ref()
+                        || others.get(name).copied().unwrap_or(0) != e.held_by_others
                 })
             })
             .map(|n| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
-                (
-                    with_dra(pod::node_facts(n), dra.get(name)),
-                    dra.get(name).cloned(),
-                    n.metadata.resource_version.clone(),
-                )
+                let held = others.get(name).copied().unwrap_or(0);
+                let mut facts = pod::node_facts(n);
+                facts.gpus = facts.gpus.saturating_sub(held);
+                (with_dra(facts, dra.get(name)), (dra.get(name).cloned(), held), n.metadata.resource_version.clone())
             })
             .collect();
         nodes.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-        for (facts, gpus, version) in nodes {
+        for (facts, (gpus, held), version) in nodes {
             let mut node = wit_node(&facts, &self.config.topology);
             let i = match self.node_index(&facts.name) {
                 Some(i) => i,
@@ -123,7 +134,8 @@ impl Kubernetes {
             world.set_node(NodeId(i as u32), node);
             world.set_node_down(NodeId(i as u32), !facts.ready);
             let name = facts.name.clone();
-            self.nodes[i].dra = gpus;
+            (self.nodes[i].dra, self.nodes[i].held_by_others) = (gpus, held);
+            let count = facts.gpus;
             match self.nodes[i].take(facts, version) {
                 Some(true) => {
                     self.logged.clear(&format!("notready:{name}"));
@@ -134,6 +146,21 @@ impl Kubernetes {
                 }),
                 None => {}
             }
+            self.seat_within(NodeId(i as u32), count, world);
+        }
+    }
+
+    /// Jobs booked on GPUs of `node` past its `count` (fewer now: another scheduler's pod took
+    /// some) are booked on free ones below it, where there are any; the device plugin, not
+    /// the host, chose the real ones.
+    fn seat_within(&self, node: NodeId, count: u32, world: &mut World) {
+        let held: Vec<(JobId, Vec<u32>)> = world
+            .jobs()
+            .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
+            .filter(|(_, gpus)| !gpus.is_empty())
+            .collect();
+        if held.iter().any(|(_, gpus)| gpus.iter().any(|&g| g >= count)) {
+            super::gpus::rebook(node, super::gpus::reseat(count, &held, &HashMap::new()), world);
         }
     }
 }

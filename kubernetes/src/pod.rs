@@ -108,6 +108,11 @@ pub fn declared(pod: &Pod) -> Declared {
     declared
 }
 
+/// The node a pod is bound to.
+pub fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
 /// The GPUs a pod asks for: the sum of its containers' `nvidia.com/gpu` (limits, which the
 /// device plugin allocates by, else requests).
 pub fn gpus_asked(pod: &Pod) -> u32 {

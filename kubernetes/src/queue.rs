@@ -271,12 +271,9 @@ impl Kubernetes {
             })
             .collect();
         // Pods the host does not manage (other schedulers', daemons') take their room too.
-        for p in self.bound.iter().flat_map(kube::runtime::reflector::Store::state) {
-            if self.pods.get(&kube::runtime::reflector::ObjectRef::from_obj(p.as_ref())).is_some() {
-                continue;
-            }
-            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).and_then(|n| self.node_index(n));
-            if let Some(room) = node.and_then(|n| rooms.get_mut(n)) {
+        for p in self.others_bound() {
+            if let Some(room) = super::pod::node_of(&p).and_then(|n| self.node_index(n)).and_then(|n| rooms.get_mut(n))
+            {
                 room.take(super::pod::requests(&p));
             }
         }
@@ -299,6 +296,14 @@ impl Kubernetes {
             }
         }
         rooms
+    }
+
+    /// The pods bound to a node that the host does not manage: other schedulers', daemons'.
+    pub(super) fn others_bound(&self) -> impl Iterator<Item = std::sync::Arc<k8s_openapi::api::core::v1::Pod>> + '_ {
+        let managed = |p: &k8s_openapi::api::core::v1::Pod| {
+            self.pods.get(&kube::runtime::reflector::ObjectRef::from_obj(p)).is_some()
+        };
+        self.bound.iter().flat_map(kube::runtime::reflector::Store::state).filter(move |p| !managed(p))
     }
 
     /// The queued pods the default placement would bind now, in its order (none while the

@@ -1,6 +1,6 @@
 //! Contract 0.4.0 on the kit: what a node's room counts (every pod bound there, another
-//! scheduler's too), what a pod requests and selects, and a node's topology domains, as the
-//! policy sees them and as the default placement uses them.
+//! scheduler's too, and the GPUs that pod holds), what a pod requests and selects, and a node's
+//! topology domains, as the policy sees them and as the default placement uses them.
 
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ fn another_schedulers_pod_takes_its_nodes_room_and_topology_labels_are_domains()
     let _serial = cluster::serial();
     let label = test_label("room");
     let _sweep = c.sweep(&label);
-    let nodes = ObjectNodes::new(c, &label, 2, 0);
+    let nodes = ObjectNodes::new(c, &label, 2, 4);
     let api: Api<Node> = Api::all(c.client.clone());
     for (name, rack) in nodes.names.iter().zip(["rack-1", "rack-2"]) {
         let labels = json!({"metadata": {"labels": {
@@ -51,14 +51,14 @@ fn another_schedulers_pod_takes_its_nodes_room_and_topology_labels_are_domains()
         c.rt.block_on(api.patch(name, &PatchParams::default(), &Patch::Merge(labels))).unwrap();
     }
     // Another scheduler's pod (bound by name, as a DaemonSet's is), not the host's: 7 of node
-    // n0's 8 cores.
+    // n0's 8 cores, and 3 of its 4 GPUs.
     let other = format!("wsr-{label}-other");
     let foreign: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": other, "labels": {"wasmsched.foreign": label}},
         "spec": {"nodeName": nodes.names[0], "terminationGracePeriodSeconds": 0,
             "containers": [{"name": "main", "image": "local/busybox:1", "imagePullPolicy": "Never",
-                "resources": {"requests": {"cpu": "7", "memory": "1Gi"}}}]},
+                "resources": {"requests": {"cpu": "7", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": "3"}}}]},
     }))
     .unwrap();
     c.rt.block_on(c.pods().create(&PostParams::default(), &foreign)).expect("the apiserver creates the pod");
@@ -92,6 +92,14 @@ fn another_schedulers_pod_takes_its_nodes_room_and_topology_labels_are_domains()
     assert_eq!(shown[n0].domains, ["block-a", "rack-1"]);
     assert_eq!(shown[n1].domains, ["block-a", "rack-2"]);
     assert!(shown[n0].labels.iter().any(|(k, v)| k == "wasmsched.test" && *v == label));
+    // The GPUs the other pod holds are not the host's to give: n0 shows the one left.
+    assert_eq!((shown[n0].gpu_memory_bytes.len(), shown[n1].gpu_memory_bytes.len()), (1, 4));
+    assert_eq!(world.free_gpus(wasmsched::world::NodeId(n0 as u32)), [0]);
+    drop(_other);
+    c.wait(&label, "n0's four GPUs back once the other pod is gone", Duration::from_secs(30), || {
+        step(&mut k, &mut world, 500);
+        (world.nodes()[n0].gpu_memory_bytes.len() == 4).then_some(())
+    });
     drop(nodes);
 }
 
