@@ -64,7 +64,9 @@ fn devices_are_chosen_in_order_by_their_selectors_and_never_twice() {
     let picked = allocate(&wants, &[], &offers, &mut in_use(&[], Counters::new()), &mut s).unwrap();
     assert_eq!(chosen(&picked), ["big=d1", "small=d0", "small=d2"]);
     let why = allocate(&wants, &[], &offers, &mut in_use(&[&offers[0]], Counters::new()), &mut s).unwrap_err();
-    assert!(why.contains("request small wants 2 device(s) and 1 free one(s)"), "{why}");
+    assert!(why.contains("too few for all of them together"), "{why}");
+    let why = allocate(&wants, &[], &offers, &mut in_use(&[&offers[0], &offers[2]], Counters::new()), &mut s);
+    assert!(why.unwrap_err().contains("request small wants 2 device(s) and 1 free one(s)"));
 }
 
 #[test]
@@ -91,11 +93,43 @@ fn a_match_attribute_constraint_keeps_the_devices_alike() {
     let offers = offers(&devices);
     let wants = [request("pair", &[], Count::Exactly(2))];
     let alike = [Constraint { requests: vec![], attribute: "gpu.example.com/model".into() }];
+    // d0 first fixes a100 and finds no second one: the search gives d0 up for the h100 pair.
     let picked = allocate(&wants, &alike, &offers, &mut InUse::default(), &mut Selectors::default());
-    // First fit fixes a100 at d0 and finds no second one: no backtracking.
-    assert!(picked.is_err());
-    let picked = allocate(&wants, &alike, &offers[1..], &mut InUse::default(), &mut Selectors::default());
     assert_eq!(chosen(&picked.unwrap()), ["pair=d1", "pair=d2"]);
+    let three = [request("three", &[], Count::Exactly(3))];
+    let why = allocate(&three, &alike, &offers, &mut InUse::default(), &mut Selectors::default()).unwrap_err();
+    assert!(why.contains("with the same gpu.example.com/model"), "{why}");
+}
+
+#[test]
+fn a_choice_for_one_request_is_given_up_when_a_later_one_cannot_be_met_beside_it() {
+    // "any" would take d0, the one h100, and "h100" would find none: the search gives d0 up.
+    let two = [device("d0", "h100", None), device("d1", "a100", None)];
+    let first = offers(&two);
+    let wants = [
+        request("any", &[], Count::Exactly(1)),
+        request("h100", &["device.attributes['gpu.example.com'].model == 'h100'"], Count::Exactly(1)),
+    ];
+    let picked = allocate(&wants, &[], &first, &mut InUse::default(), &mut Selectors::default()).unwrap();
+    assert_eq!(chosen(&picked), ["any=d1", "h100=d0"]);
+    // Counters spent by a device given up are given back: a whole GPU and its slice, asked as
+    // "one of either" then "the whole GPU", end with the slice given up and the GPU taken.
+    let devices = [
+        device("gpu-0-mig", "a100-slice", Some(("set", "10Gi"))),
+        device("gpu-0", "a100", Some(("set", "40Gi"))),
+        device("gpu-1", "a100-other", Some(("other", "40Gi"))),
+    ];
+    let offers = offers(&devices);
+    let key = |set: &str| ("gpu.example.com".to_string(), "node-a".to_string(), set.to_string(), "memory".to_string());
+    let forty = cel::milli(&Quantity("40Gi".into())).unwrap();
+    let mut used = in_use(&[], Counters::from([(key("set"), forty), (key("other"), forty)]));
+    let wants = [
+        request("either", &[], Count::Exactly(1)),
+        request("whole", &["device.attributes['gpu.example.com'].model == 'a100'"], Count::Exactly(1)),
+    ];
+    let picked = allocate(&wants, &[], &offers, &mut used, &mut Selectors::default()).unwrap();
+    assert_eq!(chosen(&picked), ["either=gpu-1", "whole=gpu-0"]);
+    assert_eq!((used.counters[&key("set")], used.counters[&key("other")]), (0, 0), "the slice's 10Gi given back");
 }
 
 #[test]
@@ -158,4 +192,31 @@ fn a_shared_device_serves_claims_while_its_capacity_lasts() {
     let why = allocate(&[plain], &[], &offers, &mut used, &mut Selectors::default()).unwrap_err();
     assert!(why.contains("0 free one(s)"), "{why}");
     assert_eq!(used.shared[&offers[0].id]["memory"], gi(80), "a failed request gives back what it took");
+}
+
+#[test]
+fn a_search_with_too_many_ways_to_try_gives_up_within_its_bound() {
+    // Forty alike devices on one PCIe root and one other on another; the claim wants ten of
+    // the forty and the other, all on one root: no set exists, and the ways to try ten of
+    // forty are too many to try them all.
+    let mut devices: Vec<Device> = (0..40).map(|i| rooted(&format!("d{i}"), "a100", "root-0")).collect();
+    devices.push(rooted("nic", "nic", "root-1"));
+    let offers = offers(&devices);
+    let wants = [
+        request("gpus", &["device.attributes['gpu.example.com'].model == 'a100'"], Count::Exactly(10)),
+        request("nic", &["device.attributes['gpu.example.com'].model == 'nic'"], Count::Exactly(1)),
+    ];
+    let same_root = [Constraint { requests: vec![], attribute: "gpu.example.com/root".into() }];
+    let started = std::time::Instant::now();
+    let why = allocate(&wants, &same_root, &offers, &mut InUse::default(), &mut Selectors::default()).unwrap_err();
+    assert!(why.contains("within 20000 tries"), "{why}");
+    eprintln!("gave up after {:.1?}", started.elapsed());
+}
+
+/// A device of `model` on PCIe root `root`.
+fn rooted(name: &str, model: &str, root: &str) -> Device {
+    let mut d = device(name, model, None);
+    let root = DeviceAttribute { string: Some(root.into()), ..Default::default() };
+    d.attributes.as_mut().unwrap().insert("root".into(), root);
+    d
 }
