@@ -329,6 +329,7 @@ impl Kubernetes {
             api: self.pods_api(),
             limit: self.config.timeout,
             gate: self.gate.clone(),
+            dra: (self.dra.clone(), self.claims_api()),
         }
     }
 
@@ -452,7 +453,8 @@ impl Kubernetes {
                 let m = self.uid_of(action.job).and_then(|u| self.jobs.get(&u));
                 let Some(folder) = m.and_then(|m| m.job.checkpoint.clone()) else {
                     return declined(
-                        "the group's pods declare no wasmsched.checkpoint folder, so a preemption would lose its                          progress; annotate them with the folder they checkpoint to, on a volume that outlives them"
+                        "the group's pods declare no wasmsched.checkpoint folder, so a preemption would lose its \
+                         progress; annotate them with the folder they checkpoint to, on a volume that outlives them"
                             .into(),
                     );
                 };
@@ -559,6 +561,8 @@ pub(super) struct TakeBack {
     api: kube::Api<Pod>,
     limit: Duration,
     gate: crate::gate::Gate,
+    /// The DRA objects and the claims' API: a pod taken back releases its claims once gone.
+    dra: (Arc<crate::dra::Dra>, kube::Api<k8s_openapi::api::resource::v1::ResourceClaim>),
 }
 
 impl TakeBack {
@@ -633,10 +637,18 @@ impl TakeBack {
                 let grace =
                     p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30).clamp(0, 600);
                 let PodRef { api, name, limit, gate } = to(name);
+                // Its devices are free once it is gone, not when the controller manager gets to
+                // its claims.
+                let claims = self.dra.1.clone();
+                let (held, released) = self.dra.0.claim_names(p);
                 async move {
                     let delete = DeleteParams::default();
                     gate.pass(|| within(limit, api.delete(&name, &delete))).await?;
-                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await
+                    gone(&api, &gate, &name, &uid, limit + Duration::from_secs(grace as u64 + 30)).await?;
+                    if !held.is_empty() {
+                        crate::dra::release(&claims, &gate, limit, &held, &uid, Some(&released)).await;
+                    }
+                    Ok::<(), Failure>(())
                 }
             })
             .collect();

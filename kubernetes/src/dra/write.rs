@@ -28,9 +28,7 @@ pub struct CopyTarget {
 
 impl Dra {
     /// Allocate the claims of the copy `to` on its node before it is bound (a migration or a
-    /// resize): once they exist (a template's is made by the controller manager, seconds after
-    /// the copy), planned against the devices in use now, and written. Why not, when they
-    /// cannot be had there or are not made within [`COPY_CLAIMS_WAIT`].
+    /// resize): [`Dra::allocate_copies`] of one.
     pub async fn allocate_copy(
         &self,
         pods: &Api<Pod>,
@@ -39,14 +37,37 @@ impl Dra {
         limit: Duration,
         to: &CopyTarget,
     ) -> Result<(), Failure> {
+        self.allocate_copies(pods, claims, gate, limit, std::slice::from_ref(to)).await
+    }
+
+    /// Allocate the claims of the copies `to` on their nodes before they are bound (a pod's or
+    /// a group's migration or resize): once they exist (a template's is made by the controller
+    /// manager, seconds after the copy), planned together against the devices in use now, and
+    /// written; all or nothing. Why not, when they cannot be had there or are not made within
+    /// [`COPY_CLAIMS_WAIT`].
+    pub async fn allocate_copies(
+        &self,
+        pods: &Api<Pod>,
+        claims: Api<ResourceClaim>,
+        gate: &Gate,
+        limit: Duration,
+        to: &[CopyTarget],
+    ) -> Result<(), Failure> {
         let started = Instant::now();
         loop {
-            let p = gate.pass(|| within(limit, pods.get(&to.name))).await?;
-            let target = Target { pod: &p, node: &to.node, labels: &to.labels, prefer: &to.prefer, share: to.share };
-            let planned = self.plan_in(std::slice::from_ref(&target), &mut self.read_round());
+            let mut read = Vec::with_capacity(to.len());
+            for t in to {
+                read.push(gate.pass(|| within(limit, pods.get(&t.name))).await?);
+            }
+            let targets: Vec<Target> = read
+                .iter()
+                .zip(to)
+                .map(|(p, t)| Target { pod: p, node: &t.node, labels: &t.labels, prefer: &t.prefer, share: t.share })
+                .collect();
+            let planned = self.plan_in(&targets, &mut self.read_round());
             match planned {
                 Ok(writes) => {
-                    let pods = vec![(to.name.clone(), p.uid().unwrap_or_default())];
+                    let pods = read.iter().map(|p| (p.name_any(), p.uid().unwrap_or_default())).collect();
                     return Claims { api: claims, writes, pods }.write(gate, limit).await;
                 }
                 Err(why)
@@ -55,7 +76,10 @@ impl Dra {
                 {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
-                Err(why) => return Err(Failure::Refused(format!("its copy's claims: {why}"))),
+                Err(why) => {
+                    let whose = if to.len() == 1 { "its copy's claims" } else { "its copies' claims" };
+                    return Err(Failure::Refused(format!("{whose}: {why}")));
+                }
             }
         }
     }

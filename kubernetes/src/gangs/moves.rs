@@ -2,8 +2,10 @@
 //! elastic group in another shape. Its pods are re-created, one per piece: piece i from pod i's
 //! own spec (a piece beyond its pods from its leader's), told its rank, the group's pod count
 //! and the batch size in force, asking for the piece's GPUs; the originals are deleted and
-//! waited for, then every copy is bound at once, each to its piece's node. A copy that cannot
-//! be bound sends the copies to the queue, so the group waits whole, in its new shape.
+//! waited for, then every copy is bound at once, each to its piece's node (a group whose pods'
+//! devices come through ResourceClaims has every copy's claims allocated on its node first,
+//! all or nothing). A copy that cannot be bound sends the copies to the queue, so the group
+//! waits whole, in its new shape.
 
 use std::sync::Arc;
 
@@ -18,7 +20,7 @@ use wasmsched_rules::NodePlacement;
 use crate::actions::requests::{Freeing, bind};
 use crate::actions::{Effect, Failure, Flight, PodCopy};
 use crate::group::{Gang, Member, Pieces};
-use crate::{By, Kubernetes, pod, within};
+use crate::{By, Kubernetes, dra, pod, within};
 
 impl Kubernetes {
     /// Where a migration or a resize takes group `g` (job `job`): the resize's placement, or
@@ -65,6 +67,20 @@ impl Kubernetes {
         let MoveFrom { entry, originals, nodes } = self.group_move_from(action, &pieces, world)?;
         let m = &self.jobs[&entry];
         let g: &Gang = m.gang.as_ref().expect("checked: a group");
+        // Pods whose devices come through claims keep their claims' sizes: each copy's claims
+        // are allocated on its node before the binds.
+        let claimed = originals.iter().any(dra::Dra::uses_claims);
+        if claimed && pieces.iter().any(|p| p.gpus.len() as u32 != g.per_piece()) {
+            return Err(format!(
+                "the group's GPUs come through its pods' ResourceClaims ({} device(s) a pod); a move to pods of \
+                 other sizes would need other claims, which the host does not write: move it in pieces of {} GPU(s)",
+                g.per_piece(),
+                g.per_piece()
+            ));
+        }
+        let at: Vec<(Arc<std::collections::BTreeMap<String, String>>, Vec<u32>)> =
+            pieces.iter().map(|p| (self.nodes[p.node.index()].labels.clone(), p.gpus.clone())).collect();
+        let dra = claimed.then(|| (self.dra.clone(), self.claims_api()));
         let state = world.state(action.job).expect("checked: in the world");
         let placing = matches!(action.kind, wit::ActionKind::Place(_));
         let resize = if let wit::ActionKind::Resize(r) = &action.kind { Some(r) } else { None };
@@ -111,6 +127,23 @@ impl Kubernetes {
             drop(frees);
             let copies = copies?;
             freeing.all_done().await;
+            if let Some((dra, claims)) = &dra {
+                let to: Vec<dra::CopyTarget> = copies
+                    .iter()
+                    .zip(nodes.iter().zip(at))
+                    .map(|(c, (node, (labels, prefer)))| dra::CopyTarget {
+                        name: c.metadata.name.clone().unwrap_or_default(),
+                        node: node.clone(),
+                        labels,
+                        prefer,
+                        share: None,
+                    })
+                    .collect();
+                if let Err(why) = dra.allocate_copies(&api, claims.clone(), &gate, limit, &to).await {
+                    let back = taker.run(copies.clone(), preempted, service, arrived, None).await;
+                    return Err(partly_bound(what, &copies[0], Some(why), back.is_ok()));
+                }
+            }
             let binds = copies.iter().zip(&nodes).map(|(copy, node)| {
                 let (api, gate, name) = (api.clone(), gate.clone(), copy.metadata.name.clone().unwrap_or_default());
                 async move { gate.pass(|| within(limit, bind(&api, &name, node))).await }

@@ -499,3 +499,105 @@ fn a_gpu_share_is_the_copys_allocation_config_and_the_job_resumes() {
     let mps = config.iter().find_map(|c| Some(c.opaque.as_ref()?.parameters.0.clone()));
     assert_eq!(mps, Some(json!({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"})), "its share went with it");
 }
+
+#[test]
+#[cfg_attr(
+    not(live_kubernetes),
+    ignore = "needs a Kubernetes cluster: `../shared/k8s/cluster up 2`, export WASMSCHED_KUBECONFIG=<its kubeconfig>"
+)]
+fn a_group_of_dra_pods_migrates_whole_with_its_copies_claims_and_frees_its_devices() {
+    let (c, image, _serial, _) = dra_cluster_or_skip!();
+    let label = test_label("dragmove");
+    let _sweep = c.sweep(&label);
+    let objects = Objects::make(c, &label);
+    let dir = tempfile::tempdir().unwrap();
+    // Two ranks of one job, each with a device through a claim of the template, checkpointing
+    // to a folder both nodes reach.
+    let template: &'static str = Box::leak(objects.name.clone().into_boxed_str());
+    let group: &'static str = Box::leak(format!("wst-{label}-pair").into_boxed_str());
+    let labels: &'static [(&'static str, &'static str)] =
+        Box::leak(Box::new([("kueue.x-k8s.io/pod-group-name", group)]));
+    let args: Vec<Vec<String>> = (0..2)
+        .map(|rank| {
+            let mut a: Vec<String> = CHECKPOINTED.iter().map(|s| s.to_string()).collect();
+            a.extend(["--rank".into(), rank.to_string(), "--world-size".into(), "2".into()]);
+            a
+        })
+        .collect();
+    let args: Vec<Vec<&str>> = args.iter().map(|a| a.iter().map(String::as_str).collect()).collect();
+    for rank in 0..2 {
+        let pod = TrainerPod {
+            annotations: &[("checkpoint", "/ckpt")],
+            raw_labels: labels,
+            raw_annotations: &[("kueue.x-k8s.io/pod-group-total-count", "2")],
+            claim_template: Some(template),
+            ..TrainerPod::new(["rank0", "rank1"][rank], &label, &args[rank]).with_checkpoint_dir(dir.path())
+        };
+        c.trainer(&image, pod);
+    }
+    let account = tempfile::tempdir().unwrap();
+    let mut k = dra_backend(c, &label, account.path());
+    let mut world = World::new();
+    let pair = c.wait(&label, "the group queued, its claims made", Duration::from_secs(45), || {
+        step(&mut k, &mut world, 300);
+        let made = c.labelled(&label).iter().all(|p| claim_of(c, p.metadata.name.as_deref().unwrap()).is_some());
+        job_named(&world, group).filter(|_| made)
+    });
+    let (vm, vm2) = (node(&world, "vm").unwrap(), node(&world, "vm2").unwrap());
+    let mut errors = k.apply(&[place_on(pair, vm2, vec![0, 1])], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(30)));
+    assert!(errors.is_empty(), "{errors:?}");
+    c.wait(&label, "the group's first epochs on vm2", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(pair).count() >= 2).then_some(())
+    });
+    let before: Vec<(String, String)> = c
+        .labelled(&label)
+        .iter()
+        .map(|p| claim_of(c, p.metadata.name.as_deref().unwrap()).unwrap())
+        .map(|claim| (claim.metadata.name.unwrap(), claim.metadata.uid.unwrap()))
+        .collect();
+
+    // Migrated whole to vm: each copy's claim is allocated there and reserved for it before
+    // the binds, and the originals' claims no longer hold vm2's devices.
+    let last = world.history(pair).last().unwrap().epoch;
+    let mut errors = k.apply(&[action(pair, wit::ActionKind::Migrate(NodeId(vm)))], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(120)));
+    assert!(errors.is_empty(), "{errors:?}");
+    let mut given = Vec::new();
+    for p in c.labelled(&label) {
+        let name = p.metadata.name.clone().unwrap();
+        assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("vm"), "{name} bound on vm");
+        let (devices, reserved) = holding(&claim_of(c, &name).unwrap());
+        assert_eq!(reserved, [p.metadata.uid.clone().unwrap()], "{name}'s claim reserved for it");
+        given.extend(devices);
+    }
+    given.sort();
+    assert!(given.len() == 2 && given.iter().all(|d| d.starts_with("vm/")), "a device of vm each: {given:?}");
+    let claims = Api::<ResourceClaim>::default_namespaced(c.client.clone());
+    for (name, uid) in &before {
+        let now = c.rt.block_on(claims.get_opt(name)).unwrap().filter(|c| c.metadata.uid.as_deref() == Some(uid));
+        assert!(now.is_none_or(|c| holding(&c).0.is_empty()), "{name}: the original's claim holds no device");
+    }
+    c.wait(&label, "epochs again on vm", Duration::from_secs(90), || {
+        step(&mut k, &mut world, 500);
+        (world.history(pair).last()?.epoch >= last + 2).then_some(())
+    });
+    assert_consecutive_epochs(world.history(pair), "resumed from its checkpoint on vm");
+
+    // Preempted whole: both copies re-created unbound, and vm's devices free again.
+    let mut errors = k.apply(&[action(pair, wit::ActionKind::Preempt)], &mut world);
+    errors.extend(k.drain(&mut world, Duration::from_secs(90)));
+    assert!(errors.is_empty(), "{errors:?}");
+    step(&mut k, &mut world, 300);
+    let held: Vec<String> =
+        c.rt.block_on(claims.list(&ListParams::default()))
+            .unwrap()
+            .items
+            .iter()
+            .flat_map(|claim| holding(claim).0)
+            .filter(|d| given.contains(d))
+            .collect();
+    assert!(held.is_empty(), "the preempted group's devices are free at once: {held:?}");
+    assert_eq!(world.free_gpus(NodeId(vm)).len(), devices_on_vm2(c).unwrap(), "every device of vm free in the book");
+}
