@@ -3,7 +3,10 @@
 //! `device.capacity[DOMAIN].NAME` (a quantity: `compareTo`, `isGreaterThan`, `isLessThan`,
 //! `asInteger`, `asApproximateFloat`, and `quantity("40Gi")` to compare with) and
 //! `device.allowMultipleAllocations`. An attribute named without a domain is in its driver's.
-//! Versions are strings here (no `semver`). An expression is compiled once and kept.
+//! A version attribute is a semantic version, as Kubernetes' semver library has it: `major`,
+//! `minor`, `patch`, `compareTo`, `isGreaterThan`, `isLessThan`, and `semver("1.2.3")` (or
+//! `semver("v1.2", true)`, normalised) and `isSemver` to make and check one. An expression is
+//! compiled once and kept.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -44,8 +47,58 @@ fn quantity_of(v: &Value) -> Result<i64, ExecutionError> {
     }
 }
 
+/// The key of the one-entry map a semantic version is in CEL here (its text, as parsed).
+const SEMVER: &str = "semver";
+
+fn semver_value(v: &semver::Version) -> Value {
+    let map: HashMap<Key, Value> =
+        HashMap::from([(Key::from(SEMVER.to_string()), Value::String(Arc::new(v.to_string())))]);
+    Value::Map(Map::from(map))
+}
+
+fn semver_of(v: &Value) -> Option<semver::Version> {
+    match v {
+        Value::Map(m) => match m.get(&Key::from(SEMVER.to_string())) {
+            Some(Value::String(s)) => semver::Version::parse(s).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `text` as a semantic version: strictly, or `normalize`d as Kubernetes does (a leading `v`
+/// dropped, missing minor and patch as 0, leading zeros dropped).
+fn parse_semver(text: &str, normalize: bool) -> Option<semver::Version> {
+    if !normalize {
+        return semver::Version::parse(text).ok();
+    }
+    let text = text.strip_prefix('v').unwrap_or(text);
+    let (core, rest) = match text.find(['-', '+']) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let mut parts: Vec<String> = core.split('.').map(|p| p.trim_start_matches('0').to_string()).collect();
+    for p in parts.iter_mut().filter(|p| p.is_empty()) {
+        *p = "0".into();
+    }
+    while parts.len() < 3 {
+        parts.push("0".into());
+    }
+    semver::Version::parse(&format!("{}{rest}", parts.join("."))).ok()
+}
+
+/// Two quantities, or two versions, compared.
 fn compare(This(this): This<Value>, other: Value) -> Result<i64, ExecutionError> {
+    if let (Some(a), Some(b)) = (semver_of(&this), semver_of(&other)) {
+        return Ok(a.cmp(&b) as i64);
+    }
     Ok(quantity_of(&this)?.cmp(&quantity_of(&other)?) as i64)
+}
+
+/// A part of a version.
+fn part(this: &Value, name: &str, of: fn(&semver::Version) -> u64) -> Result<i64, ExecutionError> {
+    let v = semver_of(this).ok_or_else(|| ExecutionError::function_error(name, "not a semver"))?;
+    i64::try_from(of(&v)).map_err(|_| ExecutionError::function_error(name, "too large"))
 }
 
 /// The functions Kubernetes adds to CEL that device selectors use.
@@ -63,6 +116,19 @@ fn root() -> Context<'static> {
     root.add_function("isLessThan", |this: This<Value>, other: Value| {
         Ok::<_, ExecutionError>(compare(this, other)? < 0)
     });
+    root.add_function("semver", |text: Arc<String>, rest: cel_interpreter::extractors::Arguments| {
+        let normalize = matches!(rest.0.get(1), Some(Value::Bool(true)));
+        parse_semver(&text, normalize)
+            .map(|v| semver_value(&v))
+            .ok_or_else(|| ExecutionError::function_error("semver", format!("{text:?} is not a semantic version")))
+    });
+    root.add_function("isSemver", |text: Arc<String>, rest: cel_interpreter::extractors::Arguments| {
+        let normalize = matches!(rest.0.get(1), Some(Value::Bool(true)));
+        Ok::<_, ExecutionError>(parse_semver(&text, normalize).is_some())
+    });
+    root.add_function("major", |This(this): This<Value>| part(&this, "major", |v| v.major));
+    root.add_function("minor", |This(this): This<Value>| part(&this, "minor", |v| v.minor));
+    root.add_function("patch", |This(this): This<Value>| part(&this, "patch", |v| v.patch));
     root.add_function("asInteger", |This(this): This<Value>| Ok::<_, ExecutionError>(quantity_of(&this)? / 1000));
     root.add_function("asApproximateFloat", |This(this): This<Value>| {
         Ok::<_, ExecutionError>(quantity_of(&this)? as f64 / 1000.0)
@@ -77,11 +143,16 @@ fn attribute_value(a: &DeviceAttribute) -> Value {
     match a {
         DeviceAttribute { bool: Some(b), .. } => Value::Bool(*b),
         DeviceAttribute { int: Some(i), .. } => Value::Int(*i),
-        DeviceAttribute { string: Some(s), .. } | DeviceAttribute { version: Some(s), .. } => text(s),
+        DeviceAttribute { string: Some(s), .. } => text(s),
+        // A version the driver wrote badly stays its text: comparing it is then an error.
+        DeviceAttribute { version: Some(s), .. } => {
+            semver::Version::parse(s).map_or_else(|_| text(s), |v| semver_value(&v))
+        }
         DeviceAttribute { bools: Some(b), .. } => list(b.iter().map(|&b| Value::Bool(b)).collect()),
         DeviceAttribute { ints: Some(i), .. } => list(i.iter().map(|&i| Value::Int(i)).collect()),
-        DeviceAttribute { strings: Some(s), .. } | DeviceAttribute { versions: Some(s), .. } => {
-            list(s.iter().map(text).collect())
+        DeviceAttribute { strings: Some(s), .. } => list(s.iter().map(text).collect()),
+        DeviceAttribute { versions: Some(s), .. } => {
+            list(s.iter().map(|s| semver::Version::parse(s).map_or_else(|_| text(s), |v| semver_value(&v))).collect())
         }
         _ => Value::Null,
     }
@@ -175,6 +246,10 @@ mod tests {
                 ("productName".to_string(), DeviceAttribute { string: Some(product.into()), ..Default::default() }),
                 ("index".to_string(), DeviceAttribute { int: Some(0), ..Default::default() }),
                 ("other.io/healthy".to_string(), DeviceAttribute { bool: Some(true), ..Default::default() }),
+                (
+                    "driverVersion".to_string(),
+                    DeviceAttribute { version: Some("550.54.15".into()), ..Default::default() },
+                ),
             ])),
             capacity: Some(BTreeMap::from([(
                 "memory".to_string(),
@@ -198,6 +273,13 @@ mod tests {
             "device.capacity['gpu.nvidia.com'].memory == quantity('80Gi')",
             "device.capacity['gpu.nvidia.com'].memory.asInteger() == 85899345920",
             "!device.allowMultipleAllocations",
+            "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(semver('550.0.0'))",
+            "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('v550.54', true)) > 0",
+            "device.attributes['gpu.nvidia.com'].driverVersion.major() == 550",
+            "device.attributes['gpu.nvidia.com'].driverVersion.patch() == 15",
+            "device.attributes['gpu.nvidia.com'].driverVersion == semver('550.54.15')",
+            "semver('1.2.3-rc.1').isLessThan(semver('1.2.3'))",
+            "isSemver('1.2.3') && !isSemver('1.2') && isSemver('v1.2', true)",
         ];
         for e in yes {
             assert_eq!(s.matches(e, &d), Ok(true), "{e}");
@@ -216,6 +298,9 @@ mod tests {
             "device.capacity['gpu.nvidia.com'].memory > 40",
             "((",
             "quantity('garbage') == quantity('1')",
+            "semver('1.2')",
+            "device.attributes['gpu.nvidia.com'].driverVersion.isGreaterThan(quantity('1'))",
+            "device.capacity['gpu.nvidia.com'].memory.major()",
             "",
         ] {
             let why = s.matches(e, &d).expect_err(e);
