@@ -113,6 +113,8 @@ pub struct Options {
     /// GPUs through DRA ([`dra`]): a ResourceSlice per node, a ResourceClaim per pod, made
     /// before it; the host told the slices' driver in `gpu-drivers`.
     pub dra: bool,
+    /// The host's compile cache, kept across runs; None: a new one in each run's folder.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The whole experiment's result.
@@ -474,6 +476,9 @@ async fn run_wasmsched(
     let mut config = HostConfig::kept_in(dir, "fifo", options.tick, &options.kubeconfig, &ns, listen);
     if options.dra {
         config.gpu_drivers = vec![dra::DRIVER.to_owned()];
+    }
+    if let Some(cache) = &options.cache_dir {
+        config.cache_dir.clone_from(cache);
     }
     let config_path = host::prepare(dir, &config, &options.fifo)?;
     let log = dir.join("host.log");

@@ -103,6 +103,11 @@ struct KubernetesArgs {
     /// `resource.k8s.io/v1`.
     #[arg(long)]
     dra: bool,
+    /// Keep the host's compile cache in this folder across runs, as an operator's host keeps
+    /// its own between restarts (the policy then loads rather than compiles at start); by
+    /// default each run's cache is new.
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
     /// Write the report as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -199,6 +204,7 @@ async fn kubernetes(a: KubernetesArgs) -> anyhow::Result<()> {
         scheduler_qps: a.scheduler_qps,
         precreate: a.precreate,
         dra: a.dra,
+        cache_dir: a.cache_dir,
     };
     let report = kubernetes::run(&options).await.context("the scale run failed")?;
     println!("{}", kubernetes::table::render(&report));

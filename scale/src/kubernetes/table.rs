@@ -109,6 +109,9 @@ pub fn render(report: &Report) -> String {
         if o.scheduler_qps == 0 { "as configured".to_owned() } else { o.scheduler_qps.to_string() },
         if o.precreate { ", pods created before each scheduler starts" } else { "" },
     )];
+    if o.cache_dir.is_some() {
+        lines[0].push_str("; the host's compile cache kept from an earlier run");
+    }
     if o.dra {
         lines[0].push_str(&format!(
             "; GPUs through DRA ({}: a ResourceSlice a node, a ResourceClaim a pod)",
@@ -189,6 +192,7 @@ mod tests {
                 scheduler_qps: 5000,
                 precreate: false,
                 dra: false,
+                cache_dir: None,
             },
             node_cores: 64,
             nodes_create_s: 10.0,
