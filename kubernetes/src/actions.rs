@@ -548,11 +548,22 @@ impl Kubernetes {
         if !pods.iter().any(|(p, _, _)| dra::Dra::uses_claims(p)) {
             return Ok(None);
         }
-        let mut targets = Vec::with_capacity(pods.len());
-        for &(pod, node, prefer) in pods {
+        let mut places = Vec::with_capacity(pods.len());
+        for &(_, node, prefer) in pods {
             let n = self.nodes.get(node.index()).ok_or(format!("node {node} is not in the cluster"))?;
-            targets.push(dra::Target { pod, node: &n.name, labels: &n.labels, prefer, share: None });
+            places.push((n, n.dra_places(prefer)));
         }
+        let targets: Vec<dra::Target> = pods
+            .iter()
+            .zip(&places)
+            .map(|(&(pod, _, _), (n, prefer))| dra::Target {
+                pod,
+                node: &n.name,
+                labels: &n.labels,
+                prefer,
+                share: None,
+            })
+            .collect();
         let writes = self.dra.plan(&targets)?;
         let pods = pods
             .iter()
@@ -675,6 +686,10 @@ impl Kubernetes {
         let dra = dra::Dra::uses_claims(p).then(|| self.dra.clone());
         let copy_labels = target.as_ref().and_then(|(n, _)| self.nodes.get(n.index())).map(|n| n.labels.clone());
         let prefer = gpus.clone().unwrap_or_else(|| state.gpus.iter().map(|s| s.index).collect());
+        let prefer = match target.as_ref().and_then(|(n, _)| self.nodes.get(n.index())) {
+            Some(n) => n.dra_places(&prefer),
+            None => prefer,
+        };
         Ok(Box::pin(async move {
             let PodRef { api, name, limit, gate } = to;
             let (post, delete) = (PostParams::default(), DeleteParams::default());

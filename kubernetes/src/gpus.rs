@@ -16,7 +16,8 @@
 //! each managed job's GPU use (the mean over the GPUs its pods hold; a GPU that several pods
 //! share is split among them by their GPU shares, since the exporter measures the GPU and not
 //! each process on it) and, as the Docker backend does, its GPU slots on that node set to the
-//! indices the exporter names (the device plugin chose them, not the host). The GPUs' model and
+//! indices the exporter names (the device plugin chose them, not the host; a pod whose
+//! devices come through claims keeps those the host allocated). The GPUs' model and
 //! memory stand in for GPU Feature Discovery's `nvidia.com/gpu.product` and
 //! `nvidia.com/gpu.memory` labels on a node that lacks them.
 
@@ -475,6 +476,14 @@ impl Kubernetes {
             .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
             .filter(|(_, gpus)| !gpus.is_empty())
             .collect();
+        // A pod whose GPUs come through claims holds the devices the host allocated to them:
+        // its book is right, whatever the page says or has not said yet (a copy's new pod
+        // name, say), and no other job is moved onto them.
+        for m in self.jobs.values().filter(|m| self.pod_of(m).is_some_and(|p| super::dra::Dra::uses_claims(&p))) {
+            if let Some((_, gpus)) = held.iter().find(|(j, _)| *j == m.job.handle) {
+                real.insert(m.job.handle, gpus.clone());
+            }
+        }
         rebook(node, reseat(self.nodes[node.index()].gpus, &held, &real), world);
     }
 

@@ -60,6 +60,14 @@ impl NodeEntry {
         }
     }
 
+    /// The places among the node's DRA GPUs ([`super::dra::Dra::gpus_by_node`]) of its GPUs
+    /// `gpus` as a policy numbers them: its device-plugin GPUs come first, so those are left
+    /// out and the rest counted from the first DRA one.
+    pub(super) fn dra_places(&self, gpus: &[u32]) -> Vec<u32> {
+        let plugin = self.gpus.saturating_sub(self.dra.as_ref().map_or(0, |d| d.count));
+        gpus.iter().filter(|&&g| g >= plugin).map(|&g| g - plugin).collect()
+    }
+
     /// Take the node's `facts` as read at resource `version`; whether it is Ready now, when
     /// that changed.
     fn take(&mut self, facts: NodeFacts, version: Option<String>) -> Option<bool> {
@@ -202,5 +210,17 @@ mod tests {
         assert_eq!(entry.take(NodeFacts { cpu: 2000, ..facts("vm", false) }, Some("3".into())), None);
         assert_eq!((entry.cpu_millicores, entry.version.as_deref()), (2000, Some("3")));
         assert_eq!(entry.take(facts("vm", true), None), Some(true));
+    }
+
+    #[test]
+    fn a_policys_gpu_index_is_a_dra_place_after_the_device_plugins_gpus() {
+        // Two device-plugin GPUs (0, 1) and three through DRA (2, 3, 4 as the policy numbers them).
+        let mut entry = NodeEntry::new(&NodeFacts { gpus: 5, ..facts("vm", true) });
+        entry.dra = Some(NodeGpus { count: 3, ..NodeGpus::default() });
+        assert_eq!(entry.dra_places(&[1, 2, 4]), [0, 2], "the device plugin's GPU 1 is no DRA place");
+        entry.dra = None;
+        assert_eq!(entry.dra_places(&[0, 1]), Vec::<u32>::new(), "no DRA GPUs: none");
+        let dra_only = NodeEntry { gpus: 3, dra: Some(NodeGpus { count: 3, ..NodeGpus::default() }), ..entry };
+        assert_eq!(dra_only.dra_places(&[0, 2]), [0, 2]);
     }
 }

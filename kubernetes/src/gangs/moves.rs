@@ -78,7 +78,10 @@ impl Kubernetes {
                 g.per_piece()
             ));
         }
-        let at: Vec<_> = pieces.iter().map(|p| (self.nodes[p.node.index()].labels.clone(), p.gpus.clone())).collect();
+        let at: Vec<_> = pieces
+            .iter()
+            .map(|p| (self.nodes[p.node.index()].labels.clone(), self.nodes[p.node.index()].dra_places(&p.gpus)))
+            .collect();
         let dra = claimed.then(|| (self.dra.clone(), self.claims_api()));
         let state = world.state(action.job).expect("checked: in the world");
         let placing = matches!(action.kind, wit::ActionKind::Place(_));

@@ -164,5 +164,6 @@ fn small(c: &cluster::Cluster, pods: u32, group_size: u32) -> Options {
         scheduler_qps: 5000,
         precreate: true,
         dra: false,
+        cache_dir: None,
     }
 }
