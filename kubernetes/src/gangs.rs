@@ -108,6 +108,22 @@ impl Kubernetes {
                 self.refresh_leader(&entry, &pods, world, streams);
                 continue;
             }
+            // A group whose pods' GPUs come through claims is not a job until every claim (or
+            // its template) is read: its GPU count would be short.
+            let unread =
+                pods.iter().find_map(
+                    |(_, p, _)| {
+                        if crate::dra::Dra::uses_claims(p) { self.dra.gpus_asked(p).err() } else { None }
+                    },
+                );
+            if let (Some(why), false) = (unread, self.jobs.contains_key(&entry)) {
+                let name = key.name.clone();
+                self.held.insert(name.clone(), format!("its pods' claims are not read yet: {why}"));
+                self.logged.once(format!("group-claims-unread:{name}"), || {
+                    format!("pod group {name} waits to be managed: a pod's claims are not read yet ({why})")
+                });
+                continue;
+            }
             let members: Vec<Member> = pods.iter().map(|(uid, p, stand)| self.member(uid, p, stand)).collect();
             let running = self.jobs.get(&entry).and_then(|m| world.state(m.job.handle)).map(|s| s.is_running());
             let bound = members.iter().filter(|m| m.node.is_some()).count();

@@ -136,6 +136,8 @@ struct Standing {
     acquired: u64,
     /// Set by [`Election::step_down`]: the campaign releases the Lease and ends.
     stopping: bool,
+    /// How many looks at the Lease (each with its write, if any) have ended.
+    looks: u64,
 }
 
 impl Standing {
@@ -182,6 +184,22 @@ impl Election {
         let task = rt.spawn(campaign.run(wake.clone()));
         tracing::info!(%identity, %lease, "campaigning for the lead");
         Election { standing, identity, namespace, name: config.lease.clone(), task: Some(task), wake }
+    }
+
+    /// Wait (up to `limit`) until the campaign's first look at the Lease (and its write, if it
+    /// took the Lease) has ended, so that the tick that started it knows whether this replica
+    /// leads and who does.
+    pub fn first_look(&self, rt: &tokio::runtime::Runtime, limit: Duration) {
+        let standing = self.standing.clone();
+        let looked = move || standing.lock().expect("standing lock").looks > 0;
+        rt.block_on(async move {
+            let wait = async {
+                while !looked() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            };
+            let _ = tokio::time::timeout(limit, wait).await;
+        });
     }
 
     /// This replica's identity in the Lease.
@@ -275,7 +293,9 @@ impl Campaign {
             if self.standing.lock().expect("standing lock").stopping {
                 break;
             }
-            let wait = match self.attempt().await {
+            let attempt = self.attempt().await;
+            self.standing.lock().expect("standing lock").looks += 1;
+            let wait = match attempt {
                 Ok(wait) => {
                     failures = 0;
                     wait

@@ -53,7 +53,10 @@ impl Kubernetes {
             && nodes_listed
             && let (Some(config), Some((api, identity))) = (&self.config.election, self.candidate.take())
         {
-            self.election = Some(lease::Election::start(&self.rt, api, config, identity, self.config.timeout));
+            let election = lease::Election::start(&self.rt, api, config, identity, self.config.timeout);
+            // The first tick comes at once: it says whether this replica leads, not "not yet".
+            election.first_look(&self.rt, self.config.timeout);
+            self.election = Some(election);
         }
         if nodes_listed {
             self.observe_nodes(world);

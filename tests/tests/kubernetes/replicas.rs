@@ -468,7 +468,10 @@ fn the_host_runs_in_the_cluster_as_two_replicas_whose_leader_may_crash_freeze_or
     // Both replicas come up ready (a warm world each), one leads.
     let leader = r.deploy(&image, &r.host_toml(&label, "2s", ""));
     let standby = r.ready_pods().into_iter().find(|p| *p != leader).unwrap();
-    let status = r.wait("the leader's status", Duration::from_secs(10), || r.status(&leader));
+    // Its first tick comes at once, maybe before its first look at the Lease: leading by the next.
+    let status = r.wait("the leader's status, leading", Duration::from_secs(10), || {
+        r.status(&leader).filter(|s| s.leadership.as_ref().is_some_and(|l| l.leading))
+    });
     assert!(status.leadership.as_ref().is_some_and(|l| l.leading), "{status:?}");
     assert!(r.status(&standby).and_then(|s| s.leadership).is_some_and(|l| !l.leading && l.holder.is_some()));
     for (name, pid) in [(&leader, pid_of(&leader)), (&standby, pid_of(&standby))] {
