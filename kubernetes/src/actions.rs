@@ -684,9 +684,10 @@ impl Kubernetes {
         let (claims, (held, released)) = (self.claims_api(), self.dra.claim_names(p));
         // A copy bound to a node has its claims allocated there first.
         let dra = dra::Dra::uses_claims(p).then(|| self.dra.clone());
-        let copy_labels = target.as_ref().and_then(|(n, _)| self.nodes.get(n.index())).map(|n| n.labels.clone());
+        let copy_node = target.as_ref().and_then(|(n, _)| self.nodes.get(n.index()));
+        let copy_labels = copy_node.map(|n| n.labels.clone());
         let prefer = gpus.clone().unwrap_or_else(|| state.gpus.iter().map(|s| s.index).collect());
-        let prefer = match target.as_ref().and_then(|(n, _)| self.nodes.get(n.index())) {
+        let prefer = match copy_node {
             Some(n) => n.dra_places(&prefer),
             None => prefer,
         };

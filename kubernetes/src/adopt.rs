@@ -55,9 +55,7 @@ impl Kubernetes {
         book: &mut GpuBook,
         streams: &mut Streams,
     ) {
-        if dra::Dra::uses_claims(p)
-            && let Err(why) = self.dra.gpus_asked(p)
-        {
+        if let Some(why) = self.dra.unread(p) {
             // Its GPUs are its claims': not a job until they are known.
             let name = p.metadata.name.clone().unwrap_or_default();
             self.logged.once(format!("claims-unread:{uid}"), || format!("pod {name} waits to be managed: {why}"));

@@ -366,6 +366,12 @@ impl Dra {
         p.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_some_and(|c| !c.is_empty())
     }
 
+    /// Why pod `p`'s GPUs are not known yet: it has claims, and one (or its template) is not
+    /// read yet. None when they are known, or it has no claims.
+    pub fn unread(&self, p: &Pod) -> Option<String> {
+        if Dra::uses_claims(p) { self.gpus_asked(p).err() } else { None }
+    }
+
     /// Pod `p`'s claims, as the watch shows them; why not, when one is not made yet.
     fn claims_of(&self, p: &Pod) -> Result<Vec<Arc<ResourceClaim>>, String> {
         let namespace = p.namespace().unwrap_or_default();

@@ -110,12 +110,7 @@ impl Kubernetes {
             }
             // A group whose pods' GPUs come through claims is not a job until every claim (or
             // its template) is read: its GPU count would be short.
-            let unread =
-                pods.iter().find_map(
-                    |(_, p, _)| {
-                        if crate::dra::Dra::uses_claims(p) { self.dra.gpus_asked(p).err() } else { None }
-                    },
-                );
+            let unread = pods.iter().find_map(|(_, p, _)| self.dra.unread(p));
             if let (Some(why), false) = (unread, self.jobs.contains_key(&entry)) {
                 let name = key.name.clone();
                 self.held.insert(name.clone(), format!("its pods' claims are not read yet: {why}"));

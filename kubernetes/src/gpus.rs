@@ -246,8 +246,8 @@ fn ready_endpoints(slices: &[Arc<EndpointSlice>], port: u16) -> HashMap<String, 
 /// The GPUs each job holds on one node (`count` of them), once its exporter named the ones
 /// some hold (`named`): a job named on as many GPUs as it holds there (`held`) takes those
 /// (several jobs named on one GPU share it, as MPS or a shared device lets them); a job not
-/// named moves off a named GPU, or off one past `count`, to the lowest no one holds. The jobs whose GPUs change, with
-/// their new ones, in index order.
+/// named moves off a named GPU, or off one past `count`, to the lowest no one holds. The jobs
+/// whose GPUs change, with their new ones, in index order.
 pub(super) fn reseat(
     count: u32,
     held: &[(JobId, Vec<u32>)],
@@ -287,6 +287,15 @@ pub(super) fn reseat(
         }
     }
     changed
+}
+
+/// Each job holding GPUs of `node`, with their indices there.
+pub(super) fn held_on(node: NodeId, world: &World) -> Vec<(JobId, Vec<u32>)> {
+    world
+        .jobs()
+        .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
+        .filter(|(_, gpus)| !gpus.is_empty())
+        .collect()
 }
 
 /// Book each job of `changed` on its new GPUs of `node` ([`reseat`]).
@@ -358,9 +367,10 @@ impl Kubernetes {
     fn check_exporters(&mut self) {
         let Some(e) = &self.exporters else { return };
         let down = e.health.lock().expect("health lock").down.clone();
-        let (whereabouts, what) = match e.found {
-            Found::Pods(_) => (e.whereabouts(), "pods"),
-            Found::Endpoints(_) => (e.whereabouts(), "endpointslices (discovery.k8s.io)"),
+        let whereabouts = e.whereabouts();
+        let what = match e.found {
+            Found::Pods(_) => "pods",
+            Found::Endpoints(_) => "endpointslices (discovery.k8s.io)",
         };
         match down {
             Some((_, why)) => self.logged.once("gpu-exporters-down".into(), || {
@@ -471,17 +481,14 @@ impl Kubernetes {
             state.gpu_used_percent = m.gpu_use.iter().map(|(_, u)| u).sum::<f32>() / m.gpu_use.len() as f32;
             real.insert(m.job.handle, gpus.iter().map(|&(index, _)| index).collect());
         }
-        let held: Vec<(JobId, Vec<u32>)> = world
-            .jobs()
-            .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
-            .filter(|(_, gpus)| !gpus.is_empty())
-            .collect();
+        let held = held_on(node, world);
         // A pod whose GPUs come through claims holds the devices the host allocated to them:
         // its book is right, whatever the page says or has not said yet (a copy's new pod
         // name, say), and no other job is moved onto them.
-        for m in self.jobs.values().filter(|m| self.pod_of(m).is_some_and(|p| super::dra::Dra::uses_claims(&p))) {
-            if let Some((_, gpus)) = held.iter().find(|(j, _)| *j == m.job.handle) {
-                real.insert(m.job.handle, gpus.clone());
+        for (job, gpus) in &held {
+            let m = self.uid_of(*job).and_then(|uid| self.jobs.get(&uid));
+            if m.and_then(|m| self.pod_of(m)).is_some_and(|p| super::dra::Dra::uses_claims(&p)) {
+                real.insert(*job, gpus.clone());
             }
         }
         rebook(node, reseat(self.nodes[node.index()].gpus, &held, &real), world);

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use wasmsched_core::bindings::wit;
-use wasmsched_core::world::{JobId, NodeId, World};
+use wasmsched_core::world::{NodeId, World};
 
 use super::dra::NodeGpus;
 use super::pod::{self, NodeFacts};
@@ -162,11 +162,7 @@ impl Kubernetes {
     /// some) are booked on free ones below it, where there are any; the device plugin, not
     /// the host, chose the real ones.
     fn seat_within(&self, node: NodeId, count: u32, world: &mut World) {
-        let held: Vec<(JobId, Vec<u32>)> = world
-            .jobs()
-            .map(|(_, s)| (s.handle, s.gpus.iter().filter(|g| g.node == node).map(|g| g.index).collect::<Vec<_>>()))
-            .filter(|(_, gpus)| !gpus.is_empty())
-            .collect();
+        let held = super::gpus::held_on(node, world);
         if held.iter().any(|(_, gpus)| gpus.iter().any(|&g| g >= count)) {
             super::gpus::rebook(node, super::gpus::reseat(count, &held, &HashMap::new()), world);
         }

@@ -78,11 +78,13 @@ impl Kubernetes {
                 g.per_piece()
             ));
         }
-        let at: Vec<_> = pieces
-            .iter()
-            .map(|p| (self.nodes[p.node.index()].labels.clone(), self.nodes[p.node.index()].dra_places(&p.gpus)))
-            .collect();
-        let dra = claimed.then(|| (self.dra.clone(), self.claims_api()));
+        let dra = claimed.then(|| {
+            let at: Vec<_> = pieces
+                .iter()
+                .map(|p| (self.nodes[p.node.index()].labels.clone(), self.nodes[p.node.index()].dra_places(&p.gpus)))
+                .collect();
+            (self.dra.clone(), self.claims_api(), at)
+        });
         let state = world.state(action.job).expect("checked: in the world");
         let placing = matches!(action.kind, wit::ActionKind::Place(_));
         let resize = if let wit::ActionKind::Resize(r) = &action.kind { Some(r) } else { None };
@@ -129,7 +131,7 @@ impl Kubernetes {
             drop(frees);
             let copies = copies?;
             freeing.all_done().await;
-            if let Some((dra, claims)) = &dra {
+            if let Some((dra, claims, at)) = dra {
                 let to: Vec<dra::CopyTarget> = copies
                     .iter()
                     .zip(nodes.iter().zip(at))
@@ -141,7 +143,7 @@ impl Kubernetes {
                         share: None,
                     })
                     .collect();
-                if let Err(why) = dra.allocate_copies(&api, claims.clone(), &gate, limit, &to).await {
+                if let Err(why) = dra.allocate_copies(&api, claims, &gate, limit, &to).await {
                     let back = taker.run(copies.clone(), preempted, service, arrived, None).await;
                     return Err(partly_bound(what, &copies[0], Some(why), back.is_ok()));
                 }
