@@ -156,6 +156,42 @@ fn the_binary_and_the_tests_build_each_dependency_alike() {
     }
 }
 
+/// Cargo resolves the build side (build scripts, derives and what they use) apart from the code,
+/// so a dependency both use with other features is built twice, and so is all that stands on it
+/// on either side: a build side's semver without serde built wasmparser and wasm-encoder twice,
+/// 25 s of CPU each in the demo's build. Such a dependency is a package on two lines of one
+/// graph; give the build side the code's features in workspace-hack's `[build-dependencies]`.
+/// Cranelift's build script's Pulley (its instruction set, without the interpreter) stays apart:
+/// built as wasmtime's, it would sit in front of Cranelift, the longest chain of the build.
+#[test]
+fn the_build_side_and_the_code_build_each_dependency_alike() {
+    const APART: [&str; 3] = ["pulley-interpreter", "wasmtime-internal-core", "cranelift-bitset"];
+    for args in [
+        &["-p", "wasmsched", "-e", "no-dev", "--no-default-features"][..],
+        &["-p", "wasmsched", "-e", "no-dev"],
+        &["--workspace"],
+    ] {
+        let graph = resolved(args);
+        let mut lines: BTreeMap<String, Vec<&String>> = BTreeMap::new();
+        for line in &graph {
+            let package: Vec<&str> = line.split_whitespace().take(2).collect();
+            lines.entry(package.join(" ")).or_default().push(line);
+        }
+        assert!(lines.len() > 150, "the graph of {args:?} is read: {} packages", lines.len());
+        let twice: Vec<String> = lines
+            .iter()
+            .filter(|(package, lines)| lines.len() > 1 && !APART.iter().any(|a| package.starts_with(&format!("{a} "))))
+            .map(|(_, lines)| lines.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("  |  "))
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "built twice for {args:?}, once with each set of features (give workspace-hack's \
+             [build-dependencies] the code's):\n{}",
+            twice.join("\n")
+        );
+    }
+}
+
 /// The vocabulary is types, no engine: core, and the live backends above it, build without
 /// wasmtime, Cranelift or (core without its `async` feature) tokio, so neither backend waits
 /// for Cranelift and an edit to either never rebuilds it.
