@@ -1,14 +1,8 @@
-//! The one place the SDK runs `wit_bindgen::generate!`. Authors never use this module; the
-//! SDK re-exports what they need.
+//! The contract's bindings, written by wit-bindgen from `wit/policy.wit` and committed
+//! (`bindings/generated.rs`; `tests/tests/bindings.rs` regenerates it and fails on a difference,
+//! `WASMSCHED_BLESS=1` rewrites it). Authors never use this module; the SDK re-exports what
+//! they need.
 
-#![allow(missing_docs, reason = "generated code")]
+#![allow(missing_docs, unsafe_code, reason = "generated code: the ABI glue is unsafe by nature")]
 
-wit_bindgen::generate!({
-    path: "../wit",
-    world: "policy-plugin",
-    pub_export_macro: true,
-    export_macro_name: "__export_policy_plugin",
-    default_bindings_module: "wasmsched_sdk::bindings",
-    generate_all,
-    additional_derives: [PartialEq, serde::Serialize, serde::Deserialize],
-});
+include!("bindings/generated.rs");

@@ -5,34 +5,18 @@
 //! ([`checks`]). The files are generated here and committed; this test fails when they differ
 //! from what the host produces now, and `WASMSCHED_BLESS=1` rewrites them.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
 mod checks;
 mod snapshots;
 
-/// Where the vectors live.
-fn vectors_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository").join("wit/conformance")
-}
-
 /// Compare `vectors` with the committed `file`, or rewrite it when blessing.
 fn committed(file: &str, vectors: &Value) {
-    let path = vectors_dir().join(file);
-    let text = pretty(vectors);
-    if std::env::var_os("WASMSCHED_BLESS").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(vectors_dir()).expect("wit/conformance can be created");
-        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-        return;
-    }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == text,
-        "{} is not what the host produces now (the encoder, the checks or the scripted worlds changed); \
-         regenerate it with `WASMSCHED_BLESS=1 cargo test -p wasmsched-tests --test integration conformance`, \
-         check the diff, and commit it",
-        path.display()
+    wasmsched_tests::common::committed(
+        &format!("wit/conformance/{file}"),
+        &pretty(vectors),
+        "the encoder, the checks or the scripted worlds changed",
+        "conformance",
     );
 }
 

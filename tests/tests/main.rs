@@ -2,6 +2,7 @@
 
 mod api;
 mod architecture;
+mod bindings;
 mod browser;
 mod conformance;
 mod experiment;
