@@ -7,8 +7,10 @@
 //! modules and `tests.rs` files) may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
+
+use wasmsched_tests::common::repo;
 
 /// Modules (paths under `src`, `[]` for the crate's root) and the modules each imports.
 type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
@@ -75,15 +77,11 @@ const CRATES: &[(&str, &[&str])] = &[
     ),
 ];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 #[test]
 fn each_crate_depends_only_on_the_crates_the_plan_gives_it() {
     let mut wrong = Vec::new();
     for (folder, allowed) in CRATES {
-        let manifest = std::fs::read_to_string(root().join(folder).join("Cargo.toml")).expect("a manifest");
+        let manifest = std::fs::read_to_string(repo().join(folder).join("Cargo.toml")).expect("a manifest");
         let table: toml::Table = toml::from_str(&manifest).expect("a TOML manifest");
         let deps = table.get("dependencies").and_then(|d| d.as_table()).cloned().unwrap_or_default();
         for name in deps.keys().filter(|n| n.starts_with("wasmsched") || n.starts_with("policy-")) {
@@ -97,7 +95,7 @@ fn each_crate_depends_only_on_the_crates_the_plan_gives_it() {
 
 #[test]
 fn every_crate_of_the_workspace_is_in_the_plan() {
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("the workspace manifest");
+    let manifest = std::fs::read_to_string(repo().join("Cargo.toml")).expect("the workspace manifest");
     let table: toml::Table = toml::from_str(&manifest).expect("TOML");
     let members = table["workspace"]["members"].as_array().expect("members");
     let planned: BTreeSet<&str> = CRATES.iter().map(|(f, _)| *f).collect();
@@ -121,7 +119,7 @@ fn resolved(args: &[&str]) -> BTreeSet<String> {
     let out = std::process::Command::new(cargo)
         .args(["tree", "--offline", "-f", "{p} {f}", "--prefix", "none"])
         .args(args)
-        .current_dir(root())
+        .current_dir(repo())
         .output()
         .expect("cargo runs");
     assert!(out.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&out.stderr));
@@ -180,7 +178,7 @@ fn the_build_side_and_the_code_build_each_dependency_alike() {
         assert!(lines.len() > 150, "the graph of {args:?} is read: {} packages", lines.len());
         let twice: Vec<String> = lines
             .iter()
-            .filter(|(package, lines)| lines.len() > 1 && !APART.iter().any(|a| package.starts_with(&format!("{a} "))))
+            .filter(|(package, lines)| lines.len() > 1 && !APART.iter().any(|a| package.split(' ').next() == Some(*a)))
             .map(|(_, lines)| lines.iter().map(|l| l.as_str()).collect::<Vec<_>>().join("  |  "))
             .collect();
         assert!(
@@ -288,7 +286,7 @@ fn every_crate_imports() -> &'static [(String, Graph)] {
     static GRAPHS: OnceLock<Vec<(String, Graph)>> = OnceLock::new();
     GRAPHS.get_or_init(|| {
         let read = |folder: &str, root_file: &str, keep: &dyn Fn(&str) -> bool| {
-            let src = root().join(folder).join("src");
+            let src = repo().join(folder).join("src");
             let mut files = BTreeMap::new();
             collect(&src, &src, root_file, keep, &mut files);
             imports(&files)

@@ -6,6 +6,7 @@
 //! generator the macro would have run, at the version of the runtime half the guests link
 //! (`Cargo.lock` holds both), and fails when the committed file differs.
 
+use wasmsched_tests::common::{committed, repo};
 use wit_bindgen_core::wit_parser::Resolve;
 use wit_bindgen_core::{Files, WorldGenerator};
 use wit_bindgen_rust::Opts;
@@ -54,9 +55,8 @@ const BINDINGS: [Bindings; 3] = [
 
 /// What the generator writes for `b`, as the committed file holds it.
 fn generate(b: &Bindings) -> String {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository");
     let mut resolve = Resolve::default();
-    let (package, _) = resolve.push_path(root.join(b.wit)).unwrap_or_else(|e| panic!("{}: {e:#}", b.wit));
+    let (package, _) = resolve.push_path(repo().join(b.wit)).unwrap_or_else(|e| panic!("{}: {e:#}", b.wit));
     let world = resolve.select_world(&[package], Some(b.world)).unwrap_or_else(|e| panic!("{}: {e:#}", b.world));
     let mut files = Files::default();
     Opts { format: true, ..(b.opts)() }
@@ -70,6 +70,6 @@ fn generate(b: &Bindings) -> String {
 #[test]
 fn the_committed_bindings_are_what_wit_bindgen_generates_from_the_wit() {
     for b in &BINDINGS {
-        wasmsched_tests::common::committed(b.file, &generate(b), "the WIT or wit-bindgen changed", "bindings");
+        committed(b.file, &generate(b), "the WIT or wit-bindgen changed", "bindings");
     }
 }

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use wasmsched::experiment::run::{PolicyChoice, RunOptions, RunReport, simulate, simulate_watched};
 use wasmsched::scenario::{Cluster, GpuJobs, LoadOptions, Scenario};
 
-use wasmsched_tests::common::{counted_log, loaded, runtime};
+use wasmsched_tests::common::{counted_log, loaded, repo, runtime};
 
 /// Seeds per workload in CI; `WASMSCHED_FUZZ_SEEDS` asks for more.
 const DEFAULT_SEEDS: u64 = 12;
@@ -51,14 +51,9 @@ fn virtual_bound(baseline_s: f64) -> f64 {
     3.0 * baseline_s + 6.0 * 3600.0
 }
 
-/// The repository's root.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// The Philly trace beside the repository, where this machine has it.
 fn philly() -> Option<PathBuf> {
-    let path = root().join("../shared/data/philly_jobs_pollux.csv");
+    let path = repo().join("../shared/data/philly_jobs_pollux.csv");
     path.exists().then_some(path)
 }
 
@@ -82,7 +77,7 @@ fn workloads() -> Vec<Workload> {
     let load = |path: &Path, opts: LoadOptions| {
         Scenario::load(path, &opts).unwrap_or_else(|e| panic!("{}: {e}", path.display())).with_default_targets()
     };
-    let mut found: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
+    let mut found: Vec<PathBuf> = std::fs::read_dir(repo().join("scenarios"))
         .expect("scenarios/ lists")
         .map(|e| e.expect("an entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
@@ -94,7 +89,7 @@ fn workloads() -> Vec<Workload> {
         .iter()
         .map(|p| at(&p.file_stem().unwrap().to_string_lossy(), load(p, LoadOptions::default()), TICK))
         .collect();
-    let pollux = root().join("data/workloads/workload-1.csv");
+    let pollux = repo().join("data/workloads/workload-1.csv");
     let first = LoadOptions { limit: Some(60), ..LoadOptions::default() };
     all.push(at("pollux workload-1", load(&pollux, first), TICK));
     let elastic = LoadOptions {

@@ -18,7 +18,7 @@ use wasmsched::scaffold::{self, Lang};
 use wasmsched::world::sample;
 use wasmsched_test_artifacts::{Foreign, TOOLCHAINS};
 
-use wasmsched_tests::common::{loaded, runtime};
+use wasmsched_tests::common::{loaded, repo, runtime};
 use wasmsched_tests::live::{Running, Setup, component};
 
 /// The built policy, or None after saying loudly why it is missing.
@@ -30,10 +30,6 @@ fn foreign(name: &str) -> Option<&'static Foreign> {
             None
         }
     }
-}
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ lives in the repository")
 }
 
 /// Runs `cmd`; its output, or an error when it could not be started. Panics with the output
